@@ -1,0 +1,354 @@
+//! The StreamJob manifest and its `spec`: the one job definition that `weir run` reads from a
+//! file and the operator embeds in the `StreamJob` custom resource.
+//!
+//! Every type derives serde (camelCase fields) and schemars `JsonSchema`; the doc comments here
+//! become the OpenAPI descriptions that `kubectl explain` shows.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API version of the `StreamJob` resource.
+pub const API_VERSION: &str = "weir.dev/v1alpha1";
+/// The kind of the resource.
+pub const KIND: &str = "StreamJob";
+
+/// A whole `StreamJob` manifest as `kubectl apply` and `weir run` take it. Fields that only the
+/// operator uses (image, resources, upgradeMode, ...) are accepted and ignored by `weir run`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamJobManifest {
+    /// Must be `weir.dev/v1alpha1`.
+    pub api_version: String,
+    /// Must be `StreamJob`.
+    pub kind: String,
+    /// Object metadata; only `name` is used by the runtime.
+    pub metadata: ManifestMetadata,
+    /// The job.
+    pub spec: JobSpec,
+}
+
+/// The subset of Kubernetes object metadata the runtime reads.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestMetadata {
+    /// The job's name: a DNS-1123 label. It names the job's checkpoint directory
+    /// (`<storage>/<name>/chk-<n>/`) and its savepoints.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// What the runtime needs to run a job: parallelism, checkpointing and the pipeline.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSpec {
+    /// Number of parallel subtasks of every operator. 1 ≤ parallelism ≤ maxParallelism.
+    #[serde(default = "default_parallelism")]
+    pub parallelism: u32,
+    /// Number of key groups: the upper bound for parallelism and the unit by which keyed state
+    /// is redistributed on rescale. Defaults by Flink's rule,
+    /// `min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)`. Cannot change once a job has state:
+    /// a restore with a different value is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallelism: Option<u32>,
+    /// Checkpointing: interval, mode, storage and retention.
+    #[serde(default)]
+    pub checkpointing: CheckpointingSpec,
+    /// Where savepoints go when a trigger names no directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoints: Option<SavepointsSpec>,
+    /// S3 settings for `s3://` URLs (checkpoint storage, sources and sinks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Spec>,
+    /// Restore even if the restore point holds state for an operator uid the job no longer
+    /// has (that state is dropped). Default false: such a restore is refused.
+    #[serde(default)]
+    pub allow_non_restored_state: bool,
+    /// The pipeline.
+    pub job: PipelineSpec,
+}
+
+fn default_parallelism() -> u32 {
+    1
+}
+
+/// Checkpoint mode, as Flink's `CheckpointingMode`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Aligned checkpoints: an input that delivered barrier n is held until every input did.
+    #[default]
+    #[serde(rename = "exactly-once")]
+    ExactlyOnce,
+    /// Barriers are counted, not aligned: records after a barrier may be in checkpoint n's state
+    /// and are replayed on restore (duplicates possible, nothing lost).
+    #[serde(rename = "at-least-once")]
+    AtLeastOnce,
+}
+
+/// Checkpointing configuration.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointingSpec {
+    /// Time between checkpoint triggers, e.g. `10s`, `500ms`, `2m`. `0s` disables periodic
+    /// checkpoints (a bounded job still takes its final checkpoint).
+    #[serde(default = "default_interval")]
+    pub interval: String,
+    /// A checkpoint that has not completed within this time is declined and the next proceeds.
+    #[serde(default = "default_timeout")]
+    pub timeout: String,
+    /// Minimum pause between the completion of one checkpoint and the trigger of the next.
+    #[serde(default = "default_min_pause")]
+    pub min_pause: String,
+    /// `exactly-once` (aligned barriers) or `at-least-once`.
+    #[serde(default)]
+    pub mode: CheckpointMode,
+    /// Checkpoint storage URL: a local path, `file:///abs/path`, or `s3://bucket/prefix`.
+    /// Checkpoints go to `<storage>/<job name>/chk-<n>/`. Default for `weir run`:
+    /// `./weir-data/checkpoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+    /// Number of completed checkpoints kept; older ones are deleted off the processing path.
+    #[serde(default = "default_retained")]
+    pub retained: u32,
+}
+
+fn default_interval() -> String {
+    "10s".into()
+}
+fn default_timeout() -> String {
+    "10m".into()
+}
+fn default_min_pause() -> String {
+    "0s".into()
+}
+fn default_retained() -> u32 {
+    3
+}
+
+impl Default for CheckpointingSpec {
+    fn default() -> Self {
+        CheckpointingSpec {
+            interval: default_interval(),
+            timeout: default_timeout(),
+            min_pause: default_min_pause(),
+            mode: CheckpointMode::default(),
+            storage: None,
+            retained: default_retained(),
+        }
+    }
+}
+
+/// Savepoint defaults.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SavepointsSpec {
+    /// Directory URL (local path or `s3://bucket/prefix`); savepoints are written to
+    /// `<directory>/savepoint-<job>-<id>/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
+}
+
+/// S3 client settings; anything unset falls back to the AWS default chain
+/// (environment, profile, web identity, instance metadata).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Spec {
+    /// Custom endpoint URL for S3-compatible stores (MinIO, Ceph), e.g. `http://minio:9000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Region, e.g. `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Use path-style addressing (`endpoint/bucket/key`), which MinIO and Ceph need.
+    #[serde(default)]
+    pub path_style: bool,
+}
+
+/// The pipeline: an ordered list of steps, from one source to one sink.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PipelineSpec {
+    /// Steps in data order: first a `source`, last a `sink`, transforms between.
+    pub steps: Vec<Step>,
+}
+
+/// One step of the pipeline. Exactly one of the step fields (`source`, `filter`, `map`,
+/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `sink`) is set.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// Stable operator id: the key under which the step's state is saved in checkpoints and
+    /// savepoints. Default: `<kind>-<index>` (e.g. `count-4`), which changes when steps are
+    /// inserted or removed — set it explicitly on stateful steps you intend to keep across
+    /// upgrades. Unique within the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Read records from files or a generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceSpec>,
+    /// Keep records for which the CEL expression is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<ExprSpec>,
+    /// Replace each record by the value of a CEL expression (a map).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<ExprSpec>,
+    /// Split a string field by a regex into one record per token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flat_map: Option<FlatMapSpec>,
+    /// Partition the stream by a key (hash exchange by key group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_by: Option<KeyBySpec>,
+    /// Keyed running count: emits `{<key>: k, <as>: n}` for every record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<AggregateSpec>,
+    /// Keyed running sum of a numeric CEL expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<AggregateSpec>,
+    /// Keyed running minimum of a numeric CEL expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<AggregateSpec>,
+    /// Keyed running maximum of a numeric CEL expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<AggregateSpec>,
+    /// Write records out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<SinkSpec>,
+}
+
+/// A source. Exactly one of `file`, `generator`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceSpec {
+    /// Bounded, replayable file source (by file and byte offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSourceSpec>,
+    /// Seeded deterministic generator, replayable by record index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<GeneratorSpec>,
+}
+
+/// File formats a file source reads.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// One record per line: `{"line": "<text>"}` (a trailing CR is removed).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Jsonl,
+    /// CSV with a header row; every field is a string.
+    Csv,
+}
+
+/// A bounded file source. Each matching file is one split; splits are assigned to source
+/// subtasks by `index mod parallelism` over the sorted file list.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSourceSpec {
+    /// A local path or `s3://bucket/prefix`, with an optional glob in the last component
+    /// (`*.txt`). Relative local paths resolve against the working directory. Files ending in
+    /// `.gz` are decompressed.
+    pub path: String,
+    /// `text` (default), `jsonl` or `csv`.
+    #[serde(default)]
+    pub format: FileFormat,
+    /// Optional rate limit, in records per second per source subtask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_per_second: Option<u64>,
+}
+
+/// A seeded, deterministic generator of `{"id": n, "key": "key-<k>", "value": v}` records.
+/// Record n depends only on `seed` and n, so replay from a recorded index is exact.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorSpec {
+    /// Seed of the pseudo-random sequence.
+    #[serde(default)]
+    pub seed: u64,
+    /// Total number of records; unbounded if unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Number of distinct keys (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
+    /// Optional rate limit, in records per second per source subtask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_per_second: Option<u64>,
+    /// Number of splits the sequence is cut into (record n belongs to split n mod splits);
+    /// splits are the unit of source rescaling. Default 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub splits: Option<u32>,
+}
+
+/// A CEL expression over the record. The record's top-level fields are variables (`word`,
+/// `line`, ...) and the whole record is `record`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExprSpec {
+    /// The CEL expression, e.g. `size(word) > 3` or `{'line': line.lower()}`.
+    pub expression: String,
+}
+
+/// Split a string field into tokens.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FlatMapSpec {
+    /// The string field to split.
+    pub field: String,
+    /// Separator regex (Rust `regex` syntax, Unicode-aware: `\W+` splits on non-word runs).
+    pub pattern: String,
+    /// Output field that holds the token (default: the split field). Other fields are kept.
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_field: Option<String>,
+    /// Keep empty tokens (default false: they are dropped).
+    #[serde(default)]
+    pub keep_empty: bool,
+}
+
+/// Partition by key.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyBySpec {
+    /// CEL expression giving the key: a string, integer or boolean.
+    pub expression: String,
+    /// Field name under which the key appears in aggregation output (default `key`).
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_field: Option<String>,
+}
+
+/// A keyed running aggregation. Requires a preceding `keyBy`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AggregateSpec {
+    /// Numeric CEL expression aggregated by `sum`, `min`, `max` (ignored by `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    /// Output field holding the aggregate (default: the aggregation's name, e.g. `count`).
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_field: Option<String>,
+}
+
+/// A sink. Exactly one of `file`, `print`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SinkSpec {
+    /// Transactional (two-phase commit) JSON-lines file sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSinkSpec>,
+    /// Print records to stdout as JSON lines (not transactional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub print: Option<PrintSinkSpec>,
+}
+
+/// Transactional file sink: one part file per subtask and checkpoint, visible only after the
+/// checkpoint completes (`<path>/part-<subtask>-<checkpoint>.jsonl`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSinkSpec {
+    /// Output directory: local path or `s3://bucket/prefix`.
+    pub path: String,
+}
+
+/// Stdout sink.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrintSinkSpec {}

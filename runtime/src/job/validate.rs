@@ -1,0 +1,433 @@
+//! Defaults and validation: a [`StreamJobManifest`] becomes a [`Job`] or a [`JobError`] that
+//! names the offending field (`spec.job.steps[2].keyBy.expression: ...`).
+
+use super::spec::*;
+use std::time::Duration;
+
+/// A validation error naming the field path it concerns.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
+pub struct JobError {
+    /// Dotted path of the field (`spec.parallelism`), empty for whole-document errors.
+    pub field: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl JobError {
+    /// Builds an error for `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        JobError { field: field.into(), message: message.into() }
+    }
+}
+
+/// Largest supported max parallelism (number of key groups), as in Flink.
+pub const UPPER_BOUND_MAX_PARALLELISM: u32 = 32768;
+
+/// Flink's default max parallelism for an operator of parallelism `p`:
+/// `min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)`
+/// (`KeyGroupRangeAssignment.computeDefaultMaxParallelism`).
+pub fn default_max_parallelism(parallelism: u32) -> u32 {
+    let p = u64::from(parallelism);
+    let rounded = (p + p / 2).max(1).next_power_of_two();
+    rounded.clamp(128, u64::from(UPPER_BOUND_MAX_PARALLELISM)) as u32
+}
+
+/// The aggregation a keyed step computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateFn {
+    /// Number of records per key.
+    Count,
+    /// Sum of the expression per key.
+    Sum,
+    /// Minimum of the expression per key.
+    Min,
+    /// Maximum of the expression per key.
+    Max,
+}
+
+impl AggregateFn {
+    /// The step name (`count`, `sum`, ...), also the default output field.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggregateFn::Count => "count",
+            AggregateFn::Sum => "sum",
+            AggregateFn::Min => "min",
+            AggregateFn::Max => "max",
+        }
+    }
+}
+
+/// A validated step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OperatorKind {
+    /// File source.
+    FileSource(FileSourceSpec),
+    /// Generator source.
+    Generator(GeneratorSpec),
+    /// CEL filter.
+    Filter(String),
+    /// CEL map.
+    Map(String),
+    /// Regex split of a string field.
+    FlatMap(FlatMapSpec),
+    /// Key selector (CEL) and the output field name of the key.
+    KeyBy { expression: String, as_field: String },
+    /// Keyed running aggregation.
+    Aggregate { func: AggregateFn, expression: Option<String>, as_field: String },
+    /// Transactional file sink.
+    FileSink(FileSinkSpec),
+    /// Stdout sink.
+    PrintSink,
+}
+
+impl OperatorKind {
+    /// Short kind name used in default uids and metadata (`source-file`, `count`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            OperatorKind::FileSource(_) => "source-file",
+            OperatorKind::Generator(_) => "source-generator",
+            OperatorKind::Filter(_) => "filter",
+            OperatorKind::Map(_) => "map",
+            OperatorKind::FlatMap(_) => "flatMap",
+            OperatorKind::KeyBy { .. } => "keyBy",
+            OperatorKind::Aggregate { func, .. } => func.name(),
+            OperatorKind::FileSink(_) => "sink-file",
+            OperatorKind::PrintSink => "sink-print",
+        }
+    }
+
+    /// Whether the operator keeps state in checkpoints.
+    pub fn is_stateful(&self) -> bool {
+        matches!(
+            self,
+            OperatorKind::FileSource(_)
+                | OperatorKind::Generator(_)
+                | OperatorKind::Aggregate { .. }
+                | OperatorKind::FileSink(_)
+        )
+    }
+}
+
+/// A validated step with its uid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operator {
+    /// Stable id under which its state is saved.
+    pub uid: String,
+    /// Position in `spec.job.steps`.
+    pub index: usize,
+    /// What it does.
+    pub kind: OperatorKind,
+}
+
+/// A validated job with defaults applied.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// `metadata.name`.
+    pub name: String,
+    /// The spec as given (after overrides).
+    pub spec: JobSpec,
+    /// Parallelism of every operator.
+    pub parallelism: u32,
+    /// Number of key groups.
+    pub max_parallelism: u32,
+    /// Checkpoint interval; zero disables periodic checkpoints.
+    pub checkpoint_interval: Duration,
+    /// Checkpoint timeout.
+    pub checkpoint_timeout: Duration,
+    /// Minimum pause between checkpoints.
+    pub min_pause: Duration,
+    /// Steps in data order.
+    pub operators: Vec<Operator>,
+}
+
+fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
+    humantime::parse_duration(s.trim()).map_err(|e| {
+        JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}"))
+    })
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+impl Job {
+    /// Validates a manifest; see [`Job::from_spec`].
+    pub fn from_manifest(m: StreamJobManifest) -> Result<Job, JobError> {
+        if m.api_version != API_VERSION {
+            return Err(JobError::new("apiVersion", format!("must be `{API_VERSION}`, got `{}`", m.api_version)));
+        }
+        if m.kind != KIND {
+            return Err(JobError::new("kind", format!("must be `{KIND}`, got `{}`", m.kind)));
+        }
+        Job::from_spec(&m.metadata.name, m.spec)
+    }
+
+    /// Applies defaults and checks every rule, returning the first violation with its field
+    /// path. Rules: name is a DNS-1123 label; 1 ≤ parallelism ≤ maxParallelism ≤ 32768;
+    /// durations parse; each step sets exactly one kind; the first step is the only source and
+    /// the last the only sink; an aggregation directly follows a `keyBy`; uids are unique;
+    /// CEL expressions and regexes compile.
+    pub fn from_spec(name: &str, spec: JobSpec) -> Result<Job, JobError> {
+        if !is_dns_label(name) {
+            return Err(JobError::new(
+                "metadata.name",
+                format!("`{name}` must be a DNS-1123 label (lowercase letters, digits, '-', at most 63)"),
+            ));
+        }
+        let p = spec.parallelism;
+        let max_p = spec.max_parallelism.unwrap_or_else(|| default_max_parallelism(p));
+        if !(1..=UPPER_BOUND_MAX_PARALLELISM).contains(&max_p) {
+            return Err(JobError::new(
+                "spec.maxParallelism",
+                format!("must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got {max_p}"),
+            ));
+        }
+        if p < 1 || p > max_p {
+            return Err(JobError::new(
+                "spec.parallelism",
+                format!("must be between 1 and maxParallelism ({max_p}), got {p}"),
+            ));
+        }
+        let c = &spec.checkpointing;
+        let checkpoint_interval = parse_duration("spec.checkpointing.interval", &c.interval)?;
+        let checkpoint_timeout = parse_duration("spec.checkpointing.timeout", &c.timeout)?;
+        let min_pause = parse_duration("spec.checkpointing.minPause", &c.min_pause)?;
+        if checkpoint_timeout.is_zero() {
+            return Err(JobError::new("spec.checkpointing.timeout", "must be greater than 0"));
+        }
+        if c.retained == 0 {
+            return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
+        }
+        let operators = validate_steps(&spec.job.steps)?;
+        Ok(Job {
+            name: name.to_string(),
+            parallelism: p,
+            max_parallelism: max_p,
+            checkpoint_interval,
+            checkpoint_timeout,
+            min_pause,
+            operators,
+            spec,
+        })
+    }
+
+    /// The operator with `uid`, if any.
+    pub fn operator(&self, uid: &str) -> Option<&Operator> {
+        self.operators.iter().find(|o| o.uid == uid)
+    }
+}
+
+fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
+    let at = format!("spec.job.steps[{i}]");
+    let mut kinds = Vec::new();
+    if let Some(s) = &step.source {
+        kinds.push(match (&s.file, &s.generator) {
+            (Some(f), None) => {
+                if f.path.trim().is_empty() {
+                    return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
+                }
+                OperatorKind::FileSource(f.clone())
+            }
+            (None, Some(g)) => {
+                if g.splits == Some(0) || g.keys == Some(0) {
+                    return Err(JobError::new(format!("{at}.source.generator"), "splits and keys must be at least 1"));
+                }
+                OperatorKind::Generator(g.clone())
+            }
+            _ => return Err(JobError::new(format!("{at}.source"), "set exactly one of `file`, `generator`")),
+        });
+    }
+    if let Some(e) = &step.filter {
+        check_cel(&format!("{at}.filter.expression"), &e.expression)?;
+        kinds.push(OperatorKind::Filter(e.expression.clone()));
+    }
+    if let Some(e) = &step.map {
+        check_cel(&format!("{at}.map.expression"), &e.expression)?;
+        kinds.push(OperatorKind::Map(e.expression.clone()));
+    }
+    if let Some(f) = &step.flat_map {
+        if let Err(e) = regex::Regex::new(&f.pattern) {
+            return Err(JobError::new(format!("{at}.flatMap.pattern"), format!("invalid regex: {e}")));
+        }
+        if f.field.is_empty() {
+            return Err(JobError::new(format!("{at}.flatMap.field"), "must not be empty"));
+        }
+        kinds.push(OperatorKind::FlatMap(f.clone()));
+    }
+    if let Some(k) = &step.key_by {
+        check_cel(&format!("{at}.keyBy.expression"), &k.expression)?;
+        kinds.push(OperatorKind::KeyBy {
+            expression: k.expression.clone(),
+            as_field: k.as_field.clone().unwrap_or_else(|| "key".into()),
+        });
+    }
+    for (func, spec) in [
+        (AggregateFn::Count, &step.count),
+        (AggregateFn::Sum, &step.sum),
+        (AggregateFn::Min, &step.min),
+        (AggregateFn::Max, &step.max),
+    ] {
+        if let Some(a) = spec {
+            let field = format!("{at}.{}.expression", func.name());
+            match (&a.expression, func) {
+                (Some(e), _) => check_cel(&field, e)?,
+                (None, AggregateFn::Count) => {}
+                (None, _) => return Err(JobError::new(field, "is required for sum, min and max")),
+            }
+            kinds.push(OperatorKind::Aggregate {
+                func,
+                expression: a.expression.clone(),
+                as_field: a.as_field.clone().unwrap_or_else(|| func.name().into()),
+            });
+        }
+    }
+    if let Some(s) = &step.sink {
+        kinds.push(match (&s.file, &s.print) {
+            (Some(f), None) => {
+                if f.path.trim().is_empty() {
+                    return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
+                }
+                OperatorKind::FileSink(f.clone())
+            }
+            (None, Some(_)) => OperatorKind::PrintSink,
+            _ => return Err(JobError::new(format!("{at}.sink"), "set exactly one of `file`, `print`")),
+        });
+    }
+    match kinds.len() {
+        1 => Ok(kinds.pop().unwrap()),
+        0 => Err(JobError::new(
+            at,
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, sink",
+        )),
+        _ => Err(JobError::new(at, "sets more than one step kind; split it into several steps")),
+    }
+}
+
+fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
+    crate::record::cel::compile(expr).map(|_| ()).map_err(|e| JobError::new(field, e.to_string()))
+}
+
+fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
+    if steps.len() < 2 {
+        return Err(JobError::new("spec.job.steps", "needs at least a source and a sink"));
+    }
+    let mut ops: Vec<Operator> = Vec::with_capacity(steps.len());
+    let last = steps.len() - 1;
+    for (i, step) in steps.iter().enumerate() {
+        let kind = step_kind(i, step)?;
+        let at = format!("spec.job.steps[{i}]");
+        let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+        let is_sink = matches!(kind, OperatorKind::FileSink(_) | OperatorKind::PrintSink);
+        if (i == 0) != is_source {
+            return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
+        }
+        if (i == last) != is_sink {
+            return Err(JobError::new(at, "the last step, and only it, must be a `sink`"));
+        }
+        if matches!(kind, OperatorKind::Aggregate { .. })
+            && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. }))
+        {
+            return Err(JobError::new(at, format!("`{}` must directly follow a `keyBy` step", kind.name())));
+        }
+        if matches!(kind, OperatorKind::KeyBy { .. })
+            && !steps
+                .get(i + 1)
+                .is_some_and(|s| s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some())
+        {
+            return Err(JobError::new(at, "`keyBy` must be followed by an aggregation (count, sum, min, max)"));
+        }
+        let uid = match &step.uid {
+            Some(u) => {
+                if u.is_empty() || u.len() > 128 || !u.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                    return Err(JobError::new(
+                        format!("{at}.uid"),
+                        format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
+                    ));
+                }
+                u.clone()
+            }
+            None => format!("{}-{i}", kind.name()),
+        };
+        if ops.iter().any(|o| o.uid == uid) {
+            return Err(JobError::new(format!("{at}.uid"), format!("`{uid}` is used by another step")));
+        }
+        ops.push(Operator { uid, index: i, kind });
+    }
+    Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_max_parallelism_follows_flink() {
+        // (p, expected) from min(max(roundUpToPow2(p + p/2), 128), 32768)
+        for (p, want) in [(1, 128), (2, 128), (85, 128), (86, 256), (100, 256), (1000, 2048), (30000, 32768)] {
+            assert_eq!(default_max_parallelism(p), want, "p={p}");
+        }
+    }
+
+    fn spec(steps: serde_json::Value) -> JobSpec {
+        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
+    }
+
+    fn err(spec: JobSpec) -> String {
+        Job::from_spec("t", spec).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        use serde_json::json;
+        let src = json!({"source": {"file": {"path": "a"}}});
+        let sink = json!({"sink": {"print": {}}});
+        let cases = [
+            (json!([src, {"keyBy": {"expression": "word +"}}, {"count": {}}, sink]), "spec.job.steps[1].keyBy.expression"),
+            (json!([src, {"count": {}}, sink]), "spec.job.steps[1]: `count` must directly follow"),
+            (json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]), "spec.job.steps[1].flatMap.pattern"),
+            (json!([src, {}, sink]), "spec.job.steps[1]: set exactly one"),
+            (json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]), "more than one"),
+            (json!([sink, src]), "spec.job.steps[0]: the first step"),
+            (json!([src, {"uid": "a", "filter": {"expression": "true"}}, {"uid": "a", "map": {"expression": "record"}}, sink]), "spec.job.steps[2].uid"),
+            (json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]), "spec.job.steps[2].sum.expression"),
+        ];
+        for (steps, want) in cases {
+            let e = err(spec(steps));
+            assert!(e.contains(want), "want `{want}` in `{e}`");
+        }
+        let mut s = spec(json!([src, sink]));
+        s.parallelism = 0;
+        assert!(err(s.clone()).starts_with("spec.parallelism:"));
+        s.parallelism = 5;
+        s.max_parallelism = Some(4);
+        assert!(err(s.clone()).starts_with("spec.parallelism:"));
+        s.max_parallelism = Some(40000);
+        assert!(err(s.clone()).starts_with("spec.maxParallelism:"));
+        s.max_parallelism = None;
+        s.checkpointing.interval = "soon".into();
+        assert!(err(s).starts_with("spec.checkpointing.interval:"));
+    }
+
+    #[test]
+    fn default_uids_are_kind_and_position() {
+        use serde_json::json;
+        let job = Job::from_spec(
+            "t",
+            spec(json!([
+                {"source": {"file": {"path": "a"}}},
+                {"keyBy": {"expression": "line"}},
+                {"uid": "counts", "count": {}},
+                {"sink": {"print": {}}}
+            ])),
+        )
+        .unwrap();
+        let uids: Vec<_> = job.operators.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(uids, ["source-file-0", "keyBy-1", "counts", "sink-print-3"]);
+        assert_eq!(job.max_parallelism, 128);
+    }
+}

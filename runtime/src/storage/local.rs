@@ -1,0 +1,257 @@
+//! Local filesystem store. Atomic writes by temp file + rename; conditional create by
+//! `link(2)`, which fails if the target exists; multipart uploads staged as numbered part
+//! files in a hidden directory and concatenated + renamed on completion.
+
+use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A store rooted at a local directory (created on demand).
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn io(path: &Path, source: std::io::Error) -> StorageError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        StorageError::NotFound(path.display().to_string())
+    } else {
+        StorageError::Io { path: path.display().to_string(), source }
+    }
+}
+
+impl LocalStore {
+    /// A store rooted at `root` (relative paths resolve against the working directory).
+    pub fn new(root: impl AsRef<Path>) -> Result<LocalStore> {
+        let root = root.as_ref();
+        let root = if root.is_absolute() {
+            root.to_path_buf()
+        } else {
+            std::env::current_dir().map_err(|e| io(root, e))?.join(root)
+        };
+        Ok(LocalStore { root })
+    }
+
+    /// The directory this store is rooted at.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn full(&self, path: &str) -> PathBuf {
+        if path.is_empty() { self.root.clone() } else { self.root.join(path) }
+    }
+
+    fn tmp_for(&self, target: &Path) -> PathBuf {
+        let n = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        target.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+    }
+
+    fn staging(&self, upload: &MultipartUpload) -> PathBuf {
+        let target = self.full(&upload.path);
+        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        target.with_file_name(format!(".{name}.upload-{}", upload.upload_id))
+    }
+
+    fn write_tmp(&self, target: &Path, data: &[u8]) -> Result<PathBuf> {
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        let tmp = self.tmp_for(target);
+        std::fs::write(&tmp, data).map_err(|e| io(&tmp, e))?;
+        let f = std::fs::File::open(&tmp).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+        Ok(tmp)
+    }
+}
+
+fn sync_dir(dir: Option<&Path>) {
+    if let Some(d) = dir
+        && let Ok(f) = std::fs::File::open(d)
+    {
+        let _ = f.sync_all();
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in rd {
+        let entry = entry?;
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            walk(&entry.path(), out)?;
+        } else if ft.is_file() {
+            out.push(entry.path());
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    fn url(&self, path: &str) -> String {
+        format!("file://{}", self.full(path).display())
+    }
+
+    async fn put(&self, path: &str, data: Bytes) -> Result<()> {
+        let target = self.full(path);
+        let tmp = self.write_tmp(&target, &data)?;
+        std::fs::rename(&tmp, &target).map_err(|e| io(&target, e))?;
+        sync_dir(target.parent());
+        Ok(())
+    }
+
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
+        let target = self.full(path);
+        let tmp = self.write_tmp(&target, &data)?;
+        let res = std::fs::hard_link(&tmp, &target);
+        let _ = std::fs::remove_file(&tmp);
+        match res {
+            Ok(()) => {
+                sync_dir(target.parent());
+                Ok(PutOutcome::Created)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(PutOutcome::AlreadyExists),
+            Err(e) => Err(io(&target, e)),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Result<Bytes> {
+        let p = self.full(path);
+        std::fs::read(&p).map(Bytes::from).map_err(|e| io(&p, e))
+    }
+
+    async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
+        use std::io::{Read, Seek, SeekFrom};
+        let p = self.full(path);
+        let mut f = std::fs::File::open(&p).map_err(|e| io(&p, e))?;
+        f.seek(SeekFrom::Start(offset)).map_err(|e| io(&p, e))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).map_err(|e| io(&p, e))?;
+        Ok(Bytes::from(buf))
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        Ok(self.full(path).is_file())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        // Walk the deepest directory the prefix names, then filter by the full prefix.
+        let dir_part = match prefix.rfind('/') {
+            Some(i) => &prefix[..i],
+            None => "",
+        };
+        let base = self.full(dir_part);
+        let mut files = Vec::new();
+        walk(&base, &mut files).map_err(|e| io(&base, e))?;
+        let mut out = Vec::new();
+        for f in files {
+            let Ok(rel) = f.strip_prefix(&self.root) else { continue };
+            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            let hidden = rel.split('/').any(|c| c.starts_with('.'));
+            if rel.starts_with(prefix) && !hidden {
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push(ObjectMeta { path: rel, size });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        let p = self.full(path);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&p, e)),
+        }
+        // Remove now-empty parent directories up to the root, as object stores have none.
+        let mut dir = p.parent();
+        while let Some(d) = dir {
+            if d == self.root || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+
+    async fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        let p = self.full(prefix.trim_end_matches('/'));
+        if prefix.ends_with('/') && p.is_dir() {
+            return match std::fs::remove_dir_all(&p) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io(&p, e)),
+            };
+        }
+        for o in self.list(prefix).await? {
+            self.delete(&o.path).await?;
+        }
+        Ok(())
+    }
+
+    async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {
+        let n = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let upload = MultipartUpload {
+            path: path.to_string(),
+            upload_id: format!("{:x}-{}-{n}", nanos, std::process::id()),
+            parts: Vec::new(),
+        };
+        let dir = self.staging(&upload);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        Ok(upload)
+    }
+
+    async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
+        let number = upload.parts.len() as i32 + 1;
+        let dir = self.staging(upload);
+        let part = dir.join(format!("{number:05}"));
+        std::fs::write(&part, &data).map_err(|e| io(&part, e))?;
+        std::fs::File::open(&part).and_then(|f| f.sync_all()).map_err(|e| io(&part, e))?;
+        upload.parts.push((number, format!("{}", data.len())));
+        Ok(())
+    }
+
+    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        let target = self.full(&upload.path);
+        let dir = self.staging(upload);
+        if !dir.exists() {
+            // Already completed (or aborted): completion is idempotent when the object exists.
+            return if target.is_file() { Ok(()) } else { Err(StorageError::NotFound(dir.display().to_string())) };
+        }
+        let mut data = Vec::new();
+        for (number, len) in &upload.parts {
+            let part = dir.join(format!("{number:05}"));
+            let bytes = std::fs::read(&part).map_err(|e| io(&part, e))?;
+            if bytes.len().to_string() != *len {
+                return Err(io(&part, std::io::Error::other(format!("part has {} bytes, expected {len}", bytes.len()))));
+            }
+            data.extend_from_slice(&bytes);
+        }
+        let tmp = self.write_tmp(&target, &data)?;
+        std::fs::rename(&tmp, &target).map_err(|e| io(&target, e))?;
+        sync_dir(target.parent());
+        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        Ok(())
+    }
+
+    async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        let dir = self.staging(upload);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io(&dir, e)),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Object storage behind one trait: the local filesystem and S3 (aws-sdk-s3). Checkpoints,
+//! savepoints, file sources and the transactional file sink all go through [`ObjectStore`].
+//!
+//! Paths are `/`-separated keys relative to the store's root (for S3: the bucket plus an
+//! optional prefix; for local: a directory).
+
+mod local;
+mod s3;
+
+pub use local::LocalStore;
+pub use s3::S3Store;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Storage errors. `NotFound` is distinct so callers can treat a missing object as data.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The object does not exist.
+    #[error("{0}: not found")]
+    NotFound(String),
+    /// A URL the stores cannot serve.
+    #[error("invalid storage URL `{0}`: {1}")]
+    InvalidUrl(String, String),
+    /// Local I/O failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// Full path or URL of the object.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// S3 request failure.
+    #[error("{path}: S3 {op} failed: {message}")]
+    S3 {
+        /// Full URL of the object.
+        path: String,
+        /// The operation (`PutObject`, ...).
+        op: &'static str,
+        /// The service's message.
+        message: String,
+    },
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// Outcome of a conditional create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object was created.
+    Created,
+    /// An object already existed at the path; nothing was written.
+    AlreadyExists,
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Path relative to the store root.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A multipart upload in progress: enough to resume and complete it from another process
+/// (it is stored in the file sink's checkpointed state).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MultipartUpload {
+    /// Destination path relative to the store root.
+    pub path: String,
+    /// The store's upload id.
+    pub upload_id: String,
+    /// Completed parts as (part number starting at 1, ETag or local token), in order.
+    pub parts: Vec<(i32, String)>,
+}
+
+/// Minimum size of every part but the last, as S3 requires.
+pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
+
+/// An object store. Implementations must be cheap to share (`Arc<dyn ObjectStore>`).
+#[async_trait]
+pub trait ObjectStore: Send + Sync + std::fmt::Debug {
+    /// A display URL for `path` (for messages): `file:///abs/dir/path` or `s3://bucket/key`.
+    fn url(&self, path: &str) -> String;
+
+    /// Writes an object, replacing any existing one, atomically (readers see the old or the
+    /// new object, never a partial one).
+    async fn put(&self, path: &str, data: Bytes) -> Result<()>;
+
+    /// Creates an object only if none exists at `path` (S3: `If-None-Match: *`; local: a hard
+    /// link that fails if the target exists). Two concurrent writers: exactly one gets
+    /// `Created`.
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome>;
+
+    /// Reads a whole object. Errors: `NotFound`.
+    async fn get(&self, path: &str) -> Result<Bytes>;
+
+    /// Reads from byte `offset` to the end. Errors: `NotFound`.
+    async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes>;
+
+    /// Whether an object exists.
+    async fn exists(&self, path: &str) -> Result<bool>;
+
+    /// Lists objects whose path starts with `prefix` (recursively), sorted by path.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
+
+    /// Deletes one object; deleting a missing object is not an error.
+    async fn delete(&self, path: &str) -> Result<()>;
+
+    /// Deletes every object under `prefix` (a "directory" when it ends with `/`).
+    async fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        for o in self.list(prefix).await? {
+            self.delete(&o.path).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts a multipart upload to `path`; nothing is visible at `path` until
+    /// [`ObjectStore::complete_multipart`].
+    async fn create_multipart(&self, path: &str) -> Result<MultipartUpload>;
+
+    /// Uploads the next part (every part but the last must be at least [`MIN_PART_SIZE`] on
+    /// S3) and records it in `upload.parts`.
+    async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()>;
+
+    /// Completes the upload, making the object visible at once. Idempotent: completing an
+    /// upload that was already completed (the object exists and the upload is gone) is Ok.
+    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()>;
+
+    /// Abandons an upload and its parts; a missing upload is not an error.
+    async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<()>;
+}
+
+/// A shared store.
+pub type Store = Arc<dyn ObjectStore>;
+
+/// S3 client settings (from `spec.s3`, then the environment).
+#[derive(Debug, Clone, Default)]
+pub struct S3Options {
+    /// Custom endpoint (MinIO, Ceph, moto). Falls back to `AWS_ENDPOINT_URL(_S3)`.
+    pub endpoint: Option<String>,
+    /// Region. Falls back to the default chain, then `us-east-1`.
+    pub region: Option<String>,
+    /// Path-style addressing; also enabled by `WEIR_S3_PATH_STYLE=true`.
+    pub path_style: bool,
+}
+
+impl From<Option<&crate::job::S3Spec>> for S3Options {
+    fn from(s: Option<&crate::job::S3Spec>) -> Self {
+        s.map(|s| S3Options { endpoint: s.endpoint.clone(), region: s.region.clone(), path_style: s.path_style })
+            .unwrap_or_default()
+    }
+}
+
+/// Opens the store for a URL and returns it with the path inside it that the URL names:
+/// `s3://bucket/a/b` → (S3 store on `bucket`, `a/b`); `file:///x/y` or a plain path → (local
+/// store rooted at that directory, ``).
+pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(StorageError::InvalidUrl(url.into(), "no bucket name".into()));
+        }
+        Ok(Arc::new(S3Store::connect(bucket, prefix.trim_end_matches('/'), s3).await?))
+    } else if let Some(p) = url.strip_prefix("file://") {
+        Ok(Arc::new(LocalStore::new(p)?))
+    } else if url.contains("://") {
+        Err(StorageError::InvalidUrl(url.into(), "supported schemes are s3:// and file://, or a plain path".into()))
+    } else {
+        Ok(Arc::new(LocalStore::new(url)?))
+    }
+}
+
+/// Joins path segments with `/`, skipping empty ones.
+pub fn join(a: &str, b: &str) -> String {
+    match (a.trim_end_matches('/'), b.trim_start_matches('/')) {
+        ("", b) => b.to_string(),
+        (a, "") => a.to_string(),
+        (a, b) => format!("{a}/{b}"),
+    }
+}
