@@ -1,0 +1,234 @@
+//! The control API's wire types: the contract between the runtime (`weir run`, and the
+//! coordinator) and its clients (the operator, `weir savepoint trigger`). JSON, camelCase.
+//!
+//! | method | path | body | reply |
+//! |---|---|---|---|
+//! | GET | `/healthz` | | 200 `ok` while the job process is serving |
+//! | GET | `/v1/job` | | [`JobStatus`] |
+//! | GET | `/v1/checkpoints` | | [`CheckpointHistory`] |
+//! | POST | `/v1/savepoints` | [`SavepointRequest`] | 202 [`TriggerResponse`]; 409 [`ApiError`] when the job is not running |
+//! | GET | `/v1/savepoints/{triggerId}` | | [`SavepointStatus`]; 404 unknown trigger |
+//! | GET | `/metrics` | | Prometheus text format |
+
+use serde::{Deserialize, Serialize};
+
+/// Lifecycle state of a job as the runtime sees it (Flink's `JobStatus` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    /// Loading the restore point and starting subtasks.
+    Initializing,
+    /// All subtasks running.
+    Running,
+    /// A stop-with-savepoint is in progress.
+    Stopping,
+    /// Stopped by stop-with-savepoint; the savepoint is complete.
+    Stopped,
+    /// A bounded job consumed all input and committed its final checkpoint.
+    Finished,
+    /// A subtask failed; see `failure`.
+    Failed,
+}
+
+impl JobState {
+    /// Whether the job will make no more progress.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Stopped | JobState::Finished | JobState::Failed)
+    }
+}
+
+/// Whether a completed snapshot is a periodic checkpoint or a savepoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotKind {
+    /// Periodic (or final) checkpoint, owned by the runtime and subject to retention.
+    Checkpoint,
+    /// User-triggered, self-contained, never deleted by the runtime.
+    Savepoint,
+}
+
+/// Statistics of one completed checkpoint or savepoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointStats {
+    /// Checkpoint id (increasing across restores).
+    pub id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// URL of the snapshot directory (the one holding `_metadata`).
+    pub path: String,
+    /// Trigger time, milliseconds since the Unix epoch.
+    pub triggered_at_ms: u64,
+    /// Completion time (the `_metadata` write), milliseconds since the Unix epoch.
+    pub completed_at_ms: u64,
+    /// Trigger to completion, in milliseconds.
+    pub duration_ms: u64,
+    /// Longest synchronous part over subtasks, in milliseconds.
+    pub max_sync_ms: u64,
+    /// Longest asynchronous part (serialize + upload) over subtasks, in milliseconds.
+    pub max_async_ms: u64,
+    /// Longest barrier alignment over subtasks, in milliseconds.
+    pub max_alignment_ms: u64,
+    /// Total bytes of state files plus metadata.
+    pub size_bytes: u64,
+}
+
+/// Per-subtask counters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubtaskStatus {
+    /// Task name: the uids of the chained operators, joined by ` -> `.
+    pub task: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// Records received.
+    pub records_in: u64,
+    /// Records emitted.
+    pub records_out: u64,
+    /// Milliseconds spent waiting for space in output channels (backpressure).
+    pub backpressured_ms: u64,
+    /// Where it runs (worker id) when distributed; empty in `weir run`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub location: String,
+}
+
+/// Reply of `GET /v1/job`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStatus {
+    /// `metadata.name` of the StreamJob.
+    pub job_name: String,
+    /// Unique id of this run of the job (changes on every start).
+    pub job_id: String,
+    /// Current state.
+    pub state: JobState,
+    /// Parallelism.
+    pub parallelism: u32,
+    /// Max parallelism (number of key groups).
+    pub max_parallelism: u32,
+    /// The checkpoint or savepoint this run restored from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
+    /// The newest completed checkpoint or savepoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completed_checkpoint: Option<CheckpointStats>,
+    /// Per subtask detail.
+    pub subtasks: Vec<SubtaskStatus>,
+    /// Why the job failed, when `state` is `FAILED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Number of restarts of this job by the runtime's restart strategy.
+    #[serde(default)]
+    pub restarts: u32,
+}
+
+/// Reply of `GET /v1/checkpoints`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointHistory {
+    /// Completed checkpoints and savepoints of this run, oldest first (bounded).
+    pub completed: Vec<CheckpointStats>,
+    /// Id of the checkpoint in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_progress: Option<u64>,
+    /// Checkpoints declined or timed out in this run.
+    pub failed: u64,
+}
+
+/// Body of `POST /v1/savepoints`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavepointRequest {
+    /// Target directory URL; defaults to `spec.savepoints.directory`, then
+    /// `./weir-data/savepoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
+    /// Stop the job after the savepoint completes (stop-with-savepoint): sources stop at the
+    /// savepoint barrier, sinks commit, the process exits 0.
+    #[serde(default)]
+    pub stop: bool,
+}
+
+/// Reply of `POST /v1/savepoints`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggerResponse {
+    /// Poll `GET /v1/savepoints/{triggerId}`.
+    pub trigger_id: String,
+}
+
+/// State of a savepoint trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TriggerState {
+    /// Waiting for or taking the savepoint.
+    InProgress,
+    /// `_metadata` written: `path` is a restore point.
+    Completed,
+    /// Declined, timed out, or the job failed; see `error`.
+    Failed,
+}
+
+/// Reply of `GET /v1/savepoints/{triggerId}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavepointStatus {
+    /// The trigger id.
+    pub trigger_id: String,
+    /// Progress.
+    pub state: TriggerState,
+    /// Savepoint directory URL when completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Checkpoint id of the savepoint when completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_id: Option<u64>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Error body of any non-2xx reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiError {
+    /// Human-readable reason.
+    pub error: String,
+}
+
+/// What a restore point holds, as `weir savepoint inspect` prints it and the operator uses to
+/// check a new job against it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotInfo {
+    /// Job name recorded in the snapshot.
+    pub job_name: String,
+    /// Checkpoint id.
+    pub checkpoint_id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Max parallelism the keyed state was written with (must match on restore).
+    pub max_parallelism: u32,
+    /// Parallelism at snapshot time.
+    pub parallelism: u32,
+    /// One entry per stateful operator.
+    pub operators: Vec<OperatorStateInfo>,
+}
+
+/// One operator's state in a snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorStateInfo {
+    /// The operator uid.
+    pub uid: String,
+    /// Operator kind (`count`, `source-file`, `sink-file`, ...).
+    pub kind: String,
+    /// State names held (`keyed:aggregate`, `operator:splits`, `operator:pending-commits`).
+    pub state_names: Vec<String>,
+    /// Key-group ranges `[start, end]` of the keyed state files, one per subtask.
+    pub key_group_ranges: Vec<[u32; 2]>,
+    /// Bytes of state files.
+    pub bytes: u64,
+    /// Number of entries (keys, splits or pending commits).
+    pub entries: u64,
+}
