@@ -1,8 +1,16 @@
 //! Weir's stream runtime: a keyed dataflow with Flink-style asynchronous barrier snapshotting,
 //! savepoints and rescale-on-restore by key group.
+//!
+//! Data path: [`job`] (definition) → [`exec`] (stages of chained [`operators`], keyed exchange
+//! by [`state::key_group`]) → [`checkpoint`] (barriers, coordinator, restore) → [`storage`].
 
+pub mod checkpoint;
+pub mod cli;
 pub mod control;
+pub mod exec;
 pub mod job;
+pub mod metrics;
+pub mod operators;
 pub mod record;
 pub mod state;
 pub mod storage;

@@ -1,1 +1,3 @@
 pub mod api;
+pub mod client;
+pub mod server;

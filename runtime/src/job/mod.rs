@@ -2,7 +2,7 @@
 //! validation into a [`Job`] whose steps are typed ([`Operator`]).
 
 pub mod spec;
-mod validate;
+pub mod validate;
 
 pub use spec::*;
 pub use validate::{Job, JobError, Operator, OperatorKind, default_max_parallelism};
@@ -29,7 +29,10 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
         apply_override(&mut doc, o)?;
     }
     let manifest: StreamJobManifest = serde_yaml::from_value(doc).map_err(|e| {
-        JobError::new("", format!("the manifest does not match the StreamJob schema: {e}"))
+        JobError::new(
+            "",
+            format!("the manifest does not match the StreamJob schema: {e}"),
+        )
     })?;
     Job::from_manifest(manifest)
 }
@@ -60,7 +63,9 @@ fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError
                 if cur.is_null() {
                     *cur = serde_yaml::Value::Mapping(Default::default());
                 }
-                let serde_yaml::Value::Mapping(m) = cur else { unreachable!() };
+                let serde_yaml::Value::Mapping(m) = cur else {
+                    unreachable!()
+                };
                 m.entry(serde_yaml::Value::String(part.to_string()))
                     .or_insert(serde_yaml::Value::Null)
             }
@@ -95,11 +100,24 @@ spec:
     fn overrides_set_nested_fields_and_list_items() {
         let job = parse_manifest(
             MINIMAL,
-            &["spec.parallelism=3".into(), "spec.job.steps.0.source.file.path=y.txt".into()],
+            &[
+                "spec.parallelism=3".into(),
+                "spec.job.steps.0.source.file.path=y.txt".into(),
+            ],
         )
         .unwrap();
         assert_eq!(job.parallelism, 3);
-        assert_eq!(job.spec.job.steps[0].source.as_ref().unwrap().file.as_ref().unwrap().path, "y.txt");
+        assert_eq!(
+            job.spec.job.steps[0]
+                .source
+                .as_ref()
+                .unwrap()
+                .file
+                .as_ref()
+                .unwrap()
+                .path,
+            "y.txt"
+        );
     }
 
     #[test]

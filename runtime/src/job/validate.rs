@@ -17,7 +17,10 @@ pub struct JobError {
 impl JobError {
     /// Builds an error for `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        JobError { field: field.into(), message: message.into() }
+        JobError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -72,9 +75,16 @@ pub enum OperatorKind {
     /// Regex split of a string field.
     FlatMap(FlatMapSpec),
     /// Key selector (CEL) and the output field name of the key.
-    KeyBy { expression: String, as_field: String },
+    KeyBy {
+        expression: String,
+        as_field: String,
+    },
     /// Keyed running aggregation.
-    Aggregate { func: AggregateFn, expression: Option<String>, as_field: String },
+    Aggregate {
+        func: AggregateFn,
+        expression: Option<String>,
+        as_field: String,
+    },
     /// Transactional file sink.
     FileSink(FileSinkSpec),
     /// Stdout sink.
@@ -143,14 +153,18 @@ pub struct Job {
 
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim()).map_err(|e| {
-        JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}"))
+        JobError::new(
+            field,
+            format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}"),
+        )
     })
 }
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -159,10 +173,16 @@ impl Job {
     /// Validates a manifest; see [`Job::from_spec`].
     pub fn from_manifest(m: StreamJobManifest) -> Result<Job, JobError> {
         if m.api_version != API_VERSION {
-            return Err(JobError::new("apiVersion", format!("must be `{API_VERSION}`, got `{}`", m.api_version)));
+            return Err(JobError::new(
+                "apiVersion",
+                format!("must be `{API_VERSION}`, got `{}`", m.api_version),
+            ));
         }
         if m.kind != KIND {
-            return Err(JobError::new("kind", format!("must be `{KIND}`, got `{}`", m.kind)));
+            return Err(JobError::new(
+                "kind",
+                format!("must be `{KIND}`, got `{}`", m.kind),
+            ));
         }
         Job::from_spec(&m.metadata.name, m.spec)
     }
@@ -176,11 +196,15 @@ impl Job {
         if !is_dns_label(name) {
             return Err(JobError::new(
                 "metadata.name",
-                format!("`{name}` must be a DNS-1123 label (lowercase letters, digits, '-', at most 63)"),
+                format!(
+                    "`{name}` must be a DNS-1123 label (lowercase letters, digits, '-', at most 63)"
+                ),
             ));
         }
         let p = spec.parallelism;
-        let max_p = spec.max_parallelism.unwrap_or_else(|| default_max_parallelism(p));
+        let max_p = spec
+            .max_parallelism
+            .unwrap_or_else(|| default_max_parallelism(p));
         if !(1..=UPPER_BOUND_MAX_PARALLELISM).contains(&max_p) {
             return Err(JobError::new(
                 "spec.maxParallelism",
@@ -198,10 +222,16 @@ impl Job {
         let checkpoint_timeout = parse_duration("spec.checkpointing.timeout", &c.timeout)?;
         let min_pause = parse_duration("spec.checkpointing.minPause", &c.min_pause)?;
         if checkpoint_timeout.is_zero() {
-            return Err(JobError::new("spec.checkpointing.timeout", "must be greater than 0"));
+            return Err(JobError::new(
+                "spec.checkpointing.timeout",
+                "must be greater than 0",
+            ));
         }
         if c.retained == 0 {
-            return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
+            return Err(JobError::new(
+                "spec.checkpointing.retained",
+                "must be at least 1",
+            ));
         }
         let operators = validate_steps(&spec.job.steps)?;
         Ok(Job {
@@ -229,17 +259,28 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         kinds.push(match (&s.file, &s.generator) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
-                    return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
+                    return Err(JobError::new(
+                        format!("{at}.source.file.path"),
+                        "must not be empty",
+                    ));
                 }
                 OperatorKind::FileSource(f.clone())
             }
             (None, Some(g)) => {
                 if g.splits == Some(0) || g.keys == Some(0) {
-                    return Err(JobError::new(format!("{at}.source.generator"), "splits and keys must be at least 1"));
+                    return Err(JobError::new(
+                        format!("{at}.source.generator"),
+                        "splits and keys must be at least 1",
+                    ));
                 }
                 OperatorKind::Generator(g.clone())
             }
-            _ => return Err(JobError::new(format!("{at}.source"), "set exactly one of `file`, `generator`")),
+            _ => {
+                return Err(JobError::new(
+                    format!("{at}.source"),
+                    "set exactly one of `file`, `generator`",
+                ));
+            }
         });
     }
     if let Some(e) = &step.filter {
@@ -252,10 +293,16 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
     }
     if let Some(f) = &step.flat_map {
         if let Err(e) = regex::Regex::new(&f.pattern) {
-            return Err(JobError::new(format!("{at}.flatMap.pattern"), format!("invalid regex: {e}")));
+            return Err(JobError::new(
+                format!("{at}.flatMap.pattern"),
+                format!("invalid regex: {e}"),
+            ));
         }
         if f.field.is_empty() {
-            return Err(JobError::new(format!("{at}.flatMap.field"), "must not be empty"));
+            return Err(JobError::new(
+                format!("{at}.flatMap.field"),
+                "must not be empty",
+            ));
         }
         kinds.push(OperatorKind::FlatMap(f.clone()));
     }
@@ -290,12 +337,20 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         kinds.push(match (&s.file, &s.print) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
-                    return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
+                    return Err(JobError::new(
+                        format!("{at}.sink.file.path"),
+                        "must not be empty",
+                    ));
                 }
                 OperatorKind::FileSink(f.clone())
             }
             (None, Some(_)) => OperatorKind::PrintSink,
-            _ => return Err(JobError::new(format!("{at}.sink"), "set exactly one of `file`, `print`")),
+            _ => {
+                return Err(JobError::new(
+                    format!("{at}.sink"),
+                    "set exactly one of `file`, `print`",
+                ));
+            }
         });
     }
     match kinds.len() {
@@ -304,46 +359,77 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
             at,
             "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, sink",
         )),
-        _ => Err(JobError::new(at, "sets more than one step kind; split it into several steps")),
+        _ => Err(JobError::new(
+            at,
+            "sets more than one step kind; split it into several steps",
+        )),
     }
 }
 
 fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
-    crate::record::cel::compile(expr).map(|_| ()).map_err(|e| JobError::new(field, e.to_string()))
+    crate::record::cel::compile(expr)
+        .map(|_| ())
+        .map_err(|e| JobError::new(field, e.to_string()))
 }
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     if steps.len() < 2 {
-        return Err(JobError::new("spec.job.steps", "needs at least a source and a sink"));
+        return Err(JobError::new(
+            "spec.job.steps",
+            "needs at least a source and a sink",
+        ));
     }
     let mut ops: Vec<Operator> = Vec::with_capacity(steps.len());
     let last = steps.len() - 1;
     for (i, step) in steps.iter().enumerate() {
         let kind = step_kind(i, step)?;
         let at = format!("spec.job.steps[{i}]");
-        let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+        let is_source = matches!(
+            kind,
+            OperatorKind::FileSource(_) | OperatorKind::Generator(_)
+        );
         let is_sink = matches!(kind, OperatorKind::FileSink(_) | OperatorKind::PrintSink);
         if (i == 0) != is_source {
-            return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
+            return Err(JobError::new(
+                at,
+                "the first step, and only it, must be a `source`",
+            ));
         }
         if (i == last) != is_sink {
-            return Err(JobError::new(at, "the last step, and only it, must be a `sink`"));
+            return Err(JobError::new(
+                at,
+                "the last step, and only it, must be a `sink`",
+            ));
         }
         if matches!(kind, OperatorKind::Aggregate { .. })
-            && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. }))
+            && !matches!(
+                ops.last().map(|o| &o.kind),
+                Some(OperatorKind::KeyBy { .. })
+            )
         {
-            return Err(JobError::new(at, format!("`{}` must directly follow a `keyBy` step", kind.name())));
+            return Err(JobError::new(
+                at,
+                format!("`{}` must directly follow a `keyBy` step", kind.name()),
+            ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })
-            && !steps
-                .get(i + 1)
-                .is_some_and(|s| s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some())
+            && !steps.get(i + 1).is_some_and(|s| {
+                s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some()
+            })
         {
-            return Err(JobError::new(at, "`keyBy` must be followed by an aggregation (count, sum, min, max)"));
+            return Err(JobError::new(
+                at,
+                "`keyBy` must be followed by an aggregation (count, sum, min, max)",
+            ));
         }
         let uid = match &step.uid {
             Some(u) => {
-                if u.is_empty() || u.len() > 128 || !u.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                if u.is_empty()
+                    || u.len() > 128
+                    || !u
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                {
                     return Err(JobError::new(
                         format!("{at}.uid"),
                         format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
@@ -354,9 +440,16 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             None => format!("{}-{i}", kind.name()),
         };
         if ops.iter().any(|o| o.uid == uid) {
-            return Err(JobError::new(format!("{at}.uid"), format!("`{uid}` is used by another step")));
+            return Err(JobError::new(
+                format!("{at}.uid"),
+                format!("`{uid}` is used by another step"),
+            ));
         }
-        ops.push(Operator { uid, index: i, kind });
+        ops.push(Operator {
+            uid,
+            index: i,
+            kind,
+        });
     }
     Ok(ops)
 }
@@ -368,13 +461,22 @@ mod tests {
     #[test]
     fn default_max_parallelism_follows_flink() {
         // (p, expected) from min(max(roundUpToPow2(p + p/2), 128), 32768)
-        for (p, want) in [(1, 128), (2, 128), (85, 128), (86, 256), (100, 256), (1000, 2048), (30000, 32768)] {
+        for (p, want) in [
+            (1, 128),
+            (2, 128),
+            (85, 128),
+            (86, 256),
+            (100, 256),
+            (1000, 2048),
+            (30000, 32768),
+        ] {
             assert_eq!(default_max_parallelism(p), want, "p={p}");
         }
     }
 
     fn spec(steps: serde_json::Value) -> JobSpec {
-        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
+        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } }))
+            .unwrap()
     }
 
     fn err(spec: JobSpec) -> String {
@@ -387,14 +489,32 @@ mod tests {
         let src = json!({"source": {"file": {"path": "a"}}});
         let sink = json!({"sink": {"print": {}}});
         let cases = [
-            (json!([src, {"keyBy": {"expression": "word +"}}, {"count": {}}, sink]), "spec.job.steps[1].keyBy.expression"),
-            (json!([src, {"count": {}}, sink]), "spec.job.steps[1]: `count` must directly follow"),
-            (json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]), "spec.job.steps[1].flatMap.pattern"),
+            (
+                json!([src, {"keyBy": {"expression": "word +"}}, {"count": {}}, sink]),
+                "spec.job.steps[1].keyBy.expression",
+            ),
+            (
+                json!([src, {"count": {}}, sink]),
+                "spec.job.steps[1]: `count` must directly follow",
+            ),
+            (
+                json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]),
+                "spec.job.steps[1].flatMap.pattern",
+            ),
             (json!([src, {}, sink]), "spec.job.steps[1]: set exactly one"),
-            (json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]), "more than one"),
+            (
+                json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]),
+                "more than one",
+            ),
             (json!([sink, src]), "spec.job.steps[0]: the first step"),
-            (json!([src, {"uid": "a", "filter": {"expression": "true"}}, {"uid": "a", "map": {"expression": "record"}}, sink]), "spec.job.steps[2].uid"),
-            (json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]), "spec.job.steps[2].sum.expression"),
+            (
+                json!([src, {"uid": "a", "filter": {"expression": "true"}}, {"uid": "a", "map": {"expression": "record"}}, sink]),
+                "spec.job.steps[2].uid",
+            ),
+            (
+                json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]),
+                "spec.job.steps[2].sum.expression",
+            ),
         ];
         for (steps, want) in cases {
             let e = err(spec(steps));

@@ -1,1 +1,2 @@
 pub mod key_group;
+pub mod snapshot;

@@ -18,7 +18,10 @@ fn io(path: &Path, source: std::io::Error) -> StorageError {
     if source.kind() == std::io::ErrorKind::NotFound {
         StorageError::NotFound(path.display().to_string())
     } else {
-        StorageError::Io { path: path.display().to_string(), source }
+        StorageError::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
@@ -40,18 +43,28 @@ impl LocalStore {
     }
 
     fn full(&self, path: &str) -> PathBuf {
-        if path.is_empty() { self.root.clone() } else { self.root.join(path) }
+        if path.is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(path)
+        }
     }
 
     fn tmp_for(&self, target: &Path) -> PathBuf {
         let n = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
-        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = target
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         target.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
     }
 
     fn staging(&self, upload: &MultipartUpload) -> PathBuf {
         let target = self.full(&upload.path);
-        let name = target.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = target
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         target.with_file_name(format!(".{name}.upload-{}", upload.upload_id))
     }
 
@@ -117,7 +130,9 @@ impl ObjectStore for LocalStore {
                 sync_dir(target.parent());
                 Ok(PutOutcome::Created)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(PutOutcome::AlreadyExists),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Ok(PutOutcome::AlreadyExists)
+            }
             Err(e) => Err(io(&target, e)),
         }
     }
@@ -152,8 +167,12 @@ impl ObjectStore for LocalStore {
         walk(&base, &mut files).map_err(|e| io(&base, e))?;
         let mut out = Vec::new();
         for f in files {
-            let Ok(rel) = f.strip_prefix(&self.root) else { continue };
-            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            let Ok(rel) = f.strip_prefix(&self.root) else {
+                continue;
+            };
+            let rel = rel
+                .to_string_lossy()
+                .replace(std::path::MAIN_SEPARATOR, "/");
             let hidden = rel.split('/').any(|c| c.starts_with('.'));
             if rel.starts_with(prefix) && !hidden {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -218,7 +237,9 @@ impl ObjectStore for LocalStore {
         let dir = self.staging(upload);
         let part = dir.join(format!("{number:05}"));
         std::fs::write(&part, &data).map_err(|e| io(&part, e))?;
-        std::fs::File::open(&part).and_then(|f| f.sync_all()).map_err(|e| io(&part, e))?;
+        std::fs::File::open(&part)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io(&part, e))?;
         upload.parts.push((number, format!("{}", data.len())));
         Ok(())
     }
@@ -228,14 +249,24 @@ impl ObjectStore for LocalStore {
         let dir = self.staging(upload);
         if !dir.exists() {
             // Already completed (or aborted): completion is idempotent when the object exists.
-            return if target.is_file() { Ok(()) } else { Err(StorageError::NotFound(dir.display().to_string())) };
+            return if target.is_file() {
+                Ok(())
+            } else {
+                Err(StorageError::NotFound(dir.display().to_string()))
+            };
         }
         let mut data = Vec::new();
         for (number, len) in &upload.parts {
             let part = dir.join(format!("{number:05}"));
             let bytes = std::fs::read(&part).map_err(|e| io(&part, e))?;
             if bytes.len().to_string() != *len {
-                return Err(io(&part, std::io::Error::other(format!("part has {} bytes, expected {len}", bytes.len()))));
+                return Err(io(
+                    &part,
+                    std::io::Error::other(format!(
+                        "part has {} bytes, expected {len}",
+                        bytes.len()
+                    )),
+                ));
             }
             data.extend_from_slice(&bytes);
         }

@@ -149,8 +149,12 @@ pub struct S3Options {
 
 impl From<Option<&crate::job::S3Spec>> for S3Options {
     fn from(s: Option<&crate::job::S3Spec>) -> Self {
-        s.map(|s| S3Options { endpoint: s.endpoint.clone(), region: s.region.clone(), path_style: s.path_style })
-            .unwrap_or_default()
+        s.map(|s| S3Options {
+            endpoint: s.endpoint.clone(),
+            region: s.region.clone(),
+            path_style: s.path_style,
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -161,13 +165,21 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(StorageError::InvalidUrl(url.into(), "no bucket name".into()));
+            return Err(StorageError::InvalidUrl(
+                url.into(),
+                "no bucket name".into(),
+            ));
         }
-        Ok(Arc::new(S3Store::connect(bucket, prefix.trim_end_matches('/'), s3).await?))
+        Ok(Arc::new(
+            S3Store::connect(bucket, prefix.trim_end_matches('/'), s3).await?,
+        ))
     } else if let Some(p) = url.strip_prefix("file://") {
         Ok(Arc::new(LocalStore::new(p)?))
     } else if url.contains("://") {
-        Err(StorageError::InvalidUrl(url.into(), "supported schemes are s3:// and file://, or a plain path".into()))
+        Err(StorageError::InvalidUrl(
+            url.into(),
+            "supported schemes are s3:// and file://, or a plain path".into(),
+        ))
     } else {
         Ok(Arc::new(LocalStore::new(url)?))
     }

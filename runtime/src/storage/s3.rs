@@ -13,7 +13,10 @@ impl S3Store {
     /// Connects with the default credential chain and `opts`.
     pub async fn connect(bucket: &str, prefix: &str, opts: &S3Options) -> Result<S3Store> {
         let _ = opts;
-        Err(StorageError::InvalidUrl(format!("s3://{bucket}/{prefix}"), "S3 support is not built yet".into()))
+        Err(StorageError::InvalidUrl(
+            format!("s3://{bucket}/{prefix}"),
+            "S3 support is not built yet".into(),
+        ))
     }
 }
 

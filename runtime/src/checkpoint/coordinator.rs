@@ -1,0 +1,460 @@
+//! The checkpoint coordinator (Flink's `CheckpointCoordinator`): triggers barriers at the
+//! sources, collects acknowledgements, writes `_metadata` (the commit point) with a conditional
+//! put, notifies subtasks so sinks commit, runs retention off the processing path, serves
+//! savepoint triggers and drives the end of bounded and stopped jobs.
+
+use super::decide::{self, PendingState};
+use super::restore::list_checkpoints;
+use super::{
+    Ack, Barrier, METADATA_FILE, SnapshotTarget, checkpoint_dir, now_ms, savepoint_dir_name,
+};
+use crate::control::api::{
+    CheckpointHistory, CheckpointStats, JobState, SavepointStatus, SnapshotKind, TriggerState,
+};
+use crate::exec::messages::{Control, TaskEvent};
+use crate::state::snapshot::{
+    CheckpointMetadata, FORMAT_VERSION, OperatorMetadata, encode_metadata,
+};
+use crate::storage::{self, PutOutcome, S3Options, Store, join};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// Static configuration of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// Job name.
+    pub job: String,
+    /// Parallelism.
+    pub parallelism: u32,
+    /// Max parallelism.
+    pub max_parallelism: u32,
+    /// Periodic interval (zero: none).
+    pub interval: Duration,
+    /// Timeout of one checkpoint.
+    pub timeout: Duration,
+    /// Min pause between completion and next trigger.
+    pub min_pause: Duration,
+    /// Completed checkpoints to keep.
+    pub retained: usize,
+    /// Checkpoint store (rooted at the storage URL).
+    pub store: Store,
+    /// Default savepoint directory URL.
+    pub savepoint_dir: String,
+    /// S3 settings for savepoint directories.
+    pub s3: S3Options,
+    /// Number of subtasks that must acknowledge.
+    pub tasks: usize,
+    /// Task indexes of source subtasks.
+    pub sources: Vec<usize>,
+    /// First checkpoint id of this run.
+    pub first_id: u64,
+}
+
+/// A savepoint request from the control API.
+#[derive(Debug)]
+pub struct SavepointCommand {
+    /// Trigger id (already registered in [`Shared::triggers`]).
+    pub trigger_id: String,
+    /// Target directory URL, or the default.
+    pub directory: Option<String>,
+    /// Stop after it completes.
+    pub stop: bool,
+}
+
+/// State shared with the control API.
+#[derive(Debug)]
+pub struct Shared {
+    /// Job state.
+    pub state: JobState,
+    /// Failure reason.
+    pub failure: Option<String>,
+    /// Checkpoint history.
+    pub history: CheckpointHistory,
+    /// Savepoint triggers by id.
+    pub triggers: BTreeMap<String, SavepointStatus>,
+}
+
+impl Shared {
+    /// Fresh shared state.
+    pub fn new() -> Shared {
+        Shared {
+            state: JobState::Initializing,
+            failure: None,
+            history: CheckpointHistory::default(),
+            triggers: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared::new()
+    }
+}
+
+struct Pending {
+    barrier: Barrier,
+    started: Instant,
+    acks: Vec<Ack>,
+    acked: HashSet<usize>,
+    trigger_id: Option<String>,
+    is_final: bool,
+}
+
+/// How the job ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Bounded input consumed and committed.
+    Finished,
+    /// Stopped with a savepoint at this URL.
+    Stopped(String),
+}
+
+const HISTORY: usize = 50;
+
+/// Runs the coordinator until the job ends. `controls[i]` reaches task i.
+pub async fn run(
+    cfg: CoordinatorConfig,
+    controls: Vec<UnboundedSender<Control>>,
+    mut events: UnboundedReceiver<TaskEvent>,
+    mut commands: UnboundedReceiver<SavepointCommand>,
+    shared: Arc<Mutex<Shared>>,
+) -> Result<Outcome, String> {
+    let mut next_id = cfg.first_id;
+    let mut pending: Option<Pending> = None;
+    let mut queued: VecDeque<SavepointCommand> = VecDeque::new();
+    let mut last_trigger: Option<Instant> = None;
+    let mut last_completion: Option<Instant> = None;
+    let mut exhausted: HashSet<usize> = HashSet::new();
+    let mut ended: HashSet<usize> = HashSet::new();
+    let mut finishing: Option<Outcome> = None;
+    let mut final_requested = false;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    shared.lock().expect("lock").state = JobState::Running;
+    let send_all = |c: &dyn Fn() -> Control| {
+        for tx in &controls {
+            let _ = tx.send(c());
+        }
+    };
+    loop {
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else { return Err("all subtasks are gone".into()) };
+                match ev {
+                    TaskEvent::Ack(a) => {
+                        if let Some(p) = pending.as_mut()
+                            && p.barrier.id == a.checkpoint_id
+                            && p.acked.insert(a.task)
+                        {
+                            p.acks.push(a);
+                        }
+                    }
+                    TaskEvent::Declined { checkpoint_id, task, reason } => {
+                        if pending.as_ref().is_some_and(|p| p.barrier.id == checkpoint_id) {
+                            let p = pending.take().expect("checked");
+                            tracing::warn!(checkpoint = checkpoint_id, task, %reason, "checkpoint declined");
+                            fail_pending(&p, &format!("declined by task {task}: {reason}"), &shared, &controls, &cfg);
+                        }
+                    }
+                    TaskEvent::SourceExhausted { task } => {
+                        exhausted.insert(task);
+                        if cfg.sources.iter().all(|s| exhausted.contains(s)) {
+                            final_requested = true;
+                        }
+                    }
+                    TaskEvent::Ended { task } => {
+                        ended.insert(task);
+                        if ended.len() == cfg.tasks {
+                            send_all(&|| Control::Shutdown);
+                            let outcome = finishing.clone().unwrap_or(Outcome::Finished);
+                            let mut s = shared.lock().expect("lock");
+                            s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped };
+                            return Ok(outcome);
+                        }
+                    }
+                    TaskEvent::Failed { task, error } => {
+                        let msg = format!("task {task} failed: {error}");
+                        let mut s = shared.lock().expect("lock");
+                        s.state = JobState::Failed;
+                        s.failure = Some(msg.clone());
+                        for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
+                            t.state = TriggerState::Failed;
+                            t.error = Some("the job failed".into());
+                        }
+                        return Err(msg);
+                    }
+                }
+            }
+            cmd = commands.recv(), if finishing.is_none() => {
+                if let Some(cmd) = cmd {
+                    queued.push_back(cmd);
+                }
+            }
+            _ = tick.tick() => {}
+        }
+
+        // Pending checkpoint: complete or time out.
+        if let Some(p) = pending.as_ref() {
+            match decide::pending_state(p.acked.len(), cfg.tasks, p.started.elapsed(), cfg.timeout)
+            {
+                PendingState::AllAcked => {
+                    let p = pending.take().expect("checked");
+                    let id = p.barrier.id;
+                    match complete(&cfg, &p, &shared).await {
+                        Ok(stats) => {
+                            last_completion = Some(Instant::now());
+                            send_all(&|| Control::Complete(id));
+                            if stats.kind == SnapshotKind::Checkpoint {
+                                spawn_retention(cfg.store.clone(), cfg.job.clone(), cfg.retained);
+                            }
+                            if p.barrier.stop {
+                                finishing = Some(Outcome::Stopped(stats.path.clone()));
+                            } else if p.is_final {
+                                finishing = Some(Outcome::Finished);
+                            }
+                            if finishing.is_some() {
+                                for s in &cfg.sources {
+                                    let _ = controls[*s].send(Control::Finish);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(checkpoint = id, error = %e, "checkpoint could not be committed");
+                            fail_pending(&p, &e, &shared, &controls, &cfg);
+                        }
+                    }
+                }
+                PendingState::TimedOut => {
+                    let p = pending.take().expect("checked");
+                    tracing::warn!(
+                        checkpoint = p.barrier.id,
+                        "checkpoint timed out after {:?}",
+                        cfg.timeout
+                    );
+                    fail_pending(
+                        &p,
+                        &format!("timed out after {:?}", cfg.timeout),
+                        &shared,
+                        &controls,
+                        &cfg,
+                    );
+                }
+                PendingState::Waiting { .. } => {}
+            }
+        }
+
+        // Trigger the next one: queued savepoints first, then the final checkpoint, then periodic.
+        if pending.is_none() && finishing.is_none() {
+            let next = if let Some(cmd) = queued.pop_front() {
+                Some((
+                    SnapshotKind::Savepoint,
+                    cmd.stop,
+                    Some(cmd.trigger_id),
+                    cmd.directory,
+                    false,
+                ))
+            } else if final_requested {
+                Some((SnapshotKind::Checkpoint, false, None, None, true))
+            } else if decide::should_trigger(
+                false,
+                last_trigger.map(|t| t.elapsed()),
+                last_completion.map(|t| t.elapsed()),
+                cfg.interval,
+                cfg.min_pause,
+            ) {
+                Some((SnapshotKind::Checkpoint, false, None, None, false))
+            } else {
+                None
+            };
+            if let Some((kind, stop, trigger_id, dir, is_final)) = next {
+                let id = next_id;
+                next_id += 1;
+                let target = match kind {
+                    SnapshotKind::Checkpoint => Ok(SnapshotTarget {
+                        store: cfg.store.clone(),
+                        dir: checkpoint_dir(&cfg.job, id),
+                    }),
+                    SnapshotKind::Savepoint => {
+                        let base = dir.unwrap_or_else(|| cfg.savepoint_dir.clone());
+                        storage::open(&base, &cfg.s3)
+                            .await
+                            .map(|store| SnapshotTarget {
+                                store,
+                                dir: savepoint_dir_name(&cfg.job, id),
+                            })
+                            .map_err(|e| e.to_string())
+                    }
+                };
+                match target {
+                    Ok(target) => {
+                        let barrier = Barrier {
+                            id,
+                            kind,
+                            stop,
+                            target: Arc::new(target),
+                            triggered_at_ms: now_ms(),
+                        };
+                        if stop {
+                            shared.lock().expect("lock").state = JobState::Stopping;
+                        }
+                        for s in &cfg.sources {
+                            let _ = controls[*s].send(Control::Trigger(barrier.clone()));
+                        }
+                        shared.lock().expect("lock").history.in_progress = Some(id);
+                        last_trigger = Some(Instant::now());
+                        pending = Some(Pending {
+                            barrier,
+                            started: Instant::now(),
+                            acks: vec![],
+                            acked: HashSet::new(),
+                            trigger_id,
+                            is_final,
+                        });
+                    }
+                    Err(e) => {
+                        if let Some(t) = trigger_id {
+                            let mut s = shared.lock().expect("lock");
+                            if let Some(st) = s.triggers.get_mut(&t) {
+                                st.state = TriggerState::Failed;
+                                st.error = Some(e);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fail_pending(
+    p: &Pending,
+    reason: &str,
+    shared: &Arc<Mutex<Shared>>,
+    controls: &[UnboundedSender<Control>],
+    cfg: &CoordinatorConfig,
+) {
+    let mut s = shared.lock().expect("lock");
+    s.history.failed += 1;
+    s.history.in_progress = None;
+    if let Some(t) = p.trigger_id.as_ref().and_then(|t| s.triggers.get_mut(t)) {
+        t.state = TriggerState::Failed;
+        t.error = Some(format!("savepoint {} failed: {reason}", p.barrier.id));
+    }
+    if p.barrier.stop {
+        s.state = JobState::Running;
+        for src in &cfg.sources {
+            let _ = controls[*src].send(Control::Resume);
+        }
+    }
+}
+
+/// Writes `_metadata` for a fully acknowledged checkpoint and records its statistics.
+async fn complete(
+    cfg: &CoordinatorConfig,
+    p: &Pending,
+    shared: &Arc<Mutex<Shared>>,
+) -> Result<CheckpointStats, String> {
+    let mut ops: BTreeMap<String, OperatorMetadata> = BTreeMap::new();
+    for a in &p.acks {
+        for o in &a.operators {
+            let e = ops
+                .entry(o.uid.clone())
+                .or_insert_with(|| OperatorMetadata {
+                    uid: o.uid.clone(),
+                    kind: o.kind.clone(),
+                    parallelism: o.parallelism,
+                    state_names: o.state_names.clone(),
+                    handles: vec![],
+                });
+            e.handles.push(o.handle.clone());
+        }
+    }
+    for o in ops.values_mut() {
+        o.handles.sort_by_key(|h| h.subtask);
+    }
+    let meta = CheckpointMetadata {
+        format_version: FORMAT_VERSION,
+        job_name: cfg.job.clone(),
+        checkpoint_id: p.barrier.id,
+        kind: p.barrier.kind,
+        max_parallelism: cfg.max_parallelism,
+        parallelism: cfg.parallelism,
+        triggered_at_ms: p.barrier.triggered_at_ms,
+        operators: ops.into_values().collect(),
+    };
+    let bytes = encode_metadata(&meta);
+    let size = bytes.len() as u64
+        + meta
+            .operators
+            .iter()
+            .flat_map(|o| &o.handles)
+            .map(|h| h.size)
+            .sum::<u64>();
+    let target = &p.barrier.target;
+    let path = join(&target.dir, METADATA_FILE);
+    match target
+        .store
+        .put_if_absent(&path, bytes::Bytes::from(bytes))
+        .await
+    {
+        Ok(PutOutcome::Created) => {}
+        Ok(PutOutcome::AlreadyExists) => {
+            return Err(format!(
+                "{} already exists: another coordinator committed checkpoint {}",
+                target.store.url(&path),
+                p.barrier.id
+            ));
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    let completed_at_ms = now_ms();
+    let stats = CheckpointStats {
+        id: p.barrier.id,
+        kind: p.barrier.kind,
+        path: target.url(),
+        triggered_at_ms: p.barrier.triggered_at_ms,
+        completed_at_ms,
+        duration_ms: completed_at_ms.saturating_sub(p.barrier.triggered_at_ms),
+        max_sync_ms: p.acks.iter().map(|a| a.sync_ms).max().unwrap_or(0),
+        max_async_ms: p.acks.iter().map(|a| a.async_ms).max().unwrap_or(0),
+        max_alignment_ms: p.acks.iter().map(|a| a.alignment_ms).max().unwrap_or(0),
+        size_bytes: size,
+    };
+    tracing::info!(
+        checkpoint = stats.id, kind = ?stats.kind, path = %stats.path, duration_ms = stats.duration_ms,
+        sync_ms = stats.max_sync_ms, async_ms = stats.max_async_ms, alignment_ms = stats.max_alignment_ms,
+        size_bytes = stats.size_bytes, "checkpoint completed"
+    );
+    crate::metrics::record_checkpoint(&stats);
+    let mut s = shared.lock().expect("lock");
+    s.history.in_progress = None;
+    s.history.completed.push(stats.clone());
+    if s.history.completed.len() > HISTORY {
+        s.history.completed.remove(0);
+    }
+    if let Some(t) = p.trigger_id.as_ref().and_then(|t| s.triggers.get_mut(t)) {
+        t.state = TriggerState::Completed;
+        t.path = Some(stats.path.clone());
+        t.checkpoint_id = Some(stats.id);
+    }
+    Ok(stats)
+}
+
+/// Deletes checkpoints beyond retention in the background (never on the checkpoint path).
+fn spawn_retention(store: Store, job: String, retained: usize) {
+    tokio::spawn(async move {
+        let seen = match list_checkpoints(&store, &job).await {
+            Ok(s) => s,
+            Err(e) => return tracing::warn!(error = %e, "retention: cannot list checkpoints"),
+        };
+        for id in decide::retention_plan(&seen, retained) {
+            let dir = format!("{}/", checkpoint_dir(&job, id));
+            if let Err(e) = store.delete_prefix(&dir).await {
+                tracing::warn!(checkpoint = id, error = %e, "retention: delete failed");
+            }
+        }
+    });
+}

@@ -1,0 +1,99 @@
+//! The checkpoint protocol: barriers, acknowledgements, and the coordinator's decisions.
+//!
+//! The decisions (when to trigger, when a checkpoint is complete or timed out, which restore
+//! point to use, what retention may delete) are pure functions in [`decide`] with table-driven
+//! tests; [`coordinator`] and [`restore`] do the I/O around them.
+
+pub mod coordinator;
+pub mod decide;
+pub mod restore;
+
+use crate::control::api::SnapshotKind;
+use crate::state::snapshot::StateHandle;
+use crate::storage::Store;
+use std::sync::Arc;
+
+/// Where a snapshot's files go: a directory in a store.
+#[derive(Clone, Debug)]
+pub struct SnapshotTarget {
+    /// The store.
+    pub store: Store,
+    /// Directory inside the store (`<job>/chk-<n>` or `savepoint-<job>-<n>`).
+    pub dir: String,
+}
+
+impl SnapshotTarget {
+    /// URL of the directory.
+    pub fn url(&self) -> String {
+        self.store.url(&self.dir)
+    }
+}
+
+/// A checkpoint barrier, injected at every source subtask and forwarded in band by every
+/// operator after it snapshots.
+#[derive(Clone, Debug)]
+pub struct Barrier {
+    /// Checkpoint id.
+    pub id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Stop-with-savepoint: sources pause after emitting this barrier.
+    pub stop: bool,
+    /// Where subtasks write their state files.
+    pub target: Arc<SnapshotTarget>,
+    /// Trigger time, ms since the Unix epoch.
+    pub triggered_at_ms: u64,
+}
+
+/// A subtask's acknowledgement of a barrier: its state handles and timings.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// Checkpoint id.
+    pub checkpoint_id: u64,
+    /// Global task index (position of the subtask in the job's task list).
+    pub task: usize,
+    /// State handles, per operator uid and kind, with their state names.
+    pub operators: Vec<AckedOperator>,
+    /// Synchronous part, ms.
+    pub sync_ms: u64,
+    /// Asynchronous part (serialize + upload), ms.
+    pub async_ms: u64,
+    /// Barrier alignment time, ms (first barrier to last).
+    pub alignment_ms: u64,
+}
+
+/// One operator's part of an [`Ack`].
+#[derive(Clone, Debug)]
+pub struct AckedOperator {
+    /// Operator uid.
+    pub uid: String,
+    /// Operator kind.
+    pub kind: String,
+    /// Parallelism of the operator.
+    pub parallelism: u32,
+    /// State names held.
+    pub state_names: Vec<String>,
+    /// The file written.
+    pub handle: StateHandle,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// Directory of checkpoint `id` of `job` inside the checkpoint store: `<job>/chk-<id>`.
+pub fn checkpoint_dir(job: &str, id: u64) -> String {
+    format!("{job}/chk-{id}")
+}
+
+/// Directory name of a savepoint: `savepoint-<job>-<id>`.
+pub fn savepoint_dir_name(job: &str, id: u64) -> String {
+    format!("savepoint-{job}-{id}")
+}
+
+/// Name of the commit-point file.
+pub const METADATA_FILE: &str = "_metadata";

@@ -1,0 +1,251 @@
+//! Restore: find and load a restore point (checkpoint or savepoint), verify every file it
+//! references, check it against the new job, and hand each new subtask its share.
+//!
+//! Keyed state is redistributed by key group: a new subtask reads only the state files whose
+//! key-group range overlaps its own and keeps the groups it owns. Operator state items (source
+//! splits, pending sink commits) of all old subtasks are pooled; each operator takes its share.
+
+use super::decide::{self, Compatibility, SeenCheckpoint};
+use super::{METADATA_FILE, checkpoint_dir};
+use crate::job::Job;
+use crate::operators::OperatorRestore;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::{
+    CheckpointMetadata, FormatError, StateFile, decode_metadata, decode_state_file,
+};
+use crate::storage::{self, S3Options, StorageError, Store, join};
+use std::collections::HashMap;
+
+/// Restore errors; each names the path or the operator concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A file failed its checksum, size or format check.
+    #[error("corrupt restore point: {0}")]
+    Corrupt(#[from] FormatError),
+    /// Storage failure (including a missing `_metadata` or state file).
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    /// The restore point does not fit the job.
+    #[error("{0}")]
+    Incompatible(String),
+}
+
+/// Which restore point to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// Start empty.
+    None,
+    /// The newest completed checkpoint of the job that verifies; empty start if none exists.
+    Latest,
+    /// A checkpoint or savepoint directory URL (the one holding `_metadata`).
+    Path(String),
+}
+
+/// A loaded and verified snapshot.
+#[derive(Debug, Clone)]
+pub struct LoadedSnapshot {
+    /// URL of the snapshot directory.
+    pub url: String,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// State files by relative name.
+    pub files: HashMap<String, StateFile>,
+}
+
+/// Loads `<dir>/_metadata` and every state file it references, verifying sizes and checksums.
+pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
+    let meta_path = join(dir, METADATA_FILE);
+    let bytes = store.get(&meta_path).await?;
+    let metadata = decode_metadata(&store.url(&meta_path), &bytes)?;
+    let mut files = HashMap::new();
+    for op in &metadata.operators {
+        for h in &op.handles {
+            let path = join(dir, &h.file);
+            let url = store.url(&path);
+            let bytes = store.get(&path).await?;
+            if bytes.len() as u64 != h.size {
+                return Err(FormatError {
+                    path: url,
+                    problem: format!("size {} bytes, _metadata says {}", bytes.len(), h.size),
+                }
+                .into());
+            }
+            let crc = crc32fast::hash(&bytes);
+            if crc != h.crc32 {
+                return Err(FormatError {
+                    path: url,
+                    problem: format!(
+                        "checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}",
+                        h.crc32
+                    ),
+                }
+                .into());
+            }
+            files.insert(h.file.clone(), decode_state_file(&url, &bytes)?);
+        }
+    }
+    Ok(LoadedSnapshot {
+        url: store.url(dir),
+        metadata,
+        files,
+    })
+}
+
+/// Checkpoint directories of `job` in the checkpoint store, with whether each is complete.
+pub async fn list_checkpoints(
+    store: &Store,
+    job: &str,
+) -> Result<Vec<SeenCheckpoint>, StorageError> {
+    let prefix = format!("{job}/chk-");
+    let mut seen: HashMap<u64, bool> = HashMap::new();
+    for o in store.list(&prefix).await? {
+        let rest = &o.path[prefix.len()..];
+        let Some((id, file)) = rest.split_once('/') else {
+            continue;
+        };
+        let Ok(id) = id.parse::<u64>() else { continue };
+        let e = seen.entry(id).or_insert(false);
+        *e |= file == METADATA_FILE;
+    }
+    let mut v: Vec<SeenCheckpoint> = seen
+        .into_iter()
+        .map(|(id, completed)| SeenCheckpoint { id, completed })
+        .collect();
+    v.sort_by_key(|c| c.id);
+    Ok(v)
+}
+
+/// Resolves and loads the restore point. For [`RestoreFrom::Latest`], a checkpoint that fails
+/// verification is reported (with the file) and the previous completed one is tried.
+pub async fn resolve(
+    store: &Store,
+    job: &str,
+    from: &RestoreFrom,
+    s3: &S3Options,
+) -> Result<Option<LoadedSnapshot>, RestoreError> {
+    match from {
+        RestoreFrom::None => Ok(None),
+        RestoreFrom::Path(url) => {
+            let url = url.trim_end_matches('/');
+            let url = url
+                .strip_suffix(METADATA_FILE)
+                .map(|u| u.trim_end_matches('/'))
+                .unwrap_or(url);
+            let s = storage::open(url, s3).await?;
+            Ok(Some(load(&s, "").await?))
+        }
+        RestoreFrom::Latest => {
+            let seen = list_checkpoints(store, job).await?;
+            let candidates = decide::latest_candidates(&seen);
+            if candidates.is_empty() {
+                tracing::info!(job, "no completed checkpoint found; starting without state");
+                return Ok(None);
+            }
+            let mut last_err = None;
+            for id in candidates {
+                match load(store, &checkpoint_dir(job, id)).await {
+                    Ok(s) => {
+                        if last_err.is_some() {
+                            tracing::warn!(
+                                checkpoint = id,
+                                "falling back to checkpoint {id}, the newest one that verifies"
+                            );
+                            eprintln!("weir: falling back to checkpoint chk-{id} ({})", s.url);
+                        }
+                        return Ok(Some(s));
+                    }
+                    Err(e) => {
+                        tracing::error!(checkpoint = id, error = %e, "checkpoint is unusable");
+                        eprintln!("weir: checkpoint chk-{id} is unusable: {e}");
+                        last_err = Some(e);
+                    }
+                }
+            }
+            Err(last_err.expect("at least one candidate"))
+        }
+    }
+}
+
+/// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and
+/// no state without an operator unless `allowNonRestoredState`.
+pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
+    let snap_ops: Vec<(String, String)> = snapshot
+        .metadata
+        .operators
+        .iter()
+        .map(|o| (o.uid.clone(), o.kind.clone()))
+        .collect();
+    let job_ops: Vec<(String, String)> = job
+        .operators
+        .iter()
+        .filter(|o| o.kind.is_stateful())
+        .map(|o| (o.uid.clone(), o.kind.name().to_string()))
+        .collect();
+    match decide::check_compatibility(
+        snapshot.metadata.max_parallelism,
+        &snap_ops,
+        job.max_parallelism,
+        &job_ops,
+    ) {
+        Compatibility::Compatible => Ok(()),
+        Compatibility::MaxParallelismChanged(old, new) => Err(RestoreError::Incompatible(format!(
+            "{}: maxParallelism was {old}, the job has {new}; keyed state cannot be restored with another maxParallelism (set spec.maxParallelism: {old})",
+            snapshot.url
+        ))),
+        Compatibility::KindChanged(list) => Err(RestoreError::Incompatible(format!(
+            "{}: operator uid reused for another kind of operator: {}",
+            snapshot.url,
+            list.iter()
+                .map(|(u, a, b)| format!("`{u}` was {a}, is {b}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        Compatibility::NonRestoredState(uids) if job.spec.allow_non_restored_state => {
+            tracing::warn!(
+                ?uids,
+                "dropping state of operators the job no longer has (allowNonRestoredState)"
+            );
+            Ok(())
+        }
+        Compatibility::NonRestoredState(uids) => Err(RestoreError::Incompatible(format!(
+            "{}: state for operator uid(s) {} has no operator in the job; set spec.allowNonRestoredState: true to drop it",
+            snapshot.url,
+            uids.iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The state for one new subtask of operator `uid`: keyed blocks of the key groups in `range`
+/// (only files whose range overlaps are read), and all operator state items pooled.
+pub fn operator_restore(
+    snapshot: Option<&LoadedSnapshot>,
+    uid: &str,
+    range: Option<KeyGroupRange>,
+) -> OperatorRestore {
+    let mut out = OperatorRestore::default();
+    let Some(s) = snapshot else { return out };
+    let Some(op) = s.metadata.operators.iter().find(|o| o.uid == uid) else {
+        return out;
+    };
+    for h in &op.handles {
+        let Some(file) = s.files.get(&h.file) else {
+            continue;
+        };
+        if let (Some(r), Some(hr)) = (range, h.key_group_range)
+            && r.intersects(&hr)
+        {
+            out.key_groups.extend(
+                file.key_groups
+                    .iter()
+                    .filter(|b| r.contains(b.key_group))
+                    .cloned(),
+            );
+        }
+        out.operator_state
+            .extend(file.operator_state.iter().cloned());
+    }
+    out
+}

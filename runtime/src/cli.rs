@@ -1,0 +1,338 @@
+//! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
+
+use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::control::api::{OperatorStateInfo, SavepointRequest, SnapshotInfo};
+use crate::exec::{self, RunOptions};
+use crate::job::{self, OperatorKind};
+use crate::storage::{self, S3Options};
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Weir: stateful stream jobs with Flink-style checkpoints.
+#[derive(Parser, Debug)]
+#[command(name = "weir", version, about)]
+pub struct Cli {
+    /// Log format: `text` or `json`.
+    #[arg(long, global = true, default_value = "text", env = "WEIR_LOG_FORMAT")]
+    pub log_format: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a StreamJob manifest in this process (all subtasks), with checkpoints.
+    Run(RunArgs),
+    /// Savepoint tools.
+    #[command(subcommand)]
+    Savepoint(SavepointCmd),
+    /// Checkpoint tools.
+    #[command(subcommand)]
+    Checkpoints(CheckpointsCmd),
+}
+
+/// `weir run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The StreamJob manifest (YAML).
+    pub file: PathBuf,
+    /// Override a manifest field: `--set spec.parallelism=4` (dotted path, YAML value).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// Override `spec.parallelism`.
+    #[arg(long)]
+    pub parallelism: Option<u32>,
+    /// Restore from `latest` (newest completed checkpoint of the job) or a checkpoint /
+    /// savepoint directory URL.
+    #[arg(long)]
+    pub restore: Option<String>,
+    /// Override `spec.checkpointing.storage` (default `./weir-data/checkpoints`).
+    #[arg(long, value_name = "URL")]
+    pub checkpoint_dir: Option<String>,
+    /// Address of the control API (`127.0.0.1:0` picks a free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8081", env = "WEIR_LISTEN")]
+    pub listen: String,
+}
+
+/// `weir savepoint ...`.
+#[derive(Subcommand, Debug)]
+pub enum SavepointCmd {
+    /// Trigger a savepoint on a running job through its control API and wait for it.
+    Trigger {
+        /// Control API base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081")]
+        url: String,
+        /// Target directory URL (default: the job's `spec.savepoints.directory`).
+        #[arg(long)]
+        directory: Option<String>,
+        /// Stop the job after the savepoint (stop-with-savepoint).
+        #[arg(long)]
+        stop: bool,
+        /// How long to wait.
+        #[arg(long, default_value = "10m")]
+        timeout: humantime::Duration,
+    },
+    /// Show what a checkpoint or savepoint holds (verifying every file).
+    Inspect {
+        /// Directory URL of the checkpoint or savepoint.
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `weir checkpoints ...`.
+#[derive(Subcommand, Debug)]
+pub enum CheckpointsCmd {
+    /// List the checkpoints of a job in a checkpoint storage.
+    List {
+        /// Checkpoint storage URL.
+        storage: String,
+        /// Job name.
+        #[arg(long)]
+        job: String,
+    },
+}
+
+/// Parses `--restore`.
+pub fn restore_from(arg: Option<&str>) -> RestoreFrom {
+    match arg {
+        None | Some("none") => RestoreFrom::None,
+        Some("latest") => RestoreFrom::Latest,
+        Some(p) => RestoreFrom::Path(p.to_string()),
+    }
+}
+
+/// Initializes tracing on stderr.
+pub fn init_tracing(format: &str) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+/// Runs the CLI; returns the process exit code.
+pub async fn main(cli: Cli) -> i32 {
+    let r = match cli.command {
+        Command::Run(a) => run(a).await,
+        Command::Savepoint(SavepointCmd::Trigger {
+            url,
+            directory,
+            stop,
+            timeout,
+        }) => {
+            let c = crate::control::client::Client::new(&url);
+            c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
+                .await
+                .map(|s| {
+                    println!("{}", s.path.unwrap_or_default());
+                })
+        }
+        Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
+        Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("weir: error: {e}");
+            1
+        }
+    }
+}
+
+async fn run(a: RunArgs) -> Result<(), String> {
+    let mut sets = a.set.clone();
+    if let Some(p) = a.parallelism {
+        sets.push(format!("spec.parallelism={p}"));
+    }
+    let job =
+        job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let sinks: Vec<String> = job
+        .operators
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OperatorKind::FileSink(s) => Some(s.path.clone()),
+            _ => None,
+        })
+        .collect();
+    let local_bytes: u64 = local_input_bytes(&job);
+    let opts = RunOptions {
+        restore: restore_from(a.restore.as_deref()),
+        checkpoint_storage: a.checkpoint_dir.clone(),
+    };
+    let prepared = exec::prepare(job, opts).await?;
+    let handle = prepared.handle.clone();
+    let addr = crate::control::server::serve(&a.listen, handle.clone()).await?;
+    eprintln!(
+        "weir: job {} ({}) control API on http://{addr}",
+        handle.job, handle.job_id
+    );
+    let bar = (std::io::stderr().is_terminal() && local_bytes > 0).then(|| {
+        let b = indicatif::ProgressBar::new(local_bytes);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {bytes}/{total_bytes} {wide_bar} {eta} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let (b2, read) = (b.clone(), handle.bytes_read.clone());
+        tokio::spawn(async move {
+            loop {
+                b2.set_position(read.load(std::sync::atomic::Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        b
+    });
+    let outcome = prepared.run().await;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let last = handle
+        .shared
+        .lock()
+        .expect("lock")
+        .history
+        .completed
+        .last()
+        .cloned();
+    match outcome {
+        Ok(o) => {
+            match o {
+                crate::checkpoint::coordinator::Outcome::Finished => {
+                    eprintln!("weir: job {} finished", handle.job)
+                }
+                crate::checkpoint::coordinator::Outcome::Stopped(p) => {
+                    eprintln!("weir: job {} stopped with savepoint {p}", handle.job)
+                }
+            }
+            if let Some(c) = last {
+                eprintln!("weir: last checkpoint {} at {}", c.id, c.path);
+            }
+            for s in sinks {
+                eprintln!("weir: committed output in {s}");
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("job {} failed: {e}", handle.job)),
+    }
+}
+
+fn local_input_bytes(job: &job::Job) -> u64 {
+    job.operators
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OperatorKind::FileSource(s) if !s.path.starts_with("s3://") => glob::glob(&s.path).ok(),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|p| p.ok()?.metadata().ok().map(|m| m.len()))
+        .sum()
+}
+
+/// Loads a snapshot directory and summarizes it.
+pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
+    let s = restore::resolve(
+        &storage::open(".", s3).await.map_err(|e| e.to_string())?,
+        "",
+        &RestoreFrom::Path(path.into()),
+        s3,
+    )
+    .await
+    .map_err(|e| e.to_string())?
+    .ok_or("nothing to inspect")?;
+    let m = &s.metadata;
+    Ok(SnapshotInfo {
+        job_name: m.job_name.clone(),
+        checkpoint_id: m.checkpoint_id,
+        kind: m.kind,
+        max_parallelism: m.max_parallelism,
+        parallelism: m.parallelism,
+        operators: m
+            .operators
+            .iter()
+            .map(|o| OperatorStateInfo {
+                uid: o.uid.clone(),
+                kind: o.kind.clone(),
+                state_names: o.state_names.clone(),
+                key_group_ranges: o
+                    .handles
+                    .iter()
+                    .filter_map(|h| h.key_group_range)
+                    .map(|r| [r.start, r.end])
+                    .collect(),
+                bytes: o.handles.iter().map(|h| h.size).sum(),
+                entries: o.handles.iter().map(|h| h.entries).sum(),
+            })
+            .collect(),
+    })
+}
+
+async fn inspect(path: &str, json: bool) -> Result<(), String> {
+    let info = snapshot_info(path, &S3Options::default()).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:?} {} of job {} (parallelism {}, maxParallelism {})",
+        info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
+    );
+    println!(
+        "{:<24} {:<18} {:>10} {:>10}  state / key groups",
+        "operator", "kind", "bytes", "entries"
+    );
+    for o in &info.operators {
+        let ranges: Vec<String> = o
+            .key_group_ranges
+            .iter()
+            .map(|[a, b]| format!("{a}-{b}"))
+            .collect();
+        println!(
+            "{:<24} {:<18} {:>10} {:>10}  {} {}",
+            o.uid,
+            o.kind,
+            o.bytes,
+            o.entries,
+            o.state_names.join(","),
+            ranges.join(" ")
+        );
+    }
+    Ok(())
+}
+
+async fn list(storage_url: &str, job: &str) -> Result<(), String> {
+    let store = storage::open(storage_url, &S3Options::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let seen = restore::list_checkpoints(&store, job)
+        .await
+        .map_err(|e| e.to_string())?;
+    for c in seen.iter().rev() {
+        let dir = crate::checkpoint::checkpoint_dir(job, c.id);
+        println!(
+            "chk-{:<8} {:<10} {}",
+            c.id,
+            if c.completed {
+                "completed"
+            } else {
+                "incomplete"
+            },
+            store.url(&dir)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! A small client of the control API (used by `weir savepoint trigger`; the operator has its
+//! own behind a trait).
+
+use super::api::*;
+use std::time::Duration;
+
+/// Client for one job's control API at `base` (`http://host:port`).
+#[derive(Clone, Debug)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// Creates a client.
+    pub fn new(base: &str) -> Client {
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn check(r: reqwest::Response) -> Result<reqwest::Response, String> {
+        if r.status().is_success() {
+            return Ok(r);
+        }
+        let code = r.status();
+        let body = r.text().await.unwrap_or_default();
+        let msg = serde_json::from_str::<ApiError>(&body)
+            .map(|e| e.error)
+            .unwrap_or(body);
+        Err(format!("{code}: {msg}"))
+    }
+
+    /// `GET /v1/job`.
+    pub async fn job(&self) -> Result<JobStatus, String> {
+        let r = self
+            .http
+            .get(format!("{}/v1/job", self.base))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Self::check(r)
+            .await?
+            .json()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// `POST /v1/savepoints`.
+    pub async fn trigger_savepoint(&self, req: &SavepointRequest) -> Result<String, String> {
+        let r = self
+            .http
+            .post(format!("{}/v1/savepoints", self.base))
+            .json(req)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Self::check(r)
+            .await?
+            .json::<TriggerResponse>()
+            .await
+            .map_err(|e| e.to_string())?
+            .trigger_id)
+    }
+
+    /// `GET /v1/savepoints/{id}`.
+    pub async fn savepoint(&self, id: &str) -> Result<SavepointStatus, String> {
+        let r = self
+            .http
+            .get(format!("{}/v1/savepoints/{id}", self.base))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Self::check(r)
+            .await?
+            .json()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Triggers a savepoint and polls every 100 ms until it completes or fails.
+    pub async fn savepoint_and_wait(
+        &self,
+        req: &SavepointRequest,
+        timeout: Duration,
+    ) -> Result<SavepointStatus, String> {
+        let id = self.trigger_savepoint(req).await?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let s = self.savepoint(&id).await?;
+            match s.state {
+                TriggerState::Completed => return Ok(s),
+                TriggerState::Failed => {
+                    return Err(s.error.unwrap_or_else(|| "savepoint failed".into()));
+                }
+                TriggerState::InProgress if tokio::time::Instant::now() > deadline => {
+                    return Err(format!(
+                        "savepoint {id} still in progress after {timeout:?}"
+                    ));
+                }
+                TriggerState::InProgress => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+}

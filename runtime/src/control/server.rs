@@ -1,0 +1,130 @@
+//! The control API server (axum) over a running job; see [`super::api`] for the contract.
+
+use super::api::*;
+use crate::checkpoint::coordinator::SavepointCommand;
+use crate::exec::JobHandle;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::sync::atomic::Ordering;
+
+fn status(h: &JobHandle) -> JobStatus {
+    let s = h.shared.lock().expect("lock");
+    JobStatus {
+        job_name: h.job.clone(),
+        job_id: h.job_id.clone(),
+        state: s.state,
+        parallelism: h.parallelism,
+        max_parallelism: h.max_parallelism,
+        restored_from: h.restored_from.clone(),
+        last_completed_checkpoint: s.history.completed.last().cloned(),
+        subtasks: h
+            .tasks
+            .iter()
+            .map(|(task, subtask, m)| SubtaskStatus {
+                task: task.clone(),
+                subtask: *subtask,
+                records_in: m.records_in.load(Ordering::Relaxed),
+                records_out: m.records_out.load(Ordering::Relaxed),
+                backpressured_ms: m.backpressured_ns.load(Ordering::Relaxed) / 1_000_000,
+                location: String::new(),
+            })
+            .collect(),
+        failure: s.failure.clone(),
+        restarts: 0,
+    }
+}
+
+fn error(code: StatusCode, msg: impl Into<String>) -> Response {
+    (code, Json(ApiError { error: msg.into() })).into_response()
+}
+
+async fn job(State(h): State<JobHandle>) -> Json<JobStatus> {
+    Json(status(&h))
+}
+
+async fn checkpoints(State(h): State<JobHandle>) -> Json<CheckpointHistory> {
+    Json(h.shared.lock().expect("lock").history.clone())
+}
+
+async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>>) -> Response {
+    let req = body.map(|Json(b)| b).unwrap_or_default();
+    let trigger_id = format!("{:016x}", rand::random::<u64>());
+    {
+        let mut s = h.shared.lock().expect("lock");
+        if s.state != JobState::Running {
+            return error(
+                StatusCode::CONFLICT,
+                format!("the job is {:?}, not RUNNING", s.state),
+            );
+        }
+        s.triggers.insert(
+            trigger_id.clone(),
+            SavepointStatus {
+                trigger_id: trigger_id.clone(),
+                state: TriggerState::InProgress,
+                path: None,
+                checkpoint_id: None,
+                error: None,
+            },
+        );
+    }
+    let cmd = SavepointCommand {
+        trigger_id: trigger_id.clone(),
+        directory: req.directory,
+        stop: req.stop,
+    };
+    if h.commands.send(cmd).is_err() {
+        return error(StatusCode::CONFLICT, "the job is ending");
+    }
+    (StatusCode::ACCEPTED, Json(TriggerResponse { trigger_id })).into_response()
+}
+
+async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Response {
+    match h.shared.lock().expect("lock").triggers.get(&id) {
+        Some(s) => Json(s.clone()).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("no savepoint trigger `{id}`"),
+        ),
+    }
+}
+
+async fn metrics(State(h): State<JobHandle>) -> Response {
+    let failed = h.shared.lock().expect("lock").history.failed;
+    let body = crate::metrics::render(&h.tasks, failed);
+    (
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The router for a job.
+pub fn router(h: JobHandle) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/v1/job", get(job))
+        .route("/v1/checkpoints", get(checkpoints))
+        .route("/v1/savepoints", post(trigger))
+        .route("/v1/savepoints/{id}", get(savepoint))
+        .route("/metrics", get(metrics))
+        .with_state(h)
+}
+
+/// Binds `addr` and serves until the process exits; returns the bound address.
+pub async fn serve(addr: &str, h: JobHandle) -> Result<std::net::SocketAddr, String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router(h)).await;
+    });
+    Ok(local)
+}

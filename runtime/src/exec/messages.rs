@@ -1,0 +1,65 @@
+//! Messages between subtasks (data plane, in band with records) and between subtasks and the
+//! checkpoint coordinator (control plane).
+
+use crate::checkpoint::{Ack, Barrier};
+use crate::record::Record;
+
+/// An element of a data channel: records in batches, barriers and end-of-stream in band.
+#[derive(Debug)]
+pub enum Element {
+    /// A batch of records.
+    Records(Vec<Record>),
+    /// A checkpoint barrier.
+    Barrier(Barrier),
+    /// The upstream subtask will send nothing more.
+    End,
+}
+
+/// Coordinator → subtask. Control channels are unbounded: they carry a few messages per
+/// checkpoint and must never block the coordinator behind a backpressured subtask.
+#[derive(Debug)]
+pub enum Control {
+    /// Sources only: inject this barrier.
+    Trigger(Barrier),
+    /// Checkpoint id is complete (`_metadata` written): commit (2PC phase two).
+    Complete(u64),
+    /// Sources only: a stop-with-savepoint failed; resume reading.
+    Resume,
+    /// Sources only: send end-of-stream (after the final checkpoint or a stop savepoint).
+    Finish,
+    /// Every subtask has ended: exit.
+    Shutdown,
+}
+
+/// Subtask → coordinator.
+#[derive(Debug)]
+pub enum TaskEvent {
+    /// Snapshot written.
+    Ack(Ack),
+    /// The subtask could not snapshot (e.g. upload failed): the checkpoint is declined.
+    Declined {
+        /// Checkpoint id.
+        checkpoint_id: u64,
+        /// Task index.
+        task: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A source subtask read all its splits.
+    SourceExhausted {
+        /// Task index.
+        task: usize,
+    },
+    /// The subtask forwarded end-of-stream.
+    Ended {
+        /// Task index.
+        task: usize,
+    },
+    /// The subtask failed.
+    Failed {
+        /// Task index.
+        task: usize,
+        /// Error message.
+        error: String,
+    },
+}

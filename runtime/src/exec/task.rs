@@ -1,0 +1,512 @@
+//! Subtask execution: a source subtask (source → chain → output) or an input subtask
+//! (inputs → barrier alignment → chain → output). Chained operators run in one tokio task;
+//! records cross subtasks through bounded channels, so a slow consumer backpressures its
+//! producers.
+
+use super::messages::{Control, Element, TaskEvent};
+use crate::checkpoint::{Ack, AckedOperator, Barrier};
+use crate::job::CheckpointMode;
+use crate::operators::source::Source;
+use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use crate::record::{BATCH_SIZE, Record};
+use crate::state::key_group::subtask_for_key_group;
+use crate::state::snapshot::{StateFile, StateHandle, encode_state_file};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{
+    Receiver, Sender, UnboundedReceiver, UnboundedSender, error::TrySendError,
+};
+
+/// Counters of one subtask, read by the status endpoint and metrics.
+#[derive(Debug, Default)]
+pub struct TaskMetrics {
+    /// Records received.
+    pub records_in: AtomicU64,
+    /// Records emitted downstream (or written, for sinks).
+    pub records_out: AtomicU64,
+    /// Nanoseconds spent waiting for space in output channels.
+    pub backpressured_ns: AtomicU64,
+    /// Nanoseconds spent aligning barriers (sum over checkpoints).
+    pub alignment_ns: AtomicU64,
+}
+
+/// Where a subtask's output goes.
+pub enum Output {
+    /// Nothing: the chain ends in a sink.
+    None,
+    /// Keyed (hash) exchange: one channel per downstream subtask, routed by key group with
+    /// [`subtask_for_key_group`] — the same function that assigns keyed state.
+    Keyed {
+        /// Channels to downstream subtasks, by index.
+        senders: Vec<Sender<Element>>,
+        /// Max parallelism (number of key groups).
+        max_parallelism: u32,
+    },
+    /// Forward: one channel to the downstream subtask of the same index.
+    Forward(Sender<Element>),
+}
+
+impl Output {
+    fn senders(&self) -> &[Sender<Element>] {
+        match self {
+            Output::None => &[],
+            Output::Keyed { senders, .. } => senders,
+            Output::Forward(s) => std::slice::from_ref(s),
+        }
+    }
+
+    async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+        match s.try_send(el) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(el)) => {
+                let t = Instant::now();
+                let r = s.send(el).await;
+                m.backpressured_ns
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                r.map_err(|_| TaskError("downstream subtask is gone".into()))
+            }
+            Err(TrySendError::Closed(_)) => Err(TaskError("downstream subtask is gone".into())),
+        }
+    }
+
+    async fn records(&self, batch: Vec<Record>, m: &TaskMetrics) -> TaskResult<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        m.records_out
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        match self {
+            Output::None => Ok(()),
+            Output::Forward(s) => Self::send_one(s, Element::Records(batch), m).await,
+            Output::Keyed {
+                senders,
+                max_parallelism,
+            } => {
+                let p = senders.len() as u32;
+                let mut parts: Vec<Vec<Record>> = (0..p)
+                    .map(|_| Vec::with_capacity(batch.len() / p as usize + 1))
+                    .collect();
+                for r in batch {
+                    let kg = r.keyed.as_ref().map(|k| k.key_group).ok_or_else(|| {
+                        TaskError("record without a key at a keyed exchange".into())
+                    })?;
+                    parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
+                }
+                for (i, part) in parts.into_iter().enumerate() {
+                    if !part.is_empty() {
+                        Self::send_one(&senders[i], Element::Records(part), m).await?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
+        for s in self.senders() {
+            Self::send_one(s, make(), m).await?;
+        }
+        Ok(())
+    }
+}
+
+/// What every subtask has: identity, chain, output, and its links to the coordinator.
+pub struct TaskCore {
+    /// Global task index.
+    pub index: usize,
+    /// Subtask index within its stage.
+    pub subtask: u32,
+    /// Parallelism of the stage.
+    pub parallelism: u32,
+    /// Chained operators after the source/inputs.
+    pub chain: Vec<Box<dyn StreamOperator>>,
+    /// `(uid, kind)` of each chained operator, in order.
+    pub chain_ids: Vec<(String, String)>,
+    /// Output.
+    pub output: Output,
+    /// From the coordinator.
+    pub control: UnboundedReceiver<Control>,
+    /// To the coordinator.
+    pub events: UnboundedSender<TaskEvent>,
+    /// Counters.
+    pub metrics: Arc<TaskMetrics>,
+}
+
+impl TaskCore {
+    async fn process(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+        let mut cur = batch;
+        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
+            let mut next = Vec::with_capacity(cur.len());
+            op.process(cur, &mut next)
+                .await
+                .map_err(|e| e.context(format!("operator {uid}")))?;
+            cur = next;
+        }
+        self.output.records(cur, &self.metrics).await
+    }
+
+    /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
+    /// and uploads asynchronously; the upload task acknowledges to the coordinator.
+    async fn snapshot_and_forward(
+        &mut self,
+        barrier: Barrier,
+        source: Option<(String, String, EncodedState)>,
+        alignment: Duration,
+    ) -> TaskResult<()> {
+        let t = Instant::now();
+        let mut parts: Vec<(String, String, SnapshotEncoder)> = Vec::new();
+        if let Some((uid, kind, state)) = source {
+            parts.push((uid, kind, Box::new(move || Ok(state))));
+        }
+        for (op, (uid, kind)) in self.chain.iter_mut().zip(&self.chain_ids) {
+            if let Some(enc) = op
+                .snapshot(&barrier)
+                .await
+                .map_err(|e| e.context(format!("operator {uid}")))?
+            {
+                parts.push((uid.clone(), kind.clone(), enc));
+            }
+        }
+        let sync_ms = t.elapsed().as_millis() as u64;
+        self.metrics
+            .alignment_ns
+            .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
+        let b = barrier.clone();
+        self.output
+            .broadcast(|| Element::Barrier(b.clone()), &self.metrics)
+            .await?;
+        let (task, subtask, parallelism, events) = (
+            self.index,
+            self.subtask,
+            self.parallelism,
+            self.events.clone(),
+        );
+        tokio::spawn(async move {
+            let t = Instant::now();
+            match upload(&barrier, subtask, parallelism, parts).await {
+                Ok(operators) => {
+                    let _ = events.send(TaskEvent::Ack(Ack {
+                        checkpoint_id: barrier.id,
+                        task,
+                        operators,
+                        sync_ms,
+                        async_ms: t.elapsed().as_millis() as u64,
+                        alignment_ms: alignment.as_millis() as u64,
+                    }));
+                }
+                Err(e) => {
+                    let _ = events.send(TaskEvent::Declined {
+                        checkpoint_id: barrier.id,
+                        task,
+                        reason: e.0,
+                    });
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn on_control(&mut self, c: Control) -> TaskResult<Flow> {
+        match c {
+            Control::Complete(id) => {
+                for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
+                    op.notify_complete(id).await.map_err(|e| {
+                        e.context(format!("operator {uid}: commit of checkpoint {id}"))
+                    })?;
+                }
+                Ok(Flow::Continue)
+            }
+            Control::Shutdown => Ok(Flow::Exit),
+            other => Ok(Flow::Source(other)),
+        }
+    }
+
+    /// After end-of-stream: keep committing on `Complete` until `Shutdown`.
+    async fn drain_until_shutdown(&mut self) -> TaskResult<()> {
+        let _ = self.events.send(TaskEvent::Ended { task: self.index });
+        while let Some(c) = self.control.recv().await {
+            if let Flow::Exit = self.on_control(c).await? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Flow {
+    Continue,
+    Exit,
+    Source(Control),
+}
+
+async fn upload(
+    barrier: &Barrier,
+    subtask: u32,
+    parallelism: u32,
+    parts: Vec<(String, String, SnapshotEncoder)>,
+) -> TaskResult<Vec<AckedOperator>> {
+    let mut out = Vec::with_capacity(parts.len());
+    for (uid, kind, enc) in parts {
+        let uid2 = uid.clone();
+        let (state_names, key_group_range, entries, bytes) =
+            tokio::task::spawn_blocking(move || -> TaskResult<_> {
+                let st = enc()?;
+                let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>()
+                    + st.operator_state.len() as u64;
+                let file = StateFile {
+                    uid: uid2,
+                    subtask,
+                    key_groups: st.key_groups,
+                    operator_state: st.operator_state,
+                };
+                Ok((
+                    st.state_names,
+                    st.key_group_range,
+                    entries,
+                    encode_state_file(&file),
+                ))
+            })
+            .await
+            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
+        let name = format!("{uid}-{subtask}.state");
+        let size = bytes.len() as u64;
+        let crc = crc32fast::hash(&bytes);
+        let path = crate::storage::join(&barrier.target.dir, &name);
+        barrier
+            .target
+            .store
+            .put(&path, bytes::Bytes::from(bytes))
+            .await?;
+        out.push(AckedOperator {
+            uid,
+            kind,
+            parallelism,
+            state_names,
+            handle: StateHandle {
+                file: name,
+                subtask,
+                key_group_range,
+                size,
+                crc32: crc,
+                entries,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Runs a source subtask until shutdown.
+pub async fn run_source(
+    mut core: TaskCore,
+    mut source: Box<dyn Source>,
+    source_id: (String, String),
+) -> TaskResult<()> {
+    let mut paused = false;
+    let mut exhausted = false;
+    let rate = source.max_records_per_second();
+    let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
+    let started = Instant::now();
+    let mut emitted: u64 = 0;
+    loop {
+        let c = if paused || exhausted {
+            match core.control.recv().await {
+                Some(c) => Some(c),
+                None => return Ok(()),
+            }
+        } else if let Some(delay) = rate.and_then(|r| {
+            let due = Duration::from_secs_f64(emitted as f64 / r as f64);
+            due.checked_sub(started.elapsed()).filter(|d| !d.is_zero())
+        }) {
+            tokio::select! {
+                c = core.control.recv() => match c { Some(c) => Some(c), None => return Ok(()) },
+                _ = tokio::time::sleep(delay) => None,
+            }
+        } else {
+            core.control.try_recv().ok()
+        };
+        if let Some(c) = c {
+            match core.on_control(c).await? {
+                Flow::Continue => {}
+                Flow::Exit => return Ok(()),
+                Flow::Source(Control::Trigger(barrier)) => {
+                    paused = paused || barrier.stop;
+                    let state = source.snapshot()?;
+                    core.snapshot_and_forward(
+                        barrier,
+                        Some((source_id.0.clone(), source_id.1.clone(), state)),
+                        Duration::ZERO,
+                    )
+                    .await?;
+                }
+                Flow::Source(Control::Resume) => paused = false,
+                Flow::Source(Control::Finish) => {
+                    core.output
+                        .broadcast(|| Element::End, &core.metrics)
+                        .await?;
+                    return core.drain_until_shutdown().await;
+                }
+                Flow::Source(_) => {}
+            }
+            continue;
+        }
+        let mut batch = Vec::with_capacity(batch_max);
+        let more = source
+            .next_batch(&mut batch, batch_max)
+            .await
+            .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
+        if !more {
+            exhausted = true;
+            let _ = core
+                .events
+                .send(TaskEvent::SourceExhausted { task: core.index });
+            continue;
+        }
+        emitted += batch.len() as u64;
+        core.metrics
+            .records_in
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        core.process(batch).await?;
+    }
+}
+
+/// Barrier alignment bookkeeping for one subtask with several inputs.
+#[derive(Debug, Default)]
+pub struct Alignment {
+    /// Checkpoint being aligned, with the time its first barrier arrived.
+    pending: Option<(Barrier, Instant)>,
+    /// Inputs that delivered the pending barrier.
+    arrived: Vec<bool>,
+}
+
+/// What to do after a barrier arrived on an input.
+#[derive(Debug)]
+pub enum BarrierAction {
+    /// Wait for more inputs (exactly-once: hold this input).
+    Wait,
+    /// Every live input delivered it: snapshot now.
+    Snapshot(Barrier, Duration),
+    /// A barrier of an older checkpoint than the one aligning: ignore it.
+    Stale,
+}
+
+impl Alignment {
+    /// Creates bookkeeping for `inputs` inputs.
+    pub fn new(inputs: usize) -> Alignment {
+        Alignment {
+            pending: None,
+            arrived: vec![false; inputs],
+        }
+    }
+
+    /// Whether input `i` is held (exactly-once: it delivered the pending barrier).
+    pub fn is_held(&self, i: usize, mode: CheckpointMode) -> bool {
+        mode == CheckpointMode::ExactlyOnce && self.arrived[i]
+    }
+
+    /// Registers barrier `b` from input `i`; `live` marks inputs that have not ended. A newer
+    /// barrier abandons an older alignment (that checkpoint was declined).
+    pub fn on_barrier(&mut self, i: usize, b: Barrier, live: &[bool]) -> BarrierAction {
+        match &self.pending {
+            Some((p, _)) if b.id < p.id => return BarrierAction::Stale,
+            Some((p, _)) if b.id > p.id => {
+                self.pending = None;
+                self.arrived.iter_mut().for_each(|a| *a = false);
+            }
+            _ => {}
+        }
+        if self.pending.is_none() {
+            self.pending = Some((b, Instant::now()));
+        }
+        self.arrived[i] = true;
+        self.check(live)
+    }
+
+    /// Re-evaluates completion (after an input ended).
+    pub fn check(&mut self, live: &[bool]) -> BarrierAction {
+        if self.pending.is_some() && self.arrived.iter().zip(live).all(|(a, l)| *a || !*l) {
+            let (b, t) = self.pending.take().expect("pending");
+            self.arrived.iter_mut().for_each(|a| *a = false);
+            BarrierAction::Snapshot(b, t.elapsed())
+        } else {
+            BarrierAction::Wait
+        }
+    }
+}
+
+/// Polls the inputs that are live and not held, round-robin from `start`.
+fn poll_inputs(
+    inputs: &mut [Receiver<Element>],
+    skip: &[bool],
+    start: usize,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<(usize, Option<Element>)> {
+    let n = inputs.len();
+    for k in 0..n {
+        let i = (start + k) % n;
+        if skip[i] {
+            continue;
+        }
+        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
+            return Poll::Ready((i, el));
+        }
+    }
+    Poll::Pending
+}
+
+/// Runs an input subtask until shutdown.
+pub async fn run_inputs(
+    mut core: TaskCore,
+    mut inputs: Vec<Receiver<Element>>,
+    mode: CheckpointMode,
+) -> TaskResult<()> {
+    let n = inputs.len();
+    let mut live = vec![true; n];
+    let mut align = Alignment::new(n);
+    let mut rr = 0usize;
+    loop {
+        let skip: Vec<bool> = (0..n).map(|i| !live[i] || align.is_held(i, mode)).collect();
+        let polled = {
+            let inputs = &mut inputs;
+            let skip = &skip;
+            tokio::select! {
+                biased;
+                c = core.control.recv() => Err(c),
+                r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Ok(r),
+            }
+        };
+        rr = rr.wrapping_add(1);
+        match polled {
+            Err(None) => return Ok(()),
+            Err(Some(c)) => {
+                if let Flow::Exit = core.on_control(c).await? {
+                    return Ok(());
+                }
+            }
+            Ok((_, Some(Element::Records(batch)))) => {
+                core.metrics
+                    .records_in
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                core.process(batch).await?;
+            }
+            Ok((i, Some(Element::Barrier(b)))) => {
+                if let BarrierAction::Snapshot(b, waited) = align.on_barrier(i, b, &live) {
+                    core.snapshot_and_forward(b, None, waited).await?;
+                }
+            }
+            Ok((i, Some(Element::End))) | Ok((i, None)) => {
+                live[i] = false;
+                if let BarrierAction::Snapshot(b, waited) = align.check(&live) {
+                    core.snapshot_and_forward(b, None, waited).await?;
+                }
+                if live.iter().all(|l| !l) {
+                    core.output
+                        .broadcast(|| Element::End, &core.metrics)
+                        .await?;
+                    return core.drain_until_shutdown().await;
+                }
+            }
+        }
+    }
+}

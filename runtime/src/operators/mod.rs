@@ -1,0 +1,89 @@
+//! Operators: sources ([`source`]), stateless transforms ([`transform`]), keyed running
+//! aggregations ([`aggregate`]) and sinks ([`sink`]).
+//!
+//! Chained operators of one subtask implement [`StreamOperator`]: records in, records out, a
+//! synchronous snapshot at each barrier that returns an encoder run asynchronously, and a
+//! notification when a checkpoint completes (the commit phase of two-phase commit).
+
+pub mod aggregate;
+pub mod sink;
+pub mod source;
+pub mod transform;
+
+use crate::checkpoint::Barrier;
+use crate::record::Record;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::KeyGroupBlock;
+use async_trait::async_trait;
+
+/// A task failure: the message says what and where (operator uid, file, offset).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct TaskError(pub String);
+
+impl TaskError {
+    /// Prefixes the message with context (`operator count-4: ...`).
+    pub fn context(self, ctx: impl std::fmt::Display) -> TaskError {
+        TaskError(format!("{ctx}: {}", self.0))
+    }
+}
+
+macro_rules! task_error_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for TaskError {
+            fn from(e: $t) -> Self { TaskError(e.to_string()) }
+        }
+    )*};
+}
+task_error_from!(
+    crate::record::cel::CelError,
+    crate::storage::StorageError,
+    crate::state::snapshot::FormatError,
+    std::io::Error,
+    postcard::Error
+);
+
+/// Result alias for operator code.
+pub type TaskResult<T> = Result<T, TaskError>;
+
+/// State captured by an operator's synchronous snapshot, encoded later off the record path.
+pub struct EncodedState {
+    /// State names held (`keyed:aggregate`, `operator:splits`, ...).
+    pub state_names: Vec<String>,
+    /// Key-group range of the subtask, for keyed state.
+    pub key_group_range: Option<KeyGroupRange>,
+    /// Keyed state blocks.
+    pub key_groups: Vec<KeyGroupBlock>,
+    /// Operator state items.
+    pub operator_state: Vec<Vec<u8>>,
+}
+
+/// The asynchronous part of a snapshot: a closure that encodes the captured view.
+pub type SnapshotEncoder = Box<dyn FnOnce() -> TaskResult<EncodedState> + Send>;
+
+/// Restored state handed to an operator when its subtask starts.
+#[derive(Default, Clone, Debug)]
+pub struct OperatorRestore {
+    /// Keyed state blocks of the key groups this subtask owns.
+    pub key_groups: Vec<KeyGroupBlock>,
+    /// Operator state items of all old subtasks, pooled (each operator takes its share).
+    pub operator_state: Vec<Vec<u8>>,
+}
+
+/// One operator in a subtask's chain.
+#[async_trait]
+pub trait StreamOperator: Send {
+    /// Processes a batch, appending results to `out`.
+    async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()>;
+
+    /// Synchronous part of a snapshot at `barrier`: capture a consistent view and return its
+    /// encoder, or `None` for stateless operators. Sinks pre-commit here.
+    async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
+        Ok(None)
+    }
+
+    /// Checkpoint `id` is complete (its `_metadata` is written): commit what it covers.
+    async fn notify_complete(&mut self, _id: u64) -> TaskResult<()> {
+        Ok(())
+    }
+}
