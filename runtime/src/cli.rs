@@ -109,8 +109,7 @@ pub fn restore_from(arg: Option<&str>) -> RestoreFrom {
 
 /// Initializes tracing on stderr.
 pub fn init_tracing(format: &str) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -155,8 +154,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if let Some(p) = a.parallelism {
         sets.push(format!("spec.parallelism={p}"));
     }
-    let job =
-        job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let sinks: Vec<String> = job
         .operators
         .iter()
@@ -180,10 +178,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     let bar = (std::io::stderr().is_terminal() && local_bytes > 0).then(|| {
         let b = indicatif::ProgressBar::new(local_bytes);
         b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} {wide_bar} {eta} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {eta} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         let (b2, read) = (b.clone(), handle.bytes_read.clone());
         tokio::spawn(async move {
@@ -198,14 +194,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let last = handle
-        .shared
-        .lock()
-        .expect("lock")
-        .history
-        .completed
-        .last()
-        .cloned();
+    let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
     match outcome {
         Ok(o) => {
             match o {
@@ -281,10 +270,7 @@ pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, S
 async fn inspect(path: &str, json: bool) -> Result<(), String> {
     let info = snapshot_info(path, &S3Options::default()).await?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
         return Ok(());
     }
     println!(
@@ -296,11 +282,7 @@ async fn inspect(path: &str, json: bool) -> Result<(), String> {
         "operator", "kind", "bytes", "entries"
     );
     for o in &info.operators {
-        let ranges: Vec<String> = o
-            .key_group_ranges
-            .iter()
-            .map(|[a, b]| format!("{a}-{b}"))
-            .collect();
+        let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
         println!(
             "{:<24} {:<18} {:>10} {:>10}  {} {}",
             o.uid,
@@ -326,11 +308,7 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
         println!(
             "chk-{:<8} {:<10} {}",
             c.id,
-            if c.completed {
-                "completed"
-            } else {
-                "incomplete"
-            },
+            if c.completed { "completed" } else { "incomplete" },
             store.url(&dir)
         );
     }

@@ -65,11 +65,7 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
     );
     let failed: Counter = Counter::default();
     failed.inc_by(failed_checkpoints);
-    reg.register(
-        "checkpoints_failed",
-        "Declined or timed-out checkpoints",
-        failed,
-    );
+    reg.register("checkpoints_failed", "Declined or timed-out checkpoints", failed);
     type Labels = Vec<(String, String)>;
     let rin = Family::<Labels, Counter>::default();
     let rout = Family::<Labels, Counter>::default();
@@ -79,10 +75,8 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
             ("task".to_string(), name.clone()),
             ("subtask".to_string(), subtask.to_string()),
         ];
-        rin.get_or_create(&l)
-            .inc_by(m.records_in.load(Ordering::Relaxed));
-        rout.get_or_create(&l)
-            .inc_by(m.records_out.load(Ordering::Relaxed));
+        rin.get_or_create(&l).inc_by(m.records_in.load(Ordering::Relaxed));
+        rout.get_or_create(&l).inc_by(m.records_out.load(Ordering::Relaxed));
         bp.get_or_create(&l)
             .inc_by(m.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e9);
     }

@@ -5,16 +5,10 @@
 
 use super::decide::{self, PendingState};
 use super::restore::list_checkpoints;
-use super::{
-    Ack, Barrier, METADATA_FILE, SnapshotTarget, checkpoint_dir, now_ms, savepoint_dir_name,
-};
-use crate::control::api::{
-    CheckpointHistory, CheckpointStats, JobState, SavepointStatus, SnapshotKind, TriggerState,
-};
+use super::{Ack, Barrier, METADATA_FILE, SnapshotTarget, checkpoint_dir, now_ms, savepoint_dir_name};
+use crate::control::api::{CheckpointHistory, CheckpointStats, JobState, SavepointStatus, SnapshotKind, TriggerState};
 use crate::exec::messages::{Control, TaskEvent};
-use crate::state::snapshot::{
-    CheckpointMetadata, FORMAT_VERSION, OperatorMetadata, encode_metadata,
-};
+use crate::state::snapshot::{CheckpointMetadata, FORMAT_VERSION, OperatorMetadata, encode_metadata};
 use crate::storage::{self, PutOutcome, S3Options, Store, join};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -198,8 +192,7 @@ pub async fn run(
 
         // Pending checkpoint: complete or time out.
         if let Some(p) = pending.as_ref() {
-            match decide::pending_state(p.acked.len(), cfg.tasks, p.started.elapsed(), cfg.timeout)
-            {
+            match decide::pending_state(p.acked.len(), cfg.tasks, p.started.elapsed(), cfg.timeout) {
                 PendingState::AllAcked => {
                     let p = pending.take().expect("checked");
                     let id = p.barrier.id;
@@ -360,15 +353,13 @@ async fn complete(
     let mut ops: BTreeMap<String, OperatorMetadata> = BTreeMap::new();
     for a in &p.acks {
         for o in &a.operators {
-            let e = ops
-                .entry(o.uid.clone())
-                .or_insert_with(|| OperatorMetadata {
-                    uid: o.uid.clone(),
-                    kind: o.kind.clone(),
-                    parallelism: o.parallelism,
-                    state_names: o.state_names.clone(),
-                    handles: vec![],
-                });
+            let e = ops.entry(o.uid.clone()).or_insert_with(|| OperatorMetadata {
+                uid: o.uid.clone(),
+                kind: o.kind.clone(),
+                parallelism: o.parallelism,
+                state_names: o.state_names.clone(),
+                handles: vec![],
+            });
             e.handles.push(o.handle.clone());
         }
     }
@@ -395,11 +386,8 @@ async fn complete(
             .sum::<u64>();
     let target = &p.barrier.target;
     let path = join(&target.dir, METADATA_FILE);
-    match target
-        .store
-        .put_if_absent(&path, bytes::Bytes::from(bytes))
-        .await
-    {
+    failpoint("before-metadata", p.barrier.id);
+    match target.store.put_if_absent(&path, bytes::Bytes::from(bytes)).await {
         Ok(PutOutcome::Created) => {}
         Ok(PutOutcome::AlreadyExists) => {
             return Err(format!(
@@ -410,6 +398,7 @@ async fn complete(
         }
         Err(e) => return Err(e.to_string()),
     }
+    failpoint("after-metadata", p.barrier.id);
     let completed_at_ms = now_ms();
     let stats = CheckpointStats {
         id: p.barrier.id,
@@ -441,6 +430,19 @@ async fn complete(
         t.checkpoint_id = Some(stats.id);
     }
     Ok(stats)
+}
+
+/// Test hook for the two-phase-commit windows: `WEIR_FAILPOINT=<point>:<checkpoint id>`
+/// aborts the process (like `kill -9`) at `before-metadata` (every subtask acknowledged,
+/// sinks pre-committed, `_metadata` not written) or `after-metadata` (committed, sinks not yet
+/// notified) of that checkpoint. Unset in production.
+fn failpoint(point: &str, id: u64) {
+    if let Ok(v) = std::env::var("WEIR_FAILPOINT")
+        && v.split(',').any(|f| f == format!("{point}:{id}"))
+    {
+        eprintln!("weir: failpoint {point}:{id} reached, aborting");
+        std::process::abort();
+    }
 }
 
 /// Deletes checkpoints beyond retention in the background (never on the checkpoint path).

@@ -38,12 +38,7 @@ pub enum PendingState {
 
 /// State of a pending checkpoint from acks received, acks expected and its age.
 /// All acks win over a timeout observed at the same moment.
-pub fn pending_state(
-    acked: usize,
-    expected: usize,
-    age: Duration,
-    timeout: Duration,
-) -> PendingState {
+pub fn pending_state(acked: usize, expected: usize, age: Duration, timeout: Duration) -> PendingState {
     if acked >= expected {
         PendingState::AllAcked
     } else if age >= timeout {
@@ -175,10 +170,7 @@ mod tests {
     fn pending_table() {
         assert_eq!(pending_state(3, 3, S(100), S(10)), PendingState::AllAcked);
         assert_eq!(pending_state(2, 3, S(10), S(10)), PendingState::TimedOut);
-        assert_eq!(
-            pending_state(1, 3, S(1), S(10)),
-            PendingState::Waiting { missing: 2 }
-        );
+        assert_eq!(pending_state(1, 3, S(1), S(10)), PendingState::Waiting { missing: 2 });
     }
 
     fn seen(list: &[(u64, bool)]) -> Vec<SeenCheckpoint> {
@@ -193,11 +185,7 @@ mod tests {
         let rows: Vec<(Vec<SeenCheckpoint>, usize, Vec<u64>)> = vec![
             (seen(&[]), 3, vec![]),
             (seen(&[(1, true), (2, true)]), 3, vec![]),
-            (
-                seen(&[(1, true), (2, true), (3, true), (4, true)]),
-                3,
-                vec![1],
-            ),
+            (seen(&[(1, true), (2, true), (3, true), (4, true)]), 3, vec![1]),
             (seen(&[(1, true), (2, true), (3, true)]), 1, vec![1, 2]),
             // abandoned 2 is deleted; in-flight 5 (newer than newest completed 4) is kept
             (
@@ -219,10 +207,7 @@ mod tests {
     fn ids_never_repeat_across_restores() {
         assert_eq!(next_checkpoint_id(None, &[]), 1);
         assert_eq!(next_checkpoint_id(Some(7), &[]), 8);
-        assert_eq!(
-            next_checkpoint_id(Some(3), &seen(&[(9, false), (4, true)])),
-            10
-        );
+        assert_eq!(next_checkpoint_id(Some(3), &seen(&[(9, false), (4, true)])), 10);
         assert_eq!(
             latest_candidates(&seen(&[(3, true), (9, false), (5, true)])),
             vec![5, 3]
@@ -232,15 +217,8 @@ mod tests {
     #[test]
     fn compatibility_table() {
         let op = |u: &str, k: &str| (u.to_string(), k.to_string());
-        let job = vec![
-            op("src", "source-file"),
-            op("counts", "count"),
-            op("out", "sink-file"),
-        ];
-        assert_eq!(
-            check_compatibility(128, &job, 128, &job),
-            Compatibility::Compatible
-        );
+        let job = vec![op("src", "source-file"), op("counts", "count"), op("out", "sink-file")];
+        assert_eq!(check_compatibility(128, &job, 128, &job), Compatibility::Compatible);
         assert_eq!(
             check_compatibility(128, &job, 256, &job),
             Compatibility::MaxParallelismChanged(128, 256)

@@ -10,9 +10,7 @@ use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
 use crate::state::key_group::KeyGroupRange;
-use crate::state::snapshot::{
-    CheckpointMetadata, FormatError, StateFile, decode_metadata, decode_state_file,
-};
+use crate::state::snapshot::{CheckpointMetadata, FormatError, StateFile, decode_metadata, decode_state_file};
 use crate::storage::{self, S3Options, StorageError, Store, join};
 use std::collections::HashMap;
 
@@ -74,10 +72,7 @@ pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreErr
             if crc != h.crc32 {
                 return Err(FormatError {
                     path: url,
-                    problem: format!(
-                        "checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}",
-                        h.crc32
-                    ),
+                    problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}", h.crc32),
                 }
                 .into());
             }
@@ -92,10 +87,7 @@ pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreErr
 }
 
 /// Checkpoint directories of `job` in the checkpoint store, with whether each is complete.
-pub async fn list_checkpoints(
-    store: &Store,
-    job: &str,
-) -> Result<Vec<SeenCheckpoint>, StorageError> {
+pub async fn list_checkpoints(store: &Store, job: &str) -> Result<Vec<SeenCheckpoint>, StorageError> {
     let prefix = format!("{job}/chk-");
     let mut seen: HashMap<u64, bool> = HashMap::new();
     for o in store.list(&prefix).await? {
@@ -210,21 +202,14 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
         Compatibility::NonRestoredState(uids) => Err(RestoreError::Incompatible(format!(
             "{}: state for operator uid(s) {} has no operator in the job; set spec.allowNonRestoredState: true to drop it",
             snapshot.url,
-            uids.iter()
-                .map(|u| format!("`{u}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            uids.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
         ))),
     }
 }
 
 /// The state for one new subtask of operator `uid`: keyed blocks of the key groups in `range`
 /// (only files whose range overlaps are read), and all operator state items pooled.
-pub fn operator_restore(
-    snapshot: Option<&LoadedSnapshot>,
-    uid: &str,
-    range: Option<KeyGroupRange>,
-) -> OperatorRestore {
+pub fn operator_restore(snapshot: Option<&LoadedSnapshot>, uid: &str, range: Option<KeyGroupRange>) -> OperatorRestore {
     let mut out = OperatorRestore::default();
     let Some(s) = snapshot else { return out };
     let Some(op) = s.metadata.operators.iter().find(|o| o.uid == uid) else {
@@ -237,15 +222,10 @@ pub fn operator_restore(
         if let (Some(r), Some(hr)) = (range, h.key_group_range)
             && r.intersects(&hr)
         {
-            out.key_groups.extend(
-                file.key_groups
-                    .iter()
-                    .filter(|b| r.contains(b.key_group))
-                    .cloned(),
-            );
+            out.key_groups
+                .extend(file.key_groups.iter().filter(|b| r.contains(b.key_group)).cloned());
         }
-        out.operator_state
-            .extend(file.operator_state.iter().cloned());
+        out.operator_state.extend(file.operator_state.iter().cloned());
     }
     out
 }

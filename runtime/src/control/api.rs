@@ -33,10 +33,7 @@ pub enum JobState {
 impl JobState {
     /// Whether the job will make no more progress.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Stopped | JobState::Finished | JobState::Failed
-        )
+        matches!(self, JobState::Stopped | JobState::Finished | JobState::Failed)
     }
 }
 

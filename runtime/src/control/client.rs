@@ -26,9 +26,7 @@ impl Client {
         }
         let code = r.status();
         let body = r.text().await.unwrap_or_default();
-        let msg = serde_json::from_str::<ApiError>(&body)
-            .map(|e| e.error)
-            .unwrap_or(body);
+        let msg = serde_json::from_str::<ApiError>(&body).map(|e| e.error).unwrap_or(body);
         Err(format!("{code}: {msg}"))
     }
 
@@ -40,11 +38,7 @@ impl Client {
             .send()
             .await
             .map_err(|e| e.to_string())?;
-        Self::check(r)
-            .await?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        Self::check(r).await?.json().await.map_err(|e| e.to_string())
     }
 
     /// `POST /v1/savepoints`.
@@ -72,11 +66,7 @@ impl Client {
             .send()
             .await
             .map_err(|e| e.to_string())?;
-        Self::check(r)
-            .await?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        Self::check(r).await?.json().await.map_err(|e| e.to_string())
     }
 
     /// Triggers a savepoint and polls every 100 ms until it completes or fails.
@@ -95,9 +85,7 @@ impl Client {
                     return Err(s.error.unwrap_or_else(|| "savepoint failed".into()));
                 }
                 TriggerState::InProgress if tokio::time::Instant::now() > deadline => {
-                    return Err(format!(
-                        "savepoint {id} still in progress after {timeout:?}"
-                    ));
+                    return Err(format!("savepoint {id} still in progress after {timeout:?}"));
                 }
                 TriggerState::InProgress => tokio::time::sleep(Duration::from_millis(100)).await,
             }

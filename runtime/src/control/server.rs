@@ -55,10 +55,7 @@ async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>
     {
         let mut s = h.shared.lock().expect("lock");
         if s.state != JobState::Running {
-            return error(
-                StatusCode::CONFLICT,
-                format!("the job is {:?}, not RUNNING", s.state),
-            );
+            return error(StatusCode::CONFLICT, format!("the job is {:?}, not RUNNING", s.state));
         }
         s.triggers.insert(
             trigger_id.clone(),
@@ -85,10 +82,7 @@ async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>
 async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Response {
     match h.shared.lock().expect("lock").triggers.get(&id) {
         Some(s) => Json(s.clone()).into_response(),
-        None => error(
-            StatusCode::NOT_FOUND,
-            format!("no savepoint trigger `{id}`"),
-        ),
+        None => error(StatusCode::NOT_FOUND, format!("no savepoint trigger `{id}`")),
     }
 }
 

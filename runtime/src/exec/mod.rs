@@ -90,9 +90,7 @@ pub struct Prepared {
 impl Prepared {
     /// Starts everything and waits for the job to end.
     pub async fn run(self) -> Result<Outcome, String> {
-        (self.run)()
-            .await
-            .map_err(|e| format!("coordinator panicked: {e}"))?
+        (self.run)().await.map_err(|e| format!("coordinator panicked: {e}"))?
     }
 }
 
@@ -105,9 +103,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         .clone()
         .or_else(|| job.spec.checkpointing.storage.clone())
         .unwrap_or_else(|| DEFAULT_CHECKPOINT_STORAGE.to_string());
-    let store = storage::open(&storage_url, &s3)
-        .await
-        .map_err(|e| e.to_string())?;
+    let store = storage::open(&storage_url, &s3).await.map_err(|e| e.to_string())?;
     let snapshot: Option<LoadedSnapshot> = restore::resolve(&store, &job.name, &opts.restore, &s3)
         .await
         .map_err(|e| e.to_string())?;
@@ -117,9 +113,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         for op in job.operators.iter() {
             if let OperatorKind::FileSink(spec) = &op.kind {
                 let items = restore::operator_restore(Some(s), &op.uid, None).operator_state;
-                let n = commit_restored(&spec.path, &items, &s3)
-                    .await
-                    .map_err(|e| e.0)?;
+                let n = commit_restored(&spec.path, &items, &s3).await.map_err(|e| e.0)?;
                 if n > 0 {
                     tracing::info!(operator = %op.uid, parts = n, "committed pending parts of the restore point");
                 }
@@ -129,8 +123,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let seen = restore::list_checkpoints(&store, &job.name)
         .await
         .map_err(|e| e.to_string())?;
-    let first_id =
-        decide::next_checkpoint_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    let first_id = decide::next_checkpoint_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
     let job_id = format!("{:016x}", rand::random::<u64>());
     let p = job.parallelism;
     let max_p = job.max_parallelism;
@@ -147,10 +140,8 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         control_rx.push(Some(rx));
     }
     // Channels of each exchange: inputs[stage][downstream subtask] and outputs[stage][upstream].
-    let mut inputs: Vec<Vec<Vec<mpsc::Receiver<Element>>>> =
-        (0..stages.len()).map(|_| vec![]).collect();
-    let mut outputs: Vec<Vec<Vec<mpsc::Sender<Element>>>> =
-        (0..stages.len()).map(|_| vec![]).collect();
+    let mut inputs: Vec<Vec<Vec<mpsc::Receiver<Element>>>> = (0..stages.len()).map(|_| vec![]).collect();
+    let mut outputs: Vec<Vec<Vec<mpsc::Sender<Element>>>> = (0..stages.len()).map(|_| vec![]).collect();
     for s in 1..stages.len() {
         let mut ins: Vec<Vec<mpsc::Receiver<Element>>> = (0..p).map(|_| vec![]).collect();
         let mut outs: Vec<Vec<mpsc::Sender<Element>>> = (0..p).map(|_| vec![]).collect();
@@ -181,29 +172,19 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             let index = si * p as usize + sub as usize;
             let range = key_group_range(sub, p, max_p);
             let first = &job.operators[stage[0]];
-            let is_source = matches!(
-                first.kind,
-                OperatorKind::FileSource(_) | OperatorKind::Generator(_)
-            );
-            let chain_ops: Vec<usize> = if is_source {
-                stage[1..].to_vec()
-            } else {
-                stage.clone()
-            };
+            let is_source = matches!(first.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+            let chain_ops: Vec<usize> = if is_source { stage[1..].to_vec() } else { stage.clone() };
             let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
             let mut chain_ids = Vec::new();
             for &oi in &chain_ops {
                 let op = &job.operators[oi];
-                let restore_state =
-                    restore::operator_restore(snapshot.as_ref(), &op.uid, Some(range));
+                let restore_state = restore::operator_restore(snapshot.as_ref(), &op.uid, Some(range));
                 let ctx = |e: TaskError| e.context(format!("operator {}", op.uid)).0;
                 let boxed: Box<dyn StreamOperator> = match &op.kind {
                     OperatorKind::Filter(e) => Box::new(Filter::new(e).map_err(ctx)?),
                     OperatorKind::Map(e) => Box::new(Map::new(e).map_err(ctx)?),
                     OperatorKind::FlatMap(spec) => Box::new(FlatMap::new(spec).map_err(ctx)?),
-                    OperatorKind::KeyBy { expression, .. } => {
-                        Box::new(KeyBy::new(expression, max_p).map_err(ctx)?)
-                    }
+                    OperatorKind::KeyBy { expression, .. } => Box::new(KeyBy::new(expression, max_p).map_err(ctx)?),
                     OperatorKind::Aggregate {
                         func,
                         expression,
@@ -226,17 +207,12 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
                             .map_err(ctx)?,
                         )
                     }
-                    OperatorKind::FileSink(spec) => Box::new(
-                        FileSink::new(&spec.path, sub, &job_id, &s3)
-                            .await
-                            .map_err(ctx)?,
-                    ),
+                    OperatorKind::FileSink(spec) => {
+                        Box::new(FileSink::new(&spec.path, sub, &job_id, &s3).await.map_err(ctx)?)
+                    }
                     OperatorKind::PrintSink => Box::new(PrintSink),
                     OperatorKind::FileSource(_) | OperatorKind::Generator(_) => {
-                        return Err(format!(
-                            "operator {}: a source must be the first step",
-                            op.uid
-                        ));
+                        return Err(format!("operator {}: a source must be the first step", op.uid));
                     }
                 };
                 chain.push(boxed);
@@ -281,9 +257,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
                     })
                 }));
             } else {
-                let ins = stage_inputs
-                    .next()
-                    .expect("inputs for every downstream subtask");
+                let ins = stage_inputs.next().expect("inputs for every downstream subtask");
                 let mode = job.spec.checkpointing.mode;
                 spawners.push(Box::new(move || {
                     tokio::spawn(async move {

@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{
-    Receiver, Sender, UnboundedReceiver, UnboundedSender, error::TrySendError,
-};
+use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -75,8 +73,7 @@ impl Output {
         if batch.is_empty() {
             return Ok(());
         }
-        m.records_out
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        m.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match self {
             Output::None => Ok(()),
             Output::Forward(s) => Self::send_one(s, Element::Records(batch), m).await,
@@ -89,9 +86,11 @@ impl Output {
                     .map(|_| Vec::with_capacity(batch.len() / p as usize + 1))
                     .collect();
                 for r in batch {
-                    let kg = r.keyed.as_ref().map(|k| k.key_group).ok_or_else(|| {
-                        TaskError("record without a key at a keyed exchange".into())
-                    })?;
+                    let kg = r
+                        .keyed
+                        .as_ref()
+                        .map(|k| k.key_group)
+                        .ok_or_else(|| TaskError("record without a key at a keyed exchange".into()))?;
                     parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
                 }
                 for (i, part) in parts.into_iter().enumerate() {
@@ -177,12 +176,7 @@ impl TaskCore {
         self.output
             .broadcast(|| Element::Barrier(b.clone()), &self.metrics)
             .await?;
-        let (task, subtask, parallelism, events) = (
-            self.index,
-            self.subtask,
-            self.parallelism,
-            self.events.clone(),
-        );
+        let (task, subtask, parallelism, events) = (self.index, self.subtask, self.parallelism, self.events.clone());
         tokio::spawn(async move {
             let t = Instant::now();
             match upload(&barrier, subtask, parallelism, parts).await {
@@ -212,9 +206,9 @@ impl TaskCore {
         match c {
             Control::Complete(id) => {
                 for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
-                    op.notify_complete(id).await.map_err(|e| {
-                        e.context(format!("operator {uid}: commit of checkpoint {id}"))
-                    })?;
+                    op.notify_complete(id)
+                        .await
+                        .map_err(|e| e.context(format!("operator {uid}: commit of checkpoint {id}")))?;
                 }
                 Ok(Flow::Continue)
             }
@@ -250,35 +244,24 @@ async fn upload(
     let mut out = Vec::with_capacity(parts.len());
     for (uid, kind, enc) in parts {
         let uid2 = uid.clone();
-        let (state_names, key_group_range, entries, bytes) =
-            tokio::task::spawn_blocking(move || -> TaskResult<_> {
-                let st = enc()?;
-                let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>()
-                    + st.operator_state.len() as u64;
-                let file = StateFile {
-                    uid: uid2,
-                    subtask,
-                    key_groups: st.key_groups,
-                    operator_state: st.operator_state,
-                };
-                Ok((
-                    st.state_names,
-                    st.key_group_range,
-                    entries,
-                    encode_state_file(&file),
-                ))
-            })
-            .await
-            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
+        let (state_names, key_group_range, entries, bytes) = tokio::task::spawn_blocking(move || -> TaskResult<_> {
+            let st = enc()?;
+            let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
+            let file = StateFile {
+                uid: uid2,
+                subtask,
+                key_groups: st.key_groups,
+                operator_state: st.operator_state,
+            };
+            Ok((st.state_names, st.key_group_range, entries, encode_state_file(&file)))
+        })
+        .await
+        .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
         let name = format!("{uid}-{subtask}.state");
         let size = bytes.len() as u64;
         let crc = crc32fast::hash(&bytes);
         let path = crate::storage::join(&barrier.target.dir, &name);
-        barrier
-            .target
-            .store
-            .put(&path, bytes::Bytes::from(bytes))
-            .await?;
+        barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
         out.push(AckedOperator {
             uid,
             kind,
@@ -342,9 +325,7 @@ pub async fn run_source(
                 }
                 Flow::Source(Control::Resume) => paused = false,
                 Flow::Source(Control::Finish) => {
-                    core.output
-                        .broadcast(|| Element::End, &core.metrics)
-                        .await?;
+                    core.output.broadcast(|| Element::End, &core.metrics).await?;
                     return core.drain_until_shutdown().await;
                 }
                 Flow::Source(_) => {}
@@ -358,15 +339,11 @@ pub async fn run_source(
             .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         if !more {
             exhausted = true;
-            let _ = core
-                .events
-                .send(TaskEvent::SourceExhausted { task: core.index });
+            let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
         }
         emitted += batch.len() as u64;
-        core.metrics
-            .records_in
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
         core.process(batch).await?;
     }
 }
@@ -485,9 +462,7 @@ pub async fn run_inputs(
                 }
             }
             Ok((_, Some(Element::Records(batch)))) => {
-                core.metrics
-                    .records_in
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 core.process(batch).await?;
             }
             Ok((i, Some(Element::Barrier(b)))) => {
@@ -501,12 +476,151 @@ pub async fn run_inputs(
                     core.snapshot_and_forward(b, None, waited).await?;
                 }
                 if live.iter().all(|l| !l) {
-                    core.output
-                        .broadcast(|| Element::End, &core.metrics)
-                        .await?;
+                    core.output.broadcast(|| Element::End, &core.metrics).await?;
                     return core.drain_until_shutdown().await;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::SnapshotTarget;
+    use crate::control::api::SnapshotKind;
+    use crate::job::validate::AggregateFn;
+    use crate::operators::aggregate::Aggregate;
+    use crate::record::{Key, KeyedBy};
+    use crate::state::key_group::{key_group, key_group_range};
+    use crate::storage::{LocalStore, ObjectStore};
+    use serde_json::json;
+
+    fn word(w: &str) -> Record {
+        let key = Key::Str(w.into());
+        Record {
+            value: json!({ "word": w }),
+            keyed: Some(KeyedBy {
+                key_group: key_group(&key, 128),
+                key,
+            }),
+        }
+    }
+
+    /// Two inputs into a keyed count. Input 0 delivers barrier 1 and then a record "late";
+    /// input 1 delivers "early" and then barrier 1. Exactly-once: "late" is held until
+    /// alignment, so checkpoint 1's state holds "early" but not "late". At-least-once: "late"
+    /// is processed before the snapshot and is in checkpoint 1's state.
+    async fn state_at_checkpoint_1(mode: CheckpointMode) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let target = Arc::new(SnapshotTarget {
+            store: store.clone(),
+            dir: "chk-1".into(),
+        });
+        let barrier = Barrier {
+            id: 1,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target,
+            triggered_at_ms: 0,
+        };
+        let range = key_group_range(0, 1, 128);
+        let count = Aggregate::new(
+            "counts",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            range,
+            Default::default(),
+        )
+        .unwrap();
+        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
+        let core = TaskCore {
+            index: 0,
+            subtask: 0,
+            parallelism: 1,
+            chain: vec![Box::new(count)],
+            chain_ids: vec![("counts".into(), "count".into())],
+            output: Output::None,
+            control: ctl_rx,
+            events: ev_tx,
+            metrics: Arc::default(),
+        };
+        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
+        let (tx1, rx1) = tokio::sync::mpsc::channel(8);
+        // Everything is queued before the task starts, so the order seen is the order sent.
+        tx0.send(Element::Barrier(barrier.clone())).await.unwrap();
+        tx0.send(Element::Records(vec![word("late")])).await.unwrap();
+        tx1.send(Element::Records(vec![word("early")])).await.unwrap();
+        tx1.send(Element::Barrier(barrier)).await.unwrap();
+        let task = tokio::spawn(run_inputs(core, vec![rx0, rx1], mode));
+        let ack = loop {
+            match ev_rx.recv().await.unwrap() {
+                TaskEvent::Ack(a) => break a,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        ctl_tx.send(Control::Shutdown).unwrap();
+        task.await.unwrap().unwrap();
+        let h = &ack.operators[0].handle;
+        let bytes = store.get(&format!("chk-1/{}", h.file)).await.unwrap();
+        let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
+        let mut words = vec![];
+        for b in file.key_groups {
+            let entries: Vec<(Key, crate::operators::aggregate::Num)> = postcard::from_bytes(&b.data).unwrap();
+            words.extend(entries.into_iter().map(|(k, _)| match k {
+                Key::Str(s) => s,
+                other => other.to_string(),
+            }));
+        }
+        words.sort();
+        words
+    }
+
+    #[tokio::test]
+    async fn exactly_once_alignment_keeps_post_barrier_records_out_of_the_checkpoint() {
+        assert_eq!(
+            state_at_checkpoint_1(CheckpointMode::ExactlyOnce).await,
+            vec!["early".to_string()]
+        );
+    }
+
+    #[tokio::test]
+    async fn at_least_once_does_not_hold_inputs() {
+        assert_eq!(
+            state_at_checkpoint_1(CheckpointMode::AtLeastOnce).await,
+            vec!["early".to_string(), "late".to_string()]
+        );
+    }
+
+    #[test]
+    fn newer_barrier_abandons_an_older_alignment() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Arc::new(SnapshotTarget {
+            store: Arc::new(LocalStore::new(dir.path()).unwrap()),
+            dir: "x".into(),
+        });
+        let b = |id| Barrier {
+            id,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target: target.clone(),
+            triggered_at_ms: 0,
+        };
+        let live = [true, true];
+        let mut a = Alignment::new(2);
+        assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Wait));
+        assert!(a.is_held(0, CheckpointMode::ExactlyOnce));
+        assert!(!a.is_held(0, CheckpointMode::AtLeastOnce));
+        assert!(matches!(a.on_barrier(1, b(2), &live), BarrierAction::Wait));
+        assert!(!a.is_held(0, CheckpointMode::ExactlyOnce), "checkpoint 1 abandoned");
+        assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Stale));
+        assert!(matches!(a.on_barrier(0, b(2), &live), BarrierAction::Snapshot(ref x, _) if x.id == 2));
+        // An input that ends no longer counts towards alignment.
+        assert!(matches!(a.on_barrier(0, b(3), &live), BarrierAction::Wait));
+        assert!(matches!(a.check(&[true, false]), BarrierAction::Snapshot(ref x, _) if x.id == 3));
     }
 }

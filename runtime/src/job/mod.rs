@@ -16,8 +16,8 @@ use std::path::Path;
 /// Errors: unreadable file, YAML syntax, unknown override path, or a [`JobError`] naming the
 /// offending field.
 pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| JobError::new("", format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| JobError::new("", format!("cannot read {}: {e}", path.display())))?;
     parse_manifest(&text, overrides)
 }
 
@@ -28,12 +28,8 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
     for o in overrides {
         apply_override(&mut doc, o)?;
     }
-    let manifest: StreamJobManifest = serde_yaml::from_value(doc).map_err(|e| {
-        JobError::new(
-            "",
-            format!("the manifest does not match the StreamJob schema: {e}"),
-        )
-    })?;
+    let manifest: StreamJobManifest = serde_yaml::from_value(doc)
+        .map_err(|e| JobError::new("", format!("the manifest does not match the StreamJob schema: {e}")))?;
     Job::from_manifest(manifest)
 }
 
@@ -42,8 +38,8 @@ fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;
-    let value: serde_yaml::Value = serde_yaml::from_str(raw)
-        .map_err(|e| JobError::new(path, format!("value `{raw}` is not valid YAML: {e}")))?;
+    let value: serde_yaml::Value =
+        serde_yaml::from_str(raw).map_err(|e| JobError::new(path, format!("value `{raw}` is not valid YAML: {e}")))?;
     let mut cur = doc;
     for part in path.split('.') {
         if part.is_empty() {
@@ -51,13 +47,12 @@ fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError
         }
         cur = match cur {
             serde_yaml::Value::Sequence(seq) => {
-                let i: usize = part.parse().map_err(|_| {
-                    JobError::new(path, format!("`{part}` must be a list index here"))
-                })?;
+                let i: usize = part
+                    .parse()
+                    .map_err(|_| JobError::new(path, format!("`{part}` must be a list index here")))?;
                 let len = seq.len();
-                seq.get_mut(i).ok_or_else(|| {
-                    JobError::new(path, format!("index {i} is out of range (list has {len})"))
-                })?
+                seq.get_mut(i)
+                    .ok_or_else(|| JobError::new(path, format!("index {i} is out of range (list has {len})")))?
             }
             serde_yaml::Value::Mapping(_) | serde_yaml::Value::Null => {
                 if cur.is_null() {

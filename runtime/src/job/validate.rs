@@ -75,10 +75,7 @@ pub enum OperatorKind {
     /// Regex split of a string field.
     FlatMap(FlatMapSpec),
     /// Key selector (CEL) and the output field name of the key.
-    KeyBy {
-        expression: String,
-        as_field: String,
-    },
+    KeyBy { expression: String, as_field: String },
     /// Keyed running aggregation.
     Aggregate {
         func: AggregateFn,
@@ -152,12 +149,8 @@ pub struct Job {
 }
 
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
-    humantime::parse_duration(s.trim()).map_err(|e| {
-        JobError::new(
-            field,
-            format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}"),
-        )
-    })
+    humantime::parse_duration(s.trim())
+        .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -179,10 +172,7 @@ impl Job {
             ));
         }
         if m.kind != KIND {
-            return Err(JobError::new(
-                "kind",
-                format!("must be `{KIND}`, got `{}`", m.kind),
-            ));
+            return Err(JobError::new("kind", format!("must be `{KIND}`, got `{}`", m.kind)));
         }
         Job::from_spec(&m.metadata.name, m.spec)
     }
@@ -196,15 +186,11 @@ impl Job {
         if !is_dns_label(name) {
             return Err(JobError::new(
                 "metadata.name",
-                format!(
-                    "`{name}` must be a DNS-1123 label (lowercase letters, digits, '-', at most 63)"
-                ),
+                format!("`{name}` must be a DNS-1123 label (lowercase letters, digits, '-', at most 63)"),
             ));
         }
         let p = spec.parallelism;
-        let max_p = spec
-            .max_parallelism
-            .unwrap_or_else(|| default_max_parallelism(p));
+        let max_p = spec.max_parallelism.unwrap_or_else(|| default_max_parallelism(p));
         if !(1..=UPPER_BOUND_MAX_PARALLELISM).contains(&max_p) {
             return Err(JobError::new(
                 "spec.maxParallelism",
@@ -222,16 +208,10 @@ impl Job {
         let checkpoint_timeout = parse_duration("spec.checkpointing.timeout", &c.timeout)?;
         let min_pause = parse_duration("spec.checkpointing.minPause", &c.min_pause)?;
         if checkpoint_timeout.is_zero() {
-            return Err(JobError::new(
-                "spec.checkpointing.timeout",
-                "must be greater than 0",
-            ));
+            return Err(JobError::new("spec.checkpointing.timeout", "must be greater than 0"));
         }
         if c.retained == 0 {
-            return Err(JobError::new(
-                "spec.checkpointing.retained",
-                "must be at least 1",
-            ));
+            return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
         }
         let operators = validate_steps(&spec.job.steps)?;
         Ok(Job {
@@ -259,10 +239,7 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         kinds.push(match (&s.file, &s.generator) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
-                    return Err(JobError::new(
-                        format!("{at}.source.file.path"),
-                        "must not be empty",
-                    ));
+                    return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
                 }
                 OperatorKind::FileSource(f.clone())
             }
@@ -299,10 +276,7 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
             ));
         }
         if f.field.is_empty() {
-            return Err(JobError::new(
-                format!("{at}.flatMap.field"),
-                "must not be empty",
-            ));
+            return Err(JobError::new(format!("{at}.flatMap.field"), "must not be empty"));
         }
         kinds.push(OperatorKind::FlatMap(f.clone()));
     }
@@ -337,10 +311,7 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         kinds.push(match (&s.file, &s.print) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
-                    return Err(JobError::new(
-                        format!("{at}.sink.file.path"),
-                        "must not be empty",
-                    ));
+                    return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
                 OperatorKind::FileSink(f.clone())
             }
@@ -374,38 +345,23 @@ fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     if steps.len() < 2 {
-        return Err(JobError::new(
-            "spec.job.steps",
-            "needs at least a source and a sink",
-        ));
+        return Err(JobError::new("spec.job.steps", "needs at least a source and a sink"));
     }
     let mut ops: Vec<Operator> = Vec::with_capacity(steps.len());
     let last = steps.len() - 1;
     for (i, step) in steps.iter().enumerate() {
         let kind = step_kind(i, step)?;
         let at = format!("spec.job.steps[{i}]");
-        let is_source = matches!(
-            kind,
-            OperatorKind::FileSource(_) | OperatorKind::Generator(_)
-        );
+        let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
         let is_sink = matches!(kind, OperatorKind::FileSink(_) | OperatorKind::PrintSink);
         if (i == 0) != is_source {
-            return Err(JobError::new(
-                at,
-                "the first step, and only it, must be a `source`",
-            ));
+            return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
         }
         if (i == last) != is_sink {
-            return Err(JobError::new(
-                at,
-                "the last step, and only it, must be a `sink`",
-            ));
+            return Err(JobError::new(at, "the last step, and only it, must be a `sink`"));
         }
         if matches!(kind, OperatorKind::Aggregate { .. })
-            && !matches!(
-                ops.last().map(|o| &o.kind),
-                Some(OperatorKind::KeyBy { .. })
-            )
+            && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. }))
         {
             return Err(JobError::new(
                 at,
@@ -413,9 +369,9 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })
-            && !steps.get(i + 1).is_some_and(|s| {
-                s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some()
-            })
+            && !steps
+                .get(i + 1)
+                .is_some_and(|s| s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some())
         {
             return Err(JobError::new(
                 at,
@@ -424,11 +380,7 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         }
         let uid = match &step.uid {
             Some(u) => {
-                if u.is_empty()
-                    || u.len() > 128
-                    || !u
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                if u.is_empty() || u.len() > 128 || !u.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
                 {
                     return Err(JobError::new(
                         format!("{at}.uid"),
@@ -445,11 +397,7 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                 format!("`{uid}` is used by another step"),
             ));
         }
-        ops.push(Operator {
-            uid,
-            index: i,
-            kind,
-        });
+        ops.push(Operator { uid, index: i, kind });
     }
     Ok(ops)
 }
@@ -475,8 +423,7 @@ mod tests {
     }
 
     fn spec(steps: serde_json::Value) -> JobSpec {
-        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } }))
-            .unwrap()
+        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
     }
 
     fn err(spec: JobSpec) -> String {

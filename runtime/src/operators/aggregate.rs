@@ -4,9 +4,7 @@
 //! [`KeyGroupRange`], so a snapshot writes per-key-group blocks and a restore at another
 //! parallelism takes exactly the groups it now owns.
 
-use super::{
-    EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult,
-};
+use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
@@ -29,9 +27,7 @@ pub enum Num {
 impl Num {
     fn from_value(v: &Value) -> Option<Num> {
         let n = v.as_number()?;
-        n.as_i64()
-            .map(Num::Int)
-            .or_else(|| n.as_f64().map(Num::Float))
+        n.as_i64().map(Num::Int).or_else(|| n.as_f64().map(Num::Float))
     }
 
     fn to_value(self) -> Value {
@@ -169,11 +165,7 @@ impl StreamOperator for Aggregate {
                     *cur
                 }
                 None => {
-                    let first = if func == AggregateFn::Count {
-                        Num::Int(1)
-                    } else {
-                        x
-                    };
+                    let first = if func == AggregateFn::Count { Num::Int(1) } else { x };
                     group.insert(keyed.key.clone(), first);
                     first
                 }
@@ -242,12 +234,7 @@ mod tests {
             (Count, Num::Int(2), Num::Int(9), Num::Int(3)),
             (Sum, Num::Int(2), Num::Int(3), Num::Int(5)),
             (Sum, Num::Int(2), Num::Float(0.5), Num::Float(2.5)),
-            (
-                Sum,
-                Num::Int(i64::MAX),
-                Num::Int(1),
-                Num::Float(i64::MAX as f64 + 1.0),
-            ),
+            (Sum, Num::Int(i64::MAX), Num::Int(1), Num::Float(i64::MAX as f64 + 1.0)),
             (Min, Num::Int(2), Num::Int(-3), Num::Int(-3)),
             (Max, Num::Float(2.0), Num::Int(3), Num::Float(3.0)),
         ];
@@ -285,10 +272,7 @@ mod tests {
                 json!({"word": "a", "total": 7})
             ]
         );
-        assert_eq!(
-            serde_json::to_string(&vals[0]).unwrap(),
-            r#"{"word":"a","total":2}"#
-        );
+        assert_eq!(serde_json::to_string(&vals[0]).unwrap(), r#"{"word":"a","total":2}"#);
 
         let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
             store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),

@@ -45,12 +45,7 @@ pub struct FileSink {
 impl FileSink {
     /// Opens the sink for output directory `path` (local or `s3://`). `run_id` makes part
     /// names unique across runs and restores.
-    pub async fn new(
-        path: &str,
-        subtask: u32,
-        run_id: &str,
-        s3: &S3Options,
-    ) -> TaskResult<FileSink> {
+    pub async fn new(path: &str, subtask: u32, run_id: &str, s3: &S3Options) -> TaskResult<FileSink> {
         let store = storage::open(path, s3).await?;
         Ok(FileSink {
             store,
@@ -69,10 +64,7 @@ impl FileSink {
         if self.current.is_none() {
             let name = storage::join(
                 &self.prefix,
-                &format!(
-                    "part-{}-{:04}-{:06}.jsonl",
-                    self.run_id, self.subtask, self.seq
-                ),
+                &format!("part-{}-{:04}-{:06}.jsonl", self.run_id, self.subtask, self.seq),
             );
             self.seq += 1;
             self.current = Some(self.store.create_multipart(&name).await?);
@@ -94,8 +86,7 @@ impl FileSink {
 impl StreamOperator for FileSink {
     async fn process(&mut self, input: Vec<Record>, _out: &mut Vec<Record>) -> TaskResult<()> {
         for r in &input {
-            serde_json::to_writer(&mut self.buffer, &r.value)
-                .map_err(|e| TaskError(e.to_string()))?;
+            serde_json::to_writer(&mut self.buffer, &r.value).map_err(|e| TaskError(e.to_string()))?;
             self.buffer.push(b'\n');
         }
         self.records_in_part += input.len() as u64;
@@ -118,11 +109,7 @@ impl StreamOperator for FileSink {
             });
             self.records_in_part = 0;
         }
-        let items: Vec<Vec<u8>> = self
-            .pending
-            .iter()
-            .map(postcard::to_stdvec)
-            .collect::<Result<_, _>>()?;
+        let items: Vec<Vec<u8>> = self.pending.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?;
         Ok(Some(Box::new(move || {
             Ok(EncodedState {
                 state_names: vec!["operator:pending-commits".into()],
@@ -136,8 +123,7 @@ impl StreamOperator for FileSink {
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
         // Commit every pending part covered by checkpoint `id` (earlier declined checkpoints'
         // parts are covered too: they were carried in this checkpoint's state).
-        let (ready, rest): (Vec<_>, Vec<_>) =
-            self.pending.drain(..).partition(|p| p.checkpoint_id <= id);
+        let (ready, rest): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|p| p.checkpoint_id <= id);
         self.pending = rest;
         for p in ready {
             self.store.complete_multipart(&p.upload).await?;
@@ -154,8 +140,8 @@ pub async fn commit_restored(path: &str, items: &[Vec<u8>], s3: &S3Options) -> T
     }
     let store = storage::open(path, s3).await?;
     for item in items {
-        let p: PendingPart = postcard::from_bytes(item)
-            .map_err(|e| TaskError(format!("pending commit does not decode: {e}")))?;
+        let p: PendingPart =
+            postcard::from_bytes(item).map_err(|e| TaskError(format!("pending commit does not decode: {e}")))?;
         store.complete_multipart(&p.upload).await.map_err(|e| {
             TaskError(format!(
                 "committing pending part {} of checkpoint {}: {e}",

@@ -187,10 +187,7 @@ mod tests {
             vec![json!({"word": "abc"})]
         );
         let mut m = Map::new("{'w': word.upper()}").unwrap();
-        assert_eq!(
-            run(&mut m, vec![json!({"word": "ab"})]).await,
-            vec![json!({"w": "AB"})]
-        );
+        assert_eq!(run(&mut m, vec![json!({"word": "ab"})]).await, vec![json!({"w": "AB"})]);
         let mut k = KeyBy::new("word", 128).unwrap();
         let mut out = Vec::new();
         k.process(vec![Record::new(json!({"word": "the"}))], &mut out)

@@ -31,8 +31,7 @@ fn env() -> Arc<cel::Env> {
     static ENV: OnceLock<Arc<cel::Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = cel::Env::stdlib();
-        env.add_extension(cel::extensions::strings)
-            .expect("strings extension");
+        env.add_extension(cel::extensions::strings).expect("strings extension");
         cel::add_member_overload!(env, fn lower: (CelString) -> CelString).expect("lower");
         cel::add_member_overload!(env, fn upper: (CelString) -> CelString).expect("upper");
         Arc::new(env)
@@ -64,9 +63,7 @@ pub fn compile(source: &str) -> Result<Expr, CelError> {
     })?;
     let t = source.trim();
     let is_ident = !t.is_empty()
-        && t.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !matches!(t, "record" | "true" | "false" | "null");
     let uses_record = program.references().has_variable("record");
@@ -109,10 +106,7 @@ impl Expr {
         if self.uses_record {
             ctx.add_variable_from_value("record", to_cel(record));
         }
-        let out = self
-            .program
-            .execute(&ctx)
-            .map_err(|e| self.error(e.to_string()))?;
+        let out = self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))?;
         from_cel(&out).map_err(|m| self.error(m))
     }
 
@@ -169,9 +163,7 @@ pub fn from_cel(v: &cel::Value) -> Result<Value, String> {
         cel::Value::Bool(b) => Value::Bool(*b),
         cel::Value::Null => Value::Null,
         other => {
-            return Err(format!(
-                "the result {other:?} cannot be represented in a record"
-            ));
+            return Err(format!("the result {other:?} cannot be represented in a record"));
         }
     })
 }
@@ -193,10 +185,7 @@ mod tests {
     #[test]
     fn evaluates_fields_record_and_unicode_lower() {
         let r = json!({"line": "Ÿes SIR", "n": 3});
-        assert_eq!(
-            compile("line.lower()").unwrap().eval(&r).unwrap(),
-            json!("ÿes sir")
-        );
+        assert_eq!(compile("line.lower()").unwrap().eval(&r).unwrap(), json!("ÿes sir"));
         assert_eq!(
             compile("{'line': line.lowerAscii(), 'm': n * 2}")
                 .unwrap()
@@ -211,16 +200,10 @@ mod tests {
 
     #[test]
     fn errors_are_reported_not_panics() {
-        assert!(matches!(
-            compile("line +").unwrap_err(),
-            CelError::Compile { .. }
-        ));
+        assert!(matches!(compile("line +").unwrap_err(), CelError::Compile { .. }));
         let e = compile("missing").unwrap().eval(&json!({})).unwrap_err();
         assert!(e.to_string().contains("no field `missing`"), "{e}");
-        let e = compile("missing + 1")
-            .unwrap()
-            .eval(&json!({}))
-            .unwrap_err();
+        let e = compile("missing + 1").unwrap().eval(&json!({})).unwrap_err();
         assert!(matches!(e, CelError::Eval { .. }));
         let e = compile("1").unwrap().eval_bool(&json!({})).unwrap_err();
         assert!(e.to_string().contains("boolean"), "{e}");

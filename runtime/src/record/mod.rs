@@ -30,9 +30,10 @@ impl Key {
         match v {
             Value::String(s) => Ok(Key::Str(s.clone())),
             Value::Bool(b) => Ok(Key::Bool(*b)),
-            Value::Number(n) => n.as_i64().map(Key::Int).ok_or_else(|| {
-                format!("key {n} is not an integer; keys are strings, integers or booleans")
-            }),
+            Value::Number(n) => n
+                .as_i64()
+                .map(Key::Int)
+                .ok_or_else(|| format!("key {n} is not an integer; keys are strings, integers or booleans")),
             other => Err(format!("key {other} is not a string, integer or boolean")),
         }
     }

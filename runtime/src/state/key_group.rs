@@ -65,22 +65,14 @@ pub fn subtask_for_key_group(kg: u32, parallelism: u32, max_parallelism: u32) ->
 
 /// Subtask index that owns `key`.
 pub fn subtask_for_key(key: &Key, parallelism: u32, max_parallelism: u32) -> u32 {
-    subtask_for_key_group(
-        key_group(key, max_parallelism),
-        parallelism,
-        max_parallelism,
-    )
+    subtask_for_key_group(key_group(key, max_parallelism), parallelism, max_parallelism)
 }
 
 /// The key groups owned by subtask `index` of `parallelism`
 /// (Flink's `computeKeyGroupRangeForOperatorIndex`):
 /// `[(i·maxP + p − 1) / p, ((i+1)·maxP − 1) / p]`.
 pub fn key_group_range(index: u32, parallelism: u32, max_parallelism: u32) -> KeyGroupRange {
-    let (i, p, m) = (
-        u64::from(index),
-        u64::from(parallelism),
-        u64::from(max_parallelism),
-    );
+    let (i, p, m) = (u64::from(index), u64::from(parallelism), u64::from(max_parallelism));
     KeyGroupRange {
         start: ((i * m + p - 1) / p) as u32,
         end: (((i + 1) * m - 1) / p) as u32,
@@ -101,9 +93,7 @@ mod tests {
                 for kg in 0..max_p {
                     let owner = subtask_for_key_group(kg, p, max_p);
                     assert!(owner < p);
-                    let holders: Vec<_> = (0..p)
-                        .filter(|&i| ranges[i as usize].contains(kg))
-                        .collect();
+                    let holders: Vec<_> = (0..p).filter(|&i| ranges[i as usize].contains(kg)).collect();
                     assert_eq!(holders, vec![owner], "maxP={max_p} p={p} kg={kg}");
                 }
                 assert_eq!(ranges.iter().map(|r| r.len()).sum::<u32>(), max_p);
@@ -147,9 +137,5 @@ mod tests {
         assert_eq!(pinned, PINNED);
     }
 
-    const PINNED: [u64; 3] = [
-        3205958110201239529,
-        15422504050622559589,
-        14349648175561970045,
-    ];
+    const PINNED: [u64; 3] = [3205958110201239529, 15422504050622559589, 14349648175561970045];
 }

@@ -183,8 +183,7 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, F
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| err("truncated: no header line".into()))?;
-    let header =
-        std::str::from_utf8(&bytes[..nl]).map_err(|_| err("header is not UTF-8".into()))?;
+    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| err("header is not UTF-8".into()))?;
     let mut parts = header.split(' ');
     if parts.next() != Some("WEIR-METADATA") {
         return Err(err("not a Weir _metadata file".into()));
@@ -275,12 +274,7 @@ mod tests {
         let mut bad = bytes.clone();
         let n = bad.len() - 3;
         bad[n] = b'x';
-        assert!(
-            decode_metadata("m", &bad)
-                .unwrap_err()
-                .problem
-                .contains("checksum")
-        );
+        assert!(decode_metadata("m", &bad).unwrap_err().problem.contains("checksum"));
         assert!(
             decode_metadata("m", &bytes[..bytes.len() - 2])
                 .unwrap_err()

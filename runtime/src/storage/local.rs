@@ -130,9 +130,7 @@ impl ObjectStore for LocalStore {
                 sync_dir(target.parent());
                 Ok(PutOutcome::Created)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                Ok(PutOutcome::AlreadyExists)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(PutOutcome::AlreadyExists),
             Err(e) => Err(io(&target, e)),
         }
     }
@@ -170,9 +168,7 @@ impl ObjectStore for LocalStore {
             let Ok(rel) = f.strip_prefix(&self.root) else {
                 continue;
             };
-            let rel = rel
-                .to_string_lossy()
-                .replace(std::path::MAIN_SEPARATOR, "/");
+            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
             let hidden = rel.split('/').any(|c| c.starts_with('.'));
             if rel.starts_with(prefix) && !hidden {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -262,10 +258,7 @@ impl ObjectStore for LocalStore {
             if bytes.len().to_string() != *len {
                 return Err(io(
                     &part,
-                    std::io::Error::other(format!(
-                        "part has {} bytes, expected {len}",
-                        bytes.len()
-                    )),
+                    std::io::Error::other(format!("part has {} bytes, expected {len}", bytes.len())),
                 ));
             }
             data.extend_from_slice(&bytes);

@@ -165,10 +165,7 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(StorageError::InvalidUrl(
-                url.into(),
-                "no bucket name".into(),
-            ));
+            return Err(StorageError::InvalidUrl(url.into(), "no bucket name".into()));
         }
         Ok(Arc::new(
             S3Store::connect(bucket, prefix.trim_end_matches('/'), s3).await?,

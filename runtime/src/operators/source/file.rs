@@ -35,12 +35,8 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
     let mut files = if let Some(rest) = pattern.strip_prefix("s3://") {
         let (bucket, key_pattern) = rest.split_once('/').unwrap_or((rest, ""));
         let store = storage::open(&format!("s3://{bucket}"), s3).await?;
-        let literal_prefix: String = key_pattern
-            .chars()
-            .take_while(|c| !"*?[".contains(*c))
-            .collect();
-        let matcher = glob::Pattern::new(key_pattern)
-            .map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
+        let literal_prefix: String = key_pattern.chars().take_while(|c| !"*?[".contains(*c)).collect();
+        let matcher = glob::Pattern::new(key_pattern).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
         store
             .list(&literal_prefix)
             .await?
@@ -50,13 +46,10 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
             .collect::<Vec<_>>()
     } else {
         let local = pattern.strip_prefix("file://").unwrap_or(pattern);
-        let paths =
-            glob::glob(local).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
+        let paths = glob::glob(local).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
         let mut v = Vec::new();
         for p in paths {
-            let p = p.map_err(|e| {
-                TaskError(format!("cannot read {}: {}", e.path().display(), e.error()))
-            })?;
+            let p = p.map_err(|e| TaskError(format!("cannot read {}: {}", e.path().display(), e.error())))?;
             if p.is_file() {
                 v.push(p.to_string_lossy().into_owned());
             }
@@ -102,8 +95,8 @@ impl FileSource {
         let files = list_files(&spec.path, s3).await?;
         let mut restored = std::collections::HashMap::new();
         for item in &restore.operator_state {
-            let s: FileSplit = postcard::from_bytes(item)
-                .map_err(|e| TaskError(format!("file split state does not decode: {e}")))?;
+            let s: FileSplit =
+                postcard::from_bytes(item).map_err(|e| TaskError(format!("file split state does not decode: {e}")))?;
             restored.insert(s.path.clone(), s);
         }
         let splits = files
@@ -136,61 +129,46 @@ impl FileSource {
 }
 
 /// Opens a split at its recorded offset.
-async fn open_split(
-    format: FileFormat,
-    s3: &S3Options,
-    split: &FileSplit,
-) -> TaskResult<OpenSplit> {
+async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> TaskResult<OpenSplit> {
     {
         let gz = split.path.ends_with(".gz");
-        let (mut reader, header_reader): (
-            Box<dyn BufRead + Send>,
-            Option<Box<dyn BufRead + Send>>,
-        ) = if let Some(rest) = split.path.strip_prefix("s3://") {
-            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-            let store: Store = storage::open(&format!("s3://{bucket}"), s3).await?;
-            let need_header = format == FileFormat::Csv;
-            if gz || (need_header && split.offset > 0) {
-                let all = store.get(key).await?;
-                let hdr: Option<Box<dyn BufRead + Send>> =
-                    need_header.then(|| decode(gz, Box::new(std::io::Cursor::new(all.clone()))));
-                (decode(gz, Box::new(std::io::Cursor::new(all))), hdr)
+        let (mut reader, header_reader): (Box<dyn BufRead + Send>, Option<Box<dyn BufRead + Send>>) =
+            if let Some(rest) = split.path.strip_prefix("s3://") {
+                let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+                let store: Store = storage::open(&format!("s3://{bucket}"), s3).await?;
+                let need_header = format == FileFormat::Csv;
+                if gz || (need_header && split.offset > 0) {
+                    let all = store.get(key).await?;
+                    let hdr: Option<Box<dyn BufRead + Send>> =
+                        need_header.then(|| decode(gz, Box::new(std::io::Cursor::new(all.clone()))));
+                    (decode(gz, Box::new(std::io::Cursor::new(all))), hdr)
+                } else {
+                    (
+                        Box::new(std::io::Cursor::new(store.get_from(key, split.offset).await?)),
+                        None,
+                    )
+                }
             } else {
-                (
-                    Box::new(std::io::Cursor::new(
-                        store.get_from(key, split.offset).await?,
-                    )),
-                    None,
-                )
-            }
-        } else {
-            let open = || {
-                std::fs::File::open(&split.path)
-                    .map_err(|e| TaskError(format!("{}: {e}", split.path)))
-            };
-            let mut f = open()?;
-            let hdr: Option<Box<dyn BufRead + Send>> =
-                if format == FileFormat::Csv && split.offset > 0 {
+                let open = || std::fs::File::open(&split.path).map_err(|e| TaskError(format!("{}: {e}", split.path)));
+                let mut f = open()?;
+                let hdr: Option<Box<dyn BufRead + Send>> = if format == FileFormat::Csv && split.offset > 0 {
                     Some(decode(gz, Box::new(open()?)))
                 } else {
                     None
                 };
-            if !gz && split.offset > 0 {
-                use std::io::Seek;
-                f.seek(std::io::SeekFrom::Start(split.offset))
-                    .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            }
-            (decode(gz, Box::new(f)), hdr)
-        };
-        let s3_plain = split.path.starts_with("s3://")
-            && !gz
-            && !(format == FileFormat::Csv && split.offset > 0);
+                if !gz && split.offset > 0 {
+                    use std::io::Seek;
+                    f.seek(std::io::SeekFrom::Start(split.offset))
+                        .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
+                }
+                (decode(gz, Box::new(f)), hdr)
+            };
+        let s3_plain = split.path.starts_with("s3://") && !gz && !(format == FileFormat::Csv && split.offset > 0);
         let local_plain = !split.path.starts_with("s3://") && !gz;
         if !(s3_plain || local_plain) && split.offset > 0 {
             // Skip to the offset in the decompressed (or whole) stream.
-            let skipped =
-                std::io::copy(&mut (&mut reader).take(split.offset), &mut std::io::sink())
-                    .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
+            let skipped = std::io::copy(&mut (&mut reader).take(split.offset), &mut std::io::sink())
+                .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
             if skipped != split.offset {
                 return Err(TaskError(format!(
                     "{}: shorter ({skipped} bytes) than the restored offset {}",
@@ -203,9 +181,7 @@ async fn open_split(
             let mut line = Vec::new();
             let read = match header_reader {
                 Some(mut hr) => hr.read_until(b'\n', &mut line),
-                None => reader
-                    .read_until(b'\n', &mut line)
-                    .inspect(|&n| consumed = n as u64),
+                None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
             Some(csv_fields(&split.path, 0, trim_eol(&line))?)
@@ -230,8 +206,8 @@ fn parse(
     header: Option<&Vec<String>>,
 ) -> TaskResult<Option<Value>> {
     {
-        let text = std::str::from_utf8(line)
-            .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
+        let text =
+            std::str::from_utf8(line).map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
         Ok(match format {
             FileFormat::Text => {
                 let mut o = serde_json::Map::with_capacity(1);
@@ -239,9 +215,10 @@ fn parse(
                 Some(Value::Object(o))
             }
             FileFormat::Jsonl if text.trim().is_empty() => None,
-            FileFormat::Jsonl => Some(serde_json::from_str(text).map_err(|e| {
-                TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}"))
-            })?),
+            FileFormat::Jsonl => Some(
+                serde_json::from_str(text)
+                    .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
+            ),
             FileFormat::Csv if text.is_empty() => None,
             FileFormat::Csv => {
                 let header = header.expect("csv header read at open");
@@ -267,10 +244,7 @@ fn parse(
 
 fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
     if gz {
-        Box::new(BufReader::with_capacity(
-            1 << 16,
-            flate2::read::MultiGzDecoder::new(r),
-        ))
+        Box::new(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(r)))
     } else {
         Box::new(BufReader::with_capacity(1 << 16, r))
     }
@@ -282,14 +256,10 @@ fn trim_eol(line: &[u8]) -> &[u8] {
 }
 
 fn csv_fields(path: &str, offset: u64, line: &[u8]) -> TaskResult<Vec<String>> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .from_reader(line);
+    let mut rdr = csv::ReaderBuilder::new().has_headers(false).from_reader(line);
     match rdr.records().next() {
         Some(Ok(rec)) => Ok(rec.iter().map(str::to_string).collect()),
-        Some(Err(e)) => Err(TaskError(format!(
-            "{path} at byte {offset}: invalid CSV: {e}"
-        ))),
+        Some(Err(e)) => Err(TaskError(format!("{path} at byte {offset}: invalid CSV: {e}"))),
         None => Ok(vec![]),
     }
 }
@@ -322,13 +292,7 @@ impl Source for FileSource {
                 let at = split.offset;
                 split.offset += n as u64;
                 self.progress.fetch_add(n as u64, Ordering::Relaxed);
-                if let Some(v) = parse(
-                    self.format,
-                    &split.path,
-                    at,
-                    trim_eol(&self.line),
-                    open.header.as_ref(),
-                )? {
+                if let Some(v) = parse(self.format, &split.path, at, trim_eol(&self.line), open.header.as_ref())? {
                     out.push(Record::new(v));
                     produced += 1;
                 }
@@ -347,11 +311,7 @@ impl Source for FileSource {
             state_names: vec!["operator:splits".into()],
             key_group_range: None,
             key_groups: vec![],
-            operator_state: self
-                .splits
-                .iter()
-                .map(postcard::to_stdvec)
-                .collect::<Result<_, _>>()?,
+            operator_state: self.splits.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?,
         })
     }
 

@@ -121,11 +121,7 @@ impl Source for Generator {
             state_names: vec!["operator:splits".into()],
             key_group_range: None,
             key_groups: vec![],
-            operator_state: self
-                .splits
-                .iter()
-                .map(postcard::to_stdvec)
-                .collect::<Result<_, _>>()?,
+            operator_state: self.splits.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?,
         })
     }
 

@@ -1,0 +1,299 @@
+//! Helpers for process-level tests: manifests with absolute paths, `weir` child processes,
+//! reading committed output, and the independent word count.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `weir` binary under test.
+pub fn weir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_weir"))
+}
+
+/// `../shared/data` from the repository root.
+pub fn data_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    assert!(
+        d.join("text/moby_dick.txt").is_file(),
+        "shared data not found at {}",
+        d.display()
+    );
+    d.canonicalize().unwrap()
+}
+
+/// Where a test's job reads and writes.
+pub struct Paths {
+    /// Checkpoint storage URL.
+    pub checkpoints: String,
+    /// Savepoint directory URL.
+    pub savepoints: String,
+    /// Sink output URL.
+    pub output: String,
+}
+
+impl Paths {
+    /// All under a local directory.
+    pub fn local(dir: &Path) -> Paths {
+        Paths {
+            checkpoints: dir.join("checkpoints").display().to_string(),
+            savepoints: dir.join("savepoints").display().to_string(),
+            output: dir.join("output").display().to_string(),
+        }
+    }
+}
+
+/// The word-count manifest (same pipeline as examples/wordcount.yaml) with absolute paths.
+pub fn wordcount_manifest(
+    dir: &Path,
+    paths: &Paths,
+    parallelism: u32,
+    mode: &str,
+    interval: &str,
+    rate: Option<u64>,
+    source: Option<&str>,
+) -> PathBuf {
+    let source = source
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}/text/*.txt", data_dir().display()));
+    let rate = rate
+        .map(|r| format!("\n            maxRecordsPerSecond: {r}"))
+        .unwrap_or_default();
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: wordcount }}
+spec:
+  parallelism: {parallelism}
+  checkpointing: {{ interval: {interval}, mode: {mode}, storage: "{ckpt}", retained: 2 }}
+  savepoints: {{ directory: "{svp}" }}
+  job:
+    steps:
+      - uid: lines
+        source:
+          file:
+            path: "{source}"{rate}
+      - map: {{ expression: "{{'line': line.lower()}}" }}
+      - flatMap: {{ field: line, pattern: '\W+', as: word }}
+      - keyBy: {{ expression: word, as: word }}
+      - uid: counts
+        count: {{}}
+      - uid: output
+        sink: {{ file: {{ path: "{out}" }} }}
+"#,
+        ckpt = paths.checkpoints,
+        svp = paths.savepoints,
+        out = paths.output,
+    );
+    let f = dir.join("job.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+/// A running `weir` child; its stderr goes to a file.
+pub struct Weir {
+    pub child: Child,
+    pub stderr: PathBuf,
+}
+
+impl Weir {
+    /// Starts `weir run FILE ARGS...` with a free control port and extra environment.
+    pub fn run(manifest: &Path, args: &[&str], env: &[(String, String)]) -> Weir {
+        let stderr = manifest.with_file_name(format!("stderr-{}.log", rand_suffix()));
+        let mut cmd = Command::new(weir());
+        cmd.arg("run")
+            .arg(manifest)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args);
+        cmd.env("WEIR_LOG", "warn").envs(env.iter().map(|(k, v)| (k, v)));
+        cmd.stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        Weir {
+            child: cmd.spawn().expect("spawn weir"),
+            stderr,
+        }
+    }
+
+    /// The control API base URL, once the process printed it.
+    pub fn api(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+            if let Some(l) = text.lines().find(|l| l.contains("control API on ")) {
+                return l.rsplit(' ').next().unwrap().to_string();
+            }
+            assert!(Instant::now() < deadline, "weir did not start: {text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for exit; panics with stderr unless it exits 0.
+    pub fn wait_ok(mut self) -> String {
+        let st = self.child.wait().unwrap();
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        assert!(st.success(), "weir exited with {st}: {text}");
+        text
+    }
+
+    /// Waits for exit and returns (success, stderr).
+    pub fn wait(mut self) -> (bool, String) {
+        let st = self.child.wait().unwrap();
+        (st.success(), std::fs::read_to_string(&self.stderr).unwrap_or_default())
+    }
+
+    /// SIGKILL.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Committed output lines of a local sink directory (hidden in-progress files excluded), sorted.
+pub fn local_output(dir: &Path) -> Vec<String> {
+    let mut lines = vec![];
+    let Ok(rd) = std::fs::read_dir(dir) else { return lines };
+    for e in rd {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with('.') || !p.is_file() {
+            continue;
+        }
+        lines.extend(
+            BufReader::new(std::fs::File::open(&p).unwrap())
+                .lines()
+                .map(Result::unwrap),
+        );
+    }
+    lines.sort();
+    lines
+}
+
+/// The expected running-count records, computed independently of Weir: every `(word, k)` for
+/// k = 1..N(word), as `{"word":"<w>","count":<k>}`, sorted.
+pub fn expected_wordcount() -> Vec<String> {
+    let re = regex::Regex::new(r"\W+").unwrap();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut files: Vec<_> = std::fs::read_dir(data_dir().join("text"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for f in files.iter().filter(|p| p.extension().is_some_and(|e| e == "txt")) {
+        for line in std::fs::read_to_string(f).unwrap().lines() {
+            for w in re.split(&line.to_lowercase()) {
+                if !w.is_empty() {
+                    *counts.entry(w.to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut out = vec![];
+    for (w, n) in counts {
+        for k in 1..=n {
+            out.push(serde_json::json!({"word": w, "count": k}).to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Asserts two sorted multisets are equal, reporting the first differences.
+pub fn assert_same_multiset(actual: &[String], expected: &[String], what: &str) {
+    if actual == expected {
+        return;
+    }
+    let mut a = actual.iter().peekable();
+    let mut e = expected.iter().peekable();
+    let (mut missing, mut extra) = (vec![], vec![]);
+    loop {
+        match (a.peek(), e.peek()) {
+            (Some(x), Some(y)) if x == y => {
+                a.next();
+                e.next();
+            }
+            (Some(x), Some(y)) if x < y => extra.push(a.next().unwrap().clone()),
+            (Some(_), Some(_)) | (None, Some(_)) => missing.push(e.next().unwrap().clone()),
+            (Some(_), None) => extra.push(a.next().unwrap().clone()),
+            (None, None) => break,
+        }
+    }
+    panic!(
+        "{what}: {} records, expected {}; {} missing (first {:?}), {} extra/duplicated (first {:?})",
+        actual.len(),
+        expected.len(),
+        missing.len(),
+        missing.iter().take(5).collect::<Vec<_>>(),
+        extra.len(),
+        extra.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+/// A small deterministic PRNG for kill timings (seed printed by the test).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Next value in [lo, hi).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + self.0 % (hi - lo)
+    }
+}
+
+/// A seed from the clock, printed so a failure can be replayed with WEIR_TEST_SEED.
+pub fn seed() -> u64 {
+    let s = std::env::var("WEIR_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("WEIR_TEST_SEED={s}");
+    s
+}
+
+/// Runs the job with `kills` SIGKILLs at random points, restarting with `--restore latest`
+/// each time, then lets the last run finish. Returns the number of checkpoints the final
+/// run restored past (for diagnostics).
+pub fn run_with_kills(manifest: &Path, kills: usize, env: &[(String, String)], rng: &mut Rng) {
+    for i in 0..kills {
+        let w = Weir::run(manifest, &["--restore", "latest"], env);
+        let _ = w.api();
+        let ms = rng.range(400, 1800);
+        std::thread::sleep(Duration::from_millis(ms));
+        eprintln!("kill -9 #{} after {ms} ms", i + 1);
+        w.kill9();
+    }
+    let w = Weir::run(manifest, &["--restore", "latest"], env);
+    w.wait_ok();
+}
+
+/// Crashes the job (abort, like kill -9) once in each window of two-phase commit: after every
+/// sink pre-committed checkpoint 3 but before its `_metadata` (its parts must never become
+/// visible), and right after checkpoint 6's `_metadata` but before sinks were told (the
+/// restore must commit its parts). Ids keep increasing across restores, so 6 is reached in
+/// the second run.
+pub fn crash_in_both_commit_windows(manifest: &Path, env: &[(String, String)]) {
+    for point in ["before-metadata:3", "after-metadata:6"] {
+        let mut env = env.to_vec();
+        env.push(("WEIR_FAILPOINT".into(), point.into()));
+        let (ok, stderr) = Weir::run(manifest, &["--restore", "latest"], &env).wait();
+        assert!(
+            !ok && stderr.contains(&format!("failpoint {point} reached")),
+            "expected a crash at {point}: {stderr}"
+        );
+    }
+}
