@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// Address of the control API (`127.0.0.1:0` picks a free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8081", env = "WEIR_LISTEN")]
     pub listen: String,
+    /// After a stop-with-savepoint, keep serving the control API until the savepoint's
+    /// result was read, at most this long.
+    #[arg(long, default_value = "30s")]
+    pub shutdown_grace: humantime::Duration,
 }
 
 /// `weir savepoint ...`.
@@ -191,6 +195,18 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b
     });
     let outcome = prepared.run().await;
+    if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
+        // Keep serving until the client that asked for the stop has read its result.
+        let deadline = tokio::time::Instant::now() + a.shutdown_grace.into();
+        while tokio::time::Instant::now() < deadline {
+            let s = handle.shared.lock().expect("lock");
+            if s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t)) {
+                break;
+            }
+            drop(s);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }

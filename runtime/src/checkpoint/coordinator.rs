@@ -68,6 +68,11 @@ pub struct Shared {
     pub history: CheckpointHistory,
     /// Savepoint triggers by id.
     pub triggers: BTreeMap<String, SavepointStatus>,
+    /// Trigger ids whose final status a client has read (a stopped job lingers until the
+    /// stop-with-savepoint trigger's result was delivered).
+    pub delivered: std::collections::HashSet<String>,
+    /// The trigger of the stop-with-savepoint that stopped the job.
+    pub stop_trigger: Option<String>,
 }
 
 impl Shared {
@@ -78,6 +83,8 @@ impl Shared {
             failure: None,
             history: CheckpointHistory::default(),
             triggers: BTreeMap::new(),
+            delivered: Default::default(),
+            stop_trigger: None,
         }
     }
 }
@@ -204,6 +211,7 @@ pub async fn run(
                                 spawn_retention(cfg.store.clone(), cfg.job.clone(), cfg.retained);
                             }
                             if p.barrier.stop {
+                                shared.lock().expect("lock").stop_trigger = p.trigger_id.clone();
                                 finishing = Some(Outcome::Stopped(stats.path.clone()));
                             } else if p.is_final {
                                 finishing = Some(Outcome::Finished);

@@ -80,8 +80,14 @@ async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>
 }
 
 async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Response {
-    match h.shared.lock().expect("lock").triggers.get(&id) {
-        Some(s) => Json(s.clone()).into_response(),
+    let mut shared = h.shared.lock().expect("lock");
+    match shared.triggers.get(&id).cloned() {
+        Some(s) => {
+            if s.state != TriggerState::InProgress {
+                shared.delivered.insert(id);
+            }
+            Json(s).into_response()
+        }
         None => error(StatusCode::NOT_FOUND, format!("no savepoint trigger `{id}`")),
     }
 }

@@ -1,0 +1,77 @@
+//! A corrupt checkpoint is detected by checksum and reported with its path; `--restore
+//! latest` falls back to the previous completed checkpoint and says so.
+
+mod common;
+use common::*;
+
+#[test]
+fn corrupt_state_file_is_reported_and_latest_falls_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", Some(20000), None);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let job_dir = dir.path().join("checkpoints/wordcount");
+    let mut ids: Vec<u64> = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ids.sort();
+    assert!(ids.len() >= 2, "retention keeps 2 checkpoints: {ids:?}");
+    let (prev, newest) = (ids[ids.len() - 2], ids[ids.len() - 1]);
+    let victim = job_dir.join(format!("chk-{newest}/counts-0.state"));
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, bytes).unwrap();
+
+    let out = std::process::Command::new(weir())
+        .args([
+            "savepoint",
+            "inspect",
+            job_dir.join(format!("chk-{newest}")).to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("counts-0.state") && err.contains("checksum mismatch"),
+        "{err}"
+    );
+
+    let log = Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert!(
+        log.contains(&format!("chk-{newest} is unusable")) && log.contains("counts-0.state"),
+        "{log}"
+    );
+    assert!(log.contains(&format!("falling back to checkpoint chk-{prev}")), "{log}");
+}
+
+#[test]
+fn malformed_manifest_is_rejected_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "1s", None, None);
+    for (set, field) in [
+        ("spec.parallelism=0", "spec.parallelism"),
+        (
+            "spec.job.steps.2.flatMap.pattern=(",
+            "spec.job.steps[2].flatMap.pattern",
+        ),
+        ("spec.checkpointing.interval=soon", "spec.checkpointing.interval"),
+        (
+            "spec.job.steps.3.keyBy.expression=word +",
+            "spec.job.steps[3].keyBy.expression",
+        ),
+    ] {
+        let (ok, err) = Weir::run(&m, &["--set", set], &[]).wait();
+        assert!(!ok && err.contains(field), "--set {set}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
