@@ -199,11 +199,13 @@ async fn run(a: RunArgs) -> Result<(), String> {
         // Keep serving until the client that asked for the stop has read its result.
         let deadline = tokio::time::Instant::now() + a.shutdown_grace.into();
         while tokio::time::Instant::now() < deadline {
-            let s = handle.shared.lock().expect("lock");
-            if s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t)) {
+            let delivered = {
+                let s = handle.shared.lock().expect("lock");
+                s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t))
+            };
+            if delivered {
                 break;
             }
-            drop(s);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -493,7 +493,7 @@ mod tests {
     use crate::operators::aggregate::Aggregate;
     use crate::record::{Key, KeyedBy};
     use crate::state::key_group::{key_group, key_group_range};
-    use crate::storage::{LocalStore, ObjectStore};
+    use crate::storage::LocalStore;
     use serde_json::json;
 
     fn word(w: &str) -> Record {
@@ -557,11 +557,9 @@ mod tests {
         tx1.send(Element::Records(vec![word("early")])).await.unwrap();
         tx1.send(Element::Barrier(barrier)).await.unwrap();
         let task = tokio::spawn(run_inputs(core, vec![rx0, rx1], mode));
-        let ack = loop {
-            match ev_rx.recv().await.unwrap() {
-                TaskEvent::Ack(a) => break a,
-                other => panic!("unexpected {other:?}"),
-            }
+        let ack = match ev_rx.recv().await.unwrap() {
+            TaskEvent::Ack(a) => a,
+            other => panic!("unexpected {other:?}"),
         };
         ctl_tx.send(Control::Shutdown).unwrap();
         task.await.unwrap().unwrap();

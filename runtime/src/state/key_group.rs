@@ -74,7 +74,7 @@ pub fn subtask_for_key(key: &Key, parallelism: u32, max_parallelism: u32) -> u32
 pub fn key_group_range(index: u32, parallelism: u32, max_parallelism: u32) -> KeyGroupRange {
     let (i, p, m) = (u64::from(index), u64::from(parallelism), u64::from(max_parallelism));
     KeyGroupRange {
-        start: ((i * m + p - 1) / p) as u32,
+        start: (i * m).div_ceil(p) as u32,
         end: (((i + 1) * m - 1) / p) as u32,
     }
 }

@@ -37,12 +37,12 @@ pub async fn build(
 ) -> TaskResult<Box<dyn Source>> {
     match &op.kind {
         OperatorKind::FileSource(spec) => Ok(Box::new(
-            file::FileSource::new(&spec, subtask, parallelism, restore, s3, progress)
+            file::FileSource::new(spec, subtask, parallelism, restore, s3, progress)
                 .await
                 .map_err(|e| e.context(format!("operator {}", op.uid)))?,
         )),
         OperatorKind::Generator(spec) => Ok(Box::new(
-            generator::Generator::new(&spec, subtask, parallelism, restore)
+            generator::Generator::new(spec, subtask, parallelism, restore)
                 .map_err(|e| e.context(format!("operator {}", op.uid)))?,
         )),
         other => Err(super::TaskError(format!(
