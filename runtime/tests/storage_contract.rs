@@ -432,3 +432,50 @@ async fn s3_store_errors_name_the_operation_and_cause() {
         other => panic!("expected an S3 error, got {other:?}"),
     }
 }
+
+/// S3 only: with nothing but the environment `MotoServer::env` gives child processes
+/// (credentials, region, `AWS_ENDPOINT_URL`, `WEIR_S3_PATH_STYLE`), `storage::open` reaches
+/// moto. Runs `env_child_round_trips_through_env_configured_store` in a child process.
+#[test]
+fn s3_store_is_configured_from_the_environment_alone() {
+    let moto = MotoServer::start();
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = std::process::Command::new(exe);
+    moto.apply_env(&mut cmd)
+        .env("WEIR_TEST_ENV_CHILD_BUCKET", moto.bucket())
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .args([
+            "--exact",
+            "env_child_round_trips_through_env_configured_store",
+            "--ignored",
+            "--nocapture",
+        ]);
+    let out = cmd.output().expect("running the child test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child test failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+#[ignore = "run in a child process by s3_store_is_configured_from_the_environment_alone"]
+async fn env_child_round_trips_through_env_configured_store() {
+    let Ok(bucket) = std::env::var("WEIR_TEST_ENV_CHILD_BUCKET") else {
+        eprintln!(
+            "not run as the child of s3_store_is_configured_from_the_environment_alone: nothing to do"
+        );
+        return;
+    };
+    let store = storage::open(&format!("s3://{bucket}/from-env"), &S3Options::default())
+        .await
+        .expect("opening the S3 store");
+    store.put("k", Bytes::from_static(b"v")).await.unwrap();
+    assert_eq!(store.get("k").await.unwrap(), Bytes::from_static(b"v"));
+}
