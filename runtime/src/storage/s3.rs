@@ -1,61 +1,499 @@
-//! S3 store (aws-sdk-s3). To be implemented: see the storage trait in `mod.rs`.
+//! S3 store on aws-sdk-s3. Works against AWS S3 and S3-compatible servers (MinIO, Ceph,
+//! moto) through [`S3Options`].
+//!
+//! Object keys are `join(prefix, path)`. Conditional creates use `If-None-Match: *`; whole-object
+//! writes are atomic by S3's semantics; multipart uploads stay invisible until completed.
 
 use super::*;
+use aws_config::BehaviorVersion;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::Region;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
+
+/// Region used when neither [`S3Options::region`] nor the default chain names one.
+const DEFAULT_REGION: &str = "us-east-1";
+
+/// Most keys one `DeleteObjects` request may name.
+const DELETE_BATCH: usize = 1000;
+
+/// Environment variable that enables path-style addressing (`true` or `1`).
+pub const PATH_STYLE_ENV: &str = "WEIR_S3_PATH_STYLE";
 
 /// A store on one S3 bucket under an optional key prefix.
 #[derive(Debug, Clone)]
 pub struct S3Store {
+    client: Client,
     bucket: String,
     prefix: String,
 }
 
 impl S3Store {
-    /// Connects with the default credential chain and `opts`.
+    /// Connects with the default credential chain and `opts`: `opts.endpoint` overrides the
+    /// endpoint (otherwise `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` as aws-config reads them),
+    /// `opts.region` the region (otherwise the default chain, then `us-east-1`), and path-style
+    /// addressing is on when `opts.path_style` or `WEIR_S3_PATH_STYLE=true`.
+    ///
+    /// No request is made here: bad credentials or a missing bucket surface on first use.
     pub async fn connect(bucket: &str, prefix: &str, opts: &S3Options) -> Result<S3Store> {
-        let _ = opts;
-        Err(StorageError::InvalidUrl(
-            format!("s3://{bucket}/{prefix}"),
-            "S3 support is not built yet".into(),
+        if bucket.is_empty() {
+            return Err(StorageError::InvalidUrl(
+                format!("s3://{bucket}/{prefix}"),
+                "no bucket name".into(),
+            ));
+        }
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = opts.region.as_deref().filter(|r| !r.is_empty()) {
+            loader = loader.region(Region::new(region.to_string()));
+        }
+        let sdk = loader.load().await;
+        let mut conf = aws_sdk_s3::config::Builder::from(&sdk);
+        if sdk.region().is_none() {
+            conf = conf.region(Region::from_static(DEFAULT_REGION));
+        }
+        if let Some(endpoint) = opts.endpoint.as_deref().filter(|e| !e.is_empty()) {
+            conf = conf.endpoint_url(endpoint);
+        }
+        conf = conf.force_path_style(opts.path_style || path_style_from_env());
+        Ok(S3Store::from_client(
+            Client::from_conf(conf.build()),
+            bucket,
+            prefix,
         ))
     }
+
+    /// A store using an already configured client (for embedding and tests).
+    pub fn from_client(client: Client, bucket: &str, prefix: &str) -> S3Store {
+        S3Store {
+            client,
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        }
+    }
+
+    /// The bucket this store writes to.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The key prefix (without surrounding `/`) every path is placed under.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn key(&self, path: &str) -> String {
+        join(&self.prefix, path)
+    }
+
+    /// The key prefix that `list(prefix)` asks S3 for: the store prefix always ends in `/`
+    /// so that a store on `a` never sees keys of a sibling `ab/...`.
+    fn list_key_prefix(&self, prefix: &str) -> String {
+        if self.prefix.is_empty() {
+            prefix.to_string()
+        } else {
+            format!("{}/{}", self.prefix, prefix)
+        }
+    }
+
+    /// Maps a full key back to a store-relative path.
+    fn relative<'a>(&self, key: &'a str) -> Option<&'a str> {
+        if self.prefix.is_empty() {
+            Some(key)
+        } else {
+            key.strip_prefix(self.prefix.as_str())
+                .and_then(|k| k.strip_prefix('/'))
+        }
+    }
+
+    fn err<E>(&self, path: &str, op: &'static str, err: SdkError<E, HttpResponse>) -> StorageError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        StorageError::S3 {
+            path: self.url(path),
+            op,
+            message: DisplayErrorContext(&err).to_string(),
+        }
+    }
+
+    /// Lists full keys and sizes under `prefix` (store-relative), following continuation tokens.
+    async fn list_raw(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
+        let key_prefix = self.list_key_prefix(prefix);
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let resp = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&key_prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| self.err(prefix, "ListObjectsV2", e))?;
+            for obj in resp.contents() {
+                if let Some(key) = obj.key() {
+                    out.push((key.to_string(), obj.size().unwrap_or(0).max(0) as u64));
+                }
+            }
+            match resp.next_continuation_token() {
+                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => {
+                    token = Some(t.to_string())
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_body(&self, path: &str, body: ByteStream) -> Result<Bytes> {
+        body.collect()
+            .await
+            .map(|d| d.into_bytes())
+            .map_err(|e| StorageError::S3 {
+                path: self.url(path),
+                op: "GetObject",
+                message: format!("reading the response body: {}", DisplayErrorContext(&e)),
+            })
+    }
+}
+
+type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
+
+fn path_style_from_env() -> bool {
+    std::env::var(PATH_STYLE_ENV).is_ok_and(|v| {
+        let v = v.trim();
+        v.eq_ignore_ascii_case("true") || v == "1"
+    })
+}
+
+/// HTTP status of a failed request, when the service answered.
+fn status<E>(err: &SdkError<E, HttpResponse>) -> Option<u16> {
+    err.raw_response().map(|r| r.status().as_u16())
+}
+
+/// Error code of a failed request (`NoSuchKey`, `PreconditionFailed`, ...), when there is one.
+fn code<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> Option<&str> {
+    err.code()
 }
 
 #[async_trait]
 impl ObjectStore for S3Store {
     fn url(&self, path: &str) -> String {
-        format!("s3://{}/{}", self.bucket, join(&self.prefix, path))
+        format!("s3://{}/{}", self.bucket, self.key(path))
     }
-    async fn put(&self, path: &str, _data: Bytes) -> Result<()> {
-        Err(StorageError::NotFound(self.url(path)))
+
+    async fn put(&self, path: &str, data: Bytes) -> Result<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(|e| self.err(path, "PutObject", e))?;
+        Ok(())
     }
-    async fn put_if_absent(&self, path: &str, _data: Bytes) -> Result<PutOutcome> {
-        Err(StorageError::NotFound(self.url(path)))
+
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
+        let res = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .if_none_match("*")
+            .body(ByteStream::from(data))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(PutOutcome::Created),
+            // 412: an object exists. 409: a concurrent conditional write to the same key is in
+            // flight; one of the writers wins, so from this caller's view the object exists.
+            Err(e)
+                if matches!(status(&e), Some(412 | 409))
+                    || matches!(
+                        code(&e),
+                        Some("PreconditionFailed" | "ConditionalRequestConflict")
+                    ) =>
+            {
+                Ok(PutOutcome::AlreadyExists)
+            }
+            Err(e) => Err(self.err(path, "PutObject", e)),
+        }
     }
+
     async fn get(&self, path: &str) -> Result<Bytes> {
-        Err(StorageError::NotFound(self.url(path)))
+        let resp = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key())
+                    || status(&e) == Some(404)
+                {
+                    StorageError::NotFound(self.url(path))
+                } else {
+                    self.err(path, "GetObject", e)
+                }
+            })?;
+        self.read_body(path, resp.body).await
     }
-    async fn get_from(&self, path: &str, _offset: u64) -> Result<Bytes> {
-        Err(StorageError::NotFound(self.url(path)))
+
+    async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
+        if offset == 0 {
+            return self.get(path).await;
+        }
+        let res = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .range(format!("bytes={offset}-"))
+            .send()
+            .await;
+        match res {
+            Ok(resp) => self.read_body(path, resp.body).await,
+            Err(e)
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key())
+                    || status(&e) == Some(404) =>
+            {
+                Err(StorageError::NotFound(self.url(path)))
+            }
+            // The object exists but the range starts at or past its end: nothing to read.
+            Err(e) if status(&e) == Some(416) || code(&e) == Some("InvalidRange") => {
+                Ok(Bytes::new())
+            }
+            Err(e) => Err(self.err(path, "GetObject", e)),
+        }
     }
-    async fn exists(&self, _path: &str) -> Result<bool> {
-        Ok(false)
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error().is_some_and(|s| s.is_not_found())
+                    || status(&e) == Some(404) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(self.err(path, "HeadObject", e)),
+        }
     }
-    async fn list(&self, _prefix: &str) -> Result<Vec<ObjectMeta>> {
-        Ok(vec![])
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let mut out: Vec<ObjectMeta> = self
+            .list_raw(prefix)
+            .await?
+            .into_iter()
+            .filter_map(|(key, size)| {
+                self.relative(&key).map(|p| ObjectMeta {
+                    path: p.to_string(),
+                    size,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
     }
-    async fn delete(&self, _path: &str) -> Result<()> {
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        match self
+            .client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if status(&e) == Some(404) => Ok(()),
+            Err(e) => Err(self.err(path, "DeleteObject", e)),
+        }
+    }
+
+    async fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        let keys = self.list_raw(prefix).await?;
+        for batch in keys.chunks(DELETE_BATCH) {
+            let objects = batch
+                .iter()
+                .map(|(key, _)| ObjectIdentifier::builder().key(key).build())
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .and_then(|objects| {
+                    Delete::builder()
+                        .set_objects(Some(objects))
+                        .quiet(true)
+                        .build()
+                })
+                .map_err(|e| StorageError::S3 {
+                    path: self.url(prefix),
+                    op: "DeleteObjects",
+                    message: DisplayErrorContext(&e).to_string(),
+                })?;
+            let resp = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(objects)
+                .send()
+                .await
+                .map_err(|e| self.err(prefix, "DeleteObjects", e))?;
+            // Per-key failures come back in a 200 response; a key that is already gone is fine.
+            let failed: Vec<String> = resp
+                .errors()
+                .iter()
+                .filter(|e| e.code() != Some("NoSuchKey"))
+                .map(|e| {
+                    format!(
+                        "{}: {} ({})",
+                        e.key().unwrap_or("?"),
+                        e.code().unwrap_or("unknown error"),
+                        e.message().unwrap_or("no message")
+                    )
+                })
+                .collect();
+            if !failed.is_empty() {
+                return Err(StorageError::S3 {
+                    path: self.url(prefix),
+                    op: "DeleteObjects",
+                    message: format!(
+                        "{} of {} keys not deleted: {}",
+                        failed.len(),
+                        batch.len(),
+                        failed.join("; ")
+                    ),
+                });
+            }
+        }
         Ok(())
     }
+
     async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {
-        Err(StorageError::NotFound(self.url(path)))
+        let resp = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+            .map_err(|e| self.err(path, "CreateMultipartUpload", e))?;
+        let upload_id = resp
+            .upload_id()
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| StorageError::S3 {
+                path: self.url(path),
+                op: "CreateMultipartUpload",
+                message: "the response has no upload id".into(),
+            })?;
+        Ok(MultipartUpload {
+            path: path.to_string(),
+            upload_id: upload_id.to_string(),
+            parts: Vec::new(),
+        })
     }
-    async fn upload_part(&self, upload: &mut MultipartUpload, _data: Bytes) -> Result<()> {
-        Err(StorageError::NotFound(self.url(&upload.path)))
-    }
-    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
-        Err(StorageError::NotFound(self.url(&upload.path)))
-    }
-    async fn abort_multipart(&self, _upload: &MultipartUpload) -> Result<()> {
+
+    async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
+        let number = upload.parts.last().map_or(0, |(n, _)| *n) + 1;
+        let resp = self
+            .client
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(self.key(&upload.path))
+            .upload_id(&upload.upload_id)
+            .part_number(number)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(|e| self.err(&upload.path, "UploadPart", e))?;
+        let etag = resp
+            .e_tag()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| StorageError::S3 {
+                path: self.url(&upload.path),
+                op: "UploadPart",
+                message: format!("the response for part {number} has no ETag"),
+            })?;
+        upload.parts.push((number, etag.to_string()));
         Ok(())
+    }
+
+    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        if upload.parts.is_empty() {
+            // S3 rejects completing an upload without parts; the result would be an empty
+            // object, so write that directly and drop the upload.
+            self.put(&upload.path, Bytes::new()).await?;
+            return self.abort_multipart(upload).await;
+        }
+        let parts = upload
+            .parts
+            .iter()
+            .map(|(number, etag)| {
+                CompletedPart::builder()
+                    .part_number(*number)
+                    .e_tag(etag)
+                    .build()
+            })
+            .collect();
+        let res = self
+            .client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(self.key(&upload.path))
+            .upload_id(&upload.upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if code(&e) == Some("NoSuchUpload") || status(&e) == Some(404) => {
+                // Completed before (e.g. by a run that crashed before recording it): Ok if the
+                // object is there.
+                if self.exists(&upload.path).await? {
+                    Ok(())
+                } else {
+                    Err(StorageError::NotFound(format!(
+                        "{} (multipart upload {})",
+                        self.url(&upload.path),
+                        upload.upload_id
+                    )))
+                }
+            }
+            Err(e) => Err(self.err(&upload.path, "CompleteMultipartUpload", e)),
+        }
+    }
+
+    async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        let res = self
+            .client
+            .abort_multipart_upload()
+            .bucket(&self.bucket)
+            .key(self.key(&upload.path))
+            .upload_id(&upload.upload_id)
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error().is_some_and(|s| s.is_no_such_upload())
+                    || status(&e) == Some(404) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(self.err(&upload.path, "AbortMultipartUpload", e)),
+        }
     }
 }
