@@ -9,9 +9,7 @@ mod support;
 use bytes::Bytes;
 use std::sync::Arc;
 use support::moto::{self, MotoServer};
-use weir_runtime::storage::{
-    self, MIN_PART_SIZE, ObjectMeta, PutOutcome, S3Options, StorageError, Store,
-};
+use weir_runtime::storage::{self, MIN_PART_SIZE, ObjectMeta, PutOutcome, S3Options, StorageError, Store};
 
 /// A store plus whatever must live as long as it (temp dir, moto server).
 struct Fixture {
@@ -22,12 +20,9 @@ struct Fixture {
 
 async fn local_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("creating a temp dir");
-    let store = storage::open(
-        dir.path().to_str().expect("utf-8 temp dir"),
-        &S3Options::default(),
-    )
-    .await
-    .expect("opening the local store");
+    let store = storage::open(dir.path().to_str().expect("utf-8 temp dir"), &S3Options::default())
+        .await
+        .expect("opening the local store");
     Fixture {
         store,
         _guard: Box::new(dir),
@@ -97,12 +92,7 @@ contract_tests!(
 /// Deterministic, non-repeating-looking test data.
 fn data(len: usize, seed: u8) -> Bytes {
     (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .rotate_left(seed as u32 % 32) as u8
-                ^ seed
-        })
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(seed as u32 % 32) as u8 ^ seed)
         .collect()
 }
 
@@ -129,10 +119,7 @@ async fn put_then_get_returns_the_same_bytes(store: &Store) {
 }
 
 async fn put_replaces_an_existing_object(store: &Store) {
-    store
-        .put("x", Bytes::from_static(b"first version"))
-        .await
-        .unwrap();
+    store.put("x", Bytes::from_static(b"first version")).await.unwrap();
     store.put("x", Bytes::from_static(b"second")).await.unwrap();
     assert_eq!(store.get("x").await.unwrap(), Bytes::from_static(b"second"));
 }
@@ -160,10 +147,7 @@ async fn missing_object_is_not_found_and_delete_is_ok(store: &Store) {
 async fn put_if_absent_creates_once_and_keeps_the_first_bytes(store: &Store) {
     let first = Bytes::from_static(b"first");
     assert_eq!(
-        store
-            .put_if_absent("chk/_metadata", first.clone())
-            .await
-            .unwrap(),
+        store.put_if_absent("chk/_metadata", first.clone()).await.unwrap(),
         PutOutcome::Created
     );
     assert_eq!(
@@ -176,10 +160,7 @@ async fn put_if_absent_creates_once_and_keeps_the_first_bytes(store: &Store) {
     assert_eq!(store.get("chk/_metadata").await.unwrap(), first);
 
     // An object written by a plain put counts as existing too.
-    store
-        .put("chk/other", Bytes::from_static(b"plain"))
-        .await
-        .unwrap();
+    store.put("chk/other", Bytes::from_static(b"plain")).await.unwrap();
     assert_eq!(
         store
             .put_if_absent("chk/other", Bytes::from_static(b"x"))
@@ -187,10 +168,7 @@ async fn put_if_absent_creates_once_and_keeps_the_first_bytes(store: &Store) {
             .unwrap(),
         PutOutcome::AlreadyExists
     );
-    assert_eq!(
-        store.get("chk/other").await.unwrap(),
-        Bytes::from_static(b"plain")
-    );
+    assert_eq!(store.get("chk/other").await.unwrap(), Bytes::from_static(b"plain"));
 }
 
 async fn concurrent_put_if_absent_has_exactly_one_winner(store: &Store) {
@@ -203,10 +181,7 @@ async fn concurrent_put_if_absent_has_exactly_one_winner(store: &Store) {
                 tokio::spawn(async move {
                     let body = data(64 * 1024, i + 10);
                     barrier.wait().await;
-                    (
-                        store.put_if_absent(&path, body.clone()).await.unwrap(),
-                        body,
-                    )
+                    (store.put_if_absent(&path, body.clone()).await.unwrap(), body)
                 })
             })
             .collect();
@@ -214,10 +189,7 @@ async fn concurrent_put_if_absent_has_exactly_one_winner(store: &Store) {
         for r in racers {
             results.push(r.await.expect("racer task panicked"));
         }
-        let winners: Vec<_> = results
-            .iter()
-            .filter(|(o, _)| *o == PutOutcome::Created)
-            .collect();
+        let winners: Vec<_> = results.iter().filter(|(o, _)| *o == PutOutcome::Created).collect();
         assert_eq!(
             winners.len(),
             1,
@@ -247,19 +219,9 @@ async fn list_is_sorted_relative_and_filtered_by_prefix(store: &Store) {
     let all = store.list("").await.unwrap();
     assert_eq!(
         paths(&all),
-        [
-            "ckpt/1/a",
-            "ckpt/1/z",
-            "ckpt/10/a",
-            "ckpt/2/b",
-            "ckpt2/x",
-            "top"
-        ]
+        ["ckpt/1/a", "ckpt/1/z", "ckpt/10/a", "ckpt/2/b", "ckpt2/x", "top"]
     );
-    assert_eq!(
-        all.iter().map(|o| o.size).collect::<Vec<_>>(),
-        [4, 1, 3, 2, 5, 6]
-    );
+    assert_eq!(all.iter().map(|o| o.size).collect::<Vec<_>>(), [4, 1, 3, 2, 5, 6]);
 
     assert_eq!(
         paths(&store.list("ckpt/").await.unwrap()),
@@ -273,10 +235,7 @@ async fn list_is_sorted_relative_and_filtered_by_prefix(store: &Store) {
         paths(&store.list("ckpt/1").await.unwrap()),
         ["ckpt/1/a", "ckpt/1/z", "ckpt/10/a"]
     );
-    assert_eq!(
-        paths(&store.list("ckpt/1/").await.unwrap()),
-        ["ckpt/1/a", "ckpt/1/z"]
-    );
+    assert_eq!(paths(&store.list("ckpt/1/").await.unwrap()), ["ckpt/1/a", "ckpt/1/z"]);
     assert!(store.list("missing/").await.unwrap().is_empty());
 }
 
@@ -285,10 +244,7 @@ async fn delete_prefix_removes_only_objects_under_the_prefix(store: &Store) {
         store.put(path, Bytes::from_static(b"v")).await.unwrap();
     }
     store.delete_prefix("sp/1/").await.unwrap();
-    assert_eq!(
-        paths(&store.list("").await.unwrap()),
-        ["other", "sp/10/a", "sp/2/a"]
-    );
+    assert_eq!(paths(&store.list("").await.unwrap()), ["other", "sp/10/a", "sp/2/a"]);
     assert!(!store.exists("sp/1/b/c").await.unwrap());
 
     store.delete_prefix("sp/").await.unwrap();
@@ -320,10 +276,7 @@ async fn multipart_is_invisible_until_complete_then_has_exact_bytes(store: &Stor
         got == [first, last].concat(),
         "completed object has the parts' bytes in order"
     );
-    assert_eq!(
-        paths(&store.list("out/").await.unwrap()),
-        ["out/part-0.csv"]
-    );
+    assert_eq!(paths(&store.list("out/").await.unwrap()), ["out/part-0.csv"]);
 }
 
 async fn complete_multipart_twice_is_ok(store: &Store) {
@@ -333,8 +286,7 @@ async fn complete_multipart_twice_is_ok(store: &Store) {
     store.upload_part(&mut upload, last.clone()).await.unwrap();
     store.complete_multipart(&upload).await.unwrap();
     // As after a restore from a checkpoint taken before the completion was recorded.
-    let restored: storage::MultipartUpload =
-        serde_json::from_str(&serde_json::to_string(&upload).unwrap()).unwrap();
+    let restored: storage::MultipartUpload = serde_json::from_str(&serde_json::to_string(&upload).unwrap()).unwrap();
     store.complete_multipart(&restored).await.unwrap();
     assert!(store.get("out/twice").await.unwrap() == [first, last].concat());
 }
@@ -370,9 +322,7 @@ async fn s3_store_prefix_isolates_sibling_prefixes() {
     moto::init_test_credentials();
     let moto = MotoServer::start();
     let opts = s3_options(&moto);
-    let root = storage::open(&format!("s3://{}", moto.bucket()), &opts)
-        .await
-        .unwrap();
+    let root = storage::open(&format!("s3://{}", moto.bucket()), &opts).await.unwrap();
     let job = storage::open(&format!("s3://{}/job/", moto.bucket()), &opts)
         .await
         .unwrap();
@@ -395,11 +345,7 @@ async fn s3_store_delete_prefix_spans_several_batches() {
     let puts: Vec<_> = (0..1100)
         .map(|i| {
             let store = store.clone();
-            tokio::spawn(async move {
-                store
-                    .put(&format!("many/{i:04}"), Bytes::from_static(b"x"))
-                    .await
-            })
+            tokio::spawn(async move { store.put(&format!("many/{i:04}"), Bytes::from_static(b"x")).await })
         })
         .collect();
     for p in puts {
@@ -468,9 +414,7 @@ fn s3_store_is_configured_from_the_environment_alone() {
 #[ignore = "run in a child process by s3_store_is_configured_from_the_environment_alone"]
 async fn env_child_round_trips_through_env_configured_store() {
     let Ok(bucket) = std::env::var("WEIR_TEST_ENV_CHILD_BUCKET") else {
-        eprintln!(
-            "not run as the child of s3_store_is_configured_from_the_environment_alone: nothing to do"
-        );
+        eprintln!("not run as the child of s3_store_is_configured_from_the_environment_alone: nothing to do");
         return;
     };
     let store = storage::open(&format!("s3://{bucket}/from-env"), &S3Options::default())

@@ -56,11 +56,7 @@ impl S3Store {
             conf = conf.endpoint_url(endpoint);
         }
         conf = conf.force_path_style(opts.path_style || path_style_from_env());
-        Ok(S3Store::from_client(
-            Client::from_conf(conf.build()),
-            bucket,
-            prefix,
-        ))
+        Ok(S3Store::from_client(Client::from_conf(conf.build()), bucket, prefix))
     }
 
     /// A store using an already configured client (for embedding and tests).
@@ -101,8 +97,7 @@ impl S3Store {
         if self.prefix.is_empty() {
             Some(key)
         } else {
-            key.strip_prefix(self.prefix.as_str())
-                .and_then(|k| k.strip_prefix('/'))
+            key.strip_prefix(self.prefix.as_str()).and_then(|k| k.strip_prefix('/'))
         }
     }
 
@@ -138,9 +133,7 @@ impl S3Store {
                 }
             }
             match resp.next_continuation_token() {
-                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => {
-                    token = Some(t.to_string())
-                }
+                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => token = Some(t.to_string()),
                 _ => break,
             }
         }
@@ -212,10 +205,7 @@ impl ObjectStore for S3Store {
             // flight; one of the writers wins, so from this caller's view the object exists.
             Err(e)
                 if matches!(status(&e), Some(412 | 409))
-                    || matches!(
-                        code(&e),
-                        Some("PreconditionFailed" | "ConditionalRequestConflict")
-                    ) =>
+                    || matches!(code(&e), Some("PreconditionFailed" | "ConditionalRequestConflict")) =>
             {
                 Ok(PutOutcome::AlreadyExists)
             }
@@ -232,9 +222,7 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key())
-                    || status(&e) == Some(404)
-                {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) {
                     StorageError::NotFound(self.url(path))
                 } else {
                     self.err(path, "GetObject", e)
@@ -257,16 +245,11 @@ impl ObjectStore for S3Store {
             .await;
         match res {
             Ok(resp) => self.read_body(path, resp.body).await,
-            Err(e)
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key())
-                    || status(&e) == Some(404) =>
-            {
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) => {
                 Err(StorageError::NotFound(self.url(path)))
             }
             // The object exists but the range starts at or past its end: nothing to read.
-            Err(e) if status(&e) == Some(416) || code(&e) == Some("InvalidRange") => {
-                Ok(Bytes::new())
-            }
+            Err(e) if status(&e) == Some(416) || code(&e) == Some("InvalidRange") => Ok(Bytes::new()),
             Err(e) => Err(self.err(path, "GetObject", e)),
         }
     }
@@ -281,12 +264,7 @@ impl ObjectStore for S3Store {
             .await
         {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error().is_some_and(|s| s.is_not_found())
-                    || status(&e) == Some(404) =>
-            {
-                Ok(false)
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) || status(&e) == Some(404) => Ok(false),
             Err(e) => Err(self.err(path, "HeadObject", e)),
         }
     }
@@ -329,12 +307,7 @@ impl ObjectStore for S3Store {
                 .iter()
                 .map(|(key, _)| ObjectIdentifier::builder().key(key).build())
                 .collect::<std::result::Result<Vec<_>, _>>()
-                .and_then(|objects| {
-                    Delete::builder()
-                        .set_objects(Some(objects))
-                        .quiet(true)
-                        .build()
-                })
+                .and_then(|objects| Delete::builder().set_objects(Some(objects)).quiet(true).build())
                 .map_err(|e| StorageError::S3 {
                     path: self.url(prefix),
                     op: "DeleteObjects",
@@ -415,14 +388,11 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| self.err(&upload.path, "UploadPart", e))?;
-        let etag = resp
-            .e_tag()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| StorageError::S3 {
-                path: self.url(&upload.path),
-                op: "UploadPart",
-                message: format!("the response for part {number} has no ETag"),
-            })?;
+        let etag = resp.e_tag().filter(|t| !t.is_empty()).ok_or_else(|| StorageError::S3 {
+            path: self.url(&upload.path),
+            op: "UploadPart",
+            message: format!("the response for part {number} has no ETag"),
+        })?;
         upload.parts.push((number, etag.to_string()));
         Ok(())
     }
@@ -437,12 +407,7 @@ impl ObjectStore for S3Store {
         let parts = upload
             .parts
             .iter()
-            .map(|(number, etag)| {
-                CompletedPart::builder()
-                    .part_number(*number)
-                    .e_tag(etag)
-                    .build()
-            })
+            .map(|(number, etag)| CompletedPart::builder().part_number(*number).e_tag(etag).build())
             .collect();
         let res = self
             .client
@@ -450,11 +415,7 @@ impl ObjectStore for S3Store {
             .bucket(&self.bucket)
             .key(self.key(&upload.path))
             .upload_id(&upload.upload_id)
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(parts))
-                    .build(),
-            )
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
             .send()
             .await;
         match res {
@@ -487,12 +448,7 @@ impl ObjectStore for S3Store {
             .await;
         match res {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error().is_some_and(|s| s.is_no_such_upload())
-                    || status(&e) == Some(404) =>
-            {
-                Ok(())
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_upload()) || status(&e) == Some(404) => Ok(()),
             Err(e) => Err(self.err(&upload.path, "AbortMultipartUpload", e)),
         }
     }

@@ -133,10 +133,7 @@ impl MotoServer {
         // moto does not check signatures, so a plain PUT creates the bucket.
         match http(self.addr, "PUT", &format!("/{}", self.bucket)) {
             Ok((200, _)) => {}
-            Ok((code, body)) => panic!(
-                "creating bucket {} on moto: HTTP {code}: {body}",
-                self.bucket
-            ),
+            Ok((code, body)) => panic!("creating bucket {} on moto: HTTP {code}: {body}", self.bucket),
             Err(e) => panic!("creating bucket {} on moto: {e}", self.bucket),
         }
     }
