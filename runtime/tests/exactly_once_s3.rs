@@ -12,8 +12,14 @@ use weir_runtime::storage::{self, S3Options};
 fn s3_store(moto: &MotoServer) -> (tokio::runtime::Runtime, storage::Store) {
     init_test_credentials();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let opts = S3Options { endpoint: Some(moto.endpoint()), region: Some("us-east-1".into()), path_style: true };
-    let store = rt.block_on(storage::open(&format!("s3://{}", moto.bucket()), &opts)).unwrap();
+    let opts = S3Options {
+        endpoint: Some(moto.endpoint()),
+        region: Some("us-east-1".into()),
+        path_style: true,
+    };
+    let store = rt
+        .block_on(storage::open(&format!("s3://{}", moto.bucket()), &opts))
+        .unwrap();
     (rt, store)
 }
 
@@ -48,7 +54,15 @@ fn kill_9_with_s3_storage_and_sink_is_exactly_once() {
         output: format!("s3://{b}/output"),
     };
     let source = format!("s3://{b}/input/*.txt");
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(6000), Some(&source));
+    let m = wordcount_manifest(
+        dir.path(),
+        &paths,
+        2,
+        "exactly-once",
+        "300ms",
+        Some(6000),
+        Some(&source),
+    );
     let mut rng = Rng(seed());
     crash_in_both_commit_windows(&m, &env);
     run_with_kills(&m, 2, &env, &mut rng);

@@ -2,8 +2,11 @@
 //! again, restore at 1 and finish; the committed output equals an uninterrupted run's.
 
 mod common;
+mod support;
 use common::*;
 use std::time::Duration;
+use support::moto::{MotoServer, init_test_credentials};
+use weir_runtime::storage::{self, S3Options};
 
 fn stop_with_savepoint(api: &str) -> String {
     let out = std::process::Command::new(weir())
@@ -23,24 +26,79 @@ fn rescale_2_to_3_to_1_through_savepoints_gives_the_same_counts() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    rescale_2_3_1(&m, &[]);
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "2 → 3 → 1 rescale",
+    );
+}
 
-    let w = Weir::run(&m, &[], &[]);
+#[test]
+fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
+    init_test_credentials();
+    let moto = MotoServer::start_with_bucket("weir-rescale");
+    let b = moto.bucket().to_string();
+    let env: Vec<(String, String)> = moto.env().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths {
+        checkpoints: format!("s3://{b}/checkpoints"),
+        savepoints: format!("s3://{b}/savepoints"),
+        output: format!("s3://{b}/output"),
+    };
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    rescale_2_3_1(&m, &env);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = S3Options {
+        endpoint: Some(moto.endpoint()),
+        region: Some("us-east-1".into()),
+        path_style: true,
+    };
+    let store = rt.block_on(storage::open(&format!("s3://{b}"), &opts)).unwrap();
+    let mut lines = vec![];
+    for o in rt.block_on(store.list("output/")).unwrap() {
+        let bytes = rt.block_on(store.get(&o.path)).unwrap();
+        lines.extend(String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_string));
+    }
+    lines.sort();
+    assert_same_multiset(&lines, &expected_wordcount(), "2 → 3 → 1 rescale on S3");
+}
+
+fn stop_with_savepoint_env(api: &str, env: &[(String, String)]) -> String {
+    let out = std::process::Command::new(weir())
+        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "savepoint trigger failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Runs at parallelism 2, stops with a savepoint mid-input, restores at 3, stops again,
+/// restores at 1 and finishes; checks the parallelism-3 savepoint's key-group split.
+fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
+    let w = Weir::run(m, &[], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
-    let sp1 = stop_with_savepoint(&api);
+    let sp1 = stop_with_savepoint_env(&api, env);
     let log = w.wait_ok();
     assert!(log.contains("stopped with savepoint"), "{log}");
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
 
-    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &sp1], &[]);
+    let w = Weir::run(m, &["--parallelism", "3", "--restore", &sp1], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
-    let sp2 = stop_with_savepoint(&api);
+    let sp2 = stop_with_savepoint_env(&api, env);
     w.wait_ok();
 
     // The savepoint records parallelism 3 and key groups split three ways.
     let inspect = std::process::Command::new(weir())
         .args(["savepoint", "inspect", "--json", &sp2])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
@@ -57,12 +115,7 @@ fn rescale_2_to_3_to_1_through_savepoints_gives_the_same_counts() {
         serde_json::json!([[0, 42], [43, 85], [86, 127]])
     );
 
-    Weir::run(&m, &["--parallelism", "1", "--restore", &sp2], &[]).wait_ok();
-    assert_same_multiset(
-        &local_output(&dir.path().join("output")),
-        &expected_wordcount(),
-        "2 → 3 → 1 rescale",
-    );
+    Weir::run(m, &["--parallelism", "1", "--restore", &sp2], env).wait_ok();
 }
 
 #[test]

@@ -87,7 +87,16 @@ contract_tests!(
     complete_multipart_twice_is_ok,
     complete_multipart_without_parts_creates_an_empty_object,
     abort_multipart_discards_the_upload_and_is_idempotent,
+    large_put_round_trips,
 );
+
+/// A put above the S3 multipart threshold (written as a multipart upload on S3).
+async fn large_put_round_trips(store: &Store) {
+    let body = data(weir_runtime::storage::MULTIPART_THRESHOLD + 3 * 1024 * 1024 + 7, 9);
+    store.put("big/state.bin", body.clone()).await.unwrap();
+    assert_eq!(store.get("big/state.bin").await.unwrap(), body);
+    assert_eq!(store.list("big/").await.unwrap().len(), 1);
+}
 
 /// Deterministic, non-repeating-looking test data.
 fn data(len: usize, seed: u8) -> Bytes {

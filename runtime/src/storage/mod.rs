@@ -8,7 +8,7 @@ mod local;
 mod s3;
 
 pub use local::LocalStore;
-pub use s3::S3Store;
+pub use s3::{MULTIPART_PART_SIZE, MULTIPART_THRESHOLD, S3Store};
 
 use async_trait::async_trait;
 use bytes::Bytes;

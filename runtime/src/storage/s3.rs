@@ -21,6 +21,11 @@ const DELETE_BATCH: usize = 1000;
 /// Environment variable that enables path-style addressing (`true` or `1`).
 pub const PATH_STYLE_ENV: &str = "WEIR_S3_PATH_STYLE";
 
+/// Objects larger than this are written by [`ObjectStore::put`] as a multipart upload.
+pub const MULTIPART_THRESHOLD: usize = 16 * 1024 * 1024;
+/// Part size of those uploads.
+pub const MULTIPART_PART_SIZE: usize = 8 * 1024 * 1024;
+
 /// A store on one S3 bucket under an optional key prefix.
 #[derive(Debug, Clone)]
 pub struct S3Store {
@@ -178,6 +183,18 @@ impl ObjectStore for S3Store {
     }
 
     async fn put(&self, path: &str, data: Bytes) -> Result<()> {
+        if data.len() > MULTIPART_THRESHOLD {
+            // Large state files go up as a multipart upload of MIN_PART_SIZE-or-larger parts;
+            // the object appears at once on completion, as with a single PUT.
+            let mut upload = self.create_multipart(path).await?;
+            for chunk in data.chunks(MULTIPART_PART_SIZE) {
+                if let Err(e) = self.upload_part(&mut upload, data.slice_ref(chunk)).await {
+                    let _ = self.abort_multipart(&upload).await;
+                    return Err(e);
+                }
+            }
+            return self.complete_multipart(&upload).await;
+        }
         self.client
             .put_object()
             .bucket(&self.bucket)
