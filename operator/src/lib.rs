@@ -1,0 +1,6 @@
+//! Weir's Kubernetes operator: reconciles `StreamJob` and `Savepoint` resources and drives the
+//! Weir runtime through its control API.
+//!
+//! Layout follows a reconcile: [`crd`] (the resource types) → [`lifecycle`] (pure decisions).
+
+pub mod crd;
