@@ -4,3 +4,4 @@
 //! Layout follows a reconcile: [`crd`] (the resource types) → [`lifecycle`] (pure decisions).
 
 pub mod crd;
+pub mod lifecycle;

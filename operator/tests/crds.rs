@@ -207,10 +207,10 @@ fn apply_defaults(schema: &Value, value: &mut Value) {
         return;
     };
     for (k, s) in props {
-        if !obj.contains_key(k) {
-            if let Some(d) = s.get("default") {
-                obj.insert(k.clone(), d.clone());
-            }
+        if !obj.contains_key(k)
+            && let Some(d) = s.get("default")
+        {
+            obj.insert(k.clone(), d.clone());
         }
         if let Some(child) = obj.get_mut(k) {
             apply_defaults(s, child);

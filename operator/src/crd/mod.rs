@@ -1,5 +1,9 @@
 //! Custom resource types (group `weir.dev`, version `v1alpha1`) and CRD generation.
 
+// Several `printcolumn(...)` entries repeat `type_ = ...`, which clippy mistakes for a
+// duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 mod savepoint;
 mod stream_job;
 

@@ -134,6 +134,10 @@ pub struct StreamJobSpec {
     /// `restartNonce`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_nonce: Option<i64>,
+    /// Change to any new value, together with `initialSavepointPath`, to redeploy from that
+    /// savepoint, discarding the job's current state (FKO's `savepointRedeployNonce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoint_redeploy_nonce: Option<i64>,
     /// Rollback of a spec change that does not become healthy.
     #[serde(default)]
     pub rollback: RollbackSpec,
@@ -143,6 +147,23 @@ pub struct StreamJobSpec {
     /// Take a savepoint before the workloads are removed when the StreamJob is deleted.
     #[serde(default)]
     pub savepoint_on_delete: bool,
+}
+
+impl StreamJobSpec {
+    /// The runtime's view of this spec (the fields `weir` reads from the job file).
+    ///
+    /// Errors: a field the runtime cannot read (not expected: the shapes are shared).
+    pub fn runtime_spec(&self) -> Result<weir_runtime::job::JobSpec, serde_json::Error> {
+        serde_json::from_value(serde_json::to_value(self)?)
+    }
+
+    /// The runtime's validated job for this spec under `name` (operators, uids, parallelism).
+    ///
+    /// Errors: the runtime's validation error, naming the offending field.
+    pub fn runtime_job(&self, name: &str) -> Result<weir_runtime::job::Job, String> {
+        let spec = self.runtime_spec().map_err(|e| e.to_string())?;
+        weir_runtime::job::Job::from_spec(name, spec).map_err(|e| e.to_string())
+    }
 }
 
 fn default_parallelism() -> i32 {
@@ -370,6 +391,13 @@ pub struct StreamJobStatus {
     /// An upgrade, suspend or restart in flight, recorded before its first step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingOperation>,
+    /// The restore point the current deployment started from (its `--restore` argument).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_from: Option<String>,
+    /// A generation that was rolled back, refused or exhausted its restarts: not retried until
+    /// the spec changes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_generation: Option<i64>,
     /// When the current deployment was started (RFC 3339); readiness timeout base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_at: Option<String>,
@@ -483,6 +511,9 @@ pub struct PendingOperation {
     /// Stop-with-savepoint trigger id, once triggered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_id: Option<String>,
+    /// The savepoint this operation's stop produced, once found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoint_path: Option<String>,
     /// When the operation started (RFC 3339), for bounded waits.
     pub started_at: String,
 }
