@@ -3,5 +3,7 @@
 //!
 //! Layout follows a reconcile: [`crd`] (the resource types) → [`lifecycle`] (pure decisions).
 
+#![deny(missing_docs)]
+
 pub mod crd;
 pub mod lifecycle;
