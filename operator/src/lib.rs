@@ -1,0 +1,9 @@
+//! Weir's Kubernetes operator: reconciles `StreamJob` and `Savepoint` resources and drives the
+//! Weir runtime through its control API.
+//!
+//! Layout follows a reconcile: [`crd`] (the resource types) → [`lifecycle`] (pure decisions).
+
+#![deny(missing_docs)]
+
+pub mod crd;
+pub mod lifecycle;

@@ -1,0 +1,45 @@
+//! Savepoint history retention (maxCount / maxAge) that never disposes a restore point.
+
+use crate::crd::{SavepointHistory, SavepointOrigin, SavepointRecord};
+use std::time::{Duration, SystemTime};
+
+/// The records of `history` to dispose under `policy` at `now`.
+///
+/// Only periodic and upgrade savepoints are candidates; manual ones belong to their Savepoint
+/// object. Never returned: the newest completed candidate, and any record whose path is in
+/// `protected` (the current restore point and the one the running deployment started from:
+/// FLINK-38033). Records with an unparsable `completedAt` are kept.
+pub fn to_dispose<'a>(
+    history: &'a [SavepointRecord],
+    policy: &SavepointHistory,
+    protected: &[&str],
+    now: SystemTime,
+) -> Vec<&'a SavepointRecord> {
+    let max_age = policy
+        .max_age
+        .as_deref()
+        .and_then(|s| humantime::parse_duration(s).ok());
+    let mut candidates: Vec<(SystemTime, &SavepointRecord)> = history
+        .iter()
+        .filter(|r| r.origin != SavepointOrigin::Manual)
+        .filter_map(|r| {
+            humantime::parse_rfc3339(&r.completed_at)
+                .ok()
+                .map(|t| (t, r))
+        })
+        .collect();
+    candidates.sort_by_key(|(t, _)| std::cmp::Reverse(*t)); // newest first
+    let mut out = Vec::new();
+    for (i, (t, r)) in candidates.iter().enumerate() {
+        if i == 0 || protected.contains(&r.path.as_str()) {
+            continue;
+        }
+        let too_many = policy.max_count.is_some_and(|n| i >= n as usize);
+        let too_old =
+            max_age.is_some_and(|age| now.duration_since(*t).unwrap_or(Duration::ZERO) > age);
+        if too_many || too_old {
+            out.push(*r);
+        }
+    }
+    out
+}
