@@ -26,6 +26,10 @@ pub struct Cli {
 pub enum Command {
     /// Run a StreamJob manifest in this process (all subtasks), with checkpoints.
     Run(RunArgs),
+    /// Run the coordinator of a distributed job (JobManager role).
+    Coordinator(CoordinatorArgs),
+    /// Run a worker offering task slots to a coordinator (TaskManager role).
+    Worker(WorkerArgs),
     /// Savepoint tools.
     #[command(subcommand)]
     Savepoint(SavepointCmd),
@@ -59,6 +63,85 @@ pub struct RunArgs {
     /// result was read, at most this long.
     #[arg(long, default_value = "30s")]
     pub shutdown_grace: humantime::Duration,
+}
+
+/// `weir coordinator`.
+#[derive(clap::Args, Debug)]
+pub struct CoordinatorArgs {
+    /// The StreamJob manifest (YAML).
+    #[arg(long, env = "WEIR_JOB_FILE")]
+    pub job: PathBuf,
+    /// Override a manifest field (as for `weir run`).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// Override `spec.parallelism`.
+    #[arg(long)]
+    pub parallelism: Option<u32>,
+    /// Restore point of the first deployment: `none`, `latest`, or a checkpoint / savepoint
+    /// URL. A restarted coordinator of the same `--run-id` resumes from its run's newest
+    /// checkpoint instead.
+    #[arg(long, env = "WEIR_RESTORE", default_value = "none")]
+    pub restore: String,
+    /// Override `spec.checkpointing.storage`.
+    #[arg(long, value_name = "URL", env = "WEIR_CHECKPOINT_DIR")]
+    pub checkpoint_dir: Option<String>,
+    /// Control API address.
+    #[arg(long, default_value = "0.0.0.0:8081", env = "WEIR_LISTEN")]
+    pub listen: String,
+    /// Address workers connect to.
+    #[arg(long, default_value = "0.0.0.0:6123", env = "WEIR_RPC_LISTEN")]
+    pub rpc_listen: String,
+    /// Run id, stable across restarts of this coordinator (default: random).
+    #[arg(long, env = "WEIR_RUN_ID")]
+    pub run_id: Option<String>,
+    /// Heartbeat interval.
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    pub heartbeat_interval: humantime::Duration,
+    /// A worker is lost after this long without a message.
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    pub heartbeat_timeout: humantime::Duration,
+    /// Delay before the first restart (doubles per restart in the window).
+    #[arg(long, default_value = "1s", env = "WEIR_RESTART_BACKOFF")]
+    pub restart_backoff: humantime::Duration,
+    /// Maximum delay between restarts.
+    #[arg(long, default_value = "60s", env = "WEIR_RESTART_MAX_BACKOFF")]
+    pub restart_max_backoff: humantime::Duration,
+    /// Maximum restarts within the window before the job is FAILED.
+    #[arg(long, default_value_t = 10, env = "WEIR_RESTART_MAX_ATTEMPTS")]
+    pub restart_max_attempts: usize,
+    /// The restart window.
+    #[arg(long, default_value = "10m", env = "WEIR_RESTART_WINDOW")]
+    pub restart_window: humantime::Duration,
+    /// Exit when the job ends (FINISHED, STOPPED: 0; FAILED: 1) instead of serving its final
+    /// status until terminated.
+    #[arg(long, env = "WEIR_EXIT_ON_FINISH")]
+    pub exit_on_finish: bool,
+}
+
+/// `weir worker`.
+#[derive(clap::Args, Debug)]
+pub struct WorkerArgs {
+    /// Coordinator RPC address (`host:port`).
+    #[arg(long, env = "WEIR_COORDINATOR")]
+    pub coordinator: String,
+    /// Task slots offered.
+    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS")]
+    pub slots: u32,
+    /// Data listener address.
+    #[arg(long, default_value = "0.0.0.0:6124", env = "WEIR_DATA_LISTEN")]
+    pub data_listen: String,
+    /// Address other workers reach the data listener at (default: the bound address).
+    #[arg(long, env = "WEIR_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Worker id (default: `$HOSTNAME`, else `worker-<pid>`).
+    #[arg(long, env = "WEIR_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// Heartbeat interval.
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    pub heartbeat_interval: humantime::Duration,
+    /// The coordinator is lost after this long without a message.
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    pub heartbeat_timeout: humantime::Duration,
 }
 
 /// `weir savepoint ...`.
@@ -128,6 +211,8 @@ pub fn init_tracing(format: &str) {
 pub async fn main(cli: Cli) -> i32 {
     let r = match cli.command {
         Command::Run(a) => run(a).await,
+        Command::Coordinator(a) => coordinator(a).await,
+        Command::Worker(a) => worker(a).await,
         Command::Savepoint(SavepointCmd::Trigger {
             url,
             directory,
@@ -196,18 +281,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     });
     let outcome = prepared.run().await;
     if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
-        // Keep serving until the client that asked for the stop has read its result.
-        let deadline = tokio::time::Instant::now() + a.shutdown_grace.into();
-        while tokio::time::Instant::now() < deadline {
-            let delivered = {
-                let s = handle.shared.lock().expect("lock");
-                s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t))
-            };
-            if delivered {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()).await;
     }
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -233,6 +307,50 @@ async fn run(a: RunArgs) -> Result<(), String> {
         }
         Err(e) => Err(format!("job {} failed: {e}", handle.job)),
     }
+}
+
+async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
+    let mut sets = a.set.clone();
+    if let Some(p) = a.parallelism {
+        sets.push(format!("spec.parallelism={p}"));
+    }
+    crate::cluster::coordinator::run(crate::cluster::coordinator::CoordinatorOptions {
+        job_file: a.job,
+        sets,
+        restore: restore_from(Some(&a.restore)),
+        checkpoint_dir: a.checkpoint_dir,
+        listen: a.listen,
+        rpc_listen: a.rpc_listen,
+        run_id: a.run_id.unwrap_or_else(|| format!("{:016x}", rand::random::<u64>())),
+        heartbeat_interval: a.heartbeat_interval.into(),
+        heartbeat_timeout: a.heartbeat_timeout.into(),
+        restart: crate::cluster::restart::RestartPolicy {
+            initial_backoff: a.restart_backoff.into(),
+            max_backoff: a.restart_max_backoff.into(),
+            multiplier: 2.0,
+            max_restarts: a.restart_max_attempts,
+            window: a.restart_window.into(),
+        },
+        exit_on_finish: a.exit_on_finish,
+    })
+    .await
+}
+
+async fn worker(a: WorkerArgs) -> Result<(), String> {
+    let worker_id = a
+        .worker_id
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    crate::cluster::worker::run(crate::cluster::worker::WorkerConfig {
+        coordinator: a.coordinator,
+        slots: a.slots,
+        data_listen: a.data_listen,
+        advertise: a.advertise,
+        worker_id,
+        heartbeat_interval: a.heartbeat_interval.into(),
+        heartbeat_timeout: a.heartbeat_timeout.into(),
+    })
+    .await
 }
 
 fn local_input_bytes(job: &job::Job) -> u64 {

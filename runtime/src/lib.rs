@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod cluster;
 pub mod control;
 pub mod exec;
 pub mod job;

@@ -53,11 +53,7 @@ use weir_runtime::job::{CheckpointingSpec, PipelineSpec, S3Spec, SavepointsSpec}
         json_path = ".status.jobStatus.lastCheckpoint.completedAt",
         description = "Completion time of the newest checkpoint"
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.parallelism <= self.maxParallelism")

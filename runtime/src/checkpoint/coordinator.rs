@@ -44,6 +44,17 @@ pub struct CoordinatorConfig {
     pub sources: Vec<usize>,
     /// First checkpoint id of this run.
     pub first_id: u64,
+    /// Run id recorded in `_metadata` (a restarted coordinator of the same run resumes from it).
+    pub run_id: String,
+    /// Fencing: checked right before every `_metadata` write.
+    pub fence: Option<Arc<dyn Fence>>,
+}
+
+/// A fence that a stale coordinator fails: checked before committing a checkpoint.
+#[async_trait::async_trait]
+pub trait Fence: Send + Sync + std::fmt::Debug {
+    /// Ok while this coordinator is the newest one of the job.
+    async fn check(&self) -> Result<(), String>;
 }
 
 /// A savepoint request from the control API.
@@ -120,7 +131,7 @@ pub async fn run(
     cfg: CoordinatorConfig,
     controls: Vec<UnboundedSender<Control>>,
     mut events: UnboundedReceiver<TaskEvent>,
-    mut commands: UnboundedReceiver<SavepointCommand>,
+    commands: &mut UnboundedReceiver<SavepointCommand>,
     shared: Arc<Mutex<Shared>>,
 ) -> Result<Outcome, String> {
     let mut next_id = cfg.first_id;
@@ -382,8 +393,12 @@ async fn complete(
         max_parallelism: cfg.max_parallelism,
         parallelism: cfg.parallelism,
         triggered_at_ms: p.barrier.triggered_at_ms,
+        run_id: Some(cfg.run_id.clone()),
         operators: ops.into_values().collect(),
     };
+    if let Some(f) = &cfg.fence {
+        f.check().await?;
+    }
     let bytes = encode_metadata(&meta);
     let size = bytes.len() as u64
         + meta

@@ -46,7 +46,7 @@ pub struct Barrier {
 }
 
 /// A subtask's acknowledgement of a barrier: its state handles and timings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Ack {
     /// Checkpoint id.
     pub checkpoint_id: u64,
@@ -63,7 +63,7 @@ pub struct Ack {
 }
 
 /// One operator's part of an [`Ack`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct AckedOperator {
     /// Operator uid.
     pub uid: String,

@@ -26,7 +26,9 @@ pub enum JobState {
     Stopped,
     /// A bounded job consumed all input and committed its final checkpoint.
     Finished,
-    /// A subtask failed; see `failure`.
+    /// A subtask or worker failed; the restart strategy restarts from the latest checkpoint.
+    Restarting,
+    /// Failed for good (restart strategy exhausted, or `weir run`); see `failure`.
     Failed,
 }
 
@@ -120,6 +122,23 @@ pub struct JobStatus {
     /// Number of restarts of this job by the runtime's restart strategy.
     #[serde(default)]
     pub restarts: u32,
+    /// Registered workers (distributed runtime only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// A registered worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    /// Worker id.
+    pub id: String,
+    /// Data address.
+    pub address: String,
+    /// Slots offered.
+    pub slots: u32,
+    /// Milliseconds since its last heartbeat.
+    pub last_heartbeat_ms: u64,
 }
 
 /// Reply of `GET /v1/checkpoints`.

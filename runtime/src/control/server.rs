@@ -11,6 +11,8 @@ use axum::{Json, Router};
 use std::sync::atomic::Ordering;
 
 fn status(h: &JobHandle) -> JobStatus {
+    let locations = h.locations.lock().expect("lock").clone();
+    let workers = h.workers.lock().expect("lock").clone();
     let s = h.shared.lock().expect("lock");
     JobStatus {
         job_name: h.job.clone(),
@@ -23,17 +25,19 @@ fn status(h: &JobHandle) -> JobStatus {
         subtasks: h
             .tasks
             .iter()
-            .map(|(task, subtask, m)| SubtaskStatus {
+            .enumerate()
+            .map(|(i, (task, subtask, m))| SubtaskStatus {
                 task: task.clone(),
                 subtask: *subtask,
                 records_in: m.records_in.load(Ordering::Relaxed),
                 records_out: m.records_out.load(Ordering::Relaxed),
                 backpressured_ms: m.backpressured_ns.load(Ordering::Relaxed) / 1_000_000,
-                location: String::new(),
+                location: locations.get(&i).cloned().unwrap_or_default(),
             })
             .collect(),
         failure: s.failure.clone(),
-        restarts: 0,
+        restarts: h.restarts.load(Ordering::Relaxed),
+        workers,
     }
 }
 
@@ -127,4 +131,21 @@ pub async fn serve(addr: &str, h: JobHandle) -> Result<std::net::SocketAddr, Str
         let _ = axum::serve(listener, router(h)).await;
     });
     Ok(local)
+}
+
+/// After a stop-with-savepoint, waits (at most `grace`) until the client that asked for the
+/// stop has read the trigger's final status, so the savepoint path is never lost with the
+/// process.
+pub async fn linger_until_stop_delivered(h: &JobHandle, grace: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        let delivered = {
+            let s = h.shared.lock().expect("lock");
+            s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t))
+        };
+        if delivered {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

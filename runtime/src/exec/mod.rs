@@ -19,6 +19,7 @@ use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::key_group::key_group_range;
 use crate::storage::{self, S3Options};
 use messages::{Control, Element, TaskEvent};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use task::{Output, TaskCore, TaskMetrics};
@@ -62,6 +63,12 @@ pub struct JobHandle {
     pub tasks: Vec<(String, u32, Arc<TaskMetrics>)>,
     /// Bytes read by file sources (progress).
     pub bytes_read: Arc<AtomicU64>,
+    /// Where each task runs (distributed runtime), by task index.
+    pub locations: Arc<Mutex<HashMap<usize, String>>>,
+    /// Registered workers (distributed runtime).
+    pub workers: Arc<Mutex<Vec<crate::control::api::WorkerStatus>>>,
+    /// Restarts by the restart strategy.
+    pub restarts: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// Groups operator indexes into stages, cutting after each `keyBy`.
@@ -94,190 +101,245 @@ impl Prepared {
     }
 }
 
-/// Resolves the restore point, validates it, commits its pending sink parts, and wires the
-/// subtasks. Errors are user-facing messages.
-pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
-    let s3 = s3_options(&job);
-    let storage_url = opts
-        .checkpoint_storage
-        .clone()
-        .or_else(|| job.spec.checkpointing.storage.clone())
-        .unwrap_or_else(|| DEFAULT_CHECKPOINT_STORAGE.to_string());
-    let store = storage::open(&storage_url, &s3).await.map_err(|e| e.to_string())?;
-    let snapshot: Option<LoadedSnapshot> = restore::resolve(&store, &job.name, &opts.restore, &s3)
-        .await
-        .map_err(|e| e.to_string())?;
-    if let Some(s) = &snapshot {
-        restore::check(s, &job).map_err(|e| e.to_string())?;
-        tracing::info!(from = %s.url, checkpoint = s.metadata.checkpoint_id, "restoring");
-        for op in job.operators.iter() {
-            if let OperatorKind::FileSink(spec) = &op.kind {
-                let items = restore::operator_restore(Some(s), &op.uid, None).operator_state;
-                let n = commit_restored(&spec.path, &items, &s3).await.map_err(|e| e.0)?;
-                if n > 0 {
-                    tracing::info!(operator = %op.uid, parts = n, "committed pending parts of the restore point");
-                }
-            }
-        }
-    }
-    let seen = restore::list_checkpoints(&store, &job.name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let first_id = decide::next_checkpoint_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
-    let job_id = format!("{:016x}", rand::random::<u64>());
-    let p = job.parallelism;
-    let max_p = job.max_parallelism;
-    let stages = plan_stages(&job);
-    let n_tasks = stages.len() * p as usize;
+/// The restore-time context every process of a run shares.
+#[derive(Clone)]
+pub struct RunContext {
+    /// The job.
+    pub job: Arc<Job>,
+    /// S3 settings.
+    pub s3: S3Options,
+    /// The restore point, loaded and verified.
+    pub snapshot: Option<Arc<LoadedSnapshot>>,
+    /// This run's id (names sink parts, so they never collide across runs).
+    pub run_id: String,
+    /// Bytes read by file sources of this process.
+    pub bytes_read: Arc<AtomicU64>,
+}
 
-    let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
-    let mut controls = Vec::with_capacity(n_tasks);
-    let mut control_rx = Vec::with_capacity(n_tasks);
-    for _ in 0..n_tasks {
-        let (tx, rx) = mpsc::unbounded_channel::<Control>();
-        controls.push(tx);
-        control_rx.push(Some(rx));
-    }
-    // Channels of each exchange: inputs[stage][downstream subtask] and outputs[stage][upstream].
-    let mut inputs: Vec<Vec<Vec<mpsc::Receiver<Element>>>> = (0..stages.len()).map(|_| vec![]).collect();
-    let mut outputs: Vec<Vec<Vec<mpsc::Sender<Element>>>> = (0..stages.len()).map(|_| vec![]).collect();
-    for s in 1..stages.len() {
-        let mut ins: Vec<Vec<mpsc::Receiver<Element>>> = (0..p).map(|_| vec![]).collect();
-        let mut outs: Vec<Vec<mpsc::Sender<Element>>> = (0..p).map(|_| vec![]).collect();
-        for up in outs.iter_mut() {
-            for input in ins.iter_mut() {
-                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-                up.push(tx);
-                input.push(rx);
-            }
-        }
-        inputs[s] = ins;
-        outputs[s - 1] = outs;
-    }
+/// One subtask of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskSpec {
+    /// Global index: `stage × parallelism + subtask`.
+    pub index: usize,
+    /// Stage index.
+    pub stage: usize,
+    /// Subtask index within the stage.
+    pub subtask: u32,
+    /// The chained operators' uids joined by ` -> `.
+    pub name: String,
+}
 
-    let bytes_read = Arc::new(AtomicU64::new(0));
-    let mut spawners: Vec<Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>> = Vec::new();
-    let mut task_metrics = Vec::new();
-    let mut sources = Vec::new();
-    for (si, stage) in stages.iter().enumerate() {
-        let name = stage
+/// Every subtask of the job, in index order.
+pub fn task_specs(job: &Job) -> Vec<TaskSpec> {
+    let mut out = vec![];
+    for (stage, ops) in plan_stages(job).iter().enumerate() {
+        let name = ops
             .iter()
             .map(|&i| job.operators[i].uid.as_str())
             .collect::<Vec<_>>()
             .join(" -> ");
-        let mut stage_inputs = std::mem::take(&mut inputs[si]).into_iter();
-        let mut stage_outputs = std::mem::take(&mut outputs[si]).into_iter();
-        for sub in 0..p {
-            let index = si * p as usize + sub as usize;
-            let range = key_group_range(sub, p, max_p);
-            let first = &job.operators[stage[0]];
-            let is_source = matches!(first.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
-            let chain_ops: Vec<usize> = if is_source { stage[1..].to_vec() } else { stage.clone() };
-            let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
-            let mut chain_ids = Vec::new();
-            for &oi in &chain_ops {
-                let op = &job.operators[oi];
-                let restore_state = restore::operator_restore(snapshot.as_ref(), &op.uid, Some(range));
-                let ctx = |e: TaskError| e.context(format!("operator {}", op.uid)).0;
-                let boxed: Box<dyn StreamOperator> = match &op.kind {
-                    OperatorKind::Filter(e) => Box::new(Filter::new(e).map_err(ctx)?),
-                    OperatorKind::Map(e) => Box::new(Map::new(e).map_err(ctx)?),
-                    OperatorKind::FlatMap(spec) => Box::new(FlatMap::new(spec).map_err(ctx)?),
-                    OperatorKind::KeyBy { expression, .. } => Box::new(KeyBy::new(expression, max_p).map_err(ctx)?),
-                    OperatorKind::Aggregate {
-                        func,
-                        expression,
-                        as_field,
-                    } => {
-                        let key_field = match &job.operators[oi - 1].kind {
-                            OperatorKind::KeyBy { as_field, .. } => as_field.clone(),
-                            _ => "key".into(),
-                        };
-                        Box::new(
-                            Aggregate::new(
-                                &op.uid,
-                                *func,
-                                expression.as_deref(),
-                                &key_field,
-                                as_field,
-                                range,
-                                restore_state,
-                            )
-                            .map_err(ctx)?,
-                        )
-                    }
-                    OperatorKind::FileSink(spec) => {
-                        Box::new(FileSink::new(&spec.path, sub, &job_id, &s3).await.map_err(ctx)?)
-                    }
-                    OperatorKind::PrintSink => Box::new(PrintSink),
-                    OperatorKind::FileSource(_) | OperatorKind::Generator(_) => {
-                        return Err(format!("operator {}: a source must be the first step", op.uid));
-                    }
-                };
-                chain.push(boxed);
-                chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
-            }
-            let output = match stage_outputs.next() {
-                Some(senders) => Output::Keyed {
-                    senders,
-                    max_parallelism: max_p,
-                },
-                None => Output::None,
-            };
-            let metrics = Arc::new(TaskMetrics::default());
-            task_metrics.push((name.clone(), sub, metrics.clone()));
-            let core = TaskCore {
-                index,
-                subtask: sub,
-                parallelism: p,
-                chain,
-                chain_ids,
-                output,
-                control: control_rx[index].take().expect("one receiver per task"),
-                events: ev_tx.clone(),
-                metrics,
-            };
-            let events = ev_tx.clone();
-            if is_source {
-                sources.push(index);
-                let restore_state = restore::operator_restore(snapshot.as_ref(), &first.uid, None);
-                let src = source::build(first, sub, p, restore_state, &s3, bytes_read.clone())
-                    .await
-                    .map_err(|e| e.0)?;
-                let id = (first.uid.clone(), first.kind.name().to_string());
-                spawners.push(Box::new(move || {
-                    tokio::spawn(async move {
-                        if let Err(e) = task::run_source(core, src, id).await {
-                            let _ = events.send(TaskEvent::Failed {
-                                task: index,
-                                error: e.0,
-                            });
-                        }
-                    })
-                }));
-            } else {
-                let ins = stage_inputs.next().expect("inputs for every downstream subtask");
-                let mode = job.spec.checkpointing.mode;
-                spawners.push(Box::new(move || {
-                    tokio::spawn(async move {
-                        if let Err(e) = task::run_inputs(core, ins, mode).await {
-                            let _ = events.send(TaskEvent::Failed {
-                                task: index,
-                                error: e.0,
-                            });
-                        }
-                    })
-                }));
+        for subtask in 0..job.parallelism {
+            out.push(TaskSpec {
+                index: stage * job.parallelism as usize + subtask as usize,
+                stage,
+                subtask,
+                name: name.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Checkpoint storage URL of a job: the override, then `spec.checkpointing.storage`, then the
+/// default.
+pub fn storage_url(job: &Job, override_url: Option<&str>) -> String {
+    override_url
+        .map(str::to_string)
+        .or_else(|| job.spec.checkpointing.storage.clone())
+        .unwrap_or_else(|| DEFAULT_CHECKPOINT_STORAGE.to_string())
+}
+
+/// Resolves and verifies the restore point, checks it against the job, commits the pending
+/// sink parts it records (2PC recovery), and computes the first checkpoint id of the run.
+pub async fn restore_for_run(
+    job: &Job,
+    store: &storage::Store,
+    from: &RestoreFrom,
+) -> Result<(Option<LoadedSnapshot>, u64), String> {
+    let s3 = s3_options(job);
+    let snapshot = restore::resolve(store, &job.name, from, &s3)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(s) = &snapshot {
+        restore::check(s, job).map_err(|e| e.to_string())?;
+        tracing::info!(from = %s.url, checkpoint = s.metadata.checkpoint_id, "restoring");
+        commit_restored_sinks(job, s).await?;
+    }
+    let seen = restore::list_checkpoints(store, &job.name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let first_id = decide::next_checkpoint_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    Ok((snapshot, first_id))
+}
+
+/// Commits the pending parts a snapshot records for every file sink of the job (idempotent).
+pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), String> {
+    let s3 = s3_options(job);
+    for op in job.operators.iter() {
+        if let OperatorKind::FileSink(spec) = &op.kind {
+            let items = restore::operator_restore(Some(s), &op.uid, None).operator_state;
+            let n = commit_restored(&spec.path, &items, &s3).await.map_err(|e| e.0)?;
+            if n > 0 {
+                tracing::info!(operator = %op.uid, parts = n, "committed pending parts of the restore point");
             }
         }
     }
-    drop(ev_tx);
+    Ok(())
+}
 
-    let cfg = CoordinatorConfig {
-        job: job.name.clone(),
+/// A subtask ready to start.
+pub struct BuiltTask {
+    /// Starts it; the task reports failure as [`TaskEvent::Failed`].
+    pub start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>,
+    /// Its counters.
+    pub metrics: Arc<TaskMetrics>,
+    /// Whether it is a source subtask.
+    pub is_source: bool,
+}
+
+/// Builds subtask `spec`: its chained operators with their restored state, reading `inputs`
+/// (one receiver per upstream subtask, by index; empty for sources) and writing `outputs`
+/// (one sender per downstream subtask; `None` when the chain ends in a sink).
+pub async fn build_task(
+    ctx: &RunContext,
+    spec: &TaskSpec,
+    inputs: Vec<mpsc::Receiver<Element>>,
+    outputs: Option<Vec<mpsc::Sender<Element>>>,
+    control: mpsc::UnboundedReceiver<Control>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+) -> Result<BuiltTask, String> {
+    let job = &ctx.job;
+    let stages = plan_stages(job);
+    let stage = &stages[spec.stage];
+    let (p, max_p, sub, index) = (job.parallelism, job.max_parallelism, spec.subtask, spec.index);
+    let range = key_group_range(sub, p, max_p);
+    let snapshot = ctx.snapshot.as_deref();
+    let first = &job.operators[stage[0]];
+    let is_source = matches!(first.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+    let chain_ops: Vec<usize> = if is_source { stage[1..].to_vec() } else { stage.clone() };
+    let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
+    let mut chain_ids = Vec::new();
+    for &oi in &chain_ops {
+        let op = &job.operators[oi];
+        let restore_state = restore::operator_restore(snapshot, &op.uid, Some(range));
+        let ctx_err = |e: TaskError| e.context(format!("operator {}", op.uid)).0;
+        let boxed: Box<dyn StreamOperator> = match &op.kind {
+            OperatorKind::Filter(e) => Box::new(Filter::new(e).map_err(ctx_err)?),
+            OperatorKind::Map(e) => Box::new(Map::new(e).map_err(ctx_err)?),
+            OperatorKind::FlatMap(spec) => Box::new(FlatMap::new(spec).map_err(ctx_err)?),
+            OperatorKind::KeyBy { expression, .. } => Box::new(KeyBy::new(expression, max_p).map_err(ctx_err)?),
+            OperatorKind::Aggregate {
+                func,
+                expression,
+                as_field,
+            } => {
+                let key_field = match &job.operators[oi - 1].kind {
+                    OperatorKind::KeyBy { as_field, .. } => as_field.clone(),
+                    _ => "key".into(),
+                };
+                Box::new(
+                    Aggregate::new(
+                        &op.uid,
+                        *func,
+                        expression.as_deref(),
+                        &key_field,
+                        as_field,
+                        range,
+                        restore_state,
+                    )
+                    .map_err(ctx_err)?,
+                )
+            }
+            OperatorKind::FileSink(spec) => Box::new(
+                FileSink::new(&spec.path, sub, &ctx.run_id, &ctx.s3)
+                    .await
+                    .map_err(ctx_err)?,
+            ),
+            OperatorKind::PrintSink => Box::new(PrintSink),
+            OperatorKind::FileSource(_) | OperatorKind::Generator(_) => {
+                return Err(format!("operator {}: a source must be the first step", op.uid));
+            }
+        };
+        chain.push(boxed);
+        chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
+    }
+    let output = match outputs {
+        Some(senders) => Output::Keyed {
+            senders,
+            max_parallelism: max_p,
+        },
+        None => Output::None,
+    };
+    let metrics = Arc::new(TaskMetrics::default());
+    let core = TaskCore {
+        index,
+        subtask: sub,
         parallelism: p,
-        max_parallelism: max_p,
+        chain,
+        chain_ids,
+        output,
+        control,
+        events: events.clone(),
+        metrics: metrics.clone(),
+    };
+    let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
+        let restore_state = restore::operator_restore(snapshot, &first.uid, None);
+        let src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
+            .await
+            .map_err(|e| e.0)?;
+        let id = (first.uid.clone(), first.kind.name().to_string());
+        Box::new(move || {
+            tokio::spawn(async move {
+                if let Err(e) = task::run_source(core, src, id).await {
+                    let _ = events.send(TaskEvent::Failed {
+                        task: index,
+                        error: e.0,
+                    });
+                }
+            })
+        })
+    } else {
+        let mode = job.spec.checkpointing.mode;
+        Box::new(move || {
+            tokio::spawn(async move {
+                if let Err(e) = task::run_inputs(core, inputs, mode).await {
+                    let _ = events.send(TaskEvent::Failed {
+                        task: index,
+                        error: e.0,
+                    });
+                }
+            })
+        })
+    };
+    Ok(BuiltTask {
+        start,
+        metrics,
+        is_source,
+    })
+}
+
+/// The coordinator's configuration for a job.
+pub fn coordinator_config(
+    job: &Job,
+    store: storage::Store,
+    first_id: u64,
+    sources: Vec<usize>,
+    run_id: &str,
+) -> CoordinatorConfig {
+    CoordinatorConfig {
+        job: job.name.clone(),
+        parallelism: job.parallelism,
+        max_parallelism: job.max_parallelism,
         interval: job.checkpoint_interval,
         timeout: job.checkpoint_timeout,
         min_pause: job.min_pause,
@@ -289,27 +351,91 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             .as_ref()
             .and_then(|s| s.directory.clone())
             .unwrap_or_else(|| DEFAULT_SAVEPOINT_DIR.to_string()),
-        s3: s3.clone(),
-        tasks: n_tasks,
+        s3: s3_options(job),
+        tasks: task_specs(job).len(),
         sources,
         first_id,
+        run_id: run_id.to_string(),
+        fence: None,
+    }
+}
+
+/// Resolves the restore point, validates it, commits its pending sink parts, and wires every
+/// subtask in this process with local bounded channels. Errors are user-facing messages.
+pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
+    let s3 = s3_options(&job);
+    let store = storage::open(&storage_url(&job, opts.checkpoint_storage.as_deref()), &s3)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (snapshot, first_id) = restore_for_run(&job, &store, &opts.restore).await?;
+    let ctx = RunContext {
+        job: Arc::new(job),
+        s3,
+        snapshot: snapshot.map(Arc::new),
+        run_id: format!("{:016x}", rand::random::<u64>()),
+        bytes_read: Arc::new(AtomicU64::new(0)),
     };
+    let job = ctx.job.clone();
+    let p = job.parallelism as usize;
+    let specs = task_specs(&job);
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
+    // channels[(up, down)] for every keyed exchange edge, by global task index.
+    let mut senders: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
+    let mut receivers: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
+    let n_stages = plan_stages(&job).len();
+    for stage in 1..n_stages {
+        for up in 0..p {
+            for down in 0..p {
+                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                senders.entry((stage - 1) * p + up).or_default().push(tx);
+                receivers.entry(stage * p + down).or_default().push(rx);
+            }
+        }
+    }
+    let mut controls = Vec::with_capacity(specs.len());
+    let mut starts = Vec::with_capacity(specs.len());
+    let mut task_metrics = Vec::with_capacity(specs.len());
+    let mut sources = Vec::new();
+    for spec in &specs {
+        let (tx, rx) = mpsc::unbounded_channel::<Control>();
+        controls.push(tx);
+        let built = build_task(
+            &ctx,
+            spec,
+            receivers.remove(&spec.index).unwrap_or_default(),
+            senders.remove(&spec.index),
+            rx,
+            ev_tx.clone(),
+        )
+        .await?;
+        if built.is_source {
+            sources.push(spec.index);
+        }
+        task_metrics.push((spec.name.clone(), spec.subtask, built.metrics));
+        starts.push(built.start);
+    }
+    drop(ev_tx);
+    let cfg = coordinator_config(&job, store, first_id, sources, &ctx.run_id);
     let shared = Arc::new(Mutex::new(Shared::new()));
     let handle = JobHandle {
         job: job.name.clone(),
-        job_id,
-        parallelism: p,
-        max_parallelism: max_p,
-        restored_from: snapshot.as_ref().map(|s| s.url.clone()),
+        job_id: ctx.run_id.clone(),
+        parallelism: job.parallelism,
+        max_parallelism: job.max_parallelism,
+        restored_from: ctx.snapshot.as_ref().map(|s| s.url.clone()),
         shared: shared.clone(),
         commands: cmd_tx,
         tasks: task_metrics,
-        bytes_read,
+        bytes_read: ctx.bytes_read.clone(),
+        locations: Arc::default(),
+        workers: Arc::default(),
+        restarts: Arc::default(),
     };
     let run = Box::new(move || {
         tokio::spawn(async move {
-            let handles: Vec<_> = spawners.into_iter().map(|s| s()).collect();
-            let out = coordinator::run(cfg, controls, ev_rx, cmd_rx, shared).await;
+            let handles: Vec<_> = starts.into_iter().map(|s| s()).collect();
+            let out = coordinator::run(cfg, controls, ev_rx, &mut cmd_rx, shared).await;
             if out.is_err() {
                 for h in &handles {
                     h.abort();

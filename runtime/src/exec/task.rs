@@ -470,7 +470,12 @@ pub async fn run_inputs(
                     core.snapshot_and_forward(b, None, waited).await?;
                 }
             }
-            Ok((i, Some(Element::End))) | Ok((i, None)) => {
+            Ok((i, None)) => {
+                return Err(TaskError(format!(
+                    "input {i} closed without end-of-stream (upstream lost)"
+                )));
+            }
+            Ok((i, Some(Element::End))) => {
                 live[i] = false;
                 if let BarrierAction::Snapshot(b, waited) = align.check(&live) {
                     core.snapshot_and_forward(b, None, waited).await?;

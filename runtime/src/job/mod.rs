@@ -34,7 +34,7 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
 }
 
 /// Applies one `a.b.0.c=value` override to a YAML document, creating maps as needed.
-fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError> {
+pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError> {
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;

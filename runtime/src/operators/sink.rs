@@ -85,6 +85,9 @@ impl FileSink {
 #[async_trait]
 impl StreamOperator for FileSink {
     async fn process(&mut self, input: Vec<Record>, _out: &mut Vec<Record>) -> TaskResult<()> {
+        if let Some(ms) = slow_sink_delay() {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         for r in &input {
             serde_json::to_writer(&mut self.buffer, &r.value).map_err(|e| TaskError(e.to_string()))?;
             self.buffer.push(b'\n');
@@ -130,6 +133,18 @@ impl StreamOperator for FileSink {
         }
         Ok(())
     }
+}
+
+/// Test hook: `WEIR_FAILPOINT=slow-sink:<ms>` delays every batch the file sink writes by that
+/// many milliseconds (to test backpressure). Unset in production.
+fn slow_sink_delay() -> Option<u64> {
+    static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var("WEIR_FAILPOINT")
+            .ok()?
+            .split(',')
+            .find_map(|f| f.strip_prefix("slow-sink:")?.parse().ok())
+    })
 }
 
 /// Commits the pending parts recorded in a restore point for a file sink writing to `path`

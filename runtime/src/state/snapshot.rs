@@ -156,6 +156,10 @@ pub struct CheckpointMetadata {
     pub parallelism: u32,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// The run that wrote it (`weir coordinator --run-id`); a restarted coordinator of the same
+    /// run resumes from its newest checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// Stateful operators.
     pub operators: Vec<OperatorMetadata>,
 }
@@ -267,6 +271,7 @@ mod tests {
             max_parallelism: 128,
             parallelism: 2,
             triggered_at_ms: 1,
+            run_id: None,
             operators: vec![],
         };
         let bytes = encode_metadata(&m);

@@ -1,0 +1,537 @@
+//! `weir coordinator` (Flink's JobManager role): accepts worker registrations, assigns
+//! subtasks to slots once enough are registered, deploys them, runs the checkpoint
+//! coordinator over the network, serves the control API, and on the loss of a worker or the
+//! failure of a subtask restarts the whole job from the latest completed checkpoint under the
+//! restart strategy. Every deployment has an attempt number; messages of older attempts are
+//! ignored and workers still running an older attempt are refused.
+
+use super::fence::EpochFence;
+use super::restart::{self, RestartDecision, RestartPolicy};
+use super::wire::*;
+use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
+use crate::checkpoint::decide;
+use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::control::api::{JobState, WorkerStatus};
+use crate::exec::messages::{Control, TaskEvent};
+use crate::exec::task::TaskMetrics;
+use crate::exec::{self, JobHandle, task_specs};
+use crate::job::{self, Job};
+use crate::storage::{self, S3Options, Store};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Coordinator settings.
+#[derive(Debug, Clone)]
+pub struct CoordinatorOptions {
+    /// The StreamJob manifest.
+    pub job_file: PathBuf,
+    /// `--set` overrides.
+    pub sets: Vec<String>,
+    /// Restore point of the first deployment.
+    pub restore: RestoreFrom,
+    /// Checkpoint storage override.
+    pub checkpoint_dir: Option<String>,
+    /// Control API address.
+    pub listen: String,
+    /// RPC address for workers.
+    pub rpc_listen: String,
+    /// Run id (stable across coordinator restarts of the same deployment).
+    pub run_id: String,
+    /// Heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// A worker is lost after this long without a message.
+    pub heartbeat_timeout: Duration,
+    /// Restart strategy.
+    pub restart: RestartPolicy,
+    /// Exit when the job reaches a terminal state instead of serving its final status.
+    pub exit_on_finish: bool,
+}
+
+struct WorkerConn {
+    slots: u32,
+    data_addr: String,
+    tx: mpsc::UnboundedSender<ToWorker>,
+    last_seen: Instant,
+    conn_id: u64,
+}
+
+/// Shared between the RPC server and the attempt loop.
+#[derive(Default)]
+struct Registry {
+    workers: BTreeMap<String, WorkerConn>,
+    attempt: u64,
+    events: Option<mpsc::UnboundedSender<TaskEvent>>,
+    /// Workers of the current deployment, by id.
+    deployed: Vec<String>,
+}
+
+/// The restore point of the first deployment. A restarted coordinator must not go back to an
+/// older restore point than its own run already passed, so it resumes from the newest
+/// completed checkpoint when that checkpoint was written by this run (same `--run-id`), or when
+/// `--restore` names a snapshot older than it (ids only grow, so a newer checkpoint was taken
+/// after restoring from that snapshot). Otherwise `--restore` as given.
+pub async fn initial_restore(
+    store: &Store,
+    job: &str,
+    run_id: &str,
+    from: &RestoreFrom,
+    s3: &S3Options,
+) -> RestoreFrom {
+    let Ok(seen) = restore::list_checkpoints(store, job).await else {
+        return from.clone();
+    };
+    let Some(&newest) = decide::latest_candidates(&seen).first() else {
+        return from.clone();
+    };
+    let meta = |s: Store, dir: String| async move {
+        let bytes = s
+            .get(&storage::join(&dir, crate::checkpoint::METADATA_FILE))
+            .await
+            .ok()?;
+        crate::state::snapshot::decode_metadata("", &bytes).ok()
+    };
+    let newest_meta = meta(store.clone(), crate::checkpoint::checkpoint_dir(job, newest)).await;
+    if newest_meta.as_ref().and_then(|m| m.run_id.as_deref()) == Some(run_id) {
+        tracing::info!(
+            checkpoint = newest,
+            "coordinator restarted: resuming this run from its latest checkpoint"
+        );
+        return RestoreFrom::Latest;
+    }
+    if let RestoreFrom::Path(url) = from
+        && let Ok(s) = storage::open(url, s3).await
+        && let Some(m) = meta(s, String::new()).await
+        && m.checkpoint_id < newest
+    {
+        tracing::info!(checkpoint = newest, restore = %url, "a newer checkpoint than the restore point exists: resuming from it");
+        return RestoreFrom::Latest;
+    }
+    from.clone()
+}
+
+/// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
+pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
+    let job: Job =
+        job::load_manifest(&opts.job_file, &opts.sets).map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    let manifest = render_manifest(&opts.job_file, &opts.sets)?;
+    let s3 = S3Options::from(job.spec.s3.as_ref());
+    let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)
+        .await
+        .map_err(|e| e.to_string())?;
+    let fence = Arc::new(EpochFence::claim(store.clone(), &job.name).await?);
+    tracing::info!(epoch = fence.epoch(), "coordinator epoch claimed");
+    let specs = task_specs(&job);
+    let n_tasks = specs.len();
+    let p = job.parallelism as usize;
+    let metrics: Vec<Arc<TaskMetrics>> = specs.iter().map(|_| Arc::new(TaskMetrics::default())).collect();
+    let shared = Arc::new(Mutex::new(Shared::new()));
+    let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
+    let handle = JobHandle {
+        job: job.name.clone(),
+        job_id: opts.run_id.clone(),
+        parallelism: job.parallelism,
+        max_parallelism: job.max_parallelism,
+        restored_from: None,
+        shared: shared.clone(),
+        commands: cmd_tx,
+        tasks: specs
+            .iter()
+            .zip(&metrics)
+            .map(|(s, m)| (s.name.clone(), s.subtask, m.clone()))
+            .collect(),
+        bytes_read: Arc::new(AtomicU64::new(0)),
+        locations: Arc::default(),
+        workers: Arc::default(),
+        restarts: Arc::default(),
+    };
+    let api = crate::control::server::serve(&opts.listen, handle.clone()).await?;
+    let rpc = TcpListener::bind(&opts.rpc_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
+    eprintln!(
+        "weir: coordinator of job {} control API on http://{api} rpc on {}",
+        job.name,
+        rpc.local_addr().map_err(|e| e.to_string())?
+    );
+    let registry: Arc<Mutex<Registry>> = Arc::default();
+    tokio::spawn(serve_rpc(
+        rpc,
+        registry.clone(),
+        metrics.clone(),
+        opts.heartbeat_interval,
+    ));
+    tokio::spawn(watch_heartbeats(
+        registry.clone(),
+        handle.workers.clone(),
+        opts.heartbeat_timeout,
+    ));
+
+    let first_restore = initial_restore(&store, &job.name, &opts.run_id, &opts.restore, &s3).await;
+    let started = Instant::now();
+    let mut restarts: Vec<Duration> = vec![];
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        let from = if attempt == 1 {
+            first_restore.clone()
+        } else {
+            RestoreFrom::Latest
+        };
+        let result = run_attempt(
+            &job,
+            &manifest,
+            &store,
+            &fence,
+            &from,
+            attempt,
+            &opts,
+            &registry,
+            &handle,
+            &mut cmd_rx,
+            p,
+            n_tasks,
+        )
+        .await;
+        match result {
+            Ok(outcome) => {
+                tracing::info!(?outcome, "job ended");
+                if let Outcome::Stopped(path) = &outcome {
+                    eprintln!("weir: job {} stopped with savepoint {path}", job.name);
+                } else {
+                    eprintln!("weir: job {} finished", job.name);
+                }
+                if opts.exit_on_finish {
+                    if matches!(outcome, Outcome::Stopped(_)) {
+                        crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)).await;
+                    }
+                    return Ok(());
+                }
+                return serve_forever().await;
+            }
+            Err(reason) => {
+                cancel_attempt(&registry, attempt);
+                let now = started.elapsed();
+                match restart::decide(&opts.restart, &restarts, now) {
+                    RestartDecision::Restart(delay) => {
+                        restarts.push(now);
+                        handle.restarts.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(attempt, %reason, ?delay, "restarting the job from the latest checkpoint");
+                        eprintln!("weir: attempt {attempt} failed: {reason}; restarting in {delay:?}");
+                        {
+                            let mut s = shared.lock().expect("lock");
+                            s.state = JobState::Restarting;
+                            s.failure = Some(reason);
+                        }
+                        tokio::time::sleep(delay).await;
+                    }
+                    RestartDecision::GiveUp(why) => {
+                        let msg = format!("{reason}; {why}");
+                        eprintln!("weir: job {} FAILED: {msg}", job.name);
+                        {
+                            let mut s = shared.lock().expect("lock");
+                            s.state = JobState::Failed;
+                            s.failure = Some(msg.clone());
+                        }
+                        if opts.exit_on_finish {
+                            return Err(msg);
+                        }
+                        return serve_forever().await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn serve_forever() -> Result<(), String> {
+    loop {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+}
+
+/// The manifest text workers receive (the file with `--set` overrides applied).
+fn render_manifest(file: &std::path::Path, sets: &[String]) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    if sets.is_empty() {
+        return Ok(text);
+    }
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| e.to_string())?;
+    for s in sets {
+        job::apply_override(&mut doc, s).map_err(|e| e.to_string())?;
+    }
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+fn cancel_attempt(registry: &Arc<Mutex<Registry>>, attempt: u64) {
+    let mut r = registry.lock().expect("lock");
+    r.events = None;
+    for w in r.workers.values() {
+        let _ = w.tx.send(ToWorker::Cancel { attempt });
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_attempt(
+    job: &Job,
+    manifest: &str,
+    store: &Store,
+    fence: &Arc<EpochFence>,
+    from: &RestoreFrom,
+    attempt: u64,
+    opts: &CoordinatorOptions,
+    registry: &Arc<Mutex<Registry>>,
+    handle: &JobHandle,
+    commands: &mut mpsc::UnboundedReceiver<SavepointCommand>,
+    p: usize,
+    n_tasks: usize,
+) -> Result<Outcome, String> {
+    handle.shared.lock().expect("lock").state = JobState::Initializing;
+    // Wait for enough slots.
+    let mut waited = Instant::now();
+    let assignment: Vec<(String, String, u32)> = loop {
+        {
+            let r = registry.lock().expect("lock");
+            let total: u32 = r.workers.values().map(|w| w.slots).sum();
+            if total as usize >= p {
+                break r
+                    .workers
+                    .iter()
+                    .map(|(id, w)| (id.clone(), w.data_addr.clone(), w.slots))
+                    .collect();
+            }
+            if waited.elapsed() > Duration::from_secs(10) {
+                tracing::info!(have = total, need = p, "waiting for task slots");
+                waited = Instant::now();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (snapshot, first_id) = exec::restore_for_run(job, store, from).await?;
+    let restore_url = snapshot.as_ref().map(|s| s.url.clone());
+    // Slot sharing, as in Flink: slot k runs subtask k of every stage (one pipeline slice),
+    // so a job needs `parallelism` slots. Slots are filled in worker-id order.
+    let slots: Vec<(&String, &String)> = assignment
+        .iter()
+        .flat_map(|(id, addr, n)| std::iter::repeat_n((id, addr), *n as usize))
+        .take(p)
+        .collect();
+    let worker_of: Vec<String> = (0..n_tasks).map(|t| slots[t % p].0.clone()).collect();
+    let locations: Vec<String> = (0..n_tasks).map(|t| slots[t % p].1.clone()).collect();
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
+    {
+        let mut r = registry.lock().expect("lock");
+        r.attempt = attempt;
+        r.events = Some(ev_tx.clone());
+        r.deployed = assignment.iter().map(|a| a.0.clone()).collect();
+        for (id, _, _) in &assignment {
+            let tasks: Vec<usize> = (0..n_tasks).filter(|t| &worker_of[*t] == id).collect();
+            if tasks.is_empty() {
+                continue;
+            }
+            let d = Deployment {
+                attempt,
+                manifest: manifest.to_string(),
+                restore: restore_url.clone(),
+                // Unique per coordinator epoch and attempt: sink part names never collide
+                // with parts of an earlier process or attempt.
+                run_id: format!("{}-e{}-a{attempt}", opts.run_id, fence.epoch()),
+                tasks,
+                locations: locations.clone(),
+            };
+            match r.workers.get(id) {
+                Some(w) => {
+                    let _ = w.tx.send(ToWorker::Deploy(Box::new(d)));
+                }
+                None => return Err(format!("worker {id} left before deployment")),
+            }
+        }
+    }
+    {
+        let mut l = handle.locations.lock().expect("lock");
+        *l = worker_of.iter().enumerate().map(|(t, w)| (t, w.clone())).collect();
+    }
+    tracing::info!(attempt, restore = ?restore_url, first_checkpoint = first_id, "deployed");
+    // Control messages go to the worker running each task.
+    let mut controls = Vec::with_capacity(n_tasks);
+    for t in 0..n_tasks {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Control>();
+        controls.push(tx);
+        let registry = registry.clone();
+        let worker = worker_of[t].clone();
+        tokio::spawn(async move {
+            while let Some(c) = rx.recv().await {
+                let r = registry.lock().expect("lock");
+                if r.attempt != attempt {
+                    return;
+                }
+                if let Some(w) = r.workers.get(&worker) {
+                    let _ = w.tx.send(ToWorker::Control {
+                        attempt,
+                        task: t,
+                        control: WireControl::from_control(&c),
+                    });
+                }
+            }
+        });
+    }
+    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, (0..p).collect(), &opts.run_id);
+    cfg.fence = Some(fence.clone());
+    drop(ev_tx);
+    ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await
+}
+
+async fn serve_rpc(
+    listener: TcpListener,
+    registry: Arc<Mutex<Registry>>,
+    metrics: Vec<Arc<TaskMetrics>>,
+    heartbeat: Duration,
+) {
+    let next_conn = Arc::new(AtomicU64::new(1));
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let registry = registry.clone();
+        let metrics = metrics.clone();
+        let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let mut conn = framed(stream);
+            let Ok(Some(ToCoordinator::Register {
+                worker_id,
+                slots,
+                data_addr,
+                running_attempt,
+            })) = recv(&mut conn).await
+            else {
+                return;
+            };
+            let current = registry.lock().expect("lock").attempt;
+            if let Some(a) = running_attempt
+                && a != current
+            {
+                let reason = format!("stale attempt {a}: the job is at attempt {current}; cancel and register again");
+                tracing::warn!(worker = %worker_id, %reason, "refusing worker");
+                let _ = send(&mut conn, &ToWorker::Refused { reason }).await;
+                return;
+            }
+            if send(&mut conn, &ToWorker::Registered).await.is_err() {
+                return;
+            }
+            tracing::info!(worker = %worker_id, %peer, slots, %data_addr, "worker registered");
+            let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
+            let replaced = registry.lock().expect("lock").workers.insert(
+                worker_id.clone(),
+                WorkerConn {
+                    slots,
+                    data_addr,
+                    tx,
+                    last_seen: Instant::now(),
+                    conn_id,
+                },
+            );
+            if replaced.is_some() {
+                lose_worker(&registry, &worker_id, "re-registered", None);
+                // lose_worker removed the new entry too if it matched; re-insert is not needed
+                // because it only removes when conn ids match.
+            }
+            let mut tick = tokio::time::interval(heartbeat);
+            loop {
+                tokio::select! {
+                    msg = recv::<ToCoordinator>(&mut conn) => match msg {
+                        Ok(Some(ToCoordinator::Heartbeat { counters })) => {
+                            if let Some(w) = registry.lock().expect("lock").workers.get_mut(&worker_id) {
+                                w.last_seen = Instant::now();
+                            }
+                            for (t, i, o, bp) in counters {
+                                if let Some(m) = metrics.get(t) {
+                                    m.records_in.store(i, Ordering::Relaxed);
+                                    m.records_out.store(o, Ordering::Relaxed);
+                                    m.backpressured_ns.store(bp, Ordering::Relaxed);
+                                }
+                            }
+                        }
+                        Ok(Some(ToCoordinator::Event { attempt, event })) => {
+                            let r = registry.lock().expect("lock");
+                            if attempt == r.attempt
+                                && let Some(ev) = &r.events
+                            {
+                                let _ = ev.send(event.into());
+                            }
+                        }
+                        Ok(Some(ToCoordinator::Register { .. })) => {}
+                        Ok(None) | Err(_) => break,
+                    },
+                    out = rx.recv() => match out {
+                        Some(m) => if send(&mut conn, &m).await.is_err() { break },
+                        None => break,
+                    },
+                    _ = tick.tick() => {
+                        if send(&mut conn, &ToWorker::Heartbeat).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            lose_worker(&registry, &worker_id, "connection closed", Some(conn_id));
+        });
+    }
+}
+
+/// Removes a worker; if it ran subtasks of the current attempt, fails the attempt.
+fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn_id: Option<u64>) {
+    let mut r = registry.lock().expect("lock");
+    let matches = r
+        .workers
+        .get(worker_id)
+        .is_some_and(|w| conn_id.is_none_or(|c| c == w.conn_id));
+    if conn_id.is_some() && !matches {
+        return; // a newer connection of the same worker replaced this one
+    }
+    if conn_id.is_some() {
+        r.workers.remove(worker_id);
+    }
+    tracing::warn!(worker = worker_id, why, "worker lost");
+    if r.deployed.iter().any(|w| w == worker_id)
+        && let Some(ev) = &r.events
+    {
+        let _ = ev.send(TaskEvent::Failed {
+            task: usize::MAX,
+            error: format!("worker {worker_id} lost ({why})"),
+        });
+    }
+}
+
+async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, status: Arc<Mutex<Vec<WorkerStatus>>>, timeout: Duration) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stale: Vec<(String, u64)> = {
+            let r = registry.lock().expect("lock");
+            *status.lock().expect("lock") = r
+                .workers
+                .iter()
+                .map(|(id, w)| WorkerStatus {
+                    id: id.clone(),
+                    address: w.data_addr.clone(),
+                    slots: w.slots,
+                    last_heartbeat_ms: w.last_seen.elapsed().as_millis() as u64,
+                })
+                .collect();
+            r.workers
+                .iter()
+                .filter(|(_, w)| w.last_seen.elapsed() > timeout)
+                .map(|(id, w)| (id.clone(), w.conn_id))
+                .collect()
+        };
+        for (id, conn) in stale {
+            lose_worker(&registry, &id, "heartbeat timeout", Some(conn));
+        }
+    }
+}
+
+/// Shared test hook: the task metrics type is re-exported for status assembly.
+pub type Metrics = HashMap<usize, Arc<TaskMetrics>>;

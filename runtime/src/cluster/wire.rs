@@ -1,0 +1,335 @@
+//! The wire protocol of the distributed runtime: length-delimited frames (a 4-byte big-endian
+//! length, then a JSON body), over one TCP connection per worker for control (RPC) and one per
+//! remote channel between subtasks for data.
+//!
+//! RPC, worker → coordinator: [`ToCoordinator`]; coordinator → worker: [`ToWorker`]. Data,
+//! upstream worker → downstream worker: [`DataFrame`] (`Hello` first, then records, barriers
+//! and end-of-stream in band); downstream → upstream: `Credit` frames (credit-based flow
+//! control: the sender sends one frame per credit; the receiver grants a credit each time it
+//! has handed a frame to the subtask's bounded input channel).
+
+use crate::checkpoint::{Ack, Barrier, SnapshotTarget};
+use crate::control::api::SnapshotKind;
+use crate::exec::messages::{Control, TaskEvent};
+use crate::record::Record;
+use crate::storage::{self, S3Options, Store};
+use futures::{SinkExt, StreamExt};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// Largest frame accepted (64 MiB).
+pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// A framed connection.
+pub type Conn = Framed<TcpStream, LengthDelimitedCodec>;
+
+/// Wraps a TCP stream in the frame codec.
+pub fn framed(stream: TcpStream) -> Conn {
+    let _ = stream.set_nodelay(true);
+    Framed::new(
+        stream,
+        LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec(),
+    )
+}
+
+/// Sends one message.
+pub async fn send<T: Serialize>(conn: &mut Conn, msg: &T) -> Result<(), String> {
+    let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
+    conn.send(bytes::Bytes::from(body))
+        .await
+        .map_err(|e| format!("send failed: {e}"))
+}
+
+/// Receives one message; `Ok(None)` when the peer closed the connection.
+pub async fn recv<T: for<'de> Deserialize<'de>>(conn: &mut Conn) -> Result<Option<T>, String> {
+    match conn.next().await {
+        None => Ok(None),
+        Some(Err(e)) => Err(format!("receive failed: {e}")),
+        Some(Ok(bytes)) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("undecodable frame: {e}")),
+    }
+}
+
+/// A barrier on the wire: the snapshot target travels as a store URL plus a directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireBarrier {
+    /// Checkpoint id.
+    pub id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Stop-with-savepoint.
+    pub stop: bool,
+    /// Root URL of the target store.
+    pub store_url: String,
+    /// Directory inside it.
+    pub dir: String,
+    /// Trigger time, ms since the Unix epoch.
+    pub triggered_at_ms: u64,
+}
+
+impl WireBarrier {
+    /// The wire form of a barrier.
+    pub fn from_barrier(b: &Barrier) -> WireBarrier {
+        WireBarrier {
+            id: b.id,
+            kind: b.kind,
+            stop: b.stop,
+            store_url: b.target.store.url(""),
+            dir: b.target.dir.clone(),
+            triggered_at_ms: b.triggered_at_ms,
+        }
+    }
+}
+
+/// Opens target stores by URL, once per URL.
+#[derive(Clone, Default)]
+pub struct StoreCache {
+    s3: S3Options,
+    stores: Arc<Mutex<HashMap<String, Store>>>,
+}
+
+impl StoreCache {
+    /// A cache using `s3` settings.
+    pub fn new(s3: S3Options) -> StoreCache {
+        StoreCache {
+            s3,
+            stores: Arc::default(),
+        }
+    }
+
+    /// Rebuilds a barrier, opening its store if needed.
+    pub async fn barrier(&self, w: &WireBarrier) -> Result<Barrier, String> {
+        let cached = self.stores.lock().expect("lock").get(&w.store_url).cloned();
+        let store = match cached {
+            Some(s) => s,
+            None => {
+                let s = storage::open(&w.store_url, &self.s3).await.map_err(|e| e.to_string())?;
+                self.stores.lock().expect("lock").insert(w.store_url.clone(), s.clone());
+                s
+            }
+        };
+        Ok(Barrier {
+            id: w.id,
+            kind: w.kind,
+            stop: w.stop,
+            target: Arc::new(SnapshotTarget {
+                store,
+                dir: w.dir.clone(),
+            }),
+            triggered_at_ms: w.triggered_at_ms,
+        })
+    }
+}
+
+/// Coordinator → subtask control, on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireControl {
+    /// Inject a barrier (sources).
+    Trigger(WireBarrier),
+    /// Checkpoint complete: commit.
+    Complete(u64),
+    /// Resume after a failed stop-with-savepoint.
+    Resume,
+    /// End the input (sources).
+    Finish,
+    /// Exit.
+    Shutdown,
+}
+
+impl WireControl {
+    /// The wire form of a control message.
+    pub fn from_control(c: &Control) -> WireControl {
+        match c {
+            Control::Trigger(b) => WireControl::Trigger(WireBarrier::from_barrier(b)),
+            Control::Complete(id) => WireControl::Complete(*id),
+            Control::Resume => WireControl::Resume,
+            Control::Finish => WireControl::Finish,
+            Control::Shutdown => WireControl::Shutdown,
+        }
+    }
+
+    /// Back to a control message.
+    pub async fn into_control(self, stores: &StoreCache) -> Result<Control, String> {
+        Ok(match self {
+            WireControl::Trigger(w) => Control::Trigger(stores.barrier(&w).await?),
+            WireControl::Complete(id) => Control::Complete(id),
+            WireControl::Resume => Control::Resume,
+            WireControl::Finish => Control::Finish,
+            WireControl::Shutdown => Control::Shutdown,
+        })
+    }
+}
+
+/// Subtask → coordinator events, on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum WireEvent {
+    /// Snapshot acknowledged.
+    Ack(Ack),
+    /// Snapshot declined.
+    Declined {
+        /// Checkpoint id.
+        checkpoint_id: u64,
+        /// Task index.
+        task: usize,
+        /// Why.
+        reason: String,
+    },
+    /// Source read everything.
+    SourceExhausted(usize),
+    /// Subtask forwarded end-of-stream.
+    Ended(usize),
+    /// Subtask failed.
+    Failed(usize, String),
+}
+
+impl From<TaskEvent> for WireEvent {
+    fn from(e: TaskEvent) -> Self {
+        match e {
+            TaskEvent::Ack(a) => WireEvent::Ack(a),
+            TaskEvent::Declined {
+                checkpoint_id,
+                task,
+                reason,
+            } => WireEvent::Declined {
+                checkpoint_id,
+                task,
+                reason,
+            },
+            TaskEvent::SourceExhausted { task } => WireEvent::SourceExhausted(task),
+            TaskEvent::Ended { task } => WireEvent::Ended(task),
+            TaskEvent::Failed { task, error } => WireEvent::Failed(task, error),
+        }
+    }
+}
+
+impl From<WireEvent> for TaskEvent {
+    fn from(e: WireEvent) -> Self {
+        match e {
+            WireEvent::Ack(a) => TaskEvent::Ack(a),
+            WireEvent::Declined {
+                checkpoint_id,
+                task,
+                reason,
+            } => TaskEvent::Declined {
+                checkpoint_id,
+                task,
+                reason,
+            },
+            WireEvent::SourceExhausted(task) => TaskEvent::SourceExhausted { task },
+            WireEvent::Ended(task) => TaskEvent::Ended { task },
+            WireEvent::Failed(task, error) => TaskEvent::Failed { task, error },
+        }
+    }
+}
+
+/// Per-task counters reported in heartbeats: (task, records in, records out, backpressured ns).
+pub type TaskCounters = Vec<(usize, u64, u64, u64)>;
+
+/// Worker → coordinator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToCoordinator {
+    /// First message: who the worker is. `running_attempt` is the attempt whose subtasks it
+    /// still runs (after a reconnect); a stale one is refused.
+    Register {
+        /// Stable worker id (pod name).
+        worker_id: String,
+        /// Task slots offered.
+        slots: u32,
+        /// Address other workers reach its data listener at.
+        data_addr: String,
+        /// Attempt of the subtasks it still runs, if any.
+        running_attempt: Option<u64>,
+    },
+    /// Liveness plus counters.
+    Heartbeat {
+        /// Counters of running subtasks.
+        counters: TaskCounters,
+    },
+    /// A subtask event of `attempt`.
+    Event {
+        /// The deployment attempt the subtask belongs to.
+        attempt: u64,
+        /// The event.
+        event: WireEvent,
+    },
+}
+
+/// The subtasks a worker runs for one attempt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deployment {
+    /// Attempt (generation) number: fences everything from older attempts.
+    pub attempt: u64,
+    /// The StreamJob manifest (YAML).
+    pub manifest: String,
+    /// URL of the restore point directory, already resolved and verified by the coordinator.
+    pub restore: Option<String>,
+    /// Run id (names sink parts; unique per attempt).
+    pub run_id: String,
+    /// Task indexes this worker runs.
+    pub tasks: Vec<usize>,
+    /// Data address of the worker running each task, by task index.
+    pub locations: Vec<String>,
+}
+
+/// Coordinator → worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToWorker {
+    /// Registration accepted.
+    Registered,
+    /// Registration refused (stale attempt, ...): the worker must cancel its subtasks.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Run these subtasks.
+    Deploy(Box<Deployment>),
+    /// Control message for one subtask of `attempt`.
+    Control {
+        /// Attempt.
+        attempt: u64,
+        /// Task index.
+        task: usize,
+        /// The message.
+        control: WireControl,
+    },
+    /// Cancel every subtask of `attempt`.
+    Cancel {
+        /// Attempt.
+        attempt: u64,
+    },
+    /// Liveness.
+    Heartbeat,
+}
+
+/// Data connection frames.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum DataFrame {
+    /// First frame from the upstream side: which channel this is.
+    Hello {
+        /// Attempt.
+        attempt: u64,
+        /// Upstream task index.
+        up: usize,
+        /// Downstream task index.
+        down: usize,
+    },
+    /// A batch of records.
+    Records(Vec<Record>),
+    /// A barrier.
+    Barrier(WireBarrier),
+    /// End of stream.
+    End,
+    /// Downstream grants this many more frames.
+    Credit(u32),
+    /// Downstream refuses the channel (stale attempt, or not deployed yet: retry).
+    Refused {
+        /// Why.
+        reason: String,
+        /// Whether retrying may succeed.
+        retry: bool,
+    },
+}

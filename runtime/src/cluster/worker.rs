@@ -1,0 +1,432 @@
+//! `weir worker` (Flink's TaskManager role): registers its slots with the coordinator, runs
+//! the subtasks it is deployed, exchanges records with other workers over TCP with
+//! credit-based flow control, uploads its subtasks' state directly to checkpoint storage, and
+//! acknowledges to the coordinator. It cancels its subtasks when the coordinator says so, when
+//! the coordinator is lost (heartbeat timeout or closed connection), or when its registration
+//! is refused as stale.
+
+use super::wire::*;
+use crate::checkpoint::restore;
+use crate::exec::messages::{Control, Element, TaskEvent};
+use crate::exec::task::TaskMetrics;
+use crate::exec::{self, CHANNEL_CAPACITY, RunContext, plan_stages, task_specs};
+use crate::job;
+use crate::storage::{self, S3Options};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Credits a receiver grants when a data channel opens (frames in flight per channel).
+pub const INITIAL_CREDITS: u32 = 4;
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Coordinator RPC address (`host:port`).
+    pub coordinator: String,
+    /// Task slots.
+    pub slots: u32,
+    /// Data listener bind address.
+    pub data_listen: String,
+    /// Address other workers use to reach the data listener (default: the bound address).
+    pub advertise: Option<String>,
+    /// Stable id (default: hostname-pid).
+    pub worker_id: String,
+    /// Heartbeat interval.
+    pub heartbeat_interval: Duration,
+    /// Coordinator considered lost after this long without a message.
+    pub heartbeat_timeout: Duration,
+}
+
+/// Inbound channels waiting for their upstream connection, per attempt.
+#[derive(Default)]
+struct Inbound {
+    attempt: u64,
+    channels: HashMap<(usize, usize), mpsc::Sender<Element>>,
+    stores: StoreCache,
+}
+
+struct Running {
+    attempt: u64,
+    controls: HashMap<usize, mpsc::UnboundedSender<Control>>,
+    handles: Vec<JoinHandle<()>>,
+    metrics: Vec<(usize, Arc<TaskMetrics>)>,
+    stores: StoreCache,
+}
+
+impl Running {
+    fn cancel(self) {
+        for h in &self.handles {
+            h.abort();
+        }
+        tracing::info!(attempt = self.attempt, "cancelled subtasks");
+    }
+}
+
+/// Runs the worker until the process is stopped. Errors only for setup failures.
+pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
+    let listener = TcpListener::bind(&cfg.data_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.data_listen))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
+    eprintln!(
+        "weir: worker {} data listener on {bound} (advertised as {advertise})",
+        cfg.worker_id
+    );
+    let inbound: Arc<Mutex<Inbound>> = Arc::default();
+    tokio::spawn(accept_data(listener, inbound.clone()));
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
+    let mut running: Option<Running> = None;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut conn = match TcpStream::connect(&cfg.coordinator).await {
+            Ok(s) => framed(s),
+            Err(e) => {
+                tracing::warn!(coordinator = %cfg.coordinator, error = %e, "cannot reach the coordinator; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(200);
+        let register = ToCoordinator::Register {
+            worker_id: cfg.worker_id.clone(),
+            slots: cfg.slots,
+            data_addr: advertise.clone(),
+            running_attempt: running.as_ref().map(|r| r.attempt),
+        };
+        if send(&mut conn, &register).await.is_err() {
+            continue;
+        }
+        match recv::<ToWorker>(&mut conn).await {
+            Ok(Some(ToWorker::Registered)) => {
+                eprintln!("weir: worker {} registered with {} slots", cfg.worker_id, cfg.slots);
+            }
+            Ok(Some(ToWorker::Refused { reason })) => {
+                eprintln!("weir: worker {} registration refused: {reason}", cfg.worker_id);
+                if let Some(r) = running.take() {
+                    r.cancel();
+                }
+                continue;
+            }
+            _ => continue,
+        }
+        let mut last_seen = Instant::now();
+        let mut tick = tokio::time::interval(cfg.heartbeat_interval);
+        loop {
+            tokio::select! {
+                msg = recv::<ToWorker>(&mut conn) => {
+                    let msg = match msg {
+                        Ok(Some(m)) => m,
+                        Ok(None) | Err(_) => {
+                            tracing::warn!("connection to the coordinator lost");
+                            break;
+                        }
+                    };
+                    last_seen = Instant::now();
+                    match msg {
+                        ToWorker::Deploy(d) => {
+                            if let Some(r) = running.take() {
+                                r.cancel();
+                            }
+                            let attempt = d.attempt;
+                            match deploy(*d, &inbound, out_tx.clone()).await {
+                                Ok(r) => running = Some(r),
+                                Err(e) => {
+                                    tracing::error!(attempt, error = %e, "deployment failed");
+                                    let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(usize::MAX, e) });
+                                }
+                            }
+                        }
+                        ToWorker::Control { attempt, task, control } => {
+                            if let Some(r) = running.as_ref().filter(|r| r.attempt == attempt)
+                                && let Some(tx) = r.controls.get(&task)
+                            {
+                                match control.into_control(&r.stores).await {
+                                    Ok(c) => { let _ = tx.send(c); }
+                                    Err(e) => {
+                                        let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(task, e) });
+                                    }
+                                }
+                            }
+                        }
+                        ToWorker::Cancel { attempt } => {
+                            if running.as_ref().is_some_and(|r| r.attempt == attempt)
+                                && let Some(r) = running.take()
+                            {
+                                r.cancel();
+                            }
+                        }
+                        ToWorker::Heartbeat | ToWorker::Registered | ToWorker::Refused { .. } => {}
+                    }
+                }
+                Some(out) = out_rx.recv() => {
+                    if send(&mut conn, &out).await.is_err() {
+                        break;
+                    }
+                }
+                _ = tick.tick() => {
+                    if last_seen.elapsed() > cfg.heartbeat_timeout {
+                        tracing::warn!("coordinator heartbeat timed out");
+                        break;
+                    }
+                    let counters = running.as_ref().map(|r| r.metrics.iter().map(|(t, m)| {
+                        (*t, m.records_in.load(Ordering::Relaxed), m.records_out.load(Ordering::Relaxed), m.backpressured_ns.load(Ordering::Relaxed))
+                    }).collect()).unwrap_or_default();
+                    if send(&mut conn, &ToCoordinator::Heartbeat { counters }).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        // The coordinator is gone: its attempt's subtasks must not keep running (a new
+        // coordinator redeploys from the latest checkpoint).
+        if let Some(r) = running.take() {
+            r.cancel();
+        }
+    }
+}
+
+async fn deploy(
+    d: Deployment,
+    inbound: &Arc<Mutex<Inbound>>,
+    out: mpsc::UnboundedSender<ToCoordinator>,
+) -> Result<Running, String> {
+    let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
+    let s3 = S3Options::from(job.spec.s3.as_ref());
+    let snapshot = match &d.restore {
+        Some(url) => {
+            let store = storage::open(url, &s3).await.map_err(|e| e.to_string())?;
+            Some(Arc::new(restore::load(&store, "").await.map_err(|e| e.to_string())?))
+        }
+        None => None,
+    };
+    let ctx = RunContext {
+        job: Arc::new(job),
+        s3: s3.clone(),
+        snapshot,
+        run_id: d.run_id.clone(),
+        bytes_read: Arc::new(AtomicU64::new(0)),
+    };
+    let p = ctx.job.parallelism as usize;
+    let n_stages = plan_stages(&ctx.job).len();
+    let specs = task_specs(&ctx.job);
+    let local: HashSet<usize> = d.tasks.iter().copied().collect();
+    let stores = StoreCache::new(s3);
+    let attempt = d.attempt;
+    let mut handles = Vec::new();
+
+    // Inputs first: local pairs and inbound registrations.
+    let mut local_senders: HashMap<(usize, usize), mpsc::Sender<Element>> = HashMap::new();
+    let mut inputs: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
+    let mut registered = HashMap::new();
+    for &t in &d.tasks {
+        let stage = t / p;
+        if stage == 0 {
+            continue;
+        }
+        for up in 0..p {
+            let u = (stage - 1) * p + up;
+            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+            if local.contains(&u) {
+                local_senders.insert((u, t), tx);
+            } else {
+                registered.insert((u, t), tx);
+            }
+            inputs.entry(t).or_default().push(rx);
+        }
+    }
+    {
+        let mut ib = inbound.lock().expect("lock");
+        ib.attempt = attempt;
+        ib.channels = registered;
+        ib.stores = stores.clone();
+    }
+    // Outputs: local senders or network writers.
+    let mut outputs: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
+    for &t in &d.tasks {
+        let stage = t / p;
+        if stage + 1 >= n_stages {
+            continue;
+        }
+        for down in 0..p {
+            let dn = (stage + 1) * p + down;
+            let tx = match local_senders.remove(&(t, dn)) {
+                Some(tx) => tx,
+                None => {
+                    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                    let addr = d
+                        .locations
+                        .get(dn)
+                        .cloned()
+                        .ok_or_else(|| format!("no location for task {dn}"))?;
+                    handles.push(tokio::spawn(write_channel(addr, attempt, t, dn, rx)));
+                    tx
+                }
+            };
+            outputs.entry(t).or_default().push(tx);
+        }
+    }
+    // Subtasks.
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
+    let mut controls = HashMap::new();
+    let mut metrics = Vec::new();
+    let mut starts = Vec::new();
+    for &t in &d.tasks {
+        let spec = specs.get(t).ok_or_else(|| format!("task {t} is not in the plan"))?;
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        let built = exec::build_task(
+            &ctx,
+            spec,
+            inputs.remove(&t).unwrap_or_default(),
+            outputs.remove(&t),
+            ctl_rx,
+            ev_tx.clone(),
+        )
+        .await?;
+        controls.insert(t, ctl_tx);
+        metrics.push((t, built.metrics));
+        starts.push(built.start);
+    }
+    drop(ev_tx);
+    handles.extend(starts.into_iter().map(|s| s()));
+    handles.push(tokio::spawn(async move {
+        while let Some(ev) = ev_rx.recv().await {
+            let _ = out.send(ToCoordinator::Event {
+                attempt,
+                event: ev.into(),
+            });
+        }
+    }));
+    tracing::info!(attempt, tasks = ?d.tasks, "deployed subtasks");
+    Ok(Running {
+        attempt,
+        controls,
+        handles,
+        metrics,
+        stores,
+    })
+}
+
+/// Upstream side of a remote channel: connect, say hello, then send one frame per credit.
+async fn write_channel(addr: String, attempt: u64, up: usize, down: usize, mut rx: mpsc::Receiver<Element>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut conn = loop {
+        let attempt_conn = async {
+            let mut c = framed(TcpStream::connect(&addr).await.map_err(|e| (e.to_string(), true))?);
+            send(&mut c, &DataFrame::Hello { attempt, up, down })
+                .await
+                .map_err(|e| (e, true))?;
+            match recv::<DataFrame>(&mut c).await {
+                Ok(Some(DataFrame::Credit(n))) => Ok((c, n)),
+                Ok(Some(DataFrame::Refused { reason, retry })) => Err((reason, retry)),
+                other => Err((format!("unexpected reply {other:?}"), true)),
+            }
+        };
+        match attempt_conn.await {
+            Ok(c) => break c,
+            Err((e, retry)) if retry && Instant::now() < deadline => {
+                tracing::debug!(%addr, up, down, error = %e, "data channel not ready; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err((e, _)) => {
+                tracing::error!(%addr, up, down, error = %e, "data channel refused");
+                return;
+            }
+        }
+    };
+    let (c, mut credits) = (&mut conn.0, conn.1);
+    while let Some(el) = rx.recv().await {
+        while credits == 0 {
+            match recv::<DataFrame>(c).await {
+                Ok(Some(DataFrame::Credit(n))) => credits += n,
+                _ => return,
+            }
+        }
+        let (frame, end) = match el {
+            Element::Records(r) => (DataFrame::Records(r), false),
+            Element::Barrier(b) => (DataFrame::Barrier(WireBarrier::from_barrier(&b)), false),
+            Element::End => (DataFrame::End, true),
+        };
+        if send(c, &frame).await.is_err() {
+            return;
+        }
+        credits -= 1;
+        if end {
+            return;
+        }
+    }
+}
+
+async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let inbound = inbound.clone();
+        tokio::spawn(async move {
+            let mut conn = framed(stream);
+            let Ok(Some(DataFrame::Hello { attempt, up, down })) = recv::<DataFrame>(&mut conn).await else {
+                return;
+            };
+            let claimed = {
+                let mut ib = inbound.lock().expect("lock");
+                if attempt < ib.attempt {
+                    Err((format!("stale attempt {attempt}, current {}", ib.attempt), false))
+                } else if attempt > ib.attempt {
+                    Err(("not deployed yet".to_string(), true))
+                } else {
+                    ib.channels
+                        .remove(&(up, down))
+                        .map(|tx| (tx, ib.stores.clone()))
+                        .ok_or(("unknown channel".to_string(), true))
+                }
+            };
+            let (tx, stores) = match claimed {
+                Ok(x) => x,
+                Err((reason, retry)) => {
+                    let _ = send(&mut conn, &DataFrame::Refused { reason, retry }).await;
+                    return;
+                }
+            };
+            if send(&mut conn, &DataFrame::Credit(INITIAL_CREDITS)).await.is_err() {
+                return;
+            }
+            read_channel(conn, tx, stores).await;
+        });
+    }
+}
+
+/// Downstream side: hand each frame to the subtask's bounded input, then grant a credit. A
+/// connection that drops before end-of-stream drops the input sender, which the subtask
+/// reports as a failure.
+async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCache) {
+    loop {
+        let el = match recv::<DataFrame>(&mut conn).await {
+            Ok(Some(DataFrame::Records(r))) => Element::Records(r),
+            Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
+                Ok(b) => Element::Barrier(b),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot open the barrier's snapshot target");
+                    return;
+                }
+            },
+            Ok(Some(DataFrame::End)) => {
+                let _ = tx.send(Element::End).await;
+                return;
+            }
+            _ => return,
+        };
+        if tx.send(el).await.is_err() {
+            return;
+        }
+        if send(&mut conn, &DataFrame::Credit(1)).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! The distributed runtime with real processes on 127.0.0.1: one coordinator and three
+//! workers (parallelism 4, 2 slots each). Worker and coordinator crashes, savepoints across
+//! deployment shapes, backpressure, and fencing of stale workers.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Proc {
+    fn spawn(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(weir())
+            .args(args)
+            .env("WEIR_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Proc { child, log }
+    }
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn wait_ok(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "{} exited with {st}: {}", self.log.display(), self.text());
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still running after {timeout:?}: {}",
+                self.log.display(),
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Cluster {
+    dir: std::path::PathBuf,
+    job: std::path::PathBuf,
+    api: String,
+    rpc: String,
+    coordinator: Proc,
+    workers: Vec<Proc>,
+    extra: Vec<String>,
+}
+
+impl Cluster {
+    fn coordinator_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "coordinator".into(),
+            "--job".into(),
+            self.job.display().to_string(),
+            "--listen".into(),
+            self.api.trim_start_matches("http://").into(),
+            "--rpc-listen".into(),
+            self.rpc.clone(),
+            "--run-id".into(),
+            "test-run".into(),
+            "--exit-on-finish".into(),
+            "--restart-backoff".into(),
+            "200ms".into(),
+            "--heartbeat-timeout".into(),
+            "3s".into(),
+        ];
+        a.extend(self.extra.iter().cloned());
+        a
+    }
+
+    fn start(dir: &Path, job: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let api = format!("http://127.0.0.1:{}", free_port());
+        let rpc = format!("127.0.0.1:{}", free_port());
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            job: job.to_path_buf(),
+            api,
+            rpc,
+            coordinator: Proc {
+                child: Command::new("true").spawn().unwrap(),
+                log: dir.join("none"),
+            },
+            workers: vec![],
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        c.restart_coordinator(env);
+        for i in 0..3 {
+            c.add_worker(&format!("w{i}"), env);
+        }
+        c
+    }
+
+    fn restart_coordinator(&mut self, env: &[(&str, &str)]) {
+        let args = self.coordinator_args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let n = self.dir.read_dir().unwrap().count();
+        self.coordinator = Proc::spawn(&self.dir, &format!("coordinator-{n}"), &args, env);
+    }
+
+    fn add_worker(&mut self, id: &str, env: &[(&str, &str)]) {
+        let args = [
+            "worker",
+            "--coordinator",
+            &self.rpc,
+            "--slots",
+            "2",
+            "--data-listen",
+            "127.0.0.1:0",
+            "--worker-id",
+            id,
+        ];
+        self.workers.push(Proc::spawn(&self.dir, id, &args, env));
+    }
+
+    fn job_status(&self) -> Option<serde_json::Value> {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{}/v1/job", self.api)])
+            .output()
+            .ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// Waits until the job is RUNNING with at least one completed checkpoint after `after`.
+    fn wait_checkpoint_after(&self, after: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.job_status()
+                && s["state"] == "RUNNING"
+                && let Some(id) = s["lastCompletedCheckpoint"]["id"].as_u64()
+                && id > after
+            {
+                return id;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint after {after}: {}",
+                self.coordinator.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn job(dir: &Path, parallelism: u32, rate: Option<u64>) -> (std::path::PathBuf, Paths) {
+    let paths = Paths::local(dir);
+    let m = wordcount_manifest(dir, &paths, parallelism, "exactly-once", "300ms", rate, None);
+    (m, paths)
+}
+
+#[test]
+fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    c.workers[1].kill9();
+    c.add_worker("w-replacement", &[]);
+    // The job restarts from a checkpoint and makes progress again.
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let status_log = c.coordinator.text();
+    assert!(status_log.contains("restarting in"), "{status_log}");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "worker kill -9",
+    );
+}
+
+#[test]
+fn kill_9_of_the_coordinator_then_a_restart_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    c.coordinator.kill9();
+    c.restart_coordinator(&[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "coordinator kill -9",
+    );
+}
+
+fn trigger_stop(api: &str) -> String {
+    let out = Command::new(weir())
+        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stop-with-savepoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn savepoints_move_between_the_cluster_and_weir_run() {
+    // Cluster (p=4) → stop with savepoint → weir run at p=2 → stop → cluster (p=4) finishes.
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    c.wait_checkpoint_after(0);
+    let sp1 = trigger_stop(&c.api);
+    c.coordinator.wait_ok(Duration::from_secs(60));
+    assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
+
+    let w = Weir::run(&m, &["--parallelism", "2", "--restore", &sp1], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sp2 = trigger_stop(&api);
+    w.wait_ok();
+
+    let mut c2 = Cluster::start(dir.path(), &m, &["--restore", &sp2], &[]);
+    c2.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "cluster → weir run → cluster",
+    );
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_slow_sink_backpressures_sources_with_bounded_memory_and_checkpoints_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unbounded generator: without backpressure it would run far ahead of the sink.
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: slow }}
+spec:
+  parallelism: 4
+  checkpointing: {{ interval: 500ms, storage: "{d}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: 1, keys: 1000 }} }}
+      - keyBy: {{ expression: key, as: key }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{d}/output" }} }}
+"#,
+        d = dir.path().display()
+    );
+    let m = dir.path().join("slow.yaml");
+    std::fs::write(&m, manifest).unwrap();
+    let c = Cluster::start(dir.path(), &m, &[], &[("WEIR_FAILPOINT", "slow-sink:20")]);
+    let mut peak = 0;
+    let mut max_in_flight = 0u64;
+    let mut last = 0;
+    let mut status = serde_json::Value::Null;
+    for _ in 0..4 {
+        last = c.wait_checkpoint_after(last);
+        for w in &c.workers {
+            peak = peak.max(rss_kb(w.pid()));
+        }
+        status = c.job_status().unwrap();
+        let tasks = status["subtasks"].as_array().unwrap();
+        let sum = |prefix: bool, field: &str| -> u64 {
+            tasks
+                .iter()
+                .filter(|t| t["task"].as_str().unwrap().starts_with("source") == prefix)
+                .map(|t| t[field].as_u64().unwrap())
+                .sum()
+        };
+        // Records emitted by the source chains and not yet received by the sink chains.
+        max_in_flight = max_in_flight.max(sum(true, "recordsOut").saturating_sub(sum(false, "recordsIn")));
+    }
+    let bp: u64 = status["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["backpressuredMs"].as_u64().unwrap())
+        .sum();
+    let out = Command::new("curl")
+        .args(["-sf", &format!("{}/v1/checkpoints", c.api)])
+        .output()
+        .unwrap();
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let alignment: Vec<u64> = history["completed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["maxAlignmentMs"].as_u64().unwrap())
+        .collect();
+    eprintln!(
+        "peak worker RSS {peak} kB, max in flight {max_in_flight} records, backpressured {bp} ms, alignment ms {alignment:?}"
+    );
+    // 16 channels × (8 local + 4 credits + 8 remote) batches of ~256 records bound what can be in flight.
+    assert!(max_in_flight < 16 * 20 * 1024, "{max_in_flight} records in flight");
+    assert!(bp > 1000, "no backpressure recorded: {bp} ms");
+    assert!(peak < 300 * 1024, "worker memory grew to {peak} kB");
+    assert!(
+        alignment.len() >= 4,
+        "checkpoints complete under backpressure: {alignment:?}"
+    );
+}
+
+#[test]
+fn a_worker_reconnecting_with_a_stale_attempt_is_refused() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let c = Cluster::start(dir.path(), &m, &[], &[]);
+    c.wait_checkpoint_after(0);
+    let mut s = std::net::TcpStream::connect(&c.rpc).unwrap();
+    let body = serde_json::json!({"Register": {"worker_id": "ghost", "slots": 2, "data_addr": "127.0.0.1:1", "running_attempt": 0}});
+    let bytes = serde_json::to_vec(&body).unwrap();
+    s.write_all(&(bytes.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&bytes).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut reply).unwrap();
+    let reply: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+    let reason = reply["Refused"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("stale attempt 0"), "{reply}");
+    // The refused worker is not in the worker list.
+    let workers = c.job_status().unwrap()["workers"].clone();
+    assert!(!workers.to_string().contains("ghost"), "{workers}");
+}
