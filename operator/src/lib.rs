@@ -5,5 +5,6 @@
 
 #![deny(missing_docs)]
 
+pub mod build;
 pub mod crd;
 pub mod lifecycle;

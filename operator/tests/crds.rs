@@ -8,10 +8,7 @@ use std::path::{Path, PathBuf};
 use weir_operator::crd::{Savepoint, StreamJob};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 #[test]
@@ -54,10 +51,7 @@ fn digest(schema: &Value, path: &str, required: bool, out: &mut Vec<String>) {
     if let Some(d) = schema.get("default") {
         line += &format!(" default={d}");
     }
-    if let Some(rules) = schema
-        .get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-    {
+    if let Some(rules) = schema.get("x-kubernetes-validations").and_then(Value::as_array) {
         for r in rules {
             line += &format!(" rule[{}]", r["rule"].as_str().unwrap());
         }
@@ -90,16 +84,12 @@ fn crd_digest(crd: &Value) -> String {
     ];
     // Descriptions of built-in types (ResourceRequirements) are pinned by k8s-openapi.
     digest(&v["schema"]["openAPIV3Schema"], "", false, &mut out);
-    out.retain(|l| {
-        !l.starts_with(".spec.coordinator.resources.") && !l.starts_with(".spec.worker.resources.")
-    });
+    out.retain(|l| !l.starts_with(".spec.coordinator.resources.") && !l.starts_with(".spec.worker.resources."));
     out.join("\n") + "\n"
 }
 
 fn check_snapshot(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
     if std::env::var_os("WEIR_BLESS").is_some() {
         std::fs::write(&path, actual).unwrap();
     }
@@ -134,11 +124,7 @@ fn schemas_are_structural() {
     ] {
         let text = crd.to_string();
         for banned in ["\"oneOf\"", "\"anyOf\"", "\"allOf\"", "\"$ref\""] {
-            assert!(
-                !text.contains(banned),
-                "{banned} in {}",
-                crd["metadata"]["name"]
-            );
+            assert!(!text.contains(banned), "{banned} in {}", crd["metadata"]["name"]);
         }
         let mut lines = Vec::new();
         digest(
@@ -147,25 +133,13 @@ fn schemas_are_structural() {
             false,
             &mut lines,
         );
-        let preserved: Vec<_> = lines
-            .iter()
-            .filter(|l| l.contains("preserve-unknown"))
-            .collect();
+        let preserved: Vec<_> = lines.iter().filter(|l| l.contains("preserve-unknown")).collect();
         for l in &preserved {
-            assert!(
-                l.contains(".podTemplate:"),
-                "unexpected preserve-unknown-fields: {l}"
-            );
+            assert!(l.contains(".podTemplate:"), "unexpected preserve-unknown-fields: {l}");
         }
         // Every property has a type, except int-or-string quantities.
         for l in &lines[1..] {
-            let kind = l
-                .split(':')
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
+            let kind = l.split(':').nth(1).unwrap().split_whitespace().next().unwrap_or("");
             assert!(
                 [
                     "object",
@@ -249,15 +223,8 @@ fn minimal() -> Value {
 #[test]
 fn cel_accepts_valid_objects() {
     assert_eq!(streamjob_errors(&minimal(), None), Vec::<String>::new());
-    for name in [
-        "streamjob-wordcount.yaml",
-        "streamjob-generator-stateless.yaml",
-    ] {
-        assert_eq!(
-            streamjob_errors(&example(name), None),
-            Vec::<String>::new(),
-            "{name}"
-        );
+    for name in ["streamjob-wordcount.yaml", "streamjob-generator-stateless.yaml"] {
+        assert_eq!(streamjob_errors(&example(name), None), Vec::<String>::new(), "{name}");
     }
 }
 
@@ -267,8 +234,7 @@ fn cel_rejects_parallelism_out_of_range_naming_the_field() {
     o["spec"]["parallelism"] = json!(0);
     let errs = streamjob_errors(&o, None);
     assert!(
-        errs.iter()
-            .any(|e| e.contains("spec.parallelism must be at least 1")),
+        errs.iter().any(|e| e.contains("spec.parallelism must be at least 1")),
         "{errs:?}"
     );
 
@@ -292,8 +258,7 @@ fn cel_makes_max_parallelism_immutable() {
     new["spec"]["maxParallelism"] = json!(256);
     let errs = streamjob_errors(&new, Some(&old));
     assert!(
-        errs.iter()
-            .any(|e| e.contains("spec.maxParallelism is immutable")),
+        errs.iter().any(|e| e.contains("spec.maxParallelism is immutable")),
         "{errs:?}"
     );
     // Other changes are fine as updates.
@@ -312,9 +277,8 @@ fn cel_requires_storage_unless_stateless() {
         }
         let errs = streamjob_errors(&o, None);
         assert!(
-            errs.iter().any(|e| e.contains(
-                "spec.checkpointing.storage is required unless spec.upgradeMode is stateless"
-            )),
+            errs.iter()
+                .any(|e| e.contains("spec.checkpointing.storage is required unless spec.upgradeMode is stateless")),
             "{mode:?}: {errs:?}"
         );
     }
@@ -342,9 +306,7 @@ fn assert_no_unknown_fields(input: &Value, typed: &Value, path: &str) {
     match (input, typed) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in a {
-                let t = b
-                    .get(k)
-                    .unwrap_or_else(|| panic!("unknown field {path}.{k}"));
+                let t = b.get(k).unwrap_or_else(|| panic!("unknown field {path}.{k}"));
                 assert_no_unknown_fields(v, t, &format!("{path}.{k}"));
             }
         }
@@ -359,17 +321,13 @@ fn assert_no_unknown_fields(input: &Value, typed: &Value, path: &str) {
 
 #[test]
 fn examples_deserialize_without_unknown_fields_and_the_runtime_reads_them() {
-    for name in [
-        "streamjob-wordcount.yaml",
-        "streamjob-generator-stateless.yaml",
-    ] {
+    for name in ["streamjob-wordcount.yaml", "streamjob-generator-stateless.yaml"] {
         let raw = example(name);
         let sj: StreamJob = serde_json::from_value(raw.clone()).unwrap();
         assert_no_unknown_fields(&raw, &serde_json::to_value(&sj).unwrap(), "");
         // The operator hands the whole object to the runtime as its job file.
         let text = serde_yaml::to_string(&sj).unwrap();
-        let job =
-            weir_runtime::job::parse_manifest(&text, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let job = weir_runtime::job::parse_manifest(&text, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(job.parallelism as i32, sj.spec.parallelism, "{name}");
     }
     let raw = example("wordcount-svp.yaml");

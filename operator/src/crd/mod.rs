@@ -18,14 +18,8 @@ use std::path::Path;
 /// Errors: YAML serialization (not expected for these types).
 pub fn generate() -> Result<Vec<(&'static str, String)>, serde_yaml::Error> {
     Ok(vec![
-        (
-            "streamjobs.weir.dev.yaml",
-            serde_yaml::to_string(&StreamJob::crd())?,
-        ),
-        (
-            "savepoints.weir.dev.yaml",
-            serde_yaml::to_string(&Savepoint::crd())?,
-        ),
+        ("streamjobs.weir.dev.yaml", serde_yaml::to_string(&StreamJob::crd())?),
+        ("savepoints.weir.dev.yaml", serde_yaml::to_string(&Savepoint::crd())?),
     ])
 }
 

@@ -21,17 +21,8 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Job", type_ = "string", json_path = ".spec.jobRef.name"),
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "Origin", type_ = "string", json_path = ".spec.origin"),
-    printcolumn(
-        name = "Path",
-        type_ = "string",
-        json_path = ".status.path",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Path", type_ = "string", json_path = ".status.path", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SavepointSpec {

@@ -53,11 +53,7 @@ use weir_runtime::job::{CheckpointingSpec, PipelineSpec, S3Spec, SavepointsSpec}
         json_path = ".status.jobStatus.lastCheckpoint.completedAt",
         description = "Completion time of the newest checkpoint"
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.parallelism <= self.maxParallelism")
@@ -378,7 +374,7 @@ pub struct StreamJobStatus {
     /// Where the next start restores from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_point: Option<RestorePoint>,
-    /// Counter stamped on child objects (label `weir.dev/deploy-generation`); incremented by
+    /// Counter stamped on child objects (label `weir.dev/deployment-generation`); incremented by
     /// every deploy so a restarted operator can tell which generation is running.
     #[serde(default)]
     pub deploy_generation: u64,

@@ -47,9 +47,7 @@ fn normalized(spec: &StreamJobSpec) -> serde_json::Map<String, Value> {
 
 /// Classifies the change from `old` (deployed) to `new` (desired).
 pub fn classify(old: &StreamJobSpec, new: &StreamJobSpec) -> ChangeClass {
-    if old.savepoint_redeploy_nonce != new.savepoint_redeploy_nonce
-        && new.savepoint_redeploy_nonce.is_some()
-    {
+    if old.savepoint_redeploy_nonce != new.savepoint_redeploy_nonce && new.savepoint_redeploy_nonce.is_some() {
         return ChangeClass::SavepointRedeploy;
     }
     let (mut a, mut b) = (normalized(old), normalized(new));

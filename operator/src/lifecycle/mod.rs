@@ -20,14 +20,11 @@ pub mod retention;
 pub use classify::{ChangeClass, classify};
 
 use crate::crd::{
-    CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase,
-    PendingOperation, RestoreOrigin, RestorePoint, SavepointOrigin, SavepointRecord, StreamJobSpec,
-    StreamJobStatus, UpgradeMode,
+    CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
+    RestoreOrigin, RestorePoint, SavepointOrigin, SavepointRecord, StreamJobSpec, StreamJobStatus, UpgradeMode,
 };
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use weir_runtime::control::api::{
-    JobState, SavepointStatus, SnapshotInfo, SnapshotKind, TriggerState,
-};
+use weir_runtime::control::api::{JobState, SavepointStatus, SnapshotInfo, SnapshotKind, TriggerState};
 
 /// How long an upgrade waits for an in-flight (e.g. periodic) savepoint before it stops the job.
 pub const INFLIGHT_SAVEPOINT_WAIT: Duration = Duration::from_secs(120);
@@ -314,8 +311,7 @@ impl<'a> Ctx<'a> {
         match op.phase {
             OperationPhase::Stopping => {
                 let waited = self.elapsed_since(&op.started_at);
-                if self.obs.savepoint_in_flight_since.is_some() && waited < INFLIGHT_SAVEPOINT_WAIT
-                {
+                if self.obs.savepoint_in_flight_since.is_some() && waited < INFLIGHT_SAVEPOINT_WAIT {
                     self.d.requeue = POLL; // bounded wait for a periodic/manual savepoint
                     return;
                 }
@@ -361,18 +357,12 @@ impl<'a> Ctx<'a> {
                 path: path.clone(),
                 id: t.checkpoint_id.unwrap_or(0),
                 kind: SnapshotKind::Savepoint,
-                completed_at_ms: self
-                    .obs
-                    .now
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_millis() as u64,
+                completed_at_ms: self.obs.now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64,
             });
         }
         let started = parse_time(&op.started_at)?;
-        let from_this_stop = |s: &&Snapshot| {
-            s.kind == SnapshotKind::Savepoint && ms_to_time(s.completed_at_ms) >= started
-        };
+        let from_this_stop =
+            |s: &&Snapshot| s.kind == SnapshotKind::Savepoint && ms_to_time(s.completed_at_ms) >= started;
         self.obs
             .job
             .as_ref()
@@ -422,11 +412,7 @@ impl<'a> Ctx<'a> {
             .as_ref()
             .is_some_and(|t| t.state == TriggerState::Failed);
         let timed_out = self.elapsed_since(&op.started_at) > STOP_TIMEOUT;
-        if op.trigger_id.is_none()
-            && self.obs.trigger.is_none()
-            && state == Some(JobState::Running)
-            && !timed_out
-        {
+        if op.trigger_id.is_none() && self.obs.trigger.is_none() && state == Some(JobState::Running) && !timed_out {
             // The stop was recorded but never reached the job (crash before the request).
             self.d.actions.push(Action::StopWithSavepoint {
                 directory: self.savepoint_dir(),
@@ -434,10 +420,7 @@ impl<'a> Ctx<'a> {
             self.d.requeue = POLL;
             return;
         }
-        let job_gone = matches!(
-            state,
-            None | Some(JobState::Failed) | Some(JobState::Finished)
-        );
+        let job_gone = matches!(state, None | Some(JobState::Failed) | Some(JobState::Finished));
         if trigger_failed || timed_out || (job_gone && op.trigger_id.is_some()) {
             let why = self
                 .obs
@@ -450,7 +433,11 @@ impl<'a> Ctx<'a> {
                 self.d.status.pending = None;
                 self.d.status.lifecycle_state = LifecycleState::Running;
                 self.d.status.error = Some(format!("stop-with-savepoint failed: {why}; retrying"));
-                self.event(true, Reason::SavepointError, format!("stop-with-savepoint failed: {why}; the job keeps running and the change is retried"));
+                self.event(
+                    true,
+                    Reason::SavepointError,
+                    format!("stop-with-savepoint failed: {why}; the job keeps running and the change is retried"),
+                );
                 self.d.requeue = RETRY_BACKOFF;
             } else {
                 self.event(true, Reason::SavepointError, format!("stop-with-savepoint failed ({why}) and the job is not running: restoring from its newest completed checkpoint"));
@@ -472,11 +459,7 @@ impl<'a> Ctx<'a> {
         if op.kind == OperationKind::Delete {
             // Deletion never waits on a restore point.
             self.d.actions.push(Action::RemoveFinalizer);
-            self.event(
-                false,
-                Reason::Cleanup,
-                "workloads deleted; removing finalizer",
-            );
+            self.event(false, Reason::Cleanup, "workloads deleted; removing finalizer");
             return;
         }
         // Every old pod is gone: no checkpoint can complete any more, so the newest one is final.
@@ -495,11 +478,7 @@ impl<'a> Ctx<'a> {
                     checkpoint_id: None,
                 })
         } else if let Some(path) = &op.savepoint_path {
-            self.d
-                .status
-                .restore_point
-                .clone()
-                .filter(|r| &r.path == path)
+            self.d.status.restore_point.clone().filter(|r| &r.path == path)
         } else if op.mode == UpgradeMode::Stateless
             && matches!(op.kind, OperationKind::Upgrade | OperationKind::Suspend)
         {
@@ -546,13 +525,11 @@ impl<'a> Ctx<'a> {
             checkpoint_id: Some(s.id),
         });
         let best = match (recorded, stored) {
-            (Some(r), Some(s)) => Some(
-                if s.checkpoint_id.unwrap_or(0) > r.checkpoint_id.unwrap_or(0) {
-                    s
-                } else {
-                    r
-                },
-            ),
+            (Some(r), Some(s)) => Some(if s.checkpoint_id.unwrap_or(0) > r.checkpoint_id.unwrap_or(0) {
+                s
+            } else {
+                r
+            }),
             (r, s) => r.or(s),
         };
         let known = self
@@ -609,11 +586,7 @@ impl<'a> Ctx<'a> {
     fn check_restore(&self, target: &StreamJobSpec, path: &str) -> Check {
         match &self.obs.restore_info {
             RestoreInfo::NotInspected => Check::Wait,
-            RestoreInfo::Found { path: p, .. } | RestoreInfo::Missing { path: p, .. }
-                if p != path =>
-            {
-                Check::Wait
-            }
+            RestoreInfo::Found { path: p, .. } | RestoreInfo::Missing { path: p, .. } if p != path => Check::Wait,
             RestoreInfo::Missing { error, .. } => Check::Refuse(
                 Reason::RestoreRequired,
                 format!("manual restore required: restore point {path} cannot be read ({error})"),
@@ -631,10 +604,7 @@ impl<'a> Ctx<'a> {
                 let job = match target.runtime_job(&self.obs.name) {
                     Ok(j) => j,
                     Err(e) => {
-                        return Check::Refuse(
-                            Reason::ValidationError,
-                            format!("spec.job is invalid: {e}"),
-                        );
+                        return Check::Refuse(Reason::ValidationError, format!("spec.job is invalid: {e}"));
                     }
                 };
                 let dropped: Vec<&str> = info
@@ -707,9 +677,7 @@ enum Check {
 pub fn describe_cycle(class: ChangeClass, mode: UpgradeMode, parallelism: i32) -> String {
     let how = match mode {
         UpgradeMode::Savepoint => "stop-with-savepoint → delete pods → restore from the savepoint",
-        UpgradeMode::LastState => {
-            "stop → delete pods → restore from the newest completed checkpoint"
-        }
+        UpgradeMode::LastState => "stop → delete pods → restore from the newest completed checkpoint",
         UpgradeMode::Stateless => "stop → delete pods → start with empty state",
     };
     match class {
@@ -717,7 +685,8 @@ pub fn describe_cycle(class: ChangeClass, mode: UpgradeMode, parallelism: i32) -
         ChangeClass::Scale => format!("rescale to parallelism {parallelism}: {how}"),
         ChangeClass::Upgrade => format!("upgrade: {how}"),
         ChangeClass::SavepointRedeploy => {
-            "savepoint redeploy: stop → delete pods → restore from spec.initialSavepointPath (current state discarded)".into()
+            "savepoint redeploy: stop → delete pods → restore from spec.initialSavepointPath (current state discarded)"
+                .into()
         }
     }
 }
@@ -765,9 +734,7 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
     let state = cx.d.status.lifecycle_state;
     let deployed = parse_spec(&cx.d.status.last_reconciled_spec);
     let retry_blocked = cx.d.status.failed_generation == Some(obs.generation);
-    let class = deployed
-        .as_ref()
-        .map_or(ChangeClass::Upgrade, |d| classify(d, spec));
+    let class = deployed.as_ref().map_or(ChangeClass::Upgrade, |d| classify(d, spec));
     let want_running = spec.state == DesiredState::Running;
 
     // Refuse a spec the runtime would reject before stopping anything.
@@ -842,9 +809,7 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
                 cx.start(OperationKind::Upgrade, Some(spec));
             }
         }
-        LifecycleState::Deploying | LifecycleState::Running => {
-            running_or_deploying(&mut cx, class, retry_blocked)
-        }
+        LifecycleState::Deploying | LifecycleState::Running => running_or_deploying(&mut cx, class, retry_blocked),
         // These states always carry a pending operation; without one, re-derive from workloads.
         LifecycleState::Upgrading | LifecycleState::RollingBack | LifecycleState::Deleting => {
             cx.d.status.lifecycle_state = if obs.workloads_present {
@@ -880,11 +845,7 @@ fn absorb_job_report(cx: &mut Ctx) {
         }
         return;
     };
-    let prev_cp =
-        cx.d.status
-            .job_status
-            .as_ref()
-            .and_then(|s| s.last_checkpoint.clone());
+    let prev_cp = cx.d.status.job_status.as_ref().and_then(|s| s.last_checkpoint.clone());
     let state = serde_json::to_value(j.state)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -917,10 +878,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         cx.event(
             false,
             Reason::JobRunning,
-            format!(
-                "deploy generation {} is running",
-                cx.d.status.deploy_generation
-            ),
+            format!("deploy generation {} is running", cx.d.status.deploy_generation),
         );
     }
     let lifecycle = cx.d.status.lifecycle_state;
@@ -940,8 +898,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     // Health: a failed or crash-looping job restarts from its newest checkpoint, within limits.
     let failed = job_state == Some(JobState::Failed) || obs.crash_looping;
     if failed && lifecycle == LifecycleState::Running {
-        let window = humantime::parse_duration(&spec.health.restart_window)
-            .unwrap_or(Duration::from_secs(3600));
+        let window = humantime::parse_duration(&spec.health.restart_window).unwrap_or(Duration::from_secs(3600));
         let now = obs.now;
         cx.d.status.restarts.retain(|t| {
             parse_time(t)
@@ -961,21 +918,20 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
                 format!("job failed ({why}); restarting from its newest checkpoint"),
             );
             let deployed = parse_spec(&cx.d.status.last_reconciled_spec);
-            return cx.start(
-                OperationKind::Restart,
-                Some(deployed.as_ref().unwrap_or(spec)),
-            );
+            return cx.start(OperationKind::Restart, Some(deployed.as_ref().unwrap_or(spec)));
         }
         return cx.fail(
             Reason::RestartUnhealthyJob,
-            format!("job failed {} times within {}; not restarting (change the spec or spec.restartNonce)", spec.health.max_restarts, spec.health.restart_window),
+            format!(
+                "job failed {} times within {}; not restarting (change the spec or spec.restartNonce)",
+                spec.health.max_restarts, spec.health.restart_window
+            ),
         );
     }
 
     // Readiness timeout: roll back a change that does not come up.
     if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
-        let timeout = humantime::parse_duration(&spec.rollback.readiness_timeout)
-            .unwrap_or(Duration::from_secs(300));
+        let timeout = humantime::parse_duration(&spec.rollback.readiness_timeout).unwrap_or(Duration::from_secs(300));
         let waited =
             cx.d.status
                 .deployed_at
@@ -984,10 +940,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
                 .unwrap_or_default();
         if waited > timeout {
             let stable = cx.d.status.last_stable_spec.clone();
-            if spec.rollback.enabled
-                && stable.is_some()
-                && stable != cx.d.status.last_reconciled_spec
-            {
+            if spec.rollback.enabled && stable.is_some() && stable != cx.d.status.last_reconciled_spec {
                 let stable = parse_spec(&stable).expect("stable spec parses");
                 cx.d.status.failed_generation = Some(obs.generation);
                 cx.event(
@@ -1018,9 +971,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         cx.d.status.failed_generation = None;
         return cx.start(OperationKind::Upgrade, Some(spec));
     }
-    if class == ChangeClass::Ignore
-        && cx.d.status.last_reconciled_spec.as_deref() != Some(&spec_json(spec))
-    {
+    if class == ChangeClass::Ignore && cx.d.status.last_reconciled_spec.as_deref() != Some(&spec_json(spec)) {
         // Operator-only fields changed: remember them without restarting (FKO: ignore diff).
         cx.d.status.last_reconciled_spec = Some(spec_json(spec));
         if lifecycle == LifecycleState::Running {
@@ -1029,9 +980,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     }
 
     cx.keep_deployed();
-    if cx.d.status.lifecycle_state == LifecycleState::Running
-        && job_state == Some(JobState::Running)
-    {
+    if cx.d.status.lifecycle_state == LifecycleState::Running && job_state == Some(JobState::Running) {
         periodic_and_retention(cx);
         cx.d.status.error = None;
     }
@@ -1074,18 +1023,12 @@ fn periodic_and_retention(cx: &mut Ctx) {
             .into_iter()
             .flatten()
             .collect();
-        let dispose: Vec<String> = retention::to_dispose(
-            &cx.d.status.savepoint_history,
-            policy,
-            &protected,
-            cx.obs.now,
-        )
-        .into_iter()
-        .map(|r| r.path.clone())
-        .collect();
-        cx.d.status
-            .savepoint_history
-            .retain(|r| !dispose.contains(&r.path));
+        let dispose: Vec<String> =
+            retention::to_dispose(&cx.d.status.savepoint_history, policy, &protected, cx.obs.now)
+                .into_iter()
+                .map(|r| r.path.clone())
+                .collect();
+        cx.d.status.savepoint_history.retain(|r| !dispose.contains(&r.path));
         for path in dispose {
             cx.d.actions.push(Action::DisposeSavepoint { path });
         }

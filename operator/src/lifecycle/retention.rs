@@ -22,11 +22,7 @@ pub fn to_dispose<'a>(
     let mut candidates: Vec<(SystemTime, &SavepointRecord)> = history
         .iter()
         .filter(|r| r.origin != SavepointOrigin::Manual)
-        .filter_map(|r| {
-            humantime::parse_rfc3339(&r.completed_at)
-                .ok()
-                .map(|t| (t, r))
-        })
+        .filter_map(|r| humantime::parse_rfc3339(&r.completed_at).ok().map(|t| (t, r)))
         .collect();
     candidates.sort_by_key(|(t, _)| std::cmp::Reverse(*t)); // newest first
     let mut out = Vec::new();
@@ -35,8 +31,7 @@ pub fn to_dispose<'a>(
             continue;
         }
         let too_many = policy.max_count.is_some_and(|n| i >= n as usize);
-        let too_old =
-            max_age.is_some_and(|age| now.duration_since(*t).unwrap_or(Duration::ZERO) > age);
+        let too_old = max_age.is_some_and(|age| now.duration_since(*t).unwrap_or(Duration::ZERO) > age);
         if too_many || too_old {
             out.push(*r);
         }

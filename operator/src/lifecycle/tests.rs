@@ -152,11 +152,7 @@ fn phase(d: &Decision) -> Option<OperationPhase> {
     d.status.pending.as_ref().map(|p| p.phase)
 }
 
-const MODES: [UpgradeMode; 3] = [
-    UpgradeMode::Stateless,
-    UpgradeMode::Savepoint,
-    UpgradeMode::LastState,
-];
+const MODES: [UpgradeMode; 3] = [UpgradeMode::Stateless, UpgradeMode::Savepoint, UpgradeMode::LastState];
 const CLASSES: [ChangeClass; 4] = [
     ChangeClass::Ignore,
     ChangeClass::Scale,
@@ -165,11 +161,7 @@ const CLASSES: [ChangeClass; 4] = [
 ];
 
 /// The fixture for one lifecycle state: (status, observation) with `old` deployed.
-fn fixture(
-    state: LifecycleState,
-    old: &StreamJobSpec,
-    new: &StreamJobSpec,
-) -> (StreamJobStatus, Observation) {
+fn fixture(state: LifecycleState, old: &StreamJobSpec, new: &StreamJobSpec) -> (StreamJobStatus, Observation) {
     let mode = new.upgrade_mode;
     match state {
         LifecycleState::Created => (StreamJobStatus::default(), gone(obs())),
@@ -251,37 +243,19 @@ fn expected(
     let restarts = class != ChangeClass::Ignore;
     match state {
         // First deploy; a restore from initialSavepointPath waits for its inspection.
-        L::Created if class == ChangeClass::SavepointRedeploy => {
-            (L::Deploying, vec![], Some(P::Deploying))
-        }
+        L::Created if class == ChangeClass::SavepointRedeploy => (L::Deploying, vec![], Some(P::Deploying)),
         L::Created => (L::Deploying, vec!["deploy"], None),
         // Not running yet: nothing to savepoint, so every mode deletes and restores.
-        L::Deploying if restarts => (
-            L::Upgrading,
-            vec!["delete-workloads"],
-            Some(P::AwaitingTermination),
-        ),
+        L::Deploying if restarts => (L::Upgrading, vec!["delete-workloads"], Some(P::AwaitingTermination)),
         L::Deploying => (L::Deploying, vec!["deploy"], None),
-        L::Running if restarts && mode == UpgradeMode::Savepoint => (
-            L::Upgrading,
-            vec!["stop-with-savepoint"],
-            Some(P::AwaitingStop),
-        ),
-        L::Running if restarts => (
-            L::Upgrading,
-            vec!["delete-workloads"],
-            Some(P::AwaitingTermination),
-        ),
+        L::Running if restarts && mode == UpgradeMode::Savepoint => {
+            (L::Upgrading, vec!["stop-with-savepoint"], Some(P::AwaitingStop))
+        }
+        L::Running if restarts => (L::Upgrading, vec!["delete-workloads"], Some(P::AwaitingTermination)),
         L::Running => (L::Running, vec!["deploy"], None),
         // An operation in flight continues regardless of further spec changes.
-        L::Upgrading if mode == UpgradeMode::Savepoint => {
-            (L::Upgrading, vec![], Some(P::AwaitingStop))
-        }
-        L::Upgrading => (
-            L::Upgrading,
-            vec!["delete-workloads"],
-            Some(P::AwaitingTermination),
-        ),
+        L::Upgrading if mode == UpgradeMode::Savepoint => (L::Upgrading, vec![], Some(P::AwaitingStop)),
+        L::Upgrading => (L::Upgrading, vec!["delete-workloads"], Some(P::AwaitingTermination)),
         // Suspended stays suspended whatever changes; it applies on resume.
         L::Suspended => (L::Suspended, vec![], None),
         // Old pods gone: the restore point is chosen, next pass inspects it.
@@ -289,11 +263,7 @@ fn expected(
         // A failed job redeploys on a new spec; nothing is running, so no stop.
         L::Failed if restarts => (L::Upgrading, vec![], Some(P::Deploying)),
         L::Failed => (L::Failed, vec![], None),
-        L::Deleting => (
-            L::Deleting,
-            vec!["delete-workloads"],
-            Some(P::AwaitingTermination),
-        ),
+        L::Deleting => (L::Deleting, vec!["delete-workloads"], Some(P::AwaitingTermination)),
     }
 }
 
@@ -326,9 +296,7 @@ fn every_state_class_mode_cell() {
                 assert_eq!(kinds(&d), actions, "{cell}: actions");
                 assert_eq!(phase(&d), ph, "{cell}: phase");
                 // The write-ahead rule: any stop or delete of a running job has its intent recorded.
-                if d.actions
-                    .iter()
-                    .any(|a| matches!(a, Action::StopWithSavepoint { .. }))
+                if d.actions.iter().any(|a| matches!(a, Action::StopWithSavepoint { .. }))
                     || (state == L::Running && actions.contains(&"delete-workloads"))
                 {
                     let p = d
@@ -363,11 +331,7 @@ fn classify_orders_changes() {
     m.upgrade_mode = UpgradeMode::LastState;
     assert_eq!(classify(&s, &m), ChangeClass::Ignore, "upgradeMode alone");
     m.initial_savepoint_path = Some("s3://x".into());
-    assert_eq!(
-        classify(&s, &m),
-        ChangeClass::Ignore,
-        "initialSavepointPath alone"
-    );
+    assert_eq!(classify(&s, &m), ChangeClass::Ignore, "initialSavepointPath alone");
     m.savepoints = Some(SavepointsConfig {
         periodic_interval: Some("1h".into()),
         ..s.savepoints.clone().unwrap()
@@ -376,24 +340,12 @@ fn classify_orders_changes() {
     m.parallelism = 3;
     assert_eq!(classify(&s, &m), ChangeClass::Scale);
     m.checkpointing.interval = "1s".into();
-    assert_eq!(
-        classify(&s, &m),
-        ChangeClass::Upgrade,
-        "scale + upgrade = upgrade"
-    );
+    assert_eq!(classify(&s, &m), ChangeClass::Upgrade, "scale + upgrade = upgrade");
     m.savepoint_redeploy_nonce = Some(7);
-    assert_eq!(
-        classify(&s, &m),
-        ChangeClass::SavepointRedeploy,
-        "strongest wins"
-    );
+    assert_eq!(classify(&s, &m), ChangeClass::SavepointRedeploy, "strongest wins");
     let mut n = s.clone();
     n.restart_nonce = Some(1);
-    assert_eq!(
-        classify(&s, &n),
-        ChangeClass::Upgrade,
-        "restartNonce restarts"
-    );
+    assert_eq!(classify(&s, &n), ChangeClass::Upgrade, "restartNonce restarts");
 }
 
 // ---------- FLINK-27804: savepoint path lost between stop and status write ----------
@@ -512,11 +464,7 @@ fn failed_stop_of_a_still_running_job_leaves_it_running_and_retries() {
     assert!(d.status.pending.is_none() && d.actions.is_empty());
     assert!(d.status.error.unwrap().contains("not all tasks running"));
     assert_eq!(d.requeue, RETRY_BACKOFF);
-    assert!(
-        d.events
-            .iter()
-            .any(|e| e.warning && e.reason == Reason::SavepointError)
-    );
+    assert!(d.events.iter().any(|e| e.warning && e.reason == Reason::SavepointError));
 }
 
 #[test]
@@ -536,10 +484,7 @@ fn stateful_mode_never_degrades_to_stateless_when_the_savepoint_fails() {
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination));
     // Once the pods are gone it restores from the newest checkpoint, not from empty state.
     let d = decide(&new, &d.status, &gone(obs()));
-    assert_eq!(
-        d.status.restore_point.as_ref().unwrap().path,
-        "s3://b/chk/j/chk-5"
-    );
+    assert_eq!(d.status.restore_point.as_ref().unwrap().path, "s3://b/chk/j/chk-5");
     assert_eq!(phase(&d), Some(OperationPhase::Deploying));
 }
 
@@ -581,11 +526,7 @@ fn new_deploy_waits_while_old_pods_still_terminate() {
         o.job_pods = 2; // workloads deleted, pods terminating
         let d = decide(&new, &st, &o);
         assert_eq!(kinds(&d), ["delete-workloads"], "{mode:?}");
-        assert_eq!(
-            phase(&d),
-            Some(OperationPhase::AwaitingTermination),
-            "{mode:?}"
-        );
+        assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination), "{mode:?}");
         assert_eq!(d.status.deploy_generation, 1, "{mode:?}");
     }
 }
@@ -754,15 +695,12 @@ fn invalid_spec_is_refused_before_the_running_job_is_stopped() {
     let old = base_spec(UpgradeMode::Savepoint);
     let mut new = old.clone();
     new.job.steps.swap(0, 3); // sink first: the runtime rejects it
-    let d = decide(
-        &new,
-        &deployed_status(&old, LifecycleState::Running),
-        &obs(),
+    let d = decide(&new, &deployed_status(&old, LifecycleState::Running), &obs());
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::StopWithSavepoint { .. } | Action::DeleteWorkloads))
     );
-    assert!(!d.actions.iter().any(|a| matches!(
-        a,
-        Action::StopWithSavepoint { .. } | Action::DeleteWorkloads
-    )));
     assert!(d.status.pending.is_none());
     assert!(
         d.events
@@ -846,9 +784,7 @@ fn running_job_disposes_by_retention_but_not_its_restore_point() {
             .count(),
         1
     );
-    assert!(d.actions.contains(&Action::DisposeSavepoint {
-        path: "sp-2".into()
-    }));
+    assert!(d.actions.contains(&Action::DisposeSavepoint { path: "sp-2".into() }));
     assert_eq!(d.status.savepoint_history.len(), 2);
 }
 
@@ -935,16 +871,9 @@ fn suspend_then_resume_in_savepoint_mode() {
     let running = base_spec(UpgradeMode::Savepoint);
     let mut suspended = running.clone();
     suspended.state = DesiredState::Suspended;
-    let d = decide(
-        &suspended,
-        &deployed_status(&running, LifecycleState::Running),
-        &obs(),
-    );
+    let d = decide(&suspended, &deployed_status(&running, LifecycleState::Running), &obs());
     assert_eq!(kinds(&d), ["stop-with-savepoint"]);
-    assert_eq!(
-        d.status.pending.as_ref().unwrap().kind,
-        OperationKind::Suspend
-    );
+    assert_eq!(d.status.pending.as_ref().unwrap().kind, OperationKind::Suspend);
     let mut st = d.status;
     record_trigger(&mut st, "t1".into());
     let mut o = obs();
@@ -992,11 +921,7 @@ fn stateless_suspend_keeps_no_restore_point() {
     let running = base_spec(UpgradeMode::Stateless);
     let mut suspended = running.clone();
     suspended.state = DesiredState::Suspended;
-    let d = decide(
-        &suspended,
-        &deployed_status(&running, LifecycleState::Running),
-        &obs(),
-    );
+    let d = decide(&suspended, &deployed_status(&running, LifecycleState::Running), &obs());
     assert_eq!(kinds(&d), ["delete-workloads"]);
     let d = decide(&suspended, &d.status, &gone(obs()));
     assert_eq!(d.status.lifecycle_state, LifecycleState::Suspended);
@@ -1025,10 +950,7 @@ fn replaying_a_deploy_decision_is_idempotent() {
     let d1 = decide(&spec, &st, &o);
     let d2 = decide(&spec, &d1.status, &o);
     assert_eq!(d1.actions, d2.actions);
-    assert_eq!(
-        d2.status.deploy_generation, 1,
-        "no new generation on replay"
-    );
+    assert_eq!(d2.status.deploy_generation, 1, "no new generation on replay");
 }
 
 #[test]
@@ -1042,10 +964,7 @@ fn failed_job_restarts_from_newest_checkpoint_within_limits() {
     });
     let d = decide(&spec, &st, &o);
     assert_eq!(kinds(&d), ["delete-workloads"]);
-    assert_eq!(
-        d.status.pending.as_ref().unwrap().kind,
-        OperationKind::Restart
-    );
+    assert_eq!(d.status.pending.as_ref().unwrap().kind, OperationKind::Restart);
     assert_eq!(d.status.restarts.len(), 1);
     let d = decide(&spec, &d.status, &gone(obs()));
     assert_eq!(
@@ -1077,11 +996,7 @@ fn rollback_after_readiness_timeout_and_not_retried() {
     let d = decide(&bad, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::RollingBack);
     assert_eq!(kinds(&d), ["delete-workloads"]);
-    assert!(
-        d.events
-            .iter()
-            .any(|e| e.reason == Reason::Rollback && e.warning)
-    );
+    assert!(d.events.iter().any(|e| e.reason == Reason::Rollback && e.warning));
     let d = decide(&bad, &d.status, &gone(o.clone()));
     assert_eq!(phase(&d), Some(OperationPhase::Deploying));
     let mut o2 = gone(o.clone());
@@ -1099,11 +1014,7 @@ fn rollback_after_readiness_timeout_and_not_retried() {
     o3.now = o.now;
     let d = decide(&bad, &d.status, &o3);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Running);
-    assert!(
-        !d.actions
-            .iter()
-            .any(|a| matches!(a, Action::StopWithSavepoint { .. }))
-    );
+    assert!(!d.actions.iter().any(|a| matches!(a, Action::StopWithSavepoint { .. })));
     // A new generation is.
     let mut o4 = o3.clone();
     o4.generation = 3;
