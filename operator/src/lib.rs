@@ -6,5 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+pub mod control;
 pub mod crd;
 pub mod lifecycle;
+pub mod snapshots;
