@@ -7,6 +7,8 @@
 
 pub mod build;
 pub mod control;
+pub mod controller;
 pub mod crd;
 pub mod lifecycle;
+pub mod metrics;
 pub mod snapshots;

@@ -26,7 +26,7 @@ pub trait SnapshotStore: Send + Sync {
     /// What the restore point at `path` holds.
     async fn inspect(&self, spec: &StreamJobSpec, path: &str) -> Result<SnapshotInfo, String>;
     /// Removes the savepoint directory at `path` (idempotent).
-    async fn dispose(&self, spec: &StreamJobSpec, path: &str) -> Result<(), String>;
+    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String>;
 }
 
 /// The savepoint directory of a spec: `savepoints.directory`, else `<storage>/savepoints`.
@@ -37,7 +37,8 @@ pub fn savepoint_directory(spec: &StreamJobSpec) -> Option<String> {
         .or_else(|| spec.checkpointing.storage.as_ref().map(|s| join(s, "savepoints")))
 }
 
-fn s3_options(spec: &StreamJobSpec) -> S3Options {
+/// The runtime's S3 client settings of a spec.
+pub fn s3_options(spec: &StreamJobSpec) -> S3Options {
     S3Options::from(spec.s3.as_ref().map(|s| &s.runtime))
 }
 
@@ -123,11 +124,9 @@ impl SnapshotStore for ObjectStoreSnapshots {
         weir_runtime::cli::snapshot_info(path, &s3_options(spec)).await
     }
 
-    async fn dispose(&self, spec: &StreamJobSpec, path: &str) -> Result<(), String> {
+    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String> {
         let (parent, name) = split_dir(path).ok_or_else(|| format!("refusing to dispose `{path}`: not a directory"))?;
-        let store = storage::open(parent, &s3_options(spec))
-            .await
-            .map_err(|e| e.to_string())?;
+        let store = storage::open(parent, s3).await.map_err(|e| e.to_string())?;
         // The trailing slash keeps `savepoint-j-3` from matching `savepoint-j-30`.
         store
             .delete_prefix(&format!("{name}/"))
@@ -178,7 +177,7 @@ impl SnapshotStore for FakeSnapshots {
             .cloned()
             .ok_or_else(|| format!("{path}/_metadata: not found"))
     }
-    async fn dispose(&self, _spec: &StreamJobSpec, path: &str) -> Result<(), String> {
+    async fn dispose(&self, _s3: &S3Options, path: &str) -> Result<(), String> {
         self.inner.lock().unwrap().disposed.push(path.into());
         Ok(())
     }
@@ -243,11 +242,11 @@ mod tests {
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-60"), "{}", n.path);
 
         snaps
-            .dispose(&s, &format!("{root}/chk/savepoints/savepoint-j-6"))
+            .dispose(&S3Options::default(), &format!("{root}/chk/savepoints/savepoint-j-6"))
             .await
             .unwrap();
         assert!(!store.exists("chk/savepoints/savepoint-j-6/_metadata").await.unwrap());
         assert!(store.exists("chk/savepoints/savepoint-j-60/_metadata").await.unwrap());
-        assert!(snaps.dispose(&s, "s3://").await.is_err());
+        assert!(snaps.dispose(&S3Options::default(), "s3://").await.is_err());
     }
 }
