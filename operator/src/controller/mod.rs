@@ -9,6 +9,9 @@ pub mod savepoint;
 mod status;
 pub mod stream_job;
 
+#[cfg(test)]
+mod tests;
+
 pub use status::{conditions, worker_selector};
 
 use crate::control::ControlApiFactory;
