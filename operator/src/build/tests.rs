@@ -180,6 +180,9 @@ fn security_context_probes_and_credentials() {
     assert!(!env.iter().any(|e| e["name"] == "AWS_ACCESS_KEY_ID"));
 }
 
+/// A named spec edit.
+type Edit = (&'static str, fn(&mut StreamJobSpec));
+
 #[test]
 fn config_checksum_covers_runtime_fields_only() {
     let base = job("");
@@ -187,7 +190,7 @@ fn config_checksum_covers_runtime_fields_only() {
     let s0 = sum(&base);
     // Operator-only fields: same checksum (pods are not rolled).
     // (image and slotsPerWorker are not in the job file either: they change the pod spec itself.)
-    let operator_only: Vec<(&str, fn(&mut StreamJobSpec))> = vec![
+    let operator_only: Vec<Edit> = vec![
         ("upgradeMode", |s| s.upgrade_mode = UpgradeMode::LastState),
         ("rollback", |s| s.rollback.readiness_timeout = "9m".into()),
         ("health", |s| s.health.max_restarts = 9),
@@ -209,7 +212,7 @@ fn config_checksum_covers_runtime_fields_only() {
         assert_eq!(sum(&j), s0, "{name} must not change the config checksum");
     }
     // Runtime fields: a different checksum.
-    let runtime: Vec<(&str, fn(&mut StreamJobSpec))> = vec![
+    let runtime: Vec<Edit> = vec![
         ("parallelism", |s| s.parallelism = 4),
         ("checkpointing.interval", |s| s.checkpointing.interval = "30s".into()),
         ("allowNonRestoredState", |s| s.allow_non_restored_state = true),
