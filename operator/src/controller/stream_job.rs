@@ -305,6 +305,19 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
     }
 
     let oref = job.object_ref(&());
+    // FKO's JobStatusChanged: the coordinator reported a different (known) state.
+    let known = |s: &StreamJobStatus| {
+        s.job_status
+            .as_ref()
+            .map(|j| j.state.clone())
+            .filter(|s| !s.is_empty() && s != "UNKNOWN")
+    };
+    if let (prev, Some(now_state)) = (known(&old), known(&status))
+        && prev.as_deref() != Some(now_state.as_str())
+    {
+        let msg = format!("job state {} → {now_state}", prev.unwrap_or_else(|| "none".into()));
+        publish(ctx, &oref, now_state == "FAILED", "JobStatusChanged", msg).await;
+    }
     for ev in &decision.events {
         publish(ctx, &oref, ev.warning, &format!("{:?}", ev.reason), ev.message.clone()).await;
     }

@@ -495,6 +495,8 @@ async fn savepoint_upgrade() {
     assert_eq!(status["restorePoint"]["path"], SVP);
     assert_eq!(status["restorePoint"]["origin"], "UpgradeSavepoint");
     assert_eq!(status["pending"]["phase"], "AwaitingTermination");
+    let ev = api.event("Normal", "JobStatusChanged", 200).await;
+    assert_eq!(ev["note"], "job state RUNNING → STOPPED");
     let r = api
         .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7")
         .await;
@@ -637,6 +639,7 @@ async fn suspend_then_resume() {
     let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
     api.observe(World::deployed(1)).await;
     let status = api.status().await;
+    api.event("Normal", "JobStatusChanged", 200).await;
     api.expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7")
         .await
         .echo();
