@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Weir's Kubernetes operator.
 #[derive(Parser)]
-#[command(name = "weir-operator", version, about)]
+#[command(name = "weir-operator", version = version(), about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -48,6 +48,12 @@ enum Command {
         #[arg(long, env = "WEIR_LOG_FORMAT", default_value = "json")]
         log_format: String,
     },
+}
+
+/// Version with the git revision (`WEIR_GIT_REVISION` at build time).
+fn version() -> &'static str {
+    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(weir_operator::run::version);
+    V.as_str()
 }
 
 fn init_tracing(format: &str) {

@@ -25,6 +25,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::Instrument;
 use weir_runtime::control::api::{JobStatus, SavepointRequest};
 
 /// Controller name in metrics.
@@ -50,10 +51,13 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
             return Ok(Action::await_change());
         }
     };
-    let span = tracing::info_span!("reconcile", controller = CONTROLLER, namespace = %job.namespace().unwrap_or_default(), name = %job.name_any());
-    let _enter = span.enter();
-    drop(_enter);
-    match reconcile_job(job, &ctx).await {
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        namespace = %job.namespace().unwrap_or_default(),
+        name = %job.name_any()
+    );
+    match reconcile_job(job, &ctx).instrument(span.clone()).await {
         Ok(a) => Ok(a),
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
@@ -389,6 +393,11 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 }
             }
             LAction::RecordSavepoint { origin, path } => {
+                if path.is_none() && periodic_attempted_recently(&job.spec, &observed.savepoints, now) {
+                    // A periodic savepoint that failed is not in the history; don't take a new
+                    // one every pass, wait for the next interval.
+                    continue;
+                }
                 record_savepoint(ctx, job, origin, path.as_deref(), now).await?;
             }
             LAction::DisposeSavepoint { path } => {
@@ -495,6 +504,24 @@ async fn delete_orphans(ctx: &Context, ns: &str, name: &str, deploy_generation: 
     Ok(())
 }
 
+/// Whether a periodic Savepoint object of the job (in any state, including Failed) was created
+/// within `savepoints.periodicInterval` of `now`. Pure.
+pub fn periodic_attempted_recently(spec: &StreamJobSpec, savepoints: &[Savepoint], now: SystemTime) -> bool {
+    let Some(interval) = spec
+        .savepoints
+        .as_ref()
+        .and_then(|s| s.periodic_interval.as_deref())
+        .and_then(|s| humantime::parse_duration(s).ok())
+    else {
+        return false;
+    };
+    savepoints
+        .iter()
+        .filter(|s| s.spec.origin == SavepointOrigin::Periodic)
+        .filter_map(|s| s.meta().creation_timestamp.as_ref().map(system_time))
+        .any(|t| now.duration_since(t).unwrap_or_default() < interval)
+}
+
 /// Name of the Savepoint object recording an operator-taken savepoint.
 pub fn savepoint_object_name(job: &str, origin: SavepointOrigin, path: Option<&str>, now: SystemTime) -> String {
     let kind = match origin {
@@ -559,4 +586,97 @@ async fn record_savepoint(
             .map_err(Error::StatusError)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svp(origin: &str, created: &str) -> Savepoint {
+        serde_json::from_value(json!({
+            "apiVersion": "weir.dev/v1alpha1", "kind": "Savepoint",
+            "metadata": {"name": "x", "namespace": "ns", "creationTimestamp": created},
+            "spec": {"jobRef": {"name": "wc"}, "origin": origin},
+            "status": {"state": "Failed"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn periodic_attempts_are_spaced_by_the_interval() {
+        let mut spec: StreamJobSpec = serde_json::from_value(json!({
+            "image": "weir:1",
+            "savepoints": {"periodicInterval": "1h"},
+            "job": {"steps": [{"source": {"generator": {}}}, {"sink": {"print": {}}}]},
+        }))
+        .unwrap();
+        let now = humantime::parse_rfc3339("2023-11-14T22:00:00Z").unwrap();
+        let recent = [svp("Periodic", "2023-11-14T21:30:00Z")];
+        let old = [svp("Periodic", "2023-11-14T20:30:00Z")];
+        let manual = [svp("Manual", "2023-11-14T21:59:00Z")];
+        assert!(periodic_attempted_recently(&spec, &recent, now));
+        assert!(!periodic_attempted_recently(&spec, &old, now));
+        assert!(!periodic_attempted_recently(&spec, &manual, now));
+        spec.savepoints = None;
+        assert!(!periodic_attempted_recently(&spec, &recent, now));
+    }
+
+    #[test]
+    fn savepoint_object_names() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            savepoint_object_name("wc", SavepointOrigin::Upgrade, Some("s3://b/svp/savepoint-wc-7/"), now),
+            "wc-upgrade-7"
+        );
+        assert_eq!(
+            savepoint_object_name("wc", SavepointOrigin::Periodic, None, now),
+            "wc-periodic-1700000000"
+        );
+        assert!(
+            savepoint_object_name("wc", SavepointOrigin::Upgrade, Some("s3://b/odd"), now).starts_with("wc-upgrade-")
+        );
+    }
+
+    #[test]
+    fn history_merges_completed_operator_savepoints_only() {
+        let mk = |name: &str, origin: &str, state: &str, path: &str| -> Savepoint {
+            serde_json::from_value(json!({
+                "apiVersion": "weir.dev/v1alpha1", "kind": "Savepoint",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"jobRef": {"name": "wc"}, "origin": origin},
+                "status": {"state": state, "path": path, "completedAt": format!("2023-11-14T2{}:00:00Z", path.len() % 10)},
+            }))
+            .unwrap()
+        };
+        let mut st = StreamJobStatus {
+            savepoint_history: vec![SavepointRecord {
+                path: "s3://b/up-1".into(),
+                completed_at: "2023-11-14T20:00:00Z".into(),
+                origin: SavepointOrigin::Upgrade,
+                savepoint_name: None,
+            }],
+            ..Default::default()
+        };
+        merge_savepoint_history(
+            &mut st,
+            &[
+                mk("wc-upgrade-1", "Upgrade", "Completed", "s3://b/up-1"),
+                mk("wc-periodic-2", "Periodic", "Completed", "s3://b/per-22"),
+                mk("wc-periodic-3", "Periodic", "InProgress", "s3://b/per-333"),
+                mk("mine", "Manual", "Completed", "s3://b/man"),
+            ],
+        );
+        let got: Vec<(&str, Option<&str>)> = st
+            .savepoint_history
+            .iter()
+            .map(|r| (r.path.as_str(), r.savepoint_name.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("s3://b/up-1", Some("wc-upgrade-1")),
+                ("s3://b/per-22", Some("wc-periodic-2"))
+            ]
+        );
+    }
 }
