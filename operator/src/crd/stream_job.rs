@@ -374,7 +374,7 @@ pub struct StreamJobStatus {
     /// Where the next start restores from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_point: Option<RestorePoint>,
-    /// Counter stamped on child objects (label `weir.dev/deploy-generation`); incremented by
+    /// Counter stamped on child objects (label `weir.dev/deployment-generation`); incremented by
     /// every deploy so a restarted operator can tell which generation is running.
     #[serde(default)]
     pub deploy_generation: u64,

@@ -1,0 +1,106 @@
+//! Merge of a user's pod template override over the generated pod template.
+//!
+//! Rules (a small subset of strategic merge patch, enough for pod templates): objects merge
+//! key by key; lists whose items all carry a `name` (containers, volumes, env, ports, volume
+//! mounts) merge item by item by name, new items appended; any other value in the override
+//! replaces the generated one. So a sidecar container is appended, the `weir` container's
+//! `env` gains entries, and `tolerations` or `nodeSelector` are taken from the override.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde_json::Value;
+
+/// Merges `over` over `base` (see the module docs). `None` returns `base` unchanged.
+pub fn merge_pod_template(base: PodTemplateSpec, over: Option<&PodTemplateSpec>) -> PodTemplateSpec {
+    let Some(over) = over else { return base };
+    let mut b = serde_json::to_value(&base).expect("pod template serializes");
+    let o = serde_json::to_value(over).expect("pod template serializes");
+    merge_value(&mut b, &o);
+    serde_json::from_value(b).expect("merge of two pod templates is a pod template")
+}
+
+fn named(v: &Value) -> Option<&str> {
+    v.get("name").and_then(Value::as_str)
+}
+
+fn merge_value(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (_, Value::Null) => {}
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(bv) => merge_value(bv, v),
+                    None => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(o)) if b.iter().chain(o.iter()).all(|v| named(v).is_some()) && !o.is_empty() => {
+            for item in o {
+                let name = named(item).expect("checked");
+                match b.iter_mut().find(|x| named(x) == Some(name)) {
+                    Some(existing) => merge_value(existing, item),
+                    None => b.push(item.clone()),
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tpl(v: Value) -> PodTemplateSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn merge_rules() {
+        let base = tpl(json!({
+            "metadata": {"labels": {"a": "1"}},
+            "spec": {
+                "containers": [{"name": "weir", "image": "weir:1", "env": [{"name": "X", "value": "1"}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}],
+                "tolerations": [{"key": "k1", "operator": "Exists"}],
+            }
+        }));
+        let over = tpl(json!({
+            "metadata": {"labels": {"b": "2"}, "annotations": {"c": "3"}},
+            "spec": {
+                "containers": [
+                    {"name": "weir", "env": [{"name": "X", "value": "2"}, {"name": "Y", "value": "3"}]},
+                    {"name": "sidecar", "image": "busybox"},
+                ],
+                "volumes": [{"name": "extra", "emptyDir": {}}],
+                "tolerations": [{"key": "k2", "operator": "Exists"}],
+                "nodeSelector": {"pool": "stream"},
+            }
+        }));
+        let got = serde_json::to_value(merge_pod_template(base, Some(&over))).unwrap();
+        assert_eq!(
+            got,
+            json!({
+                "metadata": {"labels": {"a": "1", "b": "2"}, "annotations": {"c": "3"}},
+                "spec": {
+                    "containers": [
+                        {"name": "weir", "image": "weir:1",
+                         "env": [{"name": "X", "value": "2"}, {"name": "Y", "value": "3"}]},
+                        {"name": "sidecar", "image": "busybox"},
+                    ],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "extra", "emptyDir": {}}],
+                    "tolerations": [{"key": "k2", "operator": "Exists"}],
+                    "nodeSelector": {"pool": "stream"},
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn no_override_is_identity() {
+        let base = tpl(json!({"spec": {"containers": [{"name": "weir"}]}}));
+        assert_eq!(merge_pod_template(base.clone(), None), base);
+    }
+}

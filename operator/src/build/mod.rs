@@ -1,0 +1,470 @@
+//! Pure builders of every child object of a StreamJob: the ConfigMap with the job file, the
+//! coordinator Deployment and Service, and the worker StatefulSet and headless Service.
+//!
+//! Everything here is a function of its arguments (no I/O, no clock), so the objects the
+//! operator applies are pinned by table and snapshot tests. The controller applies them with
+//! server-side apply; see `controller`.
+
+mod merge;
+
+pub use merge::merge_pod_template;
+
+use crate::crd::{ImagePullPolicy, StreamJob, StreamJobSpec};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplateSpec, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "weir-operator";
+/// Label: the StreamJob's name, on every child and pod.
+pub const LABEL_JOB: &str = "weir.dev/job";
+/// Label: the deploy generation (`status.deployGeneration`) a workload belongs to.
+pub const LABEL_DEPLOY_GENERATION: &str = "weir.dev/deployment-generation";
+/// Annotation on the coordinator Deployment: the StreamJob `metadata.generation` whose spec it
+/// runs (FKO's generation annotation), so a restarted operator can tell whether an upgrade
+/// already reached the cluster.
+pub const ANNOTATION_SPEC_GENERATION: &str = "weir.dev/spec-generation";
+/// Pod-template annotation: checksum of the runtime-relevant part of the job file. It changes
+/// only when the runtime would see a different job, so operator-only spec edits never roll pods.
+pub const ANNOTATION_CONFIG_CHECKSUM: &str = "weir.dev/config-checksum";
+/// Port of the coordinator's control API (`/healthz`, `/v1/...`, `/metrics`).
+pub const CONTROL_PORT: i32 = 8081;
+/// Port of the coordinator's RPC endpoint that workers register with.
+pub const RPC_PORT: i32 = 6123;
+/// Port of a worker's data endpoint.
+pub const DATA_PORT: i32 = 6124;
+/// Name of the runtime container in both pod roles (the pod template override merges by it).
+pub const CONTAINER: &str = "weir";
+/// Where the ConfigMap is mounted.
+pub const CONFIG_DIR: &str = "/etc/weir";
+/// Key of the job file in the ConfigMap.
+pub const JOB_FILE_KEY: &str = "job.yaml";
+/// UID/GID the runtime runs as (non-root).
+pub const RUN_AS_USER: i64 = 65532;
+
+/// Name of the ConfigMap holding the job file.
+pub fn config_map_name(job: &str) -> String {
+    format!("{job}-config")
+}
+/// Name of the coordinator Deployment and its Service.
+pub fn coordinator_name(job: &str) -> String {
+    format!("{job}-coordinator")
+}
+/// Name of the worker StatefulSet and its headless Service.
+pub fn worker_name(job: &str) -> String {
+    format!("{job}-worker")
+}
+
+/// Number of worker pods: `ceil(parallelism / slotsPerWorker)`, at least 1.
+pub fn worker_replicas(spec: &StreamJobSpec) -> i32 {
+    let slots = spec.slots_per_worker.max(1);
+    ((spec.parallelism.max(1) + slots - 1) / slots).max(1)
+}
+
+/// One deployment of a StreamJob: what to build.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The StreamJob (name, namespace and uid for names and owner references).
+    pub job: &'a StreamJob,
+    /// The spec to deploy (the decision's, not necessarily `job.spec`).
+    pub spec: &'a StreamJobSpec,
+    /// The coordinator's `--restore` URL; `None` starts empty.
+    pub restore_from: Option<&'a str>,
+    /// `status.deployGeneration` of this deployment.
+    pub deploy_generation: u64,
+    /// `metadata.generation` whose spec this is.
+    pub spec_generation: i64,
+    /// Image used when `spec.image` is empty (`WEIR_RUNTIME_IMAGE`).
+    pub default_image: &'a str,
+}
+
+/// Every child object of one deployment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Children {
+    /// The job file.
+    pub config_map: ConfigMap,
+    /// The coordinator.
+    pub coordinator: Deployment,
+    /// The coordinator's Service (control API and RPC).
+    pub coordinator_service: Service,
+    /// The workers.
+    pub workers: StatefulSet,
+    /// The workers' headless Service.
+    pub worker_service: Service,
+}
+
+/// Pod role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// The coordinator (Flink's JobManager).
+    Coordinator,
+    /// A worker (Flink's TaskManager).
+    Worker,
+    /// The job's configuration.
+    Config,
+}
+
+impl Component {
+    /// The `app.kubernetes.io/component` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Coordinator => "coordinator",
+            Component::Worker => "worker",
+            Component::Config => "config",
+        }
+    }
+}
+
+/// Labels that select a role's pods. Stable across deploy generations (selectors are
+/// immutable), unlike [`labels`].
+pub fn selector_labels(job: &str, component: Component) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".into(), "weir".into()),
+        ("app.kubernetes.io/instance".into(), job.into()),
+        ("app.kubernetes.io/component".into(), component.as_str().into()),
+        (LABEL_JOB.into(), job.into()),
+    ])
+}
+
+/// Labels of a child object and its pods.
+pub fn labels(job: &str, component: Component, deploy_generation: u64) -> BTreeMap<String, String> {
+    let mut l = selector_labels(job, component);
+    l.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
+    l.insert("app.kubernetes.io/part-of".into(), "weir".into());
+    l.insert(LABEL_DEPLOY_GENERATION.into(), deploy_generation.to_string());
+    l
+}
+
+/// The controller owner reference to the StreamJob (garbage collection and watches).
+pub fn owner_reference(job: &StreamJob) -> OwnerReference {
+    OwnerReference {
+        api_version: StreamJob::api_version(&()).into_owned(),
+        kind: StreamJob::kind(&()).into_owned(),
+        name: job.name_any(),
+        uid: job.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The job file the pods read: a whole StreamJob manifest (the runtime ignores operator-only
+/// fields).
+pub fn job_file(name: &str, spec: &StreamJobSpec) -> String {
+    let manifest = json!({
+        "apiVersion": weir_runtime::job::API_VERSION,
+        "kind": weir_runtime::job::KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    });
+    serde_yaml::to_string(&manifest).expect("manifest serializes")
+}
+
+/// Checksum (xxh3, hex) of what the runtime reads from the job file: the name and the
+/// runtime's view of the spec. Operator-only fields (upgradeMode, rollback, health, periodic
+/// savepoints, ...) do not enter it.
+pub fn config_checksum(name: &str, spec: &StreamJobSpec) -> String {
+    let runtime = spec
+        .runtime_spec()
+        .map(|s| serde_json::to_value(s).expect("runtime spec serializes"))
+        .unwrap_or_else(|_| serde_json::to_value(spec).expect("spec serializes"));
+    let text = serde_json::to_string(&json!({"name": name, "spec": runtime})).expect("serializes");
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+}
+
+fn meta(t: &Target, name: String, component: Component) -> Value {
+    json!({
+        "name": name,
+        "namespace": t.job.namespace(),
+        "labels": labels(&t.job.name_any(), component, t.deploy_generation),
+        "ownerReferences": [owner_reference(t.job)],
+    })
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("builder produces a valid object")
+}
+
+/// Builds every child object.
+pub fn build(t: &Target) -> Children {
+    Children {
+        config_map: config_map(t),
+        coordinator: coordinator_deployment(t),
+        coordinator_service: coordinator_service(t),
+        workers: worker_statefulset(t),
+        worker_service: worker_service(t),
+    }
+}
+
+/// The ConfigMap `<job>-config` with `job.yaml`.
+pub fn config_map(t: &Target) -> ConfigMap {
+    let name = t.job.name_any();
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(t, config_map_name(&name), Component::Config),
+        "data": {JOB_FILE_KEY: job_file(&name, t.spec)},
+    }))
+}
+
+fn image(t: &Target) -> String {
+    if t.spec.image.is_empty() {
+        t.default_image.to_string()
+    } else {
+        t.spec.image.clone()
+    }
+}
+
+fn pull_policy(t: &Target) -> Value {
+    match t.spec.image_pull_policy {
+        None => Value::Null,
+        Some(ImagePullPolicy::Always) => "Always".into(),
+        Some(ImagePullPolicy::IfNotPresent) => "IfNotPresent".into(),
+        Some(ImagePullPolicy::Never) => "Never".into(),
+    }
+}
+
+/// Environment shared by both roles: S3 credentials from the referenced Secret.
+fn common_env(t: &Target) -> Vec<Value> {
+    let mut env = vec![];
+    if let Some(secret) = t.spec.s3.as_ref().and_then(|s| s.credentials_secret.as_ref()) {
+        let key = |k: &Option<String>, d: &str| k.clone().unwrap_or_else(|| d.to_string());
+        env.push(json!({"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {
+            "name": secret.name, "key": key(&secret.access_key_id_key, "accessKeyId")}}}));
+        env.push(json!({"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {
+            "name": secret.name, "key": key(&secret.secret_access_key_key, "secretAccessKey")}}}));
+    }
+    env
+}
+
+fn container_security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+/// The pod template of a role before the user's override is merged over it.
+fn pod_template(t: &Target, component: Component, container: Value, resources: Option<Value>) -> PodTemplateSpec {
+    let name = t.job.name_any();
+    let mut container = container;
+    if let Some(r) = resources {
+        container["resources"] = r;
+    }
+    let pod = json!({
+        "metadata": {
+            "labels": labels(&name, component, t.deploy_generation),
+            "annotations": {ANNOTATION_CONFIG_CHECKSUM: config_checksum(&name, t.spec)},
+        },
+        "spec": {
+            "serviceAccountName": t.spec.service_account_name,
+            // The runtime needs nothing from the Kubernetes API.
+            "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "terminationGracePeriodSeconds": 60,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "runAsUser": RUN_AS_USER,
+                "runAsGroup": RUN_AS_USER,
+                "fsGroup": RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+            "volumes": [
+                {"name": "config", "configMap": {"name": config_map_name(&name)}},
+                // The root filesystem is read-only; the runtime's scratch space.
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    });
+    let generated: PodTemplateSpec = from_json(strip_nulls(pod));
+    let component_spec = match component {
+        Component::Coordinator => t.spec.coordinator.as_ref(),
+        _ => t.spec.worker.as_ref(),
+    };
+    let mut merged = merge_pod_template(generated, component_spec.and_then(|c| c.pod_template.as_ref()));
+    // The selector labels and the generation label are the operator's, whatever the override says.
+    merged
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels
+        .get_or_insert_with(Default::default)
+        .extend(labels(&name, component, t.deploy_generation));
+    merged
+}
+
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(strip_nulls).collect()),
+        v => v,
+    }
+}
+
+fn volume_mounts() -> Value {
+    json!([
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": true},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ])
+}
+
+fn resources(c: Option<&crate::crd::ComponentSpec>) -> Option<Value> {
+    c.and_then(|c| c.resources.as_ref())
+        .map(|r| serde_json::to_value(r).expect("resources serialize"))
+}
+
+/// The coordinator Deployment `<job>-coordinator`: one replica, `Recreate` (never two
+/// coordinators of one job), restoring from `restore_from`.
+pub fn coordinator_deployment(t: &Target) -> Deployment {
+    let name = t.job.name_any();
+    let restore = t.restore_from.unwrap_or("none");
+    let mut env = vec![json!({"name": "HOME", "value": "/tmp"})];
+    env.extend(common_env(t));
+    let container = json!({
+        "name": CONTAINER,
+        "image": image(t),
+        "imagePullPolicy": pull_policy(t),
+        "command": ["weir"],
+        "args": [
+            "coordinator",
+            "--job", format!("{CONFIG_DIR}/{JOB_FILE_KEY}"),
+            "--restore", restore,
+            "--listen", format!("0.0.0.0:{CONTROL_PORT}"),
+            "--rpc-listen", format!("0.0.0.0:{RPC_PORT}"),
+        ],
+        "workingDir": "/tmp",
+        "env": env,
+        "ports": [
+            {"name": "http", "containerPort": CONTROL_PORT, "protocol": "TCP"},
+            {"name": "rpc", "containerPort": RPC_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 2,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 2,
+        },
+        "securityContext": container_security_context(),
+        "volumeMounts": volume_mounts(),
+    });
+    let template = pod_template(
+        t,
+        Component::Coordinator,
+        container,
+        resources(t.spec.coordinator.as_ref()),
+    );
+    let mut metadata = meta(t, coordinator_name(&name), Component::Coordinator);
+    metadata["annotations"] = json!({ANNOTATION_SPEC_GENERATION: t.spec_generation.to_string()});
+    from_json(strip_nulls(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 1,
+            "selector": {"matchLabels": selector_labels(&name, Component::Coordinator)},
+            "template": template,
+        },
+    })))
+}
+
+/// The coordinator Service `<job>-coordinator` (control API and worker RPC).
+pub fn coordinator_service(t: &Target) -> Service {
+    let name = t.job.name_any();
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(t, coordinator_name(&name), Component::Coordinator),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(&name, Component::Coordinator),
+            "ports": [
+                {"name": "http", "port": CONTROL_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "rpc", "port": RPC_PORT, "targetPort": "rpc", "protocol": "TCP"},
+            ],
+        },
+    }))
+}
+
+/// The worker StatefulSet `<job>-worker`: `ceil(parallelism / slotsPerWorker)` pods, started
+/// in parallel, each advertising its pod IP to the coordinator.
+pub fn worker_statefulset(t: &Target) -> StatefulSet {
+    let name = t.job.name_any();
+    let mut env = vec![
+        json!({"name": "HOME", "value": "/tmp"}),
+        json!({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
+    ];
+    env.extend(common_env(t));
+    let container = json!({
+        "name": CONTAINER,
+        "image": image(t),
+        "imagePullPolicy": pull_policy(t),
+        "command": ["weir"],
+        "args": [
+            "worker",
+            "--coordinator", format!("{}:{RPC_PORT}", coordinator_name(&name)),
+            "--slots", t.spec.slots_per_worker.max(1).to_string(),
+            "--data-listen", format!("0.0.0.0:{DATA_PORT}"),
+            "--advertise", format!("$(POD_IP):{DATA_PORT}"),
+        ],
+        "workingDir": "/tmp",
+        "env": env,
+        "ports": [{"name": "data", "containerPort": DATA_PORT, "protocol": "TCP"}],
+        // Workers serve no HTTP endpoint in the runtime contract yet: probe the data port.
+        "readinessProbe": {"tcpSocket": {"port": "data"}, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {
+            "tcpSocket": {"port": "data"},
+            "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6,
+        },
+        "securityContext": container_security_context(),
+        "volumeMounts": volume_mounts(),
+    });
+    let template = pod_template(t, Component::Worker, container, resources(t.spec.worker.as_ref()));
+    from_json(strip_nulls(json!({
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(t, worker_name(&name), Component::Worker),
+        "spec": {
+            "replicas": worker_replicas(t.spec),
+            "serviceName": worker_name(&name),
+            "podManagementPolicy": "Parallel",
+            "revisionHistoryLimit": 1,
+            "selector": {"matchLabels": selector_labels(&name, Component::Worker)},
+            "template": template,
+        },
+    })))
+}
+
+/// The workers' headless Service `<job>-worker` (stable pod DNS names for the StatefulSet).
+pub fn worker_service(t: &Target) -> Service {
+    let name = t.job.name_any();
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(t, worker_name(&name), Component::Worker),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": true,
+            "selector": selector_labels(&name, Component::Worker),
+            "ports": [{"name": "data", "port": DATA_PORT, "targetPort": "data", "protocol": "TCP"}],
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,320 @@
+//! Builder tables and a snapshot of every child of one job.
+
+use super::*;
+use crate::crd::UpgradeMode;
+use serde_json::json;
+
+fn job(extra: &str) -> StreamJob {
+    let yaml = format!(
+        r#"
+apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{name: wc, namespace: streams, uid: 1234-abcd, generation: 7}}
+spec:
+  image: ghcr.io/weir-dev/weir:0.1.0
+  parallelism: 3
+  slotsPerWorker: 2
+  checkpointing: {{storage: "s3://bucket/chk", interval: 10s}}
+  savepoints: {{directory: "s3://bucket/svp"}}
+  s3: {{endpoint: "http://minio:9000", pathStyle: true, credentialsSecret: {{name: s3-creds}}}}
+  job:
+    steps:
+      - source: {{generator: {{seed: 1}}}}
+      - keyBy: {{expression: key}}
+      - uid: counts
+        count: {{}}
+      - sink: {{print: {{}}}}
+{extra}
+"#
+    );
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+fn target<'a>(job: &'a StreamJob, restore: Option<&'a str>) -> Target<'a> {
+    Target {
+        job,
+        spec: &job.spec,
+        restore_from: restore,
+        deploy_generation: 4,
+        spec_generation: 7,
+        default_image: "weir:default",
+    }
+}
+
+fn v<T: serde::Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap()
+}
+
+#[test]
+fn worker_replicas_table() {
+    for (p, slots, want) in [(1, 1, 1), (3, 2, 2), (4, 2, 2), (5, 4, 2), (8, 1, 8), (1, 8, 1)] {
+        let mut j = job("");
+        j.spec.parallelism = p;
+        j.spec.slots_per_worker = slots;
+        assert_eq!(worker_replicas(&j.spec), want, "p={p} slots={slots}");
+        let sts = worker_statefulset(&target(&j, None));
+        assert_eq!(sts.spec.unwrap().replicas, Some(want));
+    }
+}
+
+#[test]
+fn every_child_is_labelled_and_owned() {
+    let j = job("");
+    let c = build(&target(&j, None));
+    let metas = [
+        v(&c.config_map)["metadata"].clone(),
+        v(&c.coordinator)["metadata"].clone(),
+        v(&c.coordinator_service)["metadata"].clone(),
+        v(&c.workers)["metadata"].clone(),
+        v(&c.worker_service)["metadata"].clone(),
+    ];
+    for m in metas {
+        assert_eq!(m["namespace"], "streams", "{m}");
+        assert_eq!(m["labels"][LABEL_JOB], "wc");
+        assert_eq!(m["labels"][LABEL_DEPLOY_GENERATION], "4");
+        assert_eq!(m["labels"]["app.kubernetes.io/managed-by"], "weir-operator");
+        assert_eq!(
+            m["ownerReferences"],
+            json!([{"apiVersion": "weir.dev/v1alpha1", "kind": "StreamJob", "name": "wc",
+                    "uid": "1234-abcd", "controller": true, "blockOwnerDeletion": true}])
+        );
+    }
+    for (tpl, comp) in [
+        (v(&c.coordinator)["spec"]["template"].clone(), "coordinator"),
+        (v(&c.workers)["spec"]["template"].clone(), "worker"),
+    ] {
+        assert_eq!(tpl["metadata"]["labels"][LABEL_DEPLOY_GENERATION], "4");
+        assert_eq!(tpl["metadata"]["labels"]["app.kubernetes.io/component"], comp);
+    }
+    // Selectors never carry the generation (they are immutable).
+    let sel = v(&c.coordinator)["spec"]["selector"]["matchLabels"].clone();
+    assert!(sel.get(LABEL_DEPLOY_GENERATION).is_none());
+    assert_eq!(v(&c.coordinator_service)["spec"]["selector"], sel);
+}
+
+#[test]
+fn coordinator_args_restore_and_generation_annotation() {
+    let j = job("");
+    for (restore, want) in [
+        (None, "none"),
+        (Some("s3://bucket/svp/savepoint-wc-9"), "s3://bucket/svp/savepoint-wc-9"),
+    ] {
+        let d = v(&coordinator_deployment(&target(&j, restore)));
+        let args = d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+        assert_eq!(
+            args,
+            json!([
+                "coordinator",
+                "--job",
+                "/etc/weir/job.yaml",
+                "--restore",
+                want,
+                "--listen",
+                "0.0.0.0:8081",
+                "--rpc-listen",
+                "0.0.0.0:6123"
+            ])
+        );
+        assert_eq!(d["metadata"]["annotations"][ANNOTATION_SPEC_GENERATION], "7");
+        assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+        assert_eq!(d["spec"]["replicas"], 1);
+    }
+    let w = v(&worker_statefulset(&target(&j, None)));
+    assert_eq!(
+        w["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!([
+            "worker",
+            "--coordinator",
+            "wc-coordinator:6123",
+            "--slots",
+            "2",
+            "--data-listen",
+            "0.0.0.0:6124",
+            "--advertise",
+            "$(POD_IP):6124"
+        ])
+    );
+    assert_eq!(w["spec"]["serviceName"], "wc-worker");
+    assert_eq!(v(&worker_service(&target(&j, None)))["spec"]["clusterIP"], "None");
+}
+
+#[test]
+fn security_context_probes_and_credentials() {
+    let j = job("");
+    let c = build(&target(&j, None));
+    for tpl in [
+        v(&c.coordinator)["spec"]["template"].clone(),
+        v(&c.workers)["spec"]["template"].clone(),
+    ] {
+        let pod = &tpl["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        let ctr = &pod["containers"][0];
+        assert_eq!(ctr["name"], "weir");
+        assert_eq!(ctr["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(ctr["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(ctr["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+        assert!(ctr["readinessProbe"].is_object() && ctr["livenessProbe"].is_object());
+        let env = ctr["env"].as_array().unwrap();
+        let key = env.iter().find(|e| e["name"] == "AWS_ACCESS_KEY_ID").unwrap();
+        assert_eq!(
+            key["valueFrom"]["secretKeyRef"],
+            json!({"name": "s3-creds", "key": "accessKeyId"})
+        );
+        assert!(env.iter().any(|e| e["name"] == "AWS_SECRET_ACCESS_KEY"));
+    }
+    let coord = v(&c.coordinator);
+    assert_eq!(
+        coord["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "http"})
+    );
+    // No secret reference: no credential env (the AWS default chain applies).
+    let mut j2 = job("");
+    j2.spec.s3 = None;
+    let coord = v(&coordinator_deployment(&target(&j2, None)));
+    let env = coord["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!env.iter().any(|e| e["name"] == "AWS_ACCESS_KEY_ID"));
+}
+
+/// A named spec edit.
+type Edit = (&'static str, fn(&mut StreamJobSpec));
+
+#[test]
+fn config_checksum_covers_runtime_fields_only() {
+    let base = job("");
+    let sum = |j: &StreamJob| config_checksum("wc", &j.spec);
+    let s0 = sum(&base);
+    // Operator-only fields: same checksum (pods are not rolled).
+    // (image and slotsPerWorker are not in the job file either: they change the pod spec itself.)
+    let operator_only: Vec<Edit> = vec![
+        ("upgradeMode", |s| s.upgrade_mode = UpgradeMode::LastState),
+        ("rollback", |s| s.rollback.readiness_timeout = "9m".into()),
+        ("health", |s| s.health.max_restarts = 9),
+        ("initialSavepointPath", |s| {
+            s.initial_savepoint_path = Some("s3://x".into())
+        }),
+        ("periodicInterval", |s| {
+            s.savepoints.as_mut().unwrap().periodic_interval = Some("1h".into())
+        }),
+        ("credentialsSecret", |s| {
+            s.s3.as_mut().unwrap().credentials_secret = None
+        }),
+        ("image", |s| s.image = "weir:2".into()),
+        ("slotsPerWorker", |s| s.slots_per_worker = 3),
+    ];
+    for (name, f) in operator_only {
+        let mut j = base.clone();
+        f(&mut j.spec);
+        assert_eq!(sum(&j), s0, "{name} must not change the config checksum");
+    }
+    // Runtime fields: a different checksum.
+    let runtime: Vec<Edit> = vec![
+        ("parallelism", |s| s.parallelism = 4),
+        ("checkpointing.interval", |s| s.checkpointing.interval = "30s".into()),
+        ("allowNonRestoredState", |s| s.allow_non_restored_state = true),
+        ("s3.endpoint", |s| {
+            s.s3.as_mut().unwrap().runtime.endpoint = Some("http://other".into())
+        }),
+        ("job", |s| s.job.steps.pop().map(|_| ()).unwrap()),
+    ];
+    for (name, f) in runtime {
+        let mut j = base.clone();
+        f(&mut j.spec);
+        assert_ne!(sum(&j), s0, "{name} must change the config checksum");
+    }
+    assert_ne!(
+        config_checksum("other", &base.spec),
+        s0,
+        "the job name is runtime-relevant"
+    );
+}
+
+#[test]
+fn job_file_is_a_manifest_the_runtime_reads() {
+    let j = job("");
+    let cm = config_map(&target(&j, None));
+    let text = cm.data.unwrap()[JOB_FILE_KEY].clone();
+    let m: weir_runtime::job::StreamJobManifest = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(m.metadata.name, "wc");
+    assert_eq!(m.kind, "StreamJob");
+    assert_eq!(m.spec.parallelism, 3);
+    assert_eq!(m.spec.checkpointing.storage.as_deref(), Some("s3://bucket/chk"));
+}
+
+#[test]
+fn override_merges_but_keeps_operator_labels() {
+    let j = job(r#"
+  serviceAccountName: weir-job
+  imagePullPolicy: IfNotPresent
+  coordinator:
+    resources: {requests: {cpu: 500m, memory: 1Gi}}
+    podTemplate:
+      metadata:
+        labels: {team: data, "weir.dev/job": hijack}
+      spec:
+        nodeSelector: {pool: stream}
+        containers:
+          - name: weir
+            env: [{name: RUST_LOG, value: debug}]
+          - name: sidecar
+            image: busybox
+"#);
+    let d = v(&coordinator_deployment(&target(&j, None)));
+    let tpl = &d["spec"]["template"];
+    assert_eq!(tpl["metadata"]["labels"]["team"], "data");
+    assert_eq!(tpl["metadata"]["labels"][LABEL_JOB], "wc");
+    assert_eq!(tpl["spec"]["nodeSelector"]["pool"], "stream");
+    assert_eq!(tpl["spec"]["serviceAccountName"], "weir-job");
+    let ctrs = tpl["spec"]["containers"].as_array().unwrap();
+    assert_eq!(ctrs.len(), 2);
+    assert_eq!(ctrs[0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(ctrs[0]["resources"]["requests"]["cpu"], "500m");
+    assert!(
+        ctrs[0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "RUST_LOG")
+    );
+    assert!(ctrs[0]["env"].as_array().unwrap().iter().any(|e| e["name"] == "HOME"));
+    assert_eq!(ctrs[1]["name"], "sidecar");
+    // The worker has no override: untouched.
+    let w = v(&worker_statefulset(&target(&j, None)));
+    assert_eq!(w["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn empty_image_uses_the_default() {
+    let mut j = job("");
+    j.spec.image = String::new();
+    let d = v(&coordinator_deployment(&target(&j, None)));
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "weir:default");
+}
+
+/// Snapshot of every child; `UPDATE_SNAPSHOTS=1 cargo test` rewrites it after a reviewed change.
+#[test]
+fn children_snapshot() {
+    let j = job("");
+    let c = build(&target(&j, Some("s3://bucket/svp/savepoint-wc-9")));
+    let docs: Vec<String> = [
+        v(&c.config_map),
+        v(&c.coordinator),
+        v(&c.coordinator_service),
+        v(&c.workers),
+        v(&c.worker_service),
+    ]
+    .iter()
+    .map(|d| serde_yaml::to_string(d).unwrap())
+    .collect();
+    let got = docs.join("---\n");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/children.yaml");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).expect("snapshot exists (UPDATE_SNAPSHOTS=1 writes it)");
+    assert_eq!(got, want, "children changed; review and rerun with UPDATE_SNAPSHOTS=1");
+}

@@ -1,0 +1,177 @@
+//! The controllers: shared context, the error enum (whose variant names are Event reasons),
+//! best-effort events, and the Kubernetes calls both controllers make.
+//!
+//! A StreamJob reconcile is observe → decide ([`crate::lifecycle`]) → persist the decided
+//! status (the write-ahead log) → act (build with [`crate::build`], server-side apply, delete)
+//! → record results. See [`stream_job`]; the Savepoint controller is [`savepoint`].
+
+pub mod savepoint;
+mod status;
+pub mod stream_job;
+
+#[cfg(test)]
+mod tests;
+
+pub use status::{conditions, worker_selector};
+
+use crate::control::ControlApiFactory;
+use crate::metrics::Metrics;
+use crate::snapshots::SnapshotStore;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Finalizer of StreamJobs (stop, optional savepoint, cleanup) and of Savepoints with
+/// `disposeOnDelete`.
+pub const FINALIZER: &str = "weir.dev/finalizer";
+
+/// A clock (injected so tests are deterministic).
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// What every reconcile needs.
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// Control API of each job.
+    pub control: Arc<dyn ControlApiFactory>,
+    /// Checkpoint/savepoint storage.
+    pub snapshots: Arc<dyn SnapshotStore>,
+    /// Event recorder (best effort).
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Wall clock.
+    pub clock: Clock,
+    /// Image for a StreamJob whose `spec.image` is empty.
+    pub default_image: String,
+}
+
+impl Context {
+    /// A context with the system clock.
+    pub fn new(
+        client: Client,
+        control: Arc<dyn ControlApiFactory>,
+        snapshots: Arc<dyn SnapshotStore>,
+        metrics: Arc<Metrics>,
+        default_image: String,
+    ) -> Context {
+        let reporter = Reporter {
+            controller: "weir-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            control,
+            snapshots,
+            metrics,
+            clock: Arc::new(SystemTime::now),
+            default_image,
+        }
+    }
+}
+
+/// Reconcile errors. The variant name is the Event reason of the Warning event emitted for it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an object from the API server failed.
+    #[error("reading {what}: {source}")]
+    ObserveError {
+        /// What was read.
+        what: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Server-side apply of a child object failed.
+    #[error("applying {what}: {source}")]
+    ApplyError {
+        /// `Kind/name`.
+        what: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Deleting an object failed.
+    #[error("deleting {what}: {source}")]
+    DeleteError {
+        /// `Kind/name`.
+        what: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Writing status failed; nothing after it ran.
+    #[error("writing status: {0}")]
+    StatusError(#[source] kube::Error),
+    /// Adding or removing the finalizer failed.
+    #[error("updating finalizers: {0}")]
+    FinalizerError(#[source] kube::Error),
+    /// Checkpoint/savepoint storage could not be read or written.
+    #[error("storage: {0}")]
+    StorageError(String),
+}
+
+impl Error {
+    /// The Event reason: the variant name.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::ObserveError { .. } => "ObserveError",
+            Error::ApplyError { .. } => "ApplyError",
+            Error::DeleteError { .. } => "DeleteError",
+            Error::StatusError(_) => "StatusError",
+            Error::FinalizerError(_) => "FinalizerError",
+            Error::StorageError(_) => "StorageError",
+        }
+    }
+}
+
+/// Publishes an event; failures are logged and swallowed (a terminating namespace refuses
+/// events, and that must never block a reconcile or a finalizer: FLINK-31860).
+pub async fn publish(ctx: &Context, regarding: &ObjectReference, warning: bool, reason: &str, note: String) {
+    let ev = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, regarding).await {
+        tracing::warn!(reason, error = %e, "event not recorded");
+    }
+}
+
+/// A reference to an object that failed to deserialize (for its ValidationError event).
+pub fn invalid_ref<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// Sets the finalizer list to `finalizers` with a merge patch guarded by `resourceVersion`
+/// (a concurrent change makes it fail with 409 and the reconcile is retried).
+pub async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(Error::FinalizerError)
+}
+
+/// Converts an API time to a `SystemTime`.
+pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> SystemTime {
+    SystemTime::from(t.0)
+}

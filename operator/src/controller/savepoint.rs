@@ -1,0 +1,290 @@
+//! The Savepoint controller: takes manual and periodic savepoints through the job's control
+//! API and records the result; upgrade savepoints are records only (the StreamJob controller
+//! took them while stopping).
+//!
+//! Pending → (trigger) → InProgress → (poll) → Completed. A refused trigger ("not all tasks
+//! running") or a failed savepoint is retried with exponential backoff up to
+//! [`MAX_FAILURES`] attempts, then Failed. If the job stops, is suspended or disappears first,
+//! the savepoint is Abandoned. Deleting a Savepoint with `disposeOnDelete` removes its data
+//! through a finalizer, except when it is the job's current restore point (FLINK-38033).
+
+use super::{Context, Error, FINALIZER, invalid_ref, publish, set_finalizers};
+use crate::build::FIELD_MANAGER;
+use crate::control::ControlError;
+use crate::crd::{
+    DesiredState, LifecycleState, Savepoint, SavepointOrigin, SavepointState, SavepointStatus, StreamJob,
+};
+use crate::snapshots::{s3_options, savepoint_directory};
+use kube::api::{Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use weir_runtime::control::api::{SavepointRequest, TriggerState};
+use weir_runtime::storage::S3Options;
+
+/// Controller name in metrics.
+pub const CONTROLLER: &str = "savepoint";
+/// Trigger attempts before a savepoint is Failed.
+pub const MAX_FAILURES: u32 = 5;
+/// Poll interval while a savepoint is in progress or the job is starting.
+pub const POLL: Duration = Duration::from_secs(2);
+
+/// Backoff before attempt `failures + 1`: 5 s doubling, at most 5 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    let secs = 5u64.saturating_mul(1u64 << failures.saturating_sub(1).min(6));
+    Duration::from_secs(secs.min(300))
+}
+
+/// Reconciles one Savepoint.
+pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile(CONTROLLER);
+    let sp = match &obj.0 {
+        Ok(sp) => sp,
+        Err(invalid) => {
+            ctx.metrics.error(CONTROLLER, "ValidationError");
+            let r = invalid_ref::<Savepoint>(&invalid.metadata);
+            publish(
+                &ctx,
+                &r,
+                true,
+                "ValidationError",
+                format!("invalid Savepoint: {}", invalid.error),
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+    };
+    match reconcile_savepoint(sp, &ctx).await {
+        Ok(a) => Ok(a),
+        Err(e) => {
+            ctx.metrics.error(CONTROLLER, e.reason());
+            tracing::warn!(name = %sp.name_any(), error = %e, "savepoint reconcile failed");
+            publish(&ctx, &sp.object_ref(&()), true, e.reason(), e.to_string()).await;
+            Err(e)
+        }
+    }
+}
+
+/// Requeue policy after an error.
+pub fn error_policy(_obj: Arc<DeserializeGuard<Savepoint>>, _err: &Error, _ctx: Arc<Context>) -> Action {
+    Action::requeue(Duration::from_secs(15))
+}
+
+async fn write_status(api: &Api<Savepoint>, name: &str, status: &SavepointStatus) -> Result<(), Error> {
+    let body = json!({
+        "apiVersion": Savepoint::api_version(&()),
+        "kind": Savepoint::kind(&()),
+        "status": status,
+    });
+    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .await
+        .map(|_| ())
+        .map_err(Error::StatusError)
+}
+
+fn job_stopped(job: Option<&StreamJob>) -> Option<String> {
+    let Some(job) = job else {
+        return Some("the job does not exist".into());
+    };
+    if job.meta().deletion_timestamp.is_some() {
+        return Some("the job is being deleted".into());
+    }
+    if job.spec.state == DesiredState::Suspended {
+        return Some("the job is suspended".into());
+    }
+    let lifecycle = job.status.as_ref().map(|s| s.lifecycle_state).unwrap_or_default();
+    match lifecycle {
+        LifecycleState::Suspended | LifecycleState::Failed | LifecycleState::Deleting => {
+            Some(format!("the job is {lifecycle:?}"))
+        }
+        _ => None,
+    }
+}
+
+fn job_running(job: &StreamJob) -> bool {
+    job.status.as_ref().is_some_and(|s| {
+        s.lifecycle_state == LifecycleState::Running && s.job_status.as_ref().is_some_and(|j| j.state == "RUNNING")
+    })
+}
+
+async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Error> {
+    let ns = sp.namespace().unwrap_or_default();
+    let name = sp.name_any();
+    let api: Api<Savepoint> = Api::namespaced(ctx.client.clone(), &ns);
+    let jobs: Api<StreamJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let has_finalizer = sp.finalizers().iter().any(|f| f == FINALIZER);
+    if sp.meta().deletion_timestamp.is_some() {
+        if has_finalizer {
+            cleanup(sp, ctx, &jobs).await?;
+            let keep: Vec<String> = sp.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            set_finalizers(&api, sp, keep).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if sp.spec.dispose_on_delete && !has_finalizer {
+        let mut f = sp.finalizers().to_vec();
+        f.push(FINALIZER.into());
+        set_finalizers(&api, sp, f).await?;
+    }
+    let old = sp.status.clone().unwrap_or_default();
+    if sp.spec.origin == SavepointOrigin::Upgrade
+        || matches!(
+            old.state,
+            SavepointState::Completed | SavepointState::Failed | SavepointState::Abandoned
+        )
+    {
+        return Ok(Action::await_change());
+    }
+    let job = jobs
+        .get_opt(&sp.spec.job_ref.name)
+        .await
+        .map_err(|source| Error::ObserveError {
+            what: "StreamJob".into(),
+            source,
+        })?;
+    let oref = sp.object_ref(&());
+    let mut st = old.clone();
+    let mut requeue = POLL;
+    let mut event: Option<(bool, &str, String)> = None;
+
+    if let Some(why) = job_stopped(job.as_ref()) {
+        st.state = SavepointState::Abandoned;
+        st.error = Some(format!("abandoned: {why}"));
+        event = Some((true, "SavepointError", format!("savepoint abandoned: {why}")));
+    } else if let Some(job) = job.as_ref() {
+        let control = ctx.control.for_job(&ns, &job.name_any());
+        let mut failed = |st: &mut SavepointStatus, msg: String| {
+            st.failures += 1;
+            st.error = Some(msg.clone());
+            st.trigger_id = None;
+            if st.failures >= MAX_FAILURES {
+                st.state = SavepointState::Failed;
+                (
+                    true,
+                    "SavepointError",
+                    format!("savepoint failed after {} attempts: {msg}", st.failures),
+                )
+            } else {
+                st.state = SavepointState::Pending;
+                requeue = backoff(st.failures);
+                (
+                    true,
+                    "SavepointError",
+                    format!(
+                        "savepoint attempt {} failed: {msg}; retrying in {:?}",
+                        st.failures, requeue
+                    ),
+                )
+            }
+        };
+        match (old.state, old.trigger_id.as_deref()) {
+            (SavepointState::InProgress, Some(id)) => match control.savepoint(id).await {
+                Ok(s) => match s.state {
+                    TriggerState::Completed => {
+                        st.state = SavepointState::Completed;
+                        st.path = s.path.clone();
+                        st.completed_at = Some(humantime::format_rfc3339_seconds((ctx.clock)()).to_string());
+                        st.error = None;
+                        event = Some((
+                            false,
+                            "SavepointCompleted",
+                            format!("savepoint completed: {}", s.path.unwrap_or_default()),
+                        ));
+                    }
+                    TriggerState::Failed => {
+                        event = Some(failed(&mut st, s.error.unwrap_or_else(|| "savepoint failed".into())))
+                    }
+                    TriggerState::InProgress => {}
+                },
+                // The coordinator no longer knows the trigger (it restarted): take a new one.
+                Err(ControlError::NotFound(m)) => event = Some(failed(&mut st, m)),
+                Err(e) => tracing::debug!(error = %e, "savepoint poll failed; retrying"),
+            },
+            _ if !job_running(job) => {
+                // Deploying or upgrading: wait for it to run.
+                requeue = POLL;
+            }
+            _ => {
+                let directory = sp.spec.directory.clone().or_else(|| savepoint_directory(&job.spec));
+                match control
+                    .trigger_savepoint(&SavepointRequest { directory, stop: false })
+                    .await
+                {
+                    Ok(id) => {
+                        st.state = SavepointState::InProgress;
+                        st.trigger_id = Some(id);
+                        st.error = None;
+                    }
+                    Err(e) => event = Some(failed(&mut st, e.to_string())),
+                }
+            }
+        }
+    }
+    if st != old {
+        write_status(&api, &name, &st).await?;
+    }
+    if let Some((warning, reason, note)) = event {
+        publish(ctx, &oref, warning, reason, note).await;
+    }
+    Ok(match st.state {
+        SavepointState::Pending | SavepointState::InProgress => Action::requeue(requeue),
+        _ => Action::await_change(),
+    })
+}
+
+/// Disposes the savepoint's data on deletion, unless it is the job's current restore point or
+/// the one its deployment started from.
+async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result<(), Error> {
+    let Some(path) = sp.status.as_ref().and_then(|s| s.path.clone()) else {
+        return Ok(());
+    };
+    if !sp.spec.dispose_on_delete {
+        return Ok(());
+    }
+    let job = jobs
+        .get_opt(&sp.spec.job_ref.name)
+        .await
+        .map_err(|source| Error::ObserveError {
+            what: "StreamJob".into(),
+            source,
+        })?;
+    let protected = job.as_ref().and_then(|j| j.status.as_ref()).is_some_and(|s| {
+        s.restore_point.as_ref().is_some_and(|r| r.path == path) || s.deployed_from.as_deref() == Some(path.as_str())
+    });
+    let oref = sp.object_ref(&());
+    if protected {
+        publish(
+            ctx,
+            &oref,
+            true,
+            "Cleanup",
+            format!(
+                "not disposing {path}: it is the current restore point of job {}",
+                sp.spec.job_ref.name
+            ),
+        )
+        .await;
+        return Ok(());
+    }
+    let s3 = job
+        .as_ref()
+        .map(|j| s3_options(&j.spec))
+        .unwrap_or_else(S3Options::default);
+    ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
+    publish(ctx, &oref, false, "Cleanup", format!("disposed {path}")).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let got: Vec<u64> = (1..=9).map(|f| backoff(f).as_secs()).collect();
+        assert_eq!(got, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+    }
+}

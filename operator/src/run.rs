@@ -1,0 +1,535 @@
+//! `weir-operator run`: leader election, the two controllers per watched namespace, the
+//! metrics/health HTTP server, and graceful shutdown.
+
+use crate::build::LABEL_JOB;
+use crate::control::ServiceControlApiFactory;
+use crate::controller::{Context, savepoint, stream_job};
+use crate::crd::{Savepoint, StreamJob};
+use crate::metrics::Metrics;
+use crate::snapshots::ObjectStoreSnapshots;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::PostParams;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
+use kube::{Api, Client, ResourceExt};
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Settings of `weir-operator run`.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Namespaces to watch; empty: all.
+    pub watch_namespaces: Vec<String>,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    pub metrics_addr: SocketAddr,
+    /// Image for StreamJobs without `spec.image`.
+    pub default_image: String,
+    /// Namespace of the leader-election Lease.
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// This replica's identity (pod name).
+    pub identity: String,
+    /// Lease duration; renewed every third of it.
+    pub lease_duration: Duration,
+}
+
+/// Version and git revision (`WEIR_GIT_REVISION` at build time, else "unknown").
+pub fn version() -> String {
+    format!(
+        "{} (git {})",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("WEIR_GIT_REVISION").unwrap_or("unknown")
+    )
+}
+
+/// Parses `--watch-namespaces` (comma separated; empty: all namespaces).
+pub fn parse_namespaces(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Completes when `rx` turns true (or its sender is gone).
+async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// Shared state of the HTTP endpoints.
+struct Http {
+    registry: Registry,
+    ready: AtomicBool,
+}
+
+async fn serve_http(addr: SocketAddr, http: Arc<Http>, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    use axum::http::{StatusCode, header};
+    use axum::routing::get;
+    let metrics = {
+        let http = http.clone();
+        move || {
+            let http = http.clone();
+            async move {
+                let mut out = String::new();
+                match prometheus_client::encoding::text::encode(&mut out, &http.registry) {
+                    Ok(()) => (
+                        StatusCode::OK,
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        out,
+                    ),
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        [(header::CONTENT_TYPE, "text/plain")],
+                        e.to_string(),
+                    ),
+                }
+            }
+        }
+    };
+    let readyz = {
+        let http = http.clone();
+        move || {
+            let ready = http.ready.load(Ordering::Relaxed);
+            async move {
+                if ready {
+                    (StatusCode::OK, "ready")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                }
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal(stop))
+        .await?;
+    Ok(())
+}
+
+/// Leader election on a `coordination.k8s.io/v1` Lease.
+pub struct LeaseLock {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+}
+
+impl LeaseLock {
+    /// A lock on Lease `name` in `namespace`.
+    pub fn new(client: Client, namespace: &str, name: &str, identity: &str, duration: Duration) -> LeaseLock {
+        LeaseLock {
+            api: Api::namespaced(client, namespace),
+            name: name.into(),
+            identity: identity.into(),
+            duration,
+        }
+    }
+
+    /// Takes or renews the lease; `Ok(false)` when another live holder has it (or won a race).
+    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let now = Timestamp::now();
+        let secs = self.duration.as_secs().max(1) as i32;
+        match self.api.get_opt(&self.name).await? {
+            None => {
+                let lease = Lease {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(self.name.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(self.identity.clone()),
+                        lease_duration_seconds: Some(secs),
+                        acquire_time: Some(MicroTime(now)),
+                        renew_time: Some(MicroTime(now)),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                match self.api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Some(mut lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+                let held = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
+                let expired = spec.renew_time.as_ref().is_none_or(|t| {
+                    let d = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(secs) as i64);
+                    t.0.checked_add(d).map(|end| end < now).unwrap_or(true)
+                });
+                if held && !mine && !expired {
+                    return Ok(false);
+                }
+                let transitions = spec.lease_transitions.unwrap_or(0) + if mine { 0 } else { 1 };
+                lease.spec = Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(secs),
+                    acquire_time: if mine { spec.acquire_time } else { Some(MicroTime(now)) },
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(transitions),
+                    ..Default::default()
+                });
+                // `replace` carries the resourceVersion we read: a concurrent writer makes it 409.
+                match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Gives the lease up (best effort) so a standby takes over without waiting for expiry.
+    pub async fn release(&self) {
+        if let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await
+            && let Some(spec) = lease.spec.as_mut()
+            && spec.holder_identity.as_deref() == Some(self.identity.as_str())
+        {
+            spec.holder_identity = None;
+            spec.renew_time = None;
+            if let Err(e) = self.api.replace(&self.name, &PostParams::default(), &lease).await {
+                tracing::warn!(error = %e, "releasing the lease failed");
+            }
+        }
+    }
+}
+
+fn api_for<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The StreamJob controller for one namespace (or all). Status-only changes of a StreamJob do
+/// not trigger it (generation predicate): its own status writes never loop.
+async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+    let jobs = api_for::<DeserializeGuard<StreamJob>>(&client, ns.as_deref());
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(jobs, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=weir-operator");
+    Controller::for_stream(trigger, reader)
+        .owns(api_for::<Deployment>(&client, ns.as_deref()), managed.clone())
+        .owns(api_for::<StatefulSet>(&client, ns.as_deref()), managed)
+        .watches(
+            api_for::<Pod>(&client, ns.as_deref()),
+            watcher::Config::default().labels(LABEL_JOB),
+            |pod| {
+                let ns = pod.namespace()?;
+                pod.labels().get(LABEL_JOB).map(|j| ObjectRef::new(j).within(&ns))
+            },
+        )
+        .watches(
+            api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref()),
+            watcher::Config::default(),
+            |sp| {
+                let ns = sp.namespace()?;
+                sp.0.ok().map(|s| ObjectRef::new(&s.spec.job_ref.name).within(&ns))
+            },
+        )
+        .graceful_shutdown_on(shutdown_signal(stop))
+        .run(stream_job::reconcile, stream_job::error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "streamjob controller");
+            }
+        })
+        .await;
+}
+
+/// The Savepoint controller for one namespace (or all).
+async fn run_savepoints(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+    let svps = api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref());
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(svps, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    Controller::for_stream(trigger, reader)
+        .graceful_shutdown_on(shutdown_signal(stop))
+        .run(savepoint::reconcile, savepoint::error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "savepoint controller");
+            }
+        })
+        .await;
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs the operator until SIGTERM/SIGINT or lost leadership.
+///
+/// Errors: no Kubernetes client configuration, the HTTP address in use, or leadership lost
+/// (the process exits non-zero so it restarts as a standby).
+pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
+    tracing::info!(version = %version(), namespaces = ?cfg.watch_namespaces, "starting weir-operator");
+    let client = Client::try_default().await?;
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let http = Arc::new(Http {
+        registry,
+        ready: AtomicBool::new(false),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+
+    let server = tokio::spawn(serve_http(cfg.metrics_addr, http.clone(), stop_rx.clone()));
+    {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutdown requested");
+            let _ = stop_tx.send(true);
+        });
+    }
+
+    let lock = Arc::new(LeaseLock::new(
+        client.clone(),
+        &cfg.lease_namespace,
+        &cfg.lease_name,
+        &cfg.identity,
+        cfg.lease_duration,
+    ));
+    // A standby is ready (it serves health and metrics) while it waits for the lease.
+    http.ready.store(true, Ordering::Relaxed);
+    let renew_every = cfg.lease_duration / 3;
+    loop {
+        if *stop_rx.borrow() {
+            let _ = server.await;
+            return Ok(());
+        }
+        match lock.try_acquire_or_renew().await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "leader election"),
+        }
+        let mut rx = stop_rx.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(renew_every) => {},
+            _ = rx.changed() => {},
+        }
+    }
+    tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "leading");
+
+    let lost = Arc::new(AtomicBool::new(false));
+    let renewer = {
+        let (lock, stop_tx, lost, mut rx) = (lock.clone(), stop_tx.clone(), lost.clone(), stop_rx.clone());
+        let duration = cfg.lease_duration;
+        tokio::spawn(async move {
+            let mut last_ok = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(renew_every) => {},
+                    _ = rx.wait_for(|s| *s) => return,
+                }
+                match lock.try_acquire_or_renew().await {
+                    Ok(true) => last_ok = tokio::time::Instant::now(),
+                    Ok(false) => {
+                        tracing::error!("leadership lost to another replica");
+                        lost.store(true, Ordering::Relaxed);
+                        let _ = stop_tx.send(true);
+                        return;
+                    }
+                    Err(e) if last_ok.elapsed() >= duration => {
+                        tracing::error!(error = %e, "lease not renewed within its duration; stepping down");
+                        lost.store(true, Ordering::Relaxed);
+                        let _ = stop_tx.send(true);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                }
+            }
+        })
+    };
+
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        Arc::new(ServiceControlApiFactory {
+            timeout: Duration::from_secs(5),
+        }),
+        Arc::new(ObjectStoreSnapshots),
+        metrics,
+        cfg.default_image.clone(),
+    ));
+    let namespaces: Vec<Option<String>> = if cfg.watch_namespaces.is_empty() {
+        vec![None]
+    } else {
+        cfg.watch_namespaces.iter().cloned().map(Some).collect()
+    };
+    let mut controllers = Vec::new();
+    for ns in namespaces {
+        controllers.push(tokio::spawn(run_stream_jobs(
+            client.clone(),
+            ns.clone(),
+            ctx.clone(),
+            stop_rx.clone(),
+        )));
+        controllers.push(tokio::spawn(run_savepoints(
+            client.clone(),
+            ns,
+            ctx.clone(),
+            stop_rx.clone(),
+        )));
+    }
+    for c in controllers {
+        let _ = c.await;
+    }
+    let _ = stop_tx.send(true);
+    let _ = renewer.await;
+    if lost.load(Ordering::Relaxed) {
+        anyhow::bail!("leadership lost");
+    }
+    lock.release().await;
+    let _ = server.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_and_version() {
+        assert_eq!(parse_namespaces(""), Vec::<String>::new());
+        assert_eq!(parse_namespaces(" a, b ,,c"), vec!["a", "b", "c"]);
+        assert!(version().starts_with(env!("CARGO_PKG_VERSION")));
+    }
+
+    /// Leader election against a mocked API server: free lease taken, a live foreign holder
+    /// respected, an expired one taken over.
+    #[tokio::test]
+    async fn lease_election() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let lock = LeaseLock::new(
+            Client::new(svc, "ops"),
+            "ops",
+            "weir-operator",
+            "me",
+            Duration::from_secs(15),
+        );
+        let path = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/weir-operator";
+        let reply = |send: tower_test::mock::SendResponse<Response<Body>>, code: u16, v: serde_json::Value| {
+            send.send_response(
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&v).unwrap()))
+                    .unwrap(),
+            )
+        };
+        let lease = |holder: &str, renew: Timestamp| {
+            serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "weir-operator", "namespace": "ops", "resourceVersion": "5"},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                         "renewTime": MicroTime(renew), "leaseTransitions": 2}})
+        };
+        let step = Duration::from_secs(1);
+
+        // No lease: created with us as holder.
+        let t = tokio::spawn(async move { (lock.try_acquire_or_renew().await.unwrap(), lock) });
+        let (req, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((req.method().as_str(), req.uri().path()), ("GET", path));
+        reply(
+            send,
+            404,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "code": 404, "reason": "NotFound", "metadata": {}, "status": "Failure"}),
+        );
+        let (req, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.method().as_str(), "POST");
+        let body: serde_json::Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap();
+        assert_eq!(body["spec"]["holderIdentity"], "me");
+        reply(send, 201, body);
+        let (won, lock) = t.await.unwrap();
+        assert!(won);
+
+        // A live foreign holder: not taken, nothing written.
+        let t = tokio::spawn(async move { (lock.try_acquire_or_renew().await.unwrap(), lock) });
+        let (_, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        reply(send, 200, lease("other", Timestamp::now()));
+        let (won, lock) = t.await.unwrap();
+        assert!(!won);
+
+        // An expired foreign holder: taken over with resourceVersion and a transition.
+        let t = tokio::spawn(async move { lock.try_acquire_or_renew().await.unwrap() });
+        let (_, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        reply(
+            send,
+            200,
+            lease("other", Timestamp::now() - SignedDuration::from_secs(60)),
+        );
+        let (req, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((req.method().as_str(), req.uri().path()), ("PUT", path));
+        let body: serde_json::Value = serde_json::from_slice(&req.into_body().collect_bytes().await.unwrap()).unwrap();
+        assert_eq!(body["metadata"]["resourceVersion"], "5");
+        assert_eq!(body["spec"]["holderIdentity"], "me");
+        assert_eq!(body["spec"]["leaseTransitions"], 3);
+        reply(send, 200, body);
+        assert!(t.await.unwrap());
+    }
+}
