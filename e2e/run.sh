@@ -99,7 +99,8 @@ build_and_load_image() {
 
 install_minio() {
   step "installing MinIO"
-  render "$E2E_DIR/manifests/minio.yaml" MINIO_IMAGE="$MINIO_IMAGE" MC_IMAGE="$MC_IMAGE" | kubectl apply -f - >/dev/null
+  sed -e "s|image: quay.io/minio/minio:.*|image: $MINIO_IMAGE|" -e "s|image: quay.io/minio/mc:.*|image: $MC_IMAGE|" \
+    "$E2E_DIR/manifests/minio.yaml" | kubectl apply -f - >/dev/null
   kubectl -n minio rollout status deployment/minio --timeout=300s
   kubectl -n minio wait --for=condition=Ready pod/"$MC_POD" --timeout=300s
   mc mb --ignore-existing local/weir

@@ -92,7 +92,7 @@ check "chart assertions (hack/chart-test.sh)" bash hack/chart-test.sh
 validate_minio() {
   # shellcheck source=../e2e/lib/common.sh
   (source e2e/lib/common.sh &&
-    render e2e/manifests/minio.yaml MINIO_IMAGE=quay.io/minio/minio:test MC_IMAGE=quay.io/minio/mc:test &&
+    cat e2e/manifests/minio.yaml &&
     echo "---" &&
     render e2e/manifests/s3-credentials.yaml NAMESPACE=weir-e2e) >"$TMP/minio.yaml" || return 1
   ! grep -n '[$]{' "$TMP/minio.yaml" || return 1
