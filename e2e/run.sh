@@ -81,6 +81,7 @@ create_cluster() {
     kind create cluster --name "$CLUSTER" --config "$E2E_DIR/kind-config.yaml" --kubeconfig "$KUBECONFIG" --wait 180s
   fi
   kubectl cluster-info >/dev/null
+  CLUSTER_UP=1
 }
 
 build_and_load_image() {
@@ -160,7 +161,7 @@ cleanup_jobs() {
 
 finish() {
   local rc=$?
-  if ((rc != 0)) && [[ ! -d "$ARTIFACTS/setup" ]] && ((${#RESULTS[@]} == 0)); then
+  if ((rc != 0 && CLUSTER_UP)) && ((${#RESULTS[@]} == 0)); then
     collect_diagnostics setup
   fi
   if ((KEEP)); then
@@ -174,6 +175,7 @@ finish() {
 }
 
 RESULTS=()
+CLUSTER_UP=0
 trap finish EXIT
 
 preflight

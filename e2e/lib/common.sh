@@ -135,7 +135,7 @@ wait_until() {
       $WAIT_HOOK || fail "invariant '$WAIT_HOOK' broken while waiting for $desc"
     fi
     ((SECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $desc"
-    sleep 2
+    sleep "${WAIT_POLL:-2}"
   done
 }
 

@@ -24,7 +24,8 @@ log "resume $J"
 kubectl -n "$NS" patch streamjob "$J" --type merge -p '{"spec":{"state":"running"}}' >/dev/null
 wait_running "$J"
 assert_healthy "$J"
-restored_from="$(coordinator_api "$J" /v1/job | jsonq 'd["restoredFrom"]')"
+restored_from="$(coordinator_api "$J" /v1/job | jsonq 'd["restoredFrom"]')" ||
+  fail "cannot read /v1/job from the coordinator of $J"
 assert_eq "${restored_from%/}" "${restore%/}" "the resumed run's restoredFrom (control API)"
 assert_no_warning_events "$J"
 wait_finished "$J"

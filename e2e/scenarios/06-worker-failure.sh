@@ -9,7 +9,8 @@ apply_wordcount "$J" 2 last-state
 wait_running "$J"
 wait_first_checkpoint "$J"
 wait_until "a second checkpoint of $J" "$TIMEOUT" has_checkpoint_after "$J" "$(last_checkpoint_id "$J")"
-restarts_before="$(coordinator_api "$J" /v1/job | jsonq 'd.get("restarts", 0)')"
+restarts_before="$(coordinator_api "$J" /v1/job | jsonq 'd.get("restarts", 0)')" ||
+  fail "cannot read /v1/job from the coordinator of $J"
 
 pod="$(worker_pods "$J" | head -n 1)"
 [[ -n "$pod" ]] || fail "no worker pod of $J found"
