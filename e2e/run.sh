@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Weir end-to-end suite on kind. Needs Docker, kind, kubectl, helm and python3; see e2e/README.md.
+#
+#   e2e/run.sh [--keep] [--reuse] [--skip-build] [--only "1 3 5"] [--cluster NAME]
+#
+#   --keep        keep the kind cluster at the end (default: delete it, pass or fail)
+#   --reuse       use the cluster NAME if it exists instead of failing (with --skip-build: rerun
+#                 scenarios against a kept cluster in seconds)
+#   --skip-build  do not build the image; load the existing $WEIR_E2E_IMAGE_REPO:e2e-1
+#   --only LIST   run only these scenarios (numbers, e.g. "3 7"); default: all
+#   --cluster N   kind cluster name (default weir-e2e)
+#
+# Steps: create the cluster, build the image and `kind load` it (tagged e2e-1 and e2e-2, the
+# second for the upgrade scenario), install MinIO and upload ../shared/data/text/*.txt to
+# s3://weir/input/, `helm install` charts/weir-operator watching namespace weir-e2e, run the
+# scenarios in e2e/scenarios/, collect logs and status of a failed scenario under e2e/artifacts/,
+# and delete the cluster unless --keep. Exit status 0 only if every scenario passed.
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$E2E_DIR/.." && pwd)"
+export E2E_DIR REPO_ROOT
+# shellcheck source=lib/common.sh
+source "$E2E_DIR/lib/common.sh"
+
+CLUSTER="${WEIR_E2E_CLUSTER:-weir-e2e}"
+MINIO_IMAGE="${WEIR_E2E_MINIO_IMAGE:-quay.io/minio/minio:RELEASE.2025-09-07T16-13-09Z}"
+MC_IMAGE="${WEIR_E2E_MC_IMAGE:-quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z}"
+KEEP=0
+REUSE=0
+BUILD=1
+ONLY=""
+
+while (($#)); do
+  case "$1" in
+    --keep) KEEP=1 ;;
+    --reuse) REUSE=1 ;;
+    --skip-build) BUILD=0 ;;
+    --only)
+      ONLY="${2:?--only needs a list of scenario numbers}"
+      shift
+      ;;
+    --cluster)
+      CLUSTER="${2:?--cluster needs a name}"
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,18p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "unknown argument: $1 (see --help)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+
+KUBECONFIG="$(mktemp -t weir-e2e-kubeconfig.XXXXXX)"
+export KUBECONFIG
+mkdir -p "$ARTIFACTS"
+
+preflight() {
+  local missing=() t
+  for t in docker kind kubectl helm python3; do
+    command -v "$t" >/dev/null || missing+=("$t")
+  done
+  ((${#missing[@]} == 0)) || fail "missing tools: ${missing[*]} (the suite runs where Docker runs; see e2e/README.md)"
+  docker info >/dev/null 2>&1 || fail "cannot talk to the Docker daemon"
+  compgen -G "$INPUT_DIR/*.txt" >/dev/null || fail "no input texts in $INPUT_DIR (set WEIR_E2E_INPUT_DIR)"
+}
+
+create_cluster() {
+  if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+    ((REUSE)) || fail "kind cluster $CLUSTER exists; pass --reuse to use it or delete it: kind delete cluster --name $CLUSTER"
+    step "reusing kind cluster $CLUSTER"
+    kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
+  else
+    step "creating kind cluster $CLUSTER"
+    kind create cluster --name "$CLUSTER" --config "$E2E_DIR/kind-config.yaml" --kubeconfig "$KUBECONFIG" --wait 180s
+  fi
+  kubectl cluster-info >/dev/null
+  CLUSTER_UP=1
+}
+
+build_and_load_image() {
+  if ((BUILD)); then
+    step "building $IMAGE_REPO:$IMAGE_TAG"
+    DOCKER_BUILDKIT=1 docker build \
+      --build-arg WEIR_VERSION="e2e-$(git -C "$REPO_ROOT" describe --tags --always --dirty 2>/dev/null || echo unknown)" \
+      --build-arg WEIR_GIT_REVISION="$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
+      -t "$IMAGE_REPO:$IMAGE_TAG" "$REPO_ROOT"
+  fi
+  # The upgrade scenario changes spec.image to a second tag of the same build.
+  docker tag "$IMAGE_REPO:$IMAGE_TAG" "$IMAGE_REPO:$UPGRADE_TAG"
+  step "loading the images into kind"
+  kind load docker-image --name "$CLUSTER" "$IMAGE_REPO:$IMAGE_TAG" "$IMAGE_REPO:$UPGRADE_TAG"
+}
+
+install_minio() {
+  step "installing MinIO"
+  sed -e "s|image: quay.io/minio/minio:.*|image: $MINIO_IMAGE|" -e "s|image: quay.io/minio/mc:.*|image: $MC_IMAGE|" \
+    "$E2E_DIR/manifests/minio.yaml" | kubectl apply -f - >/dev/null
+  kubectl -n minio rollout status deployment/minio --timeout=300s
+  kubectl -n minio wait --for=condition=Ready pod/"$MC_POD" --timeout=300s
+  mc mb --ignore-existing local/weir
+  local f base
+  for f in "$INPUT_DIR"/*.txt; do
+    base="$(basename "$f")"
+    log "upload $base to s3://weir/input/"
+    mc pipe "local/weir/input/$base" <"$f" >/dev/null
+  done
+  mc ls local/weir/input/
+}
+
+install_operator() {
+  step "installing the operator chart"
+  kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  render "$E2E_DIR/manifests/s3-credentials.yaml" NAMESPACE="$NS" | kubectl apply -f - >/dev/null
+  helm upgrade --install "$RELEASE" "$REPO_ROOT/charts/weir-operator" \
+    --namespace "$OPERATOR_NS" --create-namespace \
+    --set image.repository="$IMAGE_REPO" \
+    --set image.tag="$IMAGE_TAG" \
+    --set image.pullPolicy=Never \
+    --set runtime.image.pullPolicy=Never \
+    --set "watchNamespaces={$NS}" \
+    --wait --timeout 5m
+  kubectl wait --for condition=established --timeout=60s crd/streamjobs.weir.dev crd/savepoints.weir.dev
+  kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" | head -n 5 >&2 || true
+}
+
+collect_diagnostics() {
+  local dir="$ARTIFACTS/$1"
+  mkdir -p "$dir"
+  log "collecting diagnostics into $dir"
+  {
+    kubectl get streamjobs,savepoints -A -o yaml
+  } >"$dir/resources.yaml" 2>&1 || true
+  kubectl -n "$NS" describe streamjobs,savepoints >"$dir/describe.txt" 2>&1 || true
+  kubectl get events -A --sort-by=.lastTimestamp >"$dir/events.txt" 2>&1 || true
+  kubectl get pods,deployments,statefulsets,services,configmaps -A -o wide >"$dir/objects.txt" 2>&1 || true
+  kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" --all-containers --tail=-1 >"$dir/operator.log" 2>&1 || true
+  kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" --all-containers --previous >"$dir/operator-previous.log" 2>&1 || true
+  local pod
+  for pod in $(kubectl -n "$NS" get pods -o name 2>/dev/null); do
+    kubectl -n "$NS" logs "$pod" --all-containers --tail=-1 >"$dir/${pod#pod/}.log" 2>&1 || true
+    kubectl -n "$NS" logs "$pod" --all-containers --previous >"$dir/${pod#pod/}-previous.log" 2>/dev/null || true
+  done
+  mc ls --recursive local/weir >"$dir/s3-listing.txt" 2>&1 || true
+}
+
+cleanup_jobs() {
+  kubectl -n "$NS" delete savepoints --all --wait=false >/dev/null 2>&1 || true
+  kubectl -n "$NS" delete streamjobs --all --wait=false >/dev/null 2>&1 || true
+  local deadline=$((SECONDS + 180))
+  while ((SECONDS < deadline)) && [[ -n "$(kubectl -n "$NS" get streamjobs,pods -o name 2>/dev/null | grep -v '^pod/$' || true)" ]]; do
+    sleep 3
+  done
+}
+
+finish() {
+  local rc=$?
+  if ((rc != 0 && CLUSTER_UP)) && ((${#RESULTS[@]} == 0)); then
+    collect_diagnostics setup
+  fi
+  if ((KEEP)); then
+    log "keeping kind cluster $CLUSTER (kubeconfig: kind get kubeconfig --name $CLUSTER)"
+  elif kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+    log "deleting kind cluster $CLUSTER"
+    kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+  fi
+  rm -f "$KUBECONFIG"
+  exit "$rc"
+}
+
+RESULTS=()
+CLUSTER_UP=0
+trap finish EXIT
+
+preflight
+create_cluster
+build_and_load_image
+install_minio
+install_operator
+
+passed=0
+failed=0
+for script in "$E2E_DIR"/scenarios/[0-9]*.sh; do
+  name="$(basename "$script" .sh)"
+  num="$((10#${name%%-*}))"
+  if [[ -n "$ONLY" && " $ONLY " != *" $num "* ]]; then
+    continue
+  fi
+  step "scenario $name"
+  start=$SECONDS
+  if (
+    set -euo pipefail
+    # shellcheck source=/dev/null
+    source "$script"
+  ); then
+    RESULTS+=("PASS $name ($((SECONDS - start))s)")
+    passed=$((passed + 1))
+  else
+    RESULTS+=("FAIL $name ($((SECONDS - start))s), diagnostics in $ARTIFACTS/$name/")
+    failed=$((failed + 1))
+    collect_diagnostics "$name"
+    cleanup_jobs
+  fi
+done
+
+step "results"
+printf '  %s\n' "${RESULTS[@]}" >&2
+echo "e2e: $passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Assertions on `helm template` output of charts/weir-operator (run by hack/chart-test.sh).
+
+Each case renders the chart with some values and checks what a cluster admin reviewing the chart
+would check: RBAC scope follows watchNamespaces, leader-election RBAC only when it runs, no
+privileged pod settings, every RBAC rule commented, runtime defaults passed to the operator, and
+values.schema.json rejecting bad values. Needs PyYAML (installed with kubernetes-validate).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHART = os.path.join(ROOT, "charts", "weir-operator")
+HELM = os.environ.get("HELM", "helm")
+RELEASE, NAMESPACE = "weir-operator", "weir-system"
+
+passed = 0
+failures = []
+
+
+def render(*sets, include_crds=False):
+    cmd = [HELM, "template", RELEASE, CHART, "--namespace", NAMESPACE]
+    if include_crds:
+        cmd.append("--include-crds")
+    for s in sets:
+        cmd += ["--set", s]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out, [d for d in yaml.safe_load_all(out) if d]
+
+
+def render_fails(*sets):
+    cmd = [HELM, "template", RELEASE, CHART, "--namespace", NAMESPACE]
+    for s in sets:
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r.returncode != 0, r.stderr
+
+
+def check(name, cond, detail=""):
+    global passed
+    if cond:
+        passed += 1
+    else:
+        failures.append(f"{name}: {detail}" if detail else name)
+
+
+def kinds(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def deployment(docs):
+    (d,) = kinds(docs, "Deployment")
+    return d
+
+
+def operator_container(docs):
+    return deployment(docs)["spec"]["template"]["spec"]["containers"][0]
+
+
+def env(docs):
+    return {e["name"]: e.get("value") for e in operator_container(docs)["env"]}
+
+
+def all_rules(docs):
+    for d in docs:
+        if d["kind"] in ("ClusterRole", "Role"):
+            for r in d.get("rules", []):
+                yield d, r
+
+
+def check_no_privileged(case, docs):
+    for d in docs:
+        if d["kind"] not in ("Deployment", "StatefulSet", "DaemonSet", "Job", "Pod"):
+            continue
+        pod = d["spec"]["template"]["spec"]
+        where = f"{case}: {d['kind']}/{d['metadata']['name']}"
+        for k in ("hostNetwork", "hostPID", "hostIPC"):
+            check(f"{where} {k} unset", not pod.get(k), f"{k}={pod.get(k)}")
+        psc = pod.get("securityContext", {})
+        check(f"{where} pod runAsNonRoot", psc.get("runAsNonRoot") is True)
+        check(f"{where} pod runAsUser non-root", psc.get("runAsUser", 1) != 0)
+        check(
+            f"{where} pod seccomp RuntimeDefault",
+            psc.get("seccompProfile", {}).get("type") == "RuntimeDefault",
+        )
+        for v in pod.get("volumes", []):
+            check(f"{where} no hostPath volume", "hostPath" not in v, v.get("name"))
+        for c in pod.get("containers", []) + pod.get("initContainers", []):
+            sc = c.get("securityContext", {})
+            cw = f"{where} container {c['name']}"
+            check(f"{cw} not privileged", sc.get("privileged") is not True)
+            check(f"{cw} allowPrivilegeEscalation false", sc.get("allowPrivilegeEscalation") is False)
+            check(f"{cw} readOnlyRootFilesystem", sc.get("readOnlyRootFilesystem") is True)
+            caps = sc.get("capabilities", {})
+            check(f"{cw} drops ALL capabilities", "ALL" in caps.get("drop", []))
+            check(f"{cw} adds no capabilities", not caps.get("add"), caps.get("add"))
+            check(f"{cw} has resources", bool(c.get("resources", {}).get("requests")))
+            check(f"{cw} has liveness probe", "livenessProbe" in c)
+            check(f"{cw} has readiness probe", "readinessProbe" in c)
+            for p in c.get("ports", []):
+                check(f"{cw} no hostPort", "hostPort" not in p)
+
+
+def check_rbac_hygiene(case, docs):
+    for d, r in all_rules(docs):
+        where = f"{case}: {d['kind']}/{d['metadata']['name']}"
+        for field in ("apiGroups", "resources", "verbs"):
+            check(f"{where} no wildcard {field}", "*" not in r.get(field, []), r)
+        check(
+            f"{where} no escalate/bind/impersonate",
+            not {"escalate", "bind", "impersonate"} & set(r["verbs"]),
+            r,
+        )
+        check(
+            f"{where} nothing cluster-level",
+            not {"nodes", "namespaces", "clusterroles", "clusterrolebindings",
+                 "customresourcedefinitions", "roles", "rolebindings"} & set(r["resources"]),
+            r,
+        )
+        if "secrets" in r["resources"]:
+            check(f"{where} secrets: get only", r["verbs"] == ["get"], r)
+        if "pods" in r["resources"]:
+            check(f"{where} pods: read only", set(r["verbs"]) <= {"get", "list", "watch"}, r)
+
+
+def check_rules_commented(case, text):
+    """Every rule in a rendered ClusterRole/Role is directly preceded by a comment line."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^\s*- apiGroups:", line):
+            prev = lines[i - 1].strip() if i else ""
+            check(f"{case}: rule at line {i + 1} has a comment", prev.startswith("#"), line.strip())
+
+
+# --- default values: all namespaces, one replica -----------------------------------------------
+text, docs = render()
+check("default renders ClusterRole", len(kinds(docs, "ClusterRole")) == 1)
+check("default renders ClusterRoleBinding", len(kinds(docs, "ClusterRoleBinding")) == 1)
+crb = kinds(docs, "ClusterRoleBinding")[0]
+check(
+    "ClusterRoleBinding binds the operator ServiceAccount",
+    crb["subjects"] == [{"kind": "ServiceAccount", "name": "weir-operator", "namespace": NAMESPACE}],
+    crb["subjects"],
+)
+check("default has no Role", not kinds(docs, "Role"), [r["metadata"]["name"] for r in kinds(docs, "Role")])
+check("default has no lease rule", not any("leases" in r["resources"] for _, r in all_rules(docs)))
+args = operator_container(docs)["args"]
+check("default args: run", args[0] == "run", args)
+check("default args: watch all namespaces", "--watch-namespaces=" in args, args)
+check("default args: no leader election", "--leader-election" not in args, args)
+check("default strategy Recreate (no two active operators)",
+      deployment(docs)["spec"]["strategy"]["type"] == "Recreate")
+check("default: no ServiceMonitor", not kinds(docs, "ServiceMonitor"))
+check("default: metrics Service", [s["metadata"]["name"] for s in kinds(docs, "Service")] == ["weir-operator-metrics"])
+svc = kinds(docs, "Service")[0]
+check("metrics Service selects the operator pods",
+      svc["spec"]["selector"].items() <= deployment(docs)["spec"]["template"]["metadata"]["labels"].items())
+e = env(docs)
+check("WEIR_RUNTIME_IMAGE defaults to the operator image",
+      e.get("WEIR_RUNTIME_IMAGE") == operator_container(docs)["image"], e.get("WEIR_RUNTIME_IMAGE"))
+defaults = json.loads(e["WEIR_RUNTIME_DEFAULTS"])
+check("WEIR_RUNTIME_DEFAULTS has image, resources, security contexts",
+      {"image", "imagePullPolicy", "coordinatorResources", "workerResources",
+       "podSecurityContext", "containerSecurityContext"} <= defaults.keys(), sorted(defaults))
+check("runtime container securityContext is restricted",
+      defaults["containerSecurityContext"].get("readOnlyRootFilesystem") is True
+      and "ALL" in defaults["containerSecurityContext"]["capabilities"]["drop"])
+check("runtime pods run as non-root", defaults["podSecurityContext"].get("runAsNonRoot") is True)
+for d in docs:
+    if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        check(f"{d['kind']}/{d['metadata']['name']} in release namespace",
+              d["metadata"].get("namespace") == NAMESPACE, d["metadata"].get("namespace"))
+check_no_privileged("default", docs)
+check_rbac_hygiene("default", docs)
+check_rules_commented("default", text)
+
+# --- watchNamespaces narrows RBAC to the listed namespaces ---------------------------------------
+text, docs = render("watchNamespaces={team-a,team-b}")
+check("namespaced: no ClusterRole", not kinds(docs, "ClusterRole"))
+check("namespaced: no ClusterRoleBinding", not kinds(docs, "ClusterRoleBinding"))
+roles = sorted(r["metadata"]["namespace"] for r in kinds(docs, "Role"))
+check("namespaced: one Role per listed namespace", roles == ["team-a", "team-b"], roles)
+rbs = kinds(docs, "RoleBinding")
+check("namespaced: one RoleBinding per listed namespace",
+      sorted(b["metadata"]["namespace"] for b in rbs) == ["team-a", "team-b"])
+for b in rbs:
+    check(f"RoleBinding in {b['metadata']['namespace']} binds the operator SA from the release namespace",
+          b["subjects"] == [{"kind": "ServiceAccount", "name": "weir-operator", "namespace": NAMESPACE}]
+          and b["roleRef"]["kind"] == "Role", b)
+check("namespaced args", "--watch-namespaces=team-a,team-b" in operator_container(docs)["args"])
+check_no_privileged("namespaced", docs)
+check_rbac_hygiene("namespaced", docs)
+check_rules_commented("namespaced", text)
+
+# --- leader election: RBAC and flag only when it runs --------------------------------------------
+for case, sets in (("replicas=2", ["replicas=2"]),
+                   ("leaderElection.enabled", ["leaderElection.enabled=true"]),
+                   ("replicas=3 namespaced", ["replicas=3", "watchNamespaces={team-a}"])):
+    text, docs = render(*sets)
+    lease_roles = [d for d, r in all_rules(docs) if "leases" in r["resources"]]
+    check(f"{case}: one lease Role", len(lease_roles) == 1 and lease_roles[0]["kind"] == "Role",
+          [(d["kind"], d["metadata"]["name"]) for d in lease_roles])
+    if lease_roles:
+        check(f"{case}: lease Role in the release namespace", lease_roles[0]["metadata"]["namespace"] == NAMESPACE)
+        check(f"{case}: lease Role only grants leases",
+              all(r["resources"] == ["leases"] for r in lease_roles[0]["rules"]))
+    check(f"{case}: lease RoleBinding",
+          any(b["roleRef"]["name"].endswith("-leader-election") for b in kinds(docs, "RoleBinding")))
+    check(f"{case}: --leader-election", "--leader-election" in operator_container(docs)["args"])
+    check(f"{case}: RollingUpdate", deployment(docs)["spec"]["strategy"]["type"] == "RollingUpdate")
+    check_rules_commented(case, text)
+_, docs = render("replicas=1", "leaderElection.enabled=false")
+check("replicas=1: no lease rule", not any("leases" in r["resources"] for _, r in all_rules(docs)))
+
+# --- toggles ------------------------------------------------------------------------------------
+_, docs = render("rbac.readS3CredentialsSecrets=false")
+check("readS3CredentialsSecrets=false drops the secrets rule",
+      not any("secrets" in r["resources"] for _, r in all_rules(docs)))
+_, docs = render("rbac.create=false")
+check("rbac.create=false renders no RBAC",
+      not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")])
+_, docs = render("serviceMonitor.enabled=true", "serviceMonitor.labels.release=prom")
+sm = kinds(docs, "ServiceMonitor")
+check("serviceMonitor.enabled renders one ServiceMonitor", len(sm) == 1)
+if sm:
+    check("ServiceMonitor scrapes the metrics port", sm[0]["spec"]["endpoints"][0]["port"] == "metrics")
+    check("ServiceMonitor carries extra labels", sm[0]["metadata"]["labels"].get("release") == "prom")
+_, docs = render("image.tag=1.2.3", "runtime.image.tag=1.2.4")
+check("runtime.image.tag overrides the runtime image",
+      env(docs)["WEIR_RUNTIME_IMAGE"] == "ghcr.io/weir-dev/weir:1.2.4", env(docs)["WEIR_RUNTIME_IMAGE"])
+check("image.tag sets the operator image", operator_container(docs)["image"] == "ghcr.io/weir-dev/weir:1.2.3")
+digest = "sha256:" + "a" * 64
+_, docs = render(f"image.digest={digest}")
+check("image.digest pins operator and runtime images",
+      operator_container(docs)["image"].endswith("@" + digest)
+      and env(docs)["WEIR_RUNTIME_IMAGE"].endswith("@" + digest))
+_, docs = render("serviceAccount.create=false", "serviceAccount.name=existing")
+check("existing ServiceAccount is used", not kinds(docs, "ServiceAccount")
+      and deployment(docs)["spec"]["template"]["spec"]["serviceAccountName"] == "existing")
+
+# --- CRDs ship with the chart (once generated) ---------------------------------------------------
+crd_dir = os.path.join(CHART, "crds")
+crd_files = sorted(f for f in os.listdir(crd_dir) if f.endswith(".yaml")) if os.path.isdir(crd_dir) else []
+if crd_files:
+    _, docs = render(include_crds=True)
+    names = sorted(d["metadata"]["name"] for d in kinds(docs, "CustomResourceDefinition"))
+    check("--include-crds renders both CRDs", names == ["savepoints.weir.dev", "streamjobs.weir.dev"], names)
+
+# --- values.schema.json rejects bad values -------------------------------------------------------
+for bad in ("replicas=-1", "replicas=two", "watchNamespaces[0]=Team_A", "image.pullPolicy=Sometimes",
+            "securityContext.privileged=true", "securityContext.allowPrivilegeEscalation=true",
+            "securityContext.capabilities.add[0]=NET_ADMIN", "podSecurityContext.runAsNonRoot=false",
+            "podSecurityContext.runAsUser=0", "operator.logFormat=xml", "resources.limits.memory=lots",
+            "runtime.image.pullPolicy=Often", "serviceMonitor.interval=soon", "unknownKey=1",
+            "image.digest=latest"):
+    failed, err = render_fails(bad)
+    check(f"schema rejects {bad}", failed and "schema" in err, err.strip()[:200])
+failed, err = render_fails("serviceAccount.create=false")
+check("serviceAccount.create=false without a name fails", failed and "serviceAccount.name" in err, err[:200])
+
+for f in failures:
+    print(f"FAIL {f}")
+print(f"chart-test: {passed} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
