@@ -6,7 +6,11 @@ use clap::Parser;
 async fn main() {
     let cli = weir_runtime::cli::Cli::parse();
     weir_runtime::cli::init_tracing(&cli.log_format);
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), "weir starting");
+    tracing::info!(
+        version = option_env!("WEIR_VERSION").unwrap_or(env!("CARGO_PKG_VERSION")),
+        revision = option_env!("WEIR_GIT_REVISION").unwrap_or("unknown"),
+        "weir starting"
+    );
     let code = weir_runtime::cli::main(cli).await;
     std::process::exit(code);
 }
