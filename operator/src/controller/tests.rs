@@ -342,6 +342,7 @@ fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) ->
         subtasks: vec![],
         failure: None,
         restarts: 0,
+        workers: vec![],
     }
 }
 

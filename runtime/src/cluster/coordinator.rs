@@ -17,7 +17,7 @@ use crate::exec::task::TaskMetrics;
 use crate::exec::{self, JobHandle, task_specs};
 use crate::job::{self, Job};
 use crate::storage::{self, S3Options, Store};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -358,11 +358,11 @@ async fn run_attempt(
     tracing::info!(attempt, restore = ?restore_url, first_checkpoint = first_id, "deployed");
     // Control messages go to the worker running each task.
     let mut controls = Vec::with_capacity(n_tasks);
-    for t in 0..n_tasks {
+    for (t, worker) in worker_of.iter().enumerate() {
         let (tx, mut rx) = mpsc::unbounded_channel::<Control>();
         controls.push(tx);
         let registry = registry.clone();
-        let worker = worker_of[t].clone();
+        let worker = worker.clone();
         tokio::spawn(async move {
             while let Some(c) = rx.recv().await {
                 let r = registry.lock().expect("lock");
@@ -532,6 +532,3 @@ async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, status: Arc<Mutex<Vec<
         }
     }
 }
-
-/// Shared test hook: the task metrics type is re-exported for status assembly.
-pub type Metrics = HashMap<usize, Arc<TaskMetrics>>;
