@@ -211,6 +211,7 @@ mod tests {
             max_parallelism: 128,
             parallelism: 1,
             triggered_at_ms: t,
+            completed_at_ms: t,
             run_id: None,
             operators: vec![],
         };

@@ -142,6 +142,9 @@ pub struct WorkerArgs {
     /// The coordinator is lost after this long without a message.
     #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
     pub heartbeat_timeout: humantime::Duration,
+    /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
+    #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]
+    pub listen: String,
 }
 
 /// `weir savepoint ...`.
@@ -349,6 +352,7 @@ async fn worker(a: WorkerArgs) -> Result<(), String> {
         worker_id,
         heartbeat_interval: a.heartbeat_interval.into(),
         heartbeat_timeout: a.heartbeat_timeout.into(),
+        listen: (a.listen != "none").then_some(a.listen),
     })
     .await
 }

@@ -16,6 +16,7 @@ fn s3_store(moto: &MotoServer) -> (tokio::runtime::Runtime, storage::Store) {
         endpoint: Some(moto.endpoint()),
         region: Some("us-east-1".into()),
         path_style: true,
+        credentials: None,
     };
     let store = rt
         .block_on(storage::open(&format!("s3://{}", moto.bucket()), &opts))

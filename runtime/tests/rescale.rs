@@ -53,6 +53,7 @@ fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
         endpoint: Some(moto.endpoint()),
         region: Some("us-east-1".into()),
         path_style: true,
+        credentials: None,
     };
     let store = rt.block_on(storage::open(&format!("s3://{b}"), &opts)).unwrap();
     let mut lines = vec![];

@@ -34,6 +34,7 @@ fn s3_options(moto: &MotoServer) -> S3Options {
         endpoint: Some(moto.endpoint()),
         region: Some(moto::REGION.into()),
         path_style: true,
+        credentials: None,
     }
 }
 

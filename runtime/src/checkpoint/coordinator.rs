@@ -393,6 +393,7 @@ async fn complete(
         max_parallelism: cfg.max_parallelism,
         parallelism: cfg.parallelism,
         triggered_at_ms: p.barrier.triggered_at_ms,
+        completed_at_ms: now_ms(),
         run_id: Some(cfg.run_id.clone()),
         operators: ops.into_values().collect(),
     };

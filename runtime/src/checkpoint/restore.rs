@@ -50,11 +50,17 @@ pub struct LoadedSnapshot {
     pub files: HashMap<String, StateFile>,
 }
 
-/// Loads `<dir>/_metadata` and every state file it references, verifying sizes and checksums.
-pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
+/// Reads and verifies only `<dir>/_metadata` (cheap: no state file is read). A missing
+/// `_metadata` is `RestoreError::Storage(StorageError::NotFound(..))`.
+pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadata, RestoreError> {
     let meta_path = join(dir, METADATA_FILE);
     let bytes = store.get(&meta_path).await?;
-    let metadata = decode_metadata(&store.url(&meta_path), &bytes)?;
+    Ok(decode_metadata(&store.url(&meta_path), &bytes)?)
+}
+
+/// Loads `<dir>/_metadata` and every state file it references, verifying sizes and checksums.
+pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
+    let metadata = load_metadata(store, dir).await?;
     let mut files = HashMap::new();
     for op in &metadata.operators {
         for h in &op.handles {

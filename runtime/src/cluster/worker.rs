@@ -40,6 +40,33 @@ pub struct WorkerConfig {
     pub heartbeat_interval: Duration,
     /// Coordinator considered lost after this long without a message.
     pub heartbeat_timeout: Duration,
+    /// Address of the health and metrics endpoint (`/healthz`, `/metrics`), if any.
+    pub listen: Option<String>,
+}
+
+type SharedMetrics = Arc<Mutex<Vec<(String, u32, Arc<TaskMetrics>)>>>;
+
+/// Serves `/healthz` (200 while the process runs) and `/metrics` (its subtasks' counters).
+async fn serve_health(addr: &str, metrics: SharedMetrics) -> Result<std::net::SocketAddr, String> {
+    use axum::routing::get;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let app = axum::Router::new().route("/healthz", get(|| async { "ok" })).route(
+        "/metrics",
+        get(move || {
+            let m = metrics.clone();
+            async move {
+                let tasks = m.lock().expect("lock").clone();
+                crate::metrics::render(&tasks, 0)
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(local)
 }
 
 /// Inbound channels waiting for their upstream connection, per attempt.
@@ -52,6 +79,7 @@ struct Inbound {
 
 struct Running {
     attempt: u64,
+    named_metrics: Vec<(String, u32, Arc<TaskMetrics>)>,
     controls: HashMap<usize, mpsc::UnboundedSender<Control>>,
     handles: Vec<JoinHandle<()>>,
     metrics: Vec<(usize, Arc<TaskMetrics>)>,
@@ -78,6 +106,11 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         "weir: worker {} data listener on {bound} (advertised as {advertise})",
         cfg.worker_id
     );
+    let health_metrics: SharedMetrics = Arc::default();
+    if let Some(addr) = &cfg.listen {
+        let bound = serve_health(addr, health_metrics.clone()).await?;
+        eprintln!("weir: worker {} health and metrics on http://{bound}", cfg.worker_id);
+    }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
     tokio::spawn(accept_data(listener, inbound.clone()));
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
@@ -136,7 +169,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                             }
                             let attempt = d.attempt;
                             match deploy(*d, &inbound, out_tx.clone()).await {
-                                Ok(r) => running = Some(r),
+                                Ok(r) => {
+                                    *health_metrics.lock().expect("lock") = r.named_metrics.clone();
+                                    running = Some(r);
+                                }
                                 Err(e) => {
                                     tracing::error!(attempt, error = %e, "deployment failed");
                                     let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(usize::MAX, e) });
@@ -276,6 +312,7 @@ async fn deploy(
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let mut controls = HashMap::new();
     let mut metrics = Vec::new();
+    let mut named_metrics = Vec::new();
     let mut starts = Vec::new();
     for &t in &d.tasks {
         let spec = specs.get(t).ok_or_else(|| format!("task {t} is not in the plan"))?;
@@ -290,6 +327,7 @@ async fn deploy(
         )
         .await?;
         controls.insert(t, ctl_tx);
+        named_metrics.push((spec.name.clone(), spec.subtask, built.metrics.clone()));
         metrics.push((t, built.metrics));
         starts.push(built.start);
     }
@@ -306,6 +344,7 @@ async fn deploy(
     tracing::info!(attempt, tasks = ?d.tasks, "deployed subtasks");
     Ok(Running {
         attempt,
+        named_metrics,
         controls,
         handles,
         metrics,

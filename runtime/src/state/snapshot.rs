@@ -156,6 +156,9 @@ pub struct CheckpointMetadata {
     pub parallelism: u32,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// Commit time (when `_metadata` was encoded), ms since the Unix epoch; 0 if unknown.
+    #[serde(default)]
+    pub completed_at_ms: u64,
     /// The run that wrote it (`weir coordinator --run-id`); a restarted coordinator of the same
     /// run resumes from its newest checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,6 +274,7 @@ mod tests {
             max_parallelism: 128,
             parallelism: 2,
             triggered_at_ms: 1,
+            completed_at_ms: 2,
             run_id: None,
             operators: vec![],
         };

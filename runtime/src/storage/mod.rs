@@ -145,6 +145,28 @@ pub struct S3Options {
     pub region: Option<String>,
     /// Path-style addressing; also enabled by `WEIR_S3_PATH_STYLE=true`.
     pub path_style: bool,
+    /// Static credentials (e.g. read by the operator from a job's secret); when unset, the
+    /// default AWS credential chain.
+    pub credentials: Option<StaticCredentials>,
+}
+
+/// An access key pair.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StaticCredentials {
+    /// Access key id.
+    pub access_key_id: String,
+    /// Secret access key.
+    pub secret_access_key: String,
+    /// Optional session token.
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for StaticCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl From<Option<&crate::job::S3Spec>> for S3Options {
@@ -153,6 +175,7 @@ impl From<Option<&crate::job::S3Spec>> for S3Options {
             endpoint: s.endpoint.clone(),
             region: s.region.clone(),
             path_style: s.path_style,
+            credentials: None,
         })
         .unwrap_or_default()
     }

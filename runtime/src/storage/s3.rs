@@ -61,6 +61,15 @@ impl S3Store {
             conf = conf.endpoint_url(endpoint);
         }
         conf = conf.force_path_style(opts.path_style || path_style_from_env());
+        if let Some(c) = &opts.credentials {
+            conf = conf.credentials_provider(aws_sdk_s3::config::Credentials::new(
+                c.access_key_id.clone(),
+                c.secret_access_key.clone(),
+                c.session_token.clone(),
+                None,
+                "weir-static",
+            ));
+        }
         Ok(S3Store::from_client(Client::from_conf(conf.build()), bucket, prefix))
     }
 
