@@ -44,6 +44,7 @@ if [[ "$mode" == write ]]; then
   cp "$tmp"/crds/*.yaml crds/
   cp "$tmp"/crds/*.yaml "$CHART_CRDS"/
   echo "gen-crds: wrote $(cd "$tmp/crds" && echo *.yaml) into crds/ and $CHART_CRDS/"
+  python3 hack/gen-crd-docs.py
   exit 0
 fi
 

@@ -138,6 +138,8 @@ impl Cluster {
             "2",
             "--data-listen",
             "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
             "--worker-id",
             id,
         ];
@@ -216,19 +218,6 @@ fn kill_9_of_the_coordinator_then_a_restart_is_exactly_once() {
     );
 }
 
-fn trigger_stop(api: &str) -> String {
-    let out = Command::new(weir())
-        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "stop-with-savepoint: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 #[test]
 fn savepoints_move_between_the_cluster_and_weir_run() {
     // Cluster (p=4) → stop with savepoint → weir run at p=2 → stop → cluster (p=4) finishes.
@@ -236,14 +225,14 @@ fn savepoints_move_between_the_cluster_and_weir_run() {
     let (m, _) = job(dir.path(), 4, Some(3000));
     let mut c = Cluster::start(dir.path(), &m, &[], &[]);
     c.wait_checkpoint_after(0);
-    let sp1 = trigger_stop(&c.api);
+    let sp1 = stop_with_savepoint(&c.api, &[]);
     c.coordinator.wait_ok(Duration::from_secs(60));
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
 
     let w = Weir::run(&m, &["--parallelism", "2", "--restore", &sp1], &[]);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
-    let sp2 = trigger_stop(&api);
+    let sp2 = stop_with_savepoint(&api, &[]);
     w.wait_ok();
 
     let mut c2 = Cluster::start(dir.path(), &m, &["--restore", &sp2], &[]);

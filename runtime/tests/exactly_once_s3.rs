@@ -31,16 +31,6 @@ fn upload_input(rt: &tokio::runtime::Runtime, store: &storage::Store) {
     }
 }
 
-fn s3_output(rt: &tokio::runtime::Runtime, store: &storage::Store) -> Vec<String> {
-    let mut lines = vec![];
-    for o in rt.block_on(store.list("output/")).unwrap() {
-        let bytes = rt.block_on(store.get(&o.path)).unwrap();
-        lines.extend(String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_string));
-    }
-    lines.sort();
-    lines
-}
-
 #[test]
 fn kill_9_with_s3_storage_and_sink_is_exactly_once() {
     let moto = MotoServer::start_with_bucket("weir-test");
@@ -49,11 +39,7 @@ fn kill_9_with_s3_storage_and_sink_is_exactly_once() {
     let b = moto.bucket().to_string();
     let env: Vec<(String, String)> = moto.env().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths {
-        checkpoints: format!("s3://{b}/checkpoints"),
-        savepoints: format!("s3://{b}/savepoints"),
-        output: format!("s3://{b}/output"),
-    };
+    let paths = s3_paths(&b);
     let source = format!("s3://{b}/input/*.txt");
     let m = wordcount_manifest(
         dir.path(),

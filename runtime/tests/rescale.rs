@@ -8,19 +8,6 @@ use std::time::Duration;
 use support::moto::{MotoServer, init_test_credentials};
 use weir_runtime::storage::{self, S3Options};
 
-fn stop_with_savepoint(api: &str) -> String {
-    let out = std::process::Command::new(weir())
-        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "savepoint trigger failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 #[test]
 fn rescale_2_to_3_to_1_through_savepoints_gives_the_same_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -41,11 +28,7 @@ fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
     let b = moto.bucket().to_string();
     let env: Vec<(String, String)> = moto.env().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths {
-        checkpoints: format!("s3://{b}/checkpoints"),
-        savepoints: format!("s3://{b}/savepoints"),
-        output: format!("s3://{b}/output"),
-    };
+    let paths = s3_paths(&b);
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
     rescale_2_3_1(&m, &env);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -56,27 +39,8 @@ fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
         credentials: None,
     };
     let store = rt.block_on(storage::open(&format!("s3://{b}"), &opts)).unwrap();
-    let mut lines = vec![];
-    for o in rt.block_on(store.list("output/")).unwrap() {
-        let bytes = rt.block_on(store.get(&o.path)).unwrap();
-        lines.extend(String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_string));
-    }
-    lines.sort();
+    let lines = s3_output(&rt, &store);
     assert_same_multiset(&lines, &expected_wordcount(), "2 → 3 → 1 rescale on S3");
-}
-
-fn stop_with_savepoint_env(api: &str, env: &[(String, String)]) -> String {
-    let out = std::process::Command::new(weir())
-        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "savepoint trigger failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// Runs at parallelism 2, stops with a savepoint mid-input, restores at 3, stops again,
@@ -85,7 +49,7 @@ fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
     let w = Weir::run(m, &[], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
-    let sp1 = stop_with_savepoint_env(&api, env);
+    let sp1 = stop_with_savepoint(&api, env);
     let log = w.wait_ok();
     assert!(log.contains("stopped with savepoint"), "{log}");
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
@@ -93,7 +57,7 @@ fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
     let w = Weir::run(m, &["--parallelism", "3", "--restore", &sp1], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
-    let sp2 = stop_with_savepoint_env(&api, env);
+    let sp2 = stop_with_savepoint(&api, env);
     w.wait_ok();
 
     // The savepoint records parallelism 3 and key groups split three ways.
@@ -127,7 +91,7 @@ fn restore_refuses_changed_max_parallelism_and_dropped_state() {
     let w = Weir::run(&m, &[], &[]);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(800));
-    let sp = stop_with_savepoint(&api);
+    let sp = stop_with_savepoint(&api, &[]);
     w.wait_ok();
 
     let (ok, err) = Weir::run(&m, &["--restore", &sp, "--set", "spec.maxParallelism=256"], &[]).wait();

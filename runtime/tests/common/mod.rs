@@ -297,3 +297,38 @@ pub fn crash_in_both_commit_windows(manifest: &Path, env: &[(String, String)]) {
         );
     }
 }
+
+/// Stop-with-savepoint through `weir savepoint trigger --stop`; returns the savepoint URL.
+pub fn stop_with_savepoint(api: &str, env: &[(String, String)]) -> String {
+    let out = Command::new(weir())
+        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stop-with-savepoint failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Checkpoints, savepoints and output under `s3://bucket/`.
+pub fn s3_paths(bucket: &str) -> Paths {
+    Paths {
+        checkpoints: format!("s3://{bucket}/checkpoints"),
+        savepoints: format!("s3://{bucket}/savepoints"),
+        output: format!("s3://{bucket}/output"),
+    }
+}
+
+/// Committed output lines under `output/` of an S3 store, sorted.
+pub fn s3_output(rt: &tokio::runtime::Runtime, store: &weir_runtime::storage::Store) -> Vec<String> {
+    let mut lines = vec![];
+    for o in rt.block_on(store.list("output/")).unwrap() {
+        let bytes = rt.block_on(store.get(&o.path)).unwrap();
+        lines.extend(String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_string));
+    }
+    lines.sort();
+    lines
+}
