@@ -70,6 +70,7 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
     let rin = Family::<Labels, Counter>::default();
     let rout = Family::<Labels, Counter>::default();
     let bp = Family::<Labels, Counter<f64>>::default();
+    let buffers = Family::<Labels, Gauge>::default();
     for (name, subtask, m) in tasks {
         let l = vec![
             ("task".to_string(), name.clone()),

@@ -228,6 +228,10 @@ fn savepoints_move_between_the_cluster_and_weir_run() {
     let sp1 = stop_with_savepoint(&c.api, &[]);
     c.coordinator.wait_ok(Duration::from_secs(60));
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
+    // Stop-with-savepoint ends with every process exiting 0.
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
 
     let w = Weir::run(&m, &["--parallelism", "2", "--restore", &sp1], &[]);
     let api = w.api();

@@ -84,6 +84,8 @@ pub struct Shared {
     pub delivered: std::collections::HashSet<String>,
     /// The trigger of the stop-with-savepoint that stopped the job.
     pub stop_trigger: Option<String>,
+    /// The restore point of the current run (attempt).
+    pub restored_from: Option<String>,
 }
 
 impl Shared {
@@ -96,6 +98,7 @@ impl Shared {
             triggers: BTreeMap::new(),
             delivered: Default::default(),
             stop_trigger: None,
+            restored_from: None,
         }
     }
 }

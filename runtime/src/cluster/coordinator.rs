@@ -70,48 +70,20 @@ struct Registry {
     deployed: Vec<String>,
 }
 
-/// The restore point of the first deployment. A restarted coordinator must not go back to an
-/// older restore point than its own run already passed, so it resumes from the newest
-/// completed checkpoint when that checkpoint was written by this run (same `--run-id`), or when
-/// `--restore` names a snapshot older than it (ids only grow, so a newer checkpoint was taken
-/// after restoring from that snapshot). Otherwise `--restore` as given.
-pub async fn initial_restore(
-    store: &Store,
-    job: &str,
-    run_id: &str,
-    from: &RestoreFrom,
-    s3: &S3Options,
-) -> RestoreFrom {
-    let Ok(seen) = restore::list_checkpoints(store, job).await else {
-        return from.clone();
-    };
-    let Some(&newest) = decide::latest_candidates(&seen).first() else {
-        return from.clone();
-    };
-    let meta = |s: Store, dir: String| async move {
-        let bytes = s
-            .get(&storage::join(&dir, crate::checkpoint::METADATA_FILE))
-            .await
-            .ok()?;
-        crate::state::snapshot::decode_metadata("", &bytes).ok()
-    };
-    let newest_meta = meta(store.clone(), crate::checkpoint::checkpoint_dir(job, newest)).await;
-    if newest_meta.as_ref().and_then(|m| m.run_id.as_deref()) == Some(run_id) {
-        tracing::info!(
-            checkpoint = newest,
-            "coordinator restarted: resuming this run from its latest checkpoint"
-        );
-        return RestoreFrom::Latest;
+/// The restore point of the first deployment: a restarted coordinator of the same run
+/// (same `--run-id`, which the operator sets per deployment generation) resumes from the newest
+/// completed checkpoint that this run wrote, instead of going back to `--restore`; any other
+/// start uses `--restore` exactly as given.
+pub async fn initial_restore(store: &Store, job: &str, run_id: &str, from: &RestoreFrom) -> RestoreFrom {
+    let Ok(seen) = restore::list_checkpoints(store, job).await else { return from.clone() };
+    let Some(&newest) = decide::latest_candidates(&seen).first() else { return from.clone() };
+    match restore::load_metadata(store, &crate::checkpoint::checkpoint_dir(job, newest)).await {
+        Ok(m) if m.run_id.as_deref() == Some(run_id) => {
+            tracing::info!(checkpoint = newest, "coordinator restarted: resuming this run from its latest checkpoint");
+            RestoreFrom::Latest
+        }
+        _ => from.clone(),
     }
-    if let RestoreFrom::Path(url) = from
-        && let Ok(s) = storage::open(url, s3).await
-        && let Some(m) = meta(s, String::new()).await
-        && m.checkpoint_id < newest
-    {
-        tracing::info!(checkpoint = newest, restore = %url, "a newer checkpoint than the restore point exists: resuming from it");
-        return RestoreFrom::Latest;
-    }
-    from.clone()
 }
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
@@ -136,7 +108,6 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         job_id: opts.run_id.clone(),
         parallelism: job.parallelism,
         max_parallelism: job.max_parallelism,
-        restored_from: None,
         shared: shared.clone(),
         commands: cmd_tx,
         tasks: specs
@@ -171,7 +142,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         opts.heartbeat_timeout,
     ));
 
-    let first_restore = initial_restore(&store, &job.name, &opts.run_id, &opts.restore, &s3).await;
+    let first_restore = initial_restore(&store, &job.name, &opts.run_id, &opts.restore).await;
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
     let mut attempt = 0u64;
@@ -209,6 +180,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     if matches!(outcome, Outcome::Stopped(_)) {
                         crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)).await;
                     }
+                    end_workers(&registry, false).await;
                     return Ok(());
                 }
                 return serve_forever().await;
@@ -238,6 +210,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             s.failure = Some(msg.clone());
                         }
                         if opts.exit_on_finish {
+                            end_workers(&registry, true).await;
                             return Err(msg);
                         }
                         return serve_forever().await;
@@ -246,6 +219,14 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
             }
         }
     }
+}
+
+/// Tells every registered worker that the job ended, and gives the messages a moment to go out.
+async fn end_workers(registry: &Arc<Mutex<Registry>>, failed: bool) {
+    for w in registry.lock().expect("lock").workers.values() {
+        let _ = w.tx.send(ToWorker::JobEnded { failed });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
 async fn serve_forever() -> Result<(), String> {
@@ -313,6 +294,7 @@ async fn run_attempt(
     };
     let (snapshot, first_id) = exec::restore_for_run(job, store, from).await?;
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());
+    handle.shared.lock().expect("lock").restored_from = restore_url.clone();
     // Slot sharing, as in Flink: slot k runs subtask k of every stage (one pipeline slice),
     // so a job needs `parallelism` slots. Slots are filled in worker-id order.
     let slots: Vec<(&String, &String)> = assignment

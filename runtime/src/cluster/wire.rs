@@ -303,6 +303,12 @@ pub enum ToWorker {
     },
     /// Liveness.
     Heartbeat,
+    /// The job reached a terminal state and the coordinator exits (`--exit-on-finish`):
+    /// workers exit too, with 0 unless the job failed.
+    JobEnded {
+        /// Whether the job failed.
+        failed: bool,
+    },
 }
 
 /// Data connection frames.

@@ -198,6 +198,13 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                         }
+                        ToWorker::JobEnded { failed } => {
+                            if let Some(r) = running.take() {
+                                r.cancel();
+                            }
+                            eprintln!("weir: worker {}: the job ended; exiting", cfg.worker_id);
+                            return if failed { Err("the job failed".into()) } else { Ok(()) };
+                        }
                         ToWorker::Heartbeat | ToWorker::Registered | ToWorker::Refused { .. } => {}
                     }
                 }

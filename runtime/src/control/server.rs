@@ -20,7 +20,7 @@ fn status(h: &JobHandle) -> JobStatus {
         state: s.state,
         parallelism: h.parallelism,
         max_parallelism: h.max_parallelism,
-        restored_from: h.restored_from.clone(),
+        restored_from: s.restored_from.clone(),
         last_completed_checkpoint: s.history.completed.last().cloned(),
         subtasks: h
             .tasks

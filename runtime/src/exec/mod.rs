@@ -53,8 +53,6 @@ pub struct JobHandle {
     pub parallelism: u32,
     /// Max parallelism.
     pub max_parallelism: u32,
-    /// Restored from.
-    pub restored_from: Option<String>,
     /// Coordinator state.
     pub shared: Arc<Mutex<Shared>>,
     /// Savepoint commands.
@@ -418,12 +416,12 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     drop(ev_tx);
     let cfg = coordinator_config(&job, store, first_id, sources, &ctx.run_id);
     let shared = Arc::new(Mutex::new(Shared::new()));
+    shared.lock().expect("lock").restored_from = ctx.snapshot.as_ref().map(|s| s.url.clone());
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: ctx.run_id.clone(),
         parallelism: job.parallelism,
         max_parallelism: job.max_parallelism,
-        restored_from: ctx.snapshot.as_ref().map(|s| s.url.clone()),
         shared: shared.clone(),
         commands: cmd_tx,
         tasks: task_metrics,

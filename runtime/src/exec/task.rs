@@ -28,6 +28,8 @@ pub struct TaskMetrics {
     pub backpressured_ns: AtomicU64,
     /// Nanoseconds spent aligning barriers (sum over checkpoints).
     pub alignment_ns: AtomicU64,
+    /// Batches queued in this subtask's output channels, sampled after each send.
+    pub output_buffers_used: AtomicU64,
 }
 
 /// Where a subtask's output goes.
@@ -56,6 +58,12 @@ impl Output {
     }
 
     async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+        let r = Self::send_inner(s, el, m).await;
+        m.output_buffers_used.store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
+        r
+    }
+
+    async fn send_inner(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         match s.try_send(el) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(el)) => {
