@@ -167,7 +167,7 @@ fn observe_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
 }
 
 /// The spec whose storage holds the job's snapshots: the deployed one when readable.
-fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
+pub fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
     status
         .last_reconciled_spec
         .as_deref()
