@@ -7,24 +7,38 @@
 //! savepoints `<savepoints.directory>/savepoint-<job>-<n>/_metadata`; `_metadata` is the commit
 //! point. Ids increase across restores of one job, so the highest id is the newest.
 
-use crate::crd::StreamJobSpec;
+use crate::crd::{S3CredentialsSecret, StreamJobSpec};
 use crate::lifecycle::Snapshot;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use weir_runtime::checkpoint::restore::list_checkpoints;
+use weir_runtime::checkpoint::restore::{RestoreError, list_checkpoints, load_metadata};
 use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_dir_name};
-use weir_runtime::control::api::{SnapshotInfo, SnapshotKind};
-use weir_runtime::state::snapshot::decode_metadata;
-use weir_runtime::storage::{self, S3Options, Store, join};
+use weir_runtime::control::api::{OperatorStateInfo, SnapshotInfo, SnapshotKind};
+use weir_runtime::state::snapshot::CheckpointMetadata;
+use weir_runtime::storage::{self, S3Options, StaticCredentials, StorageError, Store, join};
 
-/// Storage access of the operator.
+/// Why a restore point could not be inspected.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum InspectError {
+    /// It has no `_metadata`, or an unreadable one: it can never be restored from (a manual
+    /// restore is required).
+    #[error("{0}")]
+    Unusable(String),
+    /// Storage did not answer (transient: the reconcile is retried).
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// Storage access of the operator. Every call takes the S3 client settings (with the
+/// credentials the operator read from the job's Secret, see [`s3_options_with_credentials`]).
 #[async_trait]
 pub trait SnapshotStore: Send + Sync {
     /// The newest completed checkpoint or savepoint of job `name` in the storage `spec` names.
-    async fn newest(&self, spec: &StreamJobSpec, name: &str) -> Result<Option<Snapshot>, String>;
-    /// What the restore point at `path` holds.
-    async fn inspect(&self, spec: &StreamJobSpec, path: &str) -> Result<SnapshotInfo, String>;
+    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String>;
+    /// What the restore point at `path` holds (read from its `_metadata` only: the runtime
+    /// verifies every state file when it restores).
+    async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError>;
     /// Removes the savepoint directory at `path` (idempotent).
     async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String>;
 }
@@ -37,9 +51,53 @@ pub fn savepoint_directory(spec: &StreamJobSpec) -> Option<String> {
         .or_else(|| spec.checkpointing.storage.as_ref().map(|s| join(s, "savepoints")))
 }
 
-/// The runtime's S3 client settings of a spec.
+/// The runtime's S3 client settings of a spec, without credentials (the default AWS chain).
 pub fn s3_options(spec: &StreamJobSpec) -> S3Options {
     S3Options::from(spec.s3.as_ref().map(|s| &s.runtime))
+}
+
+/// Default key of the access key id in the credentials Secret.
+pub const ACCESS_KEY_ID_KEY: &str = "accessKeyId";
+/// Default key of the secret access key in the credentials Secret.
+pub const SECRET_ACCESS_KEY_KEY: &str = "secretAccessKey";
+/// Optional key of a session token in the credentials Secret.
+pub const SESSION_TOKEN_KEY: &str = "sessionToken";
+
+/// The static credentials in a Secret's `data` (decoded bytes) for the reference `r`. Pure.
+pub fn credentials_from_secret(
+    r: &S3CredentialsSecret,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<StaticCredentials, String> {
+    let get = |key: &str| -> Result<String, String> {
+        let v = data
+            .get(key)
+            .ok_or_else(|| format!("Secret {} has no key `{key}`", r.name))?;
+        String::from_utf8(v.clone())
+            .map(|s| s.trim().to_string())
+            .map_err(|_| format!("Secret {} key `{key}` is not UTF-8", r.name))
+    };
+    Ok(StaticCredentials {
+        access_key_id: get(r.access_key_id_key.as_deref().unwrap_or(ACCESS_KEY_ID_KEY))?,
+        secret_access_key: get(r.secret_access_key_key.as_deref().unwrap_or(SECRET_ACCESS_KEY_KEY))?,
+        session_token: get(SESSION_TOKEN_KEY).ok().filter(|t| !t.is_empty()),
+    })
+}
+
+/// [`s3_options`] with static credentials when the spec names a credentials Secret, whose
+/// `data` `read_secret` returns (`None`: the Secret does not exist).
+pub async fn s3_options_with_credentials<F, Fut>(spec: &StreamJobSpec, read_secret: F) -> Result<S3Options, String>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<BTreeMap<String, Vec<u8>>>, String>>,
+{
+    let mut opts = s3_options(spec);
+    if let Some(r) = spec.s3.as_ref().and_then(|s| s.credentials_secret.as_ref()) {
+        let data = read_secret(r.name.clone())
+            .await?
+            .ok_or_else(|| format!("S3 credentials Secret {} not found", r.name))?;
+        opts.credentials = Some(credentials_from_secret(r, &data)?);
+    }
+    Ok(opts)
 }
 
 /// Splits a directory URL into its parent URL and last segment.
@@ -56,27 +114,60 @@ fn split_dir(url: &str) -> Option<(&str, &str)> {
 #[derive(Clone, Debug, Default)]
 pub struct ObjectStoreSnapshots;
 
+/// The completion time of a snapshot: `completedAtMs`, or the trigger time for files written
+/// before the runtime recorded it.
+pub fn completion_ms(m: &CheckpointMetadata) -> u64 {
+    if m.completed_at_ms > 0 {
+        m.completed_at_ms
+    } else {
+        m.triggered_at_ms
+    }
+}
+
 async fn read_snapshot(store: &Store, dir: &str) -> Result<Snapshot, String> {
-    let meta_path = join(dir, METADATA_FILE);
-    let bytes = store.get(&meta_path).await.map_err(|e| e.to_string())?;
-    let m = decode_metadata(&store.url(&meta_path), &bytes).map_err(|e| e.to_string())?;
+    let m = load_metadata(store, dir).await.map_err(|e| e.to_string())?;
     Ok(Snapshot {
         path: store.url(dir),
         id: m.checkpoint_id,
         kind: m.kind,
-        // `_metadata` records the trigger time; completion follows it closely, and a stop's
-        // savepoint is always triggered after the stop was recorded, which is what matters.
-        completed_at_ms: m.triggered_at_ms,
+        completed_at_ms: completion_ms(&m),
     })
+}
+
+/// The operator's summary of a snapshot's `_metadata`.
+pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
+    SnapshotInfo {
+        job_name: m.job_name.clone(),
+        checkpoint_id: m.checkpoint_id,
+        kind: m.kind,
+        max_parallelism: m.max_parallelism,
+        parallelism: m.parallelism,
+        operators: m
+            .operators
+            .iter()
+            .map(|o| OperatorStateInfo {
+                uid: o.uid.clone(),
+                kind: o.kind.clone(),
+                state_names: o.state_names.clone(),
+                key_group_ranges: o
+                    .handles
+                    .iter()
+                    .filter_map(|h| h.key_group_range)
+                    .map(|r| [r.start, r.end])
+                    .collect(),
+                bytes: o.handles.iter().map(|h| h.size).sum(),
+                entries: o.handles.iter().map(|h| h.entries).sum(),
+            })
+            .collect(),
+    }
 }
 
 #[async_trait]
 impl SnapshotStore for ObjectStoreSnapshots {
-    async fn newest(&self, spec: &StreamJobSpec, name: &str) -> Result<Option<Snapshot>, String> {
-        let s3 = s3_options(spec);
+    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String> {
         let mut best: Option<Snapshot> = None;
         if let Some(url) = &spec.checkpointing.storage {
-            let store = storage::open(url, &s3).await.map_err(|e| e.to_string())?;
+            let store = storage::open(url, s3).await.map_err(|e| e.to_string())?;
             let seen = list_checkpoints(&store, name).await.map_err(|e| e.to_string())?;
             // Newest completed first; an unreadable `_metadata` falls back to the previous one.
             for c in seen.iter().rev().filter(|c| c.completed) {
@@ -90,7 +181,7 @@ impl SnapshotStore for ObjectStoreSnapshots {
             }
         }
         if let Some(dir) = savepoint_directory(spec) {
-            let store = storage::open(&dir, &s3).await.map_err(|e| e.to_string())?;
+            let store = storage::open(&dir, s3).await.map_err(|e| e.to_string())?;
             let prefix = format!("savepoint-{name}-");
             let mut ids: Vec<u64> = store
                 .list(&prefix)
@@ -120,8 +211,18 @@ impl SnapshotStore for ObjectStoreSnapshots {
         Ok(best)
     }
 
-    async fn inspect(&self, spec: &StreamJobSpec, path: &str) -> Result<SnapshotInfo, String> {
-        weir_runtime::cli::snapshot_info(path, &s3_options(spec)).await
+    async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {
+        let (parent, dir) = split_dir(path).unwrap_or((path, ""));
+        let store = storage::open(parent, s3)
+            .await
+            .map_err(|e| InspectError::Unusable(e.to_string()))?;
+        match load_metadata(&store, dir).await {
+            Ok(m) => Ok(snapshot_info(&m)),
+            Err(e @ (RestoreError::Storage(StorageError::NotFound(_)) | RestoreError::Corrupt(_))) => {
+                Err(InspectError::Unusable(e.to_string()))
+            }
+            Err(e) => Err(InspectError::Storage(e.to_string())),
+        }
     }
 
     async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String> {
@@ -165,17 +266,17 @@ impl FakeSnapshots {
 
 #[async_trait]
 impl SnapshotStore for FakeSnapshots {
-    async fn newest(&self, _spec: &StreamJobSpec, _name: &str) -> Result<Option<Snapshot>, String> {
+    async fn newest(&self, _spec: &StreamJobSpec, _s3: &S3Options, _name: &str) -> Result<Option<Snapshot>, String> {
         Ok(self.inner.lock().unwrap().newest.clone())
     }
-    async fn inspect(&self, _spec: &StreamJobSpec, path: &str) -> Result<SnapshotInfo, String> {
+    async fn inspect(&self, _s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {
         self.inner
             .lock()
             .unwrap()
             .infos
             .get(path)
             .cloned()
-            .ok_or_else(|| format!("{path}/_metadata: not found"))
+            .ok_or_else(|| InspectError::Unusable(format!("{path}/_metadata: not found")))
     }
     async fn dispose(&self, _s3: &S3Options, path: &str) -> Result<(), String> {
         self.inner.lock().unwrap().disposed.push(path.into());
@@ -211,7 +312,8 @@ mod tests {
             max_parallelism: 128,
             parallelism: 1,
             triggered_at_ms: t,
-            completed_at_ms: t,
+            // Files written before `completedAtMs` existed have 0: the trigger time is used.
+            completed_at_ms: if t == 50 { 0 } else { t + 1 },
             run_id: None,
             operators: vec![],
         };
@@ -227,7 +329,7 @@ mod tests {
         let root = tmp.path().to_str().unwrap().to_string();
         let s = spec(&root);
         let snaps = ObjectStoreSnapshots;
-        assert_eq!(snaps.newest(&s, "j").await.unwrap(), None);
+        assert_eq!(snaps.newest(&s, &S3Options::default(), "j").await.unwrap(), None);
         write_meta(&root, "chk/j/chk-3", 3, SnapshotKind::Checkpoint, 30).await;
         write_meta(&root, "chk/j/chk-5", 5, SnapshotKind::Checkpoint, 50).await;
         // An incomplete checkpoint (no _metadata) never counts.
@@ -235,11 +337,18 @@ mod tests {
         store.put("chk/j/chk-9/op-0", Bytes::from_static(b"x")).await.unwrap();
         // Another job's savepoint is ignored.
         write_meta(&root, "chk/savepoints/savepoint-jj-99", 99, SnapshotKind::Savepoint, 99).await;
-        let n = snaps.newest(&s, "j").await.unwrap().unwrap();
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
         assert_eq!((n.id, n.kind, n.completed_at_ms), (5, SnapshotKind::Checkpoint, 50));
+        write_meta(&root, "chk/j/chk-7", 7, SnapshotKind::Checkpoint, 70).await;
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        assert_eq!(
+            (n.id, n.completed_at_ms),
+            (7, 71),
+            "completedAtMs is the completion time"
+        );
         write_meta(&root, "chk/savepoints/savepoint-j-6", 6, SnapshotKind::Savepoint, 60).await;
         write_meta(&root, "chk/savepoints/savepoint-j-60", 60, SnapshotKind::Savepoint, 600).await;
-        let n = snaps.newest(&s, "j").await.unwrap().unwrap();
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
         assert_eq!((n.id, n.kind), (60, SnapshotKind::Savepoint));
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-60"), "{}", n.path);
 
@@ -250,5 +359,76 @@ mod tests {
         assert!(!store.exists("chk/savepoints/savepoint-j-6/_metadata").await.unwrap());
         assert!(store.exists("chk/savepoints/savepoint-j-60/_metadata").await.unwrap());
         assert!(snaps.dispose(&S3Options::default(), "s3://").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn inspect_reads_metadata_and_classifies_failures() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap().to_string();
+        write_meta(&root, "sp/savepoint-j-4", 4, SnapshotKind::Savepoint, 40).await;
+        let snaps = ObjectStoreSnapshots;
+        let s3 = S3Options::default();
+        let info = snaps.inspect(&s3, &format!("{root}/sp/savepoint-j-4")).await.unwrap();
+        assert_eq!((info.checkpoint_id, info.kind), (4, SnapshotKind::Savepoint));
+        let info = snaps
+            .inspect(&s3, &format!("file://{root}/sp/savepoint-j-4/"))
+            .await
+            .unwrap();
+        assert_eq!(info.checkpoint_id, 4);
+        let missing = snaps.inspect(&s3, &format!("{root}/sp/savepoint-j-5")).await;
+        assert!(
+            matches!(missing, Err(InspectError::Unusable(ref m)) if m.contains("not found")),
+            "{missing:?}"
+        );
+        let store = storage::open(&root, &s3).await.unwrap();
+        store
+            .put("sp/bad/_metadata", bytes::Bytes::from_static(b"garbage"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            snaps.inspect(&s3, &format!("{root}/sp/bad")).await,
+            Err(InspectError::Unusable(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn credentials_come_from_the_referenced_secret() {
+        let mut spec = spec("/tmp/x");
+        let no_secret = |_: String| async { panic!("no Secret is read without a reference") };
+        assert_eq!(
+            s3_options_with_credentials(&spec, no_secret).await.unwrap().credentials,
+            None
+        );
+        spec.s3 = Some(
+            serde_json::from_value(serde_json::json!({
+                "endpoint": "http://minio:9000",
+                "credentialsSecret": {"name": "s3", "accessKeyIdKey": "user"},
+            }))
+            .unwrap(),
+        );
+        let data = BTreeMap::from([
+            ("user".to_string(), b"AKIA\n".to_vec()),
+            (SECRET_ACCESS_KEY_KEY.to_string(), b"shh".to_vec()),
+        ]);
+        let d = data.clone();
+        let opts = s3_options_with_credentials(&spec, |name| async move {
+            assert_eq!(name, "s3");
+            Ok(Some(d))
+        })
+        .await
+        .unwrap();
+        assert_eq!(opts.endpoint.as_deref(), Some("http://minio:9000"));
+        let c = opts.credentials.unwrap();
+        assert_eq!(
+            (c.access_key_id.as_str(), c.secret_access_key.as_str()),
+            ("AKIA", "shh")
+        );
+        assert_eq!(c.session_token, None);
+        let missing = s3_options_with_credentials(&spec, |_| async { Ok(None) }).await;
+        assert!(missing.unwrap_err().contains("not found"));
+        let mut partial = data;
+        partial.remove(SECRET_ACCESS_KEY_KEY);
+        let e = credentials_from_secret(spec.s3.as_ref().unwrap().credentials_secret.as_ref().unwrap(), &partial);
+        assert!(e.unwrap_err().contains("secretAccessKey"));
     }
 }

@@ -36,6 +36,8 @@ pub const CONTROL_PORT: i32 = 8081;
 pub const RPC_PORT: i32 = 6123;
 /// Port of a worker's data endpoint.
 pub const DATA_PORT: i32 = 6124;
+/// Port of a worker's health and metrics endpoint (`/healthz`, `/metrics`).
+pub const WORKER_HTTP_PORT: i32 = 8082;
 /// Name of the runtime container in both pod roles (the pod template override merges by it).
 pub const CONTAINER: &str = "weir";
 /// Where the ConfigMap is mounted.
@@ -56,6 +58,14 @@ pub fn coordinator_name(job: &str) -> String {
 /// Name of the worker StatefulSet and its headless Service.
 pub fn worker_name(job: &str) -> String {
     format!("{job}-worker")
+}
+
+/// The coordinator's `--run-id`: `<job uid>-<deploy generation>`. Stable for one deployment,
+/// so a coordinator container restarted by Kubernetes resumes from its run's newest checkpoint
+/// instead of going back to `--restore`; different for every new deployment.
+pub fn run_id(job: &StreamJob, deploy_generation: u64) -> String {
+    let uid = job.uid().unwrap_or_else(|| job.name_any());
+    format!("{uid}-{deploy_generation}")
 }
 
 /// Number of worker pods: `ceil(parallelism / slotsPerWorker)`, at least 1.
@@ -226,7 +236,8 @@ fn pull_policy(t: &Target) -> Value {
     }
 }
 
-/// Environment shared by both roles: S3 credentials from the referenced Secret.
+/// Environment shared by both roles: S3 credentials from the referenced Secret (the keys the
+/// operator itself reads: `crate::snapshots::credentials_from_secret`).
 fn common_env(t: &Target) -> Vec<Value> {
     let mut env = vec![];
     if let Some(secret) = t.spec.s3.as_ref().and_then(|s| s.credentials_secret.as_ref()) {
@@ -235,6 +246,9 @@ fn common_env(t: &Target) -> Vec<Value> {
             "name": secret.name, "key": key(&secret.access_key_id_key, "accessKeyId")}}}));
         env.push(json!({"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {
             "name": secret.name, "key": key(&secret.secret_access_key_key, "secretAccessKey")}}}));
+        // Temporary credentials: used when the Secret has the key (as the operator does).
+        env.push(json!({"name": "AWS_SESSION_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": secret.name, "key": crate::snapshots::SESSION_TOKEN_KEY, "optional": true}}}));
     }
     env
 }
@@ -343,6 +357,7 @@ pub fn coordinator_deployment(t: &Target) -> Deployment {
             "--restore", restore,
             "--listen", format!("0.0.0.0:{CONTROL_PORT}"),
             "--rpc-listen", format!("0.0.0.0:{RPC_PORT}"),
+            "--run-id", run_id(t.job, t.deploy_generation),
         ],
         "workingDir": "/tmp",
         "env": env,
@@ -421,15 +436,21 @@ pub fn worker_statefulset(t: &Target) -> StatefulSet {
             "--slots", t.spec.slots_per_worker.max(1).to_string(),
             "--data-listen", format!("0.0.0.0:{DATA_PORT}"),
             "--advertise", format!("$(POD_IP):{DATA_PORT}"),
+            "--listen", format!("0.0.0.0:{WORKER_HTTP_PORT}"),
         ],
         "workingDir": "/tmp",
         "env": env,
-        "ports": [{"name": "data", "containerPort": DATA_PORT, "protocol": "TCP"}],
-        // Workers serve no HTTP endpoint in the runtime contract yet: probe the data port.
-        "readinessProbe": {"tcpSocket": {"port": "data"}, "periodSeconds": 5, "failureThreshold": 3},
+        "ports": [
+            {"name": "data", "containerPort": DATA_PORT, "protocol": "TCP"},
+            {"name": "http", "containerPort": WORKER_HTTP_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 5, "failureThreshold": 3, "timeoutSeconds": 2,
+        },
         "livenessProbe": {
-            "tcpSocket": {"port": "data"},
-            "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6,
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 2,
         },
         "securityContext": container_security_context(),
         "volumeMounts": volume_mounts(),

@@ -112,7 +112,9 @@ fn coordinator_args_restore_and_generation_annotation() {
                 "--listen",
                 "0.0.0.0:8081",
                 "--rpc-listen",
-                "0.0.0.0:6123"
+                "0.0.0.0:6123",
+                "--run-id",
+                "1234-abcd-4"
             ])
         );
         assert_eq!(d["metadata"]["annotations"][ANNOTATION_SPEC_GENERATION], "7");
@@ -131,9 +133,17 @@ fn coordinator_args_restore_and_generation_annotation() {
             "--data-listen",
             "0.0.0.0:6124",
             "--advertise",
-            "$(POD_IP):6124"
+            "$(POD_IP):6124",
+            "--listen",
+            "0.0.0.0:8082"
         ])
     );
+    // The run id is stable per deployment and new for every deploy generation.
+    let mut t = target(&j, None);
+    assert_eq!(run_id(&j, 4), "1234-abcd-4");
+    t.deploy_generation = 5;
+    let args = v(&coordinator_deployment(&t))["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert_eq!(args[10], "1234-abcd-5");
     assert_eq!(w["spec"]["serviceName"], "wc-worker");
     assert_eq!(v(&worker_service(&target(&j, None)))["spec"]["clusterIP"], "None");
 }
@@ -164,11 +174,27 @@ fn security_context_probes_and_credentials() {
         );
         assert!(env.iter().any(|e| e["name"] == "AWS_SECRET_ACCESS_KEY"));
     }
-    let coord = v(&c.coordinator);
-    assert_eq!(
-        coord["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"],
-        json!({"path": "/healthz", "port": "http"})
-    );
+    // Both roles serve /healthz on their port named `http` (workers: the worker listener).
+    for (obj, port) in [(v(&c.coordinator), 8081), (v(&c.workers), 8082)] {
+        let ctr = &obj["spec"]["template"]["spec"]["containers"][0];
+        for probe in ["readinessProbe", "livenessProbe"] {
+            assert_eq!(
+                ctr[probe]["httpGet"],
+                json!({"path": "/healthz", "port": "http"}),
+                "{probe}"
+            );
+        }
+        let http = ctr["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "http")
+            .unwrap();
+        assert_eq!(http["containerPort"], port);
+        let env = ctr["env"].as_array().unwrap();
+        let token = env.iter().find(|e| e["name"] == "AWS_SESSION_TOKEN").unwrap();
+        assert_eq!(token["valueFrom"]["secretKeyRef"]["optional"], true);
+    }
     // No secret reference: no credential env (the AWS default chain applies).
     let mut j2 = job("");
     j2.spec.s3 = None;

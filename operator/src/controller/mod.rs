@@ -17,13 +17,14 @@ pub use status::{conditions, worker_selector};
 use crate::control::ControlApiFactory;
 use crate::metrics::Metrics;
 use crate::snapshots::SnapshotStore;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::SystemTime;
+use weir_runtime::storage::S3Options;
 
 /// Finalizer of StreamJobs (stop, optional savepoint, cleanup) and of Savepoints with
 /// `disposeOnDelete`.
@@ -111,6 +112,9 @@ pub enum Error {
     /// Checkpoint/savepoint storage could not be read or written.
     #[error("storage: {0}")]
     StorageError(String),
+    /// The S3 credentials Secret named by `spec.s3.credentialsSecret` could not be read.
+    #[error("S3 credentials: {0}")]
+    CredentialsError(String),
 }
 
 impl Error {
@@ -123,6 +127,7 @@ impl Error {
             Error::StatusError(_) => "StatusError",
             Error::FinalizerError(_) => "FinalizerError",
             Error::StorageError(_) => "StorageError",
+            Error::CredentialsError(_) => "CredentialsError",
         }
     }
 }
@@ -169,6 +174,30 @@ where
     .await
     .map(|_| ())
     .map_err(Error::FinalizerError)
+}
+
+/// The S3 client settings of `spec` with the credentials from its Secret (in `ns`), for the
+/// operator's own storage reads and deletes. The Secret is read only when named.
+pub async fn s3_options_for(ctx: &Context, ns: &str, spec: &crate::crd::StreamJobSpec) -> Result<S3Options, Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    crate::snapshots::s3_options_with_credentials(spec, |name| async move {
+        let secret = secrets.get_opt(&name).await.map_err(|e| e.to_string())?;
+        Ok(secret.map(|s| {
+            s.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .chain(
+                    s.string_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_bytes())),
+                )
+                .collect()
+        }))
+    })
+    .await
+    .map_err(Error::CredentialsError)
 }
 
 /// Converts an API time to a `SystemTime`.

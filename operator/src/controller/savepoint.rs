@@ -8,13 +8,13 @@
 //! the savepoint is Abandoned. Deleting a Savepoint with `disposeOnDelete` removes its data
 //! through a finalizer, except when it is the job's current restore point (FLINK-38033).
 
-use super::{Context, Error, FINALIZER, invalid_ref, publish, set_finalizers};
+use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers};
 use crate::build::FIELD_MANAGER;
 use crate::control::ControlError;
 use crate::crd::{
     DesiredState, LifecycleState, Savepoint, SavepointOrigin, SavepointState, SavepointStatus, StreamJob,
 };
-use crate::snapshots::{s3_options, savepoint_directory};
+use crate::snapshots::savepoint_directory;
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -269,10 +269,10 @@ async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result
         .await;
         return Ok(());
     }
-    let s3 = job
-        .as_ref()
-        .map(|j| s3_options(&j.spec))
-        .unwrap_or_else(S3Options::default);
+    let s3 = match job.as_ref() {
+        Some(j) => s3_options_for(ctx, &sp.namespace().unwrap_or_default(), &j.spec).await?,
+        None => S3Options::default(),
+    };
     ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
     publish(ctx, &oref, false, "Cleanup", format!("disposed {path}")).await;
     Ok(())

@@ -5,7 +5,7 @@
 //! (server-side apply; the write-ahead log: if it fails nothing else runs) → emit events (best
 //! effort) → run the actions → record their results (the stop trigger id).
 
-use super::{Context, Error, FINALIZER, invalid_ref, publish, set_finalizers, system_time};
+use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers, system_time};
 use crate::build::{
     self, ANNOTATION_SPEC_GENERATION, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, LABEL_JOB, Target, coordinator_name,
     worker_name,
@@ -15,7 +15,7 @@ use crate::crd::{
     StreamJobSpec, StreamJobStatus,
 };
 use crate::lifecycle::{self, Action as LAction, JobReport, Observation, RestoreInfo, Snapshot};
-use crate::snapshots::s3_options;
+use crate::snapshots::{InspectError, SnapshotStore};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::Instrument;
 use weir_runtime::control::api::{JobStatus, SavepointRequest};
+use weir_runtime::storage::S3Options;
 
 /// Controller name in metrics.
 pub const CONTROLLER: &str = "streamjob";
@@ -80,7 +81,71 @@ struct Observed {
     coordinator: Option<Deployment>,
 }
 
-fn to_report(j: JobStatus) -> JobReport {
+/// What a reconcile pass reads from storage (see [`storage_reads`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StorageReads {
+    /// Look for the newest completed checkpoint or savepoint.
+    pub newest: bool,
+    /// Inspect this restore point.
+    pub inspect: Option<String>,
+}
+
+impl StorageReads {
+    /// Nothing to read.
+    pub fn is_empty(&self) -> bool {
+        !self.newest && self.inspect.is_none()
+    }
+}
+
+/// Storage is read only where a decision depends on it: finding the savepoint of a stop and
+/// the restore point after the pods are gone (newest), and inspecting the restore point of a
+/// deploy. Pure.
+pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
+    let phase = old.pending.as_ref().map(|p| p.phase);
+    let newest = matches!(
+        phase,
+        Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)
+    );
+    let inspect = match (&old.pending, old.lifecycle_state) {
+        (Some(p), _) if p.phase == OperationPhase::Deploying => old.restore_point.as_ref().map(|r| r.path.clone()),
+        (None, LifecycleState::Created) => old
+            .restore_point
+            .as_ref()
+            .map(|r| r.path.clone())
+            .or_else(|| job_spec.initial_savepoint_path.clone()),
+        _ => None,
+    };
+    StorageReads { newest, inspect }
+}
+
+/// Performs `reads` against the storage of `spec` (the deployed spec): the lifecycle's
+/// `newest_snapshot` and `restore_info` observations. An unusable restore point (no or a
+/// corrupt `_metadata`) is an observation; a storage failure is an error (retried).
+pub async fn read_storage(
+    snapshots: &dyn SnapshotStore,
+    s3: &S3Options,
+    spec: &StreamJobSpec,
+    name: &str,
+    reads: StorageReads,
+) -> Result<(Option<Snapshot>, RestoreInfo), Error> {
+    let newest = if reads.newest {
+        snapshots.newest(spec, s3, name).await.map_err(Error::StorageError)?
+    } else {
+        None
+    };
+    let info = match reads.inspect {
+        None => RestoreInfo::NotInspected,
+        Some(path) => match snapshots.inspect(s3, &path).await {
+            Ok(info) => RestoreInfo::Found { path, info },
+            Err(InspectError::Unusable(error)) => RestoreInfo::Missing { path, error },
+            Err(InspectError::Storage(e)) => return Err(Error::StorageError(e)),
+        },
+    };
+    Ok((newest, info))
+}
+
+/// The lifecycle's view of a control API job status.
+pub fn to_report(j: JobStatus) -> JobReport {
     JobReport {
         job_id: j.job_id,
         state: j.state,
@@ -102,7 +167,7 @@ fn observe_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
 }
 
 /// The spec whose storage holds the job's snapshots: the deployed one when readable.
-fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
+pub fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
     status
         .last_reconciled_spec
         .as_deref()
@@ -163,34 +228,14 @@ async fn observe(job: &StreamJob, old: &StreamJobStatus, ctx: &Context, now: Sys
         (None, None)
     };
 
-    // Storage is read only where a decision depends on it: finding the savepoint of a stop
-    // and the restore point after the pods are gone, and inspecting a restore point.
+    // Storage is read only where a decision depends on it.
     let spec = storage_spec(job, old);
-    let phase = old.pending.as_ref().map(|p| p.phase);
-    let newest_snapshot = if matches!(
-        phase,
-        Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)
-    ) {
-        ctx.snapshots.newest(&spec, &name).await.map_err(Error::StorageError)?
+    let reads = storage_reads(old, &job.spec);
+    let (newest_snapshot, restore_info) = if reads.is_empty() {
+        (None, RestoreInfo::NotInspected)
     } else {
-        None
-    };
-    let inspect_path = match (&old.pending, old.lifecycle_state) {
-        (Some(p), _) if p.phase == OperationPhase::Deploying => old.restore_point.as_ref().map(|r| r.path.clone()),
-        (None, LifecycleState::Created) => old
-            .restore_point
-            .as_ref()
-            .map(|r| r.path.clone())
-            .or_else(|| job.spec.initial_savepoint_path.clone()),
-        _ => None,
-    };
-    let restore_info = match inspect_path {
-        None => RestoreInfo::NotInspected,
-        Some(path) => match ctx.snapshots.inspect(&spec, &path).await {
-            Ok(info) => RestoreInfo::Found { path, info },
-            Err(e) if e.contains("not found") => RestoreInfo::Missing { path, error: e },
-            Err(e) => return Err(Error::StorageError(e)),
-        },
+        let s3 = s3_options_for(ctx, &ns, &spec).await?;
+        read_storage(ctx.snapshots.as_ref(), &s3, &spec, &name, reads).await?
     };
     let savepoint_in_flight_since = savepoints
         .iter()
@@ -401,10 +446,8 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 record_savepoint(ctx, job, origin, path.as_deref(), now).await?;
             }
             LAction::DisposeSavepoint { path } => {
-                ctx.snapshots
-                    .dispose(&s3_options(&storage_spec(job, &old)), &path)
-                    .await
-                    .map_err(Error::StorageError)?;
+                let s3 = s3_options_for(ctx, &ns, &storage_spec(job, &old)).await?;
+                ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
                 let api: Api<Savepoint> = Api::namespaced(ctx.client.clone(), &ns);
                 for s in observed.savepoints.iter().filter(|s| {
                     s.spec.origin != SavepointOrigin::Manual
@@ -420,7 +463,36 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
             }
         }
     }
+    if !deleting {
+        // Failed periodic attempts have no data and are not in the history: keep the newest few
+        // (they space the attempts and show why they failed), delete the rest.
+        let api: Api<Savepoint> = Api::namespaced(ctx.client.clone(), &ns);
+        for n in failed_periodic_to_prune(&observed.savepoints, FAILED_PERIODIC_KEPT) {
+            delete_ignoring_missing(&api, &n, "Savepoint", &DeleteParams::default()).await?;
+        }
+    }
     Ok(Action::requeue(decision.requeue.max(Duration::from_millis(500))))
+}
+
+/// Failed or abandoned periodic Savepoint objects kept per job.
+pub const FAILED_PERIODIC_KEPT: usize = 3;
+
+/// Names of the failed or abandoned periodic Savepoint objects of a job beyond the newest
+/// `keep` (by creation time). Manual and completed ones are never returned. Pure.
+pub fn failed_periodic_to_prune(savepoints: &[Savepoint], keep: usize) -> Vec<String> {
+    let mut failed: Vec<(Option<SystemTime>, String)> = savepoints
+        .iter()
+        .filter(|s| s.spec.origin == SavepointOrigin::Periodic && s.meta().deletion_timestamp.is_none())
+        .filter(|s| {
+            matches!(
+                s.status.as_ref().map(|st| st.state),
+                Some(SavepointState::Failed | SavepointState::Abandoned)
+            )
+        })
+        .map(|s| (s.meta().creation_timestamp.as_ref().map(system_time), s.name_any()))
+        .collect();
+    failed.sort_by(|a, b| b.cmp(a)); // newest first (names break ties)
+    failed.into_iter().skip(keep).map(|(_, n)| n).collect()
 }
 
 async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str, kind: &str, dp: &DeleteParams) -> Result<(), Error>
@@ -619,6 +691,46 @@ mod tests {
         assert!(!periodic_attempted_recently(&spec, &manual, now));
         spec.savepoints = None;
         assert!(!periodic_attempted_recently(&spec, &recent, now));
+    }
+
+    #[test]
+    fn failed_periodic_savepoints_are_pruned_to_the_newest_few() {
+        let mk = |name: &str, origin: &str, state: &str, created: &str| -> Savepoint {
+            serde_json::from_value(json!({
+                "apiVersion": "weir.dev/v1alpha1", "kind": "Savepoint",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                "spec": {"jobRef": {"name": "wc"}, "origin": origin},
+                "status": {"state": state},
+            }))
+            .unwrap()
+        };
+        let mut all: Vec<Savepoint> = (0..6)
+            .map(|i| {
+                let state = if i == 4 { "Abandoned" } else { "Failed" };
+                mk(
+                    &format!("wc-periodic-{i}"),
+                    "Periodic",
+                    state,
+                    &format!("2023-11-14T20:0{i}:00Z"),
+                )
+            })
+            .collect();
+        all.push(mk("wc-periodic-ok", "Periodic", "Completed", "2023-11-14T10:00:00Z"));
+        all.push(mk("mine", "Manual", "Failed", "2023-11-14T09:00:00Z"));
+        all.push(mk("wc-periodic-now", "Periodic", "InProgress", "2023-11-14T09:00:00Z"));
+        let prune = failed_periodic_to_prune(&all, 3);
+        assert_eq!(prune, vec!["wc-periodic-2", "wc-periodic-1", "wc-periodic-0"]);
+        assert!(failed_periodic_to_prune(&all[..3], 3).is_empty());
+        // The kept ones still space the next attempt.
+        let spec: StreamJobSpec = serde_json::from_value(json!({
+            "image": "weir:1",
+            "savepoints": {"periodicInterval": "30m"},
+            "job": {"steps": [{"source": {"generator": {}}}, {"sink": {"print": {}}}]},
+        }))
+        .unwrap();
+        let kept: Vec<Savepoint> = all.into_iter().filter(|s| !prune.contains(&s.name_any())).collect();
+        let now = humantime::parse_rfc3339("2023-11-14T20:20:00Z").unwrap();
+        assert!(periodic_attempted_recently(&spec, &kept, now));
     }
 
     #[test]

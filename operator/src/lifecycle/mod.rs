@@ -28,6 +28,9 @@ use weir_runtime::control::api::{JobState, SavepointStatus, SnapshotInfo, Snapsh
 
 /// How long an upgrade waits for an in-flight (e.g. periodic) savepoint before it stops the job.
 pub const INFLIGHT_SAVEPOINT_WAIT: Duration = Duration::from_secs(120);
+/// How long a savepoint stop waits for a job the runtime is restarting (`RESTARTING`) to run
+/// again before it gives up on the savepoint and restores from the newest checkpoint.
+pub const RESTARTING_WAIT: Duration = Duration::from_secs(120);
 /// How long a stop-with-savepoint may take before it counts as failed.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(600);
 /// Requeue interval while waiting on something in progress.
@@ -273,12 +276,15 @@ impl<'a> Ctx<'a> {
             OperationKind::Restart | OperationKind::Rollback => false,
         };
         let running = self.job_state() == Some(JobState::Running);
-        let phase = if wants_savepoint && running {
+        // The runtime is restarting the job from a checkpoint: it will run again shortly, so
+        // the stop waits for it (bounded) rather than giving up on the savepoint.
+        let restarting = self.job_state() == Some(JobState::Restarting);
+        let phase = if wants_savepoint && (running || restarting) {
             OperationPhase::Stopping
         } else {
             OperationPhase::AwaitingTermination
         };
-        if wants_savepoint && !running && kind != OperationKind::Delete {
+        if wants_savepoint && !running && !restarting && kind != OperationKind::Delete {
             self.event(
                 true,
                 Reason::SavepointError,
@@ -311,6 +317,21 @@ impl<'a> Ctx<'a> {
         match op.phase {
             OperationPhase::Stopping => {
                 let waited = self.elapsed_since(&op.started_at);
+                if self.job_state() == Some(JobState::Restarting) {
+                    if waited < RESTARTING_WAIT {
+                        self.d.requeue = POLL;
+                        return;
+                    }
+                    if op.kind != OperationKind::Delete {
+                        self.event(
+                            true,
+                            Reason::SavepointError,
+                            format!("the job has been restarting for {waited:?}, so no savepoint can be taken; it will restore from its newest completed checkpoint"),
+                        );
+                    }
+                    self.set_phase(OperationPhase::AwaitingTermination);
+                    return self.step();
+                }
                 if self.obs.savepoint_in_flight_since.is_some() && waited < INFLIGHT_SAVEPOINT_WAIT {
                     self.d.requeue = POLL; // bounded wait for a periodic/manual savepoint
                     return;

@@ -508,6 +508,37 @@ fn upgrade_waits_for_an_in_flight_savepoint_but_not_forever() {
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingStop));
 }
 
+#[test]
+fn savepoint_stop_of_a_restarting_job_waits_for_it_then_falls_back_to_the_checkpoint() {
+    let old = base_spec(UpgradeMode::Savepoint);
+    let new = changed(&old, ChangeClass::Scale);
+    let st = deployed_status(&old, LifecycleState::Running);
+    let mut o = obs();
+    o.job = Some(report(JobState::Restarting));
+    // A restart is not a failure: the job stays Running in the lifecycle and the stop waits.
+    let d = decide(&new, &st, &o);
+    assert_eq!(phase(&d), Some(OperationPhase::Stopping));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert!(!d.events.iter().any(|e| e.reason == Reason::SavepointError));
+    // Running again: the stop-with-savepoint goes out.
+    o.job = Some(report(JobState::Running));
+    let running = decide(&new, &d.status, &o);
+    assert_eq!(kinds(&running), ["stop-with-savepoint"]);
+    // Still restarting after the bound: stop without a savepoint, restore from the checkpoint.
+    o.job = Some(report(JobState::Restarting));
+    o.now = at(100) + RESTARTING_WAIT + Duration::from_secs(1);
+    let d = decide(&new, &d.status, &o);
+    assert_eq!(kinds(&d), ["delete-workloads"]);
+    assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination));
+    assert!(d.events.iter().any(|e| e.reason == Reason::SavepointError));
+    let d = decide(&new, &d.status, &gone(o));
+    assert_eq!(phase(&d), Some(OperationPhase::Deploying));
+    assert_eq!(
+        d.status.restore_point.as_ref().map(|r| r.path.as_str()),
+        Some("s3://b/chk/j/chk-5")
+    );
+}
+
 // ---------- FLINK-34438 / FLINK-39970: never two generations at once ----------
 
 #[test]
