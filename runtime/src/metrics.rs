@@ -80,6 +80,9 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
         rout.get_or_create(&l).inc_by(m.records_out.load(Ordering::Relaxed));
         bp.get_or_create(&l)
             .inc_by(m.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e9);
+        buffers
+            .get_or_create(&l)
+            .set(m.output_buffers_used.load(Ordering::Relaxed) as i64);
     }
     reg.register("records_in", "Records received by a subtask", rin);
     reg.register("records_out", "Records emitted by a subtask", rout);
@@ -87,6 +90,11 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
         "backpressured_seconds",
         "Time a subtask waited for space in output channels",
         bp,
+    );
+    reg.register(
+        "output_buffers_used",
+        "Batches queued in the subtask's last-used output channel (capacity 8)",
+        buffers,
     );
     let mut out = String::new();
     encode(&mut out, &reg).expect("encoding to a String");

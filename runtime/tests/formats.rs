@@ -40,7 +40,9 @@ spec:
     run_with_kills(&m, 2, &[], &mut rng);
 
     let mut text = String::new();
-    flate2::read::MultiGzDecoder::new(std::fs::File::open(&src).unwrap()).read_to_string(&mut text).unwrap();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(&src).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -52,7 +54,11 @@ spec:
         .collect();
     expected.sort();
     assert_eq!(counts.values().sum::<u64>(), 39_244);
-    assert_same_multiset(&local_output(&dir.path().join("output")), &expected, "gzip JSON lines with kills");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected,
+        "gzip JSON lines with kills",
+    );
 }
 
 #[test]

@@ -75,11 +75,18 @@ struct Registry {
 /// completed checkpoint that this run wrote, instead of going back to `--restore`; any other
 /// start uses `--restore` exactly as given.
 pub async fn initial_restore(store: &Store, job: &str, run_id: &str, from: &RestoreFrom) -> RestoreFrom {
-    let Ok(seen) = restore::list_checkpoints(store, job).await else { return from.clone() };
-    let Some(&newest) = decide::latest_candidates(&seen).first() else { return from.clone() };
+    let Ok(seen) = restore::list_checkpoints(store, job).await else {
+        return from.clone();
+    };
+    let Some(&newest) = decide::latest_candidates(&seen).first() else {
+        return from.clone();
+    };
     match restore::load_metadata(store, &crate::checkpoint::checkpoint_dir(job, newest)).await {
         Ok(m) if m.run_id.as_deref() == Some(run_id) => {
-            tracing::info!(checkpoint = newest, "coordinator restarted: resuming this run from its latest checkpoint");
+            tracing::info!(
+                checkpoint = newest,
+                "coordinator restarted: resuming this run from its latest checkpoint"
+            );
             RestoreFrom::Latest
         }
         _ => from.clone(),

@@ -59,7 +59,8 @@ impl Output {
 
     async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         let r = Self::send_inner(s, el, m).await;
-        m.output_buffers_used.store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
+        m.output_buffers_used
+            .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
         r
     }
 
