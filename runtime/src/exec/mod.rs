@@ -5,6 +5,7 @@
 //! run by `parallelism` subtasks, and consecutive stages are joined by a keyed exchange
 //! (every upstream subtask has a bounded channel to every downstream subtask).
 
+pub mod alignment;
 pub mod messages;
 pub mod task;
 

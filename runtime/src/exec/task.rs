@@ -3,6 +3,7 @@
 //! records cross subtasks through bounded channels, so a slow consumer backpressures its
 //! producers.
 
+use super::alignment::{Alignment, BarrierAction};
 use super::messages::{Control, Element, TaskEvent};
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::job::CheckpointMode;
@@ -357,70 +358,6 @@ pub async fn run_source(
     }
 }
 
-/// Barrier alignment bookkeeping for one subtask with several inputs.
-#[derive(Debug, Default)]
-pub struct Alignment {
-    /// Checkpoint being aligned, with the time its first barrier arrived.
-    pending: Option<(Barrier, Instant)>,
-    /// Inputs that delivered the pending barrier.
-    arrived: Vec<bool>,
-}
-
-/// What to do after a barrier arrived on an input.
-#[derive(Debug)]
-pub enum BarrierAction {
-    /// Wait for more inputs (exactly-once: hold this input).
-    Wait,
-    /// Every live input delivered it: snapshot now.
-    Snapshot(Barrier, Duration),
-    /// A barrier of an older checkpoint than the one aligning: ignore it.
-    Stale,
-}
-
-impl Alignment {
-    /// Creates bookkeeping for `inputs` inputs.
-    pub fn new(inputs: usize) -> Alignment {
-        Alignment {
-            pending: None,
-            arrived: vec![false; inputs],
-        }
-    }
-
-    /// Whether input `i` is held (exactly-once: it delivered the pending barrier).
-    pub fn is_held(&self, i: usize, mode: CheckpointMode) -> bool {
-        mode == CheckpointMode::ExactlyOnce && self.arrived[i]
-    }
-
-    /// Registers barrier `b` from input `i`; `live` marks inputs that have not ended. A newer
-    /// barrier abandons an older alignment (that checkpoint was declined).
-    pub fn on_barrier(&mut self, i: usize, b: Barrier, live: &[bool]) -> BarrierAction {
-        match &self.pending {
-            Some((p, _)) if b.id < p.id => return BarrierAction::Stale,
-            Some((p, _)) if b.id > p.id => {
-                self.pending = None;
-                self.arrived.iter_mut().for_each(|a| *a = false);
-            }
-            _ => {}
-        }
-        if self.pending.is_none() {
-            self.pending = Some((b, Instant::now()));
-        }
-        self.arrived[i] = true;
-        self.check(live)
-    }
-
-    /// Re-evaluates completion (after an input ended).
-    pub fn check(&mut self, live: &[bool]) -> BarrierAction {
-        if self.pending.is_some() && self.arrived.iter().zip(live).all(|(a, l)| *a || !*l) {
-            let (b, t) = self.pending.take().expect("pending");
-            self.arrived.iter_mut().for_each(|a| *a = false);
-            BarrierAction::Snapshot(b, t.elapsed())
-        } else {
-            BarrierAction::Wait
-        }
-    }
-}
-
 /// Polls the inputs that are live and not held, round-robin from `start`.
 fn poll_inputs(
     inputs: &mut [Receiver<Element>],
@@ -606,33 +543,5 @@ mod tests {
             state_at_checkpoint_1(CheckpointMode::AtLeastOnce).await,
             vec!["early".to_string(), "late".to_string()]
         );
-    }
-
-    #[test]
-    fn newer_barrier_abandons_an_older_alignment() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = Arc::new(SnapshotTarget {
-            store: Arc::new(LocalStore::new(dir.path()).unwrap()),
-            dir: "x".into(),
-        });
-        let b = |id| Barrier {
-            id,
-            kind: SnapshotKind::Checkpoint,
-            stop: false,
-            target: target.clone(),
-            triggered_at_ms: 0,
-        };
-        let live = [true, true];
-        let mut a = Alignment::new(2);
-        assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Wait));
-        assert!(a.is_held(0, CheckpointMode::ExactlyOnce));
-        assert!(!a.is_held(0, CheckpointMode::AtLeastOnce));
-        assert!(matches!(a.on_barrier(1, b(2), &live), BarrierAction::Wait));
-        assert!(!a.is_held(0, CheckpointMode::ExactlyOnce), "checkpoint 1 abandoned");
-        assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Stale));
-        assert!(matches!(a.on_barrier(0, b(2), &live), BarrierAction::Snapshot(ref x, _) if x.id == 2));
-        // An input that ends no longer counts towards alignment.
-        assert!(matches!(a.on_barrier(0, b(3), &live), BarrierAction::Wait));
-        assert!(matches!(a.check(&[true, false]), BarrierAction::Snapshot(ref x, _) if x.id == 3));
     }
 }
