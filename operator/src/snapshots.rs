@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use weir_runtime::checkpoint::restore::{RestoreError, list_checkpoints, load_metadata};
 use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_dir_name};
-use weir_runtime::control::api::{OperatorStateInfo, SnapshotInfo, SnapshotKind};
+use weir_runtime::control::api::{SnapshotInfo, SnapshotKind};
 use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options, StaticCredentials, StorageError, Store, join};
 
@@ -134,32 +134,9 @@ async fn read_snapshot(store: &Store, dir: &str) -> Result<Snapshot, String> {
     })
 }
 
-/// The operator's summary of a snapshot's `_metadata`.
+/// The operator's summary of a snapshot's `_metadata` (the runtime's own summary).
 pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
-    SnapshotInfo {
-        job_name: m.job_name.clone(),
-        checkpoint_id: m.checkpoint_id,
-        kind: m.kind,
-        max_parallelism: m.max_parallelism,
-        parallelism: m.parallelism,
-        operators: m
-            .operators
-            .iter()
-            .map(|o| OperatorStateInfo {
-                uid: o.uid.clone(),
-                kind: o.kind.clone(),
-                state_names: o.state_names.clone(),
-                key_group_ranges: o
-                    .handles
-                    .iter()
-                    .filter_map(|h| h.key_group_range)
-                    .map(|r| [r.start, r.end])
-                    .collect(),
-                bytes: o.handles.iter().map(|h| h.size).sum(),
-                entries: o.handles.iter().map(|h| h.entries).sum(),
-            })
-            .collect(),
-    }
+    m.info()
 }
 
 #[async_trait]

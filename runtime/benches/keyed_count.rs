@@ -67,8 +67,8 @@ spec:
         let out: u64 = handle
             .tasks
             .iter()
-            .filter(|t| t.0.contains("count"))
-            .map(|t| t.2.records_out.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|t| t.0.starts_with("count"))
+            .map(|t| t.2.records_in.load(std::sync::atomic::Ordering::Relaxed))
             .sum();
         assert_eq!(out, n, "every record counted once");
         n as f64 / secs

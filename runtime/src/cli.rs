@@ -1,7 +1,7 @@
 //! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
 
 use crate::checkpoint::restore::{self, RestoreFrom};
-use crate::control::api::{OperatorStateInfo, SavepointRequest, SnapshotInfo};
+use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::storage::{self, S3Options};
@@ -380,31 +380,7 @@ pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, S
     .await
     .map_err(|e| e.to_string())?
     .ok_or("nothing to inspect")?;
-    let m = &s.metadata;
-    Ok(SnapshotInfo {
-        job_name: m.job_name.clone(),
-        checkpoint_id: m.checkpoint_id,
-        kind: m.kind,
-        max_parallelism: m.max_parallelism,
-        parallelism: m.parallelism,
-        operators: m
-            .operators
-            .iter()
-            .map(|o| OperatorStateInfo {
-                uid: o.uid.clone(),
-                kind: o.kind.clone(),
-                state_names: o.state_names.clone(),
-                key_group_ranges: o
-                    .handles
-                    .iter()
-                    .filter_map(|h| h.key_group_range)
-                    .map(|r| [r.start, r.end])
-                    .collect(),
-                bytes: o.handles.iter().map(|h| h.size).sum(),
-                entries: o.handles.iter().map(|h| h.entries).sum(),
-            })
-            .collect(),
-    })
+    Ok(s.metadata.info())
 }
 
 async fn inspect(path: &str, json: bool) -> Result<(), String> {

@@ -167,6 +167,37 @@ pub struct CheckpointMetadata {
     pub operators: Vec<OperatorMetadata>,
 }
 
+impl CheckpointMetadata {
+    /// The summary `weir savepoint inspect` prints and the operator checks a new job against.
+    pub fn info(&self) -> crate::control::api::SnapshotInfo {
+        use crate::control::api::{OperatorStateInfo, SnapshotInfo};
+        SnapshotInfo {
+            job_name: self.job_name.clone(),
+            checkpoint_id: self.checkpoint_id,
+            kind: self.kind,
+            max_parallelism: self.max_parallelism,
+            parallelism: self.parallelism,
+            operators: self
+                .operators
+                .iter()
+                .map(|o| OperatorStateInfo {
+                    uid: o.uid.clone(),
+                    kind: o.kind.clone(),
+                    state_names: o.state_names.clone(),
+                    key_group_ranges: o
+                        .handles
+                        .iter()
+                        .filter_map(|h| h.key_group_range)
+                        .map(|r| [r.start, r.end])
+                        .collect(),
+                    bytes: o.handles.iter().map(|h| h.size).sum(),
+                    entries: o.handles.iter().map(|h| h.entries).sum(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Encodes `_metadata`.
 pub fn encode_metadata(m: &CheckpointMetadata) -> Vec<u8> {
     let body = serde_json::to_vec_pretty(m).expect("metadata encodes");
