@@ -34,6 +34,11 @@ impl LocalStore {
         } else {
             std::env::current_dir().map_err(|e| io(root, e))?.join(root)
         };
+        // Drop `.` components so URLs read `file:///work/x`, not `file:///work/./x`.
+        let root: PathBuf = root
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
         Ok(LocalStore { root })
     }
 
