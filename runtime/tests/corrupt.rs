@@ -75,3 +75,49 @@ fn malformed_manifest_is_rejected_naming_the_field() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+fn checkpoint_ids(dir: &std::path::Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(dir.join("checkpoints/wordcount"))
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn retention_only_deletes_checkpoints_of_its_own_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", Some(20000), None);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let first = checkpoint_ids(dir.path());
+    assert_eq!(first.len(), 2, "retained: 2 → {first:?}");
+    // A fresh run of the same job name keeps the first run's restore points.
+    Weir::run(&m, &[], &[]).wait_ok();
+    let after_fresh = checkpoint_ids(dir.path());
+    assert!(
+        first.iter().all(|id| after_fresh.contains(id)),
+        "{first:?} deleted: {after_fresh:?}"
+    );
+    // A run continuing from the newest checkpoint inherits its lineage and applies retention to it.
+    let before = checkpoint_ids(dir.path());
+    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    let after_continue = checkpoint_ids(dir.path());
+    let newest_before = *before.last().unwrap();
+    assert!(
+        !after_continue.contains(&newest_before),
+        "{newest_before} should have been retired: {after_continue:?}"
+    );
+    assert!(
+        first.iter().all(|id| after_continue.contains(id)),
+        "first run's {first:?} kept: {after_continue:?}"
+    );
+}

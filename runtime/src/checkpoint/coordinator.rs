@@ -44,7 +44,8 @@ pub struct CoordinatorConfig {
     pub sources: Vec<usize>,
     /// First checkpoint id of this run.
     pub first_id: u64,
-    /// Run id recorded in `_metadata` (a restarted coordinator of the same run resumes from it).
+    /// Lineage id recorded in `_metadata`: a restarted coordinator of the same run resumes from
+    /// it, and retention only deletes checkpoints of this lineage.
     pub run_id: String,
     /// Fencing: checked right before every `_metadata` write.
     pub fence: Option<Arc<dyn Fence>>,
@@ -146,6 +147,7 @@ pub async fn run(
     let mut ended: HashSet<usize> = HashSet::new();
     let mut finishing: Option<Outcome> = None;
     let mut final_requested = false;
+    let mut retention: Option<tokio::task::JoinHandle<()>> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     shared.lock().expect("lock").state = JobState::Running;
@@ -185,13 +187,17 @@ pub async fn run(
                         if ended.len() == cfg.tasks {
                             send_all(&|| Control::Shutdown);
                             let outcome = finishing.clone().unwrap_or(Outcome::Finished);
+                            // The job is done: let the last retention pass finish before exiting.
+                            if let Some(r) = retention.take() {
+                                let _ = r.await;
+                            }
                             let mut s = shared.lock().expect("lock");
                             s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped };
                             return Ok(outcome);
                         }
                     }
                     TaskEvent::Failed { task, error } => {
-                        let msg = format!("task {task} failed: {error}");
+                        let msg = if task == usize::MAX { error } else { format!("task {task} failed: {error}") };
                         let mut s = shared.lock().expect("lock");
                         s.state = JobState::Failed;
                         s.failure = Some(msg.clone());
@@ -222,7 +228,13 @@ pub async fn run(
                             last_completion = Some(Instant::now());
                             send_all(&|| Control::Complete(id));
                             if stats.kind == SnapshotKind::Checkpoint {
-                                spawn_retention(cfg.store.clone(), cfg.job.clone(), cfg.retained);
+                                retention = Some(spawn_retention(
+                                    cfg.store.clone(),
+                                    cfg.job.clone(),
+                                    cfg.retained,
+                                    cfg.run_id.clone(),
+                                    cfg.first_id,
+                                ));
                             }
                             if p.barrier.stop {
                                 shared.lock().expect("lock").stop_trigger = p.trigger_id.clone();
@@ -473,17 +485,41 @@ fn failpoint(point: &str, id: u64) {
 }
 
 /// Deletes checkpoints beyond retention in the background (never on the checkpoint path).
-fn spawn_retention(store: Store, job: String, retained: usize) {
+///
+/// Retention manages only this run's lineage (`run_id` in `_metadata`, inherited when a run
+/// continues from one of its own checkpoints): completed checkpoints of other runs of the same
+/// job name are never deleted, and incomplete directories only when this run created them
+/// (`id >= first_id`).
+fn spawn_retention(
+    store: Store,
+    job: String,
+    retained: usize,
+    run_id: String,
+    first_id: u64,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let seen = match list_checkpoints(&store, &job).await {
             Ok(s) => s,
             Err(e) => return tracing::warn!(error = %e, "retention: cannot list checkpoints"),
         };
-        for id in decide::retention_plan(&seen, retained) {
+        let mut mine = Vec::with_capacity(seen.len());
+        for c in seen {
+            let keep = if c.completed {
+                crate::checkpoint::restore::load_metadata(&store, &checkpoint_dir(&job, c.id))
+                    .await
+                    .is_ok_and(|m| m.run_id.as_deref() == Some(run_id.as_str()))
+            } else {
+                c.id >= first_id
+            };
+            if keep {
+                mine.push(c);
+            }
+        }
+        for id in decide::retention_plan(&mine, retained) {
             let dir = format!("{}/", checkpoint_dir(&job, id));
             if let Err(e) = store.delete_prefix(&dir).await {
                 tracing::warn!(checkpoint = id, error = %e, "retention: delete failed");
             }
         }
-    });
+    })
 }

@@ -415,7 +415,15 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         starts.push(built.start);
     }
     drop(ev_tx);
-    let cfg = coordinator_config(&job, store, first_id, sources, &ctx.run_id);
+    // The lineage continues when this run restored one of the job's own checkpoints, so
+    // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
+    let lineage = ctx
+        .snapshot
+        .as_ref()
+        .filter(|s| s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint)
+        .and_then(|s| s.metadata.run_id.clone())
+        .unwrap_or_else(|| ctx.run_id.clone());
+    let cfg = coordinator_config(&job, store, first_id, sources, &lineage);
     let shared = Arc::new(Mutex::new(Shared::new()));
     shared.lock().expect("lock").restored_from = ctx.snapshot.as_ref().map(|s| s.url.clone());
     let handle = JobHandle {
