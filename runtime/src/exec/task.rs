@@ -33,7 +33,9 @@ pub struct TaskMetrics {
     pub output_buffers_used: AtomicU64,
 }
 
-/// Where a subtask's output goes.
+/// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
+/// are chained into one subtask, as Flink chains operators, so only keyed exchanges cross
+/// subtasks.
 pub enum Output {
     /// Nothing: the chain ends in a sink.
     None,
@@ -45,8 +47,6 @@ pub enum Output {
         /// Max parallelism (number of key groups).
         max_parallelism: u32,
     },
-    /// Forward: one channel to the downstream subtask of the same index.
-    Forward(Sender<Element>),
 }
 
 impl Output {
@@ -54,7 +54,6 @@ impl Output {
         match self {
             Output::None => &[],
             Output::Keyed { senders, .. } => senders,
-            Output::Forward(s) => std::slice::from_ref(s),
         }
     }
 
@@ -86,7 +85,6 @@ impl Output {
         m.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match self {
             Output::None => Ok(()),
-            Output::Forward(s) => Self::send_one(s, Element::Records(batch), m).await,
             Output::Keyed {
                 senders,
                 max_parallelism,
