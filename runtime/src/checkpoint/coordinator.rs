@@ -516,8 +516,14 @@ fn spawn_retention(
             }
         }
         for id in decide::retention_plan(&mine, retained) {
-            let dir = format!("{}/", checkpoint_dir(&job, id));
-            if let Err(e) = store.delete_prefix(&dir).await {
+            // `_metadata` first: a crash midway leaves an incomplete directory, never a
+            // "completed" checkpoint whose state files are gone.
+            let dir = checkpoint_dir(&job, id);
+            let deleted = match store.delete(&join(&dir, METADATA_FILE)).await {
+                Ok(()) => store.delete_prefix(&format!("{dir}/")).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = deleted {
                 tracing::warn!(checkpoint = id, error = %e, "retention: delete failed");
             }
         }

@@ -248,13 +248,18 @@ impl ObjectStore for LocalStore {
     async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
         let target = self.full(&upload.path);
         let dir = self.staging(upload);
-        if !dir.exists() {
-            // Already completed (or aborted): completion is idempotent when the object exists.
-            return if target.is_file() {
-                Ok(())
-            } else {
-                Err(StorageError::NotFound(dir.display().to_string()))
+        if target.is_file() {
+            // Already completed: the rename below is the commit point and part names are
+            // unique per run, so an existing target is this upload's result. A crash during
+            // the staging cleanup can leave the directory half-removed; finish removing it.
+            return match std::fs::remove_dir_all(&dir) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io(&dir, e)),
             };
+        }
+        if !dir.exists() {
+            return Err(StorageError::NotFound(dir.display().to_string()));
         }
         let mut data = Vec::new();
         for (number, len) in &upload.parts {
@@ -282,5 +287,46 @@ impl ObjectStore for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io(&dir, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A crash inside `complete_multipart`'s cleanup (after the rename, while the staging
+    /// directory is being removed) leaves the directory without its part files. Completing
+    /// again on restore must succeed and keep the committed bytes.
+    #[tokio::test]
+    async fn completion_after_a_crash_during_staging_cleanup_is_ok() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path()).unwrap();
+        let mut upload = store.create_multipart("out/part-0").await.unwrap();
+        store
+            .upload_part(&mut upload, Bytes::from_static(b"a\nb\n"))
+            .await
+            .unwrap();
+        store.complete_multipart(&upload).await.unwrap();
+        let staging = store.staging(&upload);
+        std::fs::create_dir_all(&staging).unwrap(); // files gone, directory not yet
+        store.complete_multipart(&upload).await.unwrap();
+        assert_eq!(store.get("out/part-0").await.unwrap(), Bytes::from_static(b"a\nb\n"));
+        assert!(!staging.exists(), "leftover staging directory is removed");
+    }
+
+    /// An upload that was never completed and whose staging is gone is reported, not
+    /// silently turned into an empty object.
+    #[tokio::test]
+    async fn completion_without_staging_or_target_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path()).unwrap();
+        let mut upload = store.create_multipart("out/part-1").await.unwrap();
+        store
+            .upload_part(&mut upload, Bytes::from_static(b"x\n"))
+            .await
+            .unwrap();
+        std::fs::remove_dir_all(store.staging(&upload)).unwrap();
+        let err = store.complete_multipart(&upload).await.unwrap_err();
+        assert!(matches!(err, StorageError::NotFound(_)), "{err}");
     }
 }
