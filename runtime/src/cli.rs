@@ -262,7 +262,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     };
     let prepared = exec::prepare(job, opts).await?;
     let handle = prepared.handle.clone();
-    let addr = crate::control::server::serve(&a.listen, handle.clone()).await?;
+    let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
+    let addr = server.addr;
     eprintln!(
         "weir: job {} ({}) control API on http://{addr}",
         handle.job, handle.job_id
@@ -286,6 +287,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
         crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()).await;
     }
+    server.shutdown(Duration::from_secs(5)).await;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -127,7 +127,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         workers: Arc::default(),
         restarts: Arc::default(),
     };
-    let api = crate::control::server::serve(&opts.listen, handle.clone()).await?;
+    let server = crate::control::server::serve(&opts.listen, handle.clone()).await?;
+    let api = server.addr;
     let rpc = TcpListener::bind(&opts.rpc_listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
@@ -188,6 +189,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                         crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)).await;
                     }
                     end_workers(&registry, false).await;
+                    server.shutdown(Duration::from_secs(5)).await;
                     return Ok(());
                 }
                 return serve_forever().await;

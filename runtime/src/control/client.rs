@@ -58,14 +58,22 @@ impl Client {
             .trigger_id)
     }
 
-    /// `GET /v1/savepoints/{id}`.
+    /// `GET /v1/savepoints/{id}`. A transport error (e.g. a pooled connection the server
+    /// closed) is retried twice after 200 ms: the request is idempotent.
     pub async fn savepoint(&self, id: &str) -> Result<SavepointStatus, String> {
-        let r = self
-            .http
-            .get(format!("{}/v1/savepoints/{id}", self.base))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        let url = format!("{}/v1/savepoints/{id}", self.base);
+        let mut attempt = 0;
+        let r = loop {
+            match self.http.get(&url).send().await {
+                Ok(r) => break r,
+                Err(e) if attempt < 2 => {
+                    tracing::debug!(error = %e, "retrying {url}");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        };
         Self::check(r).await?.json().await.map_err(|e| e.to_string())
     }
 

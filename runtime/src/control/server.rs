@@ -121,16 +121,44 @@ pub fn router(h: JobHandle) -> Router {
         .with_state(h)
 }
 
-/// Binds `addr` and serves until the process exits; returns the bound address.
-pub async fn serve(addr: &str, h: JobHandle) -> Result<std::net::SocketAddr, String> {
+/// A running control API server.
+pub struct ControlServer {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ControlServer {
+    /// Graceful shutdown: stops accepting connections and waits (at most `timeout`) for
+    /// in-flight responses to be written, so a client that was just told a stop-with-savepoint
+    /// completed gets the whole answer before the process exits.
+    pub async fn shutdown(self, timeout: std::time::Duration) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(timeout, self.task).await;
+    }
+}
+
+/// Binds `addr` and serves until [`ControlServer::shutdown`] or the process exits.
+/// Errors: the address cannot be bound (message names it).
+pub async fn serve(addr: &str, h: JobHandle) -> Result<ControlServer, String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router(h)).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router(h))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
     });
-    Ok(local)
+    Ok(ControlServer {
+        addr: local,
+        stop,
+        task,
+    })
 }
 
 /// After a stop-with-savepoint, waits (at most `grace`) until the client that asked for the

@@ -298,8 +298,30 @@ pub fn crash_in_both_commit_windows(manifest: &Path, env: &[(String, String)]) {
     }
 }
 
-/// Stop-with-savepoint through `weir savepoint trigger --stop`; returns the savepoint URL.
+/// Waits (at most 60 s) until the job's control API reports RUNNING: a savepoint is only
+/// accepted then (as in Flink, not while tasks are still being deployed).
+pub fn wait_running(api: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/job")])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        let state = serde_json::from_str::<serde_json::Value>(&last).map(|v| v["state"].clone());
+        if state.is_ok_and(|s| s == "RUNNING") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the job at {api} never reached RUNNING; last status: {last}");
+}
+
+/// Stop-with-savepoint through `weir savepoint trigger --stop` once the job is RUNNING;
+/// returns the savepoint URL.
 pub fn stop_with_savepoint(api: &str, env: &[(String, String)]) -> String {
+    wait_running(api);
     let out = Command::new(weir())
         .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
         .envs(env.iter().map(|(k, v)| (k, v)))
