@@ -1,6 +1,6 @@
 //! The pure lifecycle decisions of the StreamJob controller.
 //!
-//! [`decide`] maps (spec, status, observations) to the next status and the actions to take.
+//! [`decide`](fn@decide) maps (spec, status, observations) to the next status and the actions to take.
 //! The controller persists [`Decision::status`] **before** it runs any of
 //! [`Decision::actions`] (if that write fails, nothing runs): status is the write-ahead log, so
 //! an operator restarted at any point finds the intent (the pending operation, its phase and
