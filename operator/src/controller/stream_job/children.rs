@@ -1,0 +1,96 @@
+//! Applying and deleting the job's child objects (server-side apply; deletes ignore objects
+//! already gone).
+
+use super::observe::observe_err;
+use crate::build::{self, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, LABEL_JOB, coordinator_name, worker_name};
+use crate::controller::{Context, Error};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+
+pub(super) async fn delete_ignoring_missing<K>(
+    api: &Api<K>,
+    name: &str,
+    kind: &str,
+    dp: &DeleteParams,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::DeleteError {
+            what: format!("{kind}/{name}"),
+            source,
+        }),
+    }
+}
+
+/// Deletes the coordinator Deployment and worker StatefulSet (foreground: the objects stay
+/// until their pods are gone, which the lifecycle waits for). Services and the ConfigMap stay.
+pub(super) async fn delete_workloads(ctx: &Context, ns: &str, name: &str) -> Result<(), Error> {
+    let dp = DeleteParams::foreground();
+    delete_ignoring_missing(
+        &Api::<Deployment>::namespaced(ctx.client.clone(), ns),
+        &coordinator_name(name),
+        "Deployment",
+        &dp,
+    )
+    .await?;
+    delete_ignoring_missing(
+        &Api::<StatefulSet>::namespaced(ctx.client.clone(), ns),
+        &worker_name(name),
+        "StatefulSet",
+        &dp,
+    )
+    .await
+}
+
+async fn apply<K>(ctx: &Context, ns: &str, obj: &K) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let name = obj.name_any();
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::ApplyError {
+            what: format!("{}/{name}", K::kind(&())),
+            source,
+        })
+}
+
+/// Server-side applies every child (ConfigMap first: the pods mount it).
+pub(super) async fn apply_children(ctx: &Context, ns: &str, c: &build::Children) -> Result<(), Error> {
+    apply::<ConfigMap>(ctx, ns, &c.config_map).await?;
+    apply::<Service>(ctx, ns, &c.coordinator_service).await?;
+    apply::<Service>(ctx, ns, &c.worker_service).await?;
+    apply::<Deployment>(ctx, ns, &c.coordinator).await?;
+    apply::<StatefulSet>(ctx, ns, &c.workers).await
+}
+
+/// Deletes workloads of the job that this deployment did not produce (renamed children, or
+/// another deploy generation).
+pub(super) async fn delete_orphans(ctx: &Context, ns: &str, name: &str, deploy_generation: u64) -> Result<(), Error> {
+    let lp = ListParams::default().labels(&format!("{LABEL_JOB}={name}"));
+    let stale = |n: &str, labels: &std::collections::BTreeMap<String, String>, expected: &str| {
+        n != expected || labels.get(LABEL_DEPLOY_GENERATION).map(String::as_str) != Some(&deploy_generation.to_string())
+    };
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    for d in deployments.list(&lp).await.map_err(observe_err("Deployments"))?.items {
+        if stale(&d.name_any(), d.labels(), &coordinator_name(name)) {
+            delete_ignoring_missing(&deployments, &d.name_any(), "Deployment", &DeleteParams::foreground()).await?;
+        }
+    }
+    let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
+    for s in sets.list(&lp).await.map_err(observe_err("StatefulSets"))?.items {
+        if stale(&s.name_any(), s.labels(), &worker_name(name)) {
+            delete_ignoring_missing(&sets, &s.name_any(), "StatefulSet", &DeleteParams::foreground()).await?;
+        }
+    }
+    Ok(())
+}

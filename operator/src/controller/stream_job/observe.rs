@@ -1,0 +1,216 @@
+//! Observation: what one StreamJob reconcile reads from the API server, the coordinator's
+//! control API and (only where a decision depends on it) storage, as the lifecycle's
+//! [`Observation`].
+
+use crate::build::{LABEL_JOB, coordinator_name, worker_name};
+use crate::controller::{Context, Error, s3_options_for, system_time};
+use crate::crd::{
+    LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
+};
+use crate::lifecycle::{JobReport, Observation, RestoreInfo, Snapshot};
+use crate::snapshots::{InspectError, SnapshotStore};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Resource, ResourceExt};
+use std::time::SystemTime;
+use weir_runtime::control::api::JobStatus;
+use weir_runtime::storage::S3Options;
+
+/// What observation read besides the lifecycle's [`Observation`].
+pub(super) struct Observed {
+    pub(super) observation: Observation,
+    pub(super) savepoints: Vec<Savepoint>,
+    pub(super) coordinator: Option<Deployment>,
+}
+
+/// What a reconcile pass reads from storage (see [`storage_reads`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StorageReads {
+    /// Look for the newest completed checkpoint or savepoint.
+    pub newest: bool,
+    /// Inspect this restore point.
+    pub inspect: Option<String>,
+}
+
+impl StorageReads {
+    /// Nothing to read.
+    pub fn is_empty(&self) -> bool {
+        !self.newest && self.inspect.is_none()
+    }
+}
+
+/// Storage is read only where a decision depends on it: finding the savepoint of a stop and
+/// the restore point after the pods are gone (newest), and inspecting the restore point of a
+/// deploy. Pure.
+pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
+    let phase = old.pending.as_ref().map(|p| p.phase);
+    let newest = matches!(
+        phase,
+        Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)
+    );
+    let inspect = match (&old.pending, old.lifecycle_state) {
+        (Some(p), _) if p.phase == OperationPhase::Deploying => old.restore_point.as_ref().map(|r| r.path.clone()),
+        (None, LifecycleState::Created) => old
+            .restore_point
+            .as_ref()
+            .map(|r| r.path.clone())
+            .or_else(|| job_spec.initial_savepoint_path.clone()),
+        _ => None,
+    };
+    StorageReads { newest, inspect }
+}
+
+/// Performs `reads` against the storage of `spec` (the deployed spec): the lifecycle's
+/// `newest_snapshot` and `restore_info` observations. An unusable restore point (no or a
+/// corrupt `_metadata`) is an observation; a storage failure is an error (retried).
+pub async fn read_storage(
+    snapshots: &dyn SnapshotStore,
+    s3: &S3Options,
+    spec: &StreamJobSpec,
+    name: &str,
+    reads: StorageReads,
+) -> Result<(Option<Snapshot>, RestoreInfo), Error> {
+    let newest = if reads.newest {
+        snapshots.newest(spec, s3, name).await.map_err(Error::StorageError)?
+    } else {
+        None
+    };
+    let info = match reads.inspect {
+        None => RestoreInfo::NotInspected,
+        Some(path) => match snapshots.inspect(s3, &path).await {
+            Ok(info) => RestoreInfo::Found { path, info },
+            Err(InspectError::Unusable(error)) => RestoreInfo::Missing { path, error },
+            Err(InspectError::Storage(e)) => return Err(Error::StorageError(e)),
+        },
+    };
+    Ok((newest, info))
+}
+
+/// The lifecycle's view of a control API job status.
+pub fn to_report(j: JobStatus) -> JobReport {
+    JobReport {
+        job_id: j.job_id,
+        state: j.state,
+        last_completed: j.last_completed_checkpoint.map(|c| Snapshot {
+            path: c.path,
+            id: c.id,
+            kind: c.kind,
+            completed_at_ms: c.completed_at_ms,
+        }),
+        failure: j.failure,
+    }
+}
+
+pub(super) fn observe_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
+    move |source| Error::ObserveError {
+        what: what.into(),
+        source,
+    }
+}
+
+/// The spec whose storage holds the job's snapshots: the deployed one when readable.
+pub fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
+    status
+        .last_reconciled_spec
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_else(|| job.spec.clone())
+}
+
+pub(super) async fn observe(
+    job: &StreamJob,
+    old: &StreamJobStatus,
+    ctx: &Context,
+    now: SystemTime,
+) -> Result<Observed, Error> {
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let client = ctx.client.clone();
+    let coordinator = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get_opt(&coordinator_name(&name))
+        .await
+        .map_err(observe_err("Deployment"))?;
+    let workers = Api::<StatefulSet>::namespaced(client.clone(), &ns)
+        .get_opt(&worker_name(&name))
+        .await
+        .map_err(observe_err("StatefulSet"))?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default().labels(&format!("{LABEL_JOB}={name}")))
+        .await
+        .map_err(observe_err("Pods"))?
+        .items;
+    let crash_looping = pods.iter().any(|p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .and_then(|w| w.reason.as_deref())
+                        == Some("CrashLoopBackOff")
+                })
+            })
+    });
+    let savepoints: Vec<Savepoint> = Api::<Savepoint>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(observe_err("Savepoints"))?
+        .items
+        .into_iter()
+        .filter(|s| s.spec.job_ref.name == name)
+        .collect();
+
+    // The control API is asked only while a coordinator exists.
+    let control = ctx.control.for_job(&ns, &name);
+    let (report, trigger) = if coordinator.is_some() {
+        let report = control.job().await.ok().map(to_report);
+        let trigger = match old.pending.as_ref().and_then(|p| p.trigger_id.as_deref()) {
+            Some(id) => control.savepoint(id).await.ok(),
+            None => None,
+        };
+        (report, trigger)
+    } else {
+        (None, None)
+    };
+
+    // Storage is read only where a decision depends on it.
+    let spec = storage_spec(job, old);
+    let reads = storage_reads(old, &job.spec);
+    let (newest_snapshot, restore_info) = if reads.is_empty() {
+        (None, RestoreInfo::NotInspected)
+    } else {
+        let s3 = s3_options_for(ctx, &ns, &spec).await?;
+        read_storage(ctx.snapshots.as_ref(), &s3, &spec, &name, reads).await?
+    };
+    let savepoint_in_flight_since = savepoints
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.status.as_ref().map(|st| st.state).unwrap_or_default(),
+                SavepointState::Pending | SavepointState::InProgress
+            ) && s.meta().deletion_timestamp.is_none()
+        })
+        .map(|s| s.meta().creation_timestamp.as_ref().map(system_time).unwrap_or(now))
+        .min();
+    Ok(Observed {
+        observation: Observation {
+            now,
+            generation: job.meta().generation.unwrap_or(0),
+            name,
+            deleting: job.meta().deletion_timestamp.is_some(),
+            job: report,
+            trigger,
+            workloads_present: coordinator.is_some() || workers.is_some(),
+            job_pods: pods.len() as u32,
+            crash_looping,
+            newest_snapshot,
+            restore_info,
+            savepoint_in_flight_since,
+        },
+        savepoints,
+        coordinator,
+    })
+}

@@ -1,0 +1,348 @@
+//! StreamJob reconcile scenarios: first deploy, savepoint upgrade, refused restore, suspend and
+//! resume, deletion, and an invalid object.
+
+use super::mock::World;
+use super::*;
+
+#[tokio::test]
+async fn first_deploy() {
+    let (ctx, mut api, _control, _snaps) = setup();
+    let mut job = job_json(&json!({}));
+    job["metadata"].as_object_mut().unwrap().remove("finalizers");
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx));
+
+    // The finalizer first, guarded by resourceVersion.
+    let r = api
+        .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await;
+    assert_eq!(
+        r.body,
+        json!({"metadata": {"finalizers": ["weir.dev/finalizer"], "resourceVersion": "10"}})
+    );
+    r.ok(job_json(&json!({})));
+    api.observe(World::empty()).await;
+    // Intent before action: status says Deploying generation 1 before anything is applied.
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Deploying");
+    assert_eq!(status["deployGeneration"], 1);
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(status["selector"], super::worker_selector("wc"));
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("True"), Some("Deploying"))
+    );
+    api.event("Normal", "Submit", 200).await;
+    let (deployment, sts) = api.apply_children().await;
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(args[3], "--restore");
+    assert_eq!(args[4], "none");
+    assert_eq!(deployment["metadata"]["labels"]["weir.dev/deployment-generation"], "1");
+    assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "1");
+    assert_eq!(deployment["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert_eq!(sts["spec"]["replicas"], 2);
+    api.orphans().await;
+    let action = finish(task).await.unwrap();
+    assert_eq!(action, Action::requeue(crate::lifecycle::POLL));
+}
+
+#[tokio::test]
+async fn savepoint_upgrade() {
+    let (ctx, mut api, control, snaps) = setup();
+    let mut spec = spec_json();
+    spec["image"] = json!("weir:2");
+    let job = running_job(spec.clone(), 2);
+    control.set_job(Some(job_status(
+        JobState::Running,
+        Some((5, SnapshotKind::Checkpoint, "s3://bucket/chk/wc/chk-5")),
+    )));
+
+    // Pass 1: record the upgrade, then stop with a savepoint and record the trigger id.
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Upgrading");
+    assert_eq!(status["pending"]["kind"], "Upgrade");
+    assert_eq!(status["pending"]["phase"], "AwaitingStop");
+    assert!(
+        status["pending"]["triggerId"].is_null(),
+        "the trigger id is written after the request"
+    );
+    api.event("Normal", "SpecChanged", 200).await;
+    let status = api.status().await;
+    assert_eq!(status["pending"]["triggerId"], "t1");
+    finish(task).await.unwrap();
+    assert_eq!(control.requests().len(), 1);
+    assert!(control.requests()[0].stop);
+    assert_eq!(control.requests()[0].directory.as_deref(), Some("s3://bucket/svp"));
+
+    // Pass 2: the savepoint completed and the job stopped: restore point recorded, the
+    // savepoint recorded as a Savepoint object, workloads deleted.
+    control.set_trigger(SavepointStatus {
+        trigger_id: "t1".into(),
+        state: TriggerState::Completed,
+        path: Some(SVP.into()),
+        checkpoint_id: Some(7),
+        error: None,
+    });
+    control.set_job(Some(job_status(
+        JobState::Stopped,
+        Some((7, SnapshotKind::Savepoint, SVP)),
+    )));
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["restorePoint"]["path"], SVP);
+    assert_eq!(status["restorePoint"]["origin"], "UpgradeSavepoint");
+    assert_eq!(status["pending"]["phase"], "AwaitingTermination");
+    let ev = api.event("Normal", "JobStatusChanged", 200).await;
+    assert_eq!(ev["note"], "job state RUNNING → STOPPED");
+    let r = api
+        .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7")
+        .await;
+    r.assert_ssa();
+    assert_eq!(
+        r.body["spec"],
+        json!({"jobRef": {"name": "wc"}, "origin": "Upgrade", "disposeOnDelete": false})
+    );
+    assert_eq!(r.body["metadata"]["ownerReferences"][0]["kind"], "StreamJob");
+    r.echo();
+    let r = api
+        .expect(
+            "PATCH",
+            "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7/status",
+        )
+        .await;
+    r.assert_ssa();
+    assert_eq!(r.body["status"]["state"], "Completed");
+    assert_eq!(r.body["status"]["path"], SVP);
+    let mut sp = r.body.clone();
+    sp["metadata"] = json!({"name": "wc-upgrade-7", "namespace": "ns"});
+    sp["spec"] = json!({"jobRef": {"name": "wc"}, "origin": "Upgrade"});
+    r.ok(sp.clone());
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // Pass 3: pods still terminating: delete again and wait (never two generations at once).
+    let job = with_status(job, &status);
+    control.set_job(None);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World {
+        pods: 1,
+        ..World::empty()
+    })
+    .await;
+    let status = api.status().await;
+    assert_eq!(status["jobStatus"]["state"], "UNKNOWN", "the coordinator is gone");
+    assert_eq!(status["pending"]["phase"], "AwaitingTermination");
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // Pass 4: every pod gone: move to Deploying (the restore point is inspected next pass).
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World {
+        savepoints: vec![sp.clone()],
+        ..World::empty()
+    })
+    .await;
+    let status = api.status().await;
+    assert_eq!(status["pending"]["phase"], "Deploying");
+    assert_eq!(status["savepointHistory"][0]["savepointName"], "wc-upgrade-7");
+    finish(task).await.unwrap();
+
+    // Pass 5: the restore point holds state only for uids the new job has: deploy from it.
+    snaps.set_info(SVP, info(&["counts"]));
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World {
+        savepoints: vec![sp],
+        ..World::empty()
+    })
+    .await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Deploying");
+    assert_eq!(status["deployGeneration"], 2);
+    assert_eq!(status["deployedFrom"], SVP);
+    assert!(status["pending"].is_null());
+    api.event("Normal", "Submit", 200).await;
+    let (deployment, _) = api.apply_children().await;
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(args["args"][4], SVP);
+    assert_eq!(args["image"], "weir:2");
+    assert_eq!(deployment["metadata"]["labels"]["weir.dev/deployment-generation"], "2");
+    assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "2");
+    api.orphans().await;
+    finish(task).await.unwrap();
+}
+
+#[tokio::test]
+async fn upgrade_refused_when_state_would_be_dropped() {
+    let (ctx, mut api, _control, snaps) = setup();
+    let job = running_job(spec_json(), 2);
+    let deployed = job["status"]["lastReconciledSpec"].clone();
+    let mut j = job.clone();
+    j["status"] = json!({
+        "lifecycleState": "Upgrading",
+        "deployGeneration": 1,
+        "lastReconciledSpec": deployed,
+        "restorePoint": {"path": SVP, "origin": "UpgradeSavepoint", "checkpointId": 7},
+        "pending": {"kind": "Upgrade", "mode": "savepoint", "targetSpec": deployed, "targetGeneration": 2,
+                    "phase": "Deploying", "startedAt": "2023-11-14T22:13:00Z", "savepointPath": SVP},
+    });
+    snaps.set_info(SVP, info(&["counts", "dedup"]));
+    let task = tokio::spawn(stream_job::reconcile(guard(j), ctx));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Failed");
+    assert!(
+        status["error"].as_str().unwrap().contains("dedup"),
+        "{}",
+        status["error"]
+    );
+    assert_eq!(status["restorePoint"]["path"], SVP, "the restore point is kept");
+    let degraded = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .unwrap();
+    assert_eq!(degraded["status"], "True");
+    api.event("Warning", "ValidationError", 200).await;
+    finish(task).await.unwrap();
+}
+
+#[tokio::test]
+async fn suspend_then_resume() {
+    let (ctx, mut api, control, snaps) = setup();
+    let mut spec = spec_json();
+    spec["state"] = json!("suspended");
+    let job = running_job(spec.clone(), 2);
+    control.set_job(Some(job_status(JobState::Running, None)));
+    control.complete_triggers_as(SVP, 7);
+
+    // Pass 1: suspend = stop with a savepoint.
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["pending"]["kind"], "Suspend");
+    api.event("Normal", "SpecChanged", 200).await;
+    let status = api.status().await;
+    finish(task).await.unwrap();
+
+    // Pass 2: savepoint done; delete workloads.
+    control.set_job(Some(job_status(
+        JobState::Stopped,
+        Some((7, SnapshotKind::Savepoint, SVP)),
+    )));
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    api.event("Normal", "JobStatusChanged", 200).await;
+    api.expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7")
+        .await
+        .echo();
+    let r = api
+        .expect(
+            "PATCH",
+            "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints/wc-upgrade-7/status",
+        )
+        .await;
+    let mut sp = r.body.clone();
+    sp["metadata"] = json!({"name": "wc-upgrade-7", "namespace": "ns"});
+    sp["spec"] = json!({"jobRef": {"name": "wc"}, "origin": "Upgrade"});
+    r.ok(sp);
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // Pass 3: pods gone: Suspended, restore point kept.
+    let job = with_status(job, &status);
+    control.set_job(None);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Suspended");
+    assert_eq!(status["restorePoint"]["path"], SVP);
+    assert!(status["pending"].is_null());
+    assert_eq!(status["parallelism"], 0);
+    api.event("Normal", "Suspended", 200).await;
+    finish(task).await.unwrap();
+
+    // Resume, pass 1: the intent (deploy from the restore point) is recorded; the restore
+    // point is inspected before anything is deployed.
+    let mut job = with_status(job, &status);
+    job["spec"]["state"] = json!("running");
+    job["metadata"]["generation"] = json!(3);
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Upgrading");
+    assert_eq!(status["pending"]["phase"], "Deploying");
+    api.event("Normal", "SpecChanged", 200).await;
+    finish(task).await.unwrap();
+
+    // Resume, pass 2: deploy from the savepoint.
+    snaps.set_info(SVP, info(&["counts"]));
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["deployGeneration"], 2);
+    api.event("Normal", "Submit", 200).await;
+    let (deployment, _) = api.apply_children().await;
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["args"][4], SVP);
+    assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "3");
+    api.orphans().await;
+    finish(task).await.unwrap();
+}
+
+#[tokio::test]
+async fn deletion_completes_when_event_writes_fail() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let job = running_job(spec_json(), 1);
+    let mut job = job;
+    job["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
+    control.set_job(Some(job_status(JobState::Running, None)));
+
+    // Pass 1: record Deleting, delete workloads.
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Deleting");
+    assert_eq!(status["pending"]["kind"], "Delete");
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // Pass 2: everything gone: the Cleanup event is refused (terminating namespace), the
+    // finalizer is removed anyway.
+    let job = with_status(job, &status);
+    control.set_job(None);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::empty()).await;
+    api.status().await;
+    api.event("Normal", "Cleanup", 403).await;
+    let r = api
+        .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await;
+    assert_eq!(r.body, json!({"metadata": {"finalizers": [], "resourceVersion": "10"}}));
+    r.ok(job_json(&json!({"finalizers": []})));
+    let action = finish(task).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(60)));
+}
+
+#[tokio::test]
+async fn invalid_object_gets_a_validation_event() {
+    let (ctx, mut api, _control, _snaps) = setup();
+    let mut job = job_json(&json!({}));
+    job["spec"]["parallelism"] = json!("many");
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx));
+    api.event("Warning", "ValidationError", 200).await;
+    assert_eq!(finish(task).await.unwrap(), Action::await_change());
+}

@@ -1,0 +1,245 @@
+//! The mock API server: receives the client's requests, asserts them, and replies as the API
+//! server would, with helpers for the request sequences of a StreamJob reconcile.
+
+use super::*;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Responder = tower_test::mock::SendResponse<Response<Body>>;
+
+/// The mock API server.
+pub(super) struct ApiServer(pub(super) Handle);
+
+/// One received request.
+pub(super) struct Received {
+    pub(super) method: String,
+    pub(super) path: String,
+    pub(super) query: String,
+    pub(super) body: Value,
+    send: Responder,
+}
+
+impl Received {
+    fn reply(self, code: u16, body: Value) {
+        self.send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap(),
+        );
+    }
+    pub(super) fn ok(self, body: Value) {
+        self.reply(200, body)
+    }
+    fn not_found(self) {
+        self.reply(
+            404,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "not found", "reason": "NotFound", "code": 404}),
+        )
+    }
+    /// Replies with the applied object itself (what SSA returns, less server fields).
+    pub(super) fn echo(self) {
+        let b = self.body.clone();
+        self.ok(b)
+    }
+    pub(super) fn assert_ssa(&self) {
+        assert!(
+            self.query.contains("fieldManager=weir-operator") && self.query.contains("force=true"),
+            "{} {} must be a forced server-side apply by weir-operator: {}",
+            self.method,
+            self.path,
+            self.query
+        );
+    }
+}
+
+impl ApiServer {
+    async fn next(&mut self) -> Received {
+        let (req, send) = tokio::time::timeout(STEP, self.0.next_request())
+            .await
+            .expect("timed out waiting for the next API request")
+            .expect("the client went away");
+        let (parts, body) = req.into_parts();
+        let bytes = body.collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Received {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or_default().to_string(),
+            body,
+            send,
+        }
+    }
+
+    pub(super) async fn expect(&mut self, method: &str, path: &str) -> Received {
+        let r = self.next().await;
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            (method, path),
+            "query: {} body: {}",
+            r.query,
+            r.body
+        );
+        r
+    }
+
+    /// An Event write; asserts type and reason, replies with `code`; returns the event.
+    pub(super) async fn event(&mut self, type_: &str, reason: &str, code: u16) -> Value {
+        let r = self.next().await;
+        // A repeated event (same reason within minutes) is a PATCH of the first one's series.
+        assert!(
+            (r.method == "POST" && r.path == "/apis/events.k8s.io/v1/namespaces/ns/events")
+                || (r.method == "PATCH" && r.path.starts_with("/apis/events.k8s.io/v1/namespaces/ns/events/")),
+            "expected an event, got {} {}",
+            r.method,
+            r.path
+        );
+        assert_eq!(
+            (r.body["type"].as_str(), r.body["reason"].as_str()),
+            (Some(type_), Some(reason)),
+            "{}",
+            r.body
+        );
+        assert_eq!(r.body["regarding"]["name"], "wc");
+        let b = r.body.clone();
+        if code == 200 {
+            r.ok(b.clone());
+        } else {
+            r.reply(
+                code,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": code,
+                       "reason": "Forbidden", "message": "namespace ns is being terminated"}),
+            );
+        }
+        b
+    }
+}
+
+/// What one observation pass sees.
+pub(super) struct World {
+    pub(super) deployment: Option<Value>,
+    pub(super) statefulset: Option<Value>,
+    pub(super) pods: usize,
+    pub(super) savepoints: Vec<Value>,
+}
+
+impl World {
+    pub(super) fn empty() -> World {
+        World {
+            deployment: None,
+            statefulset: None,
+            pods: 0,
+            savepoints: vec![],
+        }
+    }
+    pub(super) fn deployed(generation: u64) -> World {
+        let meta = |name: &str| {
+            json!({"name": name, "namespace": "ns",
+                   "labels": {"weir.dev/job": "wc", "weir.dev/deployment-generation": generation.to_string()},
+                   "annotations": {"weir.dev/spec-generation": "1"}})
+        };
+        World {
+            deployment: Some(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("wc-coordinator")}),
+            ),
+            statefulset: Some(json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("wc-worker")})),
+            pods: 2,
+            savepoints: vec![],
+        }
+    }
+}
+
+impl ApiServer {
+    /// The reads of one StreamJob observation.
+    pub(super) async fn observe(&mut self, w: World) {
+        let r = self
+            .expect("GET", "/apis/apps/v1/namespaces/ns/deployments/wc-coordinator")
+            .await;
+        match w.deployment {
+            Some(d) => r.ok(d),
+            None => r.not_found(),
+        }
+        let r = self
+            .expect("GET", "/apis/apps/v1/namespaces/ns/statefulsets/wc-worker")
+            .await;
+        match w.statefulset {
+            Some(d) => r.ok(d),
+            None => r.not_found(),
+        }
+        let r = self.expect("GET", "/api/v1/namespaces/ns/pods").await;
+        assert!(r.query.contains("labelSelector=weir.dev%2Fjob%3Dwc"), "{}", r.query);
+        let pods: Vec<Value> = (0..w.pods)
+            .map(|i| json!({"metadata": {"name": format!("wc-{i}"), "namespace": "ns"}}))
+            .collect();
+        r.ok(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods}));
+        self.expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints")
+            .await
+            .ok(json!({"apiVersion": "weir.dev/v1alpha1", "kind": "SavepointList", "metadata": {}, "items": w.savepoints}));
+    }
+
+    /// The StreamJob status write; returns the written status.
+    pub(super) async fn status(&mut self) -> Value {
+        let r = self
+            .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc/status")
+            .await;
+        r.assert_ssa();
+        assert_eq!(r.body["apiVersion"], "weir.dev/v1alpha1");
+        assert_eq!(r.body["kind"], "StreamJob");
+        let status = r.body["status"].clone();
+        let mut obj = job_json(&json!({}));
+        obj["status"] = status.clone();
+        r.ok(obj);
+        status
+    }
+
+    /// The server-side applies of a deployment; returns (Deployment, StatefulSet) bodies.
+    pub(super) async fn apply_children(&mut self) -> (Value, Value) {
+        for path in [
+            "/api/v1/namespaces/ns/configmaps/wc-config",
+            "/api/v1/namespaces/ns/services/wc-coordinator",
+            "/api/v1/namespaces/ns/services/wc-worker",
+        ] {
+            let r = self.expect("PATCH", path).await;
+            r.assert_ssa();
+            r.echo();
+        }
+        let r = self
+            .expect("PATCH", "/apis/apps/v1/namespaces/ns/deployments/wc-coordinator")
+            .await;
+        r.assert_ssa();
+        let d = r.body.clone();
+        r.echo();
+        let r = self
+            .expect("PATCH", "/apis/apps/v1/namespaces/ns/statefulsets/wc-worker")
+            .await;
+        r.assert_ssa();
+        let s = r.body.clone();
+        r.echo();
+        (d, s)
+    }
+
+    /// Orphan listing after a new deploy generation.
+    pub(super) async fn orphans(&mut self) {
+        let r = self.expect("GET", "/apis/apps/v1/namespaces/ns/deployments").await;
+        assert!(r.query.contains("labelSelector=weir.dev%2Fjob%3Dwc"));
+        r.ok(json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {}, "items": []}));
+        self.expect("GET", "/apis/apps/v1/namespaces/ns/statefulsets")
+            .await
+            .ok(json!({"apiVersion": "apps/v1", "kind": "StatefulSetList", "metadata": {}, "items": []}));
+    }
+
+    pub(super) async fn delete_workloads(&mut self) {
+        for path in [
+            "/apis/apps/v1/namespaces/ns/deployments/wc-coordinator",
+            "/apis/apps/v1/namespaces/ns/statefulsets/wc-worker",
+        ] {
+            let r = self.expect("DELETE", path).await;
+            assert_eq!(r.body["propagationPolicy"], "Foreground", "{}", r.body);
+            r.ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}));
+        }
+    }
+}

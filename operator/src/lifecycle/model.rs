@@ -1,0 +1,175 @@
+//! The observation, action and decision types [`decide`](fn@super::decide) works with.
+
+use crate::crd::{SavepointOrigin, StreamJobSpec, StreamJobStatus};
+use std::time::{Duration, SystemTime};
+use weir_runtime::control::api::{JobState, SavepointStatus, SnapshotInfo, SnapshotKind};
+
+/// A completed checkpoint or savepoint of the job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// Snapshot directory URL.
+    pub path: String,
+    /// Checkpoint id (increasing across restores of the same job).
+    pub id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Completion time, milliseconds since the Unix epoch.
+    pub completed_at_ms: u64,
+}
+
+/// What the coordinator's control API reported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobReport {
+    /// Id of this run.
+    pub job_id: String,
+    /// Job state.
+    pub state: JobState,
+    /// Newest completed checkpoint or savepoint of this run.
+    pub last_completed: Option<Snapshot>,
+    /// Failure message when FAILED.
+    pub failure: Option<String>,
+}
+
+/// Result of inspecting a restore point (`weir savepoint inspect`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RestoreInfo {
+    /// Not inspected in this pass.
+    NotInspected,
+    /// Inspected `path`.
+    Found {
+        /// The inspected path.
+        path: String,
+        /// What it holds.
+        info: SnapshotInfo,
+    },
+    /// `path` has no readable `_metadata`.
+    Missing {
+        /// The inspected path.
+        path: String,
+        /// The read error.
+        error: String,
+    },
+}
+
+/// Everything the controller observed for one reconcile. All I/O happens before [`decide`](fn@super::decide).
+#[derive(Clone, Debug)]
+pub struct Observation {
+    /// Wall clock.
+    pub now: SystemTime,
+    /// `metadata.generation` of the StreamJob.
+    pub generation: i64,
+    /// `metadata.name` of the StreamJob.
+    pub name: String,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Coordinator report; `None` when the control API did not answer.
+    pub job: Option<JobReport>,
+    /// Poll result for `status.pending.triggerId`, when there is one.
+    pub trigger: Option<SavepointStatus>,
+    /// Coordinator Deployment or worker StatefulSet exists.
+    pub workloads_present: bool,
+    /// Pods of this job still present (any deploy generation, including terminating ones).
+    pub job_pods: u32,
+    /// A coordinator or worker container is crash-looping.
+    pub crash_looping: bool,
+    /// Newest completed checkpoint or savepoint of this job found in storage.
+    pub newest_snapshot: Option<Snapshot>,
+    /// Inspection of `status.restorePoint` (or `spec.initialSavepointPath` before a first
+    /// deploy).
+    pub restore_info: RestoreInfo,
+    /// Start time of a savepoint in flight (a periodic or manual one), if any.
+    pub savepoint_in_flight_since: Option<SystemTime>,
+}
+
+/// Something the controller must do after persisting the decision's status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// `POST /v1/savepoints {stop: true}`; record the trigger id with [`record_trigger`].
+    StopWithSavepoint {
+        /// Target directory.
+        directory: Option<String>,
+    },
+    /// Delete the coordinator Deployment and worker StatefulSet (idempotent).
+    DeleteWorkloads,
+    /// Apply every child object for `spec` restoring from `restore_from`, labelled with
+    /// `deploy_generation` (server-side apply: idempotent).
+    Deploy {
+        /// The spec to deploy.
+        spec: Box<StreamJobSpec>,
+        /// The coordinator's `--restore` argument.
+        restore_from: Option<String>,
+        /// Deploy generation label.
+        deploy_generation: u64,
+    },
+    /// Create a Savepoint object owned by the job (manual ones are created by users).
+    RecordSavepoint {
+        /// Why it was taken.
+        origin: SavepointOrigin,
+        /// Its path; `None` asks the Savepoint controller to trigger one (periodic).
+        path: Option<String>,
+    },
+    /// Delete an operator-taken savepoint and its Savepoint object (retention).
+    DisposeSavepoint {
+        /// The savepoint path.
+        path: String,
+    },
+    /// Remove the StreamJob's finalizer: deletion is complete.
+    RemoveFinalizer,
+}
+
+/// Event reasons (the Kubernetes Event `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// A spec change was detected; the message says which cycle it triggers.
+    SpecChanged,
+    /// A new deploy generation was submitted.
+    Submit,
+    /// The job is running.
+    JobRunning,
+    /// The job was suspended.
+    Suspended,
+    /// A savepoint could not be taken.
+    SavepointError,
+    /// Rolling back to the last stable spec.
+    Rollback,
+    /// Restarting a failed job.
+    RestartUnhealthyJob,
+    /// The spec or restore point was refused.
+    ValidationError,
+    /// No restore point can be found for a stateful job: manual restore required.
+    RestoreRequired,
+    /// Deletion cleanup.
+    Cleanup,
+}
+
+/// An Event to emit. Events are best effort: failing to write one never fails a reconcile
+/// (a terminating namespace refuses them: FLINK-31860).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// Reason.
+    pub reason: Reason,
+    /// Message for humans.
+    pub message: String,
+}
+
+/// The outcome of [`decide`](fn@super::decide).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The next status, to persist before any action runs.
+    pub status: StreamJobStatus,
+    /// Actions, in order.
+    pub actions: Vec<Action>,
+    /// Events to emit (best effort).
+    pub events: Vec<Event>,
+    /// When to reconcile again.
+    pub requeue: Duration,
+}
+
+/// Records the trigger id returned by [`Action::StopWithSavepoint`] in the pending operation.
+pub fn record_trigger(status: &mut StreamJobStatus, trigger_id: String) {
+    if let Some(p) = status.pending.as_mut() {
+        p.trigger_id = Some(trigger_id);
+    }
+}

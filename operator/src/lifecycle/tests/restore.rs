@@ -1,0 +1,184 @@
+//! After the stop: waiting for old pods to go, choosing the restore point, and refusing one the
+//! new job cannot use.
+
+use super::*;
+
+// ---------- FLINK-34438 / FLINK-39970: never two generations at once ----------
+
+#[test]
+fn new_deploy_waits_while_old_pods_still_terminate() {
+    for mode in MODES {
+        let old = base_spec(mode);
+        let new = changed(&old, ChangeClass::Upgrade);
+        let mut st = deployed_status(&old, LifecycleState::Upgrading);
+        st.pending = Some(pending(
+            OperationKind::Upgrade,
+            mode,
+            OperationPhase::AwaitingTermination,
+            Some(&new),
+        ));
+        let mut o = gone(obs());
+        o.job_pods = 2; // workloads deleted, pods terminating
+        let d = decide(&new, &st, &o);
+        assert_eq!(kinds(&d), ["delete-workloads"], "{mode:?}");
+        assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination), "{mode:?}");
+        assert_eq!(d.status.deploy_generation, 1, "{mode:?}");
+    }
+}
+
+#[test]
+fn resume_waits_for_leftover_pods() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let (st, mut o) = fixture(LifecycleState::Suspended, &spec, &spec);
+    o.job_pods = 1;
+    o.restore_info = RestoreInfo::Found {
+        path: "s3://b/svp/savepoint-j-6".into(),
+        info: info(&["counts"]),
+    };
+    let d = decide(&spec, &st, &o);
+    assert_eq!(kinds(&d), ["delete-workloads"]);
+    assert_eq!(d.status.deploy_generation, 1);
+}
+
+// ---------- FLINK-33011: restore metadata gone ----------
+
+#[test]
+fn flink_33011_last_state_with_lost_checkpoints_fails_loudly() {
+    let old = base_spec(UpgradeMode::LastState);
+    let new = changed(&old, ChangeClass::Upgrade);
+    let mut st = deployed_status(&old, LifecycleState::Upgrading);
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        UpgradeMode::LastState,
+        OperationPhase::AwaitingTermination,
+        Some(&new),
+    ));
+    let mut o = gone(obs());
+    o.newest_snapshot = None;
+    let d = decide(&new, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    assert!(d.status.error.unwrap().contains("manual restore required"));
+    assert!(d.actions.is_empty(), "never deploys empty");
+    // An older snapshot than the job is known to have completed is refused too.
+    o.newest_snapshot = Some(snapshot(3, SnapshotKind::Checkpoint, 0));
+    let d = decide(&new, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    // The newest checkpoint is used when it is there.
+    o.newest_snapshot = Some(snapshot(9, SnapshotKind::Checkpoint, 0));
+    let d = decide(&new, &st, &o);
+    assert_eq!(d.status.restore_point.unwrap().checkpoint_id, Some(9));
+}
+
+#[test]
+fn missing_restore_point_at_deploy_requires_manual_restore() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let (st, mut o) = fixture(LifecycleState::Suspended, &spec, &spec);
+    o.restore_info = RestoreInfo::Missing {
+        path: "s3://b/svp/savepoint-j-6".into(),
+        error: "no _metadata".into(),
+    };
+    let d = decide(&spec, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    assert!(d.status.error.unwrap().contains("manual restore required"));
+    assert_eq!(
+        d.status.restore_point.as_ref().unwrap().path,
+        "s3://b/svp/savepoint-j-6",
+        "restore point kept"
+    );
+}
+
+// ---------- FLINK-30638: state that the new job would drop ----------
+
+fn deploying_phase(mode: UpgradeMode, new: &StreamJobSpec) -> StreamJobStatus {
+    let old = base_spec(mode);
+    let mut st = deployed_status(&old, LifecycleState::Upgrading);
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        mode,
+        OperationPhase::Deploying,
+        Some(new),
+    ));
+    st.restore_point = Some(RestorePoint {
+        path: "s3://b/chk/j/chk-5".into(),
+        origin: RestoreOrigin::Checkpoint,
+        checkpoint_id: Some(5),
+    });
+    st
+}
+
+#[test]
+fn flink_30638_last_state_refuses_to_drop_state_without_allow_non_restored_state() {
+    let mut new = base_spec(UpgradeMode::LastState);
+    new.job.steps[2].uid = Some("renamed".into());
+    let st = deploying_phase(UpgradeMode::LastState, &new);
+    let mut o = gone(obs());
+    // Not inspected yet: wait, do not deploy blind.
+    let d = decide(&new, &st, &o);
+    assert!(d.actions.is_empty() && phase(&d) == Some(OperationPhase::Deploying));
+    o.restore_info = RestoreInfo::Found {
+        path: "s3://b/chk/j/chk-5".into(),
+        info: info(&["counts"]),
+    };
+    let d = decide(&new, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    let err = d.status.error.clone().unwrap();
+    assert!(
+        err.contains("[counts]") && err.contains("spec.allowNonRestoredState"),
+        "{err}"
+    );
+    assert!(d.actions.is_empty());
+    assert!(
+        d.status.restore_point.is_some(),
+        "restore point kept for a corrected spec"
+    );
+    // With allowNonRestoredState the same restore deploys.
+    new.allow_non_restored_state = true;
+    let st = deploying_phase(UpgradeMode::LastState, &new);
+    let d = decide(&new, &st, &o);
+    assert_eq!(kinds(&d), ["deploy"]);
+    match &d.actions[0] {
+        Action::Deploy {
+            restore_from,
+            deploy_generation,
+            ..
+        } => {
+            assert_eq!(restore_from.as_deref(), Some("s3://b/chk/j/chk-5"));
+            assert_eq!(*deploy_generation, 2);
+        }
+        a => panic!("{a:?}"),
+    }
+}
+
+#[test]
+fn restore_with_other_max_parallelism_is_refused() {
+    let new = base_spec(UpgradeMode::Savepoint);
+    let st = deploying_phase(UpgradeMode::Savepoint, &new);
+    let mut o = gone(obs());
+    let mut i = info(&["counts"]);
+    i.max_parallelism = 256;
+    o.restore_info = RestoreInfo::Found {
+        path: "s3://b/chk/j/chk-5".into(),
+        info: i,
+    };
+    let d = decide(&new, &st, &o);
+    assert!(d.status.error.unwrap().contains("maxParallelism 256"));
+}
+
+#[test]
+fn invalid_spec_is_refused_before_the_running_job_is_stopped() {
+    let old = base_spec(UpgradeMode::Savepoint);
+    let mut new = old.clone();
+    new.job.steps.swap(0, 3); // sink first: the runtime rejects it
+    let d = decide(&new, &deployed_status(&old, LifecycleState::Running), &obs());
+    assert!(
+        !d.actions
+            .iter()
+            .any(|a| matches!(a, Action::StopWithSavepoint { .. } | Action::DeleteWorkloads))
+    );
+    assert!(d.status.pending.is_none());
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.reason == Reason::ValidationError && e.warning)
+    );
+}
