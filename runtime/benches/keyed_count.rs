@@ -14,6 +14,10 @@ use weir_runtime::exec::{RunOptions, prepare};
 use weir_runtime::job::parse_manifest;
 use weir_runtime::operators::source::generator::record;
 
+/// The same allocator as the `weir` binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const KEYS: u64 = 100_000;
 const SEED: u64 = 42;
 

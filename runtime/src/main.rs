@@ -2,6 +2,12 @@
 
 use clap::Parser;
 
+/// mimalloc: records are small, short-lived allocations freed on another thread than the one
+/// that made them (subtasks hand batches over channels), where it is much faster than the
+/// system allocator (see docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let cli = weir_runtime::cli::Cli::parse();

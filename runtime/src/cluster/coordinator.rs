@@ -68,6 +68,25 @@ struct Registry {
     events: Option<mpsc::UnboundedSender<TaskEvent>>,
     /// Workers of the current deployment, by id.
     deployed: Vec<String>,
+    /// The worker list the control API serves (`JobStatus.workers`).
+    published: Arc<Mutex<Vec<WorkerStatus>>>,
+}
+
+impl Registry {
+    /// Publishes the registered workers to the control API (on every register and loss, and
+    /// on each heartbeat check), so a status that says RUNNING lists the workers running it.
+    fn publish(&self) {
+        *self.published.lock().expect("lock") = self
+            .workers
+            .iter()
+            .map(|(id, w)| WorkerStatus {
+                id: id.clone(),
+                address: w.data_addr.clone(),
+                slots: w.slots,
+                last_heartbeat_ms: w.last_seen.elapsed().as_millis() as u64,
+            })
+            .collect();
+    }
 }
 
 /// The restore point of the first deployment: a restarted coordinator of the same run
@@ -137,18 +156,17 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         job.name,
         rpc.local_addr().map_err(|e| e.to_string())?
     );
-    let registry: Arc<Mutex<Registry>> = Arc::default();
+    let registry = Arc::new(Mutex::new(Registry {
+        published: handle.workers.clone(),
+        ..Registry::default()
+    }));
     tokio::spawn(serve_rpc(
         rpc,
         registry.clone(),
         metrics.clone(),
         opts.heartbeat_interval,
     ));
-    tokio::spawn(watch_heartbeats(
-        registry.clone(),
-        handle.workers.clone(),
-        opts.heartbeat_timeout,
-    ));
+    tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
 
     let first_restore = initial_restore(&store, &job.name, &opts.run_id, &opts.restore).await;
     let started = Instant::now();
@@ -415,16 +433,21 @@ async fn serve_rpc(
             }
             tracing::info!(worker = %worker_id, %peer, slots, %data_addr, "worker registered");
             let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
-            let replaced = registry.lock().expect("lock").workers.insert(
-                worker_id.clone(),
-                WorkerConn {
-                    slots,
-                    data_addr,
-                    tx,
-                    last_seen: Instant::now(),
-                    conn_id,
-                },
-            );
+            let replaced = {
+                let mut r = registry.lock().expect("lock");
+                let replaced = r.workers.insert(
+                    worker_id.clone(),
+                    WorkerConn {
+                        slots,
+                        data_addr,
+                        tx,
+                        last_seen: Instant::now(),
+                        conn_id,
+                    },
+                );
+                r.publish();
+                replaced
+            };
             if replaced.is_some() {
                 lose_worker(&registry, &worker_id, "re-registered", None);
                 // lose_worker removed the new entry too if it matched; re-insert is not needed
@@ -485,6 +508,7 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
     }
     if conn_id.is_some() {
         r.workers.remove(worker_id);
+        r.publish();
     }
     tracing::warn!(worker = worker_id, why, "worker lost");
     if r.deployed.iter().any(|w| w == worker_id)
@@ -497,21 +521,12 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
     }
 }
 
-async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, status: Arc<Mutex<Vec<WorkerStatus>>>, timeout: Duration) {
+async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, timeout: Duration) {
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let stale: Vec<(String, u64)> = {
             let r = registry.lock().expect("lock");
-            *status.lock().expect("lock") = r
-                .workers
-                .iter()
-                .map(|(id, w)| WorkerStatus {
-                    id: id.clone(),
-                    address: w.data_addr.clone(),
-                    slots: w.slots,
-                    last_heartbeat_ms: w.last_seen.elapsed().as_millis() as u64,
-                })
-                .collect();
+            r.publish();
             r.workers
                 .iter()
                 .filter(|(_, w)| w.last_seen.elapsed() > timeout)

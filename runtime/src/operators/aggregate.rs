@@ -13,7 +13,10 @@ use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::KeyGroupBlock;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+
+/// A key group's map. In-memory only, so it uses a fast per-process seeded hasher
+/// (foldhash); the key → key group assignment uses the stable xxh3 hash instead.
+type GroupMap = std::collections::HashMap<Key, Num, foldhash::fast::RandomState>;
 
 /// An aggregate value: integers stay integers until a float is aggregated.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,7 +76,7 @@ pub struct Aggregate {
     as_field: String,
     range: KeyGroupRange,
     /// `groups[kg - range.start]`: the key group's map.
-    groups: Vec<HashMap<Key, Num>>,
+    groups: Vec<GroupMap>,
 }
 
 impl Aggregate {
@@ -92,7 +95,7 @@ impl Aggregate {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        let mut groups = vec![HashMap::new(); range.len() as usize];
+        let mut groups = vec![GroupMap::default(); range.len() as usize];
         for block in restore.key_groups {
             if !range.contains(block.key_group) {
                 continue;
@@ -118,7 +121,7 @@ impl Aggregate {
 
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        self.groups.iter().map(HashMap::len).sum()
+        self.groups.iter().map(GroupMap::len).sum()
     }
 
     /// Whether no key is held.
@@ -171,7 +174,7 @@ impl StreamOperator for Aggregate {
                 }
             };
             let mut obj = serde_json::Map::with_capacity(2);
-            obj.insert(self.key_field.clone(), keyed.key.to_value());
+            obj.insert(self.key_field.clone(), keyed.key.into_value());
             obj.insert(self.as_field.clone(), value.to_value());
             out.push(Record::new(Value::Object(obj)));
         }
@@ -180,7 +183,7 @@ impl StreamOperator for Aggregate {
 
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: a copy of the non-empty groups is the consistent view.
-        let view: Vec<(u32, HashMap<Key, Num>)> = self
+        let view: Vec<(u32, GroupMap)> = self
             .groups
             .iter()
             .enumerate()

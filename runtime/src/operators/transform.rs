@@ -135,7 +135,7 @@ impl KeyBy {
 impl StreamOperator for KeyBy {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         for mut r in input {
-            let key = Key::from_value(&self.expr.eval(&r.value)?)
+            let key = Key::from_owned(self.expr.eval(&r.value)?)
                 .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?;
             let kg = key_group(&key, self.max_parallelism);
             r.keyed = Some(KeyedBy { key, key_group: kg });

@@ -38,6 +38,23 @@ impl Key {
         }
     }
 
+    /// Like [`Key::from_value`], taking the value (no copy of a string key).
+    pub fn from_owned(v: Value) -> Result<Key, String> {
+        match v {
+            Value::String(s) => Ok(Key::Str(s)),
+            other => Key::from_value(&other),
+        }
+    }
+
+    /// The key as a JSON value, consuming it.
+    pub fn into_value(self) -> Value {
+        match self {
+            Key::Str(s) => Value::String(s),
+            Key::Int(i) => Value::from(i),
+            Key::Bool(b) => Value::Bool(b),
+        }
+    }
+
     /// The key as a JSON value (for aggregation output).
     pub fn to_value(&self) -> Value {
         match self {
