@@ -61,9 +61,12 @@ fn weir_bin() -> PathBuf {
     bin
 }
 
-/// `../shared/data/text` from the repository root.
+/// `../shared/data/text` from the repository root, or `$WEIR_DATA_DIR/text` when set.
 fn text_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/text");
+    let d = std::env::var_os("WEIR_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"))
+        .join("text");
     assert!(
         d.join("moby_dick.txt").is_file(),
         "shared data not found at {}",

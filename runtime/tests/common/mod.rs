@@ -13,12 +13,15 @@ pub fn weir() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_weir"))
 }
 
-/// `../shared/data` from the repository root.
+/// `../shared/data` from the repository root, or `$WEIR_DATA_DIR` when set (for a clone
+/// that is not next to `shared/`).
 pub fn data_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    let d = std::env::var_os("WEIR_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
     assert!(
         d.join("text/moby_dick.txt").is_file(),
-        "shared data not found at {}",
+        "shared data not found at {} (set WEIR_DATA_DIR to the directory holding text/)",
         d.display()
     );
     d.canonicalize().unwrap()
