@@ -12,7 +12,8 @@ use crate::lifecycle::Snapshot;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use weir_runtime::checkpoint::restore::{RestoreError, list_checkpoints, load_metadata};
+use weir_runtime::checkpoint::lineage::{list_snapshots, read_pointer};
+use weir_runtime::checkpoint::restore::{RestoreError, load_metadata};
 use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_dir_name};
 use weir_runtime::control::api::{SnapshotInfo, SnapshotKind};
 use weir_runtime::state::snapshot::CheckpointMetadata;
@@ -142,50 +143,55 @@ pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
 #[async_trait]
 impl SnapshotStore for ObjectStoreSnapshots {
     async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String> {
-        let mut best: Option<Snapshot> = None;
+        // Candidates by id (ids are unique across checkpoints and savepoints of a job): checkpoint
+        // directories and savepoint pointers in the checkpoint store, savepoint directories in
+        // the savepoint directory. The newest must be read: falling back to an older one after
+        // its output may have been committed would duplicate it (the runtime's restore rule).
+        let mut candidates: BTreeMap<u64, (Store, String)> = BTreeMap::new();
         if let Some(url) = &spec.checkpointing.storage {
             let store = storage::open(url, s3).await.map_err(|e| e.to_string())?;
-            let seen = list_checkpoints(&store, name).await.map_err(|e| e.to_string())?;
-            // Newest completed first; an unreadable `_metadata` falls back to the previous one.
-            for c in seen.iter().rev().filter(|c| c.completed) {
-                match read_snapshot(&store, &checkpoint_dir(name, c.id)).await {
-                    Ok(s) => {
-                        best = Some(s);
-                        break;
-                    }
-                    Err(e) => tracing::warn!(checkpoint = c.id, error = %e, "unreadable checkpoint metadata"),
+            for seen in list_snapshots(&store, name).await.map_err(|e| e.to_string())? {
+                if !seen.completed {
+                    continue;
+                }
+                if seen.savepoint {
+                    let pointer = read_pointer(&store, name, seen.id).await?;
+                    let (parent, dir) = split_dir(&pointer.url).unwrap_or((&pointer.url, ""));
+                    let sp_store = storage::open(parent, s3).await.map_err(|e| e.to_string())?;
+                    candidates.insert(seen.id, (sp_store, dir.to_string()));
+                } else {
+                    candidates.insert(seen.id, (store.clone(), checkpoint_dir(name, seen.id)));
                 }
             }
         }
         if let Some(dir) = savepoint_directory(spec) {
             let store = storage::open(&dir, s3).await.map_err(|e| e.to_string())?;
             let prefix = format!("savepoint-{name}-");
-            let mut ids: Vec<u64> = store
-                .list(&prefix)
-                .await
-                .map_err(|e| e.to_string())?
-                .iter()
-                .filter_map(|o| {
-                    let (dir, file) = o.path.split_once('/')?;
-                    (file == METADATA_FILE).then_some(())?;
-                    dir.strip_prefix(&prefix)?.parse::<u64>().ok()
-                })
-                .collect();
-            ids.sort_unstable_by(|a, b| b.cmp(a));
-            for id in ids {
-                if best.as_ref().is_some_and(|b| b.id >= id) {
-                    break;
-                }
-                match read_snapshot(&store, &savepoint_dir_name(name, id)).await {
-                    Ok(s) => {
-                        best = Some(s);
-                        break;
-                    }
-                    Err(e) => tracing::warn!(savepoint = id, error = %e, "unreadable savepoint metadata"),
+            for object in store.list(&prefix).await.map_err(|e| e.to_string())? {
+                let Some((dir, file)) = object.path.split_once('/') else {
+                    continue;
+                };
+                let Some(id) = dir.strip_prefix(&prefix).and_then(|id| id.parse::<u64>().ok()) else {
+                    continue;
+                };
+                if file == METADATA_FILE {
+                    candidates
+                        .entry(id)
+                        .or_insert_with(|| (store.clone(), savepoint_dir_name(name, id)));
                 }
             }
         }
-        Ok(best)
+        let Some((id, (store, dir))) = candidates.into_iter().next_back() else {
+            return Ok(None);
+        };
+        read_snapshot(&store, &dir).await.map(Some).map_err(|e| {
+            format!(
+                "snapshot {id} ({}) is the newest of job {name} and is unreadable: {e}; an older one would \
+                 replay committed output, so the operator will not use it: put its files back, or set \
+                 spec.initialSavepointPath to a snapshot of your choice",
+                store.url(&dir)
+            )
+        })
     }
 
     async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {

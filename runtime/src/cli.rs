@@ -373,15 +373,7 @@ fn local_input_bytes(job: &job::Job) -> u64 {
 
 /// Loads a snapshot directory and summarizes it.
 pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
-    let s = restore::resolve(
-        &storage::open(".", s3).await.map_err(|e| e.to_string())?,
-        "",
-        &RestoreFrom::Path(path.into()),
-        s3,
-    )
-    .await
-    .map_err(|e| e.to_string())?
-    .ok_or("nothing to inspect")?;
+    let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
     Ok(s.metadata.info())
 }
 

@@ -4,12 +4,13 @@
 //! savepoint triggers and drives the end of bounded and stopped jobs.
 
 use super::decide::{self, PendingState};
-use super::restore::list_checkpoints;
+use super::lineage::{self, CommitError};
+use super::retention::{RetentionScope, RetentionWorker};
 use super::{Ack, Barrier, METADATA_FILE, SnapshotTarget, checkpoint_dir, now_ms, savepoint_dir_name};
 use crate::control::api::{CheckpointHistory, CheckpointStats, JobState, SavepointStatus, SnapshotKind, TriggerState};
 use crate::exec::messages::{Control, TaskEvent};
 use crate::state::snapshot::{CheckpointMetadata, FORMAT_VERSION, OperatorMetadata, encode_metadata};
-use crate::storage::{self, PutOutcome, S3Options, Store, join};
+use crate::storage::{self, S3Options, Store, join};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +50,14 @@ pub struct CoordinatorConfig {
     pub run_id: String,
     /// Fencing: checked right before every `_metadata` write.
     pub fence: Option<Arc<dyn Fence>>,
+    /// Consecutive failed checkpoints tolerated before the job fails with the last failure
+    /// (Flink's `execution.checkpointing.tolerable-failed-checkpoints`, default 0). Savepoints,
+    /// and checkpoints aborted for a stop-with-savepoint, do not count.
+    pub tolerable_failures: u32,
 }
+
+/// How long the retention worker may go on deleting when the job ends.
+const RETENTION_GRACE_AT_EXIT: Duration = Duration::from_secs(10);
 
 /// A fence that a stale coordinator fails: checked before committing a checkpoint.
 #[async_trait::async_trait]
@@ -147,7 +155,15 @@ pub async fn run(
     let mut ended: HashSet<usize> = HashSet::new();
     let mut finishing: Option<Outcome> = None;
     let mut final_requested = false;
-    let mut retention: Option<tokio::task::JoinHandle<()>> = None;
+    let retention = RetentionWorker::start(RetentionScope {
+        store: cfg.store.clone(),
+        job: cfg.job.clone(),
+        retained: cfg.retained,
+        run_id: cfg.run_id.clone(),
+        first_id: cfg.first_id,
+    });
+    let mut retention = Some(retention);
+    let mut failures = FailureCount::default();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     shared.lock().expect("lock").state = JobState::Running;
@@ -173,7 +189,9 @@ pub async fn run(
                         if pending.as_ref().is_some_and(|p| p.barrier.id == checkpoint_id) {
                             let p = pending.take().expect("checked");
                             tracing::warn!(checkpoint = checkpoint_id, task, %reason, "checkpoint declined");
-                            fail_pending(&p, &format!("declined by task {task}: {reason}"), &shared, &controls, &cfg);
+                            let reason = format!("declined by task {task}: {reason}");
+                            fail_pending(&p, &reason, &shared, &controls, &cfg);
+                            failures.failed(&p, &reason, &cfg).map_err(|m| job_failed(&shared, m))?;
                         }
                     }
                     TaskEvent::SourceExhausted { task } => {
@@ -187,9 +205,9 @@ pub async fn run(
                         if ended.len() == cfg.tasks {
                             send_all(&|| Control::Shutdown);
                             let outcome = finishing.clone().unwrap_or(Outcome::Finished);
-                            // The job is done: let the last retention pass finish before exiting.
+                            // The job is done: let the last retention pass finish (bounded).
                             if let Some(r) = retention.take() {
-                                let _ = r.await;
+                                r.finish(RETENTION_GRACE_AT_EXIT).await;
                             }
                             let mut s = shared.lock().expect("lock");
                             s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped };
@@ -198,20 +216,24 @@ pub async fn run(
                     }
                     TaskEvent::Failed { task, error } => {
                         let msg = if task == usize::MAX { error } else { format!("task {task} failed: {error}") };
-                        let mut s = shared.lock().expect("lock");
-                        s.state = JobState::Failed;
-                        s.failure = Some(msg.clone());
-                        for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
-                            t.state = TriggerState::Failed;
-                            t.error = Some("the job failed".into());
-                        }
-                        return Err(msg);
+                        return Err(job_failed(&shared, msg));
                     }
                 }
             }
             cmd = commands.recv(), if finishing.is_none() => {
                 if let Some(cmd) = cmd {
-                    queued.push_back(cmd);
+                    if cmd.stop {
+                        // A stop request supersedes an in-flight checkpoint or savepoint (which
+                        // may hang on its storage for its whole timeout) and goes first.
+                        if let Some(p) = pending.take_if(|p| !p.barrier.stop && !p.is_final) {
+                            let reason = format!("aborted: superseded by stop-with-savepoint {}", cmd.trigger_id);
+                            tracing::warn!(checkpoint = p.barrier.id, %reason);
+                            fail_pending(&p, &reason, &shared, &controls, &cfg);
+                        }
+                        queued.push_front(cmd);
+                    } else {
+                        queued.push_back(cmd);
+                    }
                 }
             }
             _ = tick.tick() => {}
@@ -226,15 +248,10 @@ pub async fn run(
                     match complete(&cfg, &p, &shared).await {
                         Ok(stats) => {
                             last_completion = Some(Instant::now());
+                            failures.completed(&p);
                             send_all(&|| Control::Complete(id));
-                            if stats.kind == SnapshotKind::Checkpoint {
-                                retention = Some(spawn_retention(
-                                    cfg.store.clone(),
-                                    cfg.job.clone(),
-                                    cfg.retained,
-                                    cfg.run_id.clone(),
-                                    cfg.first_id,
-                                ));
+                            if let Some(r) = &retention {
+                                r.completed(id);
                             }
                             if p.barrier.stop {
                                 shared.lock().expect("lock").stop_trigger = p.trigger_id.clone();
@@ -246,11 +263,13 @@ pub async fn run(
                                 for s in &cfg.sources {
                                     let _ = controls[*s].send(Control::Finish);
                                 }
+                                fail_queued(&mut queued, &shared);
                             }
                         }
                         Err(e) => {
                             tracing::error!(checkpoint = id, error = %e, "checkpoint could not be committed");
                             fail_pending(&p, &e, &shared, &controls, &cfg);
+                            failures.failed(&p, &e, &cfg).map_err(|m| job_failed(&shared, m))?;
                         }
                     }
                 }
@@ -261,13 +280,9 @@ pub async fn run(
                         "checkpoint timed out after {:?}",
                         cfg.timeout
                     );
-                    fail_pending(
-                        &p,
-                        &format!("timed out after {:?}", cfg.timeout),
-                        &shared,
-                        &controls,
-                        &cfg,
-                    );
+                    let reason = format!("timed out after {:?}", cfg.timeout);
+                    fail_pending(&p, &reason, &shared, &controls, &cfg);
+                    failures.failed(&p, &reason, &cfg).map_err(|m| job_failed(&shared, m))?;
                 }
                 PendingState::Waiting { .. } => {}
             }
@@ -283,15 +298,17 @@ pub async fn run(
                     cmd.directory,
                     false,
                 ))
-            } else if final_requested {
+            } else if final_requested && failures.may_retry_now() {
                 Some((SnapshotKind::Checkpoint, false, None, None, true))
-            } else if decide::should_trigger(
-                false,
-                last_trigger.map(|t| t.elapsed()),
-                last_completion.map(|t| t.elapsed()),
-                cfg.interval,
-                cfg.min_pause,
-            ) {
+            } else if !final_requested
+                && decide::should_trigger(
+                    false,
+                    last_trigger.map(|t| t.elapsed()),
+                    last_completion.map(|t| t.elapsed()),
+                    cfg.interval,
+                    cfg.min_pause,
+                )
+            {
                 Some((SnapshotKind::Checkpoint, false, None, None, false))
             } else {
                 None
@@ -378,6 +395,74 @@ fn fail_pending(
     }
 }
 
+/// Marks the job FAILED with `msg` (and its in-progress savepoints failed); returns `msg`.
+fn job_failed(shared: &Arc<Mutex<Shared>>, msg: String) -> String {
+    let mut s = shared.lock().expect("lock");
+    s.state = JobState::Failed;
+    s.failure = Some(msg.clone());
+    for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
+        t.state = TriggerState::Failed;
+        t.error = Some("the job failed".into());
+    }
+    msg
+}
+
+/// Savepoint requests still queued when the job stops: they will never be taken.
+fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Shared>>) {
+    let mut s = shared.lock().expect("lock");
+    for cmd in queued.drain(..) {
+        if let Some(t) = s.triggers.get_mut(&cmd.trigger_id) {
+            t.state = TriggerState::Failed;
+            t.error = Some("the job stopped before this savepoint was taken".into());
+        }
+    }
+}
+
+/// Consecutive failed checkpoints, against [`CoordinatorConfig::tolerable_failures`], and the
+/// backoff before the final checkpoint of a bounded job is tried again.
+#[derive(Default)]
+struct FailureCount {
+    consecutive: u32,
+    last_failure: Option<Instant>,
+}
+
+impl FailureCount {
+    /// A checkpoint failed. Savepoints do not count (as in Flink). Errors when the failures
+    /// exceed the tolerable number: the job fails with the cause.
+    fn failed(&mut self, p: &Pending, reason: &str, cfg: &CoordinatorConfig) -> Result<(), String> {
+        self.last_failure = Some(Instant::now());
+        if p.barrier.kind == SnapshotKind::Savepoint {
+            return Ok(());
+        }
+        self.consecutive += 1;
+        if self.consecutive > cfg.tolerable_failures {
+            return Err(format!(
+                "checkpoint {} failed: {reason} ({} consecutive checkpoint failure(s); \
+                 spec.checkpointing.tolerableFailedCheckpoints is {})",
+                p.barrier.id, self.consecutive, cfg.tolerable_failures
+            ));
+        }
+        Ok(())
+    }
+
+    /// A snapshot completed.
+    fn completed(&mut self, p: &Pending) {
+        if p.barrier.kind == SnapshotKind::Checkpoint {
+            self.consecutive = 0;
+        }
+    }
+
+    /// Whether a retry may start now: at once without failures, then after 0.2 s doubled per
+    /// consecutive failure, at most 10 s.
+    fn may_retry_now(&self) -> bool {
+        let Some(at) = self.last_failure else { return true };
+        let backoff = Duration::from_millis(200)
+            .saturating_mul(1 << self.consecutive.min(6))
+            .min(Duration::from_secs(10));
+        at.elapsed() >= backoff
+    }
+}
+
 /// Writes `_metadata` for a fully acknowledged checkpoint and records its statistics.
 async fn complete(
     cfg: &CoordinatorConfig,
@@ -426,16 +511,23 @@ async fn complete(
     let target = &p.barrier.target;
     let path = join(&target.dir, METADATA_FILE);
     failpoint("before-metadata", p.barrier.id);
-    match target.store.put_if_absent(&path, bytes::Bytes::from(bytes)).await {
-        Ok(PutOutcome::Created) => {}
-        Ok(PutOutcome::AlreadyExists) => {
+    match lineage::put_once(&target.store, &path, bytes::Bytes::from(bytes)).await {
+        Ok(()) => {}
+        Err(CommitError::Conflict { url }) => {
             return Err(format!(
-                "{} already exists: another coordinator committed checkpoint {}",
-                target.store.url(&path),
+                "{url} already exists with other content: another coordinator committed snapshot {}",
                 p.barrier.id
             ));
         }
-        Err(e) => return Err(e.to_string()),
+        Err(CommitError::Storage(e)) => return Err(e.to_string()),
+    }
+    if p.barrier.kind == SnapshotKind::Savepoint {
+        // Before any sink commits this savepoint's output: record it in the checkpoint store,
+        // so that a failover restores it rather than an older checkpoint.
+        let pointer = lineage::pointer_for(p.barrier.id, target.url(), &cfg.run_id);
+        lineage::write_pointer(&cfg.store, &cfg.job, &pointer)
+            .await
+            .map_err(|e| format!("recording savepoint {} in the checkpoint store: {e}", p.barrier.id))?;
     }
     failpoint("after-metadata", p.barrier.id);
     let completed_at_ms = now_ms();
@@ -482,50 +574,4 @@ fn failpoint(point: &str, id: u64) {
         eprintln!("weir: failpoint {point}:{id} reached, aborting");
         std::process::abort();
     }
-}
-
-/// Deletes checkpoints beyond retention in the background (never on the checkpoint path).
-///
-/// Retention manages only this run's lineage (`run_id` in `_metadata`, inherited when a run
-/// continues from one of its own checkpoints): completed checkpoints of other runs of the same
-/// job name are never deleted, and incomplete directories only when this run created them
-/// (`id >= first_id`).
-fn spawn_retention(
-    store: Store,
-    job: String,
-    retained: usize,
-    run_id: String,
-    first_id: u64,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let seen = match list_checkpoints(&store, &job).await {
-            Ok(s) => s,
-            Err(e) => return tracing::warn!(error = %e, "retention: cannot list checkpoints"),
-        };
-        let mut mine = Vec::with_capacity(seen.len());
-        for c in seen {
-            let keep = if c.completed {
-                crate::checkpoint::restore::load_metadata(&store, &checkpoint_dir(&job, c.id))
-                    .await
-                    .is_ok_and(|m| m.run_id.as_deref() == Some(run_id.as_str()))
-            } else {
-                c.id >= first_id
-            };
-            if keep {
-                mine.push(c);
-            }
-        }
-        for id in decide::retention_plan(&mine, retained) {
-            // `_metadata` first: a crash midway leaves an incomplete directory, never a
-            // "completed" checkpoint whose state files are gone.
-            let dir = checkpoint_dir(&job, id);
-            let deleted = match store.delete(&join(&dir, METADATA_FILE)).await {
-                Ok(()) => store.delete_prefix(&format!("{dir}/")).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = deleted {
-                tracing::warn!(checkpoint = id, error = %e, "retention: delete failed");
-            }
-        }
-    })
 }

@@ -6,7 +6,9 @@
 
 pub mod coordinator;
 pub mod decide;
+pub mod lineage;
 pub mod restore;
+pub mod retention;
 
 use crate::control::api::SnapshotKind;
 use crate::state::snapshot::StateHandle;

@@ -5,7 +5,8 @@
 //! key-group range overlaps its own and keeps the groups it owns. Operator state items (source
 //! splits, pending sink commits) of all old subtasks are pooled; each operator takes its share.
 
-use super::decide::{self, Compatibility, SeenCheckpoint};
+use super::decide::{self, Compatibility, LineageRecord, RestoreChoice, SeenCheckpoint};
+use super::lineage;
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
@@ -26,6 +27,20 @@ pub enum RestoreError {
     /// The restore point does not fit the job.
     #[error("{0}")]
     Incompatible(String),
+    /// The snapshot the restore rule chose cannot be restored, and no other may be used.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl RestoreError {
+    /// Whether repeating the restore cannot help (everything but a transient storage error):
+    /// a job whose restore fails permanently is FAILED at once instead of restarting.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            RestoreError::Storage(e) => !lineage::is_transient(e),
+            RestoreError::Corrupt(_) | RestoreError::Incompatible(_) | RestoreError::Refused(_) => true,
+        }
+    }
 }
 
 /// Which restore point to use.
@@ -33,7 +48,8 @@ pub enum RestoreError {
 pub enum RestoreFrom {
     /// Start empty.
     None,
-    /// The newest completed checkpoint of the job that verifies; empty start if none exists.
+    /// The newest completed snapshot (checkpoint or savepoint) recorded in the job's checkpoint
+    /// store; empty start if none exists. It must verify: there is no fallback.
     Latest,
     /// A checkpoint or savepoint directory URL (the one holding `_metadata`).
     Path(String),
@@ -54,7 +70,7 @@ pub struct LoadedSnapshot {
 /// `_metadata` is `RestoreError::Storage(StorageError::NotFound(..))`.
 pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadata, RestoreError> {
     let meta_path = join(dir, METADATA_FILE);
-    let bytes = store.get(&meta_path).await?;
+    let bytes = lineage::with_retries(&store.url(&meta_path), || store.get(&meta_path)).await?;
     Ok(decode_metadata(&store.url(&meta_path), &bytes)?)
 }
 
@@ -66,7 +82,7 @@ pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreErr
         for h in &op.handles {
             let path = join(dir, &h.file);
             let url = store.url(&path);
-            let bytes = store.get(&path).await?;
+            let bytes = lineage::with_retries(&url, || store.get(&path)).await?;
             if bytes.len() as u64 != h.size {
                 return Err(FormatError {
                     path: url,
@@ -113,55 +129,80 @@ pub async fn list_checkpoints(store: &Store, job: &str) -> Result<Vec<SeenCheckp
     Ok(v)
 }
 
-/// Resolves and loads the restore point. For [`RestoreFrom::Latest`], a checkpoint that fails
-/// verification is reported (with the file) and the previous completed one is tried.
+/// Resolves and loads the restore point by the one restore rule
+/// ([`decide::choose_restore_point`]): `lineage` is the run's own record when it has one (a
+/// failover restart or a restarted coordinator of the same run), `None` for a new run.
+///
+/// Transient storage errors are retried ([`lineage::with_retries`]) and then returned as they
+/// are. A chosen snapshot that is missing or corrupt is never replaced by an older one: the
+/// result is [`RestoreError::Refused`], naming the snapshot and the options.
 pub async fn resolve(
     store: &Store,
     job: &str,
     from: &RestoreFrom,
     s3: &S3Options,
+    lineage: Option<&LineageRecord>,
 ) -> Result<Option<LoadedSnapshot>, RestoreError> {
-    match from {
-        RestoreFrom::None => Ok(None),
-        RestoreFrom::Path(url) => {
-            let url = url.trim_end_matches('/');
-            let url = url
-                .strip_suffix(METADATA_FILE)
-                .map(|u| u.trim_end_matches('/'))
-                .unwrap_or(url);
-            let s = storage::open(url, s3).await?;
-            Ok(Some(load(&s, "").await?))
-        }
-        RestoreFrom::Latest => {
-            let seen = list_checkpoints(store, job).await?;
-            let candidates = decide::latest_candidates(&seen);
-            if candidates.is_empty() {
-                tracing::info!(job, "no completed checkpoint found; starting without state");
-                return Ok(None);
+    let seen = lineage::with_retries(&store.url(job), || lineage::list_snapshots(store, job)).await?;
+    match decide::choose_restore_point(from, lineage, &seen) {
+        RestoreChoice::Empty => {
+            if *from == RestoreFrom::Latest {
+                tracing::info!(
+                    job,
+                    "no completed checkpoint or savepoint found; starting without state"
+                );
             }
-            let mut last_err = None;
-            for id in candidates {
-                match load(store, &checkpoint_dir(job, id)).await {
-                    Ok(s) => {
-                        if last_err.is_some() {
-                            tracing::warn!(
-                                checkpoint = id,
-                                "falling back to checkpoint {id}, the newest one that verifies"
-                            );
-                            eprintln!("weir: falling back to checkpoint chk-{id} ({})", s.url);
-                        }
-                        return Ok(Some(s));
+            Ok(None)
+        }
+        RestoreChoice::Url(url) => Ok(Some(load_url(&url, s3).await?)),
+        RestoreChoice::Stored { id, savepoint } => {
+            let (name, url, loaded) = if savepoint {
+                let name = format!("savepoint {id}");
+                match lineage::read_pointer(store, job, id).await {
+                    Ok(pointer) => {
+                        let loaded = load_url(&pointer.url, s3).await;
+                        (name, pointer.url, loaded)
                     }
                     Err(e) => {
-                        tracing::error!(checkpoint = id, error = %e, "checkpoint is unusable");
-                        eprintln!("weir: checkpoint chk-{id} is unusable: {e}");
-                        last_err = Some(e);
+                        let url = store.url(&lineage::pointer_dir(job, id));
+                        (name, url, Err(RestoreError::Refused(e)))
                     }
                 }
+            } else {
+                let dir = checkpoint_dir(job, id);
+                let loaded = load(store, &dir).await;
+                (format!("checkpoint chk-{id}"), store.url(&dir), loaded)
+            };
+            match loaded {
+                Ok(snapshot) => Ok(Some(snapshot)),
+                Err(e) if !e.is_permanent() => Err(e),
+                Err(e) => Err(RestoreError::Refused(refusal(job, &name, &url, &e))),
             }
-            Err(last_err.expect("at least one candidate"))
         }
     }
+}
+
+/// The message for a newest snapshot that cannot be restored.
+fn refusal(job: &str, name: &str, url: &str, error: &RestoreError) -> String {
+    format!(
+        "{name} ({url}) is the newest snapshot of job {job} and cannot be restored: {error}. \
+         Its sink output may already be committed, so Weir does not go back to an older snapshot \
+         (that would write committed output a second time). Options: put the snapshot's files back \
+         from a copy and start again; or restore an older snapshot explicitly with `--restore <url>` \
+         (`weir checkpoints list` shows them) after removing the output committed after it; or start \
+         without state with `--restore none`"
+    )
+}
+
+/// Loads the snapshot whose directory URL is `url` (a trailing `/_metadata` is accepted).
+pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, RestoreError> {
+    let url = url.trim_end_matches('/');
+    let url = url
+        .strip_suffix(METADATA_FILE)
+        .map(|u| u.trim_end_matches('/'))
+        .unwrap_or(url);
+    let store = storage::open(url, s3).await?;
+    load(&store, "").await
 }
 
 /// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and

@@ -9,8 +9,7 @@ use super::fence::EpochFence;
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
-use crate::checkpoint::decide;
-use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::checkpoint::restore::RestoreFrom;
 use crate::control::api::{JobState, WorkerStatus};
 use crate::exec::messages::{Control, TaskEvent};
 use crate::exec::task::TaskMetrics;
@@ -89,29 +88,6 @@ impl Registry {
     }
 }
 
-/// The restore point of the first deployment: a restarted coordinator of the same run
-/// (same `--run-id`, which the operator sets per deployment generation) resumes from the newest
-/// completed checkpoint that this run wrote, instead of going back to `--restore`; any other
-/// start uses `--restore` exactly as given.
-pub async fn initial_restore(store: &Store, job: &str, run_id: &str, from: &RestoreFrom) -> RestoreFrom {
-    let Ok(seen) = restore::list_checkpoints(store, job).await else {
-        return from.clone();
-    };
-    let Some(&newest) = decide::latest_candidates(&seen).first() else {
-        return from.clone();
-    };
-    match restore::load_metadata(store, &crate::checkpoint::checkpoint_dir(job, newest)).await {
-        Ok(m) if m.run_id.as_deref() == Some(run_id) => {
-            tracing::info!(
-                checkpoint = newest,
-                "coordinator restarted: resuming this run from its latest checkpoint"
-            );
-            RestoreFrom::Latest
-        }
-        _ => from.clone(),
-    }
-}
-
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let job: Job =
@@ -168,23 +144,20 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     ));
     tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
 
-    let first_restore = initial_restore(&store, &job.name, &opts.run_id, &opts.restore).await;
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
     let mut attempt = 0u64;
     loop {
         attempt += 1;
-        let from = if attempt == 1 {
-            first_restore.clone()
-        } else {
-            RestoreFrom::Latest
-        };
+        // Every attempt applies the one restore rule to this run's lineage (see
+        // `exec::restore_for_run`): the first start of the run restores `--restore`; a failover
+        // or a restarted coordinator of the same run id, the newest snapshot of the lineage.
         let result = run_attempt(
             &job,
             &manifest,
             &store,
             &fence,
-            &from,
+            &opts.restore,
             attempt,
             &opts,
             &registry,
@@ -212,10 +185,16 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 }
                 return serve_forever().await;
             }
-            Err(reason) => {
+            Err(failure) => {
                 cancel_attempt(&registry, attempt);
+                let reason = failure.message;
                 let now = started.elapsed();
-                match restart::decide(&opts.restart, &restarts, now) {
+                let decision = if failure.permanent {
+                    RestartDecision::GiveUp("restarting cannot help".into())
+                } else {
+                    restart::decide(&opts.restart, &restarts, now)
+                };
+                match decision {
                     RestartDecision::Restart(delay) => {
                         restarts.push(now);
                         handle.restarts.fetch_add(1, Ordering::Relaxed);
@@ -297,7 +276,11 @@ async fn run_attempt(
     commands: &mut mpsc::UnboundedReceiver<SavepointCommand>,
     p: usize,
     n_tasks: usize,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, exec::StartError> {
+    let transient = |message: String| exec::StartError {
+        message,
+        permanent: false,
+    };
     handle.shared.lock().expect("lock").state = JobState::Initializing;
     // Wait for enough slots.
     let mut waited = Instant::now();
@@ -319,7 +302,7 @@ async fn run_attempt(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let (snapshot, first_id) = exec::restore_for_run(job, store, from).await?;
+    let (snapshot, first_id) = exec::restore_for_run(job, store, from, Some(&opts.run_id)).await?;
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());
     handle.shared.lock().expect("lock").restored_from = restore_url.clone();
     // Slot sharing, as in Flink: slot k runs subtask k of every stage (one pipeline slice),
@@ -356,7 +339,7 @@ async fn run_attempt(
                 Some(w) => {
                     let _ = w.tx.send(ToWorker::Deploy(Box::new(d)));
                 }
-                None => return Err(format!("worker {id} left before deployment")),
+                None => return Err(transient(format!("worker {id} left before deployment"))),
             }
         }
     }
@@ -391,7 +374,9 @@ async fn run_attempt(
     let mut cfg = exec::coordinator_config(job, store.clone(), first_id, (0..p).collect(), &opts.run_id);
     cfg.fence = Some(fence.clone());
     drop(ev_tx);
-    ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await
+    ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone())
+        .await
+        .map_err(transient)
 }
 
 async fn serve_rpc(

@@ -158,26 +158,80 @@ pub fn storage_url(job: &Job, override_url: Option<&str>) -> String {
         .unwrap_or_else(|| DEFAULT_CHECKPOINT_STORAGE.to_string())
 }
 
-/// Resolves and verifies the restore point, checks it against the job, commits the pending
-/// sink parts it records (2PC recovery), and computes the first checkpoint id of the run.
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartError {
+    /// The user-facing message.
+    pub message: String,
+    /// Repeating the start cannot help (a refused or incompatible restore point): the job is
+    /// FAILED at once rather than restarted.
+    pub permanent: bool,
+}
+
+impl From<StartError> for String {
+    fn from(e: StartError) -> String {
+        e.message
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Resolves and verifies the restore point by the one restore rule, checks it against the job,
+/// commits the pending sink parts it records (2PC recovery), and computes the first snapshot id
+/// of the run.
+///
+/// `run_id`: the run of a coordinator whose attempts and restarts share one lineage. Its
+/// [`LineageRecord`](crate::checkpoint::decide::LineageRecord) is read (a failover or a restarted
+/// coordinator restores the newest snapshot of the lineage) or written (a new run). `None` for
+/// `weir run`, whose process is its only attempt.
 pub async fn restore_for_run(
     job: &Job,
     store: &storage::Store,
     from: &RestoreFrom,
-) -> Result<(Option<LoadedSnapshot>, u64), String> {
+    run_id: Option<&str>,
+) -> Result<(Option<LoadedSnapshot>, u64), StartError> {
+    use crate::checkpoint::lineage;
+    let transient = |message: String| StartError {
+        message,
+        permanent: false,
+    };
     let s3 = s3_options(job);
-    let snapshot = restore::resolve(store, &job.name, from, &s3)
+    let recorded = match run_id {
+        Some(run) => lineage::read_lineage(store, &job.name, run).await.map_err(transient)?,
+        None => None,
+    };
+    let snapshot = restore::resolve(store, &job.name, from, &s3, recorded.as_ref())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| StartError {
+            message: e.to_string(),
+            permanent: e.is_permanent(),
+        })?;
     if let Some(s) = &snapshot {
-        restore::check(s, job).map_err(|e| e.to_string())?;
+        restore::check(s, job).map_err(|e| StartError {
+            message: e.to_string(),
+            permanent: true,
+        })?;
         tracing::info!(from = %s.url, checkpoint = s.metadata.checkpoint_id, "restoring");
-        commit_restored_sinks(job, s).await?;
+        commit_restored_sinks(job, s).await.map_err(transient)?;
     }
-    let seen = restore::list_checkpoints(store, &job.name)
+    let seen = lineage::with_retries(&store.url(&job.name), || lineage::list_snapshots(store, &job.name))
         .await
-        .map_err(|e| e.to_string())?;
-    let first_id = decide::next_checkpoint_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+        .map_err(|e| transient(e.to_string()))?;
+    let first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    if let (Some(run), None) = (run_id, &recorded) {
+        let record = crate::checkpoint::decide::LineageRecord {
+            run_id: run.to_string(),
+            first_id,
+            root: snapshot.as_ref().map(|s| s.url.clone()),
+        };
+        lineage::record_lineage(store, &job.name, &record)
+            .await
+            .map_err(transient)?;
+    }
     Ok((snapshot, first_id))
 }
 
@@ -356,6 +410,7 @@ pub fn coordinator_config(
         first_id,
         run_id: run_id.to_string(),
         fence: None,
+        tolerable_failures: job.spec.checkpointing.tolerable_failed_checkpoints,
     }
 }
 
@@ -366,7 +421,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let store = storage::open(&storage_url(&job, opts.checkpoint_storage.as_deref()), &s3)
         .await
         .map_err(|e| e.to_string())?;
-    let (snapshot, first_id) = restore_for_run(&job, &store, &opts.restore).await?;
+    let (snapshot, first_id) = restore_for_run(&job, &store, &opts.restore, None).await?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3,
@@ -417,10 +472,14 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     drop(ev_tx);
     // The lineage continues when this run restored one of the job's own checkpoints, so
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
+    // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a
+    // non-stopping savepoint of that run).
     let lineage = ctx
         .snapshot
         .as_ref()
-        .filter(|s| s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint)
+        .filter(|s| {
+            s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint || opts.restore == RestoreFrom::Latest
+        })
         .and_then(|s| s.metadata.run_id.clone())
         .unwrap_or_else(|| ctx.run_id.clone());
     let cfg = coordinator_config(&job, store, first_id, sources, &lineage);

@@ -187,6 +187,9 @@ impl TaskCore {
         let (task, subtask, parallelism, events) = (self.index, self.subtask, self.parallelism, self.events.clone());
         tokio::spawn(async move {
             let t = Instant::now();
+            if upload_hangs(barrier.id) {
+                return std::future::pending::<()>().await;
+            }
             match upload(&barrier, subtask, parallelism, parts).await {
                 Ok(operators) => {
                     let _ = events.send(TaskEvent::Ack(Ack {
@@ -241,6 +244,12 @@ enum Flow {
     Continue,
     Exit,
     Source(Control),
+}
+
+/// Test hook: `WEIR_FAILPOINT=hang-upload:<id>` makes every subtask's upload of snapshot `id`
+/// hang for ever, as on storage that stopped answering. Unset in production.
+fn upload_hangs(id: u64) -> bool {
+    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
 }
 
 async fn upload(

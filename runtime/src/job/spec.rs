@@ -109,6 +109,12 @@ pub struct CheckpointingSpec {
     /// Number of completed checkpoints kept; older ones are deleted off the processing path.
     #[serde(default = "default_retained")]
     pub retained: u32,
+    /// Consecutive checkpoint failures (declined, timed out, or not committed) tolerated before
+    /// the job fails with the cause; as Flink's `tolerable-failed-checkpoints`, default 0: the
+    /// first failure fails the job (a cluster job then restarts by its restart strategy).
+    /// Savepoint failures never count.
+    #[serde(default)]
+    pub tolerable_failed_checkpoints: u32,
 }
 
 fn default_interval() -> String {
@@ -133,6 +139,7 @@ impl Default for CheckpointingSpec {
             mode: CheckpointMode::default(),
             storage: None,
             retained: default_retained(),
+            tolerable_failed_checkpoints: 0,
         }
     }
 }

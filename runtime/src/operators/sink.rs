@@ -29,6 +29,33 @@ pub struct PendingPart {
     pub records: u64,
 }
 
+/// A pending part as the sink's checkpointed state holds it: the part and the output directory
+/// it belongs to (`output_url`, as the store names it), so that a restore commits it where it
+/// was written even if the job's `path` changed since (the new path only gets new parts).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingCommit {
+    /// The part.
+    pub part: PendingPart,
+    /// URL of the output directory the upload belongs to.
+    pub output_url: String,
+}
+
+impl PendingCommit {
+    /// Decodes a state item: a [`PendingCommit`], or a bare [`PendingPart`] written before the
+    /// output URL was recorded (committed against `default_output`, the job's current path).
+    pub fn decode(item: &[u8], default_output: &str) -> Result<PendingCommit, String> {
+        if let Ok(commit) = postcard::from_bytes::<PendingCommit>(item) {
+            return Ok(commit);
+        }
+        postcard::from_bytes::<PendingPart>(item)
+            .map(|part| PendingCommit {
+                part,
+                output_url: default_output.to_string(),
+            })
+            .map_err(|e| format!("pending commit does not decode: {e}"))
+    }
+}
+
 /// The transactional file sink subtask.
 pub struct FileSink {
     store: Store,
@@ -112,7 +139,17 @@ impl StreamOperator for FileSink {
             });
             self.records_in_part = 0;
         }
-        let items: Vec<Vec<u8>> = self.pending.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?;
+        let output_url = self.store.url("");
+        let items: Vec<Vec<u8>> = self
+            .pending
+            .iter()
+            .map(|part| {
+                postcard::to_stdvec(&PendingCommit {
+                    part: part.clone(),
+                    output_url: output_url.clone(),
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Some(Box::new(move || {
             Ok(EncodedState {
                 state_names: vec!["operator:pending-commits".into()],
@@ -147,20 +184,26 @@ fn slow_sink_delay() -> Option<u64> {
     })
 }
 
-/// Commits the pending parts recorded in a restore point for a file sink writing to `path`
-/// (idempotent: parts already committed are left as they are). Returns the number committed.
+/// Commits the pending parts recorded in a restore point for a file sink (idempotent: parts
+/// already committed are left as they are). Each part is committed in the output directory it
+/// was written to (recorded with it); `path`, the job's current output path, serves only for
+/// state written before that was recorded. Returns the number committed.
 pub async fn commit_restored(path: &str, items: &[Vec<u8>], s3: &S3Options) -> TaskResult<usize> {
-    if items.is_empty() {
-        return Ok(0);
-    }
-    let store = storage::open(path, s3).await?;
+    let mut stores: std::collections::HashMap<String, Store> = std::collections::HashMap::new();
     for item in items {
-        let p: PendingPart =
-            postcard::from_bytes(item).map_err(|e| TaskError(format!("pending commit does not decode: {e}")))?;
-        store.complete_multipart(&p.upload).await.map_err(|e| {
+        let commit = PendingCommit::decode(item, path).map_err(TaskError)?;
+        let store = match stores.get(&commit.output_url) {
+            Some(store) => store.clone(),
+            None => {
+                let store = storage::open(&commit.output_url, s3).await?;
+                stores.insert(commit.output_url.clone(), store.clone());
+                store
+            }
+        };
+        store.complete_multipart(&commit.part.upload).await.map_err(|e| {
             TaskError(format!(
-                "committing pending part {} of checkpoint {}: {e}",
-                p.upload.path, p.checkpoint_id
+                "committing pending part {} of checkpoint {} in {}: {e}",
+                commit.part.upload.path, commit.part.checkpoint_id, commit.output_url
             ))
         })?;
     }

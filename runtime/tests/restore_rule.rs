@@ -1,0 +1,232 @@
+//! The one restore rule on `weir run`: the restore point is the newest snapshot whose sink
+//! output may have been committed, checkpoints and savepoints alike; it is never silently
+//! replaced by an older one; pending commits go where they were written; a stop request is not
+//! blocked by a hung savepoint. Each test is a failure sequence that duplicated committed output
+//! or blocked before (issue 8), compared record by record with the independent word count.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `weir savepoint trigger --url API [--stop]` as a child process; returns it unwaited.
+fn trigger(api: &str, stop: bool) -> std::process::Child {
+    let mut args = vec!["savepoint", "trigger", "--url", api, "--timeout", "120s"];
+    if stop {
+        args.push("--stop");
+    }
+    Command::new(weir())
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finished(child: std::process::Child) -> (bool, String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn snapshot_ids(dir: &std::path::Path, prefix: &str) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(dir.join("checkpoints/wordcount"))
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix(prefix)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Waits until the job's control API reports a completed checkpoint.
+fn wait_first_checkpoint(api: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/job")])
+            .output()
+            .unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if status["lastCompletedCheckpoint"]["id"].as_u64().is_some() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint completed: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_crash_after_a_non_stopping_savepoint_restores_the_savepoint_not_an_older_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    // Checkpoint 1 at the start, the next one only after 30 s: the savepoint is the newest
+    // snapshot when the process dies, and its completion committed output.
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "30s", Some(3000), None);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (ok, savepoint, err) = finished(trigger(&api, false));
+    assert!(ok, "savepoint failed: {err}");
+    // Let the sinks commit the savepoint's output, then crash.
+    std::thread::sleep(Duration::from_millis(300));
+    w.kill9();
+    let committed_before = local_output(&dir.path().join("output")).len();
+    assert!(committed_before > 0, "the savepoint committed output");
+
+    let log = Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "crash after a non-stopping savepoint",
+    );
+    // Ids are unique across checkpoints and savepoints: no checkpoint took the savepoint's id.
+    let savepoint_id: u64 = savepoint.rsplit('-').next().unwrap().parse().unwrap();
+    assert!(
+        !snapshot_ids(dir.path(), "chk-").contains(&savepoint_id),
+        "a checkpoint reused savepoint id {savepoint_id}: {:?}; {log}",
+        snapshot_ids(dir.path(), "chk-")
+    );
+}
+
+#[test]
+fn an_unreadable_newest_checkpoint_is_refused_naming_it_and_the_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    std::thread::sleep(Duration::from_millis(1500));
+    w.kill9();
+    let completed: Vec<u64> = snapshot_ids(dir.path(), "chk-")
+        .into_iter()
+        .filter(|id| {
+            dir.path()
+                .join(format!("checkpoints/wordcount/chk-{id}/_metadata"))
+                .exists()
+        })
+        .collect();
+    assert!(completed.len() >= 2, "two completed checkpoints: {completed:?}");
+    let newest = *completed.last().unwrap();
+    let victim = dir
+        .path()
+        .join(format!("checkpoints/wordcount/chk-{newest}/counts-1.state"));
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&victim, bytes).unwrap();
+    let output_before = local_output(&dir.path().join("output"));
+
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "restoring past an unreadable newest checkpoint must fail: {log}");
+    for needle in [
+        format!("checkpoint chk-{newest}"),
+        "counts-1.state".to_string(),
+        "checksum mismatch".to_string(),
+        "--restore none".to_string(),
+        "--restore <url>".to_string(),
+    ] {
+        assert!(log.contains(&needle), "the refusal names `{needle}`: {log}");
+    }
+    assert!(!log.contains("panicked"), "{log}");
+    assert_eq!(
+        local_output(&dir.path().join("output")),
+        output_before,
+        "a refused restore commits nothing"
+    );
+}
+
+#[test]
+fn pending_commits_go_to_the_output_path_they_were_written_to_after_the_path_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "30s", Some(3000), None);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    std::thread::sleep(Duration::from_millis(1000));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let moved = dir.path().join("output-moved");
+    let set = format!("spec.job.steps.5.sink.file.path={}", moved.display());
+    Weir::run(&m, &["--restore", &savepoint, "--set", &set], &[]).wait_ok();
+    let old = local_output(&dir.path().join("output"));
+    let new = local_output(&moved);
+    assert!(!old.is_empty() && !new.is_empty(), "output in both directories");
+    let mut all = [old, new].concat();
+    all.sort();
+    assert_same_multiset(&all, &expected_wordcount(), "output path changed across a savepoint");
+}
+
+#[test]
+fn stop_with_savepoint_supersedes_a_hung_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    // Checkpoint 1 at the start; the savepoint gets id 2 and its uploads hang.
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "1h", Some(3000), None);
+    let env = [("WEIR_FAILPOINT".to_string(), "hang-upload:2".to_string())];
+    let w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    let hung = trigger(&api, false);
+    std::thread::sleep(Duration::from_millis(1000));
+    let started = Instant::now();
+    let (ok, savepoint, err) = finished(trigger(&api, true));
+    assert!(ok, "stop-with-savepoint failed: {err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stop-with-savepoint waited {:?} behind the hung savepoint",
+        started.elapsed()
+    );
+    w.wait_ok();
+    let (hung_ok, _, hung_err) = finished(hung);
+    assert!(
+        !hung_ok && hung_err.contains("superseded by stop-with-savepoint"),
+        "{hung_err}"
+    );
+    Weir::run(&m, &["--restore", &savepoint], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "stop after a hung savepoint",
+    );
+}
+
+#[test]
+fn unwritable_checkpoint_storage_fails_the_job_with_the_storage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // Checkpoint storage under /proc: listing works (nothing there), every write fails, for
+    // root too (as storage without write permission does for a pod).
+    let paths = Paths {
+        checkpoints: "/proc/weir-unwritable".into(),
+        ..Paths::local(dir.path())
+    };
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", None, None);
+    let started = Instant::now();
+    let (ok, log) = Weir::run(&m, &[], &[]).wait();
+    assert!(!ok, "the job must fail: {log}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "failed only after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        log.contains("tolerableFailedCheckpoints") && log.contains("/proc/weir-unwritable"),
+        "the failure names the storage error and the setting: {log}"
+    );
+    assert!(
+        local_output(&dir.path().join("output")).is_empty(),
+        "nothing is committed without a checkpoint"
+    );
+}
