@@ -345,6 +345,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn newest_refuses_an_unreadable_newest_snapshot_and_follows_savepoint_pointers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap().to_string();
+        let s = spec(&root);
+        let snaps = ObjectStoreSnapshots;
+        let store = storage::open(&root, &S3Options::default()).await.unwrap();
+        write_meta(&root, "chk/j/chk-3", 3, SnapshotKind::Checkpoint, 30).await;
+        // A non-stopping savepoint taken into a directory of the trigger's choosing: only its
+        // pointer in the checkpoint store says it exists.
+        write_meta(&root, "elsewhere/savepoint-j-4", 4, SnapshotKind::Savepoint, 40).await;
+        let pointer =
+            weir_runtime::checkpoint::lineage::pointer_for(4, format!("file://{root}/elsewhere/savepoint-j-4"), "run");
+        let store_chk = storage::open(&format!("{root}/chk"), &S3Options::default())
+            .await
+            .unwrap();
+        weir_runtime::checkpoint::lineage::write_pointer(&store_chk, "j", &pointer)
+            .await
+            .unwrap();
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        assert_eq!((n.id, n.kind), (4, SnapshotKind::Savepoint));
+        // The newest checkpoint's `_metadata` is damaged: no silent fallback to savepoint 4.
+        store
+            .put("chk/j/chk-5/_metadata", Bytes::from_static(b"garbage"))
+            .await
+            .unwrap();
+        let err = snaps.newest(&s, &S3Options::default(), "j").await.unwrap_err();
+        assert!(err.contains("snapshot 5") && err.contains("chk-5"), "{err}");
+    }
+
+    #[tokio::test]
     async fn inspect_reads_metadata_and_classifies_failures() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_str().unwrap().to_string();

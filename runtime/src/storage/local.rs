@@ -111,13 +111,11 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-#[async_trait]
-impl ObjectStore for LocalStore {
-    fn url(&self, path: &str) -> String {
-        format!("file://{}", self.full(path).display())
-    }
-
-    async fn put(&self, path: &str, data: Bytes) -> Result<()> {
+/// The blocking bodies of the [`ObjectStore`] methods; the trait runs each on tokio's blocking
+/// pool, so a slow disk (an `fsync` of a large part can take seconds) never stalls the async
+/// threads that carry heartbeats and records.
+impl LocalStore {
+    fn put_blocking(&self, path: &str, data: Bytes) -> Result<()> {
         let target = self.full(path);
         let tmp = self.write_tmp(&target, &data)?;
         std::fs::rename(&tmp, &target).map_err(|e| io(&target, e))?;
@@ -125,7 +123,7 @@ impl ObjectStore for LocalStore {
         Ok(())
     }
 
-    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
+    fn put_if_absent_blocking(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
         let target = self.full(path);
         let tmp = self.write_tmp(&target, &data)?;
         let res = std::fs::hard_link(&tmp, &target);
@@ -140,12 +138,12 @@ impl ObjectStore for LocalStore {
         }
     }
 
-    async fn get(&self, path: &str) -> Result<Bytes> {
+    fn get_blocking(&self, path: &str) -> Result<Bytes> {
         let p = self.full(path);
         std::fs::read(&p).map(Bytes::from).map_err(|e| io(&p, e))
     }
 
-    async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
+    fn get_from_blocking(&self, path: &str, offset: u64) -> Result<Bytes> {
         use std::io::{Read, Seek, SeekFrom};
         let p = self.full(path);
         let mut f = std::fs::File::open(&p).map_err(|e| io(&p, e))?;
@@ -155,11 +153,11 @@ impl ObjectStore for LocalStore {
         Ok(Bytes::from(buf))
     }
 
-    async fn exists(&self, path: &str) -> Result<bool> {
+    fn exists_blocking(&self, path: &str) -> Result<bool> {
         Ok(self.full(path).is_file())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+    fn list_blocking(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         // Walk the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = match prefix.rfind('/') {
             Some(i) => &prefix[..i],
@@ -184,7 +182,7 @@ impl ObjectStore for LocalStore {
         Ok(out)
     }
 
-    async fn delete(&self, path: &str) -> Result<()> {
+    fn delete_blocking(&self, path: &str) -> Result<()> {
         let p = self.full(path);
         match std::fs::remove_file(&p) {
             Ok(()) => {}
@@ -202,7 +200,7 @@ impl ObjectStore for LocalStore {
         Ok(())
     }
 
-    async fn delete_prefix(&self, prefix: &str) -> Result<()> {
+    fn delete_prefix_blocking(&self, prefix: &str) -> Result<()> {
         let p = self.full(prefix.trim_end_matches('/'));
         if prefix.ends_with('/') && p.is_dir() {
             return match std::fs::remove_dir_all(&p) {
@@ -211,13 +209,13 @@ impl ObjectStore for LocalStore {
                 Err(e) => Err(io(&p, e)),
             };
         }
-        for o in self.list(prefix).await? {
-            self.delete(&o.path).await?;
+        for o in self.list_blocking(prefix)? {
+            self.delete_blocking(&o.path)?;
         }
         Ok(())
     }
 
-    async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {
+    fn create_multipart_blocking(&self, path: &str) -> Result<MultipartUpload> {
         let n = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -233,7 +231,7 @@ impl ObjectStore for LocalStore {
         Ok(upload)
     }
 
-    async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
+    fn upload_part_blocking(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
         let number = upload.parts.len() as i32 + 1;
         let dir = self.staging(upload);
         let part = dir.join(format!("{number:05}"));
@@ -245,7 +243,7 @@ impl ObjectStore for LocalStore {
         Ok(())
     }
 
-    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+    fn complete_multipart_blocking(&self, upload: &MultipartUpload) -> Result<()> {
         let target = self.full(&upload.path);
         let dir = self.staging(upload);
         if target.is_file() {
@@ -261,32 +259,122 @@ impl ObjectStore for LocalStore {
         if !dir.exists() {
             return Err(StorageError::NotFound(dir.display().to_string()));
         }
-        let mut data = Vec::new();
+        // Concatenate the parts into a temporary file by streaming (never all in memory).
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        let tmp = self.tmp_for(&target);
+        let mut out = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
         for (number, len) in &upload.parts {
             let part = dir.join(format!("{number:05}"));
-            let bytes = std::fs::read(&part).map_err(|e| io(&part, e))?;
-            if bytes.len().to_string() != *len {
+            let mut input = std::fs::File::open(&part).map_err(|e| io(&part, e))?;
+            let copied = std::io::copy(&mut input, &mut out).map_err(|e| io(&part, e))?;
+            if copied.to_string() != *len {
+                let _ = std::fs::remove_file(&tmp);
                 return Err(io(
                     &part,
-                    std::io::Error::other(format!("part has {} bytes, expected {len}", bytes.len())),
+                    std::io::Error::other(format!("part has {copied} bytes, expected {len}")),
                 ));
             }
-            data.extend_from_slice(&bytes);
         }
-        let tmp = self.write_tmp(&target, &data)?;
+        out.sync_all().map_err(|e| io(&tmp, e))?;
+        drop(out);
         std::fs::rename(&tmp, &target).map_err(|e| io(&target, e))?;
         sync_dir(target.parent());
         std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
         Ok(())
     }
 
-    async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+    fn abort_multipart_blocking(&self, upload: &MultipartUpload) -> Result<()> {
         let dir = self.staging(upload);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io(&dir, e)),
         }
+    }
+}
+
+/// Runs `work` on tokio's blocking pool with a clone of the store.
+async fn blocking<T: Send + 'static>(
+    store: &LocalStore,
+    work: impl FnOnce(LocalStore) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || work(store))
+        .await
+        .map_err(|e| StorageError::Io {
+            path: "local store".into(),
+            source: std::io::Error::other(format!("blocking task failed: {e}")),
+        })?
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    fn url(&self, path: &str) -> String {
+        format!("file://{}", self.full(path).display())
+    }
+
+    async fn put(&self, path: &str, data: Bytes) -> Result<()> {
+        let path = path.to_string();
+        blocking(self, move |s| s.put_blocking(&path, data)).await
+    }
+
+    async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
+        let path = path.to_string();
+        blocking(self, move |s| s.put_if_absent_blocking(&path, data)).await
+    }
+
+    async fn get(&self, path: &str) -> Result<Bytes> {
+        let path = path.to_string();
+        blocking(self, move |s| s.get_blocking(&path)).await
+    }
+
+    async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
+        let path = path.to_string();
+        blocking(self, move |s| s.get_from_blocking(&path, offset)).await
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        let path = path.to_string();
+        blocking(self, move |s| s.exists_blocking(&path)).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let prefix = prefix.to_string();
+        blocking(self, move |s| s.list_blocking(&prefix)).await
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        let path = path.to_string();
+        blocking(self, move |s| s.delete_blocking(&path)).await
+    }
+
+    async fn delete_prefix(&self, prefix: &str) -> Result<()> {
+        let prefix = prefix.to_string();
+        blocking(self, move |s| s.delete_prefix_blocking(&prefix)).await
+    }
+
+    async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {
+        let path = path.to_string();
+        blocking(self, move |s| s.create_multipart_blocking(&path)).await
+    }
+
+    async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
+        let mut owned = upload.clone();
+        let owned = blocking(self, move |s| s.upload_part_blocking(&mut owned, data).map(|()| owned)).await?;
+        *upload = owned;
+        Ok(())
+    }
+
+    async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        let upload = upload.clone();
+        blocking(self, move |s| s.complete_multipart_blocking(&upload)).await
+    }
+
+    async fn abort_multipart(&self, upload: &MultipartUpload) -> Result<()> {
+        let upload = upload.clone();
+        blocking(self, move |s| s.abort_multipart_blocking(&upload)).await
     }
 }
 
