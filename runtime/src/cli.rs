@@ -4,6 +4,8 @@ use crate::checkpoint::restore::{self, RestoreFrom};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
+use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg};
+use crate::output;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -188,15 +190,6 @@ pub enum CheckpointsCmd {
     },
 }
 
-/// Parses `--restore`.
-pub fn restore_from(arg: Option<&str>) -> RestoreFrom {
-    match arg {
-        None | Some("none") => RestoreFrom::None,
-        Some("latest") => RestoreFrom::Latest,
-        Some(p) => RestoreFrom::Path(p.to_string()),
-    }
-}
-
 /// Initializes tracing on stderr.
 pub fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
@@ -225,9 +218,7 @@ pub async fn main(cli: Cli) -> i32 {
             let c = crate::control::client::Client::new(&url);
             c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
                 .await
-                .map(|s| {
-                    println!("{}", s.path.unwrap_or_default());
-                })
+                .and_then(|s| output::print_line(s.path.unwrap_or_default()))
         }
         Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
         Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
@@ -235,7 +226,7 @@ pub async fn main(cli: Cli) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("weir: error: {e}");
+            output::print_note(format_args!("weir: error: {e}"));
             1
         }
     }
@@ -247,6 +238,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         sets.push(format!("spec.parallelism={p}"));
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     let sinks: Vec<String> = job
         .operators
         .iter()
@@ -257,17 +249,17 @@ async fn run(a: RunArgs) -> Result<(), String> {
         .collect();
     let local_bytes: u64 = local_input_bytes(&job);
     let opts = RunOptions {
-        restore: restore_from(a.restore.as_deref()),
+        restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
     };
     let prepared = exec::prepare(job, opts).await?;
     let handle = prepared.handle.clone();
     let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
     let addr = server.addr;
-    eprintln!(
+    output::print_note(format_args!(
         "weir: job {} ({}) control API on http://{addr}",
         handle.job, handle.job_id
-    );
+    ));
     let bar = (std::io::stderr().is_terminal() && local_bytes > 0).then(|| {
         let b = indicatif::ProgressBar::new(local_bytes);
         b.set_style(
@@ -296,17 +288,17 @@ async fn run(a: RunArgs) -> Result<(), String> {
         Ok(o) => {
             match o {
                 crate::checkpoint::coordinator::Outcome::Finished => {
-                    eprintln!("weir: job {} finished", handle.job)
+                    output::print_note(format_args!("weir: job {} finished", handle.job))
                 }
                 crate::checkpoint::coordinator::Outcome::Stopped(p) => {
-                    eprintln!("weir: job {} stopped with savepoint {p}", handle.job)
+                    output::print_note(format_args!("weir: job {} stopped with savepoint {p}", handle.job))
                 }
             }
             if let Some(c) = last {
-                eprintln!("weir: last checkpoint {} at {}", c.id, c.path);
+                output::print_note(format_args!("weir: last checkpoint {} at {}", c.id, c.path));
             }
             for s in sinks {
-                eprintln!("weir: committed output in {s}");
+                output::print_note(format_args!("weir: committed output in {s}"));
             }
             Ok(())
         }
@@ -322,7 +314,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
     crate::cluster::coordinator::run(crate::cluster::coordinator::CoordinatorOptions {
         job_file: a.job,
         sets,
-        restore: restore_from(Some(&a.restore)),
+        restore: parse_restore_arg(&a.restore, local_path_exists)?,
         checkpoint_dir: a.checkpoint_dir,
         listen: a.listen,
         rpc_listen: a.rpc_listen,
@@ -388,20 +380,19 @@ pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, S
 async fn inspect(path: &str, json: bool) -> Result<(), String> {
     let info = snapshot_info(path, &S3Options::default()).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
-        return Ok(());
+        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
     }
-    println!(
+    output::print_line(format_args!(
         "{:?} {} of job {} (parallelism {}, maxParallelism {})",
         info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
-    );
-    println!(
+    ))?;
+    output::print_line(format_args!(
         "{:<24} {:<18} {:>10} {:>10}  state / key groups",
         "operator", "kind", "bytes", "entries"
-    );
+    ))?;
     for o in &info.operators {
         let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
-        println!(
+        output::print_line(format_args!(
             "{:<24} {:<18} {:>10} {:>10}  {} {}",
             o.uid,
             o.kind,
@@ -409,7 +400,7 @@ async fn inspect(path: &str, json: bool) -> Result<(), String> {
             o.entries,
             o.state_names.join(","),
             ranges.join(" ")
-        );
+        ))?;
     }
     Ok(())
 }
@@ -421,14 +412,26 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
     let seen = restore::list_checkpoints(&store, job)
         .await
         .map_err(|e| e.to_string())?;
+    if seen.is_empty() {
+        let local_dir = (!storage_url.starts_with("s3://"))
+            .then(|| std::path::PathBuf::from(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
+        let storage_exists = local_dir.is_none_or(|d| d.is_dir());
+        let holds_checkpoint_dirs = !store.list("chk-").await.map_err(|e| e.to_string())?.is_empty();
+        return Err(no_checkpoints_message(
+            storage_url.trim_end_matches('/'),
+            job,
+            storage_exists,
+            holds_checkpoint_dirs,
+        ));
+    }
     for c in seen.iter().rev() {
         let dir = crate::checkpoint::checkpoint_dir(job, c.id);
-        println!(
+        output::print_line(format_args!(
             "chk-{:<8} {:<10} {}",
             c.id,
             if c.completed { "completed" } else { "incomplete" },
             store.url(&dir)
-        );
+        ))?;
     }
     Ok(())
 }
