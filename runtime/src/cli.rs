@@ -4,7 +4,7 @@ use crate::checkpoint::restore::{self, RestoreFrom};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
-use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg};
+use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
 use crate::output;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
@@ -48,8 +48,8 @@ pub struct RunArgs {
     /// Override a manifest field: `--set spec.parallelism=4` (dotted path, YAML value).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism`.
-    #[arg(long)]
+    /// Override `spec.parallelism` (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore from `latest` (newest completed checkpoint of the job) or a checkpoint /
     /// savepoint directory URL.
@@ -76,8 +76,8 @@ pub struct CoordinatorArgs {
     /// Override a manifest field (as for `weir run`).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism`.
-    #[arg(long)]
+    /// Override `spec.parallelism` (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore point of the first deployment: `none`, `latest`, or a checkpoint / savepoint
     /// URL. A restarted coordinator of the same `--run-id` resumes from its run's newest
@@ -96,11 +96,11 @@ pub struct CoordinatorArgs {
     /// Run id, stable across restarts of this coordinator (default: random).
     #[arg(long, env = "WEIR_RUN_ID")]
     pub run_id: Option<String>,
-    /// Heartbeat interval.
-    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    /// Heartbeat interval (greater than 0).
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
-    /// A worker is lost after this long without a message.
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    /// A worker is lost after this long without a message (greater than 0).
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Delay before the first restart (doubles per restart in the window).
     #[arg(long, default_value = "1s", env = "WEIR_RESTART_BACKOFF")]
@@ -111,8 +111,8 @@ pub struct CoordinatorArgs {
     /// Maximum restarts within the window before the job is FAILED.
     #[arg(long, default_value_t = 10, env = "WEIR_RESTART_MAX_ATTEMPTS")]
     pub restart_max_attempts: usize,
-    /// The restart window.
-    #[arg(long, default_value = "10m", env = "WEIR_RESTART_WINDOW")]
+    /// The restart window (greater than 0).
+    #[arg(long, default_value = "10m", env = "WEIR_RESTART_WINDOW", value_parser = positive_duration)]
     pub restart_window: humantime::Duration,
     /// Exit when the job ends (FINISHED, STOPPED: 0; FAILED: 1) instead of serving its final
     /// status until terminated.
@@ -126,8 +126,8 @@ pub struct WorkerArgs {
     /// Coordinator RPC address (`host:port`).
     #[arg(long, env = "WEIR_COORDINATOR")]
     pub coordinator: String,
-    /// Task slots offered.
-    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS")]
+    /// Task slots offered (at least 1).
+    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS", value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
     /// Data listener address.
     #[arg(long, default_value = "0.0.0.0:6124", env = "WEIR_DATA_LISTEN")]
@@ -138,11 +138,11 @@ pub struct WorkerArgs {
     /// Worker id (default: `$HOSTNAME`, else `worker-<pid>`).
     #[arg(long, env = "WEIR_WORKER_ID")]
     pub worker_id: Option<String>,
-    /// Heartbeat interval.
-    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    /// Heartbeat interval (greater than 0).
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
-    /// The coordinator is lost after this long without a message.
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    /// The coordinator is lost after this long without a message (greater than 0).
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
     #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]
@@ -163,8 +163,8 @@ pub enum SavepointCmd {
         /// Stop the job after the savepoint (stop-with-savepoint).
         #[arg(long)]
         stop: bool,
-        /// How long to wait.
-        #[arg(long, default_value = "10m")]
+        /// How long to wait (greater than 0).
+        #[arg(long, default_value = "10m", value_parser = positive_duration)]
         timeout: humantime::Duration,
     },
     /// Show what a checkpoint or savepoint holds (verifying every file).

@@ -27,6 +27,20 @@ pub fn parse_restore_arg(arg: &str, local_path_exists: impl Fn(&str) -> bool) ->
     })
 }
 
+/// A duration argument (`500ms`, `5s`, `10m`) that must be greater than 0 (a zero heartbeat
+/// interval or timeout means nothing sensible); a clap value parser.
+///
+/// Errors: not a duration, or zero.
+pub fn positive_duration(arg: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = arg
+        .parse()
+        .map_err(|e| format!("`{arg}` is not a duration like `500ms`, `5s`, `10m`: {e}"))?;
+    if duration.is_zero() {
+        return Err("must be greater than 0".into());
+    }
+    Ok(duration)
+}
+
 /// Whether a local path exists (the I/O that [`parse_restore_arg`] is given).
 pub fn local_path_exists(path: &str) -> bool {
     std::path::Path::new(path).exists()
@@ -82,6 +96,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn numeric_arguments_of_zero_are_refused_naming_the_flag() {
+        use crate::cli::Cli;
+        use clap::Parser;
+        let worker = ["weir", "worker", "--coordinator", "c:6123"];
+        let coordinator = ["weir", "coordinator", "--job", "j.yaml"];
+        for (base, extra, flag) in [
+            (&worker[..], ["--slots", "0"], "--slots"),
+            (&worker[..], ["--heartbeat-interval", "0s"], "--heartbeat-interval"),
+            (&worker[..], ["--heartbeat-timeout", "0ms"], "--heartbeat-timeout"),
+            (&coordinator[..], ["--heartbeat-interval", "0s"], "--heartbeat-interval"),
+            (&coordinator[..], ["--restart-window", "0s"], "--restart-window"),
+            (&coordinator[..], ["--parallelism", "0"], "--parallelism"),
+            (&["weir", "run", "j.yaml"][..], ["--parallelism", "0"], "--parallelism"),
+            (&["weir", "savepoint", "trigger"][..], ["--timeout", "0s"], "--timeout"),
+        ] {
+            let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+            let e = Cli::try_parse_from(&args).unwrap_err().to_string();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+        let ok: Vec<&str> = worker.iter().chain(&["--slots", "2", "--heartbeat-interval", "500ms"]).copied().collect();
+        assert!(Cli::try_parse_from(&ok).is_ok());
+        assert_eq!(positive_duration("0s"), Err("must be greater than 0".into()));
+        assert!(positive_duration("soon").unwrap_err().contains("`soon` is not a duration"));
     }
 
     #[test]
