@@ -73,7 +73,8 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Crdgen { out_dir } => {
             for path in weir_operator::crd::write_all(&out_dir)? {
-                weir_runtime::output::print_line(format_args!("wrote {}", path.display())).map_err(anyhow::Error::msg)?;
+                weir_runtime::output::print_line(format_args!("wrote {}", path.display()))
+                    .map_err(anyhow::Error::msg)?;
             }
             Ok(())
         }

@@ -1,10 +1,10 @@
 //! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
 
 use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
-use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
 use crate::output;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};

@@ -50,7 +50,12 @@ pub fn local_path_exists(path: &str) -> bool {
 /// `storage_exists` is whether a local storage directory exists (always true for S3), and
 /// `holds_checkpoint_dirs` whether `chk-<n>` directories sit right at `storage_url` (it is a
 /// job's directory, not the storage).
-pub fn no_checkpoints_message(storage_url: &str, job: &str, storage_exists: bool, holds_checkpoint_dirs: bool) -> String {
+pub fn no_checkpoints_message(
+    storage_url: &str,
+    job: &str,
+    storage_exists: bool,
+    holds_checkpoint_dirs: bool,
+) -> String {
     if !storage_exists {
         return format!("checkpoint storage {storage_url} does not exist");
     }
@@ -63,7 +68,9 @@ pub fn no_checkpoints_message(storage_url: &str, job: &str, storage_exists: bool
             "{storage_url} holds chk-<n> directories itself: it is one job's directory, not the checkpoint storage; try `weir checkpoints list {parent} --job <that job's name>`"
         );
     }
-    format!("{storage_url} holds no checkpoints of job `{job}` (looked for {storage_url}/{job}/chk-<n>/); check the storage URL and the job's metadata.name")
+    format!(
+        "{storage_url} holds no checkpoints of job `{job}` (looked for {storage_url}/{job}/chk-<n>/); check the storage URL and the job's metadata.name"
+    )
 }
 
 #[cfg(test)]
@@ -92,7 +99,10 @@ mod tests {
                 Ok(from) => assert_eq!(got, Ok(from), "{arg}"),
                 Err(text) => {
                     let e = got.unwrap_err();
-                    assert!(e.starts_with(&format!("--restore `{arg}`")) && e.contains(text), "{arg}: {e}");
+                    assert!(
+                        e.starts_with(&format!("--restore `{arg}`")) && e.contains(text),
+                        "{arg}: {e}"
+                    );
                 }
             }
         }
@@ -118,10 +128,18 @@ mod tests {
             let e = Cli::try_parse_from(&args).unwrap_err().to_string();
             assert!(e.contains(flag), "{args:?}: {e}");
         }
-        let ok: Vec<&str> = worker.iter().chain(&["--slots", "2", "--heartbeat-interval", "500ms"]).copied().collect();
+        let ok: Vec<&str> = worker
+            .iter()
+            .chain(&["--slots", "2", "--heartbeat-interval", "500ms"])
+            .copied()
+            .collect();
         assert!(Cli::try_parse_from(&ok).is_ok());
         assert_eq!(positive_duration("0s"), Err("must be greater than 0".into()));
-        assert!(positive_duration("soon").unwrap_err().contains("`soon` is not a duration"));
+        assert!(
+            positive_duration("soon")
+                .unwrap_err()
+                .contains("`soon` is not a duration")
+        );
     }
 
     #[test]

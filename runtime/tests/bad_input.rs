@@ -87,12 +87,16 @@ fn zero_rate_limit_is_rejected_naming_the_field() {
     let m = generator_manifest(dir.path(), ", maxRecordsPerSecond: 0", "");
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
-    let want = "job.yaml: spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1; omit it for no limit";
+    let want =
+        "job.yaml: spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1; omit it for no limit";
     assert!(err.contains(want), "{err}");
     let m = generator_manifest(dir.path(), "", "");
     let (code, err) = run(&m, &["--set", "spec.job.steps.0.source.generator.splits=0"]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("spec.job.steps[0].source.generator.splits: must be at least 1"), "{err}");
+    assert!(
+        err.contains("spec.job.steps[0].source.generator.splits: must be at least 1"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -125,7 +129,9 @@ fn typos_in_the_manifest_and_in_set_paths_are_errors_with_a_suggestion() {
 fn schema_errors_name_the_file_and_the_field_path() {
     let dir = tempfile::tempdir().unwrap();
     let m = generator_manifest(dir.path(), "", "");
-    let text = std::fs::read_to_string(&m).unwrap().replace("parallelism: 1", "parallelism: two");
+    let text = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("parallelism: 1", "parallelism: two");
     std::fs::write(&m, text).unwrap();
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
@@ -142,7 +148,10 @@ fn restore_argument_must_be_none_latest_or_an_existing_snapshot() {
     let m = generator_manifest(dir.path(), "", "");
     let (code, err) = run(&m, &["--restore", "lastest"]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("--restore `lastest`") && err.contains("did you mean `latest`?"), "{err}");
+    assert!(
+        err.contains("--restore `lastest`") && err.contains("did you mean `latest`?"),
+        "{err}"
+    );
     let missing = dir.path().join("no-such-savepoint");
     let (code, err) = run(&m, &["--restore", missing.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{err}");

@@ -30,7 +30,11 @@ impl StreamJobSpec {
                 Some(self.rollback.readiness_timeout.as_str()),
                 "set `rollback.enabled: false` for no rollback",
             ),
-            ("spec.health.restartWindow", Some(self.health.restart_window.as_str()), "e.g. `1h`"),
+            (
+                "spec.health.restartWindow",
+                Some(self.health.restart_window.as_str()),
+                "e.g. `1h`",
+            ),
         ];
         for (field, value, hint) in durations {
             if let Some(text) = value {
@@ -45,7 +49,9 @@ fn check_positive_duration(field: &str, text: &str, hint: &str) -> Result<Durati
     match humantime::parse_duration(text.trim()) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{field}: must be greater than 0; {hint}")),
-        Err(e) => Err(format!("{field}: `{text}` is not a duration like `30s`, `5m`, `6h`, `7d`: {e}")),
+        Err(e) => Err(format!(
+            "{field}: `{text}` is not a duration like `30s`, `5m`, `6h`, `7d`: {e}"
+        )),
     }
 }
 
@@ -63,16 +69,32 @@ mod tests {
     #[test]
     fn operator_durations_must_parse_and_be_positive() {
         assert!(spec("").validate("wc").is_ok());
-        assert!(spec("savepoints: { periodicInterval: 6h, history: { maxAge: 7d } }").validate("wc").is_ok());
+        assert!(
+            spec("savepoints: { periodicInterval: 6h, history: { maxAge: 7d } }")
+                .validate("wc")
+                .is_ok()
+        );
         for (extra, want) in [
             (
                 "savepoints: { periodicInterval: 0s }",
                 "spec.savepoints.periodicInterval: must be greater than 0; omit it for no periodic savepoints",
             ),
-            ("savepoints: { periodicInterval: often }", "spec.savepoints.periodicInterval: `often` is not a duration"),
-            ("savepoints: { history: { maxAge: 0d } }", "spec.savepoints.history.maxAge: must be greater than 0"),
-            ("rollback: { readinessTimeout: 0s }", "spec.rollback.readinessTimeout: must be greater than 0"),
-            ("health: { restartWindow: an hour }", "spec.health.restartWindow: `an hour` is not a duration"),
+            (
+                "savepoints: { periodicInterval: often }",
+                "spec.savepoints.periodicInterval: `often` is not a duration",
+            ),
+            (
+                "savepoints: { history: { maxAge: 0d } }",
+                "spec.savepoints.history.maxAge: must be greater than 0",
+            ),
+            (
+                "rollback: { readinessTimeout: 0s }",
+                "spec.rollback.readinessTimeout: must be greater than 0",
+            ),
+            (
+                "health: { restartWindow: an hour }",
+                "spec.health.restartWindow: `an hour` is not a duration",
+            ),
             ("parallelism: 0", "spec.parallelism"),
         ] {
             let e = spec(extra).validate("wc").unwrap_err();

@@ -176,7 +176,11 @@ fn field_name<'a>(key: &'a Value, path: &str) -> Result<&'a str, JobError> {
 }
 
 fn join(path: &str, name: &str) -> String {
-    if path.is_empty() { name.to_string() } else { format!("{path}.{name}") }
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
 }
 
 fn known_fields(schema: &Schema) -> Vec<&str> {
@@ -206,7 +210,12 @@ fn unknown_field(path: &str, name: &str, known: Vec<&str>) -> JobError {
 /// (`max_records_per_second` for `maxRecordsPerSecond`), or at most two edits (insertions,
 /// deletions, substitutions, transpositions) away and short of a third of its length.
 pub fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
-    let normalize = |s: &str| s.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_lowercase();
+    let normalize = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .collect::<String>()
+            .to_lowercase()
+    };
     let wanted = normalize(name);
     if let Some(same) = known.iter().find(|k| normalize(k) == wanted) {
         return Some(same);
@@ -230,7 +239,14 @@ mod tests {
 
     #[test]
     fn closest_name_suggests_near_misses_only() {
-        let known = ["parallelism", "maxParallelism", "checkpointing", "s3", "job", "maxRecordsPerSecond"];
+        let known = [
+            "parallelism",
+            "maxParallelism",
+            "checkpointing",
+            "s3",
+            "job",
+            "maxRecordsPerSecond",
+        ];
         for (typo, want) in [
             ("paralellism", Some("parallelism")),
             ("paralelism", Some("parallelism")),
@@ -275,8 +291,14 @@ mod tests {
                 "spec: { rollback: { enabeld: false } }".into(),
                 "spec.rollback: unknown field `enabeld`; did you mean `enabled`?",
             ),
-            ("metdata: { name: a }".into(), "unknown field `metdata`; did you mean `metadata`?"),
-            ("metadata: { lables: {} }".into(), "metadata: unknown field `lables`; did you mean `labels`?"),
+            (
+                "metdata: { name: a }".into(),
+                "unknown field `metdata`; did you mean `metadata`?",
+            ),
+            (
+                "metadata: { lables: {} }".into(),
+                "metadata: unknown field `lables`; did you mean `labels`?",
+            ),
             ("spec: { zzz: 1 }".into(), "spec: unknown field `zzz`; known fields: "),
         ] {
             let e = check(&yaml).unwrap_err();

@@ -135,13 +135,21 @@ spec:
         let e = parse_manifest(&no_path, &[]).unwrap_err().to_string();
         assert_eq!(e, "spec.job.steps[0].source.file: missing field `path`");
         let e = parse_manifest(&MINIMAL.replace("parallelism: 2", "paralellism: 4"), &[]).unwrap_err();
-        assert_eq!(e.to_string(), "spec: unknown field `paralellism`; did you mean `parallelism`?");
+        assert_eq!(
+            e.to_string(),
+            "spec: unknown field `paralellism`; did you mean `parallelism`?"
+        );
     }
 
     #[test]
     fn override_paths_must_name_fields() {
-        let e = parse_manifest(MINIMAL, &["spec.paralelism=3".into()]).unwrap_err().to_string();
-        assert!(e.contains("unknown field `paralelism`; did you mean `parallelism`?"), "{e}");
+        let e = parse_manifest(MINIMAL, &["spec.paralelism=3".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `paralelism`; did you mean `parallelism`?"),
+            "{e}"
+        );
         assert!(e.contains("--set spec.paralelism"), "{e}");
     }
 
