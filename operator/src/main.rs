@@ -60,7 +60,10 @@ fn version() -> &'static str {
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A closed stderr must not panic the operator (the subscriber would `eprintln!` the error).
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .log_internal_errors(false);
     if format == "json" {
         builder.json().flatten_event(true).init();
     } else {

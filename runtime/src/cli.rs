@@ -193,9 +193,12 @@ pub enum CheckpointsCmd {
 /// Initializes tracing on stderr.
 pub fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
+    // A closed stderr loses log lines; without `log_internal_errors(false)` the subscriber
+    // reports the failed write with `eprintln!`, which panics on that same closed stderr.
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     if format == "json" {
         b.json().init();
     } else {
