@@ -30,3 +30,12 @@ pub fn exit_quietly_on_broken_pipe(kind: ErrorKind) {
         std::process::exit(0);
     }
 }
+
+/// `eprintln!` that never panics: formats its arguments as [`print_note`] writes them (a closed
+/// stderr loses the line).
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::output::print_note(format_args!($($arg)*))
+    };
+}
