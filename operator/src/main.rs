@@ -1,6 +1,7 @@
 //! `weir-operator`: the controller (`run`) and CRD generation (`crdgen`).
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,7 +60,10 @@ fn version() -> &'static str {
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A closed stderr must not panic the operator (the subscriber would `eprintln!` the error).
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .log_internal_errors(false);
     if format == "json" {
         builder.json().flatten_event(true).init();
     } else {
@@ -72,7 +76,8 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Crdgen { out_dir } => {
             for path in weir_operator::crd::write_all(&out_dir)? {
-                println!("wrote {}", path.display());
+                weir_runtime::output::print_line(format_args!("wrote {}", path.display()))
+                    .map_err(anyhow::Error::msg)?;
             }
             Ok(())
         }
@@ -87,7 +92,8 @@ fn main() -> anyhow::Result<()> {
             log_format,
         } => {
             init_tracing(&log_format);
-            println!("weir-operator {}", weir_operator::run::version());
+            // A closed stdout must not stop (or panic) the operator: the line is informational.
+            let _ = writeln!(std::io::stdout(), "weir-operator {}", weir_operator::run::version());
             let identity = identity.unwrap_or_else(|| format!("weir-operator-{}", std::process::id()));
             let cfg = weir_operator::run::RunConfig {
                 watch_namespaces: weir_operator::run::parse_namespaces(&watch_namespaces),

@@ -1,9 +1,11 @@
 //! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
 
 use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
+use crate::output;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -46,8 +48,8 @@ pub struct RunArgs {
     /// Override a manifest field: `--set spec.parallelism=4` (dotted path, YAML value).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism`.
-    #[arg(long)]
+    /// Override `spec.parallelism` (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore from `latest` (newest completed checkpoint of the job) or a checkpoint /
     /// savepoint directory URL.
@@ -74,8 +76,8 @@ pub struct CoordinatorArgs {
     /// Override a manifest field (as for `weir run`).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism`.
-    #[arg(long)]
+    /// Override `spec.parallelism` (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore point of the first deployment: `none`, `latest`, or a checkpoint / savepoint
     /// URL. A restarted coordinator of the same `--run-id` resumes from its run's newest
@@ -94,11 +96,11 @@ pub struct CoordinatorArgs {
     /// Run id, stable across restarts of this coordinator (default: random).
     #[arg(long, env = "WEIR_RUN_ID")]
     pub run_id: Option<String>,
-    /// Heartbeat interval.
-    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    /// Heartbeat interval (greater than 0).
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
-    /// A worker is lost after this long without a message.
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    /// A worker is lost after this long without a message (greater than 0).
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Delay before the first restart (doubles per restart in the window).
     #[arg(long, default_value = "1s", env = "WEIR_RESTART_BACKOFF")]
@@ -109,8 +111,8 @@ pub struct CoordinatorArgs {
     /// Maximum restarts within the window before the job is FAILED.
     #[arg(long, default_value_t = 10, env = "WEIR_RESTART_MAX_ATTEMPTS")]
     pub restart_max_attempts: usize,
-    /// The restart window.
-    #[arg(long, default_value = "10m", env = "WEIR_RESTART_WINDOW")]
+    /// The restart window (greater than 0).
+    #[arg(long, default_value = "10m", env = "WEIR_RESTART_WINDOW", value_parser = positive_duration)]
     pub restart_window: humantime::Duration,
     /// Exit when the job ends (FINISHED, STOPPED: 0; FAILED: 1) instead of serving its final
     /// status until terminated.
@@ -124,8 +126,8 @@ pub struct WorkerArgs {
     /// Coordinator RPC address (`host:port`).
     #[arg(long, env = "WEIR_COORDINATOR")]
     pub coordinator: String,
-    /// Task slots offered.
-    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS")]
+    /// Task slots offered (at least 1).
+    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS", value_parser = clap::value_parser!(u32).range(1..))]
     pub slots: u32,
     /// Data listener address.
     #[arg(long, default_value = "0.0.0.0:6124", env = "WEIR_DATA_LISTEN")]
@@ -136,11 +138,11 @@ pub struct WorkerArgs {
     /// Worker id (default: `$HOSTNAME`, else `worker-<pid>`).
     #[arg(long, env = "WEIR_WORKER_ID")]
     pub worker_id: Option<String>,
-    /// Heartbeat interval.
-    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL")]
+    /// Heartbeat interval (greater than 0).
+    #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
-    /// The coordinator is lost after this long without a message.
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT")]
+    /// The coordinator is lost after this long without a message (greater than 0).
+    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
     #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]
@@ -161,8 +163,8 @@ pub enum SavepointCmd {
         /// Stop the job after the savepoint (stop-with-savepoint).
         #[arg(long)]
         stop: bool,
-        /// How long to wait.
-        #[arg(long, default_value = "10m")]
+        /// How long to wait (greater than 0).
+        #[arg(long, default_value = "10m", value_parser = positive_duration)]
         timeout: humantime::Duration,
     },
     /// Show what a checkpoint or savepoint holds (verifying every file).
@@ -188,21 +190,15 @@ pub enum CheckpointsCmd {
     },
 }
 
-/// Parses `--restore`.
-pub fn restore_from(arg: Option<&str>) -> RestoreFrom {
-    match arg {
-        None | Some("none") => RestoreFrom::None,
-        Some("latest") => RestoreFrom::Latest,
-        Some(p) => RestoreFrom::Path(p.to_string()),
-    }
-}
-
 /// Initializes tracing on stderr.
 pub fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
+    // A closed stderr loses log lines; without `log_internal_errors(false)` the subscriber
+    // reports the failed write with `eprintln!`, which panics on that same closed stderr.
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     if format == "json" {
         b.json().init();
     } else {
@@ -225,9 +221,7 @@ pub async fn main(cli: Cli) -> i32 {
             let c = crate::control::client::Client::new(&url);
             c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
                 .await
-                .map(|s| {
-                    println!("{}", s.path.unwrap_or_default());
-                })
+                .and_then(|s| output::print_line(s.path.unwrap_or_default()))
         }
         Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
         Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
@@ -235,7 +229,7 @@ pub async fn main(cli: Cli) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("weir: error: {e}");
+            output::print_note(format_args!("weir: error: {e}"));
             1
         }
     }
@@ -247,6 +241,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         sets.push(format!("spec.parallelism={p}"));
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     let sinks: Vec<String> = job
         .operators
         .iter()
@@ -257,17 +252,17 @@ async fn run(a: RunArgs) -> Result<(), String> {
         .collect();
     let local_bytes: u64 = local_input_bytes(&job);
     let opts = RunOptions {
-        restore: restore_from(a.restore.as_deref()),
+        restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
     };
     let prepared = exec::prepare(job, opts).await?;
     let handle = prepared.handle.clone();
     let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
     let addr = server.addr;
-    eprintln!(
+    output::print_note(format_args!(
         "weir: job {} ({}) control API on http://{addr}",
         handle.job, handle.job_id
-    );
+    ));
     let bar = (std::io::stderr().is_terminal() && local_bytes > 0).then(|| {
         let b = indicatif::ProgressBar::new(local_bytes);
         b.set_style(
@@ -296,17 +291,17 @@ async fn run(a: RunArgs) -> Result<(), String> {
         Ok(o) => {
             match o {
                 crate::checkpoint::coordinator::Outcome::Finished => {
-                    eprintln!("weir: job {} finished", handle.job)
+                    output::print_note(format_args!("weir: job {} finished", handle.job))
                 }
                 crate::checkpoint::coordinator::Outcome::Stopped(p) => {
-                    eprintln!("weir: job {} stopped with savepoint {p}", handle.job)
+                    output::print_note(format_args!("weir: job {} stopped with savepoint {p}", handle.job))
                 }
             }
             if let Some(c) = last {
-                eprintln!("weir: last checkpoint {} at {}", c.id, c.path);
+                output::print_note(format_args!("weir: last checkpoint {} at {}", c.id, c.path));
             }
             for s in sinks {
-                eprintln!("weir: committed output in {s}");
+                output::print_note(format_args!("weir: committed output in {s}"));
             }
             Ok(())
         }
@@ -322,7 +317,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
     crate::cluster::coordinator::run(crate::cluster::coordinator::CoordinatorOptions {
         job_file: a.job,
         sets,
-        restore: restore_from(Some(&a.restore)),
+        restore: parse_restore_arg(&a.restore, local_path_exists)?,
         checkpoint_dir: a.checkpoint_dir,
         listen: a.listen,
         rpc_listen: a.rpc_listen,
@@ -380,20 +375,19 @@ pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, S
 async fn inspect(path: &str, json: bool) -> Result<(), String> {
     let info = snapshot_info(path, &S3Options::default()).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
-        return Ok(());
+        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
     }
-    println!(
+    output::print_line(format_args!(
         "{:?} {} of job {} (parallelism {}, maxParallelism {})",
         info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
-    );
-    println!(
+    ))?;
+    output::print_line(format_args!(
         "{:<24} {:<18} {:>10} {:>10}  state / key groups",
         "operator", "kind", "bytes", "entries"
-    );
+    ))?;
     for o in &info.operators {
         let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
-        println!(
+        output::print_line(format_args!(
             "{:<24} {:<18} {:>10} {:>10}  {} {}",
             o.uid,
             o.kind,
@@ -401,7 +395,7 @@ async fn inspect(path: &str, json: bool) -> Result<(), String> {
             o.entries,
             o.state_names.join(","),
             ranges.join(" ")
-        );
+        ))?;
     }
     Ok(())
 }
@@ -413,14 +407,26 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
     let seen = restore::list_checkpoints(&store, job)
         .await
         .map_err(|e| e.to_string())?;
+    if seen.is_empty() {
+        let local_dir = (!storage_url.starts_with("s3://"))
+            .then(|| std::path::PathBuf::from(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
+        let storage_exists = local_dir.is_none_or(|d| d.is_dir());
+        let holds_checkpoint_dirs = !store.list("chk-").await.map_err(|e| e.to_string())?.is_empty();
+        return Err(no_checkpoints_message(
+            storage_url.trim_end_matches('/'),
+            job,
+            storage_exists,
+            holds_checkpoint_dirs,
+        ));
+    }
     for c in seen.iter().rev() {
         let dir = crate::checkpoint::checkpoint_dir(job, c.id);
-        println!(
+        output::print_line(format_args!(
             "chk-{:<8} {:<10} {}",
             c.id,
             if c.completed { "completed" } else { "incomplete" },
             store.url(&dir)
-        );
+        ))?;
     }
     Ok(())
 }

@@ -6,12 +6,14 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod cli_input;
 pub mod cluster;
 pub mod control;
 pub mod exec;
 pub mod job;
 pub mod metrics;
 pub mod operators;
+pub mod output;
 pub mod record;
 pub mod state;
 pub mod storage;

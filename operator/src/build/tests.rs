@@ -265,6 +265,24 @@ fn job_file_is_a_manifest_the_runtime_reads() {
     let cm = config_map(&target(&j, None));
     let text = cm.data.unwrap()[JOB_FILE_KEY].clone();
     let m: weir_runtime::job::StreamJobManifest = serde_yaml::from_str(&text).unwrap();
+    // Every field the operator writes is one the runtime's strict field check knows.
+    weir_runtime::job::parse_manifest(&text, &[]).expect("the runtime loads the job file");
+    let every_section = job(r#"
+  imagePullPolicy: IfNotPresent
+  serviceAccountName: weir-job
+  upgradeMode: last-state
+  state: running
+  initialSavepointPath: s3://bucket/svp/savepoint-1
+  restartNonce: 2
+  savepointRedeployNonce: 1
+  savepointOnDelete: true
+  rollback: {enabled: false, readinessTimeout: 2m}
+  health: {maxRestarts: 5, restartWindow: 30m}
+  worker:
+    resources: {requests: {cpu: 500m}}
+    podTemplate: {metadata: {labels: {team: data}}, spec: {nodeSelector: {pool: stream}}}"#);
+    let text = config_map(&target(&every_section, None)).data.unwrap()[JOB_FILE_KEY].clone();
+    weir_runtime::job::parse_manifest(&text, &[]).expect("the runtime loads a job file with every section");
     assert_eq!(m.metadata.name, "wc");
     assert_eq!(m.kind, "StreamJob");
     assert_eq!(m.spec.parallelism, 3);

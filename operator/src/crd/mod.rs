@@ -6,6 +6,7 @@
 
 mod savepoint;
 mod stream_job;
+mod validate;
 
 pub use savepoint::*;
 pub use stream_job::*;

@@ -82,7 +82,7 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
     if class != ChangeClass::Ignore
         && want_running
         && !retry_blocked
-        && let Err(e) = spec.runtime_job(&obs.name)
+        && let Err(e) = spec.validate(&obs.name)
     {
         cx.d.status.error = Some(format!("spec is invalid, nothing was changed: {e}"));
         cx.event(

@@ -127,7 +127,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let rpc = TcpListener::bind(&opts.rpc_listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
-    eprintln!(
+    crate::note!(
         "weir: coordinator of job {} control API on http://{api} rpc on {}",
         job.name,
         rpc.local_addr().map_err(|e| e.to_string())?
@@ -171,9 +171,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
             Ok(outcome) => {
                 tracing::info!(?outcome, "job ended");
                 if let Outcome::Stopped(path) = &outcome {
-                    eprintln!("weir: job {} stopped with savepoint {path}", job.name);
+                    crate::note!("weir: job {} stopped with savepoint {path}", job.name);
                 } else {
-                    eprintln!("weir: job {} finished", job.name);
+                    crate::note!("weir: job {} finished", job.name);
                 }
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
@@ -199,7 +199,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                         restarts.push(now);
                         handle.restarts.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(attempt, %reason, ?delay, "restarting the job from the latest checkpoint");
-                        eprintln!("weir: attempt {attempt} failed: {reason}; restarting in {delay:?}");
+                        crate::note!("weir: attempt {attempt} failed: {reason}; restarting in {delay:?}");
                         {
                             let mut s = shared.lock().expect("lock");
                             s.state = JobState::Restarting;
@@ -209,7 +209,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     }
                     RestartDecision::GiveUp(why) => {
                         let msg = format!("{reason}; {why}");
-                        eprintln!("weir: job {} FAILED: {msg}", job.name);
+                        crate::note!("weir: job {} FAILED: {msg}", job.name);
                         {
                             let mut s = shared.lock().expect("lock");
                             s.state = JobState::Failed;

@@ -102,14 +102,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.data_listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
-    eprintln!(
+    crate::note!(
         "weir: worker {} data listener on {bound} (advertised as {advertise})",
         cfg.worker_id
     );
     let health_metrics: SharedMetrics = Arc::default();
     if let Some(addr) = &cfg.listen {
         let bound = serve_health(addr, health_metrics.clone()).await?;
-        eprintln!("weir: worker {} health and metrics on http://{bound}", cfg.worker_id);
+        crate::note!("weir: worker {} health and metrics on http://{bound}", cfg.worker_id);
     }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
     tokio::spawn(accept_data(listener, inbound.clone()));
@@ -138,10 +138,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         }
         match recv::<ToWorker>(&mut conn).await {
             Ok(Some(ToWorker::Registered)) => {
-                eprintln!("weir: worker {} registered with {} slots", cfg.worker_id, cfg.slots);
+                crate::note!("weir: worker {} registered with {} slots", cfg.worker_id, cfg.slots);
             }
             Ok(Some(ToWorker::Refused { reason })) => {
-                eprintln!("weir: worker {} registration refused: {reason}", cfg.worker_id);
+                crate::note!("weir: worker {} registration refused: {reason}", cfg.worker_id);
                 if let Some(r) = running.take() {
                     r.cancel();
                 }
@@ -202,7 +202,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                             if let Some(r) = running.take() {
                                 r.cancel();
                             }
-                            eprintln!("weir: worker {}: the job ended; exiting", cfg.worker_id);
+                            crate::note!("weir: worker {}: the job ended; exiting", cfg.worker_id);
                             return if failed { Err("the job failed".into()) } else { Ok(()) };
                         }
                         ToWorker::Heartbeat | ToWorker::Registered | ToWorker::Refused { .. } => {}

@@ -1,6 +1,8 @@
-//! The job definition: manifest types ([`spec`]), loading with `--set` overrides, defaults and
-//! validation into a [`Job`] whose steps are typed ([`Operator`]).
+//! The job definition: manifest types ([`spec`]), loading with `--set` overrides, strict field
+//! checking ([`fields`]), defaults and validation into a [`Job`] whose steps are typed
+//! ([`Operator`]).
 
+pub mod fields;
 pub mod spec;
 pub mod validate;
 
@@ -13,8 +15,9 @@ use std::path::Path;
 /// dotted paths into the manifest, e.g. `spec.parallelism=4` or
 /// `spec.job.steps.0.source.file.path=x`; VALUE is parsed as YAML), and validates it.
 ///
-/// Errors: unreadable file, YAML syntax, unknown override path, or a [`JobError`] naming the
-/// offending field.
+/// Errors: unreadable file, YAML syntax, an unknown field in the manifest or in a `--set` path
+/// (with the closest known field name), a value of the wrong type, or a failed validation rule:
+/// each a [`JobError`] naming the offending field's path (`spec.parallelism`).
 pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| JobError::new("", format!("cannot read {}: {e}", path.display())))?;
@@ -28,16 +31,24 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
     for o in overrides {
         apply_override(&mut doc, o)?;
     }
-    let manifest: StreamJobManifest = serde_yaml::from_value(doc)
-        .map_err(|e| JobError::new("", format!("the manifest does not match the StreamJob schema: {e}")))?;
+    fields::check_unknown_fields(&doc)?;
+    let manifest: StreamJobManifest = serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        JobError::new(field, e.into_inner().to_string())
+    })?;
     Job::from_manifest(manifest)
 }
 
 /// Applies one `a.b.0.c=value` override to a YAML document, creating maps as needed.
+///
+/// Errors: not `PATH=VALUE`, a VALUE that is not YAML, a PATH segment that names no field of
+/// the StreamJob schema ([`fields::check_set_path`]), or a list index out of range.
 pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError> {
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;
+    fields::check_set_path(path)?;
     let value: serde_yaml::Value =
         serde_yaml::from_str(raw).map_err(|e| JobError::new(path, format!("value `{raw}` is not valid YAML: {e}")))?;
     let mut cur = doc;
@@ -113,6 +124,33 @@ spec:
                 .path,
             "y.txt"
         );
+    }
+
+    #[test]
+    fn schema_errors_name_the_field_path() {
+        let two = MINIMAL.replace("parallelism: 2", "parallelism: two");
+        let e = parse_manifest(&two, &[]).unwrap_err().to_string();
+        assert_eq!(e, r#"spec.parallelism: invalid type: string "two", expected u32"#);
+        let no_path = MINIMAL.replace(r#"{ path: "x/*.txt" }"#, "{ format: text }");
+        let e = parse_manifest(&no_path, &[]).unwrap_err().to_string();
+        assert_eq!(e, "spec.job.steps[0].source.file: missing field `path`");
+        let e = parse_manifest(&MINIMAL.replace("parallelism: 2", "paralellism: 4"), &[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec: unknown field `paralellism`; did you mean `parallelism`?"
+        );
+    }
+
+    #[test]
+    fn override_paths_must_name_fields() {
+        let e = parse_manifest(MINIMAL, &["spec.paralelism=3".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `paralelism`; did you mean `parallelism`?"),
+            "{e}"
+        );
+        assert!(e.contains("--set spec.paralelism"), "{e}");
     }
 
     #[test]

@@ -43,12 +43,14 @@ pub struct ManifestMetadata {
 pub struct JobSpec {
     /// Number of parallel subtasks of every operator. 1 ≤ parallelism ≤ maxParallelism.
     #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1))]
     pub parallelism: u32,
     /// Number of key groups: the upper bound for parallelism and the unit by which keyed state
     /// is redistributed on rescale. Defaults by Flink's rule,
     /// `min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)`. Cannot change once a job has state:
     /// a restore with a different value is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 32768))]
     pub max_parallelism: Option<u32>,
     /// Checkpointing: interval, mode, storage and retention.
     #[serde(default)]
@@ -106,8 +108,10 @@ pub struct CheckpointingSpec {
     /// `./weir-data/checkpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
-    /// Number of completed checkpoints kept; older ones are deleted off the processing path.
+    /// Number of completed checkpoints kept (at least 1); older ones are deleted off the
+    /// processing path.
     #[serde(default = "default_retained")]
+    #[schemars(range(min = 1))]
     pub retained: u32,
     /// Consecutive checkpoint failures (declined, timed out, or not committed) tolerated before
     /// the job fails with the cause; as Flink's `tolerable-failed-checkpoints`, default 0: the
@@ -258,8 +262,10 @@ pub struct FileSourceSpec {
     /// `text` (default), `jsonl` or `csv`.
     #[serde(default)]
     pub format: FileFormat,
-    /// Optional rate limit, in records per second per source subtask.
+    /// Optional rate limit, in records per second per source subtask (at least 1); omit it for
+    /// no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
 }
 
@@ -274,15 +280,19 @@ pub struct GeneratorSpec {
     /// Total number of records; unbounded if unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
-    /// Number of distinct keys (default 1000).
+    /// Number of distinct keys (at least 1; default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub keys: Option<u64>,
-    /// Optional rate limit, in records per second per source subtask.
+    /// Optional rate limit, in records per second per source subtask (at least 1); omit it for
+    /// no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
     /// Number of splits the sequence is cut into (record n belongs to split n mod splits);
-    /// splits are the unit of source rescaling. Default 32.
+    /// splits are the unit of source rescaling. At least 1; default 32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub splits: Option<u32>,
 }
 

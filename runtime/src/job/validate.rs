@@ -241,15 +241,14 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
                 }
+                check_rate_limit(&format!("{at}.source.file"), f.max_records_per_second)?;
                 OperatorKind::FileSource(f.clone())
             }
             (None, Some(g)) => {
-                if g.splits == Some(0) || g.keys == Some(0) {
-                    return Err(JobError::new(
-                        format!("{at}.source.generator"),
-                        "splits and keys must be at least 1",
-                    ));
-                }
+                let at = format!("{at}.source.generator");
+                check_at_least_one(&format!("{at}.splits"), g.splits.map(u64::from))?;
+                check_at_least_one(&format!("{at}.keys"), g.keys)?;
+                check_rate_limit(&at, g.max_records_per_second)?;
                 OperatorKind::Generator(g.clone())
             }
             _ => {
@@ -335,6 +334,25 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
             "sets more than one step kind; split it into several steps",
         )),
     }
+}
+
+/// `maxRecordsPerSecond` of the source at `source_path`: unset (no limit) or at least 1.
+fn check_rate_limit(source_path: &str, max_records_per_second: Option<u64>) -> Result<(), JobError> {
+    if max_records_per_second == Some(0) {
+        return Err(JobError::new(
+            format!("{source_path}.maxRecordsPerSecond"),
+            "must be at least 1; omit it for no limit",
+        ));
+    }
+    Ok(())
+}
+
+/// An optional count that, when set, must be at least 1.
+fn check_at_least_one(field: &str, value: Option<u64>) -> Result<(), JobError> {
+    if value == Some(0) {
+        return Err(JobError::new(field, "must be at least 1"));
+    }
+    Ok(())
 }
 
 fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
@@ -461,6 +479,22 @@ mod tests {
             (
                 json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]),
                 "spec.job.steps[2].sum.expression",
+            ),
+            (
+                json!([{"source": {"file": {"path": "a", "maxRecordsPerSecond": 0}}}, sink]),
+                "spec.job.steps[0].source.file.maxRecordsPerSecond: must be at least 1; omit it for no limit",
+            ),
+            (
+                json!([{"source": {"generator": {"maxRecordsPerSecond": 0}}}, sink]),
+                "spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1",
+            ),
+            (
+                json!([{"source": {"generator": {"splits": 0}}}, sink]),
+                "spec.job.steps[0].source.generator.splits: must be at least 1",
+            ),
+            (
+                json!([{"source": {"generator": {"keys": 0}}}, sink]),
+                "spec.job.steps[0].source.generator.keys: must be at least 1",
             ),
         ];
         for (steps, want) in cases {

@@ -210,7 +210,9 @@ pub async fn commit_restored(path: &str, items: &[Vec<u8>], s3: &S3Options) -> T
     Ok(items.len())
 }
 
-/// Prints records to stdout as JSON lines (not transactional: at-least-once on restore).
+/// Prints records to stdout as JSON lines (not transactional: at-least-once on restore). When
+/// the reader of stdout is gone (`weir run job.yaml | head`), the process exits quietly with
+/// status 0, as Unix tools do ([`crate::output`]).
 pub struct PrintSink;
 
 #[async_trait]
@@ -219,8 +221,13 @@ impl StreamOperator for PrintSink {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
         for r in &input {
-            serde_json::to_writer(&mut lock, &r.value).map_err(|e| TaskError(e.to_string()))?;
-            lock.write_all(b"\n")?;
+            serde_json::to_writer(&mut lock, &r.value)
+                .map_err(std::io::Error::from)
+                .and_then(|()| lock.write_all(b"\n"))
+                .map_err(|e| {
+                    crate::output::exit_quietly_on_broken_pipe(e.kind());
+                    TaskError(format!("print sink: cannot write to stdout: {e}"))
+                })?;
         }
         Ok(())
     }

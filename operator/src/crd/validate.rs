@@ -1,0 +1,104 @@
+//! Checks of the operator-only fields of a [`StreamJobSpec`] that the CRD schema cannot express
+//! (durations in humantime syntax, which CEL's Go durations do not cover: `7d`), run together
+//! with the runtime's validation before the operator changes anything.
+
+use super::StreamJobSpec;
+use std::time::Duration;
+
+impl StreamJobSpec {
+    /// Validates the whole spec for a job named `name`: the operator-only durations
+    /// (`savepoints.periodicInterval`, `savepoints.history.maxAge`, `rollback.readinessTimeout`,
+    /// `health.restartWindow` must parse and be greater than 0), then the runtime's rules
+    /// ([`StreamJobSpec::runtime_job`]).
+    ///
+    /// Errors: the first violation, naming the field (`spec.rollback.readinessTimeout: ...`).
+    pub fn validate(&self, name: &str) -> Result<weir_runtime::job::Job, String> {
+        let savepoints = self.savepoints.as_ref();
+        let durations = [
+            (
+                "spec.savepoints.periodicInterval",
+                savepoints.and_then(|s| s.periodic_interval.as_deref()),
+                "omit it for no periodic savepoints",
+            ),
+            (
+                "spec.savepoints.history.maxAge",
+                savepoints.and_then(|s| s.history.as_ref()?.max_age.as_deref()),
+                "omit it for no age limit",
+            ),
+            (
+                "spec.rollback.readinessTimeout",
+                Some(self.rollback.readiness_timeout.as_str()),
+                "set `rollback.enabled: false` for no rollback",
+            ),
+            (
+                "spec.health.restartWindow",
+                Some(self.health.restart_window.as_str()),
+                "e.g. `1h`",
+            ),
+        ];
+        for (field, value, hint) in durations {
+            if let Some(text) = value {
+                check_positive_duration(field, text, hint)?;
+            }
+        }
+        self.runtime_job(name)
+    }
+}
+
+fn check_positive_duration(field: &str, text: &str, hint: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("{field}: must be greater than 0; {hint}")),
+        Err(e) => Err(format!(
+            "{field}: `{text}` is not a duration like `30s`, `5m`, `6h`, `7d`: {e}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> StreamJobSpec {
+        let yaml = format!(
+            "image: x\njob: {{ steps: [ {{ source: {{ generator: {{}} }} }}, {{ sink: {{ print: {{}} }} }} ] }}\n{extra}"
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn operator_durations_must_parse_and_be_positive() {
+        assert!(spec("").validate("wc").is_ok());
+        assert!(
+            spec("savepoints: { periodicInterval: 6h, history: { maxAge: 7d } }")
+                .validate("wc")
+                .is_ok()
+        );
+        for (extra, want) in [
+            (
+                "savepoints: { periodicInterval: 0s }",
+                "spec.savepoints.periodicInterval: must be greater than 0; omit it for no periodic savepoints",
+            ),
+            (
+                "savepoints: { periodicInterval: often }",
+                "spec.savepoints.periodicInterval: `often` is not a duration",
+            ),
+            (
+                "savepoints: { history: { maxAge: 0d } }",
+                "spec.savepoints.history.maxAge: must be greater than 0",
+            ),
+            (
+                "rollback: { readinessTimeout: 0s }",
+                "spec.rollback.readinessTimeout: must be greater than 0",
+            ),
+            (
+                "health: { restartWindow: an hour }",
+                "spec.health.restartWindow: `an hour` is not a duration",
+            ),
+            ("parallelism: 0", "spec.parallelism"),
+        ] {
+            let e = spec(extra).validate("wc").unwrap_err();
+            assert!(e.starts_with(want), "{extra}: want `{want}`, got `{e}`");
+        }
+    }
+}

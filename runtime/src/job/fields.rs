@@ -1,0 +1,361 @@
+//! Strict field checking of a StreamJob manifest, as the Kubernetes API server's strict field
+//! validation does it: every field in the document must be one the `StreamJob` schema declares,
+//! so a typo (`paralellism`, `maxRecordsPerSecnd`) is an error naming where it is, with the
+//! closest known field name as a suggestion, instead of a field silently ignored.
+//!
+//! The schema is the generated CRD (`crds/streamjobs.weir.dev.yaml`, from the operator's types,
+//! which embed the runtime's [`JobSpec`](super::JobSpec) types), so `weir run` accepts exactly
+//! the fields `kubectl apply` accepts: operator-only fields (`image`, `upgradeMode`, pod
+//! templates, ...) included. Object metadata (`metadata.labels`, `annotations`, ...) is checked
+//! against the field names of Kubernetes' `ObjectMeta`; the contents of free-form maps and of
+//! `podTemplate` (kept as an opaque object by the CRD) are not checked.
+
+use super::validate::JobError;
+use serde_json::Value as Schema;
+use serde_yaml::Value;
+use std::sync::LazyLock;
+
+/// The generated StreamJob CRD. CI checks it equals `weir-operator crdgen` output
+/// (operator/tests/crds.rs), so it follows every change of the spec types.
+const STREAM_JOB_CRD: &str = include_str!("../../../crds/streamjobs.weir.dev.yaml");
+
+/// Fields a manifest has at its top level besides the schema's `spec` and `status`.
+const TYPE_META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// Field names of Kubernetes `ObjectMeta` (`metadata` of any object).
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "generateName",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+    "selfLink",
+];
+
+/// The `openAPIV3Schema` of the StreamJob CRD's served version.
+static OPEN_API_SCHEMA: LazyLock<Schema> = LazyLock::new(|| {
+    let crd: Schema = serde_yaml::from_str(STREAM_JOB_CRD).expect("the checked-in StreamJob CRD is YAML");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+});
+
+/// Checks that every field of `doc` (a whole StreamJob manifest) is a known one.
+///
+/// Errors: the first unknown field, as a [`JobError`] whose field is the path of the object
+/// holding it (`spec.job.steps[0].source.file`) and whose message names the unknown field and
+/// the closest known one (`unknown field `maxRecordsPerSecnd`; did you mean
+/// `maxRecordsPerSecond`?`) or lists the known ones.
+pub fn check_unknown_fields(doc: &Value) -> Result<(), JobError> {
+    let Value::Mapping(top) = doc else {
+        return Ok(()); // not an object: the typed deserialization reports it
+    };
+    let schema = &*OPEN_API_SCHEMA;
+    for (key, value) in top {
+        let name = field_name(key, "")?;
+        if name == "metadata" {
+            check_metadata(value)?;
+        } else if let Some(child) = schema["properties"].get(name) {
+            check_value(value, child, name)?;
+        } else if !TYPE_META_FIELDS.contains(&name) {
+            return Err(unknown_field("", name, top_level_fields(schema)));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the field names of a `--set` path (`spec.job.steps.0.source.file.path`) against the
+/// schema, before the override is applied.
+///
+/// Errors: the first segment that names no field, as for [`check_unknown_fields`], with the
+/// whole `--set` path in the message.
+pub fn check_set_path(set_path: &str) -> Result<(), JobError> {
+    let schema = &*OPEN_API_SCHEMA;
+    let mut segments = set_path.split('.');
+    let Some(first) = segments.next() else {
+        return Ok(());
+    };
+    let in_set = |e: JobError| JobError::new(e.field, format!("{} (in --set {set_path})", e.message));
+    if first == "metadata" {
+        return match segments.next() {
+            Some(meta) if !OBJECT_META_FIELDS.contains(&meta) => {
+                Err(in_set(unknown_field("metadata", meta, OBJECT_META_FIELDS.to_vec())))
+            }
+            _ => Ok(()),
+        };
+    }
+    let Some(mut node) = schema["properties"].get(first) else {
+        if TYPE_META_FIELDS.contains(&first) {
+            return Ok(());
+        }
+        return Err(in_set(unknown_field("", first, top_level_fields(schema))));
+    };
+    let mut path = first.to_string();
+    for segment in segments {
+        if is_opaque(node) {
+            return Ok(());
+        }
+        if let Some(items) = node.get("items") {
+            node = items;
+            path = format!("{path}[{segment}]");
+        } else if let Some(child) = node.get("properties").and_then(|p| p.get(segment)) {
+            node = child;
+            path = join(&path, segment);
+        } else if let Some(values) = node.get("additionalProperties").filter(|v| v.is_object()) {
+            node = values;
+            path = join(&path, segment);
+        } else if node.get("type").and_then(Schema::as_str) == Some("object") {
+            return Err(in_set(unknown_field(&path, segment, known_fields(node))));
+        } else {
+            return Err(JobError::new(
+                path,
+                format!("is not an object or list: --set {set_path} cannot go into `{segment}`"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_metadata(value: &Value) -> Result<(), JobError> {
+    if let Value::Mapping(meta) = value {
+        for key in meta.keys() {
+            let name = field_name(key, "metadata")?;
+            if !OBJECT_META_FIELDS.contains(&name) {
+                return Err(unknown_field("metadata", name, OBJECT_META_FIELDS.to_vec()));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobError> {
+    if is_opaque(schema) {
+        return Ok(());
+    }
+    match value {
+        Value::Mapping(map) => {
+            let properties = schema.get("properties");
+            let values = schema.get("additionalProperties").filter(|v| v.is_object());
+            for (key, child_value) in map {
+                let name = field_name(key, path)?;
+                let child_path = join(path, name);
+                match (properties.and_then(|p| p.get(name)), values) {
+                    (Some(child), _) | (None, Some(child)) => check_value(child_value, child, &child_path)?,
+                    (None, None) => return Err(unknown_field(path, name, known_fields(schema))),
+                }
+            }
+        }
+        Value::Sequence(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check_value(item, item_schema, &format!("{path}[{i}]"))?;
+                }
+            }
+        }
+        Value::Tagged(tagged) => check_value(&tagged.value, schema, path)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether the schema keeps whatever is below it (`x-kubernetes-preserve-unknown-fields`).
+fn is_opaque(schema: &Schema) -> bool {
+    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Schema::Bool(true))
+}
+
+fn field_name<'a>(key: &'a Value, path: &str) -> Result<&'a str, JobError> {
+    key.as_str()
+        .ok_or_else(|| JobError::new(path, format!("field names must be strings, got {key:?}")))
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn known_fields(schema: &Schema) -> Vec<&str> {
+    schema
+        .get("properties")
+        .and_then(Schema::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn top_level_fields(schema: &Schema) -> Vec<&str> {
+    let mut names = TYPE_META_FIELDS.to_vec();
+    names.extend(known_fields(schema));
+    names
+}
+
+fn unknown_field(path: &str, name: &str, known: Vec<&str>) -> JobError {
+    let message = match closest_name(name, &known) {
+        Some(close) => format!("unknown field `{name}`; did you mean `{close}`?"),
+        None if known.is_empty() => format!("unknown field `{name}`; this object has no fields"),
+        None => format!("unknown field `{name}`; known fields: {}", known.join(", ")),
+    };
+    JobError::new(path, message)
+}
+
+/// The known name closest to `name`, if one is close: equal ignoring case, `_` and `-`
+/// (`max_records_per_second` for `maxRecordsPerSecond`), or at most two edits (insertions,
+/// deletions, substitutions, transpositions) away and short of a third of its length.
+pub fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    let normalize = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .collect::<String>()
+            .to_lowercase()
+    };
+    let wanted = normalize(name);
+    if let Some(same) = known.iter().find(|k| normalize(k) == wanted) {
+        return Some(same);
+    }
+    known
+        .iter()
+        .map(|k| (strsim::osa_distance(&wanted, &normalize(k)), *k))
+        .filter(|(distance, k)| *distance <= 2 && distance * 3 <= k.len())
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(yaml: &str) -> Result<(), String> {
+        let doc: Value = serde_yaml::from_str(yaml).unwrap();
+        check_unknown_fields(&doc).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn closest_name_suggests_near_misses_only() {
+        let known = [
+            "parallelism",
+            "maxParallelism",
+            "checkpointing",
+            "s3",
+            "job",
+            "maxRecordsPerSecond",
+        ];
+        for (typo, want) in [
+            ("paralellism", Some("parallelism")),
+            ("paralelism", Some("parallelism")),
+            ("Parallelism", Some("parallelism")),
+            ("max_records_per_second", Some("maxRecordsPerSecond")),
+            ("maxRecordsPerSecnd", Some("maxRecordsPerSecond")),
+            ("checkpionting", Some("checkpointing")),
+            ("s4", None),
+            ("jbo", Some("job")),
+            ("xyz", None),
+            ("replicas", None),
+        ] {
+            assert_eq!(closest_name(typo, &known), want, "{typo}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_path() {
+        let steps = "job: { steps: [ { source: { file: { path: a, maxRecordsPerSecnd: 1 } } } ] }";
+        for (yaml, want) in [
+            (
+                "spec: { paralellism: 4 }".to_string(),
+                "spec: unknown field `paralellism`; did you mean `parallelism`?",
+            ),
+            (
+                format!("spec: {{ {steps} }}"),
+                "spec.job.steps[0].source.file: unknown field `maxRecordsPerSecnd`; did you mean `maxRecordsPerSecond`?",
+            ),
+            (
+                "spec: { checkpointing: { intervall: 1s } }".into(),
+                "spec.checkpointing: unknown field `intervall`; did you mean `interval`?",
+            ),
+            (
+                "spec: { job: { steps: [ {}, { flatmap: {} } ] } }".into(),
+                "spec.job.steps[1]: unknown field `flatmap`; did you mean `flatMap`?",
+            ),
+            (
+                "spec: { job: { steps: [ { sink: { print: { pretty: true } } } ] } }".into(),
+                "spec.job.steps[0].sink.print: unknown field `pretty`; this object has no fields",
+            ),
+            (
+                "spec: { rollback: { enabeld: false } }".into(),
+                "spec.rollback: unknown field `enabeld`; did you mean `enabled`?",
+            ),
+            (
+                "metdata: { name: a }".into(),
+                "unknown field `metdata`; did you mean `metadata`?",
+            ),
+            (
+                "metadata: { lables: {} }".into(),
+                "metadata: unknown field `lables`; did you mean `labels`?",
+            ),
+            ("spec: { zzz: 1 }".into(), "spec: unknown field `zzz`; known fields: "),
+        ] {
+            let e = check(&yaml).unwrap_err();
+            assert!(e.starts_with(want), "want `{want}`, got `{e}`");
+        }
+    }
+
+    #[test]
+    fn kubernetes_and_operator_fields_are_known() {
+        let yaml = r#"
+apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata:
+  name: wc
+  namespace: team-a
+  labels: { app.kubernetes.io/name: wc }
+  annotations: { anything/goes: "yes" }
+spec:
+  image: x
+  upgradeMode: savepoint
+  savepoints: { directory: /sp, periodicInterval: 6h, history: { maxCount: 5 } }
+  s3: { region: us-east-1, credentialsSecret: { name: s } }
+  worker:
+    resources: { requests: { cpu: 500m } }
+    podTemplate: { spec: { anything: { goes: here } } }
+  job: { steps: [ { source: { file: { path: a } } }, { sink: { print: {} } } ] }
+status: { lifecycleState: Stable }
+"#;
+        assert_eq!(check(yaml), Ok(()));
+    }
+
+    #[test]
+    fn set_paths_must_name_fields() {
+        for ok in [
+            "spec.parallelism",
+            "spec.job.steps.0.source.file.maxRecordsPerSecond",
+            "metadata.labels.team",
+            "spec.worker.podTemplate.spec.nodeSelector",
+            "spec.worker.resources.limits.cpu",
+        ] {
+            assert_eq!(check_set_path(ok), Ok(()), "{ok}");
+        }
+        for (bad, want) in [
+            (
+                "spec.paralelism",
+                "spec: unknown field `paralelism`; did you mean `parallelism`? (in --set spec.paralelism)",
+            ),
+            (
+                "spec.job.steps.0.source.file.maxRecordsPerSecnd",
+                "spec.job.steps[0].source.file: unknown field `maxRecordsPerSecnd`; did you mean",
+            ),
+            ("spek.parallelism", "unknown field `spek`; did you mean `spec`?"),
+            ("metadata.nmae", "metadata: unknown field `nmae`; did you mean `name`?"),
+            ("spec.parallelism.x", "spec.parallelism: is not an object or list"),
+        ] {
+            let e = check_set_path(bad).unwrap_err().to_string();
+            assert!(e.starts_with(want), "want `{want}`, got `{e}`");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Bad input through the `weir` binary: every mistake is an error naming the field, path or
+//! argument (never a panic, never silently ignored), and a closed stdout or stderr ends a
+//! command quietly.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A bounded generator job (100 records, one checkpoint at the end) writing to `dir`, with
+/// `source_extra` added to the generator's settings and `spec_extra` to the spec.
+fn generator_manifest(dir: &Path, source_extra: &str, spec_extra: &str) -> PathBuf {
+    let sink = format!(r#"file: {{ path: "{}/output" }}"#, dir.display());
+    write_manifest(dir, "job.yaml", source_extra, spec_extra, &sink)
+}
+
+fn write_manifest(dir: &Path, file: &str, source_extra: &str, spec_extra: &str, sink: &str) -> PathBuf {
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: gen }}
+spec:
+  parallelism: 1{spec_extra}
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: 1, count: 100{source_extra} }} }}
+      - keyBy: {{ expression: key }}
+      - uid: counts
+        count: {{}}
+      - sink: {{ {sink} }}
+"#,
+        dir = dir.display()
+    );
+    let f = dir.join(file);
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+fn weir_cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new(weir());
+    cmd.args(args).env("WEIR_LOG", "warn").stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `weir ARGS` to completion, capturing stdout and stderr.
+fn weir_output(args: &[&str]) -> Output {
+    weir_cmd(args).output().expect("run weir")
+}
+
+/// Runs `weir ARGS` with its stdout (or stderr) a pipe whose reading end is already closed, so
+/// that its first write fails with EPIPE; returns the exit code and the other stream.
+fn weir_with_closed(stream: &str, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = weir_cmd(args);
+    cmd.env("WEIR_LOG", "info"); // log lines are written too (`weir starting`)
+    let out = if stream == "stdout" {
+        cmd.stdout(writer).stderr(Stdio::piped()).output().unwrap()
+    } else {
+        cmd.stderr(writer).stdout(Stdio::piped()).output().unwrap()
+    };
+    let other = if stream == "stdout" { out.stderr } else { out.stdout };
+    (out.status.code(), String::from_utf8_lossy(&other).into_owned())
+}
+
+fn run_args(manifest: &Path) -> Vec<String> {
+    vec![
+        "run".into(),
+        manifest.display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
+/// `weir run MANIFEST EXTRA...`: (exit code, stderr).
+fn run(manifest: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = run_args(manifest);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = weir_output(&args);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn zero_rate_limit_is_rejected_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), ", maxRecordsPerSecond: 0", "");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    let want =
+        "job.yaml: spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1; omit it for no limit";
+    assert!(err.contains(want), "{err}");
+    let m = generator_manifest(dir.path(), "", "");
+    let (code, err) = run(&m, &["--set", "spec.job.steps.0.source.generator.splits=0"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("spec.job.steps[0].source.generator.splits: must be at least 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn typos_in_the_manifest_and_in_set_paths_are_errors_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "\n  paralellism: 4");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("job.yaml: spec: unknown field `paralellism`; did you mean `parallelism`?"),
+        "{err}"
+    );
+    let m = generator_manifest(dir.path(), ", maxRecordsPerSecnd: 1", "");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("spec.job.steps[0].source.generator: unknown field `maxRecordsPerSecnd`; did you mean `maxRecordsPerSecond`?"),
+        "{err}"
+    );
+    let m = generator_manifest(dir.path(), "", "");
+    let (code, err) = run(&m, &["--set", "spec.paralelism=3"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("unknown field `paralelism`; did you mean `parallelism`? (in --set spec.paralelism)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn schema_errors_name_the_file_and_the_field_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let text = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("parallelism: 1", "parallelism: two");
+    std::fs::write(&m, text).unwrap();
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    let want = format!(
+        r#"{}: spec.parallelism: invalid type: string "two", expected u32"#,
+        m.display()
+    );
+    assert!(err.contains(&want), "want `{want}` in {err}");
+}
+
+#[test]
+fn restore_argument_must_be_none_latest_or_an_existing_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let (code, err) = run(&m, &["--restore", "lastest"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--restore `lastest`") && err.contains("did you mean `latest`?"),
+        "{err}"
+    );
+    let missing = dir.path().join("no-such-savepoint");
+    let (code, err) = run(&m, &["--restore", missing.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no such checkpoint or savepoint directory"), "{err}");
+    assert!(!dir.path().join("output").exists(), "nothing ran");
+}
+
+#[test]
+fn listing_checkpoints_of_a_wrong_path_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let storage = dir.path().join("checkpoints");
+    let list = |storage: &Path, job: &str| {
+        let out = weir_output(&["checkpoints", "list", storage.to_str().unwrap(), "--job", job]);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, stdout, _) = list(&storage, "gen");
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("completed"), "{stdout}");
+
+    let (code, stdout, err) = list(&storage, "wordcount");
+    assert_eq!((code, stdout.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("holds no checkpoints of job `wordcount`"), "{err}");
+    let (code, _, err) = list(&dir.path().join("nope"), "gen");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+    let (code, _, err) = list(&storage.join("gen"), "gen");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("it is one job's directory"), "{err}");
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_ends_commands_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let storage = dir.path().join("checkpoints");
+    let out = weir_output(&["checkpoints", "list", storage.to_str().unwrap(), "--job", "gen"]);
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    let chk = listing.split_whitespace().last().expect("a checkpoint").to_string();
+
+    for args in [
+        vec!["savepoint", "inspect", &chk, "--json"],
+        vec!["savepoint", "inspect", &chk],
+        vec!["checkpoints", "list", storage.to_str().unwrap(), "--job", "gen"],
+    ] {
+        let (code, err) = weir_with_closed("stdout", &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("weir: error"),
+            "{args:?} is quiet: {err}"
+        );
+    }
+    // An error message to a closed stderr still exits 1, without a panic (101).
+    let (code, _) = weir_with_closed("stderr", &["checkpoints", "list", "/no/such/dir", "--job", "gen"]);
+    assert_eq!(code, Some(1));
+    // A print sink whose reader is gone: the run ends quietly, as `yes | head` does.
+    let p = write_manifest(dir.path(), "print.yaml", "", "", "print: {}");
+    let args = run_args(&p);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, err) = weir_with_closed("stdout", &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("weir: error") && !err.contains("failed"),
+        "{err}"
+    );
+}
+
+/// Every StreamJob manifest the project ships (examples/, the e2e suite's) loads in `weir`:
+/// strict field checking accepts everything `kubectl apply` accepts.
+#[test]
+fn every_shipped_manifest_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .chain([root.join("e2e/manifests/wordcount-s3.yaml")])
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        if !text.contains("\nkind: StreamJob") {
+            continue;
+        }
+        // The e2e manifest's ${VARS}, as e2e/lib/common.sh renders them.
+        let text = [
+            ("${NAME}", "wc"),
+            ("${NAMESPACE}", "weir-e2e"),
+            ("${IMAGE}", "weir:dev"),
+            ("${PARALLELISM}", "2"),
+            ("${UPGRADE_MODE}", "savepoint"),
+            ("${RATE}", "2000"),
+        ]
+        .iter()
+        .fold(text, |t, (var, value)| t.replace(var, value));
+        if let Err(e) = weir_runtime::job::parse_manifest(&text, &[]) {
+            panic!("{}: {e}", f.display());
+        }
+        checked.push(f);
+    }
+    assert!(checked.len() >= 5, "{checked:?}");
+}
