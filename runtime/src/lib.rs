@@ -13,5 +13,6 @@ pub mod job;
 pub mod metrics;
 pub mod operators;
 pub mod record;
+pub mod signals;
 pub mod state;
 pub mod storage;

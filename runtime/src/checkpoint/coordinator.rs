@@ -87,6 +87,8 @@ pub struct Shared {
     pub stop_trigger: Option<String>,
     /// The restore point of the current run (attempt).
     pub restored_from: Option<String>,
+    /// Cancelled to suspend the job gracefully (SIGTERM / SIGINT); see [`super::suspend`].
+    pub suspend: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
@@ -100,6 +102,7 @@ impl Shared {
             delivered: Default::default(),
             stop_trigger: None,
             restored_from: None,
+            suspend: Default::default(),
         }
     }
 }
@@ -126,6 +129,9 @@ pub enum Outcome {
     Finished,
     /// Stopped with a savepoint at this URL.
     Stopped(String),
+    /// Suspended on request ([`Shared::suspend`]): no savepoint; the job resumes from its
+    /// latest completed checkpoint.
+    Suspended,
 }
 
 const HISTORY: usize = 50;
@@ -150,6 +156,8 @@ pub async fn run(
     let mut retention: Option<tokio::task::JoinHandle<()>> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let suspend = shared.lock().expect("lock").suspend.clone();
+    let mut suspend_deadline: Option<Instant> = None;
     shared.lock().expect("lock").state = JobState::Running;
     let send_all = |c: &dyn Fn() -> Control| {
         for tx in &controls {
@@ -192,12 +200,14 @@ pub async fn run(
                                 let _ = r.await;
                             }
                             let mut s = shared.lock().expect("lock");
-                            s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped };
+                            s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped, Outcome::Suspended => JobState::Suspending };
                             return Ok(outcome);
                         }
                     }
-                    TaskEvent::Failed { task, error } => {
-                        let msg = if task == usize::MAX { error } else { format!("task {task} failed: {error}") };
+                    TaskEvent::Failed { error, .. } => {
+                        // Producers name the subtask (`count (2/4) on worker w2 failed: ...`) or
+                        // lead with the cause (`worker w2 lost: ...`).
+                        let msg = error;
                         let mut s = shared.lock().expect("lock");
                         s.state = JobState::Failed;
                         s.failure = Some(msg.clone());
@@ -213,6 +223,10 @@ pub async fn run(
                 if let Some(cmd) = cmd {
                     queued.push_back(cmd);
                 }
+            }
+            _ = suspend.cancelled(), if suspend_deadline.is_none() => {
+                suspend_deadline = Some(Instant::now() + super::suspend::IN_FLIGHT_GRACE);
+                super::suspend::begin(&shared, &cfg.sources, &controls);
             }
             _ = tick.tick() => {}
         }
@@ -273,8 +287,19 @@ pub async fn run(
             }
         }
 
+        if let Some(deadline) = suspend_deadline
+            && super::suspend::stop_now(pending.is_some(), finishing.is_some(), Instant::now() >= deadline)
+        {
+            send_all(&|| Control::Shutdown);
+            super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
+            if let Some(r) = retention.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(1), r).await;
+            }
+            return Ok(Outcome::Suspended);
+        }
+
         // Trigger the next one: queued savepoints first, then the final checkpoint, then periodic.
-        if pending.is_none() && finishing.is_none() {
+        if pending.is_none() && finishing.is_none() && suspend_deadline.is_none() {
             let next = if let Some(cmd) = queued.pop_front() {
                 Some((
                     SnapshotKind::Savepoint,

@@ -7,6 +7,7 @@
 pub mod coordinator;
 pub mod decide;
 pub mod restore;
+pub mod suspend;
 
 use crate::control::api::SnapshotKind;
 use crate::state::snapshot::StateHandle;

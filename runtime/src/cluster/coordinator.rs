@@ -50,6 +50,9 @@ pub struct CoordinatorOptions {
     pub restart: RestartPolicy,
     /// Exit when the job reaches a terminal state instead of serving its final status.
     pub exit_on_finish: bool,
+    /// SIGTERM / SIGINT: suspend the job (stop the workers' subtasks without a savepoint)
+    /// and exit 0; a coordinator of the same `--run-id` resumes from the latest checkpoint.
+    pub stop: crate::signals::StopSignal,
 }
 
 struct WorkerConn {
@@ -68,6 +71,10 @@ struct Registry {
     events: Option<mpsc::UnboundedSender<TaskEvent>>,
     /// Workers of the current deployment, by id.
     deployed: Vec<String>,
+    /// Subtasks of the current deployment by worker id, as failure messages name them.
+    deployed_subtasks: BTreeMap<String, Vec<String>>,
+    /// Workers of the current deployment lost since it was deployed: their failure messages.
+    lost: Vec<String>,
     /// The worker list the control API serves (`JobStatus.workers`).
     published: Arc<Mutex<Vec<WorkerStatus>>>,
 }
@@ -128,6 +135,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let p = job.parallelism as usize;
     let metrics: Vec<Arc<TaskMetrics>> = specs.iter().map(|_| Arc::new(TaskMetrics::default())).collect();
     let shared = Arc::new(Mutex::new(Shared::new()));
+    shared.lock().expect("lock").suspend = opts.stop.token();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
     let handle = JobHandle {
         job: job.name.clone(),
@@ -179,6 +187,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         } else {
             RestoreFrom::Latest
         };
+        if opts.stop.is_requested() {
+            return suspended(&job.name, &registry, attempt, server).await;
+        }
         let result = run_attempt(
             &job,
             &manifest,
@@ -195,6 +206,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         )
         .await;
         match result {
+            Ok(Outcome::Suspended) => return suspended(&job.name, &registry, attempt, server).await,
             Ok(outcome) => {
                 tracing::info!(?outcome, "job ended");
                 if let Outcome::Stopped(path) = &outcome {
@@ -210,9 +222,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     server.shutdown(Duration::from_secs(5)).await;
                     return Ok(());
                 }
-                return serve_forever().await;
+                return serve_until_stopped(server, &opts.stop).await;
             }
             Err(reason) => {
+                let reason = lead_with_cause(&registry, reason).await;
                 cancel_attempt(&registry, attempt);
                 let now = started.elapsed();
                 match restart::decide(&opts.restart, &restarts, now) {
@@ -226,7 +239,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             s.state = JobState::Restarting;
                             s.failure = Some(reason);
                         }
-                        tokio::time::sleep(delay).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(delay) => {}
+                            _ = opts.stop.requested() => {}
+                        }
                     }
                     RestartDecision::GiveUp(why) => {
                         let msg = format!("{reason}; {why}");
@@ -240,7 +256,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             end_workers(&registry, true).await;
                             return Err(msg);
                         }
-                        return serve_forever().await;
+                        return serve_until_stopped(server, &opts.stop).await;
                     }
                 }
             }
@@ -256,10 +272,45 @@ async fn end_workers(registry: &Arc<Mutex<Registry>>, failed: bool) {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
-async fn serve_forever() -> Result<(), String> {
-    loop {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
+/// Serves the final status until SIGTERM / SIGINT (as pods do), then exits 0.
+async fn serve_until_stopped(server: crate::control::server::ControlServer, stop: &crate::signals::StopSignal) -> Result<(), String> {
+    stop.requested().await;
+    server.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+/// After SIGTERM / SIGINT suspended the job: cancels the attempt on every worker (their
+/// subtasks already got `Shutdown`), lets the messages go out, stops the control API.
+async fn suspended(
+    job: &str,
+    registry: &Arc<Mutex<Registry>>,
+    attempt: u64,
+    server: crate::control::server::ControlServer,
+) -> Result<(), String> {
+    cancel_attempt(registry, attempt);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.shutdown(Duration::from_secs(2)).await;
+    eprintln!(
+        "weir: job {job} suspended: subtasks stopped without a savepoint; a coordinator with the same --run-id resumes from the latest checkpoint"
+    );
+    Ok(())
+}
+
+/// The failure message of an attempt, leading with its cause: when the first failure is the
+/// symptom of a lost peer (a broken data channel), waits briefly for the loss of the worker
+/// behind it to be noticed and names that worker instead.
+async fn lead_with_cause(registry: &Arc<Mutex<Registry>>, first_failure: String) -> String {
+    if super::failure::is_peer_loss_symptom(&first_failure) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while registry.lock().expect("lock").lost.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
+    let lost = registry.lock().expect("lock").lost.clone();
+    if !lost.is_empty() && lost[0] != first_failure {
+        tracing::info!(first_failure = %first_failure, "a symptom of the worker loss");
+    }
+    super::failure::lead_with_cause(&first_failure, &lost)
 }
 
 /// The manifest text workers receive (the file with `--set` overrides applied).
@@ -302,6 +353,9 @@ async fn run_attempt(
     // Wait for enough slots.
     let mut waited = Instant::now();
     let assignment: Vec<(String, String, u32)> = loop {
+        if opts.stop.is_requested() {
+            return Ok(Outcome::Suspended);
+        }
         {
             let r = registry.lock().expect("lock");
             let total: u32 = r.workers.values().map(|w| w.slots).sum();
@@ -337,6 +391,13 @@ async fn run_attempt(
         r.attempt = attempt;
         r.events = Some(ev_tx.clone());
         r.deployed = assignment.iter().map(|a| a.0.clone()).collect();
+        r.lost.clear();
+        let specs = task_specs(job);
+        r.deployed_subtasks = BTreeMap::new();
+        for (t, w) in worker_of.iter().enumerate() {
+            let label = exec::subtask_label(&specs[t], job.parallelism);
+            r.deployed_subtasks.entry(w.clone()).or_default().push(label);
+        }
         for (id, _, _) in &assignment {
             let tasks: Vec<usize> = (0..n_tasks).filter(|t| &worker_of[*t] == id).collect();
             if tasks.is_empty() {
@@ -478,6 +539,10 @@ async fn serve_rpc(
                             }
                         }
                         Ok(Some(ToCoordinator::Register { .. })) => {}
+                        Ok(Some(ToCoordinator::Leaving { reason })) => {
+                            lose_worker(&registry, &worker_id, &reason, Some(conn_id));
+                            break;
+                        }
                         Ok(None) | Err(_) => break,
                     },
                     out = rx.recv() => match out {
@@ -511,13 +576,13 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
         r.publish();
     }
     tracing::warn!(worker = worker_id, why, "worker lost");
-    if r.deployed.iter().any(|w| w == worker_id)
-        && let Some(ev) = &r.events
-    {
-        let _ = ev.send(TaskEvent::Failed {
-            task: usize::MAX,
-            error: format!("worker {worker_id} lost ({why})"),
-        });
+    if r.deployed.iter().any(|w| w == worker_id) {
+        let subtasks = r.deployed_subtasks.get(worker_id).cloned().unwrap_or_default();
+        let error = super::failure::worker_lost(worker_id, why, &subtasks);
+        r.lost.push(error.clone());
+        if let Some(ev) = &r.events {
+            let _ = ev.send(TaskEvent::Failed { task: usize::MAX, error });
+        }
     }
 }
 
