@@ -194,6 +194,18 @@ fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
     c.coordinator.wait_ok(Duration::from_secs(180));
     let status_log = c.coordinator.text();
     assert!(status_log.contains("restarting in"), "{status_log}");
+    // The failure leads with the cause and names the subtasks the worker ran, not a task
+    // index or the broken data channels of other workers.
+    let failure = status_log
+        .lines()
+        .find(|l| l.contains("attempt 1 failed: "))
+        .unwrap_or_else(|| panic!("{status_log}"));
+    assert!(
+        failure.contains("attempt 1 failed: worker w1 lost: connection closed; it ran ")
+            && failure.contains("(3/4)")
+            && failure.contains("(4/4)"),
+        "{failure}"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
@@ -358,4 +370,134 @@ fn a_worker_reconnecting_with_a_stale_attempt_is_refused() {
     // The refused worker is not in the worker list.
     let workers = c.job_status().unwrap()["workers"].clone();
     assert!(!workers.to_string().contains("ghost"), "{workers}");
+}
+
+fn sigterm(pid: u32) {
+    let st = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill -TERM {pid}");
+}
+
+/// Waits at most `limit` for the process to exit and returns its exit code.
+fn exit_code_within(p: &mut Proc, limit: Duration) -> Option<i32> {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = p.child.try_wait().unwrap() {
+            return st.code();
+        }
+        assert!(
+            t.elapsed() < limit,
+            "{} still running {limit:?} after the signal: {}",
+            p.log.display(),
+            p.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_to_the_coordinator_suspends_the_job_and_a_restart_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    sigterm(c.coordinator.pid());
+    let code = exit_code_within(&mut c.coordinator, Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{}", c.coordinator.text());
+    assert!(c.coordinator.text().contains("suspended"), "{}", c.coordinator.text());
+    // The workers stay up and register with the next coordinator of the same run.
+    for w in &mut c.workers {
+        assert!(w.child.try_wait().unwrap().is_none(), "{}", w.text());
+    }
+    c.restart_coordinator(&[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "coordinator SIGTERM then restart",
+    );
+}
+
+#[test]
+fn sigterm_to_a_worker_leaves_the_job_which_restarts_elsewhere_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    // Slots fill in worker-id order: w0 and w1 run the job, w2 is spare.
+    sigterm(c.workers[1].pid());
+    let code = exit_code_within(&mut c.workers[1], Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{}", c.workers[1].text());
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    let failure = log
+        .lines()
+        .find(|l| l.contains("attempt 1 failed: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        failure.contains("attempt 1 failed: worker w1 lost: it left on SIGTERM; it ran ") && failure.contains("(3/4)"),
+        "{failure}"
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "worker SIGTERM",
+    );
+}
+
+#[test]
+fn a_record_larger_than_a_frame_fails_the_job_naming_the_operator_and_the_limit() {
+    use weir_runtime::job::default_max_parallelism;
+    use weir_runtime::record::Key;
+    use weir_runtime::state::key_group::subtask_for_key;
+    let dir = tempfile::tempdir().unwrap();
+    // One line of 65 MiB, keyed by itself, sent from source subtask 1/4 (on w0) to a
+    // subtask on w1 (3/4 or 4/4): it must cross workers.
+    let mut line = "b".repeat(65 * 1024 * 1024);
+    let base = line.len();
+    for i in 0.. {
+        line.truncate(base);
+        line.push_str(&i.to_string());
+        let key = Key::from_value(&serde_json::json!(line)).unwrap();
+        if subtask_for_key(&key, 4, default_max_parallelism(4)) >= 2 {
+            break;
+        }
+    }
+    std::fs::write(dir.path().join("big.txt"), format!("small\n{line}\nsmall\n")).unwrap();
+    drop(line);
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: big }}
+spec:
+  parallelism: 4
+  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints" }}
+  job:
+    steps:
+      - uid: lines
+        source: {{ file: {{ path: "{d}/big.txt" }} }}
+      - keyBy: {{ expression: line, as: line }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{d}/output" }} }}
+"#,
+        d = dir.path().display()
+    );
+    let m = dir.path().join("big.yaml");
+    std::fs::write(&m, manifest).unwrap();
+    let mut c = Cluster::start(dir.path(), &m, &["--restart-max-attempts", "0"], &[]);
+    let code = exit_code_within(&mut c.coordinator, Duration::from_secs(120));
+    let log = c.coordinator.text();
+    assert_eq!(code, Some(1), "{log}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains("FAILED: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        failed.contains("FAILED: lines -> ")
+            && failed.contains(" (1/4) on worker w0 failed: it emitted a record of ")
+            && failed.contains("larger than the 64 MiB limit of a frame between workers"),
+        "{failed}"
+    );
+    assert!(!failed.contains("upstream lost"), "{failed}");
 }
