@@ -85,33 +85,55 @@ impl StopSignal {
 }
 
 /// Installs the SIGTERM and SIGINT handlers. Errors: the handlers cannot be registered.
+///
+/// Signals are received on a thread of their own (with a one-thread tokio runtime): a busy
+/// job runtime delays signal delivery by seconds, and a second signal must work even when the
+/// graceful stop is stuck.
 pub fn install() -> Result<StopSignal, String> {
     let stop = StopSignal::default();
-    let mut signals = listen().map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
     let s = stop.clone();
-    tokio::spawn(async move {
-        let mut n = 0u32;
-        while let Some(name) = signals.next().await {
-            n += 1;
-            match action_for(n) {
-                SignalAction::GracefulStop => {
-                    tracing::info!(signal = name, "stopping gracefully (send it again to exit at once)");
-                    eprintln!("weir: received {name}: stopping gracefully (send it again to exit at once)");
-                    s.request(name);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(GRACEFUL_STOP_LIMIT).await;
-                        eprintln!("weir: the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting");
-                        std::process::exit(1);
-                    });
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    std::thread::Builder::new()
+        .name("weir-signals".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
+            };
+            rt.block_on(async move {
+                let mut signals = match listen() {
+                    Ok(signals) => signals,
+                    Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
+                };
+                let _ = ready_tx.send(Ok(()));
+                let mut n = 0u32;
+                while let Some(name) = signals.next().await {
+                    n += 1;
+                    match action_for(n) {
+                        SignalAction::GracefulStop => {
+                            tracing::info!(signal = name, "stopping gracefully (send it again to exit at once)");
+                            eprintln!("weir: received {name}: stopping gracefully (send it again to exit at once)");
+                            s.request(name);
+                            tokio::spawn(async move {
+                                tokio::time::sleep(GRACEFUL_STOP_LIMIT).await;
+                                eprintln!("weir: the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting");
+                                std::process::exit(1);
+                            });
+                        }
+                        SignalAction::ExitNow => {
+                            eprintln!("weir: received {name} again: exiting now");
+                            std::process::exit(exit_status_for(name));
+                        }
+                    }
                 }
-                SignalAction::ExitNow => {
-                    eprintln!("weir: received {name} again: exiting now");
-                    std::process::exit(exit_status_for(name));
-                }
-            }
-        }
-    });
-    Ok(stop)
+            });
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(stop),
+        Ok(Err(e)) => Err(format!("cannot install the SIGTERM/SIGINT handlers: {e}")),
+        Err(_) => Err("cannot install the SIGTERM/SIGINT handlers: the signal thread ended".into()),
+    }
 }
 
 #[cfg(unix)]

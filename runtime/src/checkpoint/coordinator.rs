@@ -293,13 +293,13 @@ pub async fn run(
             send_all(&|| Control::Shutdown);
             super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
             if let Some(r) = retention.take() {
-                let _ = tokio::time::timeout(Duration::from_secs(1), r).await;
+                let _ = tokio::time::timeout(Duration::from_millis(500), r).await;
             }
             return Ok(Outcome::Suspended);
         }
 
         // Trigger the next one: queued savepoints first, then the final checkpoint, then periodic.
-        if pending.is_none() && finishing.is_none() && suspend_deadline.is_none() {
+        if pending.is_none() && finishing.is_none() && !suspend.is_cancelled() {
             let next = if let Some(cmd) = queued.pop_front() {
                 Some((
                     SnapshotKind::Savepoint,
