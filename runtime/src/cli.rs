@@ -293,7 +293,10 @@ async fn run(a: RunArgs) -> Result<(), String> {
     });
     let outcome = prepared.run().await;
     if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
-        crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()).await;
+        tokio::select! {
+            _ = crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()) => {}
+            _ = stop.requested() => {}
+        }
     }
     server.shutdown(Duration::from_secs(5)).await;
     if let Some(b) = bar {

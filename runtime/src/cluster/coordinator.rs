@@ -216,7 +216,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 }
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
-                        crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)).await;
+                        tokio::select! {
+                            _ = crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)) => {}
+                            _ = opts.stop.requested() => {}
+                        }
                     }
                     end_workers(&registry, false).await;
                     server.shutdown(Duration::from_secs(5)).await;
