@@ -315,7 +315,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
                 crate::checkpoint::coordinator::Outcome::Suspended => {
                     let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
                     let argv: Vec<String> = std::env::args().collect();
-                    let hint = resume_hint(&argv, last.as_ref().map(|c| (c.id, c.path.as_str())), restored_from.as_deref());
+                    let hint = resume_hint(
+                        &argv,
+                        last.as_ref().map(|c| (c.id, c.path.as_str())),
+                        restored_from.as_deref(),
+                    );
                     eprintln!(
                         "weir: job {} suspended on {}: nothing is committed beyond the last completed checkpoint",
                         handle.job,
@@ -431,10 +435,7 @@ fn command_with_restore(argv: &[String], restore: Option<&str>) -> String {
 
 /// Quotes `s` for a POSIX shell when it holds anything but plain word characters.
 fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
     if plain {
         s.to_string()
     } else {
@@ -533,11 +534,26 @@ mod tests {
                 "resume with `weir run job.yaml --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
             ),
             (
-                argv(&["weir", "run", "job.yaml", "--restore", "/sp/savepoint-1", "--parallelism", "3"]),
+                argv(&[
+                    "weir",
+                    "run",
+                    "job.yaml",
+                    "--restore",
+                    "/sp/savepoint-1",
+                    "--parallelism",
+                    "3",
+                ]),
                 "resume with `weir run job.yaml --parallelism 3 --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
             ),
             (
-                argv(&["weir", "run", "--restore=latest", "my job.yaml", "--set", "spec.x='a b'"]),
+                argv(&[
+                    "weir",
+                    "run",
+                    "--restore=latest",
+                    "my job.yaml",
+                    "--set",
+                    "spec.x='a b'",
+                ]),
                 r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)"#,
             ),
         ] {
@@ -547,7 +563,13 @@ mod tests {
 
     #[test]
     fn without_a_completed_checkpoint_the_hint_names_the_restore_point_or_a_fresh_start() {
-        let args = argv(&["weir", "run", "job.yaml", "--restore", "s3://b/sp/savepoint-wordcount-4"]);
+        let args = argv(&[
+            "weir",
+            "run",
+            "job.yaml",
+            "--restore",
+            "s3://b/sp/savepoint-wordcount-4",
+        ]);
         assert_eq!(
             resume_hint(&args, None, Some("s3://b/sp/savepoint-wordcount-4")),
             "resume with `weir run job.yaml --restore s3://b/sp/savepoint-wordcount-4` (resumes from s3://b/sp/savepoint-wordcount-4)"

@@ -116,7 +116,9 @@ pub fn install() -> Result<StopSignal, String> {
                             s.request(name);
                             tokio::spawn(async move {
                                 tokio::time::sleep(GRACEFUL_STOP_LIMIT).await;
-                                eprintln!("weir: the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting");
+                                eprintln!(
+                                    "weir: the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting"
+                                );
                                 std::process::exit(1);
                             });
                         }

@@ -438,8 +438,9 @@ fn sigterm_to_a_worker_leaves_the_job_which_restarts_elsewhere_exactly_once() {
         .find(|l| l.contains("attempt 1 failed: "))
         .unwrap_or_else(|| panic!("{log}"));
     assert!(
-        failure.contains(&format!("attempt 1 failed: worker {victim} lost: it left on SIGTERM; it ran lines -> "))
-            && failure.contains("(1/4)"),
+        failure.contains(&format!(
+            "attempt 1 failed: worker {victim} lost: it left on SIGTERM; it ran lines -> "
+        )) && failure.contains("(1/4)"),
         "{failure}"
     );
     assert_same_multiset(

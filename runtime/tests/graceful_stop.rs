@@ -75,7 +75,10 @@ fn sigterm_mid_input_exits_0_within_5_s_and_restore_latest_is_exactly_once() {
         .lines()
         .find(|l| l.contains("resume with `"))
         .unwrap_or_else(|| panic!("no resume hint: {stderr}"));
-    assert!(hint.contains(&format!("run {} --listen 127.0.0.1:0 --restore latest`", m.display())), "{hint}");
+    assert!(
+        hint.contains(&format!("run {} --listen 127.0.0.1:0 --restore latest`", m.display())),
+        "{hint}"
+    );
     let resumes_from: u64 = hint
         .split("resumes from checkpoint ")
         .nth(1)

@@ -276,7 +276,10 @@ async fn end_workers(registry: &Arc<Mutex<Registry>>, failed: bool) {
 }
 
 /// Serves the final status until SIGTERM / SIGINT (as pods do), then exits 0.
-async fn serve_until_stopped(server: crate::control::server::ControlServer, stop: &crate::signals::StopSignal) -> Result<(), String> {
+async fn serve_until_stopped(
+    server: crate::control::server::ControlServer,
+    stop: &crate::signals::StopSignal,
+) -> Result<(), String> {
     stop.requested().await;
     server.shutdown(Duration::from_secs(5)).await;
     Ok(())
@@ -584,7 +587,10 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
         let error = super::failure::worker_lost(worker_id, why, &subtasks);
         r.lost.push(error.clone());
         if let Some(ev) = &r.events {
-            let _ = ev.send(TaskEvent::Failed { task: usize::MAX, error });
+            let _ = ev.send(TaskEvent::Failed {
+                task: usize::MAX,
+                error,
+            });
         }
     }
 }

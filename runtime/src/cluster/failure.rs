@@ -51,7 +51,8 @@ mod tests {
 
     #[test]
     fn the_attempt_failure_leads_with_a_lost_worker_over_its_symptoms() {
-        let symptom = "counts -> output (1/4) on worker w1 failed: input 1 closed without end-of-stream (upstream lost)";
+        let symptom =
+            "counts -> output (1/4) on worker w1 failed: input 1 closed without end-of-stream (upstream lost)";
         let lost = "worker w2 lost: connection closed; it ran counts -> output (2/4)".to_string();
         let failed = "counts -> output (3/4) on worker w1 failed: operator counts: overflow";
         for (first, lost_workers, want) in [
@@ -67,7 +68,10 @@ mod tests {
     #[test]
     fn only_lost_peers_are_symptoms() {
         for (msg, want) in [
-            ("x (1/2) failed: input 0 closed without end-of-stream (upstream lost)", true),
+            (
+                "x (1/2) failed: input 0 closed without end-of-stream (upstream lost)",
+                true,
+            ),
             ("x (1/2) failed: downstream subtask is gone", true),
             ("x (1/2) failed: operator counts: cannot evaluate", false),
             ("worker w2 lost: connection closed", false),

@@ -416,7 +416,13 @@ pub fn oversize_record_message(label: &str, o: &OversizeRecord) -> String {
 /// A record too large for a frame fails the upstream subtask with the reason (and the
 /// channel stays open until the attempt is cancelled, so the downstream subtask does not
 /// report a lost upstream first).
-async fn write_channel(addr: String, attempt: u64, sender: ChannelSender, down: usize, mut rx: mpsc::Receiver<Element>) {
+async fn write_channel(
+    addr: String,
+    attempt: u64,
+    sender: ChannelSender,
+    down: usize,
+    mut rx: mpsc::Receiver<Element>,
+) {
     let up = sender.up;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut conn = loop {
@@ -456,7 +462,10 @@ async fn write_channel(addr: String, attempt: u64, sender: ChannelSender, down: 
                     return;
                 }
             },
-            Element::Barrier(b) => (vec![encode_frame(&DataFrame::Barrier(WireBarrier::from_barrier(&b)))], false),
+            Element::Barrier(b) => (
+                vec![encode_frame(&DataFrame::Barrier(WireBarrier::from_barrier(&b)))],
+                false,
+            ),
             Element::End => (vec![encode_frame(&DataFrame::End)], true),
         };
         for frame in frames {
