@@ -427,10 +427,24 @@ fn sigterm_to_a_worker_leaves_the_job_which_restarts_elsewhere_exactly_once() {
     let status = c.job_status().unwrap();
     let victim = status["subtasks"][0]["location"].as_str().unwrap().to_string();
     let i: usize = victim.trim_start_matches('w').parse().unwrap();
+    // The spare worker leaves first: that fails nothing (no restart).
+    let busy: Vec<&str> = status["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["location"].as_str().unwrap())
+        .collect();
+    let spare = (0..3).find(|k| !busy.contains(&format!("w{k}").as_str())).unwrap();
+    sigterm(c.workers[spare].pid());
+    assert_eq!(exit_code_within(&mut c.workers[spare], Duration::from_secs(5)), Some(0));
+    let after_spare = c.wait_checkpoint_after(first);
+    assert_eq!(c.job_status().unwrap()["restarts"], 0, "{}", c.coordinator.text());
+    // Then a busy one; a replacement joins so that the job has its 4 slots again.
+    c.add_worker("w3", &[]);
     sigterm(c.workers[i].pid());
     let code = exit_code_within(&mut c.workers[i], Duration::from_secs(5));
     assert_eq!(code, Some(0), "{}", c.workers[i].text());
-    c.wait_checkpoint_after(first);
+    c.wait_checkpoint_after(after_spare);
     c.coordinator.wait_ok(Duration::from_secs(180));
     let log = c.coordinator.text();
     let failure = log

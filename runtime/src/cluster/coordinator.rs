@@ -396,7 +396,12 @@ async fn run_attempt(
         let mut r = registry.lock().expect("lock");
         r.attempt = attempt;
         r.events = Some(ev_tx.clone());
-        r.deployed = assignment.iter().map(|a| a.0.clone()).collect();
+        // Only workers that run subtasks: losing a spare one fails nothing.
+        r.deployed = assignment
+            .iter()
+            .map(|a| a.0.clone())
+            .filter(|id| worker_of.contains(id))
+            .collect();
         r.lost.clear();
         let specs = task_specs(job);
         r.deployed_subtasks = BTreeMap::new();
