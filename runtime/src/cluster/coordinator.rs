@@ -188,7 +188,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
             RestoreFrom::Latest
         };
         if opts.stop.is_requested() {
-            return suspended(&job.name, &registry, attempt, server).await;
+            return suspended(&handle, &registry, attempt, server).await;
         }
         let result = run_attempt(
             &job,
@@ -206,7 +206,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         )
         .await;
         match result {
-            Ok(Outcome::Suspended) => return suspended(&job.name, &registry, attempt, server).await,
+            Ok(Outcome::Suspended) => return suspended(&handle, &registry, attempt, server).await,
             Ok(outcome) => {
                 tracing::info!(?outcome, "job ended");
                 if let Outcome::Stopped(path) = &outcome {
@@ -288,7 +288,7 @@ async fn serve_until_stopped(
 /// After SIGTERM / SIGINT suspended the job: cancels the attempt on every worker (their
 /// subtasks already got `Shutdown`), lets the messages go out, stops the control API.
 async fn suspended(
-    job: &str,
+    handle: &JobHandle,
     registry: &Arc<Mutex<Registry>>,
     attempt: u64,
     server: crate::control::server::ControlServer,
@@ -296,8 +296,13 @@ async fn suspended(
     cancel_attempt(registry, attempt);
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.shutdown(Duration::from_secs(2)).await;
+    let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
+    let from = last.map_or("its restore point".to_string(), |c| {
+        format!("checkpoint {} at {}", c.id, c.path)
+    });
     eprintln!(
-        "weir: job {job} suspended: subtasks stopped without a savepoint; a coordinator with the same --run-id resumes from the latest checkpoint"
+        "weir: job {} suspended: subtasks stopped without a savepoint; a coordinator with --run-id {} resumes from {from}",
+        handle.job, handle.job_id
     );
     Ok(())
 }
