@@ -37,6 +37,21 @@ fn wait_completed_checkpoint(api: &str) -> u64 {
     panic!("no completed checkpoint at {api}; last status: {last}");
 }
 
+/// The text without terminal colour sequences (`ESC [ ... m`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_escape = false;
+    for c in s.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (false, c) => out.push(c),
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    out
+}
+
 /// Waits at most `limit` for the process to exit; returns its exit code and how long it took.
 fn wait_exit(w: &mut Weir, limit: Duration) -> (Option<i32>, Duration) {
     let t = Instant::now();
@@ -123,4 +138,57 @@ fn a_second_signal_during_the_graceful_stop_exits_at_once() {
     let stderr = std::fs::read_to_string(&w.stderr).unwrap();
     assert_eq!(code, Some(130), "exit code after two SIGINTs ({took:?}): {stderr}");
     assert!(stderr.contains("received SIGINT again: exiting now"), "{stderr}");
+}
+
+#[test]
+fn sigterm_during_a_checkpoint_that_cannot_complete_aborts_it_and_commits_none_of_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    // A sink that takes 600 ms per batch: once the channels are full, a barrier needs seconds
+    // to reach it, longer than the 2 s a suspending job waits for its in-flight checkpoint.
+    let env = [("WEIR_FAILPOINT".to_string(), "slow-sink:600".to_string())];
+    let mut w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    let seen = wait_completed_checkpoint(&api);
+    // Wait for a checkpoint in flight behind the full channels.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/checkpoints")])
+            .output()
+            .unwrap();
+        let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if h["inProgress"].as_u64().is_some_and(|id| id > seen + 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint in flight: {h}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(w.child.id(), "TERM");
+    let (code, took) = wait_exit(&mut w, Duration::from_secs(5));
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
+    let plain = strip_ansi(&stderr);
+    let aborted: u64 = plain
+        .lines()
+        .find(|l| l.contains("in-flight checkpoint aborted"))
+        .and_then(|l| l.split("checkpoint=").nth(1))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no aborted checkpoint: {stderr}"));
+    let chk = dir
+        .path()
+        .join(format!("checkpoints/wordcount/chk-{aborted}/_metadata"));
+    assert!(!chk.exists(), "the aborted checkpoint {aborted} was committed");
+    assert!(stderr.contains("resume with `"), "{stderr}");
+
+    // The restore (at full speed) commits exactly what the last completed checkpoint covers,
+    // and replays the rest: nothing of the aborted checkpoint was committed.
+    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "SIGTERM during an aborted checkpoint then --restore latest",
+    );
 }
