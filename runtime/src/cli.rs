@@ -1,6 +1,6 @@
 //! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
 
-use crate::checkpoint::restore::{self, RestoreFrom};
+use crate::checkpoint::restore;
 use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
@@ -236,6 +236,7 @@ pub async fn main(cli: Cli) -> i32 {
 }
 
 async fn run(a: RunArgs) -> Result<(), String> {
+    let stop = crate::signals::install()?;
     let mut sets = a.set.clone();
     if let Some(p) = a.parallelism {
         sets.push(format!("spec.parallelism={p}"));
@@ -255,8 +256,15 @@ async fn run(a: RunArgs) -> Result<(), String> {
         restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
     };
-    let prepared = exec::prepare(job, opts).await?;
+    let prepared = tokio::select! {
+        p = exec::prepare(job, opts) => p?,
+        _ = stop.requested() => {
+            crate::note!("weir: stopped before the job started");
+            return Ok(());
+        }
+    };
     let handle = prepared.handle.clone();
+    handle.shared.lock().expect("lock").suspend = stop.token();
     let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
     let addr = server.addr;
     output::print_note(format_args!(
@@ -280,7 +288,10 @@ async fn run(a: RunArgs) -> Result<(), String> {
     });
     let outcome = prepared.run().await;
     if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
-        crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()).await;
+        tokio::select! {
+            _ = crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()) => {}
+            _ = stop.requested() => {}
+        }
     }
     server.shutdown(Duration::from_secs(5)).await;
     if let Some(b) = bar {
@@ -295,6 +306,22 @@ async fn run(a: RunArgs) -> Result<(), String> {
                 }
                 crate::checkpoint::coordinator::Outcome::Stopped(p) => {
                     output::print_note(format_args!("weir: job {} stopped with savepoint {p}", handle.job))
+                }
+                crate::checkpoint::coordinator::Outcome::Suspended => {
+                    let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
+                    let argv: Vec<String> = std::env::args().collect();
+                    let hint = resume_hint(
+                        &argv,
+                        last.as_ref().map(|c| (c.id, c.path.as_str())),
+                        restored_from.as_deref(),
+                    );
+                    crate::note!(
+                        "weir: job {} suspended on {}: nothing is committed beyond the last completed checkpoint",
+                        handle.job,
+                        stop.signal_name().unwrap_or("request")
+                    );
+                    crate::note!("weir: {hint}");
+                    return Ok(());
                 }
             }
             if let Some(c) = last {
@@ -332,6 +359,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
             window: a.restart_window.into(),
         },
         exit_on_finish: a.exit_on_finish,
+        stop: crate::signals::install()?,
     })
     .await
 }
@@ -350,8 +378,64 @@ async fn worker(a: WorkerArgs) -> Result<(), String> {
         heartbeat_interval: a.heartbeat_interval.into(),
         heartbeat_timeout: a.heartbeat_timeout.into(),
         listen: (a.listen != "none").then_some(a.listen),
+        stop: crate::signals::install()?,
     })
     .await
+}
+
+/// What `weir run` prints after a SIGTERM/SIGINT: the command that resumes the job, from the
+/// process's own arguments `argv` (any `--restore` replaced), and the snapshot it resumes from.
+/// `last` is the newest snapshot this run completed (id, URL); `restored_from` the restore
+/// point this run started from.
+pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Option<&str>) -> String {
+    let (restore, from) = match (last, restored_from) {
+        (Some((id, url)), _) => ("latest".to_string(), format!("checkpoint {id} at {url}")),
+        (None, Some(url)) => (url.to_string(), url.to_string()),
+        (None, None) => {
+            return format!(
+                "no checkpoint completed, so no output was committed: start over with `{}`",
+                command_with_restore(argv, None)
+            );
+        }
+    };
+    format!(
+        "resume with `{}` (resumes from {from})",
+        command_with_restore(argv, Some(&restore))
+    )
+}
+
+/// `argv` as a shell command, with any `--restore VALUE` / `--restore=VALUE` removed and
+/// `--restore <restore>` appended when given.
+fn command_with_restore(argv: &[String], restore: Option<&str>) -> String {
+    let mut out: Vec<String> = Vec::with_capacity(argv.len() + 2);
+    let mut skip_next = false;
+    for a in argv {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        if a == "--restore" {
+            skip_next = true;
+            continue;
+        }
+        if a.starts_with("--restore=") {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    if let Some(r) = restore {
+        out.extend(["--restore".to_string(), r.to_string()]);
+    }
+    out.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// Quotes `s` for a POSIX shell when it holds anything but plain word characters.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn local_input_bytes(job: &job::Job) -> u64 {
@@ -429,4 +513,68 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
         ))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_resume_command_replaces_any_restore_with_latest() {
+        let last = Some((5, "/data/ckpt/wordcount/chk-5"));
+        for (args, want) in [
+            (
+                argv(&["weir", "run", "job.yaml"]),
+                "resume with `weir run job.yaml --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
+            ),
+            (
+                argv(&[
+                    "weir",
+                    "run",
+                    "job.yaml",
+                    "--restore",
+                    "/sp/savepoint-1",
+                    "--parallelism",
+                    "3",
+                ]),
+                "resume with `weir run job.yaml --parallelism 3 --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
+            ),
+            (
+                argv(&[
+                    "weir",
+                    "run",
+                    "--restore=latest",
+                    "my job.yaml",
+                    "--set",
+                    "spec.x='a b'",
+                ]),
+                r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)"#,
+            ),
+        ] {
+            assert_eq!(resume_hint(&args, last, None), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn without_a_completed_checkpoint_the_hint_names_the_restore_point_or_a_fresh_start() {
+        let args = argv(&[
+            "weir",
+            "run",
+            "job.yaml",
+            "--restore",
+            "s3://b/sp/savepoint-wordcount-4",
+        ]);
+        assert_eq!(
+            resume_hint(&args, None, Some("s3://b/sp/savepoint-wordcount-4")),
+            "resume with `weir run job.yaml --restore s3://b/sp/savepoint-wordcount-4` (resumes from s3://b/sp/savepoint-wordcount-4)"
+        );
+        assert_eq!(
+            resume_hint(&argv(&["weir", "run", "job.yaml"]), None, None),
+            "no checkpoint completed, so no output was committed: start over with `weir run job.yaml`"
+        );
+    }
 }

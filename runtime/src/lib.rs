@@ -15,5 +15,6 @@ pub mod metrics;
 pub mod operators;
 pub mod output;
 pub mod record;
+pub mod signals;
 pub mod state;
 pub mod storage;

@@ -3,184 +3,10 @@
 //! deployment shapes, backpressure, and fencing of stale workers.
 
 mod common;
+use common::cluster::*;
 use common::*;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Proc {
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Proc {
-    fn spawn(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(weir())
-            .args(args)
-            .env("WEIR_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Proc { child, log }
-    }
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn wait_ok(&mut self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "{} exited with {st}: {}", self.log.display(), self.text());
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} still running after {timeout:?}: {}",
-                self.log.display(),
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Cluster {
-    dir: std::path::PathBuf,
-    job: std::path::PathBuf,
-    api: String,
-    rpc: String,
-    coordinator: Proc,
-    workers: Vec<Proc>,
-    extra: Vec<String>,
-}
-
-impl Cluster {
-    fn coordinator_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = vec![
-            "coordinator".into(),
-            "--job".into(),
-            self.job.display().to_string(),
-            "--listen".into(),
-            self.api.trim_start_matches("http://").into(),
-            "--rpc-listen".into(),
-            self.rpc.clone(),
-            "--exit-on-finish".into(),
-            "--restart-backoff".into(),
-            "200ms".into(),
-            "--heartbeat-timeout".into(),
-            "3s".into(),
-        ];
-        if !self.extra.iter().any(|a| a == "--run-id") {
-            a.extend(["--run-id".into(), "test-run".into()]);
-        }
-        a.extend(self.extra.iter().cloned());
-        a
-    }
-
-    fn start(dir: &Path, job: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
-        let api = format!("http://127.0.0.1:{}", free_port());
-        let rpc = format!("127.0.0.1:{}", free_port());
-        let mut c = Cluster {
-            dir: dir.to_path_buf(),
-            job: job.to_path_buf(),
-            api,
-            rpc,
-            coordinator: Proc {
-                child: Command::new("true").spawn().unwrap(),
-                log: dir.join("none"),
-            },
-            workers: vec![],
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        c.restart_coordinator(env);
-        for i in 0..3 {
-            c.add_worker(&format!("w{i}"), env);
-        }
-        c
-    }
-
-    fn restart_coordinator(&mut self, env: &[(&str, &str)]) {
-        let args = self.coordinator_args();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let n = self.dir.read_dir().unwrap().count();
-        self.coordinator = Proc::spawn(&self.dir, &format!("coordinator-{n}"), &args, env);
-    }
-
-    fn add_worker(&mut self, id: &str, env: &[(&str, &str)]) {
-        let args = [
-            "worker",
-            "--coordinator",
-            &self.rpc,
-            "--slots",
-            "2",
-            "--data-listen",
-            "127.0.0.1:0",
-            "--listen",
-            "127.0.0.1:0",
-            "--worker-id",
-            id,
-        ];
-        self.workers.push(Proc::spawn(&self.dir, id, &args, env));
-    }
-
-    fn job_status(&self) -> Option<serde_json::Value> {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{}/v1/job", self.api)])
-            .output()
-            .ok()?;
-        serde_json::from_slice(&out.stdout).ok()
-    }
-
-    /// Waits until the job is RUNNING with at least one completed checkpoint after `after`.
-    fn wait_checkpoint_after(&self, after: u64) -> u64 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(s) = self.job_status()
-                && s["state"] == "RUNNING"
-                && let Some(id) = s["lastCompletedCheckpoint"]["id"].as_u64()
-                && id > after
-            {
-                return id;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no checkpoint after {after}: {}",
-                self.coordinator.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-fn job(dir: &Path, parallelism: u32, rate: Option<u64>) -> (std::path::PathBuf, Paths) {
-    let paths = Paths::local(dir);
-    let m = wordcount_manifest(dir, &paths, parallelism, "exactly-once", "300ms", rate, None);
-    (m, paths)
-}
 
 #[test]
 fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
@@ -188,13 +14,26 @@ fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
     let (m, _) = job(dir.path(), 4, Some(3000));
     let mut c = Cluster::start(dir.path(), &m, &[], &[]);
     let first = c.wait_checkpoint_after(0);
-    c.workers[1].kill9();
+    let (victim, victim_id) = c.busy_worker();
+    c.workers[victim].kill9();
     c.add_worker("w-replacement", &[]);
     // The job restarts from a checkpoint and makes progress again.
     c.wait_checkpoint_after(first);
     c.coordinator.wait_ok(Duration::from_secs(180));
     let status_log = c.coordinator.text();
     assert!(status_log.contains("restarting in"), "{status_log}");
+    // The failure leads with the cause and names the subtasks the worker ran, not a task
+    // index or the broken data channels of other workers.
+    let failure = status_log
+        .lines()
+        .find(|l| l.contains("attempt 1 failed: "))
+        .unwrap_or_else(|| panic!("{status_log}"));
+    assert!(
+        failure.contains(&format!(
+            "attempt 1 failed: worker {victim_id} lost: connection closed; it ran lines -> "
+        )) && failure.contains("(1/4)"),
+        "{failure}\n{status_log}"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
@@ -361,121 +200,156 @@ fn a_worker_reconnecting_with_a_stale_attempt_is_refused() {
     assert!(!workers.to_string().contains("ghost"), "{workers}");
 }
 
-/// Stops the cluster's job with a savepoint and waits for every process to exit.
-fn stop_cluster(c: &mut Cluster) -> String {
-    let savepoint = stop_with_savepoint(&c.api, &[]);
-    c.coordinator.wait_ok(Duration::from_secs(60));
-    for w in &mut c.workers {
-        w.wait_ok(Duration::from_secs(30));
+fn sigterm(pid: u32) {
+    let st = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill -TERM {pid}");
+}
+
+/// Waits at most `limit` for the process to exit and returns its exit code.
+fn exit_code_within(p: &mut Proc, limit: Duration) -> Option<i32> {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = p.child.try_wait().unwrap() {
+            return st.code();
+        }
+        assert!(
+            t.elapsed() < limit,
+            "{} still running {limit:?} after the signal: {}",
+            p.log.display(),
+            p.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    savepoint
 }
 
 #[test]
-fn a_worker_crash_after_a_non_stopping_savepoint_restores_the_savepoint() {
+fn sigterm_to_the_coordinator_suspends_the_job_and_a_restart_is_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    // Checkpoints every 30 s: after checkpoint 1 the savepoint is the newest snapshot.
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "30s", Some(3000), None);
+    let (m, _) = job(dir.path(), 4, Some(3000));
     let mut c = Cluster::start(dir.path(), &m, &[], &[]);
     let first = c.wait_checkpoint_after(0);
-    wait_running(&c.api);
-    let out = Command::new(weir())
-        .args(["savepoint", "trigger", "--url", &c.api, "--timeout", "60s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        String::from_utf8_lossy(&out.stderr),
-        c.coordinator.text()
-    );
-    let savepoint = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    std::thread::sleep(Duration::from_millis(300));
+    sigterm(c.coordinator.pid());
+    let code = exit_code_within(&mut c.coordinator, Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{}", c.coordinator.text());
+    assert!(c.coordinator.text().contains("suspended"), "{}", c.coordinator.text());
+    // The workers stay up and register with the next coordinator of the same run.
     for w in &mut c.workers {
-        w.kill9();
+        assert!(w.child.try_wait().unwrap().is_none(), "{}", w.text());
     }
-    c.add_worker("w-replacement", &[]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let restored = loop {
-        let status = c.job_status().unwrap_or_default();
-        if status["restarts"].as_u64().unwrap_or(0) > 0 && status["state"] == "RUNNING" {
-            break status["restoredFrom"].as_str().unwrap_or_default().to_string();
-        }
-        assert!(Instant::now() < deadline, "no restart: {status}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(
-        restored, savepoint,
-        "the failover restores the savepoint, not checkpoint {first}"
-    );
+    c.restart_coordinator(&[]);
+    c.wait_checkpoint_after(first);
     c.coordinator.wait_ok(Duration::from_secs(180));
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
-        "worker kill -9 after a non-stopping savepoint",
+        "coordinator SIGTERM then restart",
     );
 }
 
 #[test]
-fn a_restarted_coordinator_refuses_an_unreadable_newest_checkpoint_instead_of_going_back() {
+fn sigterm_to_a_worker_leaves_the_job_which_restarts_elsewhere_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (m, _) = job(dir.path(), 2, Some(3000));
-    // Generation 1 stops with a savepoint; generation 2 starts from it with its own run id.
-    let mut gen1 = Cluster::start(dir.path(), &m, &[], &[]);
-    gen1.wait_checkpoint_after(0);
-    let savepoint = stop_cluster(&mut gen1);
-    let mut gen2 = Cluster::start(dir.path(), &m, &["--restore", &savepoint, "--run-id", "gen-2"], &[]);
-    let first = gen2.wait_checkpoint_after(0);
-    let newest = gen2.wait_checkpoint_after(first);
-    gen2.coordinator.kill9();
-    for w in &mut gen2.workers {
-        w.kill9();
-    }
-    // The newest completed checkpoint (it may be newer than `newest` by now) is damaged.
-    let job_dir = dir.path().join("checkpoints/wordcount");
-    let newest_completed = std::fs::read_dir(&job_dir)
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    // Two of the three workers run the job: stop the one that runs subtask 1/4 of the source.
+    let status = c.job_status().unwrap();
+    let (i, victim) = c.busy_worker();
+    // The spare worker leaves first: that fails nothing (no restart).
+    let busy: Vec<&str> = status["subtasks"]
+        .as_array()
         .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("chk-")?
-                .parse::<u64>()
-                .ok()
-        })
-        .filter(|id| job_dir.join(format!("chk-{id}/_metadata")).exists())
-        .max()
-        .unwrap();
-    assert!(newest_completed >= newest);
-    let metadata = job_dir.join(format!("chk-{newest_completed}/_metadata"));
-    let mut bytes = std::fs::read(&metadata).unwrap();
-    bytes[..8].copy_from_slice(b"garbage!");
-    std::fs::write(&metadata, bytes).unwrap();
-    let output_before = local_output(&dir.path().join("output"));
-
-    gen2.restart_coordinator(&[]);
-    gen2.add_worker("w-after", &[]);
-    let exited = {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "{}", gen2.coordinator.text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    let log = gen2.coordinator.text();
-    assert!(!exited.success(), "the job is FAILED: {log}");
-    assert!(
-        log.contains(&format!("chk-{newest_completed}")) && log.contains("FAILED"),
-        "the failure names the checkpoint: {log}"
-    );
-    assert!(!log.contains("restarting in"), "a refusal is not retried: {log}");
+        .iter()
+        .map(|t| t["location"].as_str().unwrap())
+        .collect();
+    let spare = (0..3).find(|k| !busy.contains(&format!("w{k}").as_str())).unwrap();
+    sigterm(c.workers[spare].pid());
+    assert_eq!(exit_code_within(&mut c.workers[spare], Duration::from_secs(5)), Some(0));
+    let after_spare = c.wait_checkpoint_after(first);
     assert_eq!(
-        local_output(&dir.path().join("output")),
-        output_before,
-        "nothing restored from the savepoint, nothing committed twice"
+        c.job_status().unwrap()["restarts"],
+        status["restarts"],
+        "the spare worker's leave restarted the job: {}",
+        c.coordinator.text()
     );
+    // Then a busy one; a replacement joins so that the job has its 4 slots again.
+    c.add_worker("w3", &[]);
+    sigterm(c.workers[i].pid());
+    let code = exit_code_within(&mut c.workers[i], Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{}", c.workers[i].text());
+    c.wait_checkpoint_after(after_spare);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    let failure = log
+        .lines()
+        .find(|l| l.contains("attempt 1 failed: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        failure.contains(&format!(
+            "attempt 1 failed: worker {victim} lost: it left on SIGTERM; it ran lines -> "
+        )) && failure.contains("(1/4)"),
+        "{failure}"
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "worker SIGTERM",
+    );
+}
+
+#[test]
+fn a_record_larger_than_a_frame_fails_the_job_naming_the_operator_and_the_limit() {
+    use weir_runtime::job::default_max_parallelism;
+    use weir_runtime::record::Key;
+    use weir_runtime::state::key_group::subtask_for_key;
+    let dir = tempfile::tempdir().unwrap();
+    // One line of 65 MiB, keyed by itself, sent from source subtask 1/4 (slot 0, on the first
+    // deployed worker) to subtask 3/4 or 4/4 (slots 2-3, on the second): it must cross workers.
+    let mut line = "b".repeat(65 * 1024 * 1024);
+    let base = line.len();
+    for i in 0.. {
+        line.truncate(base);
+        line.push_str(&i.to_string());
+        let key = Key::from_value(&serde_json::json!(line)).unwrap();
+        if subtask_for_key(&key, 4, default_max_parallelism(4)) >= 2 {
+            break;
+        }
+    }
+    std::fs::write(dir.path().join("big.txt"), format!("small\n{line}\nsmall\n")).unwrap();
+    drop(line);
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: big }}
+spec:
+  parallelism: 4
+  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints" }}
+  job:
+    steps:
+      - uid: lines
+        source: {{ file: {{ path: "{d}/big.txt" }} }}
+      - keyBy: {{ expression: line, as: line }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{d}/output" }} }}
+"#,
+        d = dir.path().display()
+    );
+    let m = dir.path().join("big.yaml");
+    std::fs::write(&m, manifest).unwrap();
+    let mut c = Cluster::start(dir.path(), &m, &["--restart-max-attempts", "0"], &[]);
+    let code = exit_code_within(&mut c.coordinator, Duration::from_secs(120));
+    let log = c.coordinator.text();
+    assert_eq!(code, Some(1), "{log}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains("FAILED: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        failed.contains("FAILED: lines -> ")
+            && failed.contains(" (1/4) on worker w")
+            && failed.contains(" failed: it emitted a record of ")
+            && failed.contains("larger than the 64 MiB limit of a frame between workers"),
+        "{failed}"
+    );
+    assert!(!failed.contains("upstream lost"), "{failed}");
 }

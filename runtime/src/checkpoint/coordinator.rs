@@ -95,6 +95,8 @@ pub struct Shared {
     pub stop_trigger: Option<String>,
     /// The restore point of the current run (attempt).
     pub restored_from: Option<String>,
+    /// Cancelled to suspend the job gracefully (SIGTERM / SIGINT); see [`super::suspend`].
+    pub suspend: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
@@ -108,6 +110,7 @@ impl Shared {
             delivered: Default::default(),
             stop_trigger: None,
             restored_from: None,
+            suspend: Default::default(),
         }
     }
 }
@@ -134,6 +137,9 @@ pub enum Outcome {
     Finished,
     /// Stopped with a savepoint at this URL.
     Stopped(String),
+    /// Suspended on request ([`Shared::suspend`]): no savepoint; the job resumes from its
+    /// latest completed checkpoint.
+    Suspended,
 }
 
 const HISTORY: usize = 50;
@@ -166,6 +172,8 @@ pub async fn run(
     let mut failures = FailureCount::default();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let suspend = shared.lock().expect("lock").suspend.clone();
+    let mut suspend_deadline: Option<Instant> = None;
     shared.lock().expect("lock").state = JobState::Running;
     let send_all = |c: &dyn Fn() -> Control| {
         for tx in &controls {
@@ -210,13 +218,14 @@ pub async fn run(
                                 r.finish(RETENTION_GRACE_AT_EXIT).await;
                             }
                             let mut s = shared.lock().expect("lock");
-                            s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped };
+                            s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped, Outcome::Suspended => JobState::Suspending };
                             return Ok(outcome);
                         }
                     }
-                    TaskEvent::Failed { task, error } => {
-                        let msg = if task == usize::MAX { error } else { format!("task {task} failed: {error}") };
-                        return Err(job_failed(&shared, msg));
+                    TaskEvent::Failed { error, .. } => {
+                        // Producers name the subtask (`count (2/4) on worker w2 failed: ...`) or
+                        // lead with the cause (`worker w2 lost: ...`).
+                        return Err(job_failed(&shared, error));
                     }
                 }
             }
@@ -235,6 +244,10 @@ pub async fn run(
                         queued.push_back(cmd);
                     }
                 }
+            }
+            _ = suspend.cancelled(), if suspend_deadline.is_none() => {
+                suspend_deadline = Some(Instant::now() + super::suspend::IN_FLIGHT_GRACE);
+                super::suspend::begin(&shared, &cfg.sources, &controls);
             }
             _ = tick.tick() => {}
         }
@@ -288,8 +301,19 @@ pub async fn run(
             }
         }
 
+        if let Some(deadline) = suspend_deadline
+            && super::suspend::stop_now(pending.is_some(), finishing.is_some(), Instant::now() >= deadline)
+        {
+            send_all(&|| Control::Shutdown);
+            super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
+            if let Some(r) = retention.take() {
+                r.finish(Duration::from_millis(500)).await;
+            }
+            return Ok(Outcome::Suspended);
+        }
+
         // Trigger the next one: queued savepoints first, then the final checkpoint, then periodic.
-        if pending.is_none() && finishing.is_none() {
+        if pending.is_none() && finishing.is_none() && !suspend.is_cancelled() {
             let next = if let Some(cmd) = queued.pop_front() {
                 Some((
                     SnapshotKind::Savepoint,
@@ -571,7 +595,7 @@ fn failpoint(point: &str, id: u64) {
     if let Ok(v) = std::env::var("WEIR_FAILPOINT")
         && v.split(',').any(|f| f == format!("{point}:{id}"))
     {
-        eprintln!("weir: failpoint {point}:{id} reached, aborting");
+        crate::note!("weir: failpoint {point}:{id} reached, aborting");
         std::process::abort();
     }
 }

@@ -300,13 +300,14 @@ mod tests {
         let url = |u: &str| RestoreChoice::Url(u.into());
         let sp6 = "s3://b/sp/savepoint-job-6";
         // (what happened, request, recorded lineage, store, expected)
-        let rows: Vec<(
-            &str,
+        type Row = (
+            &'static str,
             RestoreFrom,
             Option<LineageRecord>,
             Vec<SeenSnapshot>,
             RestoreChoice,
-        )> = vec![
+        );
+        let rows: Vec<Row> = vec![
             (
                 "first start, nothing asked",
                 RestoreFrom::None,

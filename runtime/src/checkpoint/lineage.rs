@@ -186,7 +186,7 @@ where
         match read().await {
             Err(e) if attempt < READ_ATTEMPTS && is_transient(&e) => {
                 tracing::warn!(what, attempt, error = %e, "storage read failed; retrying in {delay:?}");
-                eprintln!("weir: reading {what} failed (attempt {attempt} of {READ_ATTEMPTS}): {e}; retrying");
+                crate::note!("weir: reading {what} failed (attempt {attempt} of {READ_ATTEMPTS}): {e}; retrying");
                 tokio::time::sleep(delay).await;
                 delay *= 2;
                 attempt += 1;

@@ -9,6 +9,7 @@ pub mod decide;
 pub mod lineage;
 pub mod restore;
 pub mod retention;
+pub mod suspend;
 
 use crate::control::api::SnapshotKind;
 use crate::state::snapshot::StateHandle;

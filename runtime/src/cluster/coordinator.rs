@@ -49,6 +49,9 @@ pub struct CoordinatorOptions {
     pub restart: RestartPolicy,
     /// Exit when the job reaches a terminal state instead of serving its final status.
     pub exit_on_finish: bool,
+    /// SIGTERM / SIGINT: suspend the job (stop the workers' subtasks without a savepoint)
+    /// and exit 0; a coordinator of the same `--run-id` resumes from the latest checkpoint.
+    pub stop: crate::signals::StopSignal,
 }
 
 struct WorkerConn {
@@ -67,6 +70,10 @@ struct Registry {
     events: Option<mpsc::UnboundedSender<TaskEvent>>,
     /// Workers of the current deployment, by id.
     deployed: Vec<String>,
+    /// Subtasks of the current deployment by worker id, as failure messages name them.
+    deployed_subtasks: BTreeMap<String, Vec<String>>,
+    /// Workers of the current deployment lost since it was deployed: their failure messages.
+    lost: Vec<String>,
     /// The worker list the control API serves (`JobStatus.workers`).
     published: Arc<Mutex<Vec<WorkerStatus>>>,
 }
@@ -104,6 +111,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let p = job.parallelism as usize;
     let metrics: Vec<Arc<TaskMetrics>> = specs.iter().map(|_| Arc::new(TaskMetrics::default())).collect();
     let shared = Arc::new(Mutex::new(Shared::new()));
+    shared.lock().expect("lock").suspend = opts.stop.token();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
     let handle = JobHandle {
         job: job.name.clone(),
@@ -152,6 +160,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         // Every attempt applies the one restore rule to this run's lineage (see
         // `exec::restore_for_run`): the first start of the run restores `--restore`; a failover
         // or a restarted coordinator of the same run id, the newest snapshot of the lineage.
+        if opts.stop.is_requested() {
+            return suspended(&handle, &registry, attempt, server).await;
+        }
         let result = run_attempt(
             &job,
             &manifest,
@@ -168,6 +179,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         )
         .await;
         match result {
+            Ok(Outcome::Suspended) => return suspended(&handle, &registry, attempt, server).await,
             Ok(outcome) => {
                 tracing::info!(?outcome, "job ended");
                 if let Outcome::Stopped(path) = &outcome {
@@ -177,17 +189,20 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 }
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
-                        crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)).await;
+                        tokio::select! {
+                            _ = crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)) => {}
+                            _ = opts.stop.requested() => {}
+                        }
                     }
                     end_workers(&registry, false).await;
                     server.shutdown(Duration::from_secs(5)).await;
                     return Ok(());
                 }
-                return serve_forever().await;
+                return serve_until_stopped(server, &opts.stop).await;
             }
             Err(failure) => {
+                let reason = lead_with_cause(&registry, failure.message).await;
                 cancel_attempt(&registry, attempt);
-                let reason = failure.message;
                 let now = started.elapsed();
                 let decision = if failure.permanent {
                     RestartDecision::GiveUp("restarting cannot help".into())
@@ -205,7 +220,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             s.state = JobState::Restarting;
                             s.failure = Some(reason);
                         }
-                        tokio::time::sleep(delay).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(delay) => {}
+                            _ = opts.stop.requested() => {}
+                        }
                     }
                     RestartDecision::GiveUp(why) => {
                         let msg = format!("{reason}; {why}");
@@ -219,7 +237,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             end_workers(&registry, true).await;
                             return Err(msg);
                         }
-                        return serve_forever().await;
+                        return serve_until_stopped(server, &opts.stop).await;
                     }
                 }
             }
@@ -235,10 +253,54 @@ async fn end_workers(registry: &Arc<Mutex<Registry>>, failed: bool) {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
-async fn serve_forever() -> Result<(), String> {
-    loop {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
+/// Serves the final status until SIGTERM / SIGINT (as pods do), then exits 0.
+async fn serve_until_stopped(
+    server: crate::control::server::ControlServer,
+    stop: &crate::signals::StopSignal,
+) -> Result<(), String> {
+    stop.requested().await;
+    server.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+/// After SIGTERM / SIGINT suspended the job: cancels the attempt on every worker (their
+/// subtasks already got `Shutdown`), lets the messages go out, stops the control API.
+async fn suspended(
+    handle: &JobHandle,
+    registry: &Arc<Mutex<Registry>>,
+    attempt: u64,
+    server: crate::control::server::ControlServer,
+) -> Result<(), String> {
+    cancel_attempt(registry, attempt);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.shutdown(Duration::from_secs(2)).await;
+    let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
+    let from = last.map_or("its restore point".to_string(), |c| {
+        format!("checkpoint {} at {}", c.id, c.path)
+    });
+    crate::note!(
+        "weir: job {} suspended: subtasks stopped without a savepoint; a coordinator with --run-id {} resumes from {from}",
+        handle.job,
+        handle.job_id
+    );
+    Ok(())
+}
+
+/// The failure message of an attempt, leading with its cause: when the first failure is the
+/// symptom of a lost peer (a broken data channel), waits briefly for the loss of the worker
+/// behind it to be noticed and names that worker instead.
+async fn lead_with_cause(registry: &Arc<Mutex<Registry>>, first_failure: String) -> String {
+    if super::failure::is_peer_loss_symptom(&first_failure) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while registry.lock().expect("lock").lost.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
+    let lost = registry.lock().expect("lock").lost.clone();
+    if !lost.is_empty() && lost[0] != first_failure {
+        tracing::info!(first_failure = %first_failure, "a symptom of the worker loss");
+    }
+    super::failure::lead_with_cause(&first_failure, &lost)
 }
 
 /// The manifest text workers receive (the file with `--set` overrides applied).
@@ -285,6 +347,9 @@ async fn run_attempt(
     // Wait for enough slots.
     let mut waited = Instant::now();
     let assignment: Vec<(String, String, u32)> = loop {
+        if opts.stop.is_requested() {
+            return Ok(Outcome::Suspended);
+        }
         {
             let r = registry.lock().expect("lock");
             let total: u32 = r.workers.values().map(|w| w.slots).sum();
@@ -319,7 +384,19 @@ async fn run_attempt(
         let mut r = registry.lock().expect("lock");
         r.attempt = attempt;
         r.events = Some(ev_tx.clone());
-        r.deployed = assignment.iter().map(|a| a.0.clone()).collect();
+        // Only workers that run subtasks: losing a spare one fails nothing.
+        r.deployed = assignment
+            .iter()
+            .map(|a| a.0.clone())
+            .filter(|id| worker_of.contains(id))
+            .collect();
+        r.lost.clear();
+        let specs = task_specs(job);
+        r.deployed_subtasks = BTreeMap::new();
+        for (t, w) in worker_of.iter().enumerate() {
+            let label = exec::subtask_label(&specs[t], job.parallelism);
+            r.deployed_subtasks.entry(w.clone()).or_default().push(label);
+        }
         for (id, _, _) in &assignment {
             let tasks: Vec<usize> = (0..n_tasks).filter(|t| &worker_of[*t] == id).collect();
             if tasks.is_empty() {
@@ -463,6 +540,10 @@ async fn serve_rpc(
                             }
                         }
                         Ok(Some(ToCoordinator::Register { .. })) => {}
+                        Ok(Some(ToCoordinator::Leaving { reason })) => {
+                            lose_worker(&registry, &worker_id, &reason, Some(conn_id));
+                            break;
+                        }
                         Ok(None) | Err(_) => break,
                     },
                     out = rx.recv() => match out {
@@ -496,13 +577,16 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
         r.publish();
     }
     tracing::warn!(worker = worker_id, why, "worker lost");
-    if r.deployed.iter().any(|w| w == worker_id)
-        && let Some(ev) = &r.events
-    {
-        let _ = ev.send(TaskEvent::Failed {
-            task: usize::MAX,
-            error: format!("worker {worker_id} lost ({why})"),
-        });
+    if r.deployed.iter().any(|w| w == worker_id) {
+        let subtasks = r.deployed_subtasks.get(worker_id).cloned().unwrap_or_default();
+        let error = super::failure::worker_lost(worker_id, why, &subtasks);
+        r.lost.push(error.clone());
+        if let Some(ev) = &r.events {
+            let _ = ev.send(TaskEvent::Failed {
+                task: usize::MAX,
+                error,
+            });
+        }
     }
 }
 

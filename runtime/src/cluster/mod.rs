@@ -3,6 +3,7 @@
 //! single-process form of the same dataflow, checkpoint protocol and savepoint format.
 
 pub mod coordinator;
+pub mod failure;
 pub mod fence;
 pub mod restart;
 pub mod wire;

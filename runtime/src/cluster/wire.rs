@@ -43,6 +43,53 @@ pub async fn send<T: Serialize>(conn: &mut Conn, msg: &T) -> Result<(), String> 
         .map_err(|e| format!("send failed: {e}"))
 }
 
+/// Sends one already encoded frame.
+pub async fn send_frame(conn: &mut Conn, frame: bytes::Bytes) -> Result<(), String> {
+    conn.send(frame).await.map_err(|e| format!("send failed: {e}"))
+}
+
+/// A record too large for one frame (see [`encode_records`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OversizeRecord {
+    /// Bytes of the frame holding only this record.
+    pub frame_bytes: usize,
+    /// The frame size limit it exceeds.
+    pub limit: usize,
+}
+
+/// The same JSON as [`DataFrame::Records`], without owning the batch.
+#[derive(Serialize)]
+enum RecordsFrame<'a> {
+    Records(&'a [Record]),
+}
+
+/// Encodes a batch as `Records` frames of at most `limit` bytes each, splitting it (order
+/// kept) where it does not fit in one. Errors: a record whose frame alone exceeds `limit`
+/// (records are not streamed across frames).
+pub fn encode_records(batch: &[Record], limit: usize) -> Result<Vec<bytes::Bytes>, OversizeRecord> {
+    let mut frames = Vec::with_capacity(1);
+    encode_records_into(batch, limit, &mut frames)?;
+    Ok(frames)
+}
+
+fn encode_records_into(batch: &[Record], limit: usize, frames: &mut Vec<bytes::Bytes>) -> Result<(), OversizeRecord> {
+    // Records are JSON values: they always serialize.
+    let body = serde_json::to_vec(&RecordsFrame::Records(batch)).unwrap_or_default();
+    if body.len() <= limit {
+        frames.push(bytes::Bytes::from(body));
+        return Ok(());
+    }
+    if batch.len() <= 1 {
+        return Err(OversizeRecord {
+            frame_bytes: body.len(),
+            limit,
+        });
+    }
+    let (a, b) = batch.split_at(batch.len() / 2);
+    encode_records_into(a, limit, frames)?;
+    encode_records_into(b, limit, frames)
+}
+
 /// Receives one message; `Ok(None)` when the peer closed the connection.
 pub async fn recv<T: for<'de> Deserialize<'de>>(conn: &mut Conn) -> Result<Option<T>, String> {
     match conn.next().await {
@@ -134,6 +181,8 @@ pub enum WireControl {
     Complete(u64),
     /// Resume after a failed stop-with-savepoint.
     Resume,
+    /// Stop reading (sources; the job is suspending).
+    Pause,
     /// End the input (sources).
     Finish,
     /// Exit.
@@ -147,6 +196,7 @@ impl WireControl {
             Control::Trigger(b) => WireControl::Trigger(WireBarrier::from_barrier(b)),
             Control::Complete(id) => WireControl::Complete(*id),
             Control::Resume => WireControl::Resume,
+            Control::Pause => WireControl::Pause,
             Control::Finish => WireControl::Finish,
             Control::Shutdown => WireControl::Shutdown,
         }
@@ -158,6 +208,7 @@ impl WireControl {
             WireControl::Trigger(w) => Control::Trigger(stores.barrier(&w).await?),
             WireControl::Complete(id) => Control::Complete(id),
             WireControl::Resume => Control::Resume,
+            WireControl::Pause => Control::Pause,
             WireControl::Finish => Control::Finish,
             WireControl::Shutdown => Control::Shutdown,
         })
@@ -249,6 +300,11 @@ pub enum ToCoordinator {
         /// Counters of running subtasks.
         counters: TaskCounters,
     },
+    /// The worker leaves (SIGTERM): the coordinator treats it as lost at once, with `reason`.
+    Leaving {
+        /// Why, for the failure message (`it left on SIGTERM`).
+        reason: String,
+    },
     /// A subtask event of `attempt`.
     Event {
         /// The deployment attempt the subtask belongs to.
@@ -338,4 +394,56 @@ pub enum DataFrame {
         /// Whether retrying may succeed.
         retry: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn records(sizes: &[usize]) -> Vec<Record> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Record {
+                value: json!({ "i": i, "s": "x".repeat(*n) }),
+                keyed: None,
+            })
+            .collect()
+    }
+
+    fn decode(frames: &[bytes::Bytes]) -> Vec<Record> {
+        frames
+            .iter()
+            .flat_map(|f| match serde_json::from_slice::<DataFrame>(f).unwrap() {
+                DataFrame::Records(r) => r,
+                other => panic!("not a records frame: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_that_fits_is_one_frame_that_decodes_as_records() {
+        let batch = records(&[10, 20, 30]);
+        let frames = encode_records(&batch, 1000).unwrap();
+        assert_eq!(frames.len(), 1);
+        assert_eq!(decode(&frames), batch);
+    }
+
+    #[test]
+    fn a_batch_too_large_for_one_frame_is_split_in_order_within_the_limit() {
+        let batch = records(&[300, 300, 300, 300, 300, 10]);
+        let frames = encode_records(&batch, 700).unwrap();
+        assert!(frames.len() >= 3, "{} frames", frames.len());
+        assert!(frames.iter().all(|f| f.len() <= 700));
+        assert_eq!(decode(&frames), batch);
+    }
+
+    #[test]
+    fn a_record_larger_than_the_limit_is_rejected_with_its_size() {
+        let batch = records(&[10, 2000, 10]);
+        let err = encode_records(&batch, 700).unwrap_err();
+        assert_eq!(err.limit, 700);
+        assert!(err.frame_bytes > 2000 && err.frame_bytes < 2100, "{err:?}");
+    }
 }

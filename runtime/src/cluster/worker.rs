@@ -42,6 +42,9 @@ pub struct WorkerConfig {
     pub heartbeat_timeout: Duration,
     /// Address of the health and metrics endpoint (`/healthz`, `/metrics`), if any.
     pub listen: Option<String>,
+    /// SIGTERM / SIGINT: leave the job (the coordinator sees the worker leave and restarts
+    /// its subtasks elsewhere from the latest checkpoint) and exit.
+    pub stop: crate::signals::StopSignal,
 }
 
 type SharedMetrics = Arc<Mutex<Vec<(String, u32, Arc<TaskMetrics>)>>>;
@@ -117,11 +120,18 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
     let mut running: Option<Running> = None;
     let mut backoff = Duration::from_millis(200);
     loop {
+        if cfg.stop.is_requested() {
+            eprintln!("weir: worker {} stopped", cfg.worker_id);
+            return Ok(());
+        }
         let mut conn = match TcpStream::connect(&cfg.coordinator).await {
             Ok(s) => framed(s),
             Err(e) => {
                 tracing::warn!(coordinator = %cfg.coordinator, error = %e, "cannot reach the coordinator; retrying");
-                tokio::time::sleep(backoff).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = cfg.stop.requested() => {}
+                }
                 backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue;
             }
@@ -168,13 +178,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                             let attempt = d.attempt;
-                            match deploy(*d, &inbound, out_tx.clone()).await {
+                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id).await {
                                 Ok(r) => {
                                     *health_metrics.lock().expect("lock") = r.named_metrics.clone();
                                     running = Some(r);
                                 }
                                 Err(e) => {
                                     tracing::error!(attempt, error = %e, "deployment failed");
+                                    let e = format!("worker {} could not deploy attempt {attempt}: {e}", cfg.worker_id);
                                     let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(usize::MAX, e) });
                                 }
                             }
@@ -186,6 +197,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 match control.into_control(&r.stores).await {
                                     Ok(c) => { let _ = tx.send(c); }
                                     Err(e) => {
+                                        let e = format!("task {task} on worker {}: {e}", cfg.worker_id);
                                         let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(task, e) });
                                     }
                                 }
@@ -207,6 +219,19 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                         }
                         ToWorker::Heartbeat | ToWorker::Registered | ToWorker::Refused { .. } => {}
                     }
+                }
+                _ = cfg.stop.requested() => {
+                    // Leave first, so the coordinator names the cause before other workers
+                    // report their broken data channels; then stop the subtasks (no commit
+                    // after this point: pending sink parts stay pending for the restore).
+                    let reason = format!("it left on {}", cfg.stop.signal_name().unwrap_or("request"));
+                    let leaving = ToCoordinator::Leaving { reason };
+                    let _ = tokio::time::timeout(Duration::from_secs(2), send(&mut conn, &leaving)).await;
+                    if let Some(r) = running.take() {
+                        r.cancel();
+                    }
+                    eprintln!("weir: worker {} left the job; exiting", cfg.worker_id);
+                    return Ok(());
                 }
                 Some(out) = out_rx.recv() => {
                     if send(&mut conn, &out).await.is_err() {
@@ -239,6 +264,7 @@ async fn deploy(
     d: Deployment,
     inbound: &Arc<Mutex<Inbound>>,
     out: mpsc::UnboundedSender<ToCoordinator>,
+    worker_id: &str,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
@@ -255,6 +281,7 @@ async fn deploy(
         snapshot,
         run_id: d.run_id.clone(),
         bytes_read: Arc::new(AtomicU64::new(0)),
+        worker_id: Some(worker_id.to_string()),
     };
     let p = ctx.job.parallelism as usize;
     let n_stages = plan_stages(&ctx.job).len();
@@ -263,6 +290,7 @@ async fn deploy(
     let stores = StoreCache::new(s3);
     let attempt = d.attempt;
     let mut handles = Vec::new();
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
 
     // Inputs first: local pairs and inbound registrations.
     let mut local_senders: HashMap<(usize, usize), mpsc::Sender<Element>> = HashMap::new();
@@ -308,7 +336,12 @@ async fn deploy(
                         .get(dn)
                         .cloned()
                         .ok_or_else(|| format!("no location for task {dn}"))?;
-                    handles.push(tokio::spawn(write_channel(addr, attempt, t, dn, rx)));
+                    let sender = ChannelSender {
+                        up: t,
+                        label: format!("{} on worker {worker_id}", exec::subtask_label(&specs[t], p as u32)),
+                        events: ev_tx.clone(),
+                    };
+                    handles.push(tokio::spawn(write_channel(addr, attempt, sender, dn, rx)));
                     tx
                 }
             };
@@ -316,7 +349,6 @@ async fn deploy(
         }
     }
     // Subtasks.
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let mut controls = HashMap::new();
     let mut metrics = Vec::new();
     let mut named_metrics = Vec::new();
@@ -359,8 +391,39 @@ async fn deploy(
     })
 }
 
+/// The upstream subtask of a remote channel, for failure reports.
+struct ChannelSender {
+    /// Task index.
+    up: usize,
+    /// `<chain> (i/p) on worker <id>`.
+    label: String,
+    /// The worker's subtask events (to the coordinator).
+    events: mpsc::UnboundedSender<TaskEvent>,
+}
+
+/// The failure of a subtask that emitted a record too large for a frame between workers.
+pub fn oversize_record_message(label: &str, o: &OversizeRecord) -> String {
+    format!(
+        "{label} failed: it emitted a record of {} bytes (encoded), larger than the {} MiB limit of a frame \
+         between workers; records are not streamed across frames. Make records that cross a keyBy smaller \
+         before the keyBy (drop or truncate fields with a map, or split them with a flatMap)",
+        o.frame_bytes,
+        o.limit / (1024 * 1024)
+    )
+}
+
 /// Upstream side of a remote channel: connect, say hello, then send one frame per credit.
-async fn write_channel(addr: String, attempt: u64, up: usize, down: usize, mut rx: mpsc::Receiver<Element>) {
+/// A record too large for a frame fails the upstream subtask with the reason (and the
+/// channel stays open until the attempt is cancelled, so the downstream subtask does not
+/// report a lost upstream first).
+async fn write_channel(
+    addr: String,
+    attempt: u64,
+    sender: ChannelSender,
+    down: usize,
+    mut rx: mpsc::Receiver<Element>,
+) {
+    let up = sender.up;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut conn = loop {
         let attempt_conn = async {
@@ -388,21 +451,35 @@ async fn write_channel(addr: String, attempt: u64, up: usize, down: usize, mut r
     };
     let (c, mut credits) = (&mut conn.0, conn.1);
     while let Some(el) = rx.recv().await {
-        while credits == 0 {
-            match recv::<DataFrame>(c).await {
-                Ok(Some(DataFrame::Credit(n))) => credits += n,
-                _ => return,
-            }
-        }
-        let (frame, end) = match el {
-            Element::Records(r) => (DataFrame::Records(r), false),
-            Element::Barrier(b) => (DataFrame::Barrier(WireBarrier::from_barrier(&b)), false),
-            Element::End => (DataFrame::End, true),
+        let (frames, end) = match el {
+            Element::Records(r) => match encode_records(&r, MAX_FRAME) {
+                Ok(frames) => (frames, false),
+                Err(o) => {
+                    let error = oversize_record_message(&sender.label, &o);
+                    tracing::error!(up, down, %error, "record too large for a frame");
+                    let _ = sender.events.send(TaskEvent::Failed { task: up, error });
+                    std::future::pending::<()>().await;
+                    return;
+                }
+            },
+            Element::Barrier(b) => (
+                vec![encode_frame(&DataFrame::Barrier(WireBarrier::from_barrier(&b)))],
+                false,
+            ),
+            Element::End => (vec![encode_frame(&DataFrame::End)], true),
         };
-        if send(c, &frame).await.is_err() {
-            return;
+        for frame in frames {
+            while credits == 0 {
+                match recv::<DataFrame>(c).await {
+                    Ok(Some(DataFrame::Credit(n))) => credits += n,
+                    _ => return,
+                }
+            }
+            if send_frame(c, frame).await.is_err() {
+                return;
+            }
+            credits -= 1;
         }
-        credits -= 1;
         if end {
             return;
         }
@@ -475,4 +552,9 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
             return;
         }
     }
+}
+
+/// Encodes a small control frame (barrier, end-of-stream): these always serialize.
+fn encode_frame(frame: &DataFrame) -> bytes::Bytes {
+    bytes::Bytes::from(serde_json::to_vec(frame).unwrap_or_default())
 }

@@ -30,6 +30,10 @@ pub enum JobState {
     Restarting,
     /// Failed for good (restart strategy exhausted, or `weir run`); see `failure`.
     Failed,
+    /// Stopping on SIGTERM / SIGINT without a savepoint (Flink's `SUSPENDED`): the in-flight
+    /// checkpoint completes or is aborted, then the process exits; a restart resumes from the
+    /// latest completed checkpoint.
+    Suspending,
 }
 
 impl JobState {

@@ -25,6 +25,9 @@ pub enum Control {
     Complete(u64),
     /// Sources only: a stop-with-savepoint failed; resume reading.
     Resume,
+    /// Sources only: stop reading (the job is suspending); barriers already triggered are
+    /// still injected.
+    Pause,
     /// Sources only: send end-of-stream (after the final checkpoint or a stop savepoint).
     Finish,
     /// Every subtask has ended: exit.

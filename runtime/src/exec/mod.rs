@@ -113,6 +113,8 @@ pub struct RunContext {
     pub run_id: String,
     /// Bytes read by file sources of this process.
     pub bytes_read: Arc<AtomicU64>,
+    /// The worker running these subtasks (distributed runtime), named in failure messages.
+    pub worker_id: Option<String>,
 }
 
 /// One subtask of the plan.
@@ -147,6 +149,11 @@ pub fn task_specs(job: &Job) -> Vec<TaskSpec> {
         }
     }
     out
+}
+
+/// A subtask as failure messages name it (Flink's style): `counts -> output (2/4)`, 1-based.
+pub fn subtask_label(spec: &TaskSpec, parallelism: u32) -> String {
+    format!("{} ({}/{parallelism})", spec.name, spec.subtask + 1)
 }
 
 /// Checkpoint storage URL of a job: the override, then `spec.checkpointing.storage`, then the
@@ -279,6 +286,10 @@ pub async fn build_task(
     let snapshot = ctx.snapshot.as_deref();
     let first = &job.operators[stage[0]];
     let is_source = matches!(first.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+    let failed_prefix = match &ctx.worker_id {
+        Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
+        None => format!("{} failed", subtask_label(spec, p)),
+    };
     let chain_ops: Vec<usize> = if is_source { stage[1..].to_vec() } else { stage.clone() };
     let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
     let mut chain_ids = Vec::new();
@@ -356,7 +367,7 @@ pub async fn build_task(
                 if let Err(e) = task::run_source(core, src, id).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
-                        error: e.0,
+                        error: format!("{failed_prefix}: {}", e.0),
                     });
                 }
             })
@@ -368,7 +379,7 @@ pub async fn build_task(
                 if let Err(e) = task::run_inputs(core, inputs, mode).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
-                        error: e.0,
+                        error: format!("{failed_prefix}: {}", e.0),
                     });
                 }
             })
@@ -428,6 +439,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         snapshot: snapshot.map(Arc::new),
         run_id: format!("{:016x}", rand::random::<u64>()),
         bytes_read: Arc::new(AtomicU64::new(0)),
+        worker_id: None,
     };
     let job = ctx.job.clone();
     let p = job.parallelism as usize;

@@ -341,6 +341,7 @@ pub async fn run_source(
                     .await?;
                 }
                 Flow::Source(Control::Resume) => paused = false,
+                Flow::Source(Control::Pause) => paused = true,
                 Flow::Source(Control::Finish) => {
                     core.output.broadcast(|| Element::End, &core.metrics).await?;
                     return core.drain_until_shutdown().await;

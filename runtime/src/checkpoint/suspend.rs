@@ -1,0 +1,105 @@
+//! Suspending a job on SIGTERM / SIGINT (Flink's `SUSPENDED`): the job stops without a
+//! savepoint and resumes from its latest completed checkpoint.
+//!
+//! The checkpoint coordinator, once [`Shared::suspend`] is cancelled:
+//! 1. stops intake: sources pause (`Control::Pause`) after the barrier they were already told
+//!    to inject, so an in-flight checkpoint can still complete;
+//! 2. triggers no new checkpoint or savepoint, and fails queued savepoint triggers;
+//! 3. waits at most [`IN_FLIGHT_GRACE`] for the in-flight checkpoint (or a finishing bounded
+//!    job) to complete; a checkpoint that does not complete by then is aborted: its
+//!    `_metadata` is never written, so its sink parts are never committed;
+//! 4. tells every subtask to shut down (`Control::Shutdown`): sinks commit nothing new, and
+//!    pending parts of a completed checkpoint whose commit notification was not processed stay
+//!    pending, to be committed by the restore of that checkpoint.
+
+use super::coordinator::Shared;
+use crate::control::api::{JobState, TriggerState};
+use crate::exec::messages::Control;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// How long a suspending job waits for its in-flight checkpoint before aborting it.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether a suspending coordinator stops now: when nothing is in flight (no pending
+/// checkpoint, no bounded job finishing), or when the grace for the in-flight one is over.
+pub fn stop_now(has_pending_checkpoint: bool, finishing: bool, grace_over: bool) -> bool {
+    grace_over || (!has_pending_checkpoint && !finishing)
+}
+
+/// Starts suspending: the job state becomes `SUSPENDING` (the control API refuses new
+/// savepoints) and sources stop reading.
+pub fn begin(shared: &Arc<Mutex<Shared>>, sources: &[usize], controls: &[UnboundedSender<Control>]) {
+    shared.lock().expect("lock").state = JobState::Suspending;
+    for s in sources {
+        if let Some(tx) = controls.get(*s) {
+            let _ = tx.send(Control::Pause);
+        }
+    }
+}
+
+/// Ends the suspension: the in-flight checkpoint `aborted` (if any) counts as failed, and
+/// every savepoint trigger still in progress fails with the reason.
+pub fn end(shared: &Arc<Mutex<Shared>>, aborted: Option<u64>) {
+    let mut s = shared.lock().expect("lock");
+    if let Some(id) = aborted {
+        tracing::warn!(checkpoint = id, "in-flight checkpoint aborted: the job is suspending");
+        s.history.failed += 1;
+        s.history.in_progress = None;
+    }
+    for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
+        t.state = TriggerState::Failed;
+        t.error = Some("the job was suspended (SIGTERM/SIGINT) before the savepoint completed".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_suspending_coordinator_waits_only_for_what_is_in_flight_and_only_within_the_grace() {
+        // (pending checkpoint, finishing, grace over) -> stop now
+        for (pending, finishing, over, want) in [
+            (false, false, false, true),
+            (true, false, false, false),
+            (false, true, false, false),
+            (true, true, false, false),
+            (true, false, true, true),
+            (false, true, true, true),
+            (false, false, true, true),
+        ] {
+            assert_eq!(
+                stop_now(pending, finishing, over),
+                want,
+                "pending={pending} finishing={finishing} grace_over={over}"
+            );
+        }
+    }
+
+    #[test]
+    fn ending_a_suspension_fails_open_savepoint_triggers_and_counts_the_aborted_checkpoint() {
+        use crate::control::api::SavepointStatus;
+        let shared = Arc::new(Mutex::new(Shared::new()));
+        for (id, state) in [("a", TriggerState::InProgress), ("b", TriggerState::Completed)] {
+            shared.lock().unwrap().triggers.insert(
+                id.into(),
+                SavepointStatus {
+                    trigger_id: id.into(),
+                    state,
+                    path: None,
+                    checkpoint_id: None,
+                    error: None,
+                },
+            );
+        }
+        shared.lock().unwrap().history.in_progress = Some(7);
+        end(&shared, Some(7));
+        let s = shared.lock().unwrap();
+        assert_eq!(s.triggers["a"].state, TriggerState::Failed);
+        assert!(s.triggers["a"].error.as_deref().unwrap().contains("suspended"));
+        assert_eq!(s.triggers["b"].state, TriggerState::Completed);
+        assert_eq!((s.history.failed, s.history.in_progress), (1, None));
+    }
+}

@@ -1,0 +1,128 @@
+//! The restore rule on the distributed runtime: a failover after a non-stopping savepoint
+//! restores the savepoint, and a restarted coordinator refuses an unreadable newest checkpoint
+//! (FAILED at once, naming it) instead of going back to an older snapshot.
+
+mod common;
+use common::cluster::*;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Stops the cluster's job with a savepoint and waits for every process to exit.
+fn stop_cluster(c: &mut Cluster) -> String {
+    let savepoint = stop_with_savepoint(&c.api, &[]);
+    c.coordinator.wait_ok(Duration::from_secs(60));
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
+    savepoint
+}
+
+#[test]
+fn a_worker_crash_after_a_non_stopping_savepoint_restores_the_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    // Checkpoints every 30 s: after checkpoint 1 the savepoint is the newest snapshot.
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "30s", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    wait_running(&c.api);
+    let out = Command::new(weir())
+        .args(["savepoint", "trigger", "--url", &c.api, "--timeout", "60s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        String::from_utf8_lossy(&out.stderr),
+        c.coordinator.text()
+    );
+    let savepoint = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    for w in &mut c.workers {
+        w.kill9();
+    }
+    c.add_worker("w-replacement", &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let restored = loop {
+        let status = c.job_status().unwrap_or_default();
+        if status["restarts"].as_u64().unwrap_or(0) > 0 && status["state"] == "RUNNING" {
+            break status["restoredFrom"].as_str().unwrap_or_default().to_string();
+        }
+        assert!(Instant::now() < deadline, "no restart: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        restored, savepoint,
+        "the failover restores the savepoint, not checkpoint {first}"
+    );
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "worker kill -9 after a non-stopping savepoint",
+    );
+}
+
+#[test]
+fn a_restarted_coordinator_refuses_an_unreadable_newest_checkpoint_instead_of_going_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 2, Some(3000));
+    // Generation 1 stops with a savepoint; generation 2 starts from it with its own run id.
+    let mut gen1 = Cluster::start(dir.path(), &m, &[], &[]);
+    gen1.wait_checkpoint_after(0);
+    let savepoint = stop_cluster(&mut gen1);
+    let mut gen2 = Cluster::start(dir.path(), &m, &["--restore", &savepoint, "--run-id", "gen-2"], &[]);
+    let first = gen2.wait_checkpoint_after(0);
+    let newest = gen2.wait_checkpoint_after(first);
+    gen2.coordinator.kill9();
+    for w in &mut gen2.workers {
+        w.kill9();
+    }
+    // The newest completed checkpoint (it may be newer than `newest` by now) is damaged.
+    let job_dir = dir.path().join("checkpoints/wordcount");
+    let newest_completed = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|id| job_dir.join(format!("chk-{id}/_metadata")).exists())
+        .max()
+        .unwrap();
+    assert!(newest_completed >= newest);
+    let metadata = job_dir.join(format!("chk-{newest_completed}/_metadata"));
+    let mut bytes = std::fs::read(&metadata).unwrap();
+    bytes[..8].copy_from_slice(b"garbage!");
+    std::fs::write(&metadata, bytes).unwrap();
+    let output_before = local_output(&dir.path().join("output"));
+
+    gen2.restart_coordinator(&[]);
+    gen2.add_worker("w-after", &[]);
+    let exited = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "{}", gen2.coordinator.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let log = gen2.coordinator.text();
+    assert!(!exited.success(), "the job is FAILED: {log}");
+    assert!(
+        log.contains(&format!("chk-{newest_completed}")) && log.contains("FAILED"),
+        "the failure names the checkpoint: {log}"
+    );
+    assert!(!log.contains("restarting in"), "a refusal is not retried: {log}");
+    assert_eq!(
+        local_output(&dir.path().join("output")),
+        output_before,
+        "nothing restored from the savepoint, nothing committed twice"
+    );
+}

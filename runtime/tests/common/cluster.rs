@@ -1,0 +1,188 @@
+//! A one-machine cluster for process tests: a `weir coordinator` and `weir worker`s on
+//! 127.0.0.1, their logs, and the job's status through the control API.
+
+use super::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Proc {
+    pub child: Child,
+    pub log: std::path::PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(weir())
+            .args(args)
+            .env("WEIR_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Proc { child, log }
+    }
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    pub fn wait_ok(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "{} exited with {st}: {}", self.log.display(), self.text());
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still running after {timeout:?}: {}",
+                self.log.display(),
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Cluster {
+    pub dir: std::path::PathBuf,
+    pub job: std::path::PathBuf,
+    pub api: String,
+    pub rpc: String,
+    pub coordinator: Proc,
+    pub workers: Vec<Proc>,
+    pub extra: Vec<String>,
+}
+
+impl Cluster {
+    pub fn coordinator_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "coordinator".into(),
+            "--job".into(),
+            self.job.display().to_string(),
+            "--listen".into(),
+            self.api.trim_start_matches("http://").into(),
+            "--rpc-listen".into(),
+            self.rpc.clone(),
+            "--exit-on-finish".into(),
+            "--restart-backoff".into(),
+            "200ms".into(),
+            "--heartbeat-timeout".into(),
+            "3s".into(),
+        ];
+        if !self.extra.iter().any(|a| a == "--run-id") {
+            a.extend(["--run-id".into(), "test-run".into()]);
+        }
+        a.extend(self.extra.iter().cloned());
+        a
+    }
+
+    pub fn start(dir: &Path, job: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let api = format!("http://127.0.0.1:{}", free_port());
+        let rpc = format!("127.0.0.1:{}", free_port());
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            job: job.to_path_buf(),
+            api,
+            rpc,
+            coordinator: Proc {
+                child: Command::new("true").spawn().unwrap(),
+                log: dir.join("none"),
+            },
+            workers: vec![],
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        c.restart_coordinator(env);
+        for i in 0..3 {
+            c.add_worker(&format!("w{i}"), env);
+        }
+        c
+    }
+
+    pub fn restart_coordinator(&mut self, env: &[(&str, &str)]) {
+        let args = self.coordinator_args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let n = self.dir.read_dir().unwrap().count();
+        self.coordinator = Proc::spawn(&self.dir, &format!("coordinator-{n}"), &args, env);
+    }
+
+    pub fn add_worker(&mut self, id: &str, env: &[(&str, &str)]) {
+        let args = [
+            "worker",
+            "--coordinator",
+            &self.rpc,
+            "--slots",
+            "2",
+            "--data-listen",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+            "--worker-id",
+            id,
+        ];
+        self.workers.push(Proc::spawn(&self.dir, id, &args, env));
+    }
+
+    pub fn job_status(&self) -> Option<serde_json::Value> {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{}/v1/job", self.api)])
+            .output()
+            .ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The worker that runs subtask 1/4 of the first stage (two of the three workers run the
+    /// job: the first two to register): its index in `workers` and its id.
+    pub fn busy_worker(&self) -> (usize, String) {
+        let status = self.job_status().unwrap();
+        let id = status["subtasks"][0]["location"].as_str().unwrap().to_string();
+        (id.trim_start_matches('w').parse().unwrap(), id)
+    }
+
+    /// Waits until the job is RUNNING with at least one completed checkpoint after `after`.
+    pub fn wait_checkpoint_after(&self, after: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.job_status()
+                && s["state"] == "RUNNING"
+                && let Some(id) = s["lastCompletedCheckpoint"]["id"].as_u64()
+                && id > after
+            {
+                return id;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint after {after}: {}",
+                self.coordinator.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+pub fn job(dir: &Path, parallelism: u32, rate: Option<u64>) -> (std::path::PathBuf, Paths) {
+    let paths = Paths::local(dir);
+    let m = wordcount_manifest(dir, &paths, parallelism, "exactly-once", "300ms", rate, None);
+    (m, paths)
+}

@@ -1,0 +1,194 @@
+//! SIGTERM / SIGINT to `weir run`: a graceful stop mid-input exits 0 within seconds, prints
+//! how to resume, commits nothing that no completed checkpoint covers, and `--restore latest`
+//! then finishes exactly-once. A second signal exits at once. (The coordinator and worker
+//! cases are in cluster.rs.)
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn signal(pid: u32, name: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{name} {pid}");
+}
+
+/// Waits (at most 60 s) for a completed checkpoint while the job runs; returns its id.
+fn wait_completed_checkpoint(api: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/job")])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&last)
+            && v["state"] == "RUNNING"
+            && let Some(id) = v["lastCompletedCheckpoint"]["id"].as_u64()
+        {
+            return id;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no completed checkpoint at {api}; last status: {last}");
+}
+
+/// The text without terminal colour sequences (`ESC [ ... m`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_escape = false;
+    for c in s.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (false, c) => out.push(c),
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    out
+}
+
+/// Waits at most `limit` for the process to exit; returns its exit code and how long it took.
+fn wait_exit(w: &mut Weir, limit: Duration) -> (Option<i32>, Duration) {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = w.child.try_wait().unwrap() {
+            return (st.code(), t.elapsed());
+        }
+        if t.elapsed() > limit {
+            let _ = w.child.kill();
+            let _ = w.child.wait();
+            panic!(
+                "still running {limit:?} after the signal: {}",
+                std::fs::read_to_string(&w.stderr).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_mid_input_exits_0_within_5_s_and_restore_latest_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let expected = expected_wordcount();
+    let mut w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    let seen = wait_completed_checkpoint(&api);
+    signal(w.child.id(), "TERM");
+    let (code, took) = wait_exit(&mut w, Duration::from_secs(5));
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
+    assert!(stderr.contains("suspended on SIGTERM"), "{stderr}");
+    // The exact command, and the checkpoint it resumes from (at least the one seen).
+    let hint = stderr
+        .lines()
+        .find(|l| l.contains("resume with `"))
+        .unwrap_or_else(|| panic!("no resume hint: {stderr}"));
+    assert!(
+        hint.contains(&format!("run {} --listen 127.0.0.1:0 --restore latest`", m.display())),
+        "{hint}"
+    );
+    let resumes_from: u64 = hint
+        .split("resumes from checkpoint ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint in the hint: {hint}"));
+    assert!(resumes_from >= seen, "{hint} (saw checkpoint {seen} complete)");
+    assert!(
+        hint.contains(&format!("chk-{resumes_from})")),
+        "the hint names the checkpoint directory: {hint}"
+    );
+    // Stopped mid-input: part of the output is committed, and none of it twice.
+    let partial = local_output(&dir.path().join("output"));
+    assert!(partial.len() < expected.len(), "the job finished before SIGTERM");
+    let mut dup = partial.clone();
+    dup.dedup();
+    assert_eq!(dup.len(), partial.len(), "duplicated records before the restore");
+
+    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected,
+        "SIGTERM then --restore latest",
+    );
+}
+
+#[test]
+fn a_second_signal_during_the_graceful_stop_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    // A sink that takes 3 s per batch keeps the graceful stop busy (in-flight checkpoint,
+    // subtasks finishing their batch) well past the second signal.
+    let env = [("WEIR_FAILPOINT".to_string(), "slow-sink:3000".to_string())];
+    let mut w = Weir::run(&m, &[], &env);
+    wait_running(&w.api());
+    std::thread::sleep(Duration::from_millis(500));
+    signal(w.child.id(), "INT");
+    std::thread::sleep(Duration::from_millis(100));
+    signal(w.child.id(), "INT");
+    let (code, took) = wait_exit(&mut w, Duration::from_secs(2));
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(130), "exit code after two SIGINTs ({took:?}): {stderr}");
+    assert!(stderr.contains("received SIGINT again: exiting now"), "{stderr}");
+}
+
+#[test]
+fn sigterm_during_a_checkpoint_that_cannot_complete_aborts_it_and_commits_none_of_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    // A sink that takes 600 ms per batch: once the channels are full, a barrier needs seconds
+    // to reach it, longer than the 2 s a suspending job waits for its in-flight checkpoint.
+    let env = [("WEIR_FAILPOINT".to_string(), "slow-sink:600".to_string())];
+    let mut w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    let seen = wait_completed_checkpoint(&api);
+    // Wait for a checkpoint in flight behind the full channels.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/checkpoints")])
+            .output()
+            .unwrap();
+        let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if h["inProgress"].as_u64().is_some_and(|id| id > seen + 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint in flight: {h}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(w.child.id(), "TERM");
+    let (code, took) = wait_exit(&mut w, Duration::from_secs(5));
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
+    let plain = strip_ansi(&stderr);
+    let aborted: u64 = plain
+        .lines()
+        .find(|l| l.contains("in-flight checkpoint aborted"))
+        .and_then(|l| l.split("checkpoint=").nth(1))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no aborted checkpoint: {stderr}"));
+    let chk = dir
+        .path()
+        .join(format!("checkpoints/wordcount/chk-{aborted}/_metadata"));
+    assert!(!chk.exists(), "the aborted checkpoint {aborted} was committed");
+    assert!(stderr.contains("resume with `"), "{stderr}");
+
+    // The restore (at full speed) commits exactly what the last completed checkpoint covers,
+    // and replays the rest: nothing of the aborted checkpoint was committed.
+    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "SIGTERM during an aborted checkpoint then --restore latest",
+    );
+}
