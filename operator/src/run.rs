@@ -1,7 +1,7 @@
 //! `weir-operator run`: leader election, the two controllers per watched namespace, the
 //! metrics/health HTTP server, and graceful shutdown.
 
-use crate::build::LABEL_JOB;
+use crate::build::{ANNOTATION_JOB_NAME, LABEL_JOB};
 use crate::control::ServiceControlApiFactory;
 use crate::controller::{Context, savepoint, stream_job};
 use crate::crd::{Savepoint, StreamJob};
@@ -32,8 +32,12 @@ pub struct RunConfig {
     pub watch_namespaces: Vec<String>,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     pub metrics_addr: SocketAddr,
-    /// Image for StreamJobs without `spec.image`.
-    pub default_image: String,
+    /// Defaults of the runtime pods (image of StreamJobs without `spec.image`, pull policy,
+    /// resources, security contexts).
+    pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// Take the Lease before reconciling. Off: the Lease is never touched and the operator
+    /// reconciles as soon as it starts (one replica, `Recreate` rollouts).
+    pub leader_election: bool,
     /// Namespace of the leader-election Lease.
     pub lease_namespace: String,
     /// Name of the Lease.
@@ -67,10 +71,45 @@ async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
+/// Where the operator is in its start-up, as `/readyz` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Started; leader election (if enabled) has not answered yet.
+    Starting,
+    /// The controllers run: this replica leads, or leader election is off.
+    Leading,
+    /// Leader election works and another replica holds the Lease; this one waits for it.
+    Standby,
+    /// Leader election cannot read or write the Lease (e.g. 403: no RBAC on Leases).
+    ElectionFailing {
+        /// The API error, as text.
+        error: String,
+    },
+}
+
+/// `/readyz` for `phase`: `(ready, body)`. Ready once the operator reconciles, or as a
+/// standby that reached the API and saw a live leader (so a rolling update with
+/// `maxUnavailable: 0` can replace the leader); not ready while starting or while the
+/// election fails, so a missing Lease Role shows as an unready pod instead of a silent one.
+pub fn readiness(phase: &Phase) -> (bool, String) {
+    match phase {
+        Phase::Starting => (false, "starting: leader election has not answered yet".into()),
+        Phase::Leading => (true, "ready: leading, controllers running".into()),
+        Phase::Standby => (true, "ready: standby, another replica holds the lease".into()),
+        Phase::ElectionFailing { error } => (false, format!("not ready: leader election failing: {error}")),
+    }
+}
+
 /// Shared state of the HTTP endpoints.
 struct Http {
     registry: Registry,
-    ready: AtomicBool,
+    phase: std::sync::Mutex<Phase>,
+}
+
+impl Http {
+    fn set_phase(&self, phase: Phase) {
+        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) = phase;
+    }
 }
 
 async fn serve_http(addr: SocketAddr, http: Arc<Http>, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
@@ -103,12 +142,12 @@ async fn serve_http(addr: SocketAddr, http: Arc<Http>, stop: watch::Receiver<boo
     let readyz = {
         let http = http.clone();
         move || {
-            let ready = http.ready.load(Ordering::Relaxed);
+            let (ready, body) = readiness(&http.phase.lock().unwrap_or_else(|p| p.into_inner()));
             async move {
                 if ready {
-                    (StatusCode::OK, "ready")
+                    (StatusCode::OK, body)
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                    (StatusCode::SERVICE_UNAVAILABLE, body)
                 }
             }
         }
@@ -248,7 +287,12 @@ async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, 
             watcher::Config::default().labels(LABEL_JOB),
             |pod| {
                 let ns = pod.namespace()?;
-                pod.labels().get(LABEL_JOB).map(|j| ObjectRef::new(j).within(&ns))
+                // A shortened job key in the label: the full name is in the annotation.
+                let job = pod
+                    .annotations()
+                    .get(ANNOTATION_JOB_NAME)
+                    .or_else(|| pod.labels().get(LABEL_JOB))?;
+                Some(ObjectRef::new(job).within(&ns))
             },
         )
         .watches(
@@ -306,6 +350,80 @@ async fn wait_for_signal() {
     }
 }
 
+/// How waiting for the Lease ended.
+enum Leadership {
+    /// This replica holds the Lease.
+    Leading,
+    /// Shutdown was requested first.
+    Stopped,
+}
+
+/// Retries the Lease every third of its duration until this replica holds it or shutdown is
+/// requested, publishing each outcome as the readiness phase.
+async fn wait_for_leadership(
+    lock: &LeaseLock,
+    http: &Http,
+    cfg: &RunConfig,
+    stop_rx: &watch::Receiver<bool>,
+) -> Leadership {
+    let renew_every = cfg.lease_duration / 3;
+    loop {
+        if *stop_rx.borrow() {
+            return Leadership::Stopped;
+        }
+        match lock.try_acquire_or_renew().await {
+            Ok(true) => return Leadership::Leading,
+            Ok(false) => http.set_phase(Phase::Standby),
+            Err(e) => {
+                tracing::warn!(error = %e, lease = %cfg.lease_name, namespace = %cfg.lease_namespace, "leader election");
+                http.set_phase(Phase::ElectionFailing { error: e.to_string() });
+            }
+        }
+        let mut rx = stop_rx.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(renew_every) => {},
+            _ = rx.changed() => {},
+        }
+    }
+}
+
+/// Renews the Lease every third of its duration; on loss (or no renewal within the duration)
+/// sets `lost` and requests shutdown.
+fn spawn_renewer(
+    lock: Arc<LeaseLock>,
+    duration: Duration,
+    stop_tx: Arc<watch::Sender<bool>>,
+    lost: Arc<AtomicBool>,
+    mut rx: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let renew_every = duration / 3;
+    tokio::spawn(async move {
+        let mut last_ok = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(renew_every) => {},
+                _ = rx.wait_for(|s| *s) => return,
+            }
+            match lock.try_acquire_or_renew().await {
+                Ok(true) => last_ok = tokio::time::Instant::now(),
+                Ok(false) => {
+                    tracing::error!("leadership lost to another replica");
+                    lost.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+                Err(e) if last_ok.elapsed() >= duration => {
+                    tracing::error!(error = %e, "lease not renewed within its duration; stepping down");
+                    lost.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+            }
+        }
+    })
+}
+
 /// Runs the operator until SIGTERM/SIGINT or lost leadership.
 ///
 /// Errors: no Kubernetes client configuration, the HTTP address in use, or leadership lost
@@ -317,7 +435,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new(&mut registry));
     let http = Arc::new(Http {
         registry,
-        ready: AtomicBool::new(false),
+        phase: std::sync::Mutex::new(Phase::Starting),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
@@ -339,56 +457,26 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
         &cfg.identity,
         cfg.lease_duration,
     ));
-    // A standby is ready (it serves health and metrics) while it waits for the lease.
-    http.ready.store(true, Ordering::Relaxed);
-    let renew_every = cfg.lease_duration / 3;
-    loop {
-        if *stop_rx.borrow() {
-            let _ = server.await;
-            return Ok(());
-        }
-        match lock.try_acquire_or_renew().await {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "leader election"),
-        }
-        let mut rx = stop_rx.clone();
-        tokio::select! {
-            _ = tokio::time::sleep(renew_every) => {},
-            _ = rx.changed() => {},
-        }
-    }
-    tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "leading");
-
     let lost = Arc::new(AtomicBool::new(false));
-    let renewer = {
-        let (lock, stop_tx, lost, mut rx) = (lock.clone(), stop_tx.clone(), lost.clone(), stop_rx.clone());
-        let duration = cfg.lease_duration;
-        tokio::spawn(async move {
-            let mut last_ok = tokio::time::Instant::now();
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(renew_every) => {},
-                    _ = rx.wait_for(|s| *s) => return,
-                }
-                match lock.try_acquire_or_renew().await {
-                    Ok(true) => last_ok = tokio::time::Instant::now(),
-                    Ok(false) => {
-                        tracing::error!("leadership lost to another replica");
-                        lost.store(true, Ordering::Relaxed);
-                        let _ = stop_tx.send(true);
-                        return;
-                    }
-                    Err(e) if last_ok.elapsed() >= duration => {
-                        tracing::error!(error = %e, "lease not renewed within its duration; stepping down");
-                        lost.store(true, Ordering::Relaxed);
-                        let _ = stop_tx.send(true);
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
-                }
+    let renewer = if cfg.leader_election {
+        match wait_for_leadership(&lock, &http, &cfg, &stop_rx).await {
+            Leadership::Leading => {}
+            Leadership::Stopped => {
+                let _ = server.await;
+                return Ok(());
             }
-        })
+        }
+        tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "leading");
+        Some(spawn_renewer(
+            lock.clone(),
+            cfg.lease_duration,
+            stop_tx.clone(),
+            lost.clone(),
+            stop_rx.clone(),
+        ))
+    } else {
+        tracing::info!("leader election off: reconciling without a Lease");
+        None
     };
 
     let ctx = Arc::new(Context::new(
@@ -398,7 +486,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
         }),
         Arc::new(ObjectStoreSnapshots),
         metrics,
-        cfg.default_image.clone(),
+        cfg.runtime_defaults.clone(),
     ));
     let namespaces: Vec<Option<String>> = if cfg.watch_namespaces.is_empty() {
         vec![None]
@@ -420,15 +508,18 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
             stop_rx.clone(),
         )));
     }
+    http.set_phase(Phase::Leading);
     for c in controllers {
         let _ = c.await;
     }
     let _ = stop_tx.send(true);
-    let _ = renewer.await;
-    if lost.load(Ordering::Relaxed) {
-        anyhow::bail!("leadership lost");
+    if let Some(renewer) = renewer {
+        let _ = renewer.await;
+        if lost.load(Ordering::Relaxed) {
+            anyhow::bail!("leadership lost");
+        }
+        lock.release().await;
     }
-    lock.release().await;
     let _ = server.await;
     tracing::info!("stopped");
     Ok(())
@@ -437,6 +528,32 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_table() {
+        let cases = [
+            (Phase::Starting, false),
+            (Phase::Leading, true),
+            (Phase::Standby, true),
+            (
+                Phase::ElectionFailing {
+                    error: "leases is forbidden".into(),
+                },
+                false,
+            ),
+        ];
+        for (phase, ready) in cases {
+            let (got, body) = readiness(&phase);
+            assert_eq!(got, ready, "{phase:?}: {body}");
+        }
+        assert!(
+            readiness(&Phase::ElectionFailing {
+                error: "403 leases is forbidden".into()
+            })
+            .1
+            .contains("403 leases is forbidden")
+        );
+    }
 
     #[test]
     fn namespaces_and_version() {

@@ -47,8 +47,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Wall clock.
     pub clock: Clock,
-    /// Image for a StreamJob whose `spec.image` is empty.
-    pub default_image: String,
+    /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
+    /// security contexts).
+    pub runtime_defaults: crate::build::RuntimeDefaults,
 }
 
 impl Context {
@@ -58,7 +59,7 @@ impl Context {
         control: Arc<dyn ControlApiFactory>,
         snapshots: Arc<dyn SnapshotStore>,
         metrics: Arc<Metrics>,
-        default_image: String,
+        runtime_defaults: crate::build::RuntimeDefaults,
     ) -> Context {
         let reporter = Reporter {
             controller: "weir-operator".into(),
@@ -71,7 +72,7 @@ impl Context {
             snapshots,
             metrics,
             clock: Arc::new(SystemTime::now),
-            default_image,
+            runtime_defaults,
         }
     }
 }
@@ -132,14 +133,37 @@ impl Error {
     }
 }
 
-/// Publishes an event; failures are logged and swallowed (a terminating namespace refuses
-/// events, and that must never block a reconcile or a finalizer: FLINK-31860).
-pub async fn publish(ctx: &Context, regarding: &ObjectReference, warning: bool, reason: &str, note: String) {
+/// The Event `action` of an event with `note` during `cycle` (a StreamJob's
+/// `status.deployGeneration`, a Savepoint's `metadata.generation`).
+///
+/// kube-runtime's recorder folds every event with the same type, reason, action and object
+/// into one series for six minutes, keeping the first note: with one fixed action the second
+/// rescale would add no Event, and a different message would be counted as `(x2)` of the old
+/// one. So the action names the cycle and a hash of the note: a repeat of the same message in
+/// the same cycle still folds (counted), anything else is a new Event. At most 30 characters.
+pub fn event_action(cycle: u64, note: &str) -> String {
+    format!(
+        "Reconcile-g{cycle}-{:08x}",
+        xxhash_rust::xxh3::xxh3_64(note.as_bytes()) as u32
+    )
+}
+
+/// Publishes an event for `cycle` (see [`event_action`]); failures are logged and swallowed
+/// (a terminating namespace refuses events, and that must never block a reconcile or a
+/// finalizer: FLINK-31860).
+pub async fn publish(
+    ctx: &Context,
+    regarding: &ObjectReference,
+    cycle: u64,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
     let ev = Event {
         type_: if warning { EventType::Warning } else { EventType::Normal },
         reason: reason.into(),
+        action: event_action(cycle, &note),
         note: Some(note),
-        action: "Reconcile".into(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, regarding).await {

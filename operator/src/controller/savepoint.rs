@@ -49,6 +49,7 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
             publish(
                 &ctx,
                 &r,
+                invalid.metadata.generation.unwrap_or(0) as u64,
                 true,
                 "ValidationError",
                 format!("invalid Savepoint: {}", invalid.error),
@@ -62,7 +63,8 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
             tracing::warn!(name = %sp.name_any(), error = %e, "savepoint reconcile failed");
-            publish(&ctx, &sp.object_ref(&()), true, e.reason(), e.to_string()).await;
+            let cycle = sp.metadata.generation.unwrap_or(0) as u64;
+            publish(&ctx, &sp.object_ref(&()), cycle, true, e.reason(), e.to_string()).await;
             Err(e)
         }
     }
@@ -146,6 +148,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
             source,
         })?;
     let oref = sp.object_ref(&());
+    let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     let mut st = old.clone();
     let mut requeue = POLL;
     let mut event: Option<(bool, &str, String)> = None;
@@ -227,7 +230,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
         write_status(&api, &name, &st).await?;
     }
     if let Some((warning, reason, note)) = event {
-        publish(ctx, &oref, warning, reason, note).await;
+        publish(ctx, &oref, cycle, warning, reason, note).await;
     }
     Ok(match st.state {
         SavepointState::Pending | SavepointState::InProgress => Action::requeue(requeue),
@@ -255,10 +258,12 @@ async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result
         s.restore_point.as_ref().is_some_and(|r| r.path == path) || s.deployed_from.as_deref() == Some(path.as_str())
     });
     let oref = sp.object_ref(&());
+    let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     if protected {
         publish(
             ctx,
             &oref,
+            cycle,
             true,
             "Cleanup",
             format!(
@@ -274,7 +279,7 @@ async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result
         None => S3Options::default(),
     };
     ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
-    publish(ctx, &oref, false, "Cleanup", format!("disposed {path}")).await;
+    publish(ctx, &oref, cycle, false, "Cleanup", format!("disposed {path}")).await;
     Ok(())
 }
 

@@ -46,9 +46,11 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         Err(invalid) => {
             ctx.metrics.error(CONTROLLER, "ValidationError");
             let r = invalid_ref::<StreamJob>(&invalid.metadata);
+            let cycle = invalid.metadata.generation.unwrap_or(0) as u64;
             publish(
                 &ctx,
                 &r,
+                cycle,
                 true,
                 "ValidationError",
                 format!("invalid StreamJob: {}", invalid.error),
@@ -68,7 +70,8 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
             tracing::warn!(parent: &span, error = %e, "reconcile failed");
-            publish(&ctx, &job.object_ref(&()), true, e.reason(), e.to_string()).await;
+            let cycle = job.status.as_ref().map(|s| s.deploy_generation).unwrap_or(0);
+            publish(&ctx, &job.object_ref(&()), cycle, true, e.reason(), e.to_string()).await;
             Err(e)
         }
     }
@@ -134,6 +137,8 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
     }
 
     let oref = job.object_ref(&());
+    // Events of this pass belong to the deployment cycle it decided (see `event_action`).
+    let cycle = status.deploy_generation;
     // FKO's JobStatusChanged: the coordinator reported a different (known) state.
     let known = |s: &StreamJobStatus| {
         s.job_status
@@ -145,10 +150,18 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
         && prev.as_deref() != Some(now_state.as_str())
     {
         let msg = format!("job state {} → {now_state}", prev.unwrap_or_else(|| "none".into()));
-        publish(ctx, &oref, now_state == "FAILED", "JobStatusChanged", msg).await;
+        publish(ctx, &oref, cycle, now_state == "FAILED", "JobStatusChanged", msg).await;
     }
     for ev in &decision.events {
-        publish(ctx, &oref, ev.warning, &format!("{:?}", ev.reason), ev.message.clone()).await;
+        publish(
+            ctx,
+            &oref,
+            cycle,
+            ev.warning,
+            &format!("{:?}", ev.reason),
+            ev.message.clone(),
+        )
+        .await;
     }
 
     for action in decision.actions {
@@ -169,6 +182,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                         publish(
                             ctx,
                             &oref,
+                            status.deploy_generation,
                             true,
                             "SavepointError",
                             format!("stop-with-savepoint request failed: {e}; retrying"),
@@ -210,7 +224,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                     restore_from: restore_from.as_deref(),
                     deploy_generation,
                     spec_generation,
-                    default_image: &ctx.default_image,
+                    defaults: &ctx.runtime_defaults,
                 };
                 apply_children(ctx, &ns, &build::build(&target)).await?;
                 if new_generation {

@@ -2,7 +2,7 @@
 //! control API and (only where a decision depends on it) storage, as the lifecycle's
 //! [`Observation`].
 
-use crate::build::{LABEL_JOB, coordinator_name, worker_name};
+use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
     LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
@@ -136,7 +136,7 @@ pub(super) async fn observe(
         .await
         .map_err(observe_err("StatefulSet"))?;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().labels(&format!("{LABEL_JOB}={name}")))
+        .list(&ListParams::default().labels(&crate::build::job_selector(&name)))
         .await
         .map_err(observe_err("Pods"))?
         .items;
