@@ -431,6 +431,11 @@ fn spawn_renewer(
 pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
     tracing::info!(version = %version(), namespaces = ?cfg.watch_namespaces, "starting weir-operator");
     let client = Client::try_default().await?;
+    run_with_client(cfg, client).await
+}
+
+/// [`run`] with a given Kubernetes client.
+pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::new(&mut registry));
     let http = Arc::new(Http {
@@ -528,6 +533,53 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first API requests of `run` with and without leader election: without it no Lease is
+    /// ever requested and the controllers start at once; with it the Lease comes first.
+    #[tokio::test]
+    async fn the_lease_is_taken_only_with_leader_election() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        for leader_election in [false, true] {
+            let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let cfg = RunConfig {
+                watch_namespaces: vec!["ns".into()],
+                metrics_addr: "127.0.0.1:0".parse().unwrap(),
+                runtime_defaults: Default::default(),
+                leader_election,
+                lease_namespace: "ops".into(),
+                lease_name: "weir-operator-leader".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+            };
+            let task = tokio::spawn(run_with_client(cfg, Client::new(svc, "ns")));
+            let mut paths = Vec::new();
+            // Unanswered requests fail on the client side; watchers retry with backoff.
+            while paths.len() < 4 {
+                match tokio::time::timeout(Duration::from_secs(2), handle.next_request()).await {
+                    Ok(Some((req, _send))) => paths.push(req.uri().path().to_string()),
+                    _ => break,
+                }
+            }
+            task.abort();
+            let leases: Vec<_> = paths.iter().filter(|p| p.contains("/leases/")).collect();
+            if leader_election {
+                assert_eq!(
+                    paths.first().map(String::as_str),
+                    Some("/apis/coordination.k8s.io/v1/namespaces/ops/leases/weir-operator-leader"),
+                    "{paths:?}"
+                );
+            } else {
+                assert!(leases.is_empty(), "no Lease without leader election: {paths:?}");
+                assert!(
+                    paths
+                        .iter()
+                        .any(|p| p.contains("/streamjobs") || p.contains("/savepoints")),
+                    "controllers start at once: {paths:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn readiness_table() {
