@@ -29,7 +29,7 @@ pub enum Command {
         out_dir: PathBuf,
     },
     /// Run the controllers.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// Log output format.
@@ -156,7 +156,7 @@ mod tests {
     fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let cli = Cli::try_parse_from(["weir-operator", "run"].iter().chain(args))?;
         match cli.command {
-            Command::Run(r) => Ok(r),
+            Command::Run(r) => Ok(*r),
             Command::Crdgen { .. } => unreachable!("parsed run"),
         }
     }

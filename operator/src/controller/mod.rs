@@ -116,6 +116,10 @@ pub enum Error {
     /// The S3 credentials Secret named by `spec.s3.credentialsSecret` could not be read.
     #[error("S3 credentials: {0}")]
     CredentialsError(String),
+    /// The object changed since this pass read it (409 on a resourceVersion precondition):
+    /// nothing was acted on; the pass is retried at once on the newer object. No Warning event.
+    #[error("conflict: {0}; retrying on the newer object")]
+    Conflict(String),
 }
 
 impl Error {
@@ -129,6 +133,7 @@ impl Error {
             Error::FinalizerError(_) => "FinalizerError",
             Error::StorageError(_) => "StorageError",
             Error::CredentialsError(_) => "CredentialsError",
+            Error::Conflict(_) => "Conflict",
         }
     }
 }
@@ -183,21 +188,40 @@ pub fn invalid_ref<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> ObjectRe
     }
 }
 
-/// Sets the finalizer list to `finalizers` with a merge patch guarded by `resourceVersion`
-/// (a concurrent change makes it fail with 409 and the reconcile is retried).
+/// Sets the finalizer list to `finalizers` with a merge patch guarded by `obj`'s
+/// `resourceVersion` (a concurrent change makes it fail with 409 and the reconcile is retried).
 pub async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    set_finalizers_at(api, &obj.name_any(), obj.resource_version(), finalizers)
+        .await
+        .map(|_| ())
+}
+
+/// Sets the finalizer list of `name` with a merge patch guarded by `resource_version` (the
+/// newest this pass knows, e.g. from its own status write); returns the new resourceVersion.
+pub async fn set_finalizers_at<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<String>,
+    finalizers: Vec<String>,
+) -> Result<Option<String>, Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}});
     api.patch(
-        &obj.name_any(),
+        name,
         &kube::api::PatchParams::default(),
         &kube::api::Patch::Merge(&patch),
     )
     .await
-    .map(|_| ())
-    .map_err(Error::FinalizerError)
+    .map(|o| o.resource_version())
+    .map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 409 => Error::Conflict(format!("finalizers of {name}: {}", s.message)),
+        e => Error::FinalizerError(e),
+    })
 }
 
 /// The S3 client settings of `spec` with the credentials from its Secret (in `ns`), for the

@@ -17,7 +17,7 @@ pub use savepoints::{
     savepoint_object_name,
 };
 
-use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers};
+use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers_at};
 use crate::build::{self, ANNOTATION_SPEC_GENERATION, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, Target};
 use crate::crd::{LifecycleState, Savepoint, SavepointOrigin, StreamJob, StreamJobStatus};
 use crate::lifecycle::{self, Action as LAction};
@@ -69,6 +69,11 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         Ok(a) => Ok(a),
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
+            if matches!(e, Error::Conflict(_)) {
+                // Not a failure: a newer object exists; the retry decides on it.
+                tracing::info!(parent: &span, error = %e, "stale object; retrying");
+                return Err(e);
+            }
             tracing::warn!(parent: &span, error = %e, "reconcile failed");
             let cycle = job.status.as_ref().map(|s| s.deploy_generation).unwrap_or(0);
             publish(&ctx, &job.object_ref(&()), cycle, true, e.reason(), e.to_string()).await;
@@ -77,21 +82,57 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
     }
 }
 
-/// Requeue policy after an error.
-pub fn error_policy(_obj: Arc<DeserializeGuard<StreamJob>>, _err: &Error, _ctx: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(15))
+/// Requeue policy after an error: a conflict is retried at once (the cache catches up with the
+/// newer object), anything else after 15 s.
+pub fn error_policy(_obj: Arc<DeserializeGuard<StreamJob>>, err: &Error, _ctx: Arc<Context>) -> Action {
+    match err {
+        Error::Conflict(_) => Action::requeue(Duration::from_secs(1)),
+        _ => Action::requeue(Duration::from_secs(15)),
+    }
 }
 
-async fn write_status(api: &Api<StreamJob>, name: &str, status: &StreamJobStatus) -> Result<(), Error> {
+/// Writes status (server-side apply) on the condition that the object is still at
+/// `resource_version`: status is the write-ahead log, and a pass that decided on an older
+/// object must not overwrite what a newer pass recorded (409 → [`Error::Conflict`]). Returns
+/// the new resourceVersion, the condition of this pass's next write.
+async fn write_status(
+    api: &Api<StreamJob>,
+    name: &str,
+    resource_version: Option<&str>,
+    status: &StreamJobStatus,
+) -> Result<Option<String>, Error> {
     let body = json!({
         "apiVersion": StreamJob::api_version(&()),
         "kind": StreamJob::kind(&()),
+        "metadata": {"resourceVersion": resource_version},
         "status": status,
     });
     api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
         .await
-        .map(|_| ())
-        .map_err(Error::StatusError)
+        .map(|o| o.resource_version())
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => Error::Conflict(format!("status of {name}: {}", s.message)),
+            e => Error::StatusError(e),
+        })
+}
+
+/// Checks that `name` is still at `resource_version` before a pass acts without having
+/// written status (a write would have checked it): a pass on a stale cached object must not
+/// delete or deploy workloads.
+async fn ensure_current(api: &Api<StreamJob>, name: &str, resource_version: Option<&str>) -> Result<(), Error> {
+    let current = api.get(name).await.map_err(|source| Error::ObserveError {
+        what: format!("StreamJob {name}"),
+        source,
+    })?;
+    if current.resource_version().as_deref() == resource_version {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!(
+            "StreamJob {name} changed since it was read (resourceVersion {} → {})",
+            resource_version.unwrap_or("none"),
+            current.resource_version().unwrap_or_default()
+        )))
+    }
 }
 
 async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> {
@@ -104,10 +145,12 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
         ctx.metrics.job_state(&ns, &name, None);
         return Ok(Action::await_change());
     }
+    // The resourceVersion every write of this pass is conditioned on, advanced by each write.
+    let mut resource_version = job.resource_version();
     if !has_finalizer {
         let mut f = job.finalizers().to_vec();
         f.push(FINALIZER.into());
-        set_finalizers(&jobs, job, f).await?;
+        resource_version = set_finalizers_at(&jobs, &name, resource_version, f).await?;
     }
     let now = (ctx.clock)();
     let old = job.status.clone().unwrap_or_default();
@@ -120,9 +163,12 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
     status.conditions = super::conditions(&status, &old.conditions, generation, now);
     status.selector = Some(super::worker_selector(&name));
 
-    // The write-ahead log: persist the intent before any action.
+    // The write-ahead log: persist the intent before any action, on the condition that the
+    // object is the one decided on; without a write, check that before acting.
     if status != old {
-        write_status(&jobs, &name, &status).await?;
+        resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
+    } else if !decision.actions.is_empty() {
+        ensure_current(&jobs, &name, resource_version.as_deref()).await?;
     }
     let state_name = |s: LifecycleState| serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_owned));
     let (from, to) = (
@@ -174,7 +220,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 {
                     Ok(id) => {
                         lifecycle::record_trigger(&mut status, id);
-                        write_status(&jobs, &name, &status).await?;
+                        resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
                     }
                     // The pending operation stays at its step; the next pass asks again or
                     // finds the savepoint in storage.
@@ -252,7 +298,8 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
             }
             LAction::RemoveFinalizer => {
                 let keep: Vec<String> = job.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-                set_finalizers(&jobs, job, keep).await?;
+                // The resourceVersion of this pass's own status write, not the one read.
+                resource_version = set_finalizers_at(&jobs, &name, resource_version.take(), keep).await?;
                 ctx.metrics.job_state(&ns, &name, None);
             }
         }

@@ -331,7 +331,9 @@ async fn deletion_completes_when_event_writes_fail() {
     let r = api
         .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
         .await;
-    assert_eq!(r.body, json!({"metadata": {"finalizers": [], "resourceVersion": "10"}}));
+    // Conditioned on the resourceVersion of this pass's own status write (10 → 11), not the
+    // one it read: that would be a 409 and a 15 s delay on every delete.
+    assert_eq!(r.body, json!({"metadata": {"finalizers": [], "resourceVersion": "11"}}));
     r.ok(job_json(&json!({"finalizers": []})));
     let action = finish(task).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(60)));
@@ -345,4 +347,57 @@ async fn invalid_object_gets_a_validation_event() {
     let task = tokio::spawn(stream_job::reconcile(guard(job), ctx));
     api.event("Warning", "ValidationError", 200).await;
     assert_eq!(finish(task).await.unwrap(), Action::await_change());
+}
+
+/// A pass that decided on a stale cached object (here: an older status without the upgrade's
+/// recorded trigger) must neither overwrite the newer status nor act: its status write is
+/// conditioned on the resourceVersion it read, the 409 ends the pass before the
+/// stop-with-savepoint, and no Warning event is published (the retry decides on the new object).
+#[tokio::test]
+async fn a_pass_on_a_stale_object_neither_overwrites_status_nor_acts() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let mut spec = spec_json();
+    spec["image"] = json!("weir:2");
+    let job = running_job(spec, 2);
+    control.set_job(Some(job_status(JobState::Running, None)));
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.status_conflict().await;
+    let err = finish(task).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
+    assert!(
+        control.requests().is_empty(),
+        "no stop-with-savepoint on a stale object"
+    );
+    let obj = guard(running_job(spec_json(), 1));
+    assert_eq!(
+        stream_job::error_policy(obj, &err, ctx),
+        Action::requeue(Duration::from_secs(1))
+    );
+}
+
+/// A pass whose decision leaves status unchanged but acts (deleting workloads while Deleting)
+/// first checks that the object is still the one it read; a newer one ends the pass.
+#[tokio::test]
+async fn acting_without_a_status_write_checks_the_object_is_current() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let mut job = running_job(spec_json(), 1);
+    job["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
+    control.set_job(Some(job_status(JobState::Running, None)));
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // The same pass again on the object with that status: nothing to write, workloads to delete.
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let r = api
+        .expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await;
+    r.ok(job_json(&json!({"resourceVersion": "12"})));
+    let err = finish(task).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
 }
