@@ -304,6 +304,17 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     }
 
     if class != ChangeClass::Ignore && !retry_blocked {
+        // Refuse a change whose state the running job could not hand over before stopping it:
+        // the job keeps running the previous spec, the reason is in status.error.
+        let deployed = parse_spec(&cx.d.status.last_reconciled_spec);
+        if let Some(why) = deployed.and_then(|d| super::state_incompatibility(&obs.name, &d, spec)) {
+            cx.d.status.failed_generation = Some(obs.generation);
+            cx.d.status.error = Some(why.clone());
+            cx.event(true, Reason::ValidationError, why);
+            cx.keep_deployed();
+            cx.d.requeue = STEADY;
+            return;
+        }
         cx.event(
             false,
             Reason::SpecChanged,
@@ -323,7 +334,10 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     cx.keep_deployed();
     if cx.d.status.lifecycle_state == LifecycleState::Running && job_state == Some(JobState::Running) {
         periodic_and_retention(cx);
-        cx.d.status.error = None;
+        // A refused or rolled-back generation keeps its reason until the spec changes.
+        if cx.d.status.failed_generation != Some(obs.generation) {
+            cx.d.status.error = None;
+        }
     }
     cx.d.requeue = if cx.d.status.lifecycle_state == LifecycleState::Running {
         STEADY
