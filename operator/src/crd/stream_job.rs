@@ -235,7 +235,8 @@ pub struct SavepointsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_interval: Option<String>,
     /// Retention of periodic and upgrade savepoints. Manual Savepoint objects are never
-    /// removed by retention, and neither is the current restore point.
+    /// removed by retention, and neither is the current restore point. Unset: the newest 10 are
+    /// kept; `{}` keeps all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<SavepointHistory>,
 }

@@ -347,9 +347,7 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
 }
 
 fn periodic_and_retention(cx: &mut Ctx) {
-    let Some(sp) = cx.spec.savepoints.clone() else {
-        return;
-    };
+    let sp = cx.spec.savepoints.clone().unwrap_or_default();
     if let Some(interval) = sp
         .periodic_interval
         .as_deref()
@@ -371,7 +369,9 @@ fn periodic_and_retention(cx: &mut Ctx) {
             });
         }
     }
-    if let Some(policy) = &sp.history {
+    // Retention applies to upgrade savepoints too, so it runs with or without spec.savepoints.
+    {
+        let policy = &retention::effective_policy(sp.history.as_ref());
         let restore = cx.d.status.restore_point.as_ref().map(|r| r.path.clone());
         let deployed_from = cx.d.status.deployed_from.clone();
         let protected: Vec<&str> = [restore.as_deref(), deployed_from.as_deref()]
@@ -383,7 +383,8 @@ fn periodic_and_retention(cx: &mut Ctx) {
                 .into_iter()
                 .map(|r| r.path.clone())
                 .collect();
-        cx.d.status.savepoint_history.retain(|r| !dispose.contains(&r.path));
+        // The history entries stay until their data is disposed: the controller removes each
+        // one after its dispose succeeded, so a failed dispose is retried, never orphaned.
         for path in dispose {
             cx.d.actions.push(Action::DisposeSavepoint { path });
         }

@@ -295,6 +295,10 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 }) {
                     delete_ignoring_missing(&api, &s.name_any(), "Savepoint", &DeleteParams::default()).await?;
                 }
+                // Only now, with the data gone, does the history forget it (a failed dispose
+                // above leaves the entry, and the next pass retries).
+                status.savepoint_history.retain(|r| r.path != path);
+                resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
             }
             LAction::RemoveFinalizer => {
                 let keep: Vec<String> = job.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();

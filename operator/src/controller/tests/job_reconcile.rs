@@ -401,3 +401,51 @@ async fn acting_without_a_status_write_checks_the_object_is_current() {
     let err = finish(task).await.unwrap_err();
     assert!(matches!(err, Error::Conflict(_)), "{err}");
 }
+
+/// Retention (defect 13): a savepoint leaves `status.savepointHistory` only after its data was
+/// disposed; a failed dispose keeps the entry, and the next pass retries it.
+#[tokio::test]
+async fn retention_forgets_a_savepoint_only_after_its_dispose_succeeded() {
+    let (ctx, mut api, control, snaps) = setup();
+    let mut spec = spec_json();
+    spec["savepoints"]["history"] = json!({"maxCount": 1});
+    let mut job = running_job(spec.clone(), 1);
+    job["status"]["lastReconciledSpec"] = json!(serde_json::to_string(&spec).unwrap());
+    job["status"]["lastStableSpec"] = job["status"]["lastReconciledSpec"].clone();
+    job["status"]["savepointHistory"] = json!([
+        {"path": "s3://bucket/svp/old", "completedAt": "2023-11-14T22:00:00Z", "origin": "Periodic"},
+        {"path": "s3://bucket/svp/new", "completedAt": "2023-11-14T22:05:00Z", "origin": "Periodic"},
+    ]);
+    control.set_job(Some(job_status(JobState::Running, None)));
+    snaps.fail_disposes(Some("S3 unreachable"));
+
+    // Pass 1: the dispose fails: a StorageError, the entry is kept.
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["savepointHistory"].as_array().unwrap().len(), 2);
+    api.apply_children().await;
+    api.event("Warning", "StorageError", 200).await;
+    assert!(finish(task).await.is_err());
+    assert!(snaps.disposed().is_empty());
+
+    // Pass 2: the dispose succeeds, then (and only then) the entry is removed from status.
+    snaps.fail_disposes(None);
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await
+        .ok(job_json(&json!({})));
+    api.apply_children().await;
+    let status = api.status().await;
+    let paths: Vec<_> = status["savepointHistory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].clone())
+        .collect();
+    assert_eq!(paths, vec![json!("s3://bucket/svp/new")]);
+    assert_eq!(snaps.disposed(), vec!["s3://bucket/svp/old".to_string()]);
+    finish(task).await.unwrap();
+}
