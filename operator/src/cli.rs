@@ -70,7 +70,8 @@ pub struct RunArgs {
     /// Name of the leader-election Lease.
     #[arg(long, env = "WEIR_LEASE_NAME", default_value = "weir-operator-leader")]
     pub lease_name: String,
-    /// This replica's identity in the Lease (default: `weir-operator-<process id>`).
+    /// This replica's identity in the Lease (default: `<HOSTNAME>-<random>`, unique per
+    /// process even where every container is process 1).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// Lease duration in seconds (renewed every third); at least 3.
@@ -123,7 +124,7 @@ impl RunArgs {
                 .identity
                 .clone()
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| format!("weir-operator-{}", std::process::id())),
+                .unwrap_or_else(crate::run::default_identity),
             lease_duration: Duration::from_secs(self.lease_seconds),
         })
     }

@@ -57,6 +57,40 @@ pub fn version() -> String {
     )
 }
 
+/// A Lease identity for a replica started without `POD_NAME`: the host name (the pod name in
+/// Kubernetes) and 64 random bits, so two replicas never share one (the process id would: it is
+/// 1 in every container).
+pub fn default_identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "weir-operator".into());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{host}-{:016x}", h.finish())
+}
+
+/// How long the leader keeps trying to renew before it steps down: two thirds of the lease
+/// duration (client-go's 10 s of 15 s), so it stops reconciling before any standby can see the
+/// lease expire and take over.
+pub fn renew_deadline(lease_duration: Duration) -> Duration {
+    lease_duration * 2 / 3
+}
+
+/// Whether a standby may take over a lease whose record (holder, renew time, transitions) it
+/// last saw change `unchanged_for` ago (its own monotonic clock): the holder's clock is never
+/// compared with the local one, so clock skew cannot make a live leader look expired.
+pub fn lease_expired(unchanged_for: Duration, lease_duration: Duration) -> bool {
+    unchanged_for >= lease_duration
+}
+
 /// Parses `--watch-namespaces` (comma separated; empty: all namespaces).
 pub fn parse_namespaces(s: &str) -> Vec<String> {
     s.split(',')
@@ -170,6 +204,8 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     duration: Duration,
+    /// The foreign lease record last seen and when (local monotonic clock) it was first seen.
+    observed: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
 }
 
 impl LeaseLock {
@@ -180,6 +216,21 @@ impl LeaseLock {
             name: name.into(),
             identity: identity.into(),
             duration,
+            observed: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// How long the foreign lease record `record` has been seen unchanged (zero when it just
+    /// changed or was never seen).
+    fn unchanged_for(&self, record: String) -> Duration {
+        let now = tokio::time::Instant::now();
+        let mut observed = self.observed.lock().unwrap_or_else(|p| p.into_inner());
+        match observed.as_ref() {
+            Some((seen, since)) if *seen == record => now.duration_since(*since),
+            _ => {
+                *observed = Some((record, now));
+                Duration::ZERO
+            }
         }
     }
 
@@ -213,10 +264,13 @@ impl LeaseLock {
                 let spec = lease.spec.clone().unwrap_or_default();
                 let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
                 let held = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
-                let expired = spec.renew_time.as_ref().is_none_or(|t| {
-                    let d = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(secs) as i64);
-                    t.0.checked_add(d).map(|end| end < now).unwrap_or(true)
-                });
+                // Expiry by the local clock: how long this record has been seen unchanged.
+                let record = format!(
+                    "{:?}/{:?}/{:?}",
+                    spec.holder_identity, spec.renew_time, spec.lease_transitions
+                );
+                let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
+                let expired = spec.renew_time.is_none() || lease_expired(self.unchanged_for(record), duration);
                 if held && !mine && !expired {
                     return Ok(false);
                 }
@@ -412,8 +466,8 @@ fn spawn_renewer(
                     let _ = stop_tx.send(true);
                     return;
                 }
-                Err(e) if last_ok.elapsed() >= duration => {
-                    tracing::error!(error = %e, "lease not renewed within its duration; stepping down");
+                Err(e) if last_ok.elapsed() >= renew_deadline(duration) => {
+                    tracing::error!(error = %e, "lease not renewed within the renew deadline; stepping down");
                     lost.store(true, Ordering::Relaxed);
                     let _ = stop_tx.send(true);
                     return;
@@ -582,6 +636,23 @@ mod tests {
     }
 
     #[test]
+    fn leadership_timing_and_identity() {
+        let lease = Duration::from_secs(15);
+        assert_eq!(renew_deadline(lease), Duration::from_secs(10));
+        assert!(
+            renew_deadline(lease) < lease,
+            "the leader steps down before a standby takes over"
+        );
+        assert!(!lease_expired(Duration::from_secs(14), lease));
+        assert!(lease_expired(Duration::from_secs(15), lease));
+        assert_ne!(
+            default_identity(),
+            default_identity(),
+            "two replicas never share an identity"
+        );
+    }
+
+    #[test]
     fn readiness_table() {
         let cases = [
             (Phase::Starting, false),
@@ -678,17 +749,31 @@ mod tests {
         let (won, lock) = t.await.unwrap();
         assert!(!won);
 
-        // An expired foreign holder: taken over with resourceVersion and a transition.
+        // A foreign holder whose renewTime is long past by our clock (clock skew, or a holder
+        // that just stopped) is not taken at first sight: expiry is measured locally...
+        let stale = {
+            let mut l = lease("other", Timestamp::now() - SignedDuration::from_secs(60));
+            l["spec"]["leaseDurationSeconds"] = serde_json::json!(1);
+            l
+        };
+        let t = tokio::spawn(async move { (lock.try_acquire_or_renew().await.unwrap(), lock) });
+        let (_, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        reply(send, 200, stale.clone());
+        let (won, lock) = t.await.unwrap();
+        assert!(!won, "a lease seen for the first time is never expired");
+
+        // ...and taken over (with resourceVersion and a transition) once the same record has
+        // stayed unchanged for its whole duration on the local clock.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let t = tokio::spawn(async move { lock.try_acquire_or_renew().await.unwrap() });
         let (_, send) = tokio::time::timeout(step, handle.next_request())
             .await
             .unwrap()
             .unwrap();
-        reply(
-            send,
-            200,
-            lease("other", Timestamp::now() - SignedDuration::from_secs(60)),
-        );
+        reply(send, 200, stale);
         let (req, send) = tokio::time::timeout(step, handle.next_request())
             .await
             .unwrap()
