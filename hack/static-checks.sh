@@ -150,8 +150,10 @@ check_dockerfile() {
     bookworm/12 | trixie/13) ;;
     *) echo "ARG DEBIAN_CODENAME=$codename and ARG DEBIAN_VERSION=$version do not name the same Debian release"; return 1 ;;
   esac
+  # shellcheck disable=SC2016 # the Dockerfile's literal ${...}
   grep -q '^FROM docker.io/library/rust:${RUST_VERSION}-${DEBIAN_CODENAME} AS builder$' Dockerfile ||
     { echo "builder stage is not rust:\${RUST_VERSION}-\${DEBIAN_CODENAME}"; return 1; }
+  # shellcheck disable=SC2016 # the Dockerfile's literal ${...}
   grep -q '^FROM gcr.io/distroless/cc-debian${DEBIAN_VERSION}:nonroot$' Dockerfile ||
     { echo "final stage is not distroless cc-debian\${DEBIAN_VERSION}"; return 1; }
   [[ "$(grep -c '^FROM ' Dockerfile)" == 2 ]] || { echo "expected exactly two stages (builder, final)"; return 1; }

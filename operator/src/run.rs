@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef};
@@ -752,7 +752,10 @@ mod tests {
         // A foreign holder whose renewTime is long past by our clock (clock skew, or a holder
         // that just stopped) is not taken at first sight: expiry is measured locally...
         let stale = {
-            let mut l = lease("other", Timestamp::now() - SignedDuration::from_secs(60));
+            let mut l = lease(
+                "other",
+                Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+            );
             l["spec"]["leaseDurationSeconds"] = serde_json::json!(1);
             l
         };
