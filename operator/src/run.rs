@@ -359,11 +359,7 @@ async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, 
         )
         .graceful_shutdown_on(shutdown_signal(stop))
         .run(stream_job::reconcile, stream_job::error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "streamjob controller");
-            }
-        })
+        .for_each(|r| async move { log_controller_error("streamjob", r) })
         .await;
 }
 
@@ -379,12 +375,24 @@ async fn run_savepoints(client: Client, ns: Option<String>, ctx: Arc<Context>, s
     Controller::for_stream(trigger, reader)
         .graceful_shutdown_on(shutdown_signal(stop))
         .run(savepoint::reconcile, savepoint::error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "savepoint controller");
-            }
-        })
+        .for_each(|r| async move { log_controller_error("savepoint", r) })
         .await;
+}
+
+/// Logs what the controller stream reports: reconcile failures were logged (and turned into
+/// events) by the reconciler, so they stay at debug; watch and queue errors (RBAC, a lost
+/// watch, an object gone from the cache) are only seen here and are warnings.
+fn log_controller_error<T, E1: std::error::Error + 'static, E2: std::error::Error + 'static>(
+    controller: &str,
+    r: Result<T, kube::runtime::controller::Error<E1, E2>>,
+) {
+    match r {
+        Ok(_) => {}
+        Err(e @ kube::runtime::controller::Error::ReconcilerFailed(..)) => {
+            tracing::debug!(controller, error = %e, "reconcile failed")
+        }
+        Err(e) => tracing::warn!(controller, error = %e, "watch or queue error"),
+    }
 }
 
 async fn wait_for_signal() {

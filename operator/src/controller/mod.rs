@@ -30,6 +30,34 @@ use weir_runtime::storage::S3Options;
 /// `disposeOnDelete`.
 pub const FINALIZER: &str = "weir.dev/finalizer";
 
+/// Consecutive reconcile failures per object (`Kind/namespace/name`), for the per-object error
+/// backoff: 5 s, 10 s, 20 s, ... up to 5 min, back to 5 s after a successful pass.
+#[derive(Default)]
+pub struct FailureCounts(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl FailureCounts {
+    /// Records one more failure of `key`; returns how many in a row.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(key.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+    /// Forgets the failures of `key` (it reconciled).
+    pub fn succeeded(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
+/// The requeue after a failed pass of the object `key`: a conflict at once (1 s: the retry
+/// decides on the newer object), anything else after the object's own growing backoff.
+pub fn error_requeue(ctx: &Context, key: &str, err: &Error) -> kube::runtime::controller::Action {
+    match err {
+        Error::Conflict(_) => kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)),
+        _ => kube::runtime::controller::Action::requeue(savepoint::backoff(ctx.failures.failed(key))),
+    }
+}
+
 /// A clock (injected so tests are deterministic).
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -47,6 +75,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Wall clock.
     pub clock: Clock,
+    /// Consecutive failures per object (error backoff).
+    pub failures: FailureCounts,
     /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
     /// security contexts).
     pub runtime_defaults: crate::build::RuntimeDefaults,
@@ -72,6 +102,7 @@ impl Context {
             snapshots,
             metrics,
             clock: Arc::new(SystemTime::now),
+            failures: FailureCounts::default(),
             runtime_defaults,
         }
     }

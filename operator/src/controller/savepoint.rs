@@ -59,7 +59,10 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
         }
     };
     match reconcile_savepoint(sp, &ctx).await {
-        Ok(a) => Ok(a),
+        Ok(a) => {
+            ctx.failures.succeeded(&failure_key(&obj));
+            Ok(a)
+        }
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
             tracing::warn!(name = %sp.name_any(), error = %e, "savepoint reconcile failed");
@@ -71,8 +74,13 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
 }
 
 /// Requeue policy after an error.
-pub fn error_policy(_obj: Arc<DeserializeGuard<Savepoint>>, _err: &Error, _ctx: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(15))
+pub fn error_policy(obj: Arc<DeserializeGuard<Savepoint>>, err: &Error, ctx: Arc<Context>) -> Action {
+    super::error_requeue(&ctx, &failure_key(&obj), err)
+}
+
+/// The backoff key of a Savepoint.
+fn failure_key(obj: &DeserializeGuard<Savepoint>) -> String {
+    format!("Savepoint/{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 async fn write_status(api: &Api<Savepoint>, name: &str, status: &SavepointStatus) -> Result<(), Error> {

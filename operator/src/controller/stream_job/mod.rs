@@ -66,7 +66,10 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         name = %job.name_any()
     );
     match reconcile_job(job, &ctx).instrument(span.clone()).await {
-        Ok(a) => Ok(a),
+        Ok(a) => {
+            ctx.failures.succeeded(&failure_key(&obj));
+            Ok(a)
+        }
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
             if matches!(e, Error::Conflict(_)) {
@@ -82,13 +85,15 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
     }
 }
 
+/// The backoff key of a StreamJob.
+fn failure_key(obj: &DeserializeGuard<StreamJob>) -> String {
+    format!("StreamJob/{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
 /// Requeue policy after an error: a conflict is retried at once (the cache catches up with the
-/// newer object), anything else after 15 s.
-pub fn error_policy(_obj: Arc<DeserializeGuard<StreamJob>>, err: &Error, _ctx: Arc<Context>) -> Action {
-    match err {
-        Error::Conflict(_) => Action::requeue(Duration::from_secs(1)),
-        _ => Action::requeue(Duration::from_secs(15)),
-    }
+/// newer object), anything else after this job's own backoff (5 s doubling to 5 min).
+pub fn error_policy(obj: Arc<DeserializeGuard<StreamJob>>, err: &Error, ctx: Arc<Context>) -> Action {
+    super::error_requeue(&ctx, &failure_key(&obj), err)
 }
 
 /// Writes status (server-side apply) on the condition that the object is still at

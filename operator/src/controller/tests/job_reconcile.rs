@@ -449,3 +449,42 @@ async fn retention_forgets_a_savepoint_only_after_its_dispose_succeeded() {
     assert_eq!(snaps.disposed(), vec!["s3://bucket/svp/old".to_string()]);
     finish(task).await.unwrap();
 }
+
+/// Defect 15: failures back off per object (5 s, 10 s, 20 s ...), independently for two jobs, and
+/// a successful pass starts the object over; a conflict is retried after 1 s without counting.
+#[tokio::test]
+async fn error_backoff_grows_per_object_and_resets_after_success() {
+    let (ctx, mut api, _control, _snaps) = setup();
+    let err = || Error::StorageError("S3 unreachable".into());
+    let wc = guard(job_json(&json!({})));
+    let other = guard(job_json(&json!({"name": "other"})));
+    let got: Vec<Action> = (0..3)
+        .map(|_| stream_job::error_policy(wc.clone(), &err(), ctx.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [5, 10, 20].map(|s| Action::requeue(Duration::from_secs(s))).to_vec()
+    );
+    assert_eq!(
+        stream_job::error_policy(other, &err(), ctx.clone()),
+        Action::requeue(Duration::from_secs(5)),
+        "another job has its own count"
+    );
+    assert_eq!(
+        stream_job::error_policy(wc.clone(), &Error::Conflict("moved on".into()), ctx.clone()),
+        Action::requeue(Duration::from_secs(1))
+    );
+
+    // A successful pass (an unchanged running job) resets wc's count.
+    let mut job = running_job(spec_json(), 1);
+    job["status"]["conditions"] = json!([]);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.status().await;
+    api.apply_children().await;
+    finish(task).await.unwrap();
+    assert_eq!(
+        stream_job::error_policy(wc, &err(), ctx),
+        Action::requeue(Duration::from_secs(5))
+    );
+}

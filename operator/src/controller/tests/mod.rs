@@ -82,6 +82,7 @@ fn setup() -> (Arc<Context>, ApiServer, FakeControlApi, FakeSnapshots) {
         snapshots: Arc::new(snaps.clone()),
         metrics: Arc::new(crate::metrics::Metrics::new(&mut reg)),
         clock: Arc::new(|| UNIX_EPOCH + Duration::from_secs(NOW)),
+        failures: Default::default(),
         runtime_defaults: crate::build::RuntimeDefaults {
             image: "weir:default".into(),
             ..Default::default()
