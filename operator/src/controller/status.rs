@@ -41,10 +41,19 @@ pub fn worker_selector(job: &str) -> String {
 pub fn conditions(st: &StreamJobStatus, old: &[Condition], generation: i64, now: SystemTime) -> Vec<Condition> {
     let lifecycle = st.lifecycle_state;
     let job_running = st.job_status.as_ref().is_some_and(|j| j.state == "RUNNING");
-    let ready = lifecycle == LifecycleState::Running && job_running;
+    // The current generation was refused or rolled back: what runs is the previous spec.
+    let previous_spec = st.failed_generation == Some(generation);
+    let ready = lifecycle == LifecycleState::Running && job_running && !previous_spec;
     let job_state = st.job_status.as_ref().map(|j| j.state.as_str()).unwrap_or("");
     let (ready_reason, ready_message) = if ready {
         ("Running".to_string(), String::new())
+    } else if lifecycle == LifecycleState::Running && job_running && previous_spec {
+        (
+            "RunningPreviousSpec".to_string(),
+            st.error
+                .clone()
+                .unwrap_or_else(|| format!("generation {generation} is not deployed")),
+        )
     } else if lifecycle == LifecycleState::Running && !job_state.is_empty() {
         // The operator's part is done but the job is not running: say what it is doing (a
         // bounded job that consumed its input reads Finished, not Running).
@@ -171,7 +180,7 @@ mod tests {
             (LifecycleState::Suspended, "", "False", "Suspended"),
         ];
         for (lifecycle, job_state, status, reason) in cases {
-            let st = StreamJobStatus {
+            let mut st = StreamJobStatus {
                 lifecycle_state: lifecycle,
                 job_status: (!job_state.is_empty()).then(|| JobStatusSummary {
                     state: job_state.into(),
@@ -188,6 +197,20 @@ mod tests {
                 (status, reason),
                 "{lifecycle:?}/{job_state}"
             );
+            // Generation 1 rolled back (or refused): the old spec runs, so not Ready.
+            st.failed_generation = Some(1);
+            st.error = Some("rolled back".into());
+            let ready = conditions(&st, &[], 1, t0)
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap();
+            assert_eq!(ready.status, "False", "{lifecycle:?}/{job_state} rolled back");
+            if (lifecycle, job_state) == (LifecycleState::Running, "RUNNING") {
+                assert_eq!(
+                    (ready.reason.as_str(), ready.message.as_str()),
+                    ("RunningPreviousSpec", "rolled back")
+                );
+            }
         }
     }
 

@@ -284,14 +284,13 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
             if spec.rollback.enabled && stable.is_some() && stable != cx.d.status.last_reconciled_spec {
                 let stable = parse_spec(&stable).expect("stable spec parses");
                 cx.d.status.failed_generation = Some(obs.generation);
-                cx.event(
-                    true,
-                    Reason::Rollback,
-                    format!(
-                        "not running within {}; rolling back to the last stable spec",
-                        spec.rollback.readiness_timeout
-                    ),
+                let why = format!(
+                    "generation {} was not running within {}; rolled back to the last stable spec, which runs until the spec changes",
+                    obs.generation, spec.rollback.readiness_timeout
                 );
+                // Kept (with Ready=False) while the rolled-back generation is the current one.
+                cx.d.status.error = Some(why.clone());
+                cx.event(true, Reason::Rollback, why);
                 return cx.start(OperationKind::Rollback, Some(&stable));
             }
             if failed {

@@ -88,6 +88,10 @@ fn rollback_after_readiness_timeout_and_not_retried() {
     o3.now = o.now;
     let d = decide(&bad, &d.status, &o3);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Running);
+    // It runs the previous spec and says so (defect 10): the reason stays in status.error.
+    let err = d.status.error.clone().unwrap_or_default();
+    assert!(err.contains("rolled back to the last stable spec"), "{err:?}");
+    assert_eq!(d.status.failed_generation, Some(o3.generation));
     assert!(!d.actions.iter().any(|a| matches!(a, Action::StopWithSavepoint { .. })));
     // A new generation is.
     let mut o4 = o3.clone();
