@@ -294,6 +294,7 @@ impl Harness {
             workloads_present: self.deployment.is_some(),
             job_pods,
             crash_looping: false,
+            unschedulable: None,
             newest_snapshot,
             restore_info,
             savepoint_in_flight_since: None,

@@ -270,6 +270,25 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         );
     }
 
+    // A deployment whose pods cannot be scheduled says why (Degraded, status.error) instead of
+    // sitting in Deploying without a reason.
+    const UNSCHEDULABLE: &str = "waiting for pods to be scheduled: ";
+    if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
+        match &obs.unschedulable {
+            Some(why) => cx.d.status.error = Some(format!("{UNSCHEDULABLE}{why}")),
+            None if cx
+                .d
+                .status
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(UNSCHEDULABLE)) =>
+            {
+                cx.d.status.error = None
+            }
+            None => {}
+        }
+    }
+
     // Readiness timeout: roll back a change that does not come up.
     if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
         let timeout = humantime::parse_duration(&spec.rollback.readiness_timeout).unwrap_or(Duration::from_secs(300));

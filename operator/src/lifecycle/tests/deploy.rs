@@ -120,3 +120,21 @@ fn savepoint_redeploy_restores_from_the_initial_path_not_the_stop_savepoint() {
         ("s3://b/svp/savepoint-j-3", RestoreOrigin::Initial)
     );
 }
+
+/// Defect 10: a deployment (e.g. a rescale to 64) whose pods cannot be scheduled reports why
+/// while it waits, and the reason goes once they are scheduled.
+#[test]
+fn unschedulable_deployment_says_why() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let st = deployed_status(&spec, LifecycleState::Deploying);
+    let mut o = obs();
+    o.job = Some(report(JobState::Initializing));
+    o.unschedulable = Some("j-worker-63: 0/3 nodes are available: 3 Insufficient cpu.".into());
+    let d = decide(&spec, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Deploying);
+    let err = d.status.error.clone().unwrap_or_default();
+    assert!(err.contains("scheduled") && err.contains("Insufficient cpu"), "{err:?}");
+    o.unschedulable = None;
+    let d = decide(&spec, &d.status, &o);
+    assert_eq!(d.status.error, None);
+}
