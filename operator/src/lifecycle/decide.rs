@@ -4,12 +4,12 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, classify, ms_to_time, parse_spec, parse_time,
-    retention, rfc3339, spec_json,
+    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, Snapshot, classify, ms_to_time, parse_spec,
+    parse_time, retention, rfc3339, spec_json,
 };
 use crate::crd::{
     CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
-    RestoreOrigin, RestorePoint, SavepointOrigin, StreamJobSpec, StreamJobStatus, UpgradeMode,
+    RestoreOrigin, RestorePoint, SavepointOrigin, SavepointRecord, StreamJobSpec, StreamJobStatus, UpgradeMode,
 };
 use std::time::Duration;
 use weir_runtime::control::api::JobState;
@@ -126,6 +126,23 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
         }
         LifecycleState::Suspended => {
             if want_running {
+                // A stateful job whose restore point went missing resumes from its newest
+                // known savepoint or checkpoint, never silently from empty state.
+                if cx.d.status.restore_point.is_none()
+                    && spec.upgrade_mode != UpgradeMode::Stateless
+                    && let Some(rp) =
+                        fallback_restore_point(&cx.d.status.savepoint_history, obs.newest_snapshot.as_ref())
+                {
+                    cx.event(
+                        true,
+                        Reason::SavepointError,
+                        format!(
+                            "status.restorePoint is missing; resuming from the newest known snapshot {}",
+                            rp.path
+                        ),
+                    );
+                    cx.d.status.restore_point = Some(rp);
+                }
                 cx.event(false, Reason::SpecChanged, "resuming");
                 cx.d.status.pending = Some(first_deploy(spec, obs));
                 cx.d.status.lifecycle_state = LifecycleState::Upgrading;
@@ -362,6 +379,44 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     } else {
         POLL
     };
+}
+
+/// The newest of the recorded savepoints (`history`) and the newest snapshot in storage, by
+/// completion time, as a restore point.
+fn fallback_restore_point(history: &[SavepointRecord], newest: Option<&Snapshot>) -> Option<RestorePoint> {
+    let from_history = history
+        .iter()
+        .filter_map(|r| parse_time(&r.completed_at).map(|t| (t, r)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(t, r)| {
+            (
+                t,
+                RestorePoint {
+                    path: r.path.clone(),
+                    origin: RestoreOrigin::Savepoint,
+                    checkpoint_id: None,
+                },
+            )
+        });
+    let from_storage = newest.map(|s| {
+        (
+            ms_to_time(s.completed_at_ms),
+            RestorePoint {
+                path: s.path.clone(),
+                origin: if s.kind == weir_runtime::control::api::SnapshotKind::Checkpoint {
+                    RestoreOrigin::Checkpoint
+                } else {
+                    RestoreOrigin::Savepoint
+                },
+                checkpoint_id: Some(s.id),
+            },
+        )
+    });
+    [from_history, from_storage]
+        .into_iter()
+        .flatten()
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, rp)| rp)
 }
 
 fn periodic_and_retention(cx: &mut Ctx) {
