@@ -12,11 +12,21 @@
 # in with option_env!() and print them at start; they are also the image's OCI labels.
 
 ARG RUST_VERSION=1.95
-ARG DEBIAN_RELEASE=bookworm
+# The builder and the final image run the same Debian release: binaries linked against a newer
+# glibc than the final image has would not start. Change both together (12 bookworm, 13 trixie);
+# the builder stage refuses a mismatch.
+ARG DEBIAN_CODENAME=bookworm
+ARG DEBIAN_VERSION=12
 
 # ---- builder: Rust on Debian, with the cargo registry and the target dir in cache mounts ----
-FROM docker.io/library/rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
+FROM docker.io/library/rust:${RUST_VERSION}-${DEBIAN_CODENAME} AS builder
 ARG TARGETPLATFORM
+ARG DEBIAN_VERSION
+RUN . /etc/os-release \
+    && if [ "$VERSION_ID" != "$DEBIAN_VERSION" ]; then \
+         echo "builder is Debian $VERSION_ID ($VERSION_CODENAME) but the final image is distroless cc-debian$DEBIAN_VERSION: set DEBIAN_CODENAME and DEBIAN_VERSION together" >&2; \
+         exit 1; \
+       fi
 # cmake: fallback build path of aws-lc-sys (TLS for the S3 and Kubernetes clients).
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt,sharing=locked \
@@ -42,7 +52,7 @@ RUN --mount=type=cache,id=weir-cargo-registry,target=/usr/local/cargo/registry,s
     && /out/weir --version && /out/weir-operator --version
 
 # ---- final: distroless (glibc + libgcc, no shell, no package manager), non-root ----
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian${DEBIAN_VERSION}:nonroot
 ARG WEIR_VERSION=dev
 ARG WEIR_GIT_REVISION=unknown
 LABEL org.opencontainers.image.title="weir" \

@@ -68,6 +68,7 @@ preflight() {
   done
   ((${#missing[@]} == 0)) || fail "missing tools: ${missing[*]} (the suite runs where Docker runs; see e2e/README.md)"
   docker info >/dev/null 2>&1 || fail "cannot talk to the Docker daemon"
+  docker buildx version >/dev/null 2>&1 || fail "docker buildx is missing (the image is built with docker buildx build --load)"
   compgen -G "$INPUT_DIR/*.txt" >/dev/null || fail "no input texts in $INPUT_DIR (set WEIR_E2E_INPUT_DIR)"
 }
 
@@ -87,7 +88,9 @@ create_cluster() {
 build_and_load_image() {
   if ((BUILD)); then
     step "building $IMAGE_REPO:$IMAGE_TAG"
-    DOCKER_BUILDKIT=1 docker build \
+    # --load: with a buildx builder of the docker-container driver (CI's setup-buildx-action)
+    # the image would otherwise stay in the builder's cache, and `docker tag` below would fail.
+    docker buildx build --load \
       --build-arg WEIR_VERSION="e2e-$(git -C "$REPO_ROOT" describe --tags --always --dirty 2>/dev/null || echo unknown)" \
       --build-arg WEIR_GIT_REVISION="$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
       -t "$IMAGE_REPO:$IMAGE_TAG" "$REPO_ROOT"
@@ -194,11 +197,8 @@ for script in "$E2E_DIR"/scenarios/[0-9]*.sh; do
   fi
   step "scenario $name"
   start=$SECONDS
-  if (
-    set -euo pipefail
-    # shellcheck source=/dev/null
-    source "$script"
-  ); then
+  # A process of its own: inside this `if`, bash would ignore a `set -e` of a subshell.
+  if bash "$E2E_DIR/lib/run-scenario.sh" "$script"; then
     RESULTS+=("PASS $name ($((SECONDS - start))s)")
     passed=$((passed + 1))
   else

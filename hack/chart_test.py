@@ -5,6 +5,11 @@ Each case renders the chart with some values and checks what a cluster admin rev
 would check: RBAC scope follows watchNamespaces, leader-election RBAC only when it runs, no
 privileged pod settings, every RBAC rule commented, runtime defaults passed to the operator, and
 values.schema.json rejecting bad values. Needs PyYAML (installed with kubernetes-validate).
+
+Every rendering is also handed to the real operator binary (WEIR_OPERATOR_BIN, built by
+hack/chart-test.sh): `weir-operator <rendered args> --check-args` with the rendered environment
+must parse, and what it resolves to must agree with the chart (leader election on exactly when
+the Lease Role is rendered, the log filter, the runtime image and defaults, the Lease namespace).
 """
 
 import json
@@ -18,7 +23,9 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHART = os.path.join(ROOT, "charts", "weir-operator")
 HELM = os.environ.get("HELM", "helm")
+OPERATOR_BIN = os.environ.get("WEIR_OPERATOR_BIN", os.path.join(ROOT, "target", "debug", "weir-operator"))
 RELEASE, NAMESPACE = "weir-operator", "weir-system"
+FAKE_POD_NAME = "weir-operator-5d8f7c9b4-x2x7q"
 
 passed = 0
 failures = []
@@ -31,7 +38,62 @@ def render(*sets, include_crds=False):
     for s in sets:
         cmd += ["--set", s]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return out, [d for d in yaml.safe_load_all(out) if d]
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    check_operator_accepts(" ".join(sets) or "(default values)", docs)
+    return out, docs
+
+
+def pod_env(container):
+    """The container's environment as the kubelet would set it (fieldRefs of this pod resolved)."""
+    fields = {"metadata.name": FAKE_POD_NAME, "metadata.namespace": NAMESPACE}
+    out = {}
+    for e in container.get("env", []):
+        if "value" in e:
+            out[e["name"]] = str(e["value"])
+        elif "fieldRef" in e.get("valueFrom", {}):
+            out[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+    return out
+
+
+def check_operator_accepts(case, docs):
+    """The real binary parses the rendered command line and environment, and agrees with the chart."""
+    deployments = kinds(docs, "Deployment")
+    if not deployments:
+        return
+    c = deployments[0]["spec"]["template"]["spec"]["containers"][0]
+    env_vars = pod_env(c)
+    # Only the rendered environment (plus PATH): nothing from this shell leaks into the parse.
+    proc_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env_vars}
+    cmd = [OPERATOR_BIN] + c["args"] + ["--check-args"]
+    if not os.access(OPERATOR_BIN, os.X_OK):
+        check(f"{case}: operator binary {OPERATOR_BIN} exists (cargo build -p weir-operator)", False)
+        return
+    r = subprocess.run(cmd, capture_output=True, text=True, env=proc_env)
+    where = f"{case}: weir-operator {' '.join(c['args'])}"
+    check(f"{where}: the operator binary accepts the rendered args and env", r.returncode == 0,
+          (r.stderr or r.stdout).strip()[:400])
+    if r.returncode != 0:
+        return
+    got = json.loads(r.stdout)
+    lease_rule = any("leases" in r["resources"] for _, r in all_rules(docs))
+    rbac_rendered = any(d["kind"] in ("ClusterRole", "Role") for d in docs)
+    if rbac_rendered:
+        check(f"{where}: leader election on exactly when the Lease Role is rendered",
+              got["leaderElection"] == lease_rule, (got["leaderElection"], lease_rule))
+    multi = deployments[0]["spec"]["replicas"] > 1
+    check(f"{where}: more than one replica implies leader election", got["leaderElection"] or not multi)
+    check(f"{where}: Lease in the release namespace", got["leaseNamespace"] == NAMESPACE, got["leaseNamespace"])
+    check(f"{where}: Lease identity is the pod name", got["identity"] == FAKE_POD_NAME, got["identity"])
+    check(f"{where}: log filter is operator.logLevel (WEIR_LOG)",
+          got["logFilter"] == env_vars.get("WEIR_LOG"), (got["logFilter"], env_vars.get("WEIR_LOG")))
+    check(f"{where}: log format", got["logFormat"] == env_vars.get("WEIR_LOG_FORMAT"), got["logFormat"])
+    check(f"{where}: runtime image", got["runtimeImage"] == env_vars.get("WEIR_RUNTIME_IMAGE"), got["runtimeImage"])
+    if "WEIR_RUNTIME_DEFAULTS" in env_vars:
+        want = json.loads(env_vars["WEIR_RUNTIME_DEFAULTS"])
+        check(f"{where}: the operator reads every runtime default the chart passes (WEIR_RUNTIME_DEFAULTS)",
+              got["runtimeDefaults"] == want, (got["runtimeDefaults"], want))
+    port = next(p["containerPort"] for p in c["ports"] if p["name"] == "metrics")
+    check(f"{where}: metrics address on the metrics port", got["metricsAddr"].endswith(f":{port}"), got["metricsAddr"])
 
 
 def render_fails(*sets):
@@ -218,6 +280,11 @@ for case, sets in (("replicas=2", ["replicas=2"]),
 _, docs = render("replicas=1", "leaderElection.enabled=false")
 check("replicas=1: no lease rule", not any("leases" in r["resources"] for _, r in all_rules(docs)))
 
+# --- operator process settings reach the binary --------------------------------------------------
+_, docs = render("operator.logLevel=debug\\,kube=info", "operator.logFormat=text",
+                 "operator.extraArgs={--lease-seconds=30}")
+check("operator.logLevel rendered into WEIR_LOG", env(docs).get("WEIR_LOG") == "debug,kube=info", env(docs).get("WEIR_LOG"))
+
 # --- toggles ------------------------------------------------------------------------------------
 _, docs = render("rbac.readS3CredentialsSecrets=false")
 check("readS3CredentialsSecrets=false drops the secrets rule",
@@ -243,6 +310,30 @@ check("image.digest pins operator and runtime images",
 _, docs = render("serviceAccount.create=false", "serviceAccount.name=existing")
 check("existing ServiceAccount is used", not kinds(docs, "ServiceAccount")
       and deployment(docs)["spec"]["template"]["spec"]["serviceAccountName"] == "existing")
+
+# --- examples/operator/install.yaml: the chart's objects without helm ------------------------------
+with open(os.path.join(ROOT, "examples", "operator", "install.yaml")) as f:
+    plain = [d for d in yaml.safe_load_all(f) if d]
+check_operator_accepts("examples/operator/install.yaml", plain)
+plain_container = deployment(plain)["spec"]["template"]["spec"]["containers"][0]
+_, chart_docs = render("replicas=2")
+chart_container = operator_container(chart_docs)
+check("install.yaml runs the image the Dockerfile and the chart build",
+      plain_container["image"].rsplit(":", 1)[0] == chart_container["image"].rsplit(":", 1)[0]
+      and plain_container.get("command") == chart_container["command"],
+      (plain_container["image"], plain_container.get("command")))
+
+
+def grants(docs):
+    return {(g, res, v) for _, r in all_rules(docs) for g in r["apiGroups"] for res in r["resources"]
+            for v in r["verbs"]}
+
+
+missing = grants(chart_docs) - grants(plain)
+check("install.yaml grants every permission the chart grants", not missing, sorted(missing))
+extra = grants(plain) - grants(chart_docs)
+check("install.yaml grants nothing the chart does not", not extra, sorted(extra))
+check_no_privileged("install.yaml", plain)
 
 # --- CRDs ship with the chart (once generated) ---------------------------------------------------
 crd_dir = os.path.join(CHART, "crds")

@@ -126,6 +126,8 @@ check "shellcheck (${#SCRIPTS[@]} scripts)" shellcheck -x -P SCRIPTDIR -s bash "
 mapfile -t PYS < <(find hack e2e -name '*.py' -type f | sort)
 check "python helpers compile (${#PYS[@]} files)" "$PY" -m py_compile "${PYS[@]}"
 check "e2e word-count check rejects a duplicate and a gap" "$PY" hack/test_wordcount_check.py
+check "e2e machinery: scenarios fail on a failing command; wait_first_checkpoint waits for the new run" \
+  bash hack/test-e2e-lib.sh
 
 # --- 8. Dockerfile, workflows ----------------------------------------------------------------------
 check_dockerfile() {
@@ -139,6 +141,22 @@ check_dockerfile() {
   grep -q 'name = "weir-operator"' operator/Cargo.toml || { echo "operator/Cargo.toml has no [[bin]] weir-operator"; return 1; }
   grep -q -- '--bin weir --bin weir-operator' Dockerfile || { echo "Dockerfile does not build both binaries"; return 1; }
   grep -q '^USER 65532:65532' Dockerfile || { echo "final stage is not USER 65532"; return 1; }
+  # Builder and final stage on the same Debian release (a binary built against Debian 13's glibc
+  # does not start on cc-debian12), both from the one pair of ARGs.
+  local codename version
+  codename="$(sed -n 's/^ARG DEBIAN_CODENAME=\([a-z]*\)$/\1/p' Dockerfile)"
+  version="$(sed -n 's/^ARG DEBIAN_VERSION=\([0-9]*\)$/\1/p' Dockerfile)"
+  case "$codename/$version" in
+    bookworm/12 | trixie/13) ;;
+    *) echo "ARG DEBIAN_CODENAME=$codename and ARG DEBIAN_VERSION=$version do not name the same Debian release"; return 1 ;;
+  esac
+  # shellcheck disable=SC2016 # the Dockerfile's literal ${...}
+  grep -q '^FROM docker.io/library/rust:${RUST_VERSION}-${DEBIAN_CODENAME} AS builder$' Dockerfile ||
+    { echo "builder stage is not rust:\${RUST_VERSION}-\${DEBIAN_CODENAME}"; return 1; }
+  # shellcheck disable=SC2016 # the Dockerfile's literal ${...}
+  grep -q '^FROM gcr.io/distroless/cc-debian${DEBIAN_VERSION}:nonroot$' Dockerfile ||
+    { echo "final stage is not distroless cc-debian\${DEBIAN_VERSION}"; return 1; }
+  [[ "$(grep -c '^FROM ' Dockerfile)" == 2 ]] || { echo "expected exactly two stages (builder, final)"; return 1; }
   local p
   for p in Cargo.toml Cargo.lock runtime operator; do
     if grep -qx "$p" .dockerignore; then echo ".dockerignore excludes $p"; return 1; fi
@@ -155,6 +173,12 @@ runs = lambda wf: [s.get("run", "") for j in wf["jobs"].values() for s in j["ste
 assert any("bash .ci/run" in r for r in runs(ci)), "ci.yml does not run bash .ci/run"
 assert any("e2e/run.sh" in r for r in runs(e2e)), "e2e.yml does not run e2e/run.sh"
 assert any("kind-action" in s.get("uses", "") for j in e2e["jobs"].values() for s in j["steps"]), "e2e.yml does not install kind"
+# A buildx builder (setup-buildx-action, docker-container driver) keeps built images in its own
+# cache: e2e/run.sh must --load the image into Docker before `docker tag` and `kind load`.
+if any("setup-buildx-action" in s.get("uses", "") for j in e2e["jobs"].values() for s in j["steps"]):
+    run_sh = open("e2e/run.sh").read()
+    assert "docker buildx build --load" in run_sh, "e2e.yml sets up a buildx builder but e2e/run.sh does not build with --load"
+    assert "docker build " not in run_sh, "e2e/run.sh builds with plain docker build (image stays in the buildx cache)"
 EOF
 }
 check "workflows: ci.yml runs .ci/run, e2e.yml installs kind and runs e2e/run.sh" check_workflows

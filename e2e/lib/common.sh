@@ -150,7 +150,20 @@ no_job_pods() { [[ "$(job_pod_count "$1")" == 0 ]]; }
 sj_absent() { ! kubectl -n "$NS" get streamjob "$1" >/dev/null 2>&1; }
 
 wait_running() { wait_until "StreamJob $1 Running (job RUNNING)" "$TIMEOUT" is_running "$1"; }
-wait_first_checkpoint() { wait_until "a completed checkpoint of $1" "$TIMEOUT" has_checkpoint "$1"; }
+# wait_first_checkpoint NAME: waits for a checkpoint completed after this call. Called once the
+# job runs, that is a checkpoint of the run deployed now: after a rescale or upgrade,
+# status.jobStatus.lastCheckpoint still names the previous run's checkpoint (or the savepoint
+# the new run restored from) until the new run completes one, so "any checkpoint" would return
+# at once. Checkpoint ids of a restored run continue above the restored one.
+wait_first_checkpoint() {
+  local before
+  before="$(last_checkpoint_id "$1")"
+  if [[ "$before" =~ ^[0-9]+$ ]]; then
+    wait_until "a checkpoint of $1 completed after checkpoint $before" "$TIMEOUT" has_checkpoint_after "$1" "$before"
+  else
+    wait_until "a completed checkpoint of $1" "$TIMEOUT" has_checkpoint "$1"
+  fi
+}
 wait_finished() { wait_until "StreamJob $1 to consume all input (job FINISHED)" "$FINISH_TIMEOUT" is_job_state "$1" FINISHED; }
 
 # --- assertions ----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+pub mod cli;
 pub mod control;
 pub mod controller;
 pub mod crd;

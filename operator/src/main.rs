@@ -1,73 +1,18 @@
-//! `weir-operator`: the controller (`run`) and CRD generation (`crdgen`).
+//! `weir-operator`: the controller (`run`) and CRD generation (`crdgen`). The command line is
+//! [`weir_operator::cli`].
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
+use weir_operator::cli::{Cli, Command, LogFormat};
 
-/// Weir's Kubernetes operator.
-#[derive(Parser)]
-#[command(name = "weir-operator", version = version(), about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Write the CustomResourceDefinitions as YAML files into a directory.
-    Crdgen {
-        /// Output directory (created if missing).
-        #[arg(long, default_value = "crds")]
-        out_dir: PathBuf,
-    },
-    /// Run the controllers.
-    Run {
-        /// Namespaces to watch, comma separated; empty: all namespaces.
-        #[arg(long, env = "WEIR_WATCH_NAMESPACES", default_value = "")]
-        watch_namespaces: String,
-        /// Address serving /metrics, /healthz and /readyz.
-        #[arg(long, env = "WEIR_METRICS_ADDR", default_value = "0.0.0.0:8080")]
-        metrics_addr: SocketAddr,
-        /// Runtime image for StreamJobs that set no `spec.image`.
-        #[arg(long, env = "WEIR_RUNTIME_IMAGE", default_value = concat!("ghcr.io/weir-dev/weir:", env!("CARGO_PKG_VERSION")))]
-        runtime_image: String,
-        /// Namespace of the leader-election Lease (the operator's own).
-        #[arg(long, env = "POD_NAMESPACE", default_value = "weir-system")]
-        lease_namespace: String,
-        /// Name of the leader-election Lease.
-        #[arg(long, env = "WEIR_LEASE_NAME", default_value = "weir-operator-leader")]
-        lease_name: String,
-        /// This replica's identity in the Lease.
-        #[arg(long, env = "POD_NAME")]
-        identity: Option<String>,
-        /// Lease duration in seconds (renewed every third).
-        #[arg(long, default_value_t = 15)]
-        lease_seconds: u64,
-        /// Log format: `json` or `text`.
-        #[arg(long, env = "WEIR_LOG_FORMAT", default_value = "json")]
-        log_format: String,
-    },
-}
-
-/// Version with the git revision (`WEIR_GIT_REVISION` at build time).
-fn version() -> &'static str {
-    static V: std::sync::LazyLock<String> = std::sync::LazyLock::new(weir_operator::run::version);
-    V.as_str()
-}
-
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+fn init_tracing(filter: &str, format: LogFormat) {
     // A closed stderr must not panic the operator (the subscriber would `eprintln!` the error).
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .log_internal_errors(false);
-    if format == "json" {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
     }
 }
 
@@ -81,29 +26,16 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Run {
-            watch_namespaces,
-            metrics_addr,
-            runtime_image,
-            lease_namespace,
-            lease_name,
-            identity,
-            lease_seconds,
-            log_format,
-        } => {
-            init_tracing(&log_format);
+        Command::Run(args) => {
+            let cfg = args.run_config().map_err(anyhow::Error::msg)?;
+            if args.check_args {
+                let described = serde_json::to_string_pretty(&args.describe().map_err(anyhow::Error::msg)?)?;
+                weir_runtime::output::print_line(format_args!("{described}")).map_err(anyhow::Error::msg)?;
+                return Ok(());
+            }
+            init_tracing(&args.log_filter, args.log_format);
             // A closed stdout must not stop (or panic) the operator: the line is informational.
             let _ = writeln!(std::io::stdout(), "weir-operator {}", weir_operator::run::version());
-            let identity = identity.unwrap_or_else(|| format!("weir-operator-{}", std::process::id()));
-            let cfg = weir_operator::run::RunConfig {
-                watch_namespaces: weir_operator::run::parse_namespaces(&watch_namespaces),
-                metrics_addr,
-                default_image: runtime_image,
-                lease_namespace,
-                lease_name,
-                identity,
-                lease_duration: Duration::from_secs(lease_seconds.max(3)),
-            };
             tokio::runtime::Runtime::new()?.block_on(weir_operator::run::run(cfg))
         }
     }

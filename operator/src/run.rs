@@ -1,7 +1,7 @@
 //! `weir-operator run`: leader election, the two controllers per watched namespace, the
 //! metrics/health HTTP server, and graceful shutdown.
 
-use crate::build::LABEL_JOB;
+use crate::build::{ANNOTATION_JOB_NAME, LABEL_JOB};
 use crate::control::ServiceControlApiFactory;
 use crate::controller::{Context, savepoint, stream_job};
 use crate::crd::{Savepoint, StreamJob};
@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef};
@@ -32,8 +32,12 @@ pub struct RunConfig {
     pub watch_namespaces: Vec<String>,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     pub metrics_addr: SocketAddr,
-    /// Image for StreamJobs without `spec.image`.
-    pub default_image: String,
+    /// Defaults of the runtime pods (image of StreamJobs without `spec.image`, pull policy,
+    /// resources, security contexts).
+    pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// Take the Lease before reconciling. Off: the Lease is never touched and the operator
+    /// reconciles as soon as it starts (one replica, `Recreate` rollouts).
+    pub leader_election: bool,
     /// Namespace of the leader-election Lease.
     pub lease_namespace: String,
     /// Name of the Lease.
@@ -53,6 +57,40 @@ pub fn version() -> String {
     )
 }
 
+/// A Lease identity for a replica started without `POD_NAME`: the host name (the pod name in
+/// Kubernetes) and 64 random bits, so two replicas never share one (the process id would: it is
+/// 1 in every container).
+pub fn default_identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "weir-operator".into());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{host}-{:016x}", h.finish())
+}
+
+/// How long the leader keeps trying to renew before it steps down: two thirds of the lease
+/// duration (client-go's 10 s of 15 s), so it stops reconciling before any standby can see the
+/// lease expire and take over.
+pub fn renew_deadline(lease_duration: Duration) -> Duration {
+    lease_duration * 2 / 3
+}
+
+/// Whether a standby may take over a lease whose record (holder, renew time, transitions) it
+/// last saw change `unchanged_for` ago (its own monotonic clock): the holder's clock is never
+/// compared with the local one, so clock skew cannot make a live leader look expired.
+pub fn lease_expired(unchanged_for: Duration, lease_duration: Duration) -> bool {
+    unchanged_for >= lease_duration
+}
+
 /// Parses `--watch-namespaces` (comma separated; empty: all namespaces).
 pub fn parse_namespaces(s: &str) -> Vec<String> {
     s.split(',')
@@ -67,10 +105,45 @@ async fn shutdown_signal(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
+/// Where the operator is in its start-up, as `/readyz` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Started; leader election (if enabled) has not answered yet.
+    Starting,
+    /// The controllers run: this replica leads, or leader election is off.
+    Leading,
+    /// Leader election works and another replica holds the Lease; this one waits for it.
+    Standby,
+    /// Leader election cannot read or write the Lease (e.g. 403: no RBAC on Leases).
+    ElectionFailing {
+        /// The API error, as text.
+        error: String,
+    },
+}
+
+/// `/readyz` for `phase`: `(ready, body)`. Ready once the operator reconciles, or as a
+/// standby that reached the API and saw a live leader (so a rolling update with
+/// `maxUnavailable: 0` can replace the leader); not ready while starting or while the
+/// election fails, so a missing Lease Role shows as an unready pod instead of a silent one.
+pub fn readiness(phase: &Phase) -> (bool, String) {
+    match phase {
+        Phase::Starting => (false, "starting: leader election has not answered yet".into()),
+        Phase::Leading => (true, "ready: leading, controllers running".into()),
+        Phase::Standby => (true, "ready: standby, another replica holds the lease".into()),
+        Phase::ElectionFailing { error } => (false, format!("not ready: leader election failing: {error}")),
+    }
+}
+
 /// Shared state of the HTTP endpoints.
 struct Http {
     registry: Registry,
-    ready: AtomicBool,
+    phase: std::sync::Mutex<Phase>,
+}
+
+impl Http {
+    fn set_phase(&self, phase: Phase) {
+        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) = phase;
+    }
 }
 
 async fn serve_http(addr: SocketAddr, http: Arc<Http>, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
@@ -103,12 +176,12 @@ async fn serve_http(addr: SocketAddr, http: Arc<Http>, stop: watch::Receiver<boo
     let readyz = {
         let http = http.clone();
         move || {
-            let ready = http.ready.load(Ordering::Relaxed);
+            let (ready, body) = readiness(&http.phase.lock().unwrap_or_else(|p| p.into_inner()));
             async move {
                 if ready {
-                    (StatusCode::OK, "ready")
+                    (StatusCode::OK, body)
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                    (StatusCode::SERVICE_UNAVAILABLE, body)
                 }
             }
         }
@@ -131,6 +204,8 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     duration: Duration,
+    /// The foreign lease record last seen and when (local monotonic clock) it was first seen.
+    observed: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
 }
 
 impl LeaseLock {
@@ -141,6 +216,21 @@ impl LeaseLock {
             name: name.into(),
             identity: identity.into(),
             duration,
+            observed: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// How long the foreign lease record `record` has been seen unchanged (zero when it just
+    /// changed or was never seen).
+    fn unchanged_for(&self, record: String) -> Duration {
+        let now = tokio::time::Instant::now();
+        let mut observed = self.observed.lock().unwrap_or_else(|p| p.into_inner());
+        match observed.as_ref() {
+            Some((seen, since)) if *seen == record => now.duration_since(*since),
+            _ => {
+                *observed = Some((record, now));
+                Duration::ZERO
+            }
         }
     }
 
@@ -174,10 +264,13 @@ impl LeaseLock {
                 let spec = lease.spec.clone().unwrap_or_default();
                 let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
                 let held = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
-                let expired = spec.renew_time.as_ref().is_none_or(|t| {
-                    let d = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(secs) as i64);
-                    t.0.checked_add(d).map(|end| end < now).unwrap_or(true)
-                });
+                // Expiry by the local clock: how long this record has been seen unchanged.
+                let record = format!(
+                    "{:?}/{:?}/{:?}",
+                    spec.holder_identity, spec.renew_time, spec.lease_transitions
+                );
+                let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
+                let expired = spec.renew_time.is_none() || lease_expired(self.unchanged_for(record), duration);
                 if held && !mine && !expired {
                     return Ok(false);
                 }
@@ -248,7 +341,12 @@ async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, 
             watcher::Config::default().labels(LABEL_JOB),
             |pod| {
                 let ns = pod.namespace()?;
-                pod.labels().get(LABEL_JOB).map(|j| ObjectRef::new(j).within(&ns))
+                // A shortened job key in the label: the full name is in the annotation.
+                let job = pod
+                    .annotations()
+                    .get(ANNOTATION_JOB_NAME)
+                    .or_else(|| pod.labels().get(LABEL_JOB))?;
+                Some(ObjectRef::new(job).within(&ns))
             },
         )
         .watches(
@@ -261,11 +359,7 @@ async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, 
         )
         .graceful_shutdown_on(shutdown_signal(stop))
         .run(stream_job::reconcile, stream_job::error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "streamjob controller");
-            }
-        })
+        .for_each(|r| async move { log_controller_error("streamjob", r) })
         .await;
 }
 
@@ -281,12 +375,24 @@ async fn run_savepoints(client: Client, ns: Option<String>, ctx: Arc<Context>, s
     Controller::for_stream(trigger, reader)
         .graceful_shutdown_on(shutdown_signal(stop))
         .run(savepoint::reconcile, savepoint::error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "savepoint controller");
-            }
-        })
+        .for_each(|r| async move { log_controller_error("savepoint", r) })
         .await;
+}
+
+/// Logs what the controller stream reports: reconcile failures were logged (and turned into
+/// events) by the reconciler, so they stay at debug; watch and queue errors (RBAC, a lost
+/// watch, an object gone from the cache) are only seen here and are warnings.
+fn log_controller_error<T, E1: std::error::Error + 'static, E2: std::error::Error + 'static>(
+    controller: &str,
+    r: Result<T, kube::runtime::controller::Error<E1, E2>>,
+) {
+    match r {
+        Ok(_) => {}
+        Err(e @ kube::runtime::controller::Error::ReconcilerFailed(..)) => {
+            tracing::debug!(controller, error = %e, "reconcile failed")
+        }
+        Err(e) => tracing::warn!(controller, error = %e, "watch or queue error"),
+    }
 }
 
 async fn wait_for_signal() {
@@ -306,6 +412,80 @@ async fn wait_for_signal() {
     }
 }
 
+/// How waiting for the Lease ended.
+enum Leadership {
+    /// This replica holds the Lease.
+    Leading,
+    /// Shutdown was requested first.
+    Stopped,
+}
+
+/// Retries the Lease every third of its duration until this replica holds it or shutdown is
+/// requested, publishing each outcome as the readiness phase.
+async fn wait_for_leadership(
+    lock: &LeaseLock,
+    http: &Http,
+    cfg: &RunConfig,
+    stop_rx: &watch::Receiver<bool>,
+) -> Leadership {
+    let renew_every = cfg.lease_duration / 3;
+    loop {
+        if *stop_rx.borrow() {
+            return Leadership::Stopped;
+        }
+        match lock.try_acquire_or_renew().await {
+            Ok(true) => return Leadership::Leading,
+            Ok(false) => http.set_phase(Phase::Standby),
+            Err(e) => {
+                tracing::warn!(error = %e, lease = %cfg.lease_name, namespace = %cfg.lease_namespace, "leader election");
+                http.set_phase(Phase::ElectionFailing { error: e.to_string() });
+            }
+        }
+        let mut rx = stop_rx.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(renew_every) => {},
+            _ = rx.changed() => {},
+        }
+    }
+}
+
+/// Renews the Lease every third of its duration; on loss (or no renewal within the duration)
+/// sets `lost` and requests shutdown.
+fn spawn_renewer(
+    lock: Arc<LeaseLock>,
+    duration: Duration,
+    stop_tx: Arc<watch::Sender<bool>>,
+    lost: Arc<AtomicBool>,
+    mut rx: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let renew_every = duration / 3;
+    tokio::spawn(async move {
+        let mut last_ok = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(renew_every) => {},
+                _ = rx.wait_for(|s| *s) => return,
+            }
+            match lock.try_acquire_or_renew().await {
+                Ok(true) => last_ok = tokio::time::Instant::now(),
+                Ok(false) => {
+                    tracing::error!("leadership lost to another replica");
+                    lost.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+                Err(e) if last_ok.elapsed() >= renew_deadline(duration) => {
+                    tracing::error!(error = %e, "lease not renewed within the renew deadline; stepping down");
+                    lost.store(true, Ordering::Relaxed);
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+            }
+        }
+    })
+}
+
 /// Runs the operator until SIGTERM/SIGINT or lost leadership.
 ///
 /// Errors: no Kubernetes client configuration, the HTTP address in use, or leadership lost
@@ -313,11 +493,16 @@ async fn wait_for_signal() {
 pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
     tracing::info!(version = %version(), namespaces = ?cfg.watch_namespaces, "starting weir-operator");
     let client = Client::try_default().await?;
+    run_with_client(cfg, client).await
+}
+
+/// [`run`] with a given Kubernetes client.
+pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::new(&mut registry));
     let http = Arc::new(Http {
         registry,
-        ready: AtomicBool::new(false),
+        phase: std::sync::Mutex::new(Phase::Starting),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
@@ -339,56 +524,26 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
         &cfg.identity,
         cfg.lease_duration,
     ));
-    // A standby is ready (it serves health and metrics) while it waits for the lease.
-    http.ready.store(true, Ordering::Relaxed);
-    let renew_every = cfg.lease_duration / 3;
-    loop {
-        if *stop_rx.borrow() {
-            let _ = server.await;
-            return Ok(());
-        }
-        match lock.try_acquire_or_renew().await {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "leader election"),
-        }
-        let mut rx = stop_rx.clone();
-        tokio::select! {
-            _ = tokio::time::sleep(renew_every) => {},
-            _ = rx.changed() => {},
-        }
-    }
-    tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "leading");
-
     let lost = Arc::new(AtomicBool::new(false));
-    let renewer = {
-        let (lock, stop_tx, lost, mut rx) = (lock.clone(), stop_tx.clone(), lost.clone(), stop_rx.clone());
-        let duration = cfg.lease_duration;
-        tokio::spawn(async move {
-            let mut last_ok = tokio::time::Instant::now();
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(renew_every) => {},
-                    _ = rx.wait_for(|s| *s) => return,
-                }
-                match lock.try_acquire_or_renew().await {
-                    Ok(true) => last_ok = tokio::time::Instant::now(),
-                    Ok(false) => {
-                        tracing::error!("leadership lost to another replica");
-                        lost.store(true, Ordering::Relaxed);
-                        let _ = stop_tx.send(true);
-                        return;
-                    }
-                    Err(e) if last_ok.elapsed() >= duration => {
-                        tracing::error!(error = %e, "lease not renewed within its duration; stepping down");
-                        lost.store(true, Ordering::Relaxed);
-                        let _ = stop_tx.send(true);
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
-                }
+    let renewer = if cfg.leader_election {
+        match wait_for_leadership(&lock, &http, &cfg, &stop_rx).await {
+            Leadership::Leading => {}
+            Leadership::Stopped => {
+                let _ = server.await;
+                return Ok(());
             }
-        })
+        }
+        tracing::info!(identity = %cfg.identity, lease = %cfg.lease_name, "leading");
+        Some(spawn_renewer(
+            lock.clone(),
+            cfg.lease_duration,
+            stop_tx.clone(),
+            lost.clone(),
+            stop_rx.clone(),
+        ))
+    } else {
+        tracing::info!("leader election off: reconciling without a Lease");
+        None
     };
 
     let ctx = Arc::new(Context::new(
@@ -398,7 +553,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
         }),
         Arc::new(ObjectStoreSnapshots),
         metrics,
-        cfg.default_image.clone(),
+        cfg.runtime_defaults.clone(),
     ));
     let namespaces: Vec<Option<String>> = if cfg.watch_namespaces.is_empty() {
         vec![None]
@@ -420,15 +575,18 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
             stop_rx.clone(),
         )));
     }
+    http.set_phase(Phase::Leading);
     for c in controllers {
         let _ = c.await;
     }
     let _ = stop_tx.send(true);
-    let _ = renewer.await;
-    if lost.load(Ordering::Relaxed) {
-        anyhow::bail!("leadership lost");
+    if let Some(renewer) = renewer {
+        let _ = renewer.await;
+        if lost.load(Ordering::Relaxed) {
+            anyhow::bail!("leadership lost");
+        }
+        lock.release().await;
     }
-    lock.release().await;
     let _ = server.await;
     tracing::info!("stopped");
     Ok(())
@@ -437,6 +595,96 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first API requests of `run` with and without leader election: without it no Lease is
+    /// ever requested and the controllers start at once; with it the Lease comes first.
+    #[tokio::test]
+    async fn the_lease_is_taken_only_with_leader_election() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        for leader_election in [false, true] {
+            let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let cfg = RunConfig {
+                watch_namespaces: vec!["ns".into()],
+                metrics_addr: "127.0.0.1:0".parse().unwrap(),
+                runtime_defaults: Default::default(),
+                leader_election,
+                lease_namespace: "ops".into(),
+                lease_name: "weir-operator-leader".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+            };
+            let task = tokio::spawn(run_with_client(cfg, Client::new(svc, "ns")));
+            let mut paths = Vec::new();
+            // Unanswered requests fail on the client side; watchers retry with backoff.
+            while paths.len() < 4 {
+                match tokio::time::timeout(Duration::from_secs(2), handle.next_request()).await {
+                    Ok(Some((req, _send))) => paths.push(req.uri().path().to_string()),
+                    _ => break,
+                }
+            }
+            task.abort();
+            let leases: Vec<_> = paths.iter().filter(|p| p.contains("/leases/")).collect();
+            if leader_election {
+                assert_eq!(
+                    paths.first().map(String::as_str),
+                    Some("/apis/coordination.k8s.io/v1/namespaces/ops/leases/weir-operator-leader"),
+                    "{paths:?}"
+                );
+            } else {
+                assert!(leases.is_empty(), "no Lease without leader election: {paths:?}");
+                assert!(
+                    paths
+                        .iter()
+                        .any(|p| p.contains("/streamjobs") || p.contains("/savepoints")),
+                    "controllers start at once: {paths:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn leadership_timing_and_identity() {
+        let lease = Duration::from_secs(15);
+        assert_eq!(renew_deadline(lease), Duration::from_secs(10));
+        assert!(
+            renew_deadline(lease) < lease,
+            "the leader steps down before a standby takes over"
+        );
+        assert!(!lease_expired(Duration::from_secs(14), lease));
+        assert!(lease_expired(Duration::from_secs(15), lease));
+        assert_ne!(
+            default_identity(),
+            default_identity(),
+            "two replicas never share an identity"
+        );
+    }
+
+    #[test]
+    fn readiness_table() {
+        let cases = [
+            (Phase::Starting, false),
+            (Phase::Leading, true),
+            (Phase::Standby, true),
+            (
+                Phase::ElectionFailing {
+                    error: "leases is forbidden".into(),
+                },
+                false,
+            ),
+        ];
+        for (phase, ready) in cases {
+            let (got, body) = readiness(&phase);
+            assert_eq!(got, ready, "{phase:?}: {body}");
+        }
+        assert!(
+            readiness(&Phase::ElectionFailing {
+                error: "403 leases is forbidden".into()
+            })
+            .1
+            .contains("403 leases is forbidden")
+        );
+    }
 
     #[test]
     fn namespaces_and_version() {
@@ -509,17 +757,34 @@ mod tests {
         let (won, lock) = t.await.unwrap();
         assert!(!won);
 
-        // An expired foreign holder: taken over with resourceVersion and a transition.
+        // A foreign holder whose renewTime is long past by our clock (clock skew, or a holder
+        // that just stopped) is not taken at first sight: expiry is measured locally...
+        let stale = {
+            let mut l = lease(
+                "other",
+                Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+            );
+            l["spec"]["leaseDurationSeconds"] = serde_json::json!(1);
+            l
+        };
+        let t = tokio::spawn(async move { (lock.try_acquire_or_renew().await.unwrap(), lock) });
+        let (_, send) = tokio::time::timeout(step, handle.next_request())
+            .await
+            .unwrap()
+            .unwrap();
+        reply(send, 200, stale.clone());
+        let (won, lock) = t.await.unwrap();
+        assert!(!won, "a lease seen for the first time is never expired");
+
+        // ...and taken over (with resourceVersion and a transition) once the same record has
+        // stayed unchanged for its whole duration on the local clock.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let t = tokio::spawn(async move { lock.try_acquire_or_renew().await.unwrap() });
         let (_, send) = tokio::time::timeout(step, handle.next_request())
             .await
             .unwrap()
             .unwrap();
-        reply(
-            send,
-            200,
-            lease("other", Timestamp::now() - SignedDuration::from_secs(60)),
-        );
+        reply(send, 200, stale);
         let (req, send) = tokio::time::timeout(step, handle.next_request())
             .await
             .unwrap()

@@ -230,6 +230,7 @@ struct FakeSnapshotState {
     newest: Option<Snapshot>,
     infos: HashMap<String, SnapshotInfo>,
     disposed: Vec<String>,
+    dispose_error: Option<String>,
 }
 
 impl FakeSnapshots {
@@ -244,6 +245,10 @@ impl FakeSnapshots {
     /// Paths disposed so far.
     pub fn disposed(&self) -> Vec<String> {
         self.inner.lock().unwrap().disposed.clone()
+    }
+    /// Every dispose fails with `error` (None: disposes succeed again).
+    pub fn fail_disposes(&self, error: Option<&str>) {
+        self.inner.lock().unwrap().dispose_error = error.map(str::to_owned);
     }
 }
 
@@ -262,7 +267,11 @@ impl SnapshotStore for FakeSnapshots {
             .ok_or_else(|| InspectError::Unusable(format!("{path}/_metadata: not found")))
     }
     async fn dispose(&self, _s3: &S3Options, path: &str) -> Result<(), String> {
-        self.inner.lock().unwrap().disposed.push(path.into());
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(e) = &inner.dispose_error {
+            return Err(e.clone());
+        }
+        inner.disposed.push(path.into());
         Ok(())
     }
 }

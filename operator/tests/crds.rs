@@ -212,6 +212,14 @@ fn example(name: &str) -> Value {
     serde_yaml::from_str(&text).unwrap()
 }
 
+/// Every StreamJob example; the README says `kubectl apply` takes each of them.
+const EXAMPLE_STREAMJOBS: [&str; 4] = [
+    "streamjob-wordcount.yaml",
+    "streamjob-generator-stateless.yaml",
+    "wordcount.yaml",
+    "github-events.yaml",
+];
+
 fn minimal() -> Value {
     json!({
         "apiVersion": "weir.dev/v1alpha1", "kind": "StreamJob", "metadata": {"name": "j"},
@@ -223,9 +231,45 @@ fn minimal() -> Value {
 #[test]
 fn cel_accepts_valid_objects() {
     assert_eq!(streamjob_errors(&minimal(), None), Vec::<String>::new());
-    for name in ["streamjob-wordcount.yaml", "streamjob-generator-stateless.yaml"] {
+    for name in EXAMPLE_STREAMJOBS {
         assert_eq!(streamjob_errors(&example(name), None), Vec::<String>::new(), "{name}");
     }
+}
+
+/// `spec.image` is optional: the operator's runtime image applies (the README's
+/// `kubectl apply -f examples/wordcount.yaml` sets none).
+#[test]
+fn image_is_optional() {
+    let schema = schema_of(&StreamJob::crd());
+    let required = schema["properties"]["spec"]["required"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !required.contains(&json!("image")),
+        "spec.image is required: {required:?}"
+    );
+    let mut o = minimal();
+    o["spec"].as_object_mut().unwrap().remove("image");
+    assert_eq!(streamjob_errors(&o, None), Vec::<String>::new());
+    let sj: StreamJob = serde_json::from_value(o).unwrap();
+    assert_eq!(sj.spec.image, "");
+    assert!(serde_json::to_value(&sj.spec).unwrap().get("image").is_none());
+}
+
+/// `status.conditions` is a list map keyed by `type`, so server-side apply merges conditions
+/// by type (the API conventions' shape for conditions).
+#[test]
+fn status_conditions_is_a_list_map_keyed_by_type() {
+    let schema = schema_of(&StreamJob::crd());
+    let conditions = &schema["properties"]["status"]["properties"]["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map", "{conditions}");
+    assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+    let item_required = conditions["items"]["required"].as_array().cloned().unwrap_or_default();
+    assert!(
+        item_required.contains(&json!("type")),
+        "a map key must be required: {item_required:?}"
+    );
 }
 
 #[test]
@@ -321,7 +365,7 @@ fn assert_no_unknown_fields(input: &Value, typed: &Value, path: &str) {
 
 #[test]
 fn examples_deserialize_without_unknown_fields_and_the_runtime_reads_them() {
-    for name in ["streamjob-wordcount.yaml", "streamjob-generator-stateless.yaml"] {
+    for name in EXAMPLE_STREAMJOBS {
         let raw = example(name);
         let sj: StreamJob = serde_json::from_value(raw.clone()).unwrap();
         assert_no_unknown_fields(&raw, &serde_json::to_value(&sj).unwrap(), "");

@@ -294,6 +294,7 @@ impl Harness {
             workloads_present: self.deployment.is_some(),
             job_pods,
             crash_looping: false,
+            unschedulable: None,
             newest_snapshot,
             restore_info,
             savepoint_in_flight_since: None,
@@ -360,13 +361,17 @@ impl Harness {
 
     /// "Applies" the children of a deployment: processes with the built containers' args.
     fn start(&mut self, spec: &weir_operator::crd::StreamJobSpec, restore_from: Option<&str>, generation: u64) {
+        let defaults = build::RuntimeDefaults {
+            image: "weir:e2e".into(),
+            ..Default::default()
+        };
         let target = Target {
             job: &self.job,
             spec,
             restore_from,
             deploy_generation: generation,
             spec_generation: self.job.metadata.generation.unwrap_or(1),
-            default_image: "weir:e2e",
+            defaults: &defaults,
         };
         let children = build::build(&target);
         let gdir = self.dir.join(format!("generation-{generation}"));

@@ -488,7 +488,7 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
     let store = storage::open(storage_url, &S3Options::default())
         .await
         .map_err(|e| e.to_string())?;
-    let seen = restore::list_checkpoints(&store, job)
+    let seen = crate::checkpoint::lineage::list_snapshots(&store, job)
         .await
         .map_err(|e| e.to_string())?;
     if seen.is_empty() {
@@ -503,13 +503,23 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
             holds_checkpoint_dirs,
         ));
     }
+    // Newest first: the first completed line is what `--restore latest` restores.
     for c in seen.iter().rev() {
-        let dir = crate::checkpoint::checkpoint_dir(job, c.id);
+        let (name, location) = if c.savepoint {
+            let url = crate::checkpoint::lineage::read_pointer(&store, job, c.id)
+                .await
+                .map(|p| p.url)
+                .unwrap_or_else(|e| format!("(unreadable pointer: {e})"));
+            (format!("sp-{}", c.id), url)
+        } else {
+            (
+                format!("chk-{}", c.id),
+                store.url(&crate::checkpoint::checkpoint_dir(job, c.id)),
+            )
+        };
         output::print_line(format_args!(
-            "chk-{:<8} {:<10} {}",
-            c.id,
+            "{name:<12} {:<10} {location}",
             if c.completed { "completed" } else { "incomplete" },
-            store.url(&dir)
         ))?;
     }
     Ok(())

@@ -187,7 +187,20 @@ fn stop_with_savepoint_supersedes_a_hung_savepoint() {
     let api = w.api();
     wait_first_checkpoint(&api);
     let hung = trigger(&api, false);
-    std::thread::sleep(Duration::from_millis(1000));
+    // The stop request must come after the hung savepoint (id 2) is in flight.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/checkpoints")])
+            .output()
+            .unwrap();
+        let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if history["inProgress"].as_u64() == Some(2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "savepoint 2 never started: {history}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let started = Instant::now();
     let (ok, savepoint, err) = finished(trigger(&api, true));
     assert!(ok, "stop-with-savepoint failed: {err}");

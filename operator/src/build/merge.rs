@@ -5,6 +5,10 @@
 //! mounts) merge item by item by name, new items appended; any other value in the override
 //! replaces the generated one. So a sidecar container is appended, the `weir` container's
 //! `env` gains entries, and `tolerations` or `nodeSelector` are taken from the override.
+//!
+//! An empty list in the override merges nothing into a list of named items: a `podTemplate`
+//! that sets only `nodeSelector` still serializes `containers: []` (the field is not optional
+//! in the typed PodSpec), and that must not replace the generated containers.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
@@ -35,7 +39,7 @@ fn merge_value(base: &mut Value, over: &Value) {
                 }
             }
         }
-        (Value::Array(b), Value::Array(o)) if b.iter().chain(o.iter()).all(|v| named(v).is_some()) && !o.is_empty() => {
+        (Value::Array(b), Value::Array(o)) if b.iter().chain(o.iter()).all(|v| named(v).is_some()) => {
             for item in o {
                 let name = named(item).expect("checked");
                 match b.iter_mut().find(|x| named(x) == Some(name)) {
@@ -95,6 +99,29 @@ mod tests {
                     "nodeSelector": {"pool": "stream"},
                 }
             })
+        );
+    }
+
+    /// The documented use: an override with only node placement. Its typed form serializes
+    /// `containers: []`, which must leave the generated containers and volumes in place.
+    #[test]
+    fn placement_only_override_keeps_generated_containers() {
+        let base = tpl(json!({"spec": {
+            "containers": [{"name": "weir", "image": "weir:1"}],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        }}));
+        let over = tpl(json!({"spec": {
+            "nodeSelector": {"pool": "stream"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        }}));
+        assert_eq!(serde_json::to_value(&over).unwrap()["spec"]["containers"], json!([]));
+        let got = serde_json::to_value(merge_pod_template(base, Some(&over))).unwrap();
+        assert_eq!(got["spec"]["containers"], json!([{"name": "weir", "image": "weir:1"}]));
+        assert_eq!(got["spec"]["volumes"], json!([{"name": "tmp", "emptyDir": {}}]));
+        assert_eq!(got["spec"]["nodeSelector"], json!({"pool": "stream"}));
+        assert_eq!(
+            got["spec"]["tolerations"],
+            json!([{"key": "dedicated", "operator": "Exists"}])
         );
     }
 

@@ -5,8 +5,10 @@
 //! operator applies are pinned by table and snapshot tests. The controller applies them with
 //! server-side apply; see `controller`.
 
+mod defaults;
 mod merge;
 
+pub use defaults::{BUILT_IN_RUNTIME_IMAGE, RuntimeDefaults};
 pub use merge::merge_pod_template;
 
 use crate::crd::{ImagePullPolicy, StreamJob, StreamJobSpec};
@@ -47,17 +49,51 @@ pub const JOB_FILE_KEY: &str = "job.yaml";
 /// UID/GID the runtime runs as (non-root).
 pub const RUN_AS_USER: i64 = 65532;
 
+/// Pod annotation with the StreamJob's full name, set only when [`job_key`] shortened it (so
+/// the pods of jobs with short names are unchanged).
+pub const ANNOTATION_JOB_NAME: &str = "weir.dev/job-name";
+
+/// Longest StreamJob name used as is in child names and labels. With the longest suffix
+/// (`-coordinator`, 12 characters) a child name stays within 52 characters: a StatefulSet's pods
+/// carry the label `controller-revision-hash: <name>-<10 characters>`, which must fit in 63, and
+/// Service names must fit in 63.
+pub const MAX_JOB_KEY_LEN: usize = 40;
+
+/// The job's key in child object names and in the `weir.dev/job` and
+/// `app.kubernetes.io/instance` label values: the StreamJob name when it has at most
+/// [`MAX_JOB_KEY_LEN`] characters and no dot (dots are not allowed in Service names);
+/// otherwise its first 31 characters with dots as dashes and no trailing dash, `-`, and 8 hex
+/// digits of the xxh3 hash of the full name (deterministic; two names sharing a long prefix
+/// differ). Always at most 40 characters.
+pub fn job_key(job: &str) -> String {
+    if job.len() <= MAX_JOB_KEY_LEN && !job.contains('.') {
+        return job.to_string();
+    }
+    let prefix: String = job
+        .chars()
+        .take(MAX_JOB_KEY_LEN - 9)
+        .map(|c| if c == '.' { '-' } else { c })
+        .collect();
+    let hash = xxhash_rust::xxh3::xxh3_64(job.as_bytes()) as u32;
+    format!("{}-{hash:08x}", prefix.trim_end_matches('-'))
+}
+
+/// Label selector (`weir.dev/job=<key>`) of every child and pod of a job.
+pub fn job_selector(job: &str) -> String {
+    format!("{LABEL_JOB}={}", job_key(job))
+}
+
 /// Name of the ConfigMap holding the job file.
 pub fn config_map_name(job: &str) -> String {
-    format!("{job}-config")
+    format!("{}-config", job_key(job))
 }
 /// Name of the coordinator Deployment and its Service.
 pub fn coordinator_name(job: &str) -> String {
-    format!("{job}-coordinator")
+    format!("{}-coordinator", job_key(job))
 }
 /// Name of the worker StatefulSet and its headless Service.
 pub fn worker_name(job: &str) -> String {
-    format!("{job}-worker")
+    format!("{}-worker", job_key(job))
 }
 
 /// The coordinator's `--run-id`: `<job uid>-<deploy generation>`. Stable for one deployment,
@@ -87,8 +123,9 @@ pub struct Target<'a> {
     pub deploy_generation: u64,
     /// `metadata.generation` whose spec this is.
     pub spec_generation: i64,
-    /// Image used when `spec.image` is empty (`WEIR_RUNTIME_IMAGE`).
-    pub default_image: &'a str,
+    /// Operator-wide pod defaults (`WEIR_RUNTIME_IMAGE`, `WEIR_RUNTIME_DEFAULTS`) for what the
+    /// spec leaves unset.
+    pub defaults: &'a RuntimeDefaults,
 }
 
 /// Every child object of one deployment.
@@ -129,13 +166,15 @@ impl Component {
 }
 
 /// Labels that select a role's pods. Stable across deploy generations (selectors are
-/// immutable), unlike [`labels`].
+/// immutable), unlike [`labels`]. The job appears as its [`job_key`] (label values have at
+/// most 63 characters).
 pub fn selector_labels(job: &str, component: Component) -> BTreeMap<String, String> {
+    let key = job_key(job);
     BTreeMap::from([
         ("app.kubernetes.io/name".into(), "weir".into()),
-        ("app.kubernetes.io/instance".into(), job.into()),
+        ("app.kubernetes.io/instance".into(), key.clone()),
         ("app.kubernetes.io/component".into(), component.as_str().into()),
-        (LABEL_JOB.into(), job.into()),
+        (LABEL_JOB.into(), key),
     ])
 }
 
@@ -221,14 +260,14 @@ pub fn config_map(t: &Target) -> ConfigMap {
 
 fn image(t: &Target) -> String {
     if t.spec.image.is_empty() {
-        t.default_image.to_string()
+        t.defaults.image().to_string()
     } else {
         t.spec.image.clone()
     }
 }
 
 fn pull_policy(t: &Target) -> Value {
-    match t.spec.image_pull_policy {
+    match t.spec.image_pull_policy.or(t.defaults.image_pull_policy) {
         None => Value::Null,
         Some(ImagePullPolicy::Always) => "Always".into(),
         Some(ImagePullPolicy::IfNotPresent) => "IfNotPresent".into(),
@@ -253,7 +292,44 @@ fn common_env(t: &Target) -> Vec<Value> {
     env
 }
 
-fn container_security_context() -> Value {
+/// `over` merged key by key into `base` (objects recursively; anything else replaces).
+fn merge_objects(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge_objects(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// The runtime container's securityContext: the built-in one with the operator default merged
+/// over it.
+fn container_security_context(t: &Target) -> Value {
+    let mut sc = built_in_container_security_context();
+    if let Some(d) = &t.defaults.container_security_context {
+        merge_objects(&mut sc, &serde_json::to_value(d).expect("security context serializes"));
+    }
+    sc
+}
+
+/// The runtime pods' securityContext: the built-in one with the operator default merged over it.
+fn pod_security_context(t: &Target) -> Value {
+    let mut sc = json!({
+        "runAsNonRoot": true,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    if let Some(d) = &t.defaults.pod_security_context {
+        merge_objects(&mut sc, &serde_json::to_value(d).expect("security context serializes"));
+    }
+    sc
+}
+
+fn built_in_container_security_context() -> Value {
     json!({
         "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true,
@@ -272,10 +348,15 @@ fn pod_template(t: &Target, component: Component, container: Value, resources: O
     if let Some(r) = resources {
         container["resources"] = r;
     }
+    let mut annotations = json!({ANNOTATION_CONFIG_CHECKSUM: config_checksum(&name, t.spec)});
+    if job_key(&name) != name {
+        // The label holds the shortened key; watches map pods back to the job by this.
+        annotations[ANNOTATION_JOB_NAME] = json!(name);
+    }
     let pod = json!({
         "metadata": {
             "labels": labels(&name, component, t.deploy_generation),
-            "annotations": {ANNOTATION_CONFIG_CHECKSUM: config_checksum(&name, t.spec)},
+            "annotations": annotations,
         },
         "spec": {
             "serviceAccountName": t.spec.service_account_name,
@@ -283,13 +364,7 @@ fn pod_template(t: &Target, component: Component, container: Value, resources: O
             "automountServiceAccountToken": false,
             "enableServiceLinks": false,
             "terminationGracePeriodSeconds": 60,
-            "securityContext": {
-                "runAsNonRoot": true,
-                "runAsUser": RUN_AS_USER,
-                "runAsGroup": RUN_AS_USER,
-                "fsGroup": RUN_AS_USER,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": pod_security_context(t),
             "containers": [container],
             "volumes": [
                 {"name": "config", "configMap": {"name": config_map_name(&name)}},
@@ -334,8 +409,13 @@ fn volume_mounts() -> Value {
     ])
 }
 
-fn resources(c: Option<&crate::crd::ComponentSpec>) -> Option<Value> {
+/// The role's resources: the spec's, else the operator default, else none.
+fn resources(
+    c: Option<&crate::crd::ComponentSpec>,
+    default: Option<&k8s_openapi::api::core::v1::ResourceRequirements>,
+) -> Option<Value> {
     c.and_then(|c| c.resources.as_ref())
+        .or(default)
         .map(|r| serde_json::to_value(r).expect("resources serialize"))
 }
 
@@ -373,14 +453,14 @@ pub fn coordinator_deployment(t: &Target) -> Deployment {
             "httpGet": {"path": "/healthz", "port": "http"},
             "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 2,
         },
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(t),
         "volumeMounts": volume_mounts(),
     });
     let template = pod_template(
         t,
         Component::Coordinator,
         container,
-        resources(t.spec.coordinator.as_ref()),
+        resources(t.spec.coordinator.as_ref(), t.defaults.coordinator_resources.as_ref()),
     );
     let mut metadata = meta(t, coordinator_name(&name), Component::Coordinator);
     metadata["annotations"] = json!({ANNOTATION_SPEC_GENERATION: t.spec_generation.to_string()});
@@ -452,10 +532,15 @@ pub fn worker_statefulset(t: &Target) -> StatefulSet {
             "httpGet": {"path": "/healthz", "port": "http"},
             "initialDelaySeconds": 15, "periodSeconds": 10, "failureThreshold": 6, "timeoutSeconds": 2,
         },
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(t),
         "volumeMounts": volume_mounts(),
     });
-    let template = pod_template(t, Component::Worker, container, resources(t.spec.worker.as_ref()));
+    let template = pod_template(
+        t,
+        Component::Worker,
+        container,
+        resources(t.spec.worker.as_ref(), t.defaults.worker_resources.as_ref()),
+    );
     from_json(strip_nulls(json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

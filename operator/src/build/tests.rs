@@ -30,6 +30,11 @@ spec:
     serde_yaml::from_str(&yaml).unwrap()
 }
 
+static TEST_DEFAULTS: std::sync::LazyLock<RuntimeDefaults> = std::sync::LazyLock::new(|| RuntimeDefaults {
+    image: "weir:default".into(),
+    ..Default::default()
+});
+
 fn target<'a>(job: &'a StreamJob, restore: Option<&'a str>) -> Target<'a> {
     Target {
         job,
@@ -37,7 +42,7 @@ fn target<'a>(job: &'a StreamJob, restore: Option<&'a str>) -> Target<'a> {
         restore_from: restore,
         deploy_generation: 4,
         spec_generation: 7,
-        default_image: "weir:default",
+        defaults: &TEST_DEFAULTS,
     }
 }
 
@@ -361,4 +366,96 @@ fn children_snapshot() {
     }
     let want = std::fs::read_to_string(&path).expect("snapshot exists (UPDATE_SNAPSHOTS=1 writes it)");
     assert_eq!(got, want, "children changed; review and rerun with UPDATE_SNAPSHOTS=1");
+}
+
+#[test]
+fn job_key_table() {
+    let forty = "a".repeat(40);
+    let long_one = format!("{}-one", "x".repeat(60));
+    let long_two = format!("{}-two", "x".repeat(60));
+    assert_eq!(job_key("wc"), "wc");
+    assert_eq!(job_key(&forty), forty, "40 characters are kept as is");
+    let (k1, k2) = (job_key(&long_one), job_key(&long_two));
+    assert_eq!(k1, job_key(&long_one), "deterministic");
+    assert_ne!(k1, k2, "names sharing a long prefix get different keys");
+    assert!(k1.len() <= MAX_JOB_KEY_LEN && k1.starts_with(&"x".repeat(31)), "{k1}");
+    let dotted = job_key("team.wordcount");
+    assert!(
+        dotted.starts_with("team-wordcount-") && !dotted.contains('.'),
+        "{dotted}"
+    );
+    // A cut right after a dash leaves no trailing dash before the hash.
+    let dash_at_cut = format!("{}-{}", "b".repeat(30), "c".repeat(20));
+    assert!(!job_key(&dash_at_cut).contains("--"), "{}", job_key(&dash_at_cut));
+}
+
+/// A StreamJob name of 253 characters (the API maximum) still gives valid child names (Service
+/// names are DNS-1035 labels; StatefulSet names leave room for the revision-hash label) and
+/// label values of at most 63 characters; the pods carry the full name in an annotation.
+#[test]
+fn long_job_names_give_valid_child_names_and_labels() {
+    let long = format!("wordcount-{}", "very-long-name-".repeat(17))[..253]
+        .trim_end_matches('-')
+        .to_string();
+    let mut j = job("");
+    j.metadata.name = Some(long.clone());
+    let c = build(&target(&j, None));
+    let dns_1035 = regex::Regex::new("^[a-z]([-a-z0-9]*[a-z0-9])?$").unwrap();
+    let label_value = regex::Regex::new("^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").unwrap();
+    let objects = [
+        v(&c.config_map),
+        v(&c.coordinator),
+        v(&c.coordinator_service),
+        v(&c.workers),
+        v(&c.worker_service),
+    ];
+    for o in &objects {
+        let name = o["metadata"]["name"].as_str().unwrap();
+        assert!(name.len() <= 52 && dns_1035.is_match(name), "child name {name}");
+        let mut label_sets = vec![&o["metadata"]["labels"]];
+        if let Some(t) = o["spec"].get("template") {
+            label_sets.push(&t["metadata"]["labels"]);
+            assert_eq!(t["metadata"]["annotations"][ANNOTATION_JOB_NAME], long.as_str());
+        }
+        if let Some(sel) = o["spec"].get("selector") {
+            label_sets.push(sel.get("matchLabels").unwrap_or(sel));
+        }
+        for labels in label_sets {
+            for (k, val) in labels.as_object().unwrap() {
+                let val = val.as_str().unwrap();
+                assert!(val.len() <= 63 && label_value.is_match(val), "{name}: label {k}={val}");
+            }
+        }
+    }
+    assert_eq!(job_selector(&long), format!("{LABEL_JOB}={}", job_key(&long)));
+    // Short names: no annotation, names as before.
+    let c = build(&target(&job(""), None));
+    assert_eq!(c.workers.metadata.name.as_deref(), Some("wc-worker"));
+    let annotations = c.workers.spec.unwrap().template.metadata.unwrap().annotations.unwrap();
+    assert!(!annotations.contains_key(ANNOTATION_JOB_NAME));
+}
+
+/// A StreamJob whose pod templates set only placement (nodeSelector, tolerations) gets the
+/// generated `weir` container, volumes and its placement in both roles.
+#[test]
+fn placement_only_pod_templates_keep_the_runtime_container() {
+    let j = job(r#"  coordinator: {podTemplate: {spec: {nodeSelector: {pool: control}}}}
+  worker: {podTemplate: {spec: {tolerations: [{key: dedicated, operator: Exists}]}}}"#);
+    let c = build(&target(&j, None));
+    let pods = [
+        (v(&c.coordinator)["spec"]["template"]["spec"].clone(), "nodeSelector"),
+        (v(&c.workers)["spec"]["template"]["spec"].clone(), "tolerations"),
+    ];
+    for (pod, placement) in pods {
+        let names: Vec<_> = pod["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].clone())
+            .collect();
+        assert_eq!(names, vec![json!(CONTAINER)], "{pod}");
+        assert!(pod["containers"][0]["image"].is_string());
+        assert_eq!(pod["volumes"].as_array().unwrap().len(), 2, "{pod}");
+        assert!(pod.get(placement).is_some(), "{placement} missing: {pod}");
+    }
 }

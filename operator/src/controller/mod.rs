@@ -30,6 +30,34 @@ use weir_runtime::storage::S3Options;
 /// `disposeOnDelete`.
 pub const FINALIZER: &str = "weir.dev/finalizer";
 
+/// Consecutive reconcile failures per object (`Kind/namespace/name`), for the per-object error
+/// backoff: 5 s, 10 s, 20 s, ... up to 5 min, back to 5 s after a successful pass.
+#[derive(Default)]
+pub struct FailureCounts(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl FailureCounts {
+    /// Records one more failure of `key`; returns how many in a row.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(key.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+    /// Forgets the failures of `key` (it reconciled).
+    pub fn succeeded(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
+/// The requeue after a failed pass of the object `key`: a conflict at once (1 s: the retry
+/// decides on the newer object), anything else after the object's own growing backoff.
+pub fn error_requeue(ctx: &Context, key: &str, err: &Error) -> kube::runtime::controller::Action {
+    match err {
+        Error::Conflict(_) => kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)),
+        _ => kube::runtime::controller::Action::requeue(savepoint::backoff(ctx.failures.failed(key))),
+    }
+}
+
 /// A clock (injected so tests are deterministic).
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -47,8 +75,11 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Wall clock.
     pub clock: Clock,
-    /// Image for a StreamJob whose `spec.image` is empty.
-    pub default_image: String,
+    /// Consecutive failures per object (error backoff).
+    pub failures: FailureCounts,
+    /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
+    /// security contexts).
+    pub runtime_defaults: crate::build::RuntimeDefaults,
 }
 
 impl Context {
@@ -58,7 +89,7 @@ impl Context {
         control: Arc<dyn ControlApiFactory>,
         snapshots: Arc<dyn SnapshotStore>,
         metrics: Arc<Metrics>,
-        default_image: String,
+        runtime_defaults: crate::build::RuntimeDefaults,
     ) -> Context {
         let reporter = Reporter {
             controller: "weir-operator".into(),
@@ -71,7 +102,8 @@ impl Context {
             snapshots,
             metrics,
             clock: Arc::new(SystemTime::now),
-            default_image,
+            failures: FailureCounts::default(),
+            runtime_defaults,
         }
     }
 }
@@ -115,6 +147,10 @@ pub enum Error {
     /// The S3 credentials Secret named by `spec.s3.credentialsSecret` could not be read.
     #[error("S3 credentials: {0}")]
     CredentialsError(String),
+    /// The object changed since this pass read it (409 on a resourceVersion precondition):
+    /// nothing was acted on; the pass is retried at once on the newer object. No Warning event.
+    #[error("conflict: {0}; retrying on the newer object")]
+    Conflict(String),
 }
 
 impl Error {
@@ -128,18 +164,42 @@ impl Error {
             Error::FinalizerError(_) => "FinalizerError",
             Error::StorageError(_) => "StorageError",
             Error::CredentialsError(_) => "CredentialsError",
+            Error::Conflict(_) => "Conflict",
         }
     }
 }
 
-/// Publishes an event; failures are logged and swallowed (a terminating namespace refuses
-/// events, and that must never block a reconcile or a finalizer: FLINK-31860).
-pub async fn publish(ctx: &Context, regarding: &ObjectReference, warning: bool, reason: &str, note: String) {
+/// The Event `action` of an event with `note` during `cycle` (a StreamJob's
+/// `status.deployGeneration`, a Savepoint's `metadata.generation`).
+///
+/// kube-runtime's recorder folds every event with the same type, reason, action and object
+/// into one series for six minutes, keeping the first note: with one fixed action the second
+/// rescale would add no Event, and a different message would be counted as `(x2)` of the old
+/// one. So the action names the cycle and a hash of the note: a repeat of the same message in
+/// the same cycle still folds (counted), anything else is a new Event. At most 30 characters.
+pub fn event_action(cycle: u64, note: &str) -> String {
+    format!(
+        "Reconcile-g{cycle}-{:08x}",
+        xxhash_rust::xxh3::xxh3_64(note.as_bytes()) as u32
+    )
+}
+
+/// Publishes an event for `cycle` (see [`event_action`]); failures are logged and swallowed
+/// (a terminating namespace refuses events, and that must never block a reconcile or a
+/// finalizer: FLINK-31860).
+pub async fn publish(
+    ctx: &Context,
+    regarding: &ObjectReference,
+    cycle: u64,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
     let ev = Event {
         type_: if warning { EventType::Warning } else { EventType::Normal },
         reason: reason.into(),
+        action: event_action(cycle, &note),
         note: Some(note),
-        action: "Reconcile".into(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, regarding).await {
@@ -159,21 +219,40 @@ pub fn invalid_ref<K: Resource<DynamicType = ()>>(meta: &ObjectMeta) -> ObjectRe
     }
 }
 
-/// Sets the finalizer list to `finalizers` with a merge patch guarded by `resourceVersion`
-/// (a concurrent change makes it fail with 409 and the reconcile is retried).
+/// Sets the finalizer list to `finalizers` with a merge patch guarded by `obj`'s
+/// `resourceVersion` (a concurrent change makes it fail with 409 and the reconcile is retried).
 pub async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    set_finalizers_at(api, &obj.name_any(), obj.resource_version(), finalizers)
+        .await
+        .map(|_| ())
+}
+
+/// Sets the finalizer list of `name` with a merge patch guarded by `resource_version` (the
+/// newest this pass knows, e.g. from its own status write); returns the new resourceVersion.
+pub async fn set_finalizers_at<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<String>,
+    finalizers: Vec<String>,
+) -> Result<Option<String>, Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}});
     api.patch(
-        &obj.name_any(),
+        name,
         &kube::api::PatchParams::default(),
         &kube::api::Patch::Merge(&patch),
     )
     .await
-    .map(|_| ())
-    .map_err(Error::FinalizerError)
+    .map(|o| o.resource_version())
+    .map_err(|e| match e {
+        kube::Error::Api(s) if s.code == 409 => Error::Conflict(format!("finalizers of {name}: {}", s.message)),
+        e => Error::FinalizerError(e),
+    })
 }
 
 /// The S3 client settings of `spec` with the credentials from its Secret (in `ns`), for the

@@ -49,6 +49,7 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
             publish(
                 &ctx,
                 &r,
+                invalid.metadata.generation.unwrap_or(0) as u64,
                 true,
                 "ValidationError",
                 format!("invalid Savepoint: {}", invalid.error),
@@ -58,19 +59,28 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<Savepoint>>, ctx: Arc<Context>)
         }
     };
     match reconcile_savepoint(sp, &ctx).await {
-        Ok(a) => Ok(a),
+        Ok(a) => {
+            ctx.failures.succeeded(&failure_key(&obj));
+            Ok(a)
+        }
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
             tracing::warn!(name = %sp.name_any(), error = %e, "savepoint reconcile failed");
-            publish(&ctx, &sp.object_ref(&()), true, e.reason(), e.to_string()).await;
+            let cycle = sp.metadata.generation.unwrap_or(0) as u64;
+            publish(&ctx, &sp.object_ref(&()), cycle, true, e.reason(), e.to_string()).await;
             Err(e)
         }
     }
 }
 
 /// Requeue policy after an error.
-pub fn error_policy(_obj: Arc<DeserializeGuard<Savepoint>>, _err: &Error, _ctx: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(15))
+pub fn error_policy(obj: Arc<DeserializeGuard<Savepoint>>, err: &Error, ctx: Arc<Context>) -> Action {
+    super::error_requeue(&ctx, &failure_key(&obj), err)
+}
+
+/// The backoff key of a Savepoint.
+fn failure_key(obj: &DeserializeGuard<Savepoint>) -> String {
+    format!("Savepoint/{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 async fn write_status(api: &Api<Savepoint>, name: &str, status: &SavepointStatus) -> Result<(), Error> {
@@ -146,6 +156,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
             source,
         })?;
     let oref = sp.object_ref(&());
+    let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     let mut st = old.clone();
     let mut requeue = POLL;
     let mut event: Option<(bool, &str, String)> = None;
@@ -227,7 +238,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
         write_status(&api, &name, &st).await?;
     }
     if let Some((warning, reason, note)) = event {
-        publish(ctx, &oref, warning, reason, note).await;
+        publish(ctx, &oref, cycle, warning, reason, note).await;
     }
     Ok(match st.state {
         SavepointState::Pending | SavepointState::InProgress => Action::requeue(requeue),
@@ -255,10 +266,12 @@ async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result
         s.restore_point.as_ref().is_some_and(|r| r.path == path) || s.deployed_from.as_deref() == Some(path.as_str())
     });
     let oref = sp.object_ref(&());
+    let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     if protected {
         publish(
             ctx,
             &oref,
+            cycle,
             true,
             "Cleanup",
             format!(
@@ -274,7 +287,7 @@ async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result
         None => S3Options::default(),
     };
     ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
-    publish(ctx, &oref, false, "Cleanup", format!("disposed {path}")).await;
+    publish(ctx, &oref, cycle, false, "Cleanup", format!("disposed {path}")).await;
     Ok(())
 }
 

@@ -14,6 +14,19 @@ fn state_name<T: serde::Serialize>(t: &T) -> String {
         .unwrap_or_default()
 }
 
+/// `FINISHED` → `Finished` (a condition reason is CamelCase).
+fn pascal_case(state: &str) -> String {
+    state
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + &c.as_str().to_ascii_lowercase())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The worker pods' label selector (`status.selector`, for `kubectl scale`).
 pub fn worker_selector(job: &str) -> String {
     selector_labels(job, Component::Worker)
@@ -28,11 +41,28 @@ pub fn worker_selector(job: &str) -> String {
 pub fn conditions(st: &StreamJobStatus, old: &[Condition], generation: i64, now: SystemTime) -> Vec<Condition> {
     let lifecycle = st.lifecycle_state;
     let job_running = st.job_status.as_ref().is_some_and(|j| j.state == "RUNNING");
-    let ready = lifecycle == LifecycleState::Running && job_running;
-    let ready_reason = if ready {
-        "Running".to_string()
+    // The current generation was refused or rolled back: what runs is the previous spec.
+    let previous_spec = st.failed_generation == Some(generation);
+    let ready = lifecycle == LifecycleState::Running && job_running && !previous_spec;
+    let job_state = st.job_status.as_ref().map(|j| j.state.as_str()).unwrap_or("");
+    let (ready_reason, ready_message) = if ready {
+        ("Running".to_string(), String::new())
+    } else if lifecycle == LifecycleState::Running && job_running && previous_spec {
+        (
+            "RunningPreviousSpec".to_string(),
+            st.error
+                .clone()
+                .unwrap_or_else(|| format!("generation {generation} is not deployed")),
+        )
+    } else if lifecycle == LifecycleState::Running && !job_state.is_empty() {
+        // The operator's part is done but the job is not running: say what it is doing (a
+        // bounded job that consumed its input reads Finished, not Running).
+        (
+            pascal_case(job_state),
+            format!("the job's coordinator reports {job_state}"),
+        )
     } else {
-        state_name(&lifecycle)
+        (state_name(&lifecycle), String::new())
     };
     let (progressing, progressing_reason) = match &st.pending {
         Some(p) => (true, state_name(&p.kind)),
@@ -54,7 +84,7 @@ pub fn conditions(st: &StreamJobStatus, old: &[Condition], generation: i64, now:
     };
     let now = Time(k8s_openapi::jiff::Timestamp::try_from(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     [
-        ("Ready", ready, ready_reason, String::new()),
+        ("Ready", ready, ready_reason, ready_message),
         ("Progressing", progressing, progressing_reason, String::new()),
         (
             "Degraded",
@@ -135,6 +165,53 @@ mod tests {
             by(&conditions(&deploying, &[], 1, t0), "Progressing").reason,
             "Deploying"
         );
+    }
+
+    /// Ready for each (lifecycle, job state): a FINISHED job is not "Running".
+    #[test]
+    fn ready_reason_table() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let cases = [
+            (LifecycleState::Running, "RUNNING", "True", "Running"),
+            (LifecycleState::Running, "FINISHED", "False", "Finished"),
+            (LifecycleState::Running, "INITIALIZING", "False", "Initializing"),
+            (LifecycleState::Running, "UNKNOWN", "False", "Unknown"),
+            (LifecycleState::Deploying, "RUNNING", "False", "Deploying"),
+            (LifecycleState::Suspended, "", "False", "Suspended"),
+        ];
+        for (lifecycle, job_state, status, reason) in cases {
+            let mut st = StreamJobStatus {
+                lifecycle_state: lifecycle,
+                job_status: (!job_state.is_empty()).then(|| JobStatusSummary {
+                    state: job_state.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let ready = conditions(&st, &[], 1, t0)
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap();
+            assert_eq!(
+                (ready.status.as_str(), ready.reason.as_str()),
+                (status, reason),
+                "{lifecycle:?}/{job_state}"
+            );
+            // Generation 1 rolled back (or refused): the old spec runs, so not Ready.
+            st.failed_generation = Some(1);
+            st.error = Some("rolled back".into());
+            let ready = conditions(&st, &[], 1, t0)
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap();
+            assert_eq!(ready.status, "False", "{lifecycle:?}/{job_state} rolled back");
+            if (lifecycle, job_state) == (LifecycleState::Running, "RUNNING") {
+                assert_eq!(
+                    (ready.reason.as_str(), ready.message.as_str()),
+                    ("RunningPreviousSpec", "rolled back")
+                );
+            }
+        }
     }
 
     #[test]

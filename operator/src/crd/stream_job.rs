@@ -64,7 +64,10 @@ use weir_runtime::job::{CheckpointingSpec, PipelineSpec, S3Spec, SavepointsSpec}
     .message("spec.checkpointing.storage is required unless spec.upgradeMode is stateless")
     .field_path(".checkpointing"))]
 pub struct StreamJobSpec {
-    /// Container image with the `weir` binary, e.g. `ghcr.io/weir-dev/weir:0.1.0`.
+    /// Container image with the `weir` binary, e.g. `ghcr.io/weir-dev/weir:0.1.0`. Empty or
+    /// unset: the operator's runtime image (`WEIR_RUNTIME_IMAGE`, the chart's `runtime.image`,
+    /// by default the image the operator itself runs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
     /// Image pull policy of the coordinator and worker containers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,6 +211,19 @@ fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// `status.conditions` as a list map keyed by `type` (as the API conventions ask), so server-side
+/// apply merges conditions by type instead of replacing the whole list.
+fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let item = generator.subschema_for::<Condition>();
+    schemars::json_schema!({
+        "description": "`Ready`, `Progressing` and `Degraded` conditions, one per type.",
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}
+
 /// Savepoint settings: the runtime's (directory) plus periodic savepoints and history.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -219,7 +235,8 @@ pub struct SavepointsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_interval: Option<String>,
     /// Retention of periodic and upgrade savepoints. Manual Savepoint objects are never
-    /// removed by retention, and neither is the current restore point.
+    /// removed by retention, and neither is the current restore point. Unset: the newest 10 are
+    /// kept; `{}` keeps all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<SavepointHistory>,
 }
@@ -356,8 +373,9 @@ pub struct StreamJobStatus {
     /// The `metadata.generation` this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Progressing` and `Degraded` conditions.
+    /// `Ready`, `Progressing` and `Degraded` conditions, one per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
     /// Operator lifecycle state.
     #[serde(default)]

@@ -4,12 +4,12 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, classify, ms_to_time, parse_spec, parse_time,
-    retention, rfc3339, spec_json,
+    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, Snapshot, classify, ms_to_time, parse_spec,
+    parse_time, retention, rfc3339, spec_json,
 };
 use crate::crd::{
     CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
-    RestoreOrigin, RestorePoint, SavepointOrigin, StreamJobSpec, StreamJobStatus, UpgradeMode,
+    RestoreOrigin, RestorePoint, SavepointOrigin, SavepointRecord, StreamJobSpec, StreamJobStatus, UpgradeMode,
 };
 use std::time::Duration;
 use weir_runtime::control::api::JobState;
@@ -126,6 +126,23 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
         }
         LifecycleState::Suspended => {
             if want_running {
+                // A stateful job whose restore point went missing resumes from its newest
+                // known savepoint or checkpoint, never silently from empty state.
+                if cx.d.status.restore_point.is_none()
+                    && spec.upgrade_mode != UpgradeMode::Stateless
+                    && let Some(rp) =
+                        fallback_restore_point(&cx.d.status.savepoint_history, obs.newest_snapshot.as_ref())
+                {
+                    cx.event(
+                        true,
+                        Reason::SavepointError,
+                        format!(
+                            "status.restorePoint is missing; resuming from the newest known snapshot {}",
+                            rp.path
+                        ),
+                    );
+                    cx.d.status.restore_point = Some(rp);
+                }
                 cx.event(false, Reason::SpecChanged, "resuming");
                 cx.d.status.pending = Some(first_deploy(spec, obs));
                 cx.d.status.lifecycle_state = LifecycleState::Upgrading;
@@ -270,6 +287,25 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         );
     }
 
+    // A deployment whose pods cannot be scheduled says why (Degraded, status.error) instead of
+    // sitting in Deploying without a reason.
+    const UNSCHEDULABLE: &str = "waiting for pods to be scheduled: ";
+    if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
+        match &obs.unschedulable {
+            Some(why) => cx.d.status.error = Some(format!("{UNSCHEDULABLE}{why}")),
+            None if cx
+                .d
+                .status
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(UNSCHEDULABLE)) =>
+            {
+                cx.d.status.error = None
+            }
+            None => {}
+        }
+    }
+
     // Readiness timeout: roll back a change that does not come up.
     if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
         let timeout = humantime::parse_duration(&spec.rollback.readiness_timeout).unwrap_or(Duration::from_secs(300));
@@ -284,14 +320,13 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
             if spec.rollback.enabled && stable.is_some() && stable != cx.d.status.last_reconciled_spec {
                 let stable = parse_spec(&stable).expect("stable spec parses");
                 cx.d.status.failed_generation = Some(obs.generation);
-                cx.event(
-                    true,
-                    Reason::Rollback,
-                    format!(
-                        "not running within {}; rolling back to the last stable spec",
-                        spec.rollback.readiness_timeout
-                    ),
+                let why = format!(
+                    "generation {} was not running within {}; rolled back to the last stable spec, which runs until the spec changes",
+                    obs.generation, spec.rollback.readiness_timeout
                 );
+                // Kept (with Ready=False) while the rolled-back generation is the current one.
+                cx.d.status.error = Some(why.clone());
+                cx.event(true, Reason::Rollback, why);
                 return cx.start(OperationKind::Rollback, Some(&stable));
             }
             if failed {
@@ -304,6 +339,17 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     }
 
     if class != ChangeClass::Ignore && !retry_blocked {
+        // Refuse a change whose state the running job could not hand over before stopping it:
+        // the job keeps running the previous spec, the reason is in status.error.
+        let deployed = parse_spec(&cx.d.status.last_reconciled_spec);
+        if let Some(why) = deployed.and_then(|d| super::state_incompatibility(&obs.name, &d, spec)) {
+            cx.d.status.failed_generation = Some(obs.generation);
+            cx.d.status.error = Some(why.clone());
+            cx.event(true, Reason::ValidationError, why);
+            cx.keep_deployed();
+            cx.d.requeue = STEADY;
+            return;
+        }
         cx.event(
             false,
             Reason::SpecChanged,
@@ -323,7 +369,10 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     cx.keep_deployed();
     if cx.d.status.lifecycle_state == LifecycleState::Running && job_state == Some(JobState::Running) {
         periodic_and_retention(cx);
-        cx.d.status.error = None;
+        // A refused or rolled-back generation keeps its reason until the spec changes.
+        if cx.d.status.failed_generation != Some(obs.generation) {
+            cx.d.status.error = None;
+        }
     }
     cx.d.requeue = if cx.d.status.lifecycle_state == LifecycleState::Running {
         STEADY
@@ -332,10 +381,46 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     };
 }
 
+/// The newest of the recorded savepoints (`history`) and the newest snapshot in storage, by
+/// completion time, as a restore point.
+fn fallback_restore_point(history: &[SavepointRecord], newest: Option<&Snapshot>) -> Option<RestorePoint> {
+    let from_history = history
+        .iter()
+        .filter_map(|r| parse_time(&r.completed_at).map(|t| (t, r)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(t, r)| {
+            (
+                t,
+                RestorePoint {
+                    path: r.path.clone(),
+                    origin: RestoreOrigin::Savepoint,
+                    checkpoint_id: None,
+                },
+            )
+        });
+    let from_storage = newest.map(|s| {
+        (
+            ms_to_time(s.completed_at_ms),
+            RestorePoint {
+                path: s.path.clone(),
+                origin: if s.kind == weir_runtime::control::api::SnapshotKind::Checkpoint {
+                    RestoreOrigin::Checkpoint
+                } else {
+                    RestoreOrigin::Savepoint
+                },
+                checkpoint_id: Some(s.id),
+            },
+        )
+    });
+    [from_history, from_storage]
+        .into_iter()
+        .flatten()
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, rp)| rp)
+}
+
 fn periodic_and_retention(cx: &mut Ctx) {
-    let Some(sp) = cx.spec.savepoints.clone() else {
-        return;
-    };
+    let sp = cx.spec.savepoints.clone().unwrap_or_default();
     if let Some(interval) = sp
         .periodic_interval
         .as_deref()
@@ -357,7 +442,9 @@ fn periodic_and_retention(cx: &mut Ctx) {
             });
         }
     }
-    if let Some(policy) = &sp.history {
+    // Retention applies to upgrade savepoints too, so it runs with or without spec.savepoints.
+    {
+        let policy = &retention::effective_policy(sp.history.as_ref());
         let restore = cx.d.status.restore_point.as_ref().map(|r| r.path.clone());
         let deployed_from = cx.d.status.deployed_from.clone();
         let protected: Vec<&str> = [restore.as_deref(), deployed_from.as_deref()]
@@ -369,7 +456,8 @@ fn periodic_and_retention(cx: &mut Ctx) {
                 .into_iter()
                 .map(|r| r.path.clone())
                 .collect();
-        cx.d.status.savepoint_history.retain(|r| !dispose.contains(&r.path));
+        // The history entries stay until their data is disposed: the controller removes each
+        // one after its dispose succeeded, so a failed dispose is retried, never orphaned.
         for path in dispose {
             cx.d.actions.push(Action::DisposeSavepoint { path });
         }

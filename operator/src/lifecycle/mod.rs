@@ -15,6 +15,7 @@
 //! (FLINK-30638) → deploy a new generation from it.
 
 mod classify;
+mod compat;
 mod decide;
 mod model;
 mod operations;
@@ -22,6 +23,7 @@ mod restore;
 pub mod retention;
 
 pub use classify::{ChangeClass, classify};
+pub use compat::state_incompatibility;
 pub use decide::{decide, describe_cycle};
 pub use model::{Action, Decision, Event, JobReport, Observation, Reason, RestoreInfo, Snapshot, record_trigger};
 

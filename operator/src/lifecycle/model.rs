@@ -72,6 +72,9 @@ pub struct Observation {
     pub job_pods: u32,
     /// A coordinator or worker container is crash-looping.
     pub crash_looping: bool,
+    /// Why a pod of the job cannot be scheduled (its `PodScheduled=False` message), if one
+    /// cannot.
+    pub unschedulable: Option<String>,
     /// Newest completed checkpoint or savepoint of this job found in storage.
     pub newest_snapshot: Option<Snapshot>,
     /// Inspection of `status.restorePoint` (or `spec.initialSavepointPath` before a first

@@ -197,7 +197,10 @@ impl<'a> Ctx<'a> {
         st.pending = None;
         st.lifecycle_state = LifecycleState::Deploying;
         st.parallelism = Some(spec.parallelism);
-        st.error = None;
+        // A rollback keeps saying why it runs the previous spec.
+        if st.failed_generation != Some(self.obs.generation) {
+            st.error = None;
+        }
         let generation = st.deploy_generation;
         let from = restore_from.clone().unwrap_or_else(|| "empty state".into());
         self.event(

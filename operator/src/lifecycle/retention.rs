@@ -3,6 +3,19 @@
 use crate::crd::{SavepointHistory, SavepointOrigin, SavepointRecord};
 use std::time::{Duration, SystemTime};
 
+/// Periodic and upgrade savepoints kept when `spec.savepoints.history` is unset (as the Flink
+/// Kubernetes Operator's default savepoint history max count).
+pub const DEFAULT_MAX_COUNT: u32 = 10;
+
+/// The retention in force: `history` as given, or at most [`DEFAULT_MAX_COUNT`] savepoints
+/// when unset (an explicit `history: {}` keeps every savepoint).
+pub fn effective_policy(history: Option<&SavepointHistory>) -> SavepointHistory {
+    history.cloned().unwrap_or(SavepointHistory {
+        max_count: Some(DEFAULT_MAX_COUNT),
+        max_age: None,
+    })
+}
+
 /// The records of `history` to dispose under `policy` at `now`.
 ///
 /// Only periodic and upgrade savepoints are candidates; manual ones belong to their Savepoint

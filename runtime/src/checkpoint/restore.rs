@@ -5,7 +5,7 @@
 //! key-group range overlaps its own and keeps the groups it owns. Operator state items (source
 //! splits, pending sink commits) of all old subtasks are pooled; each operator takes its share.
 
-use super::decide::{self, Compatibility, LineageRecord, RestoreChoice, SeenCheckpoint};
+use super::decide::{self, Compatibility, LineageRecord, RestoreChoice};
 use super::lineage;
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
@@ -106,27 +106,6 @@ pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreErr
         metadata,
         files,
     })
-}
-
-/// Checkpoint directories of `job` in the checkpoint store, with whether each is complete.
-pub async fn list_checkpoints(store: &Store, job: &str) -> Result<Vec<SeenCheckpoint>, StorageError> {
-    let prefix = format!("{job}/chk-");
-    let mut seen: HashMap<u64, bool> = HashMap::new();
-    for o in store.list(&prefix).await? {
-        let rest = &o.path[prefix.len()..];
-        let Some((id, file)) = rest.split_once('/') else {
-            continue;
-        };
-        let Ok(id) = id.parse::<u64>() else { continue };
-        let e = seen.entry(id).or_insert(false);
-        *e |= file == METADATA_FILE;
-    }
-    let mut v: Vec<SeenCheckpoint> = seen
-        .into_iter()
-        .map(|(id, completed)| SeenCheckpoint { id, completed })
-        .collect();
-    v.sort_by_key(|c| c.id);
-    Ok(v)
 }
 
 /// Resolves and loads the restore point by the one restore rule

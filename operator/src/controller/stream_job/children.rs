@@ -2,7 +2,7 @@
 //! already gone).
 
 use super::observe::observe_err;
-use crate::build::{self, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, LABEL_JOB, coordinator_name, worker_name};
+use crate::build::{self, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, coordinator_name, worker_name};
 use crate::controller::{Context, Error};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -76,7 +76,7 @@ pub(super) async fn apply_children(ctx: &Context, ns: &str, c: &build::Children)
 /// Deletes workloads of the job that this deployment did not produce (renamed children, or
 /// another deploy generation).
 pub(super) async fn delete_orphans(ctx: &Context, ns: &str, name: &str, deploy_generation: u64) -> Result<(), Error> {
-    let lp = ListParams::default().labels(&format!("{LABEL_JOB}={name}"));
+    let lp = ListParams::default().labels(&build::job_selector(name));
     let stale = |n: &str, labels: &std::collections::BTreeMap<String, String>, expected: &str| {
         n != expected || labels.get(LABEL_DEPLOY_GENERATION).map(String::as_str) != Some(&deploy_generation.to_string())
     };

@@ -17,7 +17,7 @@ pub use savepoints::{
     savepoint_object_name,
 };
 
-use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers};
+use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers_at};
 use crate::build::{self, ANNOTATION_SPEC_GENERATION, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, Target};
 use crate::crd::{LifecycleState, Savepoint, SavepointOrigin, StreamJob, StreamJobStatus};
 use crate::lifecycle::{self, Action as LAction};
@@ -46,9 +46,11 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         Err(invalid) => {
             ctx.metrics.error(CONTROLLER, "ValidationError");
             let r = invalid_ref::<StreamJob>(&invalid.metadata);
+            let cycle = invalid.metadata.generation.unwrap_or(0) as u64;
             publish(
                 &ctx,
                 &r,
+                cycle,
                 true,
                 "ValidationError",
                 format!("invalid StreamJob: {}", invalid.error),
@@ -64,31 +66,78 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<StreamJob>>, ctx: Arc<Context>)
         name = %job.name_any()
     );
     match reconcile_job(job, &ctx).instrument(span.clone()).await {
-        Ok(a) => Ok(a),
+        Ok(a) => {
+            ctx.failures.succeeded(&failure_key(&obj));
+            Ok(a)
+        }
         Err(e) => {
             ctx.metrics.error(CONTROLLER, e.reason());
+            if matches!(e, Error::Conflict(_)) {
+                // Not a failure: a newer object exists; the retry decides on it.
+                tracing::info!(parent: &span, error = %e, "stale object; retrying");
+                return Err(e);
+            }
             tracing::warn!(parent: &span, error = %e, "reconcile failed");
-            publish(&ctx, &job.object_ref(&()), true, e.reason(), e.to_string()).await;
+            let cycle = job.status.as_ref().map(|s| s.deploy_generation).unwrap_or(0);
+            publish(&ctx, &job.object_ref(&()), cycle, true, e.reason(), e.to_string()).await;
             Err(e)
         }
     }
 }
 
-/// Requeue policy after an error.
-pub fn error_policy(_obj: Arc<DeserializeGuard<StreamJob>>, _err: &Error, _ctx: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(15))
+/// The backoff key of a StreamJob.
+fn failure_key(obj: &DeserializeGuard<StreamJob>) -> String {
+    format!("StreamJob/{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-async fn write_status(api: &Api<StreamJob>, name: &str, status: &StreamJobStatus) -> Result<(), Error> {
+/// Requeue policy after an error: a conflict is retried at once (the cache catches up with the
+/// newer object), anything else after this job's own backoff (5 s doubling to 5 min).
+pub fn error_policy(obj: Arc<DeserializeGuard<StreamJob>>, err: &Error, ctx: Arc<Context>) -> Action {
+    super::error_requeue(&ctx, &failure_key(&obj), err)
+}
+
+/// Writes status (server-side apply) on the condition that the object is still at
+/// `resource_version`: status is the write-ahead log, and a pass that decided on an older
+/// object must not overwrite what a newer pass recorded (409 → [`Error::Conflict`]). Returns
+/// the new resourceVersion, the condition of this pass's next write.
+async fn write_status(
+    api: &Api<StreamJob>,
+    name: &str,
+    resource_version: Option<&str>,
+    status: &StreamJobStatus,
+) -> Result<Option<String>, Error> {
     let body = json!({
         "apiVersion": StreamJob::api_version(&()),
         "kind": StreamJob::kind(&()),
+        "metadata": {"resourceVersion": resource_version},
         "status": status,
     });
     api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
         .await
-        .map(|_| ())
-        .map_err(Error::StatusError)
+        .map(|o| o.resource_version())
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => Error::Conflict(format!("status of {name}: {}", s.message)),
+            e => Error::StatusError(e),
+        })
+}
+
+/// Checks that `name` is still at `resource_version` before a pass acts without having
+/// written status (a write would have checked it): a pass on a stale cached object must not
+/// delete or deploy workloads.
+async fn ensure_current(api: &Api<StreamJob>, name: &str, resource_version: Option<&str>) -> Result<(), Error> {
+    let current = api.get(name).await.map_err(|source| Error::ObserveError {
+        what: format!("StreamJob {name}"),
+        source,
+    })?;
+    if current.resource_version().as_deref() == resource_version {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!(
+            "StreamJob {name} changed since it was read (resourceVersion {} → {})",
+            resource_version.unwrap_or("none"),
+            current.resource_version().unwrap_or_default()
+        )))
+    }
 }
 
 async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> {
@@ -101,10 +150,12 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
         ctx.metrics.job_state(&ns, &name, None);
         return Ok(Action::await_change());
     }
+    // The resourceVersion every write of this pass is conditioned on, advanced by each write.
+    let mut resource_version = job.resource_version();
     if !has_finalizer {
         let mut f = job.finalizers().to_vec();
         f.push(FINALIZER.into());
-        set_finalizers(&jobs, job, f).await?;
+        resource_version = set_finalizers_at(&jobs, &name, resource_version, f).await?;
     }
     let now = (ctx.clock)();
     let old = job.status.clone().unwrap_or_default();
@@ -117,9 +168,12 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
     status.conditions = super::conditions(&status, &old.conditions, generation, now);
     status.selector = Some(super::worker_selector(&name));
 
-    // The write-ahead log: persist the intent before any action.
+    // The write-ahead log: persist the intent before any action, on the condition that the
+    // object is the one decided on; without a write, check that before acting.
     if status != old {
-        write_status(&jobs, &name, &status).await?;
+        resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
+    } else if !decision.actions.is_empty() {
+        ensure_current(&jobs, &name, resource_version.as_deref()).await?;
     }
     let state_name = |s: LifecycleState| serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_owned));
     let (from, to) = (
@@ -134,6 +188,8 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
     }
 
     let oref = job.object_ref(&());
+    // Events of this pass belong to the deployment cycle it decided (see `event_action`).
+    let cycle = status.deploy_generation;
     // FKO's JobStatusChanged: the coordinator reported a different (known) state.
     let known = |s: &StreamJobStatus| {
         s.job_status
@@ -145,10 +201,18 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
         && prev.as_deref() != Some(now_state.as_str())
     {
         let msg = format!("job state {} → {now_state}", prev.unwrap_or_else(|| "none".into()));
-        publish(ctx, &oref, now_state == "FAILED", "JobStatusChanged", msg).await;
+        publish(ctx, &oref, cycle, now_state == "FAILED", "JobStatusChanged", msg).await;
     }
     for ev in &decision.events {
-        publish(ctx, &oref, ev.warning, &format!("{:?}", ev.reason), ev.message.clone()).await;
+        publish(
+            ctx,
+            &oref,
+            cycle,
+            ev.warning,
+            &format!("{:?}", ev.reason),
+            ev.message.clone(),
+        )
+        .await;
     }
 
     for action in decision.actions {
@@ -161,7 +225,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 {
                     Ok(id) => {
                         lifecycle::record_trigger(&mut status, id);
-                        write_status(&jobs, &name, &status).await?;
+                        resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
                     }
                     // The pending operation stays at its step; the next pass asks again or
                     // finds the savepoint in storage.
@@ -169,6 +233,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                         publish(
                             ctx,
                             &oref,
+                            status.deploy_generation,
                             true,
                             "SavepointError",
                             format!("stop-with-savepoint request failed: {e}; retrying"),
@@ -210,7 +275,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                     restore_from: restore_from.as_deref(),
                     deploy_generation,
                     spec_generation,
-                    default_image: &ctx.default_image,
+                    defaults: &ctx.runtime_defaults,
                 };
                 apply_children(ctx, &ns, &build::build(&target)).await?;
                 if new_generation {
@@ -235,10 +300,15 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 }) {
                     delete_ignoring_missing(&api, &s.name_any(), "Savepoint", &DeleteParams::default()).await?;
                 }
+                // Only now, with the data gone, does the history forget it (a failed dispose
+                // above leaves the entry, and the next pass retries).
+                status.savepoint_history.retain(|r| r.path != path);
+                resource_version = write_status(&jobs, &name, resource_version.as_deref(), &status).await?;
             }
             LAction::RemoveFinalizer => {
                 let keep: Vec<String> = job.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-                set_finalizers(&jobs, job, keep).await?;
+                // The resourceVersion of this pass's own status write, not the one read.
+                resource_version = set_finalizers_at(&jobs, &name, resource_version.take(), keep).await?;
                 ctx.metrics.job_state(&ns, &name, None);
             }
         }

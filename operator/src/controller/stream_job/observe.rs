@@ -2,7 +2,7 @@
 //! control API and (only where a decision depends on it) storage, as the lifecycle's
 //! [`Observation`].
 
-use crate::build::{LABEL_JOB, coordinator_name, worker_name};
+use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
     LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
@@ -136,7 +136,7 @@ pub(super) async fn observe(
         .await
         .map_err(observe_err("StatefulSet"))?;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().labels(&format!("{LABEL_JOB}={name}")))
+        .list(&ListParams::default().labels(&crate::build::job_selector(&name)))
         .await
         .map_err(observe_err("Pods"))?
         .items;
@@ -206,6 +206,7 @@ pub(super) async fn observe(
             workloads_present: coordinator.is_some() || workers.is_some(),
             job_pods: pods.len() as u32,
             crash_looping,
+            unschedulable: unschedulable_reason(&pods),
             newest_snapshot,
             restore_info,
             savepoint_in_flight_since,
@@ -213,4 +214,45 @@ pub(super) async fn observe(
         savepoints,
         coordinator,
     })
+}
+
+/// The first `PodScheduled=False` condition among `pods` (e.g. "0/3 nodes are available:
+/// 3 Insufficient cpu"), as `<pod>: <message>`.
+fn unschedulable_reason(pods: &[Pod]) -> Option<String> {
+    pods.iter().find_map(|p| {
+        let c = p
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        Some(format!(
+            "{}: {}",
+            p.metadata.name.as_deref().unwrap_or("pod"),
+            c.message.clone().or_else(|| c.reason.clone()).unwrap_or_default()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod unschedulable_tests {
+    use super::*;
+
+    #[test]
+    fn the_pod_scheduled_false_message_is_reported() {
+        let pod = |name: &str, scheduled: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "status": {"conditions": [{"type": "PodScheduled", "status": scheduled,
+                    "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient cpu."}]}
+            }))
+            .unwrap()
+        };
+        assert_eq!(unschedulable_reason(&[pod("wc-worker-0", "True")]), None);
+        assert_eq!(
+            unschedulable_reason(&[pod("wc-worker-0", "True"), pod("wc-worker-63", "False")]).as_deref(),
+            Some("wc-worker-63: 0/3 nodes are available: 3 Insufficient cpu.")
+        );
+    }
 }

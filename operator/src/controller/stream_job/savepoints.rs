@@ -99,7 +99,8 @@ pub fn savepoint_object_name(job: &str, origin: SavepointOrigin, path: Option<&s
             .unwrap_or_else(|| format!("{:08x}", xxhash_rust::xxh3::xxh3_64(p.as_bytes()) as u32)),
         None => now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs().to_string(),
     };
-    format!("{job}-{kind}-{suffix}")
+    // The job key keeps the name short for long job names (see `build::job_key`).
+    format!("{}-{kind}-{suffix}", build::job_key(job))
 }
 
 /// Creates (server-side apply) the Savepoint object owned by the job; with a path (an upgrade
@@ -120,7 +121,7 @@ pub(super) async fn record_savepoint(
         "kind": Savepoint::kind(&()),
         "metadata": {
             "name": obj_name,
-            "labels": {LABEL_JOB: name, "app.kubernetes.io/managed-by": FIELD_MANAGER},
+            "labels": {LABEL_JOB: build::job_key(&name), "app.kubernetes.io/managed-by": FIELD_MANAGER},
             "ownerReferences": [build::owner_reference(job)],
         },
         "spec": {"jobRef": {"name": name}, "origin": origin, "disposeOnDelete": false},

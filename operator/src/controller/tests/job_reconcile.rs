@@ -331,7 +331,9 @@ async fn deletion_completes_when_event_writes_fail() {
     let r = api
         .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
         .await;
-    assert_eq!(r.body, json!({"metadata": {"finalizers": [], "resourceVersion": "10"}}));
+    // Conditioned on the resourceVersion of this pass's own status write (10 → 11), not the
+    // one it read: that would be a 409 and a 15 s delay on every delete.
+    assert_eq!(r.body, json!({"metadata": {"finalizers": [], "resourceVersion": "11"}}));
     r.ok(job_json(&json!({"finalizers": []})));
     let action = finish(task).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(60)));
@@ -345,4 +347,144 @@ async fn invalid_object_gets_a_validation_event() {
     let task = tokio::spawn(stream_job::reconcile(guard(job), ctx));
     api.event("Warning", "ValidationError", 200).await;
     assert_eq!(finish(task).await.unwrap(), Action::await_change());
+}
+
+/// A pass that decided on a stale cached object (here: an older status without the upgrade's
+/// recorded trigger) must neither overwrite the newer status nor act: its status write is
+/// conditioned on the resourceVersion it read, the 409 ends the pass before the
+/// stop-with-savepoint, and no Warning event is published (the retry decides on the new object).
+#[tokio::test]
+async fn a_pass_on_a_stale_object_neither_overwrites_status_nor_acts() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let mut spec = spec_json();
+    spec["image"] = json!("weir:2");
+    let job = running_job(spec, 2);
+    control.set_job(Some(job_status(JobState::Running, None)));
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.status_conflict().await;
+    let err = finish(task).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
+    assert!(
+        control.requests().is_empty(),
+        "no stop-with-savepoint on a stale object"
+    );
+    let obj = guard(running_job(spec_json(), 1));
+    assert_eq!(
+        stream_job::error_policy(obj, &err, ctx),
+        Action::requeue(Duration::from_secs(1))
+    );
+}
+
+/// A pass whose decision leaves status unchanged but acts (deleting workloads while Deleting)
+/// first checks that the object is still the one it read; a newer one ends the pass.
+#[tokio::test]
+async fn acting_without_a_status_write_checks_the_object_is_current() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let mut job = running_job(spec_json(), 1);
+    job["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
+    control.set_job(Some(job_status(JobState::Running, None)));
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    api.delete_workloads().await;
+    finish(task).await.unwrap();
+
+    // The same pass again on the object with that status: nothing to write, workloads to delete.
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let r = api
+        .expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await;
+    r.ok(job_json(&json!({"resourceVersion": "12"})));
+    let err = finish(task).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
+}
+
+/// Retention (defect 13): a savepoint leaves `status.savepointHistory` only after its data was
+/// disposed; a failed dispose keeps the entry, and the next pass retries it.
+#[tokio::test]
+async fn retention_forgets_a_savepoint_only_after_its_dispose_succeeded() {
+    let (ctx, mut api, control, snaps) = setup();
+    let mut spec = spec_json();
+    spec["savepoints"]["history"] = json!({"maxCount": 1});
+    let mut job = running_job(spec.clone(), 1);
+    job["status"]["lastReconciledSpec"] = json!(serde_json::to_string(&spec).unwrap());
+    job["status"]["lastStableSpec"] = job["status"]["lastReconciledSpec"].clone();
+    job["status"]["savepointHistory"] = json!([
+        {"path": "s3://bucket/svp/old", "completedAt": "2023-11-14T22:00:00Z", "origin": "Periodic"},
+        {"path": "s3://bucket/svp/new", "completedAt": "2023-11-14T22:05:00Z", "origin": "Periodic"},
+    ]);
+    control.set_job(Some(job_status(JobState::Running, None)));
+    snaps.fail_disposes(Some("S3 unreachable"));
+
+    // Pass 1: the dispose fails: a StorageError, the entry is kept.
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["savepointHistory"].as_array().unwrap().len(), 2);
+    api.apply_children().await;
+    api.event("Warning", "StorageError", 200).await;
+    assert!(finish(task).await.is_err());
+    assert!(snaps.disposed().is_empty());
+
+    // Pass 2: the dispose succeeds, then (and only then) the entry is removed from status.
+    snaps.fail_disposes(None);
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await
+        .ok(job_json(&json!({})));
+    api.apply_children().await;
+    let status = api.status().await;
+    let paths: Vec<_> = status["savepointHistory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].clone())
+        .collect();
+    assert_eq!(paths, vec![json!("s3://bucket/svp/new")]);
+    assert_eq!(snaps.disposed(), vec!["s3://bucket/svp/old".to_string()]);
+    finish(task).await.unwrap();
+}
+
+/// Defect 15: failures back off per object (5 s, 10 s, 20 s ...), independently for two jobs, and
+/// a successful pass starts the object over; a conflict is retried after 1 s without counting.
+#[tokio::test]
+async fn error_backoff_grows_per_object_and_resets_after_success() {
+    let (ctx, mut api, _control, _snaps) = setup();
+    let err = || Error::StorageError("S3 unreachable".into());
+    let wc = guard(job_json(&json!({})));
+    let other = guard(job_json(&json!({"name": "other"})));
+    let got: Vec<Action> = (0..3)
+        .map(|_| stream_job::error_policy(wc.clone(), &err(), ctx.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [5, 10, 20].map(|s| Action::requeue(Duration::from_secs(s))).to_vec()
+    );
+    assert_eq!(
+        stream_job::error_policy(other, &err(), ctx.clone()),
+        Action::requeue(Duration::from_secs(5)),
+        "another job has its own count"
+    );
+    assert_eq!(
+        stream_job::error_policy(wc.clone(), &Error::Conflict("moved on".into()), ctx.clone()),
+        Action::requeue(Duration::from_secs(1))
+    );
+
+    // A successful pass (an unchanged running job) resets wc's count.
+    let mut job = running_job(spec_json(), 1);
+    job["status"]["conditions"] = json!([]);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    api.status().await;
+    api.apply_children().await;
+    finish(task).await.unwrap();
+    assert_eq!(
+        stream_job::error_policy(wc, &err(), ctx),
+        Action::requeue(Duration::from_secs(5))
+    );
 }

@@ -181,7 +181,8 @@ impl ApiServer {
             .ok(json!({"apiVersion": "weir.dev/v1alpha1", "kind": "SavepointList", "metadata": {}, "items": w.savepoints}));
     }
 
-    /// The StreamJob status write; returns the written status.
+    /// The StreamJob status write, conditioned on a resourceVersion (which it asserts and
+    /// answers with that version + 1, as the API server moves it on); returns the status.
     pub(super) async fn status(&mut self) -> Value {
         let r = self
             .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc/status")
@@ -189,11 +190,29 @@ impl ApiServer {
         r.assert_ssa();
         assert_eq!(r.body["apiVersion"], "weir.dev/v1alpha1");
         assert_eq!(r.body["kind"], "StreamJob");
+        let rv: u64 = r.body["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("a status write carries a resourceVersion precondition")
+            .parse()
+            .unwrap();
         let status = r.body["status"].clone();
-        let mut obj = job_json(&json!({}));
+        let mut obj = job_json(&json!({"resourceVersion": (rv + 1).to_string()}));
         obj["status"] = status.clone();
         r.ok(obj);
         status
+    }
+
+    /// A status write refused with 409 (the object moved on since the pass read it).
+    pub(super) async fn status_conflict(&mut self) {
+        let r = self
+            .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc/status")
+            .await;
+        assert!(r.body["metadata"]["resourceVersion"].is_string(), "{}", r.body);
+        r.reply(
+            409,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 409,
+                   "reason": "Conflict", "message": "the object has been modified"}),
+        );
     }
 
     /// The server-side applies of a deployment; returns (Deployment, StatefulSet) bodies.

@@ -21,6 +21,7 @@ use weir_runtime::control::api::{
     CheckpointStats, JobState, JobStatus, OperatorStateInfo, SavepointStatus, SnapshotInfo, SnapshotKind, TriggerState,
 };
 
+mod events;
 mod job_reconcile;
 mod mock;
 mod savepoint_reconcile;
@@ -81,7 +82,11 @@ fn setup() -> (Arc<Context>, ApiServer, FakeControlApi, FakeSnapshots) {
         snapshots: Arc::new(snaps.clone()),
         metrics: Arc::new(crate::metrics::Metrics::new(&mut reg)),
         clock: Arc::new(|| UNIX_EPOCH + Duration::from_secs(NOW)),
-        default_image: "weir:default".into(),
+        failures: Default::default(),
+        runtime_defaults: crate::build::RuntimeDefaults {
+            image: "weir:default".into(),
+            ..Default::default()
+        },
     };
     (Arc::new(ctx), ApiServer(handle), control, snaps)
 }

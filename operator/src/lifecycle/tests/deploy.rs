@@ -88,6 +88,10 @@ fn rollback_after_readiness_timeout_and_not_retried() {
     o3.now = o.now;
     let d = decide(&bad, &d.status, &o3);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Running);
+    // It runs the previous spec and says so (defect 10): the reason stays in status.error.
+    let err = d.status.error.clone().unwrap_or_default();
+    assert!(err.contains("rolled back to the last stable spec"), "{err:?}");
+    assert_eq!(d.status.failed_generation, Some(o3.generation));
     assert!(!d.actions.iter().any(|a| matches!(a, Action::StopWithSavepoint { .. })));
     // A new generation is.
     let mut o4 = o3.clone();
@@ -115,4 +119,22 @@ fn savepoint_redeploy_restores_from_the_initial_path_not_the_stop_savepoint() {
         (r.path.as_str(), r.origin),
         ("s3://b/svp/savepoint-j-3", RestoreOrigin::Initial)
     );
+}
+
+/// Defect 10: a deployment (e.g. a rescale to 64) whose pods cannot be scheduled reports why
+/// while it waits, and the reason goes once they are scheduled.
+#[test]
+fn unschedulable_deployment_says_why() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let st = deployed_status(&spec, LifecycleState::Deploying);
+    let mut o = obs();
+    o.job = Some(report(JobState::Initializing));
+    o.unschedulable = Some("j-worker-63: 0/3 nodes are available: 3 Insufficient cpu.".into());
+    let d = decide(&spec, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Deploying);
+    let err = d.status.error.clone().unwrap_or_default();
+    assert!(err.contains("scheduled") && err.contains("Insufficient cpu"), "{err:?}");
+    o.unschedulable = None;
+    let d = decide(&spec, &d.status, &o);
+    assert_eq!(d.status.error, None);
 }

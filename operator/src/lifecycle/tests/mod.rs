@@ -96,6 +96,7 @@ fn obs() -> Observation {
         workloads_present: true,
         job_pods: 3,
         crash_looping: false,
+        unschedulable: None,
         newest_snapshot: Some(snapshot(5, SnapshotKind::Checkpoint, 0)),
         restore_info: RestoreInfo::NotInspected,
         savepoint_in_flight_since: None,

@@ -182,3 +182,62 @@ fn invalid_spec_is_refused_before_the_running_job_is_stopped() {
             .any(|e| e.reason == Reason::ValidationError && e.warning)
     );
 }
+
+/// Issue 9 defect 12: removing a stateful operator's uid (or reusing it for another kind) is
+/// refused while the job still runs the previous spec: no stop, no savepoint, no deletion; the
+/// reason stays in status.error (also on the next pass) until the spec changes; stateless mode
+/// and allowNonRestoredState let the change through.
+#[test]
+fn state_incompatible_change_is_refused_before_the_running_job_is_stopped() {
+    for mode in [UpgradeMode::Savepoint, UpgradeMode::LastState] {
+        let old = base_spec(mode);
+        let mut new = old.clone();
+        new.job.steps = vec![old.job.steps[0].clone(), old.job.steps[3].clone()]; // drops `counts`
+        let running = deployed_status(&old, LifecycleState::Running);
+        let d = decide(&new, &running, &obs());
+        assert!(
+            !kinds(&d)
+                .iter()
+                .any(|k| *k == "stop-with-savepoint" || *k == "delete-workloads"),
+            "{mode:?}: {:?}",
+            kinds(&d)
+        );
+        assert!(d.status.pending.is_none(), "{mode:?}");
+        assert_eq!(
+            d.status.lifecycle_state,
+            LifecycleState::Running,
+            "{mode:?}: keeps running"
+        );
+        let err = d.status.error.clone().unwrap_or_default();
+        assert!(
+            err.contains("[counts]") && err.contains("refused before stopping"),
+            "{mode:?}: {err}"
+        );
+        assert_eq!(d.status.failed_generation, Some(obs().generation));
+        assert!(
+            d.events
+                .iter()
+                .any(|e| e.reason == Reason::ValidationError && e.warning)
+        );
+        // The next pass keeps the reason and still does not stop the job.
+        let again = decide(&new, &d.status, &obs());
+        assert_eq!(again.status.error, d.status.error, "{mode:?}");
+        assert!(again.status.pending.is_none());
+
+        let mut allowed = new.clone();
+        allowed.allow_non_restored_state = true;
+        let d = decide(&allowed, &running, &obs());
+        assert!(
+            d.status.pending.is_some(),
+            "{mode:?}: allowNonRestoredState lets the upgrade start"
+        );
+    }
+    let old = base_spec(UpgradeMode::Stateless);
+    let mut new = old.clone();
+    new.job.steps = vec![old.job.steps[0].clone(), old.job.steps[3].clone()];
+    let d = decide(&new, &deployed_status(&old, LifecycleState::Running), &obs());
+    assert!(
+        d.status.pending.is_some(),
+        "stateless carries no state: the upgrade starts"
+    );
+}

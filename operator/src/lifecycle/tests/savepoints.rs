@@ -79,7 +79,53 @@ fn running_job_disposes_by_retention_but_not_its_restore_point() {
         1
     );
     assert!(d.actions.contains(&Action::DisposeSavepoint { path: "sp-2".into() }));
-    assert_eq!(d.status.savepoint_history.len(), 2);
+    // The entry stays until the dispose succeeded (the controller removes it then), so a
+    // failed dispose is retried on the next pass instead of orphaning the data.
+    assert_eq!(d.status.savepoint_history.len(), 3);
+    let again = decide(&spec, &d.status, &obs());
+    assert!(
+        again
+            .actions
+            .contains(&Action::DisposeSavepoint { path: "sp-2".into() })
+    );
+}
+
+/// Without spec.savepoints.history (or without spec.savepoints at all), at most
+/// DEFAULT_MAX_COUNT operator savepoints are kept; `history: {}` keeps all.
+#[test]
+fn default_retention_applies_when_history_is_unset() {
+    let mut spec = base_spec(UpgradeMode::Savepoint);
+    let n = retention::DEFAULT_MAX_COUNT as usize + 2;
+    let history: Vec<SavepointRecord> = (0..n)
+        .map(|i| rec(&format!("sp-{i}"), i as u64, SavepointOrigin::Periodic))
+        .collect();
+    let running = |spec: &StreamJobSpec| {
+        let mut st = deployed_status(spec, LifecycleState::Running);
+        st.savepoint_history = history.clone();
+        st
+    };
+    let disposed = |d: &Decision| -> Vec<String> {
+        d.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::DisposeSavepoint { path } => Some(path.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    for savepoints in [spec.savepoints.clone(), None] {
+        spec.savepoints = savepoints;
+        let d = decide(&spec, &running(&spec), &obs());
+        assert_eq!(disposed(&d), vec!["sp-1".to_string(), "sp-0".to_string()]);
+    }
+    spec.savepoints = Some(SavepointsConfig {
+        history: Some(SavepointHistory::default()),
+        ..Default::default()
+    });
+    assert!(
+        disposed(&decide(&spec, &running(&spec), &obs())).is_empty(),
+        "history: {{}} keeps all"
+    );
 }
 
 #[test]

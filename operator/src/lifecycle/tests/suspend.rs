@@ -65,3 +65,39 @@ fn stateless_suspend_keeps_no_restore_point() {
     assert_eq!(d.status.lifecycle_state, LifecycleState::Suspended);
     assert!(d.status.restore_point.is_none());
 }
+
+/// Defect 11: a Suspended savepoint-mode job whose status.restorePoint is missing resumes from
+/// its newest known snapshot (the recorded savepoint here, newer than the checkpoint in
+/// storage), with a Warning, not from empty state.
+#[test]
+fn resume_without_a_restore_point_uses_the_newest_known_snapshot() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let mut st = deployed_status(&spec, LifecycleState::Suspended);
+    st.restore_point = None;
+    st.savepoint_history = vec![SavepointRecord {
+        path: "s3://b/svp/savepoint-j-9".into(),
+        completed_at: rfc3339(at(50)),
+        origin: SavepointOrigin::Upgrade,
+        savepoint_name: None,
+    }];
+    let d = decide(&spec, &st, &gone(obs()));
+    assert_eq!(
+        d.status.restore_point.as_ref().map(|r| r.path.as_str()),
+        Some("s3://b/svp/savepoint-j-9")
+    );
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.warning && e.message.contains("restorePoint is missing"))
+    );
+    // Nothing recorded: the newest snapshot in storage.
+    st.savepoint_history.clear();
+    let d = decide(&spec, &st, &gone(obs()));
+    let rp = d.status.restore_point.expect("restore point from storage");
+    assert_eq!(rp.origin, RestoreOrigin::Checkpoint);
+    // Stateless mode resumes empty, as documented.
+    let spec = base_spec(UpgradeMode::Stateless);
+    let mut st = deployed_status(&spec, LifecycleState::Suspended);
+    st.restore_point = None;
+    assert!(decide(&spec, &st, &gone(obs())).status.restore_point.is_none());
+}
