@@ -117,7 +117,7 @@ pub struct CheckpointingSpec {
     /// the job fails with the cause; as Flink's `tolerable-failed-checkpoints`, default 0: the
     /// first failure fails the job (a cluster job then restarts by its restart strategy).
     /// Savepoint failures never count.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub tolerable_failed_checkpoints: u32,
 }
 
@@ -130,6 +130,10 @@ fn default_timeout() -> String {
 fn default_min_pause() -> String {
     "0s".into()
 }
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 fn default_retained() -> u32 {
     3
 }
