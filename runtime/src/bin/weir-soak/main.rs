@@ -48,6 +48,9 @@ struct Args {
     /// Keep the directories of passing trials too.
     #[arg(long)]
     keep: bool,
+    /// Print every trial's event log, not only failing ones'.
+    #[arg(long)]
+    verbose: bool,
     /// Directory holding `text/*.txt` (default: ../shared/data from the repository root).
     #[arg(long, env = "WEIR_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -165,13 +168,15 @@ async fn soak(args: Args) -> Result<bool, String> {
             let outcome = trial::run(&env, mode, trial_seed, &dir).await?;
             let line = TrialLine::new(mode, trial_seed, &outcome, t0.elapsed());
             println!("{}", line.render());
-            if !line.passed() {
+            if !line.passed() || args.verbose {
                 for l in &outcome.log {
                     println!("    {l}");
                 }
                 for e in &outcome.diff.examples {
                     println!("    {e}");
                 }
+            }
+            if !line.passed() {
                 println!("    kept: {}", dir.display());
             } else if !args.keep {
                 let _ = std::fs::remove_dir_all(&dir);

@@ -186,6 +186,7 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
     if let Some(s3) = s3 {
         s3.proxy.set_faults(None, 0);
         ctx.out.faults = s3.proxy.take_counts();
+        ctx.note(format!("proxy: {:?}", ctx.out.faults));
     }
     match completed {
         Ok(c) => ctx.out.completed = c,
