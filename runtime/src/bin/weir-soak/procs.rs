@@ -134,6 +134,7 @@ pub async fn wait_running(http: &reqwest::Client, api: &str, proc: &mut Proc, af
 pub async fn trigger_savepoint(weir: &Path, api: &str, stop: bool, env: &[(String, String)]) -> Result<String, String> {
     let mut cmd = Command::new(weir);
     cmd.args(["savepoint", "trigger", "--url", api, "--timeout", "60s"])
+        .env("WEIR_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .kill_on_drop(true);
     if stop {

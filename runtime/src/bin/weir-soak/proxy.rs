@@ -255,10 +255,15 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
     let body = match fault {
         Some((FaultKind::LostResponse, _)) => return Err(DropConnection),
         Some((FaultKind::TruncatedRead, _)) if bytes.len() > 1 => {
-            let half = bytes.slice(..bytes.len() / 2);
-            let chunks: Vec<Result<Bytes, std::io::Error>> =
-                vec![Ok(half), Err(std::io::Error::other("truncated by weir-soak"))];
-            Body::from_stream(futures::stream::iter(chunks))
+            use futures::StreamExt;
+            let half: Result<Bytes, std::io::Error> = Ok(bytes.slice(..bytes.len() / 2));
+            // The pause lets hyper flush the headers and the first half before the error
+            // aborts the connection (otherwise the client would see no response at all).
+            let cut = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(std::io::Error::other("truncated by weir-soak"))
+            });
+            Body::from_stream(futures::stream::iter([half]).chain(cut))
         }
         _ => Body::from(bytes),
     };
@@ -322,3 +327,7 @@ mod tests {
         assert_eq!((c.lost_responses, c.slow_deletes, c.total()), (2, 1, 3));
     }
 }
+
+#[cfg(test)]
+#[path = "proxy_tests.rs"]
+mod proxy_tests;
