@@ -120,7 +120,9 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
     let http = ctx.env.http.clone();
     let weir = ctx.env.weir.clone();
     for step in &plan.steps {
-        let Some(coord) = c.coordinator.as_mut() else { return false };
+        let Some(coord) = c.coordinator.as_mut() else {
+            return false;
+        };
         if !procs::wait_running(&http, &c.api, coord, None, Duration::from_secs(60)).await {
             break;
         }
@@ -131,7 +133,11 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
                 }
                 c.kill_worker(ctx, worker).await;
             }
-            Step::SavepointThenKillWorker { after_ms, kill_ms, worker } => {
+            Step::SavepointThenKillWorker {
+                after_ms,
+                kill_ms,
+                worker,
+            } => {
                 if c.sleep(after_ms).await {
                     break;
                 }
@@ -166,7 +172,9 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
     ctx.note("faults off; waiting for the job to finish");
     // A coordinator that exits non-zero is restarted (same run id) at most twice.
     for _ in 0..3 {
-        let Some(coord) = c.coordinator.as_mut() else { return false };
+        let Some(coord) = c.coordinator.as_mut() else {
+            return false;
+        };
         if coord.wait(Duration::from_secs(240)).await.is_none() {
             ctx.note(format!("coordinator still running after 240 s: {}", coord.tail(3)));
             return false;

@@ -124,10 +124,16 @@ mod tests {
     #[test]
     fn expected_records_are_the_running_counts_of_lowercased_words() {
         let e = expected_records(&input("The cat, the DOG.\n\n--the\n"));
-        let want: BTreeMap<String, u64> = [rec("the", 1), rec("the", 2), rec("the", 3), rec("cat", 1), rec("dog", 1)]
-            .into_iter()
-            .map(|r| (r, 1))
-            .collect();
+        let want: BTreeMap<String, u64> = [
+            rec("the", 1),
+            rec("the", 2),
+            rec("the", 3),
+            rec("cat", 1),
+            rec("dog", 1),
+        ]
+        .into_iter()
+        .map(|r| (r, 1))
+        .collect();
         assert_eq!(e, want);
         assert_eq!(rec("a", 1), r#"{"word":"a","count":1}"#);
     }
@@ -138,13 +144,23 @@ mod tests {
         let table: Vec<(Vec<String>, (u64, u64, u64))> = vec![
             (vec![rec("a", 1), rec("a", 2), rec("b", 1)], (0, 0, 0)),
             (vec![rec("a", 2), rec("b", 1)], (1, 0, 0)),
-            (vec![rec("a", 1), rec("a", 1), rec("a", 2), rec("b", 1), rec("b", 1)], (0, 2, 0)),
-            (vec![rec("a", 1), rec("a", 2), rec("b", 1), rec("a", 3), "not json".into()], (0, 0, 2)),
+            (
+                vec![rec("a", 1), rec("a", 1), rec("a", 2), rec("b", 1), rec("b", 1)],
+                (0, 2, 0),
+            ),
+            (
+                vec![rec("a", 1), rec("a", 2), rec("b", 1), rec("a", 3), "not json".into()],
+                (0, 0, 2),
+            ),
             (vec![], (3, 0, 0)),
         ];
         for (committed, (lost, duplicated, foreign)) in table {
             let d = compare(&e, committed.clone());
-            assert_eq!((d.lost, d.duplicated, d.foreign), (lost, duplicated, foreign), "{committed:?}");
+            assert_eq!(
+                (d.lost, d.duplicated, d.foreign),
+                (lost, duplicated, foreign),
+                "{committed:?}"
+            );
             assert_eq!(d.examples.is_empty(), lost + duplicated + foreign == 0);
         }
     }
@@ -165,6 +181,12 @@ mod tests {
         assert!(nums.windows(2).all(|w| w[1] == w[0] + 1), "{nums:?}");
         assert_eq!(a[0].name, "a-t.txt");
         // More lines asked than the text has: the whole text.
-        assert_eq!(slice_inputs(&mut StdRng::seed_from_u64(1), &texts, 500)[0].text.lines().count(), 100);
+        assert_eq!(
+            slice_inputs(&mut StdRng::seed_from_u64(1), &texts, 500)[0]
+                .text
+                .lines()
+                .count(),
+            100
+        );
     }
 }

@@ -190,10 +190,36 @@ async fn soak(args: Args) -> Result<bool, String> {
     Ok(totals.iter().all(|t| t.failing.is_empty()))
 }
 
+/// Resolves on SIGINT or SIGTERM.
+async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    match soak(args).await {
+    // On SIGINT/SIGTERM the soak future is dropped first: its `weir` children and moto are
+    // killed on drop, so nothing is left running.
+    let result = tokio::select! {
+        r = soak(args) => Some(r),
+        _ = interrupted() => None,
+    };
+    let Some(result) = result else {
+        eprintln!("weir-soak: interrupted; child processes killed");
+        std::process::exit(130);
+    };
+    match result {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
         Err(e) => {

@@ -47,7 +47,10 @@ impl S3Env {
                 break;
             }
             if let Ok(Some(st)) = moto.try_wait() {
-                return Err(format!("moto exited during startup ({st}); see {}/moto.log", dir.display()));
+                return Err(format!(
+                    "moto exited during startup ({st}); see {}/moto.log",
+                    dir.display()
+                ));
             }
             if Instant::now() > deadline {
                 return Err(format!("moto did not answer on {endpoint} within 60 s"));
@@ -113,8 +116,15 @@ impl S3Env {
             .await
             .map_err(|e| format!("opening s3://{bucket}: {e}"))?;
         let mut lines = vec![];
-        for o in store.list("output/").await.map_err(|e| format!("listing output: {e}"))? {
-            let bytes = store.get(&o.path).await.map_err(|e| format!("reading {}: {e}", o.path))?;
+        for o in store
+            .list("output/")
+            .await
+            .map_err(|e| format!("listing output: {e}"))?
+        {
+            let bytes = store
+                .get(&o.path)
+                .await
+                .map_err(|e| format!("reading {}: {e}", o.path))?;
             lines.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
         }
         Ok(lines)

@@ -83,8 +83,8 @@ pub struct Plan {
 /// The plan of trial `seed` in `mode`. Pure: the same (mode, seed) gives the same plan.
 pub fn plan(mode: Mode, seed: u64) -> Plan {
     let mut rng = StdRng::seed_from_u64(seed ^ (mode as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let lines_per_file = rng.random_range(1500..=3000);
-    // Input lasts ~2–4 s per pass at this rate, so kills land mid-input.
+    let lines_per_file = rng.random_range(2500..=5000);
+    // Input lasts ~2–8 s per pass at this rate, so kills land mid-input.
     let rate = rng.random_range(600..=1200);
     let interval_ms = rng.random_range(150..=500);
     let parallelism = match mode {
@@ -170,7 +170,10 @@ mod tests {
                 assert_eq!(format!("{:?}", plan(mode, seed)), format!("{:?}", plan(mode, seed)));
             }
         }
-        assert_ne!(format!("{:?}", plan(Mode::Local, 1)), format!("{:?}", plan(Mode::Local, 2)));
+        assert_ne!(
+            format!("{:?}", plan(Mode::Local, 1)),
+            format!("{:?}", plan(Mode::Local, 2))
+        );
     }
 
     #[test]
@@ -178,7 +181,12 @@ mod tests {
         for seed in 0..300 {
             let local = plan(Mode::Local, seed);
             assert!(!local.steps.is_empty() && local.faults.is_none());
-            assert!(local.steps.iter().all(|s| matches!(s, Step::Kill { .. } | Step::SavepointThenKill { .. })));
+            assert!(
+                local
+                    .steps
+                    .iter()
+                    .all(|s| matches!(s, Step::Kill { .. } | Step::SavepointThenKill { .. }))
+            );
             let cluster = plan(Mode::Cluster, seed);
             assert!((2..=4).contains(&cluster.parallelism));
             assert!(cluster.steps.iter().all(|s| matches!(

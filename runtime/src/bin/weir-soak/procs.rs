@@ -17,7 +17,13 @@ pub struct Proc {
 
 impl Proc {
     /// Starts `weir ARGS...` with `env`, stdout discarded and stderr in `dir/<name>.log`.
-    pub fn spawn(weir: &Path, dir: &Path, name: &str, args: &[String], env: &[(String, String)]) -> std::io::Result<Proc> {
+    pub fn spawn(
+        weir: &Path,
+        dir: &Path,
+        name: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> std::io::Result<Proc> {
         let log = dir.join(format!("{name}.log"));
         let child = Command::new(weir)
             .args(args)
@@ -112,7 +118,13 @@ pub async fn job_status(http: &reqwest::Client, api: &str) -> Option<serde_json:
 
 /// Waits until the job is RUNNING (with a completed checkpoint newer than `after` when given);
 /// `false` after `timeout` or when `proc` exited.
-pub async fn wait_running(http: &reqwest::Client, api: &str, proc: &mut Proc, after: Option<u64>, timeout: Duration) -> bool {
+pub async fn wait_running(
+    http: &reqwest::Client,
+    api: &str,
+    proc: &mut Proc,
+    after: Option<u64>,
+    timeout: Duration,
+) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if proc.try_exited().is_some() {
@@ -140,7 +152,10 @@ pub async fn trigger_savepoint(weir: &Path, api: &str, stop: bool, env: &[(Strin
     if stop {
         cmd.arg("--stop");
     }
-    let out = cmd.output().await.map_err(|e| format!("spawning weir savepoint trigger: {e}"))?;
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("spawning weir savepoint trigger: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {

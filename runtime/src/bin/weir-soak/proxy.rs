@@ -150,7 +150,9 @@ impl Proxy {
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| handle(st.clone(), req));
                     let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await;
                 });
             }
         });
@@ -179,8 +181,10 @@ fn s3_error(status: u16, code: &str) -> Response<Body> {
     );
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/xml"),
+    );
     r
 }
 
@@ -199,7 +203,11 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
     let shape = RequestShape {
         is_get: req.method() == hyper::Method::GET,
         is_delete: req.method() == hyper::Method::DELETE
-            || (req.method() == hyper::Method::POST && req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "delete" || p == "delete="))),
+            || (req.method() == hyper::Method::POST
+                && req
+                    .uri()
+                    .query()
+                    .is_some_and(|q| q.split('&').any(|p| p == "delete" || p == "delete="))),
     };
     let fault = {
         let mut guard = st.faults.lock().expect("fault lock");
@@ -298,10 +306,13 @@ mod tests {
         }
     }
 
+    /// (enabled kinds, request, roll, pick, expected fault)
+    type Case = (&'static [FaultKind], RequestShape, u32, usize, Option<FaultKind>);
+
     #[test]
     fn faults_apply_only_where_they_make_sense() {
         use FaultKind::*;
-        let table: Vec<(&[FaultKind], RequestShape, u32, usize, Option<FaultKind>)> = vec![
+        let table: Vec<Case> = vec![
             (&[InternalError], PUT, 49, 0, Some(InternalError)),
             (&[InternalError], PUT, 50, 0, None),
             (&[SlowDown, LostResponse], PUT, 0, 1, Some(LostResponse)),
@@ -314,7 +325,11 @@ mod tests {
             (&[InternalError], DELETE, 999, 0, None),
         ];
         for (kinds, shape, roll, pick, want) in table {
-            assert_eq!(decide(&plan(kinds), shape, roll, pick), want, "{kinds:?} {shape:?} roll {roll}");
+            assert_eq!(
+                decide(&plan(kinds), shape, roll, pick),
+                want,
+                "{kinds:?} {shape:?} roll {roll}"
+            );
         }
     }
 

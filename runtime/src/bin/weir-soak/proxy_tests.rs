@@ -73,7 +73,14 @@ async fn each_fault_reaches_the_client_as_s3_would_show_it() {
 
     let c = proxy.take_counts();
     assert_eq!(
-        (c.requests, c.internal_errors, c.slow_downs, c.lost_responses, c.truncated_reads, c.slow_deletes),
+        (
+            c.requests,
+            c.internal_errors,
+            c.slow_downs,
+            c.lost_responses,
+            c.truncated_reads,
+            c.slow_deletes
+        ),
         (7, 1, 1, 1, 1, 1)
     );
     assert_eq!(proxy.take_counts(), FaultCounts::default());

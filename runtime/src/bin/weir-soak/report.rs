@@ -152,7 +152,17 @@ pub fn summary(totals: &[ModeTotals], took: Duration) -> String {
     let _ = writeln!(
         s,
         "{:<14} {:>6} {:>6} {:>6} {:>10} {:>7} {:>12} {:>10} {:>6} {:>10} {:>7}",
-        "mode", "trials", "failed", "kills", "savepoints", "faults", "job-failures", "incomplete", "lost", "duplicated", "foreign"
+        "mode",
+        "trials",
+        "failed",
+        "kills",
+        "savepoints",
+        "faults",
+        "job-failures",
+        "incomplete",
+        "lost",
+        "duplicated",
+        "foreign"
     );
     for t in totals {
         let _ = writeln!(
@@ -221,7 +231,10 @@ mod tests {
         assert_eq!((t.trials, t.kills, t.duplicated, t.lost, t.incomplete), (3, 6, 7, 4, 1));
         assert_eq!(t.failing, vec![2, 3]);
         let s = summary(&[t], Duration::from_secs(9));
-        assert!(s.contains("failing: mode local seed 2  (replay: weir-soak --mode local --seed 2 --trials 1)"), "{s}");
+        assert!(
+            s.contains("failing: mode local seed 2  (replay: weir-soak --mode local --seed 2 --trials 1)"),
+            "{s}"
+        );
         assert!(s.contains("failing: mode local seed 3"), "{s}");
         assert!(s.ends_with("FAIL: 3 trials, 2 failing, 9 s\n"), "{s}");
     }
@@ -234,7 +247,11 @@ mod tests {
         let mut foreign = line(1, 0, 0, true);
         foreign.foreign = 1;
         assert!(!foreign.passed());
-        assert!(line(5, 0, 3, true).render().contains("(replay: weir-soak --mode local --seed 5 --trials 1)"));
+        assert!(
+            line(5, 0, 3, true)
+                .render()
+                .contains("(replay: weir-soak --mode local --seed 5 --trials 1)")
+        );
         let summary_ok = summary(&[ModeTotals::new(Mode::S3)], Duration::from_secs(1));
         assert!(summary_ok.ends_with("PASS: 0 trials, 0 failing, 1 s\n"), "{summary_ok}");
     }

@@ -85,10 +85,18 @@ impl Ctx<'_> {
 
 fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
     let (ckpt, svp, out) = match bucket {
-        Some(b) => (format!("s3://{b}/checkpoints"), format!("s3://{b}/savepoints"), format!("s3://{b}/output")),
+        Some(b) => (
+            format!("s3://{b}/checkpoints"),
+            format!("s3://{b}/savepoints"),
+            format!("s3://{b}/output"),
+        ),
         None => {
             let d = dir.display();
-            (format!("{d}/checkpoints"), format!("{d}/savepoints"), format!("{d}/output"))
+            (
+                format!("{d}/checkpoints"),
+                format!("{d}/savepoints"),
+                format!("{d}/output"),
+            )
         }
     };
     format!(
@@ -124,7 +132,9 @@ spec:
 /// Committed lines of a local sink directory (hidden in-progress files excluded).
 fn local_lines(dir: &Path) -> Result<Vec<String>, String> {
     let mut lines = vec![];
-    let Ok(rd) = std::fs::read_dir(dir) else { return Ok(lines) };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(lines);
+    };
     for e in rd.flatten() {
         let p = e.path();
         if e.file_name().to_string_lossy().starts_with('.') || !p.is_file() {
@@ -140,7 +150,11 @@ fn local_lines(dir: &Path) -> Result<Vec<String>, String> {
 /// remove). Setup errors (moto, disk) are returned; everything the job does is in the outcome.
 pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Outcome, String> {
     let plan = crate::plan::plan(mode, seed);
-    let inputs = expected::slice_inputs(&mut StdRng::seed_from_u64(plan.sub_seed), env.texts, plan.lines_per_file);
+    let inputs = expected::slice_inputs(
+        &mut StdRng::seed_from_u64(plan.sub_seed),
+        env.texts,
+        plan.lines_per_file,
+    );
     let expected = expected::expected_records(&inputs);
     std::fs::create_dir_all(dir.join("input")).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for f in &inputs {
@@ -203,13 +217,21 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
 /// Starts `weir run` at `parallelism`, restoring `restore` when given.
 pub fn start_run(ctx: &mut Ctx<'_>, parallelism: u32, restore: Option<&str>) -> Option<Proc> {
     let mut args: Vec<String> = vec!["run".into(), ctx.manifest.display().to_string()];
-    args.extend(["--listen".into(), "127.0.0.1:0".into(), "--parallelism".into(), parallelism.to_string()]);
+    args.extend([
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--parallelism".into(),
+        parallelism.to_string(),
+    ]);
     if let Some(r) = restore {
         args.extend(["--restore".into(), r.to_string()]);
     }
     ctx.started += 1;
     let name = format!("run-{}", ctx.started);
-    ctx.note(format!("start {name}: p={parallelism} restore={}", restore.unwrap_or("none")));
+    ctx.note(format!(
+        "start {name}: p={parallelism} restore={}",
+        restore.unwrap_or("none")
+    ));
     match Proc::spawn(&ctx.env.weir, &ctx.dir, &name, &args, &ctx.child_env) {
         Ok(p) => Some(p),
         Err(e) => {
@@ -228,7 +250,9 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
     let http = ctx.env.http.clone();
     let weir = ctx.env.weir.clone();
     for step in &plan.steps {
-        let Some(mut proc) = start_run(ctx, p, restore.as_deref()) else { return false };
+        let Some(mut proc) = start_run(ctx, p, restore.as_deref()) else {
+            return false;
+        };
         restore = Some("latest".into());
         let api = proc.api_url(Duration::from_secs(30)).await;
         let running = match &api {
@@ -316,7 +340,9 @@ async fn finish_single(ctx: &mut Ctx<'_>, p: u32, mut restore: Option<String>) -
     }
     ctx.note("faults off; final run");
     for _ in 0..3 {
-        let Some(mut proc) = start_run(ctx, p, restore.as_deref()) else { return false };
+        let Some(mut proc) = start_run(ctx, p, restore.as_deref()) else {
+            return false;
+        };
         if proc.wait(Duration::from_secs(240)).await.is_none() {
             ctx.note(format!("final run still going after 240 s: {}", proc.tail(3)));
             proc.kill9().await;
