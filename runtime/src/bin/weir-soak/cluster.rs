@@ -126,6 +126,7 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
         if !procs::wait_running(&http, &c.api, coord, None, Duration::from_secs(60)).await {
             break;
         }
+        crate::trial::note_restored_from(ctx, &http, &c.api).await;
         match *step {
             Step::KillWorker { after_ms, worker } => {
                 if c.sleep(after_ms).await {

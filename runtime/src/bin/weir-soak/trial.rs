@@ -271,6 +271,7 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             continue;
         }
         let api = api.unwrap_or_default();
+        note_restored_from(ctx, &http, &api).await;
         match *step {
             // (Cluster steps are only planned for the cluster mode; here they are plain kills.)
             Step::Kill { after_ms }
@@ -330,6 +331,17 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
         }
     }
     finish_single(ctx, p, restore).await
+}
+
+/// Notes which snapshot the running job restored (`restoredFrom` of `/v1/job`).
+pub async fn note_restored_from(ctx: &mut Ctx<'_>, http: &reqwest::Client, api: &str) {
+    let from = procs::job_status(http, api)
+        .await
+        .and_then(|s| s["restoredFrom"].as_str().map(str::to_string));
+    ctx.note(format!(
+        "RUNNING, restored from {}",
+        from.as_deref().unwrap_or("nothing")
+    ));
 }
 
 /// The fault-free end: up to three starts (restore as given, then `latest`), each allowed to
