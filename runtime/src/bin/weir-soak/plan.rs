@@ -95,7 +95,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     let n = match mode {
         Mode::Rescale => rng.random_range(2..=4),
         Mode::Cluster => rng.random_range(1..=3),
-        Mode::StorageFaults => rng.random_range(0..=3),
+        Mode::StorageFaults => rng.random_range(1..=4),
         _ => rng.random_range(1..=4),
     };
     for _ in 0..n {
@@ -143,7 +143,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             kinds.push(all[rng.random_range(0..all.len())]);
         }
         FaultPlan {
-            per_mille: rng.random_range(20..=80),
+            per_mille: rng.random_range(50..=150),
             kinds,
             slow_delete_ms: rng.random_range(500..=4000),
         }
@@ -196,7 +196,7 @@ mod tests {
             let rescale = plan(Mode::Rescale, seed);
             assert!(rescale.steps.iter().any(|s| matches!(s, Step::StopAndRescale { .. })));
             let faults = plan(Mode::StorageFaults, seed).faults.expect("faults");
-            assert!(!faults.kinds.is_empty() && (20..=80).contains(&faults.per_mille));
+            assert!(!faults.kinds.is_empty() && (50..=150).contains(&faults.per_mille));
             assert!(plan(Mode::S3, seed).faults.is_none());
         }
     }
