@@ -28,6 +28,7 @@ impl Proc {
         let child = Command::new(weir)
             .args(args)
             .env("WEIR_LOG", "warn")
+            .env("NO_COLOR", "1")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
