@@ -355,6 +355,12 @@ async fn finish_single(ctx: &mut Ctx<'_>, p: u32, mut restore: Option<String>) -
         let Some(mut proc) = start_run(ctx, p, restore.as_deref()) else {
             return false;
         };
+        let http = ctx.env.http.clone();
+        if let Some(api) = proc.api_url(Duration::from_secs(30)).await
+            && procs::wait_running(&http, &api, &mut proc, None, Duration::from_secs(30)).await
+        {
+            note_restored_from(ctx, &http, &api).await;
+        }
         if proc.wait(Duration::from_secs(240)).await.is_none() {
             ctx.note(format!("final run still going after 240 s: {}", proc.tail(3)));
             proc.kill9().await;
