@@ -1,0 +1,203 @@
+//! A trial's decisions, drawn up front from its seed so that `--seed S --trials 1 --mode M`
+//! replays them exactly: the input slice, the job's shape, the failure steps and their
+//! timings, and the S3 faults.
+
+use crate::proxy::{FaultKind, FaultPlan};
+use rand::Rng;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+/// What a soak trial exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Mode {
+    /// `weir run` with local checkpoints and sink: kill -9, restore latest, savepoints.
+    Local,
+    /// `weir run` with checkpoints, savepoints and sink on S3 (moto), no faults.
+    S3,
+    /// Coordinator and workers: kill -9 of a worker or of the coordinator.
+    Cluster,
+    /// `weir run`: stop-with-savepoint and restore at another parallelism, with kills between.
+    Rescale,
+    /// `weir run` on S3 behind a proxy that injects 5xx, SlowDown, lost responses, slow
+    /// deletes and truncated reads, with kills.
+    StorageFaults,
+}
+
+impl Mode {
+    /// Every mode, in the order `--mode all` runs them.
+    pub const ALL: [Mode; 5] = [Mode::Local, Mode::S3, Mode::Cluster, Mode::Rescale, Mode::StorageFaults];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+            Mode::S3 => "s3",
+            Mode::Cluster => "cluster",
+            Mode::Rescale => "rescale",
+            Mode::StorageFaults => "storage-faults",
+        }
+    }
+
+    /// Whether the trial's storage is S3 (through the proxy).
+    pub fn uses_s3(self) -> bool {
+        matches!(self, Mode::S3 | Mode::StorageFaults)
+    }
+}
+
+/// One failure step. Times are milliseconds after the process (or the job) reported RUNNING.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// kill -9 the `weir run` process; the next start restores `latest`.
+    Kill { after_ms: u64 },
+    /// A savepoint that does not stop the job, then kill -9 `kill_ms` after it returned.
+    SavepointThenKill { after_ms: u64, kill_ms: u64 },
+    /// Stop-with-savepoint; the next start restores it at `parallelism`.
+    StopAndRescale { after_ms: u64, parallelism: u32 },
+    /// kill -9 a worker (index modulo the live workers) and start a replacement.
+    KillWorker { after_ms: u64, worker: usize },
+    /// kill -9 the coordinator and restart it with the same arguments and run id.
+    KillCoordinator { after_ms: u64 },
+    /// A non-stopping savepoint on the cluster, then kill -9 a worker.
+    SavepointThenKillWorker { after_ms: u64, kill_ms: u64, worker: usize },
+}
+
+/// Everything a trial decides before it starts.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Lines taken from each source text.
+    pub lines_per_file: usize,
+    /// Source throttle per source subtask (lines per second).
+    pub rate: u64,
+    /// Checkpoint interval in milliseconds.
+    pub interval_ms: u64,
+    /// Parallelism of the first start.
+    pub parallelism: u32,
+    /// The failure steps, in order.
+    pub steps: Vec<Step>,
+    /// S3 faults during the steps (none after them: the final run is fault-free).
+    pub faults: Option<FaultPlan>,
+    /// Seed of the slice choice and of the proxy's per-request fault draws.
+    pub sub_seed: u64,
+}
+
+/// The plan of trial `seed` in `mode`. Pure: the same (mode, seed) gives the same plan.
+pub fn plan(mode: Mode, seed: u64) -> Plan {
+    let mut rng = StdRng::seed_from_u64(seed ^ (mode as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let lines_per_file = rng.random_range(2500..=5000);
+    // Input lasts ~2–8 s per pass at this rate, so kills land mid-input.
+    let rate = rng.random_range(600..=1200);
+    let interval_ms = rng.random_range(150..=500);
+    let parallelism = match mode {
+        Mode::Cluster => rng.random_range(2..=4),
+        _ => rng.random_range(1..=3),
+    };
+    let mut steps = vec![];
+    let n = match mode {
+        Mode::Rescale => rng.random_range(2..=4),
+        Mode::Cluster => rng.random_range(1..=3),
+        Mode::StorageFaults => rng.random_range(1..=4),
+        _ => rng.random_range(1..=4),
+    };
+    for _ in 0..n {
+        let after_ms = rng.random_range(100..=2500);
+        let roll = rng.random_range(0..100);
+        let step = match mode {
+            Mode::Cluster if roll < 40 => Step::KillWorker {
+                after_ms,
+                worker: rng.random_range(0..8),
+            },
+            Mode::Cluster if roll < 70 => Step::KillCoordinator { after_ms },
+            Mode::Cluster => Step::SavepointThenKillWorker {
+                after_ms,
+                kill_ms: rng.random_range(0..=1500),
+                worker: rng.random_range(0..8),
+            },
+            Mode::Rescale if roll < 55 => Step::StopAndRescale {
+                after_ms,
+                parallelism: rng.random_range(1..=4),
+            },
+            _ if roll < 70 => Step::Kill { after_ms },
+            _ => Step::SavepointThenKill {
+                after_ms,
+                kill_ms: rng.random_range(0..=1500),
+            },
+        };
+        steps.push(step);
+    }
+    if mode == Mode::Rescale && !steps.iter().any(|s| matches!(s, Step::StopAndRescale { .. })) {
+        steps[0] = Step::StopAndRescale {
+            after_ms: rng.random_range(100..=2500),
+            parallelism: rng.random_range(1..=4),
+        };
+    }
+    let faults = (mode == Mode::StorageFaults).then(|| {
+        let all = [
+            FaultKind::InternalError,
+            FaultKind::SlowDown,
+            FaultKind::LostResponse,
+            FaultKind::TruncatedRead,
+            FaultKind::SlowDelete,
+        ];
+        let mut kinds: Vec<FaultKind> = all.into_iter().filter(|_| rng.random_bool(0.6)).collect();
+        if kinds.is_empty() {
+            kinds.push(all[rng.random_range(0..all.len())]);
+        }
+        FaultPlan {
+            per_mille: rng.random_range(50..=150),
+            kinds,
+            slow_delete_ms: rng.random_range(500..=4000),
+        }
+    });
+    Plan {
+        lines_per_file,
+        rate,
+        interval_ms,
+        parallelism,
+        steps,
+        faults,
+        sub_seed: rng.random(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_mode_and_seed_give_the_same_plan() {
+        for mode in Mode::ALL {
+            for seed in [0, 1, 42, u64::MAX] {
+                assert_eq!(format!("{:?}", plan(mode, seed)), format!("{:?}", plan(mode, seed)));
+            }
+        }
+        assert_ne!(
+            format!("{:?}", plan(Mode::Local, 1)),
+            format!("{:?}", plan(Mode::Local, 2))
+        );
+    }
+
+    #[test]
+    fn each_mode_draws_only_its_own_steps() {
+        for seed in 0..300 {
+            let local = plan(Mode::Local, seed);
+            assert!(!local.steps.is_empty() && local.faults.is_none());
+            assert!(
+                local
+                    .steps
+                    .iter()
+                    .all(|s| matches!(s, Step::Kill { .. } | Step::SavepointThenKill { .. }))
+            );
+            let cluster = plan(Mode::Cluster, seed);
+            assert!((2..=4).contains(&cluster.parallelism));
+            assert!(cluster.steps.iter().all(|s| matches!(
+                s,
+                Step::KillWorker { .. } | Step::KillCoordinator { .. } | Step::SavepointThenKillWorker { .. }
+            )));
+            let rescale = plan(Mode::Rescale, seed);
+            assert!(rescale.steps.iter().any(|s| matches!(s, Step::StopAndRescale { .. })));
+            let faults = plan(Mode::StorageFaults, seed).faults.expect("faults");
+            assert!(!faults.kinds.is_empty() && (50..=150).contains(&faults.per_mille));
+            assert!(plan(Mode::S3, seed).faults.is_none());
+        }
+    }
+}
