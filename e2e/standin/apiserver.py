@@ -270,6 +270,8 @@ class Handler(BaseHTTPRequestHandler):
             if sub and sub != "status":
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({sub})")
             if method == "GET" and watch:
+                self.server.request_log.record(attrs, 200)
+                code = None
                 return self.watch(kind, namespace, query)
             if method == "GET" and name:
                 return self.send_json(200, store.get(kind, namespace, name))
@@ -302,7 +304,8 @@ class Handler(BaseHTTPRequestHandler):
             code = e.code
             raise
         finally:
-            self.server.request_log.record(attrs, code)
+            if code is not None:
+                self.server.request_log.record(attrs, code)
 
     def rbac_snapshot(self):
         reg, store = self.server.store.registry, self.server.store
@@ -540,12 +543,15 @@ class Handler(BaseHTTPRequestHandler):
         target = network.resolve_host(url.hostname, url.port or 80) if network else None
         if target is None:
             target = (url.hostname, url.port or 80)
-        self.relay(method, target, (url.path or "/") + (f"?{url.query}" if url.query else ""))
+        self.relay(method, target, (url.path or "/") + (f"?{url.query}" if url.query else ""), keep_auth=True)
 
-    def relay(self, method: str, target: tuple, path: str) -> None:
+    def relay(self, method: str, target: tuple, path: str, keep_auth: bool = False) -> None:
+        """Forwards the request; a forward-proxied one keeps its Host and Authorization headers
+        (S3 signatures cover them), a service-proxied one drops the API server's credentials."""
         body = self.read_raw() or None
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in ("host", "authorization", "proxy-connection", "connection")}
+        dropped = ("proxy-connection", "connection", "proxy-authorization") if keep_auth else \
+            ("host", "authorization", "proxy-connection", "connection")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
         try:
             conn = http.client.HTTPConnection(target[0], target[1], timeout=30)
             conn.request(method, path, body=body, headers=headers)
@@ -559,13 +565,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
-        self.send_response(resp.status)
+        self.send_response_only(resp.status)
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
 
 def rbac_verbs() -> list:

@@ -293,6 +293,8 @@ class Kubelet:
         try:
             argv, env, cwd = self.command_line(p, pod, c.spec)
         except LaunchError as e:
+            if c.waiting_message != str(e):
+                print(f"standin: pod {pod.namespace}/{pod.name}: {e.reason}: {e}", flush=True)
             c.waiting_reason, c.waiting_message = e.reason, str(e)
             c.next_start = time.monotonic() + 2
             return

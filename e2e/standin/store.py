@@ -15,6 +15,7 @@ All methods take the store lock; the HTTP layer and the kubelet call them from m
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
 import threading
@@ -194,6 +195,10 @@ class Store:
             return self._render(kind, obj)
 
     def _admit(self, kind: Kind, obj: dict, old: dict | None, unknown_out: list | None) -> dict:
+        if kind.group == "" and kind.plural == "secrets" and "stringData" in obj:
+            # stringData is write-only: merged into data (base64) as the API server does.
+            obj["data"] = dict(obj.get("data") or {}, **{k: base64.b64encode(str(v).encode()).decode()
+                                                         for k, v in (obj.pop("stringData") or {}).items()})
         if kind.schema is None:
             return obj
         admitted, unknown, errors = admit(kind.schema, obj, old)
