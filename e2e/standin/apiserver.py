@@ -294,6 +294,8 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format"
                                    f" - accepted media types include: {', '.join(PATCH_TYPES)}")
                 body = self.read_body()
+                if PATCH_TYPES[ctype] == "apply":
+                    manager = query.get("fieldManager", "")  # required for apply, never defaulted
                 result = store.patch(kind, namespace, name, PATCH_TYPES[ctype], body, manager=manager,
                                      subresource=sub, force=query.get("force") in ("true", "1"), unknown_out=unknown)
             else:
