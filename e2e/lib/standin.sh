@@ -17,12 +17,16 @@ standin_install() {
   step "installing the stand-in's tools (helm, kubectl, Python packages) and building the binaries"
   "$REPO_ROOT/hack/install-tools.sh" >&2
   export PATH="$REPO_ROOT/.tools/bin:$PATH"
-  local stamp="$STANDIN_VENV/.packages-$(printf '%s' "${STANDIN_PIP_PACKAGES[*]}" | cksum | cut -d' ' -f1)"
+  local stamp
+  stamp="$STANDIN_VENV/.packages-$(printf '%s' "${STANDIN_PIP_PACKAGES[*]}" | cksum | cut -d' ' -f1)"
   if [[ ! -f "$stamp" ]]; then
     python3 -m venv "$STANDIN_VENV"
     "$STANDIN_VENV/bin/pip" install --quiet --disable-pip-version-check "${STANDIN_PIP_PACKAGES[@]}"
     touch "$stamp"
   fi
+  step "the stand-in's own fidelity tests"
+  "$STANDIN_PY" -m pytest -q -p no:cacheprovider "$E2E_DIR/standin/tests" >&2 ||
+    fail "the stand-in's fidelity tests failed: it would not refuse what the API server refuses"
   if ((BUILD)); then
     (cd "$REPO_ROOT" && cargo build -p weir-operator -p weir-runtime)
   fi
