@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import socket
 import threading
@@ -22,8 +23,9 @@ class Network:
     def __init__(self, store) -> None:
         self.store = store
         self.lock = threading.Lock()
-        self.next_pod = 10
-        self.next_service = 10
+        # A random start, so two stand-ins on one machine do not hand out the same addresses.
+        self.next_pod = random.randrange(10, 50000)
+        self.next_service = random.randrange(10, 50000)
         self.cluster_ips: dict = {}  # (ns, name) -> ip
         self.proxies: dict = {}  # (ip, port) -> listening socket
 
@@ -31,13 +33,13 @@ class Network:
         with self.lock:
             n = self.next_pod
             self.next_pod += 1
-        return f"127.77.{n // 250}.{n % 250 + 2}"
+        return f"127.77.{n // 250 % 250}.{n % 250 + 2}"
 
     def allocate_service_ip(self) -> str:
         with self.lock:
             n = self.next_service
             self.next_service += 1
-        return f"127.78.{n // 250}.{n % 250 + 2}"
+        return f"127.78.{n // 250 % 250}.{n % 250 + 2}"
 
     # --- services --------------------------------------------------------------------------------
 
