@@ -6,7 +6,7 @@
 # Deployment (exact args and env) and target/debug/weir as the coordinator and worker pods, and
 # moto as S3. See docs/operator/standin.md for what this covers and what it cannot show.
 
-STANDIN_DIR="${WEIR_STANDIN_DIR:-$E2E_DIR/artifacts/standin}"
+STANDIN_DIR="${WEIR_STANDIN_DIR:-$ARTIFACTS/standin}"
 STANDIN_VENV="$REPO_ROOT/.tools/standin-venv"
 STANDIN_PY="$STANDIN_VENV/bin/python"
 STANDIN_PIP_PACKAGES=(pyyaml==6.0.3 cel-python==0.5.0 "moto[server]==5.2.5" boto3==1.43.11 pytest==9.2.0)
