@@ -199,7 +199,8 @@ trap finish EXIT
 if [[ "$MODE" == standin ]]; then
   # shellcheck source=lib/standin.sh
   source "$E2E_DIR/lib/standin.sh"
-  STANDIN_HELM_ARGS=()
+  # Extra `helm template` arguments, e.g. WEIR_STANDIN_HELM_ARGS="--set leaderElection.enabled=true".
+  read -r -a STANDIN_HELM_ARGS <<<"${WEIR_STANDIN_HELM_ARGS:-}"
   standin_install
   standin_up
   standin_install_operator

@@ -518,10 +518,14 @@ class Kubelet:
             c = pod.containers.get(container) if container else next(iter(pod.containers.values()), None)
             if c is None:
                 return ""
-            index = c.restarts - 1 if previous else c.restarts
-            if index < 0:
-                return None
-            path = os.path.join(pod.dir, "logs", f"{c.name}-{index}.log")
+            # The current instance is the newest one started (in back-off: the one that exited),
+            # the previous one the instance before it, as the kubelet keeps them.
+            logs = os.path.join(pod.dir, "logs")
+            indices = sorted(int(f.rsplit("-", 1)[1][:-4]) for f in os.listdir(logs)
+                             if f.startswith(f"{c.name}-") and f.endswith(".log")) if os.path.isdir(logs) else []
+            if len(indices) < (2 if previous else 1):
+                return None if previous else ""
+            path = os.path.join(logs, f"{c.name}-{indices[-2] if previous else indices[-1]}.log")
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 return f.read()
