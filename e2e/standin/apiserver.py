@@ -429,17 +429,17 @@ class Handler(BaseHTTPRequestHandler):
                     "resourceVersion": str(since), "annotations": {"k8s.io/initial-events-end": "true"}}})
             while time.monotonic() < deadline and not self.server.stopping.is_set():
                 try:
-                    events = store.events_since(kind, since)
+                    with store.lock:
+                        events = store.events_since(kind, since)
+                        head = store.rv  # everything of this kind up to head is in `events`
                 except ApiError as e:
-                    emit("ERROR", e.status())  # compacted while watching: the client relists
+                    emit("ERROR", e.status())  # fell behind the history: the client relists
                     break
                 for rv, event_type, obj in events:
-                    since = rv
                     if matches(obj):
                         emit(event_type, obj)
+                since = head
                 if bookmarks and time.monotonic() - last_bookmark > BOOKMARK_SECONDS:
-                    with store.lock:
-                        since = max(since, store.rv) if not store.events_since(kind, since) else since
                     emit("BOOKMARK", {"kind": kind.kind, "apiVersion": kind.api_version,
                                       "metadata": {"resourceVersion": str(since)}})
                     last_bookmark = time.monotonic()

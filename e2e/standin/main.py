@@ -26,8 +26,10 @@ from store import Store  # noqa: E402
 
 
 def start(directory: str, port: int = 0, binaries: dict | None = None, history: int = 5000,
-          run_kubelet: bool = True):
-    """Starts everything in threads; returns (server, store, kubelet, url)."""
+          run_kubelet: bool = True, compact_seconds: float = 0):
+    """Starts everything in threads; returns (server, store, kubelet, url). With
+    `compact_seconds`, the watch history is compacted that often, as etcd is every 5 minutes:
+    a watch resumed from an older resourceVersion then gets 410 Gone and the client relists."""
     os.makedirs(directory, exist_ok=True)
     store = Store(history=history)
     tokens = Tokens()
@@ -49,6 +51,11 @@ def start(directory: str, port: int = 0, binaries: dict | None = None, history: 
         threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
     if run_kubelet:
         threading.Thread(target=kubelet.run, daemon=True).start()
+    if compact_seconds:
+        def compact_forever() -> None:
+            while not server.stopping.wait(compact_seconds):
+                store.compact()
+        threading.Thread(target=compact_forever, daemon=True).start()
     write_kubeconfig(os.path.join(directory, "kubeconfig"), url, "standin-admin", ca_file=ca_file)
     server.proxy = proxy
     return server, store, kubelet, url
@@ -78,6 +85,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", required=True, help="state directory (kubeconfig, pods, logs, request log)")
     parser.add_argument("--port", type=int, default=0, help="API server port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--compact-seconds", type=float, default=300,
+                        help="compact the watch history this often (0: never; etcd's default is 300)")
     parser.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
                         help="local executable for a container command basename (repeatable)")
     args = parser.parse_args()
@@ -87,7 +96,7 @@ def main() -> int:
         if not sep or not os.access(path, os.X_OK):
             parser.error(f"--binary {item!r}: expected NAME=PATH of an executable")
         binaries[name] = os.path.abspath(path)
-    server, store, kubelet, url = start(args.dir, args.port, binaries)
+    server, store, kubelet, url = start(args.dir, args.port, binaries, compact_seconds=args.compact_seconds)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

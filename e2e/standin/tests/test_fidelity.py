@@ -219,3 +219,20 @@ def test_core_events_view_includes_events_k8s_io_events_with_field_selectors(clu
     code, listing = cluster.admin.request(
         "GET", "/api/v1/namespaces/weir-e2e/events?fieldSelector=involvedObject.name%3Dother")
     assert listing["items"] == []
+
+
+def test_compaction_keeps_a_caught_up_watch_but_refuses_resuming_from_before_it(cluster):
+    _, listing = cluster.admin.request("GET", CM)
+    rv = listing["metadata"]["resourceVersion"]
+    resp = cluster.admin.stream(f"{CM}?watch=true&resourceVersion={rv}&timeoutSeconds=5")
+    cluster.admin.request("POST", "/api/v1/namespaces/weir-e2e/secrets",
+                          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "other-kind"}})
+    import time
+    time.sleep(1.5)  # the watch loop has seen the head
+    cluster.store.compact()
+    cluster.admin.request("POST", CM, config_map("after-compaction"))
+    event = json.loads(resp.readline())
+    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "after-compaction"
+    resp.close()
+    code, status = cluster.admin.request("GET", f"{CM}?watch=true&resourceVersion={rv}")
+    assert code == 410 and status["code"] == 410
