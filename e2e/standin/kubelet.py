@@ -342,8 +342,9 @@ class Kubelet:
         return [binary] + args, env, cwd
 
     def localize(self, text: str, mounts: dict, pod: Pod) -> str:
-        for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-            text = re.sub(rf"(?<![\w/]){re.escape(mount_path)}(?=/|$|[^\w])", local, text)
+        if mounts:  # one pass: a replacement (a path under /tmp, say) is never rewritten again
+            paths = "|".join(re.escape(m) for m in sorted(mounts, key=len, reverse=True))
+            text = re.sub(rf"(?<![\w/])({paths})(?=/|$|[^\w])", lambda m: mounts[m.group(1)], text)
         text = re.sub(r"(?<![\d.])0\.0\.0\.0(?=:)", pod.ip, text)
         return self.network.rewrite(text, pod.namespace)
 

@@ -84,3 +84,13 @@ def test_a_deployment_runs_as_a_process_with_rewritten_args_env_and_volumes(clus
     with open(old_log, encoding="utf-8") as f:
         assert "got TERM" in f.read(), "deletion sends SIGTERM first"
     cluster.kubelet.shutdown()
+
+
+def test_mount_paths_are_rewritten_once_even_when_the_pod_directory_is_under_a_mount_path(cluster):
+    from kubelet import Pod
+    pod = Pod("ns", "p", "uid", "127.77.0.9", "/tmp/x/pods/p")
+    mounts = {"/etc/weir": "/tmp/x/pods/p/volumes/config", "/tmp": "/tmp/x/pods/p/volumes/tmp"}
+    assert cluster.kubelet.localize("--job /etc/weir/job.yaml", mounts, pod) == \
+        "--job /tmp/x/pods/p/volumes/config/job.yaml"
+    assert cluster.kubelet.localize("/tmp", mounts, pod) == "/tmp/x/pods/p/volumes/tmp"
+    assert cluster.kubelet.localize("0.0.0.0:8081", mounts, pod) == "127.77.0.9:8081"
