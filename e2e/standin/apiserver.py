@@ -17,6 +17,7 @@ import yaml
 
 import objects
 import rbac
+import tables
 from registry import Kind
 from store import ApiError, Store
 
@@ -274,7 +275,10 @@ class Handler(BaseHTTPRequestHandler):
                 code = None
                 return self.watch(kind, namespace, query)
             if method == "GET" and name:
-                return self.send_json(200, store.get(kind, namespace, name))
+                obj = store.get(kind, namespace, name)
+                if "as=Table" in (self.headers.get("Accept") or ""):
+                    return self.send_json(200, tables.table(kind, [obj], obj["metadata"]["resourceVersion"]))
+                return self.send_json(200, obj)
             if method == "GET":
                 return self.list(kind, namespace, query)
             manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0]
@@ -355,6 +359,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "BadRequest", str(e))
         if kind.group == "" and kind.plural == "events":
             items = items + self.core_view_of_new_events(namespace, query)
+        if "as=Table" in (self.headers.get("Accept") or ""):
+            return self.send_json(200, tables.table(kind, items, rv))
         self.send_json(200, {"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
                              "metadata": {"resourceVersion": rv}, "items": items})
 

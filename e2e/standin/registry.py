@@ -20,6 +20,7 @@ class Kind:
     scale: dict | None = None  # {specReplicasPath, statusReplicasPath, labelSelectorPath}
     schema: dict | None = None  # openAPIV3Schema of a custom resource
     categories: list = field(default_factory=list)
+    printer_columns: list = field(default_factory=list)  # a CRD's additionalPrinterColumns
 
     @property
     def api_version(self) -> str:
@@ -101,7 +102,8 @@ class Registry:
                         namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                         short_names=names.get("shortNames", []), status_subresource="status" in sub,
                         scale=sub.get("scale"), schema=(version.get("schema") or {}).get("openAPIV3Schema"),
-                        categories=names.get("categories", []))
+                        categories=names.get("categories", []),
+                        printer_columns=version.get("additionalPrinterColumns") or [])
             self.add(kind)
             added.append(kind)
         return added
