@@ -3,7 +3,7 @@
 # stand-in (needs cargo, python3, npm; no Docker); see e2e/README.md.
 #
 #   e2e/run.sh [--cluster kind|standin] [--keep] [--reuse] [--skip-build] [--only "1 3 5"]
-#              [--kind-name NAME]
+#              [--kind-name NAME] [--parallel]
 #
 #   --cluster C   kind (default): a kind cluster with the Docker image. standin: the stand-in API
 #                 server on loopback with the real target/debug binaries as processes
@@ -15,6 +15,8 @@
 #                 standin: use the existing target/debug binaries)
 #   --only LIST   run only these scenarios (numbers, e.g. "3 7"); default: all
 #   --kind-name N kind cluster name (default weir-e2e)
+#   --parallel    run the scenarios concurrently (one log per scenario under e2e/artifacts/);
+#                 the whole stand-in run then takes about as long as its longest scenario
 #
 # Steps: create the cluster, build the image and `kind load` it (tagged e2e-1 and e2e-2, the
 # second for the upgrade scenario), install MinIO and upload ../shared/data/text/*.txt to
@@ -38,12 +40,14 @@ KEEP=0
 REUSE=0
 BUILD=1
 ONLY=""
+PARALLEL=0
 
 while (($#)); do
   case "$1" in
     --keep) KEEP=1 ;;
     --reuse) REUSE=1 ;;
     --skip-build) BUILD=0 ;;
+    --parallel) PARALLEL=1 ;;
     --only)
       ONLY="${2:?--only needs a list of scenario numbers}"
       shift
@@ -59,7 +63,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,24p' "$0"
+      sed -n '2,26p' "$0"
       exit 0
       ;;
     *)
@@ -214,12 +218,49 @@ fi
 
 passed=0
 failed=0
+SCRIPTS=()
 for script in "$E2E_DIR"/scenarios/[0-9]*.sh; do
   name="$(basename "$script" .sh)"
   num="$((10#${name%%-*}))"
-  if [[ -n "$ONLY" && " $ONLY " != *" $num "* ]]; then
-    continue
+  if [[ -z "$ONLY" || " $ONLY " == *" $num "* ]]; then
+    SCRIPTS+=("$script")
   fi
+done
+
+if ((PARALLEL)); then
+  # All scenarios at once against the one operator (each has its own StreamJob names); each
+  # one's output goes to $ARTIFACTS/<scenario>.log. Scenario 7 restarts the operator while the
+  # others run: they must ride through that too.
+  pids=()
+  start=$SECONDS
+  for script in "${SCRIPTS[@]}"; do
+    name="$(basename "$script" .sh)"
+    step "scenario $name (in parallel; log $ARTIFACTS/$name.log)"
+    (
+      set -euo pipefail
+      # shellcheck source=/dev/null
+      source "$script"
+    ) >"$ARTIFACTS/$name.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!SCRIPTS[@]}"; do
+    name="$(basename "${SCRIPTS[$i]}" .sh)"
+    if wait "${pids[$i]}"; then
+      RESULTS+=("PASS $name ($((SECONDS - start))s)")
+      passed=$((passed + 1))
+    else
+      RESULTS+=("FAIL $name ($((SECONDS - start))s), log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
+      failed=$((failed + 1))
+      log "scenario $name failed:"$'\n'"$(tail -n 5 "$ARTIFACTS/$name.log")"
+      collect_diagnostics "$name"
+    fi
+  done
+  ((failed == 0)) || cleanup_jobs
+fi
+
+for script in "${SCRIPTS[@]}"; do
+  ((PARALLEL)) && break
+  name="$(basename "$script" .sh)"
   step "scenario $name"
   start=$SECONDS
   if (
