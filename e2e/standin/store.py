@@ -25,6 +25,7 @@ from typing import Any, Callable
 import objects
 from admission import admit
 from registry import Kind, Registry
+from validation import validate_builtin
 
 
 class ApiError(Exception):
@@ -200,6 +201,13 @@ class Store:
             obj["data"] = dict(obj.get("data") or {}, **{k: base64.b64encode(str(v).encode()).decode()
                                                          for k, v in (obj.pop("stringData") or {}).items()})
         if kind.schema is None:
+            errors = validate_builtin(kind.group, kind.plural, obj)
+            if errors:
+                name = obj["metadata"].get("name", "")
+                text = ", ".join(f"{p}: {m}" for p, m in errors)
+                raise ApiError(422, "Invalid", f'{kind.kind}{"." + kind.group if kind.group else ""} "{name}" is '
+                               f"invalid: {text}", {"name": name, "group": kind.group, "kind": kind.kind, "causes": [
+                                   {"reason": "FieldValueInvalid", "message": m, "field": p} for p, m in errors]})
             return obj
         admitted, unknown, errors = admit(kind.schema, obj, old)
         if unknown_out is not None:

@@ -236,3 +236,18 @@ def test_compaction_keeps_a_caught_up_watch_but_refuses_resuming_from_before_it(
     resp.close()
     code, status = cluster.admin.request("GET", f"{CM}?watch=true&resourceVersion={rv}")
     assert code == 410 and status["code"] == 410
+
+
+def test_built_in_validation_refuses_empty_containers_and_long_label_values(cluster):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"selector": {"matchLabels": {"a": "b"}},
+                           "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}}}
+    code, status = cluster.admin.request("POST", "/apis/apps/v1/namespaces/weir-e2e/deployments", deployment)
+    assert code == 422
+    assert status["message"] == 'Deployment.apps "d" is invalid: spec.template.spec.containers: Required value'
+    code, status = cluster.admin.request("POST", CM, dict(config_map("long"), metadata={
+        "name": "long", "labels": {"weir.dev/job": "j" * 64}}))
+    assert code == 422 and "must be no more than 63 characters" in status["message"]
+    code, status = cluster.admin.request("POST", "/api/v1/namespaces/weir-e2e/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s" * 64}, "spec": {"ports": [{"port": 1}]}})
+    assert code == 422 and "metadata.name" in status["message"]

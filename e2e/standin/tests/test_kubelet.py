@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 PODS = "/api/v1/namespaces/weir-e2e/pods"
 
 
-def wait_for(predicate, timeout: float = 15.0):
+def wait_for(predicate, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
