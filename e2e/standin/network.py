@@ -78,7 +78,7 @@ class Network:
     def _accept(self, listener, namespace: str, name: str, port_spec: dict) -> None:
         while True:
             try:
-                client, _ = listener.accept()
+                client, peer = listener.accept()
             except OSError:
                 return
             target = self.endpoint(namespace, name, port_spec)
@@ -86,8 +86,11 @@ class Network:
                 client.close()  # no ready endpoint: connection refused, as with kube-proxy
                 continue
             try:
-                upstream = socket.create_connection(target, timeout=5)
+                # From the client's own address, as kube-proxy's DNAT keeps the source IP.
+                upstream = socket.create_connection(target, timeout=5, source_address=(peer[0], 0))
                 upstream.settimeout(None)
+                for s in (client, upstream):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 client.close()
                 continue
