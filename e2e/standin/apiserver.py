@@ -300,6 +300,14 @@ class Handler(BaseHTTPRequestHandler):
                 body = self.read_body()
                 if PATCH_TYPES[ctype] == "apply":
                     manager = query.get("fieldManager", "")  # required for apply, never defaulted
+                    if not sub and store.try_get(kind, namespace, name) is None:
+                        # An apply that creates is authorized as `create` too, as upstream does.
+                        create = rbac.Attributes(user, groups, "create", kind.group, resource, namespace, name)
+                        granted = rbac.authorize(create, *self.rbac_snapshot())
+                        self.server.request_log.record(create, 201 if granted else 403)
+                        if not granted:
+                            raise ApiError(403, "Forbidden", rbac.forbidden_message(create),
+                                           {"name": name, "group": kind.group, "kind": kind.plural})
                 result = store.patch(kind, namespace, name, PATCH_TYPES[ctype], body, manager=manager,
                                      subresource=sub, force=query.get("force") in ("true", "1"), unknown_out=unknown)
             else:

@@ -251,3 +251,22 @@ def test_built_in_validation_refuses_empty_containers_and_long_label_values(clus
     code, status = cluster.admin.request("POST", "/api/v1/namespaces/weir-e2e/services", {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "s" * 64}, "spec": {"ports": [{"port": 1}]}})
     assert code == 422 and "metadata.name" in status["message"]
+
+
+def test_an_apply_that_creates_needs_the_create_verb_too(cluster):
+    token = cluster.server.tokens.service_account("weir-system", "weir-operator")
+    operator = cluster.client_for(token)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "patch-only", "namespace": "weir-e2e"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "patch-only", "namespace": "weir-e2e"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patch-only"},
+               "subjects": [{"kind": "ServiceAccount", "name": "weir-operator", "namespace": "weir-system"}]}
+    cluster.admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/weir-e2e/roles", role)
+    cluster.admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/weir-e2e/rolebindings", binding)
+    code, status = operator.request("PATCH", f"{CM}/new?fieldManager=op", config_map("new", a="1"), APPLY)
+    assert code == 403 and 'cannot create resource "configmaps"' in status["message"]
+    cluster.admin.request("POST", CM, config_map("new", a="0"))
+    code, _ = operator.request("PATCH", f"{CM}/new?fieldManager=op&force=true", config_map("new", a="1"), APPLY)
+    assert code == 200, "an apply to an existing object needs only patch"
