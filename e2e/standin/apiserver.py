@@ -417,7 +417,9 @@ class Handler(BaseHTTPRequestHandler):
                 since = int(rv_text)
             except ValueError:
                 raise ApiError(400, "BadRequest", f"invalid resource version: {rv_text}")
-            store.events_since(kind, since)  # raises 410 Gone before the stream starts
+            # A resourceVersion older than the history is answered as the API server does: 200
+            # and an ERROR event carrying the 410 Expired Status, after which the client relists
+            # (kube-runtime's watcher relists only on that event; an HTTP 410 it just retries).
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -447,7 +449,7 @@ class Handler(BaseHTTPRequestHandler):
                         events = store.events_since(kind, since)
                         head = store.rv  # everything of this kind up to head is in `events`
                 except ApiError as e:
-                    emit("ERROR", e.status())  # fell behind the history: the client relists
+                    emit("ERROR", e.status())  # older than the history: the client relists
                     break
                 for rv, event_type, obj in events:
                     if matches(obj):

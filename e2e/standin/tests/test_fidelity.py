@@ -67,9 +67,13 @@ def test_a_watch_from_a_compacted_resource_version_is_410_gone_and_a_relist_work
     old_rv = first["metadata"]["resourceVersion"]
     for i in range(60):  # the fixture keeps 50 watch events
         cluster.admin.request("POST", CM, config_map(f"c{i}"))
-    code, status = cluster.admin.request("GET", f"{CM}?watch=true&resourceVersion={old_rv}")
-    assert code == 410
-    assert status["reason"] == "Expired" and "too old resource version" in status["message"]
+    resp = cluster.admin.stream(f"{CM}?watch=true&resourceVersion={old_rv}")
+    assert resp.status == 200, "the API server answers a too-old watch in the stream, not with HTTP 410"
+    event = json.loads(resp.readline())
+    assert event["type"] == "ERROR" and event["object"]["code"] == 410
+    assert event["object"]["reason"] == "Expired" and "too old resource version" in event["object"]["message"]
+    assert resp.readline() == b"", "the stream ends after the ERROR event"
+    resp.close()
     code, listing = cluster.admin.request("GET", CM)
     assert code == 200 and len(listing["items"]) == 61
     rv = listing["metadata"]["resourceVersion"]
@@ -234,8 +238,10 @@ def test_compaction_keeps_a_caught_up_watch_but_refuses_resuming_from_before_it(
     event = json.loads(resp.readline())
     assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "after-compaction"
     resp.close()
-    code, status = cluster.admin.request("GET", f"{CM}?watch=true&resourceVersion={rv}")
-    assert code == 410 and status["code"] == 410
+    resp = cluster.admin.stream(f"{CM}?watch=true&resourceVersion={rv}")
+    event = json.loads(resp.readline())
+    assert event["type"] == "ERROR" and event["object"]["code"] == 410
+    resp.close()
 
 
 def test_built_in_validation_refuses_empty_containers_and_long_label_values(cluster):
