@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Weir end-to-end suite on kind. Needs Docker, kind, kubectl, helm and python3; see e2e/README.md.
+# Weir end-to-end suite on kind (needs Docker, kind, kubectl, helm, python3) or on the cluster
+# stand-in (needs cargo, python3, npm; no Docker); see e2e/README.md.
 #
-#   e2e/run.sh [--keep] [--reuse] [--skip-build] [--only "1 3 5"] [--cluster NAME]
+#   e2e/run.sh [--cluster kind|standin] [--keep] [--reuse] [--skip-build] [--only "1 3 5"]
+#              [--kind-name NAME] [--parallel]
 #
+#   --cluster C   kind (default): a kind cluster with the Docker image. standin: the stand-in API
+#                 server on loopback with the real target/debug binaries as processes
+#                 (docs/operator/standin.md); installs its own tools, builds with cargo
 #   --keep        keep the kind cluster at the end (default: delete it, pass or fail)
 #   --reuse       use the cluster NAME if it exists instead of failing (with --skip-build: rerun
 #                 scenarios against a kept cluster in seconds)
-#   --skip-build  do not build the image; load the existing $WEIR_E2E_IMAGE_REPO:e2e-1
+#   --skip-build  do not build the image (kind: load the existing $WEIR_E2E_IMAGE_REPO:e2e-1;
+#                 standin: use the existing target/debug binaries)
 #   --only LIST   run only these scenarios (numbers, e.g. "3 7"); default: all
-#   --cluster N   kind cluster name (default weir-e2e)
+#   --kind-name N kind cluster name (default weir-e2e)
+#   --parallel    run the scenarios concurrently (one log per scenario under e2e/artifacts/);
+#                 the whole stand-in run then takes about as long as its longest scenario
 #
 # Steps: create the cluster, build the image and `kind load` it (tagged e2e-1 and e2e-2, the
 # second for the upgrade scenario), install MinIO and upload ../shared/data/text/*.txt to
@@ -25,28 +33,37 @@ export E2E_DIR REPO_ROOT
 source "$E2E_DIR/lib/common.sh"
 
 CLUSTER="${WEIR_E2E_CLUSTER:-weir-e2e}"
+MODE=kind
 MINIO_IMAGE="${WEIR_E2E_MINIO_IMAGE:-quay.io/minio/minio:RELEASE.2025-09-07T16-13-09Z}"
 MC_IMAGE="${WEIR_E2E_MC_IMAGE:-quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z}"
 KEEP=0
 REUSE=0
 BUILD=1
 ONLY=""
+PARALLEL=0
 
 while (($#)); do
   case "$1" in
     --keep) KEEP=1 ;;
     --reuse) REUSE=1 ;;
     --skip-build) BUILD=0 ;;
+    --parallel) PARALLEL=1 ;;
     --only)
       ONLY="${2:?--only needs a list of scenario numbers}"
       shift
       ;;
     --cluster)
-      CLUSTER="${2:?--cluster needs a name}"
+      MODE="${2:?--cluster needs kind or standin}"
+      [[ "$MODE" == kind || "$MODE" == standin ]] ||
+        { echo "--cluster takes kind or standin, not '$MODE' (the kind cluster name is --kind-name)" >&2; exit 2; }
+      shift
+      ;;
+    --kind-name)
+      CLUSTER="${2:?--kind-name needs a name}"
       shift
       ;;
     -h | --help)
-      sed -n '2,18p' "$0"
+      sed -n '2,26p' "$0"
       exit 0
       ;;
     *)
@@ -167,6 +184,11 @@ finish() {
   if ((rc != 0 && CLUSTER_UP)) && ((${#RESULTS[@]} == 0)); then
     collect_diagnostics setup
   fi
+  if [[ "$MODE" == standin ]]; then
+    standin_down
+    rm -f "$KUBECONFIG"
+    exit "$rc"
+  fi
   if ((KEEP)); then
     log "keeping kind cluster $CLUSTER (kubeconfig: kind get kubeconfig --name $CLUSTER)"
   elif kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
@@ -181,20 +203,67 @@ RESULTS=()
 CLUSTER_UP=0
 trap finish EXIT
 
-preflight
-create_cluster
-build_and_load_image
-install_minio
-install_operator
+if [[ "$MODE" == standin ]]; then
+  # shellcheck source=lib/standin.sh
+  source "$E2E_DIR/lib/standin.sh"
+  # Extra `helm template` arguments, e.g. WEIR_STANDIN_HELM_ARGS="--set leaderElection.enabled=true".
+  read -r -a STANDIN_HELM_ARGS <<<"${WEIR_STANDIN_HELM_ARGS:-}"
+  standin_install
+  standin_up
+  standin_install_operator
+else
+  preflight
+  create_cluster
+  build_and_load_image
+  install_minio
+  install_operator
+fi
 
 passed=0
 failed=0
+SCRIPTS=()
 for script in "$E2E_DIR"/scenarios/[0-9]*.sh; do
   name="$(basename "$script" .sh)"
   num="$((10#${name%%-*}))"
-  if [[ -n "$ONLY" && " $ONLY " != *" $num "* ]]; then
-    continue
+  if [[ -z "$ONLY" || " $ONLY " == *" $num "* ]]; then
+    SCRIPTS+=("$script")
   fi
+done
+
+if ((PARALLEL)); then
+  # All scenarios at once against the one operator (each has its own StreamJob names); each
+  # one's output goes to $ARTIFACTS/<scenario>.log. Scenario 7 restarts the operator while the
+  # others run: they must ride through that too.
+  pids=()
+  start=$SECONDS
+  for script in "${SCRIPTS[@]}"; do
+    name="$(basename "$script" .sh)"
+    step "scenario $name (in parallel; log $ARTIFACTS/$name.log)"
+    (
+      set -euo pipefail
+      # shellcheck source=/dev/null
+      source "$script"
+    ) >"$ARTIFACTS/$name.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!SCRIPTS[@]}"; do
+    name="$(basename "${SCRIPTS[$i]}" .sh)"
+    if wait "${pids[$i]}"; then
+      RESULTS+=("PASS $name ($((SECONDS - start))s)")
+      passed=$((passed + 1))
+    else
+      RESULTS+=("FAIL $name ($((SECONDS - start))s), log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
+      failed=$((failed + 1))
+      log "scenario $name failed:"$'\n'"$(tail -n 5 "$ARTIFACTS/$name.log")"
+      collect_diagnostics "$name"
+    fi
+  done
+  ((failed == 0)) || cleanup_jobs
+fi
+
+for script in "${SCRIPTS[@]}"; do
+  ((PARALLEL)) && break
+  name="$(basename "$script" .sh)"
   step "scenario $name"
   start=$SECONDS
   # A process of its own: inside this `if`, bash would ignore a `set -e` of a subshell.
@@ -209,7 +278,12 @@ for script in "$E2E_DIR"/scenarios/[0-9]*.sh; do
   fi
 done
 
+rbac_rc=0
+if [[ "$MODE" == standin ]]; then
+  standin_rbac_check || rbac_rc=1
+fi
+
 step "results"
 printf '  %s\n' "${RESULTS[@]}" >&2
-echo "e2e: $passed passed, $failed failed"
-((failed == 0))
+echo "e2e ($MODE): $passed passed, $failed failed$( ((rbac_rc)) && echo ', RBAC check failed')"
+((failed == 0 && rbac_rc == 0))

@@ -26,6 +26,8 @@ ARTIFACTS="${WEIR_E2E_ARTIFACTS:-$E2E_DIR/artifacts}"
 TIMEOUT="${WEIR_E2E_TIMEOUT:-300}"                # default wait, seconds
 FINISH_TIMEOUT="${WEIR_E2E_FINISH_TIMEOUT:-900}"  # wait for a job to consume all input
 MC_POD="mc"                                       # MinIO client pod in namespace minio
+# S3 endpoint the StreamJobs use: the in-cluster MinIO on kind, moto on loopback on the stand-in.
+S3_ENDPOINT="${S3_ENDPOINT:-http://minio.minio:9000}"
 
 log() { printf '%s [e2e] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 step() { printf '%s [e2e] --- %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -58,7 +60,7 @@ render() {
 wordcount_manifest() {
   render "$E2E_DIR/manifests/wordcount-s3.yaml" \
     NAME="$1" NAMESPACE="$NS" PARALLELISM="$2" UPGRADE_MODE="$3" \
-    IMAGE="$IMAGE_REPO:${4:-$IMAGE_TAG}" RATE="$RATE"
+    IMAGE="$IMAGE_REPO:${4:-$IMAGE_TAG}" RATE="$RATE" S3_ENDPOINT="$S3_ENDPOINT"
 }
 
 apply_wordcount() {
