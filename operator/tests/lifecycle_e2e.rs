@@ -649,7 +649,7 @@ async fn savepoint_rescale_suspend_resume_and_restart_stay_exactly_once() {
     let deadline = Instant::now() + minute;
     while !std::fs::read_to_string(&restarted)
         .unwrap_or_default()
-        .contains("resuming this run from its latest checkpoint")
+        .contains("resuming this run from its newest snapshot")
     {
         assert!(
             Instant::now() < deadline,

@@ -217,6 +217,13 @@ pub async fn restore_for_run(
             message: e.to_string(),
             permanent: e.is_permanent(),
         })?;
+    if let (Some(record), Some(s)) = (&recorded, &snapshot) {
+        tracing::info!(
+            run = %record.run_id,
+            snapshot = %s.url,
+            "resuming this run from its newest snapshot"
+        );
+    }
     if let Some(s) = &snapshot {
         restore::check(s, job).map_err(|e| StartError {
             message: e.to_string(),
