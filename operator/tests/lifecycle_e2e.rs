@@ -400,7 +400,10 @@ impl Harness {
             args.extend([flag, value]);
         }
         // The coordinator logs which restore point each attempt deployed from.
-        let env = vec![("WEIR_LOG".into(), "warn,weir_runtime::cluster::coordinator=info".into())];
+        let env = vec![(
+            "WEIR_LOG".into(),
+            "warn,weir_runtime::cluster::coordinator=info,weir_runtime::exec=info".into(),
+        )];
         let coordinator = Proc::spawn(&self.bin, gdir.join("coordinator.log"), args, env);
 
         let sts = &children.workers.spec.as_ref().unwrap();
