@@ -152,19 +152,12 @@ fn sigterm_during_a_checkpoint_that_cannot_complete_aborts_it_and_commits_none_o
     let api = w.api();
     let seen = wait_completed_checkpoint(&api);
     // Wait for a checkpoint in flight behind the full channels.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/checkpoints")])
-            .output()
-            .unwrap();
-        let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if h["inProgress"].as_u64().is_some_and(|id| id > seen + 1) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint in flight: {h}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll_json(
+        &format!("{api}/v1/checkpoints"),
+        "a checkpoint in flight behind the full channels",
+        Duration::from_secs(60),
+        |history| history["inProgress"].as_u64().filter(|id| *id > seen + 1),
+    );
     signal(w.child.id(), "TERM");
     let (code, took) = wait_exit(&mut w, Duration::from_secs(5));
     let stderr = std::fs::read_to_string(&w.stderr).unwrap();

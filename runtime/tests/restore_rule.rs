@@ -51,21 +51,12 @@ fn snapshot_ids(dir: &std::path::Path, prefix: &str) -> Vec<u64> {
 /// Waits until the job's control API reports a completed checkpoint with an id above `after`;
 /// returns its id.
 fn wait_checkpoint_after(api: &str, after: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/job")])
-            .output()
-            .unwrap();
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if let Some(id) = status["lastCompletedCheckpoint"]["id"].as_u64()
-            && id > after
-        {
-            return id;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint after {after}: {status}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll_json(
+        &format!("{api}/v1/job"),
+        &format!("a checkpoint after {after}"),
+        Duration::from_secs(90),
+        |job| job["lastCompletedCheckpoint"]["id"].as_u64().filter(|id| *id > after),
+    )
 }
 
 fn wait_first_checkpoint(api: &str) -> u64 {
@@ -188,19 +179,12 @@ fn stop_with_savepoint_supersedes_a_hung_savepoint() {
     wait_first_checkpoint(&api);
     let hung = trigger(&api, false);
     // The stop request must come after the hung savepoint (id 2) is in flight.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/checkpoints")])
-            .output()
-            .unwrap();
-        let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if history["inProgress"].as_u64() == Some(2) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "savepoint 2 never started: {history}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll_json(
+        &format!("{api}/v1/checkpoints"),
+        "savepoint 2 in flight",
+        Duration::from_secs(60),
+        |history| (history["inProgress"].as_u64() == Some(2)).then_some(()),
+    );
     let started = Instant::now();
     let (ok, savepoint, err) = finished(trigger(&api, true));
     assert!(ok, "stop-with-savepoint failed: {err}");

@@ -303,24 +303,34 @@ pub fn crash_in_both_commit_windows(manifest: &Path, env: &[(String, String)]) {
     }
 }
 
+/// GETs `url` (a control API path) every 50 ms until `ready` returns `Some` for its JSON body
+/// (`Null` while the API does not answer), at most `timeout`; panics naming `what` and the last
+/// body.
+pub fn poll_json<T>(url: &str, what: &str, timeout: Duration, ready: impl Fn(&serde_json::Value) -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let out = Command::new("curl").args(["-sf", url]).output().unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(found) = ready(&body) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {timeout:?}; last answer of {url}: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits (at most 60 s) until the job's control API reports RUNNING: a savepoint is only
 /// accepted then (as in Flink, not while tasks are still being deployed).
 pub fn wait_running(api: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/job")])
-            .output()
-            .unwrap();
-        last = String::from_utf8_lossy(&out.stdout).into_owned();
-        let state = serde_json::from_str::<serde_json::Value>(&last).map(|v| v["state"].clone());
-        if state.is_ok_and(|s| s == "RUNNING") {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the job at {api} never reached RUNNING; last status: {last}");
+    poll_json(
+        &format!("{api}/v1/job"),
+        "the job reaches RUNNING",
+        Duration::from_secs(60),
+        |job| (job["state"] == "RUNNING").then_some(()),
+    );
 }
 
 /// Stop-with-savepoint through `weir savepoint trigger --stop` once the job is RUNNING;
