@@ -14,6 +14,7 @@ use crate::checkpoint::decide;
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
 use crate::operators::aggregate::Aggregate;
+use crate::operators::discard::DiscardSink;
 use crate::operators::sink::{FileSink, PrintSink, commit_restored};
 use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
 use crate::operators::{StreamOperator, TaskError, source};
@@ -337,6 +338,7 @@ pub async fn build_task(
                     .map_err(ctx_err)?,
             ),
             OperatorKind::PrintSink => Box::new(PrintSink),
+            OperatorKind::DiscardSink => Box::new(DiscardSink),
             OperatorKind::FileSource(_) | OperatorKind::Generator(_) => {
                 return Err(format!("operator {}: a source must be the first step", op.uid));
             }

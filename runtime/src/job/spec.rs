@@ -348,7 +348,7 @@ pub struct AggregateSpec {
     pub as_field: Option<String>,
 }
 
-/// A sink. Exactly one of `file`, `print`.
+/// A sink. Exactly one of `file`, `print`, `discard`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkSpec {
@@ -358,6 +358,10 @@ pub struct SinkSpec {
     /// Print records to stdout as JSON lines (not transactional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub print: Option<PrintSinkSpec>,
+    /// Count records and write nothing (as Flink's `blackhole` connector): for benchmarks and
+    /// tests. Nothing to commit, so exactly-once holds trivially.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discard: Option<DiscardSinkSpec>,
 }
 
 /// Transactional file sink: one part file per subtask and checkpoint, visible only after the
@@ -373,3 +377,9 @@ pub struct FileSinkSpec {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PrintSinkSpec {}
+
+/// Discard sink (`discard: {}`): takes no settings; records are counted in the subtask's
+/// `records_in` metric and dropped.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscardSinkSpec {}

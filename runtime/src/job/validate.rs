@@ -86,6 +86,8 @@ pub enum OperatorKind {
     FileSink(FileSinkSpec),
     /// Stdout sink.
     PrintSink,
+    /// Discard sink: counts and drops records.
+    DiscardSink,
 }
 
 impl OperatorKind {
@@ -101,6 +103,7 @@ impl OperatorKind {
             OperatorKind::Aggregate { func, .. } => func.name(),
             OperatorKind::FileSink(_) => "sink-file",
             OperatorKind::PrintSink => "sink-print",
+            OperatorKind::DiscardSink => "sink-discard",
         }
     }
 
@@ -307,18 +310,19 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         }
     }
     if let Some(s) = &step.sink {
-        kinds.push(match (&s.file, &s.print) {
-            (Some(f), None) => {
+        kinds.push(match (&s.file, &s.print, &s.discard) {
+            (Some(f), None, None) => {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
                 OperatorKind::FileSink(f.clone())
             }
-            (None, Some(_)) => OperatorKind::PrintSink,
+            (None, Some(_), None) => OperatorKind::PrintSink,
+            (None, None, Some(_)) => OperatorKind::DiscardSink,
             _ => {
                 return Err(JobError::new(
                     format!("{at}.sink"),
-                    "set exactly one of `file`, `print`",
+                    "set exactly one of `file`, `print`, `discard`",
                 ));
             }
         });
@@ -371,7 +375,10 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         let kind = step_kind(i, step)?;
         let at = format!("spec.job.steps[{i}]");
         let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
-        let is_sink = matches!(kind, OperatorKind::FileSink(_) | OperatorKind::PrintSink);
+        let is_sink = matches!(
+            kind,
+            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
+        );
         if (i == 0) != is_source {
             return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
         }
@@ -496,6 +503,14 @@ mod tests {
                 json!([{"source": {"generator": {"keys": 0}}}, sink]),
                 "spec.job.steps[0].source.generator.keys: must be at least 1",
             ),
+            (
+                json!([src, {"sink": {"print": {}, "discard": {}}}]),
+                "spec.job.steps[1].sink: set exactly one of `file`, `print`, `discard`",
+            ),
+            (
+                json!([src, {"sink": {"discard": {}}}, sink]),
+                "spec.job.steps[1]: the last step, and only it, must be a `sink`",
+            ),
         ];
         for (steps, want) in cases {
             let e = err(spec(steps));
@@ -512,6 +527,22 @@ mod tests {
         s.max_parallelism = None;
         s.checkpointing.interval = "soon".into();
         assert!(err(s).starts_with("spec.checkpointing.interval:"));
+    }
+
+    #[test]
+    fn discard_sink_is_a_sink_without_state() {
+        use serde_json::json;
+        let job = Job::from_spec(
+            "t",
+            spec(json!([{"source": {"generator": {}}}, {"sink": {"discard": {}}}])),
+        )
+        .unwrap();
+        assert_eq!(job.operators[1].kind, OperatorKind::DiscardSink);
+        assert_eq!(job.operators[1].uid, "sink-discard-1");
+        assert!(!job.operators[1].kind.is_stateful());
+        let manifest = "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: { name: t }\nspec:\n  job:\n    steps:\n      - source: { generator: {} }\n      - sink: { discard: { path: x } }\n";
+        let unknown = crate::job::parse_manifest(manifest, &[]).unwrap_err().to_string();
+        assert!(unknown.contains("spec.job.steps[1].sink.discard"), "{unknown}");
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Operators: sources ([`source`]), stateless transforms ([`transform`]), keyed running
-//! aggregations ([`aggregate`]) and sinks ([`sink`]).
+//! aggregations ([`aggregate`]) and sinks ([`sink`], [`discard`]).
 //!
 //! Chained operators of one subtask implement [`StreamOperator`]: records in, records out, a
 //! synchronous snapshot at each barrier that returns an encoder run asynchronously, and a
 //! notification when a checkpoint completes (the commit phase of two-phase commit).
 
 pub mod aggregate;
+pub mod discard;
 pub mod sink;
 pub mod source;
 pub mod transform;
