@@ -63,8 +63,14 @@ async fn keyed_count_into_discard_counts_every_record_across_checkpoints() {
     // checkpoints complete while records flow into the sink.
     let steps = "      - source: { generator: { seed: 7, count: 60000, keys: 500, maxRecordsPerSecond: 20000 } }\n      - keyBy: { expression: key, as: key }\n      - count: {}\n      - sink: { discard: {} }\n";
     let (counted, completed) = run(dir.path(), 2, steps, "count").await;
-    assert_eq!(counted, 60_000, "every record reached the count → discard subtasks once");
-    assert!(completed >= 2, "checkpoints completed with a discard sink ({completed})");
+    assert_eq!(
+        counted, 60_000,
+        "every record reached the count → discard subtasks once"
+    );
+    assert!(
+        completed >= 2,
+        "checkpoints completed with a discard sink ({completed})"
+    );
     let written: Vec<String> = files(dir.path())
         .into_iter()
         .filter(|f| !f.starts_with("checkpoints"))
