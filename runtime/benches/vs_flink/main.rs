@@ -92,9 +92,47 @@ impl Paths {
     }
 }
 
+/// Copies the `weir` binary cargo built for this bench into `target/bench-data/weir` and
+/// checks that it runs a job ending in a `discard` sink.
+///
+/// Why: several worktrees may share one `CARGO_TARGET_DIR`. Their `weir-runtime` units have the
+/// same artifact names, and cargo can take another worktree's newer build for a fresh one of
+/// this tree, or replace `release/weir` while the bench runs. The private copy cannot change
+/// under the bench; the check catches a binary built from a tree without the discard sink.
+fn private_weir(paths: &Paths) -> Result<PathBuf, String> {
+    let built = Path::new(env!("CARGO_BIN_EXE_weir"));
+    let copy = paths.data.join("weir");
+    std::fs::copy(built, &copy).map_err(|e| format!("copying {} to {}: {e}", built.display(), copy.display()))?;
+    let manifest = paths.runs.join("preflight.yaml");
+    let checkpoints = paths.runs.join("preflight-checkpoints");
+    let job = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: preflight }}\nspec:\n  checkpointing: {{ storage: \"{}\" }}\n  job:\n    steps:\n      - source: {{ generator: {{ count: 1000 }} }}\n      - sink: {{ discard: {{}} }}\n",
+        checkpoints.display()
+    );
+    std::fs::write(&manifest, job).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let out = Command::new(&copy)
+        .arg("run")
+        .arg(&manifest)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .map_err(|e| format!("running {}: {e}", copy.display()))?;
+    let _ = std::fs::remove_dir_all(&checkpoints);
+    if !out.status.success() {
+        return Err(format!(
+            "{} (built as {}) cannot run a job with a discard sink; it was probably built from another \
+             worktree sharing the target directory: touch runtime/src and rebuild.\n{}",
+            copy.display(),
+            built.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(copy)
+}
+
 /// Everything needed to run one side.
 struct Runner {
     paths: Paths,
+    weir: PathBuf,
     flink: Option<(PathBuf, PathBuf, PathBuf)>,
     timeout: Duration,
 }
@@ -114,7 +152,7 @@ impl Runner {
                     manifest.replace("{checkpoints}", &checkpoints.display().to_string()),
                 )
                 .map_err(|e| format!("{}: {e}", path.display()))?;
-                let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+                let mut command = Command::new(&self.weir);
                 command
                     .arg("run")
                     .arg(&path)
@@ -285,7 +323,9 @@ fn run(args: Args) -> Result<(), String> {
         "vs_flink: keyed count {} records, word count {words} words, Nexmark {} bids",
         args.keyed_records, args.bids
     );
+    let weir = private_weir(&paths)?;
     let runner = Runner {
+        weir,
         paths,
         flink,
         timeout: Duration::from_secs(args.timeout_seconds),
