@@ -170,21 +170,21 @@ fn word_count(words_path: &Path, words: u64) -> Workload {
 fn nexmark(bids_path: &Path, bids: u64) -> Vec<Workload> {
     let path = bids_path.display();
     let bid_table = format!(
-        "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, dateTime TIMESTAMP(3), extra STRING) WITH ('connector' = 'filesystem', 'path' = 'file://{path}', 'format' = 'json')"
+        "CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, `dateTime` TIMESTAMP(3), extra STRING) WITH ('connector' = 'filesystem', 'path' = 'file://{path}', 'format' = 'json')"
     );
     let source = format!("      - source: {{ file: {{ path: \"{path}\", format: jsonl }} }}\n");
     let queries = [
         (
             "nexmark-q0",
             "      - map: { expression: '{\"auction\": auction, \"bidder\": bidder, \"price\": price, \"dateTime\": dateTime, \"extra\": extra}' }\n",
-            "CREATE TABLE sink (auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP(3), extra STRING) WITH ('connector' = 'blackhole')",
-            "INSERT INTO sink SELECT auction, bidder, price, dateTime, extra FROM bid",
+            "CREATE TABLE sink (auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3), extra STRING) WITH ('connector' = 'blackhole')",
+            "INSERT INTO sink SELECT auction, bidder, price, `dateTime`, extra FROM bid",
         ),
         (
             "nexmark-q1",
             "      - map: { expression: '{\"auction\": auction, \"bidder\": bidder, \"price\": 0.908 * double(price), \"dateTime\": dateTime, \"extra\": extra}' }\n",
-            "CREATE TABLE sink (auction BIGINT, bidder BIGINT, price DECIMAL(23, 3), dateTime TIMESTAMP(3), extra STRING) WITH ('connector' = 'blackhole')",
-            "INSERT INTO sink SELECT auction, bidder, 0.908 * price AS price, dateTime, extra FROM bid",
+            "CREATE TABLE sink (auction BIGINT, bidder BIGINT, price DECIMAL(23, 3), `dateTime` TIMESTAMP(3), extra STRING) WITH ('connector' = 'blackhole')",
+            "INSERT INTO sink SELECT auction, bidder, 0.908 * price AS price, `dateTime`, extra FROM bid",
         ),
         (
             "nexmark-q2",
