@@ -92,7 +92,7 @@ impl Paths {
     }
 }
 
-/// Copies the `weir` binary cargo built for this bench into `target/bench-data/weir` and
+/// Copies the `weir` binary cargo built for this bench into `target/bench-data/weir-<pid>` and
 /// checks that it runs a job ending in a `discard` sink.
 ///
 /// Why: several worktrees may share one `CARGO_TARGET_DIR`. Their `weir-runtime` units have the
@@ -101,10 +101,11 @@ impl Paths {
 /// under the bench; the check catches a binary built from a tree without the discard sink.
 fn private_weir(paths: &Paths) -> Result<PathBuf, String> {
     let built = Path::new(env!("CARGO_BIN_EXE_weir"));
-    let copy = paths.data.join("weir");
+    // Per process: a second bench running at the same time must not overwrite a running copy.
+    let copy = paths.data.join(format!("weir-{}", std::process::id()));
     std::fs::copy(built, &copy).map_err(|e| format!("copying {} to {}: {e}", built.display(), copy.display()))?;
-    let manifest = paths.runs.join("preflight.yaml");
-    let checkpoints = paths.runs.join("preflight-checkpoints");
+    let manifest = paths.runs.join(format!("preflight-{}.yaml", std::process::id()));
+    let checkpoints = paths.runs.join(format!("preflight-{}-checkpoints", std::process::id()));
     let job = format!(
         "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: preflight }}\nspec:\n  checkpointing: {{ storage: \"{}\" }}\n  job:\n    steps:\n      - source: {{ generator: {{ count: 1000 }} }}\n      - sink: {{ discard: {{}} }}\n",
         checkpoints.display()
@@ -342,6 +343,7 @@ fn run(args: Args) -> Result<(), String> {
             }
         }
     }
+    let _ = std::fs::remove_file(&runner.weir);
     println!(
         "\nmedians; ratio = weir / other of records/s, cpu ratio = of records per CPU-second; load now {}",
         load()
