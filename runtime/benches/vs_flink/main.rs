@@ -12,8 +12,10 @@
 //! ```
 //!
 //! Sizes also come from `WEIR_BENCH_RUNS`, `WEIR_BENCH_KEYED_RECORDS`, `WEIR_BENCH_WORDS`,
-//! `WEIR_BENCH_BIDS`. Defaults (3 runs; 10M keyed records, 10M words, 5M bids) make a full run
-//! with Flink take about 20 minutes on the 2-core development machine.
+//! `WEIR_BENCH_BIDS`. Defaults (3 runs; 10M keyed records, 10M words, 5M bids) are sized for a
+//! full run with Flink of about 20–25 minutes on an idle 2-core machine (an estimate from the
+//! per-record times of both sides plus Flink's ~10 s start per run; under heavy load it takes
+//! several times longer: docs/benchmarks.md).
 //!
 //! Why a `harness = false` bench and not a bin: `cargo bench` builds it with the release
 //! profile together with the `weir` binary it measures (`CARGO_BIN_EXE_weir`), `cargo test`
