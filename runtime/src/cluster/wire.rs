@@ -406,7 +406,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, n)| Record {
-                value: json!({ "i": i, "s": "x".repeat(*n) }),
+                row: crate::record::Row::from_json(json!({ "i": i, "s": "x".repeat(*n) })),
                 keyed: None,
             })
             .collect()

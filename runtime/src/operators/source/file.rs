@@ -9,7 +9,8 @@
 use super::Source;
 use crate::job::{FileFormat, FileSourceSpec};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
-use crate::record::{Record, Value};
+use crate::record::json::parse_json_row;
+use crate::record::{Datum, Record, Row, Schema, SchemaCache};
 use crate::storage::{self, S3Options, Store};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -65,7 +66,8 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
 
 struct OpenSplit {
     reader: Box<dyn BufRead + Send>,
-    header: Option<Vec<String>>,
+    /// The CSV header as the schema of the split's rows.
+    header: Option<Arc<Schema>>,
     /// Bytes the open consumed from the split's position (a CSV header at offset 0).
     consumed: u64,
 }
@@ -79,6 +81,7 @@ pub struct FileSource {
     current: Option<(usize, OpenSplit)>,
     line: Vec<u8>,
     progress: Arc<AtomicU64>,
+    schemas: SchemaCache,
 }
 
 impl FileSource {
@@ -124,6 +127,7 @@ impl FileSource {
             current: None,
             line: Vec::with_capacity(256),
             progress,
+            schemas: SchemaCache::default(),
         })
     }
 }
@@ -184,7 +188,7 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(csv_fields(&split.path, 0, trim_eol(&line))?)
+            Some(Schema::new(csv_fields(&split.path, 0, trim_eol(&line))?))
         } else {
             None
         };
@@ -196,50 +200,46 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
     }
 }
 
-/// Parses one line (without its line ending) into a record value; `None` for blank lines of
-/// JSON/CSV. Errors name the file and byte offset.
+/// The schema of text lines: one field, `line`.
+pub fn text_schema() -> Arc<Schema> {
+    static SCHEMA: std::sync::OnceLock<Arc<Schema>> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| Schema::new(["line"])).clone()
+}
+
+/// Parses one line (without its line ending) into a row; `None` for blank lines of JSON/CSV.
+/// Errors name the file and byte offset.
 fn parse(
     format: FileFormat,
     path: &str,
     offset: u64,
     line: &[u8],
-    header: Option<&Vec<String>>,
-) -> TaskResult<Option<Value>> {
-    {
-        let text =
-            std::str::from_utf8(line).map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
-        Ok(match format {
-            FileFormat::Text => {
-                let mut o = serde_json::Map::with_capacity(1);
-                o.insert("line".into(), Value::String(text.to_string()));
-                Some(Value::Object(o))
+    header: Option<&Arc<Schema>>,
+    schemas: &mut SchemaCache,
+) -> TaskResult<Option<Row>> {
+    let text =
+        std::str::from_utf8(line).map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
+    Ok(match format {
+        FileFormat::Text => Some(Row::new_unchecked(text_schema(), vec![Datum::Str(text.into())])),
+        FileFormat::Jsonl if text.trim().is_empty() => None,
+        FileFormat::Jsonl => Some(
+            parse_json_row(text, schemas)
+                .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
+        ),
+        FileFormat::Csv if text.is_empty() => None,
+        FileFormat::Csv => {
+            let header = header.expect("csv header read at open");
+            let fields = csv_fields(path, offset, text.as_bytes())?;
+            if fields.len() != header.names().len() {
+                return Err(TaskError(format!(
+                    "{path} at byte {offset}: {} fields, the header has {}",
+                    fields.len(),
+                    header.names().len()
+                )));
             }
-            FileFormat::Jsonl if text.trim().is_empty() => None,
-            FileFormat::Jsonl => Some(
-                serde_json::from_str(text)
-                    .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
-            ),
-            FileFormat::Csv if text.is_empty() => None,
-            FileFormat::Csv => {
-                let header = header.expect("csv header read at open");
-                let fields = csv_fields(path, offset, text.as_bytes())?;
-                if fields.len() != header.len() {
-                    return Err(TaskError(format!(
-                        "{path} at byte {offset}: {} fields, the header has {}",
-                        fields.len(),
-                        header.len()
-                    )));
-                }
-                Some(Value::Object(
-                    header
-                        .iter()
-                        .cloned()
-                        .zip(fields.into_iter().map(Value::String))
-                        .collect(),
-                ))
-            }
-        })
-    }
+            let values = fields.into_iter().map(|f| Datum::Str(f.into())).collect();
+            Some(Row::new_unchecked(header.clone(), values))
+        }
+    })
 }
 
 fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
@@ -292,7 +292,15 @@ impl Source for FileSource {
                 let at = split.offset;
                 split.offset += n as u64;
                 self.progress.fetch_add(n as u64, Ordering::Relaxed);
-                if let Some(v) = parse(self.format, &split.path, at, trim_eol(&self.line), open.header.as_ref())? {
+                let line = trim_eol(&self.line);
+                if let Some(v) = parse(
+                    self.format,
+                    &split.path,
+                    at,
+                    line,
+                    open.header.as_ref(),
+                    &mut self.schemas,
+                )? {
                     out.push(Record::new(v));
                     produced += 1;
                 }
