@@ -279,6 +279,61 @@ mod tests {
         }
     }
 
+    fn barrier() -> Barrier {
+        let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
+            store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
+            dir: "x".into(),
+        });
+        Barrier {
+            id: 1,
+            kind: crate::control::api::SnapshotKind::Checkpoint,
+            stop: false,
+            target,
+            triggered_at_ms: 0,
+        }
+    }
+
+    /// Many keys per key group (the table grows and rehashes), string and integer keys, and
+    /// the count carries over a snapshot and restore.
+    #[tokio::test]
+    async fn counts_many_keys_per_key_group_across_a_restore() {
+        let all = key_group_range(0, 1, 8);
+        let keys: Vec<Key> = (0..3000)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Key::Str(format!("word-{i}").into())
+                } else {
+                    Key::Int(i)
+                }
+            })
+            .collect();
+        let batch = || {
+            keys.iter()
+                .map(|k| Record {
+                    row: Row::from_json(serde_json::json!({})),
+                    keyed: Some(KeyedBy::new(k.clone(), 8)),
+                })
+                .collect::<Vec<_>>()
+        };
+        let new = |restore| Aggregate::new("c", AggregateFn::Count, None, "k", "k", all, restore).unwrap();
+        let mut op = new(OperatorRestore::default());
+        let mut out = Vec::new();
+        op.process(batch(), &mut out).await.unwrap();
+        op.process(batch(), &mut out).await.unwrap();
+        assert_eq!(op.len(), 3000);
+        // Key field and value field of the same name: the value replaces the key.
+        assert_eq!(serde_json::to_string(&out[3000].row).unwrap(), r#"{"k":2}"#);
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let mut restored = new(OperatorRestore {
+            key_groups: enc.key_groups,
+            operator_state: vec![],
+        });
+        let mut out = Vec::new();
+        restored.process(batch(), &mut out).await.unwrap();
+        assert!(out.iter().all(|r| r.row.values() == [Datum::Int(3)]));
+        assert_eq!(restored.len(), 3000);
+    }
+
     #[tokio::test]
     async fn running_sum_emits_updates_and_snapshot_restores_by_key_group() {
         let all = key_group_range(0, 1, 8);
@@ -310,18 +365,7 @@ mod tests {
         );
         assert_eq!(serde_json::to_string(&out[0].row).unwrap(), r#"{"word":"a","total":2}"#);
 
-        let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
-            store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
-            dir: "x".into(),
-        });
-        let barrier = Barrier {
-            id: 1,
-            kind: crate::control::api::SnapshotKind::Checkpoint,
-            stop: false,
-            target,
-            triggered_at_ms: 0,
-        };
-        let enc = op.snapshot(&barrier).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
         // Restore into two subtasks of parallelism 2: each gets only its key groups, together all keys.
         let mut total = 0;
         for i in 0..2 {
