@@ -10,7 +10,7 @@ use super::Source;
 use crate::job::{FileFormat, FileSourceSpec};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::record::json::parse_json_row;
-use crate::record::{Datum, Record, Row, Schema, SchemaCache};
+use crate::record::{Datum, Record, Row, RowBuilder, Schema, SchemaCache};
 use crate::storage::{self, S3Options, Store};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -66,8 +66,8 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
 
 struct OpenSplit {
     reader: Box<dyn BufRead + Send>,
-    /// The CSV header as the schema of the split's rows.
-    header: Option<Arc<Schema>>,
+    /// The CSV header.
+    header: Option<CsvHeader>,
     /// Bytes the open consumed from the split's position (a CSV header at offset 0).
     consumed: u64,
 }
@@ -188,7 +188,7 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(Schema::new(csv_fields(&split.path, 0, trim_eol(&line))?))
+            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?))
         } else {
             None
         };
@@ -213,7 +213,7 @@ fn parse(
     path: &str,
     offset: u64,
     line: &[u8],
-    header: Option<&Arc<Schema>>,
+    header: Option<&CsvHeader>,
     schemas: &mut SchemaCache,
 ) -> TaskResult<Option<Row>> {
     let text =
@@ -229,17 +229,45 @@ fn parse(
         FileFormat::Csv => {
             let header = header.expect("csv header read at open");
             let fields = csv_fields(path, offset, text.as_bytes())?;
-            if fields.len() != header.names().len() {
+            let names = header.schema.names();
+            if fields.len() != names.len() {
                 return Err(TaskError(format!(
                     "{path} at byte {offset}: {} fields, the header has {}",
                     fields.len(),
-                    header.names().len()
+                    names.len()
                 )));
             }
-            let values = fields.into_iter().map(|f| Datum::Str(f.into())).collect();
-            Some(Row::new_unchecked(header.clone(), values))
+            let values = fields.into_iter().map(|f| Datum::Str(f.into()));
+            if header.repeats_a_name {
+                // A repeated column name keeps its first position and its last value, as
+                // when rows were JSON objects.
+                let mut b = RowBuilder::with_capacity(names.len());
+                for (name, value) in names.iter().zip(values) {
+                    b.push(name.clone(), value);
+                }
+                Some(b.finish(schemas))
+            } else {
+                Some(Row::new_unchecked(header.schema.clone(), values.collect()))
+            }
         }
     })
+}
+
+/// A CSV file's header: the schema of its rows.
+struct CsvHeader {
+    schema: Arc<Schema>,
+    /// Whether a column name repeats (rows are then built field by field).
+    repeats_a_name: bool,
+}
+
+impl CsvHeader {
+    fn new(names: Vec<String>) -> CsvHeader {
+        let repeats_a_name = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        CsvHeader {
+            schema: Schema::new(names),
+            repeats_a_name,
+        }
+    }
 }
 
 fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
@@ -325,5 +353,43 @@ impl Source for FileSource {
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv_json(header: &[&str], line: &str) -> String {
+        let header = CsvHeader::new(header.iter().map(|s| s.to_string()).collect());
+        let row = parse(
+            FileFormat::Csv,
+            "f.csv",
+            0,
+            line.as_bytes(),
+            Some(&header),
+            &mut SchemaCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+        serde_json::to_string(&row).unwrap()
+    }
+
+    #[test]
+    fn csv_rows_follow_the_header_and_a_repeated_name_keeps_its_last_value() {
+        assert_eq!(csv_json(&["a", "b"], "1,\"x, y\""), r#"{"a":"1","b":"x, y"}"#);
+        assert_eq!(csv_json(&["a", "b", "a"], "1,2,3"), r#"{"a":"3","b":"2"}"#);
+        let text = parse(
+            FileFormat::Text,
+            "f",
+            0,
+            "é \"q\"".as_bytes(),
+            None,
+            &mut SchemaCache::default(),
+        );
+        assert_eq!(
+            serde_json::to_string(&text.unwrap().unwrap()).unwrap(),
+            r#"{"line":"é \"q\""}"#
+        );
     }
 }
