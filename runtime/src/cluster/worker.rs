@@ -535,7 +535,7 @@ async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
 /// reports as a failure.
 async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCache) {
     loop {
-        let el = match recv::<DataFrame>(&mut conn).await {
+        let el = match recv_data(&mut conn).await {
             Ok(Some(DataFrame::Records(r))) => Element::Records(r),
             Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
                 Ok(b) => Element::Barrier(b),
@@ -546,6 +546,10 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
             },
             Ok(Some(DataFrame::End)) => {
                 let _ = tx.send(Element::End).await;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
                 return;
             }
             _ => return,
