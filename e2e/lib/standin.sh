@@ -28,7 +28,7 @@ standin_install() {
   "$STANDIN_PY" -m pytest -q -p no:cacheprovider "$E2E_DIR/standin/tests" >&2 ||
     fail "the stand-in's fidelity tests failed: it would not refuse what the API server refuses"
   if ((BUILD)); then
-    (cd "$REPO_ROOT" && cargo build -p weir-operator -p weir-runtime)
+    (cd "$REPO_ROOT" && cargo build --locked -p weir-operator -p weir-runtime)
   fi
   local b
   for b in weir weir-operator; do

@@ -1,18 +1,28 @@
-//! Keyed count throughput: a generator source (seeded, 100k keys) → keyBy → count → file
-//! sink, with exactly-once checkpoints every second to a local directory, at parallelism 1
-//! and 2. Prints records/s and records/s per core, and the ratio against a baseline measured
-//! in the same run: the same records counted in a plain `HashMap` on one thread with no
-//! framework (no channels, no checkpoints, no output).
+//! Keyed count and word count throughput, each against a plain single-threaded baseline
+//! measured in the same run.
 //!
-//! Run: `cargo bench -p weir-runtime --bench keyed_count` (set WEIR_BENCH_RECORDS to change
-//! the input size; default 2,000,000).
+//! 1. Keyed count: a generator source (seeded, 100k keys) → keyBy → count → file sink, with
+//!    exactly-once checkpoints every second to a local directory, at parallelism 1 and 2. The
+//!    baseline builds the same key strings and counts them in a plain `HashMap` on one thread
+//!    (no records, channels, checkpoints or output).
+//! 2. Word count: text files → `map` (`line.lower()`) → `flatMap` (`\W+`) → keyBy → count →
+//!    file sink, checkpoints every second, at parallelism 1 and 2. The baseline reads the same
+//!    lines, lowercases them, splits them with the same regex and counts the words in a
+//!    `HashMap` on one thread.
+//!
+//! Prints records/s, records/s per core and the ratio to the baseline.
+//!
+//! Run: `cargo bench -p weir-runtime --bench keyed_count`. Environment: `WEIR_BENCH_RECORDS`
+//! (keyed count input size; default 2,000,000), `WEIR_BENCH_TEXT` (glob of the word count's
+//! text files; default the repository's `../shared/data/text/*.txt`), `WEIR_BENCH_TEXT_REPEAT`
+//! (how many copies of the text files are read; default 4).
 
 use std::collections::HashMap;
 use std::time::Instant;
 use weir_runtime::checkpoint::restore::RestoreFrom;
 use weir_runtime::exec::{RunOptions, prepare};
 use weir_runtime::job::parse_manifest;
-use weir_runtime::operators::source::generator::record;
+use weir_runtime::operators::source::generator::splitmix64;
 
 /// The same allocator as the `weir` binary.
 #[global_allocator]
@@ -21,35 +31,46 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const KEYS: u64 = 100_000;
 const SEED: u64 = 42;
 
-fn baseline(n: u64) -> f64 {
+fn keyed_count_baseline(n: u64) -> f64 {
     let t = Instant::now();
     let mut counts: HashMap<String, u64> = HashMap::new();
     for i in 0..n {
-        let r = record(SEED, i, KEYS);
-        *counts.entry(r["key"].as_str().unwrap().to_string()).or_default() += 1;
+        // The generator's key of record i (operators/source/generator.rs).
+        let h = splitmix64(SEED ^ splitmix64(i));
+        *counts.entry(format!("key-{}", h % KEYS)).or_default() += 1;
     }
     assert_eq!(counts.values().sum::<u64>(), n);
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-fn weir(n: u64, parallelism: u32, dir: &std::path::Path) -> f64 {
-    let manifest = format!(
-        r#"apiVersion: weir.dev/v1alpha1
-kind: StreamJob
-metadata: {{ name: bench }}
-spec:
-  parallelism: {parallelism}
-  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints" }}
-  job:
-    steps:
-      - source: {{ generator: {{ seed: {SEED}, count: {n}, keys: {KEYS} }} }}
-      - keyBy: {{ expression: key, as: key }}
-      - count: {{}}
-      - sink: {{ file: {{ path: "{d}/output-p{parallelism}" }} }}
-"#,
-        d = dir.display()
-    );
-    let job = parse_manifest(&manifest, &[]).expect("bench manifest");
+/// Words of the files, counted as the word count job counts them; returns (words, records/s).
+fn word_count_baseline(files: &[std::path::PathBuf]) -> (u64, f64) {
+    let t = Instant::now();
+    let split = regex::Regex::new(r"\W+").unwrap();
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut words = 0u64;
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in text.lines() {
+            let lower = line.to_lowercase();
+            for w in split.split(&lower).filter(|w| !w.is_empty()) {
+                words += 1;
+                match counts.get_mut(w) {
+                    Some(c) => *c += 1,
+                    None => {
+                        counts.insert(w.to_string(), 1);
+                    }
+                }
+            }
+        }
+    }
+    (words, words as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Runs a manifest to the end; returns records/s over `n` records, checking that the
+/// aggregation (tasks whose name starts with `counted_task`) received exactly `n`.
+fn run(manifest: &str, n: u64, counted_task: &str) -> f64 {
+    let job = parse_manifest(manifest, &[]).expect("bench manifest");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -68,15 +89,62 @@ spec:
         let handle = prepared.handle.clone();
         prepared.run().await.unwrap();
         let secs = t.elapsed().as_secs_f64();
-        let out: u64 = handle
+        let counted: u64 = handle
             .tasks
             .iter()
-            .filter(|t| t.0.starts_with("count"))
+            .filter(|t| t.0.starts_with(counted_task))
             .map(|t| t.2.records_in.load(std::sync::atomic::Ordering::Relaxed))
             .sum();
-        assert_eq!(out, n, "every record counted once");
+        assert_eq!(counted, n, "every record counted once");
         n as f64 / secs
     })
+}
+
+fn keyed_count(n: u64, parallelism: u32, dir: &std::path::Path) -> f64 {
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: bench }}
+spec:
+  parallelism: {parallelism}
+  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: {SEED}, count: {n}, keys: {KEYS} }} }}
+      - keyBy: {{ expression: key, as: key }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{d}/output-p{parallelism}" }} }}
+"#,
+        d = dir.display()
+    );
+    run(&manifest, n, "count")
+}
+
+fn word_count(words: u64, parallelism: u32, text_dir: &std::path::Path, dir: &std::path::Path) -> f64 {
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: bench-words }}
+spec:
+  parallelism: {parallelism}
+  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints-words" }}
+  job:
+    steps:
+      - source: {{ file: {{ path: "{t}/*.txt", format: text }} }}
+      - map: {{ expression: "{{'line': line.lower()}}" }}
+      - flatMap: {{ field: line, pattern: '\W+', as: word }}
+      - keyBy: {{ expression: word, as: word }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{d}/words-p{parallelism}" }} }}
+"#,
+        t = text_dir.display(),
+        d = dir.display()
+    );
+    run(&manifest, words, "count")
+}
+
+fn print_row(name: &str, rate: f64, per_core: f64, base: f64) {
+    println!("{name:<40} {rate:>14.0} {per_core:>16.0} {:>10.2}", rate / base);
 }
 
 fn main() {
@@ -86,25 +154,59 @@ fn main() {
         .unwrap_or(2_000_000);
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as f64;
     let dir = tempfile::tempdir().unwrap();
-    let base = baseline(n);
+    let base = keyed_count_baseline(n);
     println!("keyed count, {n} records, {KEYS} keys, {cores} cores");
     println!(
-        "{:<34} {:>14} {:>16} {:>10}",
+        "{:<40} {:>14} {:>16} {:>10}",
         "run", "records/s", "records/s/core", "vs base"
     );
-    println!(
-        "{:<34} {:>14.0} {:>16.0} {:>10.2}",
-        "baseline: HashMap, 1 thread", base, base, 1.0
-    );
+    print_row("baseline: HashMap, 1 thread", base, base, base);
     for p in [1u32, 2] {
-        let r = weir(n, p, dir.path());
-        let per_core = r / (p as f64).min(cores);
-        println!(
-            "{:<34} {:>14.0} {:>16.0} {:>10.2}",
-            format!("weir p={p}, exactly-once, chk 1s"),
+        let r = keyed_count(n, p, dir.path());
+        print_row(
+            &format!("weir p={p}, exactly-once, chk 1s"),
             r,
-            per_core,
-            r / base
+            r / (p as f64).min(cores),
+            base,
+        );
+    }
+
+    // Word count over copies of the bundled texts.
+    let pattern = std::env::var("WEIR_BENCH_TEXT")
+        .unwrap_or_else(|_| format!("{}/../../shared/data/text/*.txt", env!("CARGO_MANIFEST_DIR")));
+    let repeat: usize = std::env::var("WEIR_BENCH_TEXT_REPEAT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let sources: Vec<_> = glob::glob(&pattern).unwrap().map(Result::unwrap).collect();
+    if sources.is_empty() {
+        println!("\nword count: skipped, no file matches `{pattern}` (set WEIR_BENCH_TEXT)");
+        return;
+    }
+    let text_dir = dir.path().join("text");
+    std::fs::create_dir_all(&text_dir).unwrap();
+    let mut files = vec![];
+    for copy in 0..repeat {
+        for (i, s) in sources.iter().enumerate() {
+            let to = text_dir.join(format!("{copy:03}-{i:03}.txt"));
+            std::fs::copy(s, &to).unwrap();
+            files.push(to);
+        }
+    }
+    let (words, base) = word_count_baseline(&files);
+    println!("\nword count, {words} words ({repeat} copies of {pattern}), {cores} cores");
+    println!(
+        "{:<40} {:>14} {:>16} {:>10}",
+        "run", "words/s", "words/s/core", "vs base"
+    );
+    print_row("baseline: lower, split, HashMap", base, base, base);
+    for p in [1u32, 2] {
+        let r = word_count(words, p, &text_dir, dir.path());
+        print_row(
+            &format!("weir p={p}, exactly-once, chk 1s"),
+            r,
+            r / (p as f64).min(cores),
+            base,
         );
     }
 }

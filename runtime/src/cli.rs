@@ -100,7 +100,7 @@ pub struct CoordinatorArgs {
     #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
     /// A worker is lost after this long without a message (greater than 0).
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
+    #[arg(long, default_value = "15s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Delay before the first restart (doubles per restart in the window).
     #[arg(long, default_value = "1s", env = "WEIR_RESTART_BACKOFF")]
@@ -142,7 +142,7 @@ pub struct WorkerArgs {
     #[arg(long, default_value = "1s", env = "WEIR_HEARTBEAT_INTERVAL", value_parser = positive_duration)]
     pub heartbeat_interval: humantime::Duration,
     /// The coordinator is lost after this long without a message (greater than 0).
-    #[arg(long, default_value = "5s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
+    #[arg(long, default_value = "15s", env = "WEIR_HEARTBEAT_TIMEOUT", value_parser = positive_duration)]
     pub heartbeat_timeout: humantime::Duration,
     /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
     #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]

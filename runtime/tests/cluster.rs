@@ -353,3 +353,36 @@ spec:
     );
     assert!(!failed.contains("upstream lost"), "{failed}");
 }
+
+fn signal(pid: u32, name: &str) {
+    let st = Command::new("kill").args([name, &pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill {name} {pid}");
+}
+
+/// A stall of the coordinator process itself (an overloaded node, CPU throttling, a paused VM)
+/// must not lose every worker at once when it resumes: their heartbeats waited in the socket
+/// buffers. Before `cluster::liveness`, the first check after a 5 s stop declared all three
+/// workers lost (timeout 3 s) and restarted the job.
+#[test]
+fn a_stalled_coordinator_does_not_lose_its_workers_when_it_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    signal(c.coordinator.pid(), "-STOP");
+    std::thread::sleep(Duration::from_secs(5));
+    signal(c.coordinator.pid(), "-CONT");
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(log.contains("this process stalled"), "{log}");
+    assert!(
+        !log.contains("\"heartbeat timeout\"") && !log.contains("attempt 1 failed"),
+        "{log}"
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "coordinator stalled 5 s",
+    );
+}

@@ -6,6 +6,7 @@
 //! ignored and workers still running an older attempt are refused.
 
 use super::fence::EpochFence;
+use super::liveness::{StallClock, discount_stall, is_lost};
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
@@ -590,16 +591,30 @@ fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn
     }
 }
 
+/// Every 200 ms: loses workers silent for longer than `timeout`, not counting time this process
+/// itself stalled ([`liveness`](super::liveness)).
 async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, timeout: Duration) {
+    const PERIOD: Duration = Duration::from_millis(200);
+    let mut clock = StallClock::new(PERIOD, Instant::now());
     loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(PERIOD).await;
         let stale: Vec<(String, u64)> = {
-            let r = registry.lock().expect("lock");
+            let mut r = registry.lock().expect("lock");
             r.publish();
+            let now = Instant::now();
+            let stall = clock.check(now);
+            if !stall.is_zero() {
+                tracing::warn!(
+                    stall_ms = stall.as_millis() as u64,
+                    "this process stalled; worker heartbeat timeouts extended by the stall"
+                );
+            }
             r.workers
-                .iter()
-                .filter(|(_, w)| w.last_seen.elapsed() > timeout)
-                .map(|(id, w)| (id.clone(), w.conn_id))
+                .iter_mut()
+                .filter_map(|(id, w)| {
+                    w.last_seen = discount_stall(w.last_seen, stall, now);
+                    is_lost(w.last_seen, now, timeout).then(|| (id.clone(), w.conn_id))
+                })
                 .collect()
         };
         for (id, conn) in stale {

@@ -5,6 +5,8 @@
 pub mod coordinator;
 pub mod failure;
 pub mod fence;
+pub mod liveness;
+pub mod record_codec;
 pub mod restart;
 pub mod wire;
 pub mod worker;

@@ -1,6 +1,9 @@
 //! The wire protocol of the distributed runtime: length-delimited frames (a 4-byte big-endian
-//! length, then a JSON body), over one TCP connection per worker for control (RPC) and one per
-//! remote channel between subtasks for data.
+//! length, then a JSON body, or for record batches the binary form of [`record_codec`]), over
+//! one TCP connection per worker for control (RPC) and one per remote channel between
+//! subtasks for data.
+//!
+//! [`record_codec`]: super::record_codec
 //!
 //! RPC, worker → coordinator: [`ToCoordinator`]; coordinator → worker: [`ToWorker`]. Data,
 //! upstream worker → downstream worker: [`DataFrame`] (`Hello` first, then records, barriers
@@ -57,15 +60,9 @@ pub struct OversizeRecord {
     pub limit: usize,
 }
 
-/// The same JSON as [`DataFrame::Records`], without owning the batch.
-#[derive(Serialize)]
-enum RecordsFrame<'a> {
-    Records(&'a [Record]),
-}
-
-/// Encodes a batch as `Records` frames of at most `limit` bytes each, splitting it (order
-/// kept) where it does not fit in one. Errors: a record whose frame alone exceeds `limit`
-/// (records are not streamed across frames).
+/// Encodes a batch as binary record frames ([`record_codec`](super::record_codec)) of at
+/// most `limit` bytes each, splitting it (order kept) where it does not fit in one. Errors: a
+/// record whose frame alone exceeds `limit` (records are not streamed across frames).
 pub fn encode_records(batch: &[Record], limit: usize) -> Result<Vec<bytes::Bytes>, OversizeRecord> {
     let mut frames = Vec::with_capacity(1);
     encode_records_into(batch, limit, &mut frames)?;
@@ -73,8 +70,7 @@ pub fn encode_records(batch: &[Record], limit: usize) -> Result<Vec<bytes::Bytes
 }
 
 fn encode_records_into(batch: &[Record], limit: usize, frames: &mut Vec<bytes::Bytes>) -> Result<(), OversizeRecord> {
-    // Records are JSON values: they always serialize.
-    let body = serde_json::to_vec(&RecordsFrame::Records(batch)).unwrap_or_default();
+    let body = super::record_codec::encode(batch);
     if body.len() <= limit {
         frames.push(bytes::Bytes::from(body));
         return Ok(());
@@ -88,6 +84,26 @@ fn encode_records_into(batch: &[Record], limit: usize, frames: &mut Vec<bytes::B
     let (a, b) = batch.split_at(batch.len() / 2);
     encode_records_into(a, limit, frames)?;
     encode_records_into(b, limit, frames)
+}
+
+/// Receives one data connection frame: a binary record batch as [`DataFrame::Records`], any
+/// other frame as JSON. `Ok(None)` when the peer closed the connection.
+pub async fn recv_data(conn: &mut Conn) -> Result<Option<DataFrame>, String> {
+    match conn.next().await {
+        None => Ok(None),
+        Some(Err(e)) => Err(format!("receive failed: {e}")),
+        Some(Ok(bytes)) => decode_data_frame(&bytes).map(Some),
+    }
+}
+
+/// Decodes one data connection frame (see [`recv_data`]).
+pub fn decode_data_frame(bytes: &[u8]) -> Result<DataFrame, String> {
+    if bytes.first() == Some(&super::record_codec::MAGIC) {
+        return super::record_codec::decode(bytes)
+            .map(DataFrame::Records)
+            .map_err(|e| format!("undecodable record batch: {e}"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| format!("undecodable frame: {e}"))
 }
 
 /// Receives one message; `Ok(None)` when the peer closed the connection.
@@ -406,7 +422,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, n)| Record {
-                value: json!({ "i": i, "s": "x".repeat(*n) }),
+                row: crate::record::Row::from_json(json!({ "i": i, "s": "x".repeat(*n) })),
                 keyed: None,
             })
             .collect()
@@ -415,11 +431,18 @@ mod tests {
     fn decode(frames: &[bytes::Bytes]) -> Vec<Record> {
         frames
             .iter()
-            .flat_map(|f| match serde_json::from_slice::<DataFrame>(f).unwrap() {
+            .flat_map(|f| match decode_data_frame(f).unwrap() {
                 DataFrame::Records(r) => r,
                 other => panic!("not a records frame: {other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn control_frames_stay_json_on_the_data_connection() {
+        let frame = serde_json::to_vec(&DataFrame::Credit(3)).unwrap();
+        assert!(matches!(decode_data_frame(&frame), Ok(DataFrame::Credit(3))));
+        assert!(decode_data_frame(b"garbage").is_err());
     }
 
     #[test]

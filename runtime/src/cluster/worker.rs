@@ -5,6 +5,7 @@
 //! the coordinator is lost (heartbeat timeout or closed connection), or when its registration
 //! is refused as stale.
 
+use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
 use crate::checkpoint::restore;
 use crate::exec::messages::{Control, Element, TaskEvent};
@@ -160,7 +161,9 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
             _ => continue,
         }
         let mut last_seen = Instant::now();
+        let mut stall_clock = StallClock::new(cfg.heartbeat_interval, Instant::now());
         let mut tick = tokio::time::interval(cfg.heartbeat_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 msg = recv::<ToWorker>(&mut conn) => {
@@ -239,7 +242,9 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                     }
                 }
                 _ = tick.tick() => {
-                    if last_seen.elapsed() > cfg.heartbeat_timeout {
+                    let now = Instant::now();
+                    last_seen = discount_stall(last_seen, stall_clock.check(now), now);
+                    if is_lost(last_seen, now, cfg.heartbeat_timeout) {
                         tracing::warn!("coordinator heartbeat timed out");
                         break;
                     }
@@ -530,7 +535,7 @@ async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
 /// reports as a failure.
 async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCache) {
     loop {
-        let el = match recv::<DataFrame>(&mut conn).await {
+        let el = match recv_data(&mut conn).await {
             Ok(Some(DataFrame::Records(r))) => Element::Records(r),
             Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
                 Ok(b) => Element::Barrier(b),
@@ -541,6 +546,10 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
             },
             Ok(Some(DataFrame::End)) => {
                 let _ = tx.send(Element::End).await;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
                 return;
             }
             _ => return,

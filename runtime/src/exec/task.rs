@@ -451,18 +451,14 @@ mod tests {
     use crate::job::validate::AggregateFn;
     use crate::operators::aggregate::Aggregate;
     use crate::record::{Key, KeyedBy};
-    use crate::state::key_group::{key_group, key_group_range};
+    use crate::state::key_group::key_group_range;
     use crate::storage::LocalStore;
     use serde_json::json;
 
     fn word(w: &str) -> Record {
-        let key = Key::Str(w.into());
         Record {
-            value: json!({ "word": w }),
-            keyed: Some(KeyedBy {
-                key_group: key_group(&key, 128),
-                key,
-            }),
+            row: crate::record::Row::from_json(json!({ "word": w })),
+            keyed: Some(KeyedBy::new(Key::Str(w.into()), 128)),
         }
     }
 
@@ -529,7 +525,7 @@ mod tests {
         for b in file.key_groups {
             let entries: Vec<(Key, crate::operators::aggregate::Num)> = postcard::from_bytes(&b.data).unwrap();
             words.extend(entries.into_iter().map(|(k, _)| match k {
-                Key::Str(s) => s,
+                Key::Str(s) => s.to_string(),
                 other => other.to_string(),
             }));
         }

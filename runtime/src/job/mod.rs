@@ -1,8 +1,9 @@
 //! The job definition: manifest types ([`spec`]), loading with `--set` overrides, strict field
 //! checking ([`fields`]), defaults and validation into a [`Job`] whose steps are typed
-//! ([`Operator`]).
+//! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
 pub mod fields;
+pub mod schema;
 pub mod spec;
 pub mod validate;
 

@@ -184,7 +184,8 @@ impl Job {
     /// path. Rules: name is a DNS-1123 label; 1 ≤ parallelism ≤ maxParallelism ≤ 32768;
     /// durations parse; each step sets exactly one kind; the first step is the only source and
     /// the last the only sink; an aggregation directly follows a `keyBy`; uids are unique;
-    /// CEL expressions and regexes compile.
+    /// CEL expressions and regexes compile; a step reads only fields its input can have, where
+    /// the source declares them ([`schema`](super::schema)).
     pub fn from_spec(name: &str, spec: JobSpec) -> Result<Job, JobError> {
         if !is_dns_label(name) {
             return Err(JobError::new(
@@ -424,6 +425,7 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         }
         ops.push(Operator { uid, index: i, kind });
     }
+    super::schema::check_steps(&ops)?;
     Ok(ops)
 }
 

@@ -3,20 +3,38 @@
 //! State lives in key groups: one hash map per key group of the subtask's
 //! [`KeyGroupRange`], so a snapshot writes per-key-group blocks and a restore at another
 //! parallelism takes exactly the groups it now owns.
+//!
+//! A key group's map is a hash table found by the key's stable hash, which `keyBy` computed
+//! once ([`KeyedBy::hash`](crate::record::KeyedBy)): the aggregation neither hashes nor copies
+//! the key of a record whose key it already holds.
 
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
-use crate::record::{Key, Record, Value};
-use crate::state::key_group::KeyGroupRange;
+use crate::record::{Datum, Key, Record, Row, Schema};
+use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::snapshot::KeyGroupBlock;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
-/// A key group's map. In-memory only, so it uses a fast per-process seeded hasher
-/// (foldhash); the key → key group assignment uses the stable xxh3 hash instead.
-type GroupMap = std::collections::HashMap<Key, Num, foldhash::fast::RandomState>;
+/// A key group's map: `(key, value)` entries placed by [`table_hash`] of the key's stable hash.
+type GroupMap = hashbrown::HashTable<(Key, Num)>;
+
+/// The in-memory table hash of a key whose [`key_hash`] is `hash`. The key group is
+/// `hash mod maxParallelism`, so within one group the low bits of `hash` are all equal; the
+/// table places entries by the low bits and tags them with the top 7, so it uses the hash
+/// rotated by 32 bits (the tag then comes from bits 25-31, which no key group count up to
+/// 32768 constrains).
+fn table_hash(hash: u64) -> u64 {
+    hash.rotate_left(32)
+}
+
+/// Rehash of an entry when a table grows.
+fn entry_hash(entry: &(Key, Num)) -> u64 {
+    table_hash(key_hash(&entry.0))
+}
 
 /// An aggregate value: integers stay integers until a float is aggregated.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,17 +46,19 @@ pub enum Num {
 }
 
 impl Num {
-    fn from_value(v: &Value) -> Option<Num> {
-        let n = v.as_number()?;
-        n.as_i64().map(Num::Int).or_else(|| n.as_f64().map(Num::Float))
+    fn from_datum(v: &Datum) -> Option<Num> {
+        match v {
+            Datum::Int(i) => Some(Num::Int(*i)),
+            Datum::UInt(u) => Some(Num::Float(*u as f64)),
+            Datum::Float(f) => Some(Num::Float(*f)),
+            _ => None,
+        }
     }
 
-    fn to_value(self) -> Value {
+    fn to_datum(self) -> Datum {
         match self {
-            Num::Int(i) => Value::from(i),
-            Num::Float(f) => serde_json::Number::from_f64(f)
-                .map(Value::Number)
-                .unwrap_or(Value::Null),
+            Num::Int(i) => Datum::Int(i),
+            Num::Float(f) => Datum::from_f64(f),
         }
     }
 
@@ -72,8 +92,9 @@ pub struct Aggregate {
     uid: String,
     func: AggregateFn,
     expr: Option<Expr>,
-    key_field: String,
-    as_field: String,
+    /// `[key_field, as_field]` (or `[as_field]` when both are the same name: the value replaces
+    /// the key, as in an object), shared by every output row.
+    output: Arc<Schema>,
     range: KeyGroupRange,
     /// `groups[kg - range.start]`: the key group's map.
     groups: Vec<GroupMap>,
@@ -95,7 +116,7 @@ impl Aggregate {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        let mut groups = vec![GroupMap::default(); range.len() as usize];
+        let mut groups: Vec<GroupMap> = (0..range.len()).map(|_| GroupMap::new()).collect();
         for block in restore.key_groups {
             if !range.contains(block.key_group) {
                 continue;
@@ -106,14 +127,27 @@ impl Aggregate {
                     block.key_group
                 ))
             })?;
-            groups[(block.key_group - range.start) as usize].extend(entries);
+            let group = &mut groups[(block.key_group - range.start) as usize];
+            group.reserve(entries.len(), entry_hash);
+            for (key, num) in entries {
+                let hash = table_hash(key_hash(&key));
+                match group.find_mut(hash, |e| e.0 == key) {
+                    Some(e) => e.1 = num,
+                    None => {
+                        group.insert_unique(hash, (key, num), entry_hash);
+                    }
+                }
+            }
         }
         Ok(Aggregate {
             uid: uid.to_string(),
             func,
             expr,
-            key_field: key_field.to_string(),
-            as_field: as_field.to_string(),
+            output: if key_field == as_field {
+                Schema::new([as_field])
+            } else {
+                Schema::new([key_field, as_field])
+            },
             range,
             groups,
         })
@@ -150,8 +184,8 @@ impl StreamOperator for Aggregate {
             let x = match &self.expr {
                 None => Num::Int(1),
                 Some(e) => {
-                    let v = e.eval(&r.value)?;
-                    Num::from_value(&v).ok_or_else(|| {
+                    let v = e.eval(&r.row)?;
+                    Num::from_datum(&v).ok_or_else(|| {
                         TaskError(format!(
                             "operator {}: `{}` gave {v}, not a number",
                             self.uid,
@@ -162,21 +196,24 @@ impl StreamOperator for Aggregate {
             };
             let group = &mut self.groups[(keyed.key_group - self.range.start) as usize];
             let func = self.func;
-            let value = match group.get_mut(&keyed.key) {
-                Some(cur) => {
-                    *cur = cur.combine(func, x);
-                    *cur
+            let hash = table_hash(keyed.hash);
+            let value = match group.find_mut(hash, |e| e.0 == keyed.key) {
+                Some(entry) => {
+                    entry.1 = entry.1.combine(func, x);
+                    entry.1
                 }
                 None => {
                     let first = if func == AggregateFn::Count { Num::Int(1) } else { x };
-                    group.insert(keyed.key.clone(), first);
+                    group.insert_unique(hash, (keyed.key.clone(), first), entry_hash);
                     first
                 }
             };
-            let mut obj = serde_json::Map::with_capacity(2);
-            obj.insert(self.key_field.clone(), keyed.key.into_value());
-            obj.insert(self.as_field.clone(), value.to_value());
-            out.push(Record::new(Value::Object(obj)));
+            let values = if self.output.names().len() == 1 {
+                vec![value.to_datum()]
+            } else {
+                vec![keyed.key.into_datum(), value.to_datum()]
+            };
+            out.push(Record::new(Row::new_unchecked(self.output.clone(), values)));
         }
         Ok(())
     }
@@ -216,17 +253,13 @@ impl StreamOperator for Aggregate {
 mod tests {
     use super::*;
     use crate::record::KeyedBy;
-    use crate::state::key_group::{key_group, key_group_range};
+    use crate::state::key_group::key_group_range;
     use serde_json::json;
 
-    fn keyed(word: &str, v: Value) -> Record {
-        let key = Key::Str(word.into());
+    fn keyed(word: &str, v: serde_json::Value) -> Record {
         Record {
-            value: v,
-            keyed: Some(KeyedBy {
-                key_group: key_group(&key, 8),
-                key,
-            }),
+            row: Row::from_json(v),
+            keyed: Some(KeyedBy::new(Key::Str(word.into()), 8)),
         }
     }
 
@@ -244,6 +277,61 @@ mod tests {
         for (f, a, b, want) in rows {
             assert_eq!(a.combine(f, b), want, "{f:?} {a:?} {b:?}");
         }
+    }
+
+    fn barrier() -> Barrier {
+        let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
+            store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
+            dir: "x".into(),
+        });
+        Barrier {
+            id: 1,
+            kind: crate::control::api::SnapshotKind::Checkpoint,
+            stop: false,
+            target,
+            triggered_at_ms: 0,
+        }
+    }
+
+    /// Many keys per key group (the table grows and rehashes), string and integer keys, and
+    /// the count carries over a snapshot and restore.
+    #[tokio::test]
+    async fn counts_many_keys_per_key_group_across_a_restore() {
+        let all = key_group_range(0, 1, 8);
+        let keys: Vec<Key> = (0..3000)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Key::Str(format!("word-{i}").into())
+                } else {
+                    Key::Int(i)
+                }
+            })
+            .collect();
+        let batch = || {
+            keys.iter()
+                .map(|k| Record {
+                    row: Row::from_json(serde_json::json!({})),
+                    keyed: Some(KeyedBy::new(k.clone(), 8)),
+                })
+                .collect::<Vec<_>>()
+        };
+        let new = |restore| Aggregate::new("c", AggregateFn::Count, None, "k", "k", all, restore).unwrap();
+        let mut op = new(OperatorRestore::default());
+        let mut out = Vec::new();
+        op.process(batch(), &mut out).await.unwrap();
+        op.process(batch(), &mut out).await.unwrap();
+        assert_eq!(op.len(), 3000);
+        // Key field and value field of the same name: the value replaces the key.
+        assert_eq!(serde_json::to_string(&out[3000].row).unwrap(), r#"{"k":2}"#);
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let mut restored = new(OperatorRestore {
+            key_groups: enc.key_groups,
+            operator_state: vec![],
+        });
+        let mut out = Vec::new();
+        restored.process(batch(), &mut out).await.unwrap();
+        assert!(out.iter().all(|r| r.row.values() == [Datum::Int(3)]));
+        assert_eq!(restored.len(), 3000);
     }
 
     #[tokio::test]
@@ -266,7 +354,7 @@ mod tests {
             keyed("a", json!({"n": 5})),
         ];
         op.process(input, &mut out).await.unwrap();
-        let vals: Vec<_> = out.iter().map(|r| r.value.clone()).collect();
+        let vals: Vec<_> = out.iter().map(|r| r.row.to_json()).collect();
         assert_eq!(
             vals,
             vec![
@@ -275,20 +363,9 @@ mod tests {
                 json!({"word": "a", "total": 7})
             ]
         );
-        assert_eq!(serde_json::to_string(&vals[0]).unwrap(), r#"{"word":"a","total":2}"#);
+        assert_eq!(serde_json::to_string(&out[0].row).unwrap(), r#"{"word":"a","total":2}"#);
 
-        let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
-            store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
-            dir: "x".into(),
-        });
-        let barrier = Barrier {
-            id: 1,
-            kind: crate::control::api::SnapshotKind::Checkpoint,
-            stop: false,
-            target,
-            triggered_at_ms: 0,
-        };
-        let enc = op.snapshot(&barrier).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
         // Restore into two subtasks of parallelism 2: each gets only its key groups, together all keys.
         let mut total = 0;
         for i in 0..2 {

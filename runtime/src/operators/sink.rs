@@ -12,6 +12,7 @@
 use super::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::record::Record;
+use crate::record::json::write_json_line;
 use crate::storage::{self, MIN_PART_SIZE, MultipartUpload, S3Options, Store};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -116,8 +117,7 @@ impl StreamOperator for FileSink {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         for r in &input {
-            serde_json::to_writer(&mut self.buffer, &r.value).map_err(|e| TaskError(e.to_string()))?;
-            self.buffer.push(b'\n');
+            write_json_line(&r.row, &mut self.buffer);
         }
         self.records_in_part += input.len() as u64;
         if self.buffer.len() >= MIN_PART_SIZE {
@@ -218,17 +218,14 @@ pub struct PrintSink;
 #[async_trait]
 impl StreamOperator for PrintSink {
     async fn process(&mut self, input: Vec<Record>, _out: &mut Vec<Record>) -> TaskResult<()> {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
+        let mut text = Vec::with_capacity(input.len() * 64);
         for r in &input {
-            serde_json::to_writer(&mut lock, &r.value)
-                .map_err(std::io::Error::from)
-                .and_then(|()| lock.write_all(b"\n"))
-                .map_err(|e| {
-                    crate::output::exit_quietly_on_broken_pipe(e.kind());
-                    TaskError(format!("print sink: cannot write to stdout: {e}"))
-                })?;
+            write_json_line(&r.row, &mut text);
         }
+        std::io::stdout().lock().write_all(&text).map_err(|e| {
+            crate::output::exit_quietly_on_broken_pipe(e.kind());
+            TaskError(format!("print sink: cannot write to stdout: {e}"))
+        })?;
         Ok(())
     }
 }

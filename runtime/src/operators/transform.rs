@@ -3,9 +3,9 @@
 use super::{StreamOperator, TaskResult};
 use crate::job::FlatMapSpec;
 use crate::record::cel::{self, Expr};
-use crate::record::{Key, KeyedBy, Record, Value};
-use crate::state::key_group::key_group;
+use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema, SchemaCache};
 use async_trait::async_trait;
+use std::sync::Arc;
 
 /// Keeps records for which a CEL expression is true.
 pub struct Filter {
@@ -25,7 +25,7 @@ impl Filter {
 impl StreamOperator for Filter {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         for r in input {
-            if self.expr.eval_bool(&r.value)? {
+            if self.expr.eval_bool(&r.row)? {
                 out.push(r);
             }
         }
@@ -33,9 +33,11 @@ impl StreamOperator for Filter {
     }
 }
 
-/// Replaces each record by the value of a CEL expression.
+/// Replaces each record by the value of a CEL expression (a map literal gives a row of its
+/// keys, sorted; records with the same keys share one schema).
 pub struct Map {
     expr: Expr,
+    schemas: SchemaCache,
 }
 
 impl Map {
@@ -43,6 +45,7 @@ impl Map {
     pub fn new(expression: &str) -> TaskResult<Map> {
         Ok(Map {
             expr: cel::compile(expression)?,
+            schemas: SchemaCache::default(),
         })
     }
 }
@@ -51,7 +54,7 @@ impl Map {
 impl StreamOperator for Map {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         for r in input {
-            out.push(Record::new(self.expr.eval(&r.value)?));
+            out.push(Record::new(self.expr.eval_row(&r.row, &mut self.schemas)?));
         }
         Ok(())
     }
@@ -63,6 +66,7 @@ pub struct FlatMap {
     as_field: String,
     regex: regex::Regex,
     keep_empty: bool,
+    layouts: Vec<FlatMapLayout>,
 }
 
 impl FlatMap {
@@ -73,7 +77,63 @@ impl FlatMap {
             as_field: spec.as_field.clone().unwrap_or_else(|| spec.field.clone()),
             regex: regex::Regex::new(&spec.pattern).map_err(|e| super::TaskError(e.to_string()))?,
             keep_empty: spec.keep_empty,
+            layouts: Vec::new(),
         })
+    }
+}
+
+/// The output layout of [`FlatMap`] for one input schema: the input's fields without the
+/// split field, with the token field appended (or replacing a field of the same name in its
+/// position, as an object insert does).
+struct FlatMapLayout {
+    input: Arc<Schema>,
+    /// Position of the split field in the input.
+    split_at: usize,
+    /// Output schema.
+    output: Arc<Schema>,
+    /// Position of the token in the output.
+    token_at: usize,
+}
+
+impl FlatMapLayout {
+    fn new(input: &Arc<Schema>, split_at: usize, as_field: &str) -> FlatMapLayout {
+        let mut names: Vec<_> = input.names().to_vec();
+        names.remove(split_at);
+        let token_at = match names.iter().position(|n| n == as_field) {
+            Some(i) => i,
+            None => {
+                names.push(as_field.into());
+                names.len() - 1
+            }
+        };
+        FlatMapLayout {
+            input: input.clone(),
+            split_at,
+            output: Schema::new(names),
+            token_at,
+        }
+    }
+}
+
+impl FlatMap {
+    fn layout(&mut self, row: &Row) -> TaskResult<usize> {
+        if let Some(i) = self.layouts.iter().position(|l| Arc::ptr_eq(&l.input, row.schema())) {
+            return Ok(i);
+        }
+        if row.as_bare().is_some() {
+            return Err(super::TaskError(format!("flatMap: record {row} is not an object")));
+        }
+        let split_at = row
+            .schema()
+            .index_of(&self.field)
+            .ok_or_else(|| super::TaskError(format!("flatMap: the record has no field `{}`", self.field)))?;
+        // Keep layouts of the few most recent schemas (one, in practice).
+        if self.layouts.len() >= 4 {
+            self.layouts.remove(0);
+        }
+        self.layouts
+            .push(FlatMapLayout::new(row.schema(), split_at, &self.as_field));
+        Ok(self.layouts.len() - 1)
     }
 }
 
@@ -81,34 +141,28 @@ impl FlatMap {
 impl StreamOperator for FlatMap {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         for r in input {
-            let Value::Object(mut obj) = r.value else {
-                return Err(super::TaskError(format!(
-                    "flatMap: record {} is not an object",
-                    r.value
-                )));
-            };
-            let text = match obj.shift_remove(&self.field) {
-                Some(Value::String(s)) => s,
-                Some(other) => {
+            let at = self.layout(&r.row)?;
+            let layout = &self.layouts[at];
+            let (_, mut values) = r.row.into_parts();
+            let text = match values.remove(layout.split_at) {
+                Datum::Str(s) => s,
+                other => {
                     return Err(super::TaskError(format!(
                         "flatMap: field `{}` is {other}, not a string",
                         self.field
                     )));
                 }
-                None => {
-                    return Err(super::TaskError(format!(
-                        "flatMap: the record has no field `{}`",
-                        self.field
-                    )));
-                }
             };
+            if layout.token_at == values.len() {
+                values.push(Datum::Null);
+            }
             for token in self.regex.split(&text) {
                 if token.is_empty() && !self.keep_empty {
                     continue;
                 }
-                let mut o = obj.clone();
-                o.insert(self.as_field.clone(), Value::String(token.to_string()));
-                out.push(Record::new(Value::Object(o)));
+                let mut v = values.clone();
+                v[layout.token_at] = Datum::Str(token.into());
+                out.push(Record::new(Row::new_unchecked(layout.output.clone(), v)));
             }
         }
         Ok(())
@@ -135,10 +189,9 @@ impl KeyBy {
 impl StreamOperator for KeyBy {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         for mut r in input {
-            let key = Key::from_owned(self.expr.eval(&r.value)?)
+            let key = Key::from_owned(self.expr.eval(&r.row)?)
                 .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?;
-            let kg = key_group(&key, self.max_parallelism);
-            r.keyed = Some(KeyedBy { key, key_group: kg });
+            r.keyed = Some(KeyedBy::new(key, self.max_parallelism));
             out.push(r);
         }
         Ok(())
@@ -148,14 +201,18 @@ impl StreamOperator for KeyBy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::state::key_group::key_group;
+    use serde_json::{Value, json};
 
     async fn run(op: &mut dyn StreamOperator, input: Vec<Value>) -> Vec<Value> {
         let mut out = Vec::new();
-        op.process(input.into_iter().map(Record::new).collect(), &mut out)
-            .await
-            .unwrap();
-        out.into_iter().map(|r| r.value).collect()
+        op.process(
+            input.into_iter().map(|v| Record::new(Row::from_json(v))).collect(),
+            &mut out,
+        )
+        .await
+        .unwrap();
+        out.into_iter().map(|r| r.row.to_json()).collect()
     }
 
     #[tokio::test]
@@ -180,6 +237,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn flat_map_keeps_other_fields_and_replaces_a_field_of_the_token_name_in_place() {
+        let spec = |as_field: Option<&str>| FlatMapSpec {
+            field: "line".into(),
+            pattern: " ".into(),
+            as_field: as_field.map(Into::into),
+            keep_empty: false,
+        };
+        let input = || vec![json!({"line": "a b", "n": 1, "m": 2})];
+        let out = run(&mut FlatMap::new(&spec(None)).unwrap(), input()).await;
+        let text: Vec<_> = out.iter().map(|v| serde_json::to_string(v).unwrap()).collect();
+        assert_eq!(text, [r#"{"n":1,"m":2,"line":"a"}"#, r#"{"n":1,"m":2,"line":"b"}"#]);
+        let out = run(&mut FlatMap::new(&spec(Some("n"))).unwrap(), input()).await;
+        let text: Vec<_> = out.iter().map(|v| serde_json::to_string(v).unwrap()).collect();
+        assert_eq!(text, [r#"{"n":"a","m":2}"#, r#"{"n":"b","m":2}"#]);
+        let mut op = FlatMap::new(&spec(None)).unwrap();
+        let mut sink = vec![];
+        let e = op
+            .process(vec![Record::new(Row::from_json(json!({"line": 3})))], &mut sink)
+            .await
+            .unwrap_err();
+        assert!(e.0.contains("field `line` is 3, not a string"), "{e}");
+        let e = op
+            .process(vec![Record::new(Row::from_json(json!("x")))], &mut sink)
+            .await
+            .unwrap_err();
+        assert!(e.0.contains(r#"record "x" is not an object"#), "{e}");
+    }
+
+    #[tokio::test]
     async fn filter_map_and_key_by() {
         let mut f = Filter::new("size(word) > 2").unwrap();
         assert_eq!(
@@ -190,7 +276,7 @@ mod tests {
         assert_eq!(run(&mut m, vec![json!({"word": "ab"})]).await, vec![json!({"w": "AB"})]);
         let mut k = KeyBy::new("word", 128).unwrap();
         let mut out = Vec::new();
-        k.process(vec![Record::new(json!({"word": "the"}))], &mut out)
+        k.process(vec![Record::new(Row::from_json(json!({"word": "the"})))], &mut out)
             .await
             .unwrap();
         let keyed = out[0].keyed.clone().unwrap();
@@ -198,7 +284,7 @@ mod tests {
         assert_eq!(keyed.key_group, key_group(&Key::Str("the".into()), 128));
         let e = KeyBy::new("1.5", 128)
             .unwrap()
-            .process(vec![Record::new(json!({}))], &mut out)
+            .process(vec![Record::new(Row::from_json(json!({})))], &mut out)
             .await
             .unwrap_err();
         assert!(e.0.contains("not an integer"), "{e}");

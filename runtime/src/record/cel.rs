@@ -1,10 +1,13 @@
 //! CEL (the Common Expression Language, as in Kubernetes validation rules) over records,
 //! through the `cel` crate. A record's top-level fields are variables; the whole record is
-//! `record`. Besides the standard library and the strings extension (`lowerAscii`, `split`,
+//! `record`. Rows are converted field by field; results come back as typed values, or as a row
+//! for `map` (a CEL map becomes a row whose fields are its keys, sorted). Besides the standard library and the strings extension (`lowerAscii`, `split`,
 //! ...), `s.lower()` and `s.upper()` change case by Unicode rules.
 
-use super::Value;
+use super::row::{Datum, Row, RowBuilder, SchemaCache};
 use cel::common::types::CelString;
+use compact_str::CompactString;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -81,6 +84,11 @@ impl Expr {
         &self.source
     }
 
+    /// The syntax tree, macros expanded (for [`cel_fields`](super::cel_fields)).
+    pub fn syntax(&self) -> &cel::parser::Expression {
+        self.program.expression()
+    }
+
     fn error(&self, message: impl Into<String>) -> CelError {
         CelError::Eval {
             expr: self.source.clone(),
@@ -88,35 +96,108 @@ impl Expr {
         }
     }
 
-    /// Evaluates against a record and returns the result as JSON. Map results have their keys
-    /// sorted (CEL maps are unordered).
-    pub fn eval(&self, record: &Value) -> Result<Value, CelError> {
-        if let Some(f) = &self.field {
-            return match record.get(f) {
-                Some(v) => Ok(v.clone()),
-                None => Err(self.error(format!("the record has no field `{f}`"))),
-            };
-        }
+    /// Evaluates against a row; the interpreter's result.
+    fn eval_cel(&self, row: &Row) -> Result<cel::Value, CelError> {
         let mut ctx = cel::Context::with_env(env());
-        if let Value::Object(m) = record {
-            for (k, v) in m {
-                ctx.add_variable_from_value(k.as_str(), to_cel(v));
-            }
+        for (name, value) in row.fields() {
+            ctx.add_variable_from_value(name, datum_to_cel(value));
         }
         if self.uses_record {
-            ctx.add_variable_from_value("record", to_cel(record));
+            ctx.add_variable_from_value("record", row_to_cel(row));
         }
-        let out = self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))?;
-        from_cel(&out).map_err(|m| self.error(m))
+        self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))
+    }
+
+    /// The value of the bare-identifier expression's field.
+    fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
+        row.get(field)
+            .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
+    }
+
+    /// Evaluates against a row and returns the result as a value. Map results become
+    /// [`Datum::Json`] objects with their keys sorted (CEL maps are unordered).
+    pub fn eval(&self, row: &Row) -> Result<Datum, CelError> {
+        if let Some(f) = &self.field {
+            return self.field_value(f, row).cloned();
+        }
+        let out = self.eval_cel(row)?;
+        datum_from_cel(&out).map_err(|m| self.error(m))
+    }
+
+    /// Evaluates against a row and returns the result as a record: a CEL map becomes a row of
+    /// its keys, sorted (the schema comes from `cache` when the keys are the same as last
+    /// time); any other result is a bare row.
+    pub fn eval_row(&self, row: &Row, cache: &mut SchemaCache) -> Result<Row, CelError> {
+        if let Some(f) = &self.field {
+            return Ok(Row::bare(self.field_value(f, row)?.clone()));
+        }
+        let out = self.eval_cel(row)?;
+        let cel::Value::Map(map) = &out else {
+            return datum_from_cel(&out).map(Row::bare).map_err(|m| self.error(m));
+        };
+        let mut entries: Vec<(String, &cel::Value)> = map.map.iter().map(|(k, v)| (key_string(k), v)).collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut builder = RowBuilder::with_capacity(entries.len());
+        for (k, v) in entries {
+            builder.push(CompactString::from(k), datum_from_cel(v).map_err(|m| self.error(m))?);
+        }
+        Ok(builder.finish(cache))
     }
 
     /// Evaluates to a boolean; a non-boolean result is an error.
-    pub fn eval_bool(&self, record: &Value) -> Result<bool, CelError> {
-        match self.eval(record)? {
-            Value::Bool(b) => Ok(b),
-            other => Err(self.error(format!("must be a boolean, got {other}"))),
+    pub fn eval_bool(&self, row: &Row) -> Result<bool, CelError> {
+        if let Some(f) = &self.field {
+            return match self.field_value(f, row)? {
+                Datum::Bool(b) => Ok(*b),
+                other => Err(self.error(format!("must be a boolean, got {other}"))),
+            };
+        }
+        match self.eval_cel(row)? {
+            cel::Value::Bool(b) => Ok(b),
+            other => {
+                let shown = datum_from_cel(&other).map_or_else(|_| format!("{other:?}"), |d| d.to_string());
+                Err(self.error(format!("must be a boolean, got {shown}")))
+            }
         }
     }
+}
+
+/// Converts a row value to a CEL value.
+pub fn datum_to_cel(v: &Datum) -> cel::Value {
+    match v {
+        Datum::Null => cel::Value::Null,
+        Datum::Bool(b) => cel::Value::Bool(*b),
+        Datum::Int(i) => cel::Value::Int(*i),
+        Datum::UInt(u) => cel::Value::UInt(*u),
+        Datum::Float(f) => cel::Value::Float(*f),
+        Datum::Str(s) => cel::Value::String(Arc::new(s.to_string())),
+        Datum::Json(j) => to_cel(j),
+    }
+}
+
+/// Converts a row to a CEL value: a map of its fields, or its bare value.
+pub fn row_to_cel(row: &Row) -> cel::Value {
+    if let Some(v) = row.as_bare() {
+        return datum_to_cel(v);
+    }
+    let map: HashMap<cel::objects::Key, cel::Value> = row
+        .fields()
+        .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.to_string())), datum_to_cel(v)))
+        .collect();
+    cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
+}
+
+/// Converts a CEL value to a row value (lists and maps as JSON, map keys sorted).
+pub fn datum_from_cel(v: &cel::Value) -> Result<Datum, String> {
+    Ok(match v {
+        cel::Value::Int(i) => Datum::Int(*i),
+        cel::Value::UInt(u) => Datum::from_u64(*u),
+        cel::Value::Float(f) => Datum::from_f64(*f),
+        cel::Value::String(s) => Datum::Str(CompactString::from(s.as_str())),
+        cel::Value::Bool(b) => Datum::Bool(*b),
+        cel::Value::Null => Datum::Null,
+        other => Datum::from_json(from_cel(other)?),
+    })
 }
 
 /// Converts JSON to a CEL value.
@@ -182,30 +263,58 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn row(v: Value) -> Row {
+        Row::from_json(v)
+    }
+
+    fn eval(expr: &str, r: &Row) -> Value {
+        compile(expr).unwrap().eval(r).unwrap().to_json()
+    }
+
     #[test]
     fn evaluates_fields_record_and_unicode_lower() {
-        let r = json!({"line": "Ÿes SIR", "n": 3});
-        assert_eq!(compile("line.lower()").unwrap().eval(&r).unwrap(), json!("ÿes sir"));
+        let r = row(json!({"line": "Ÿes SIR", "n": 3}));
+        assert_eq!(eval("line.lower()", &r), json!("ÿes sir"));
         assert_eq!(
-            compile("{'line': line.lowerAscii(), 'm': n * 2}")
-                .unwrap()
-                .eval(&r)
-                .unwrap(),
+            eval("{'line': line.lowerAscii(), 'm': n * 2}", &r),
             json!({"line": "Ÿes sir", "m": 6})
         );
-        assert_eq!(compile("record.n + 1").unwrap().eval(&r).unwrap(), json!(4));
+        assert_eq!(eval("record.n + 1", &r), json!(4));
         assert!(compile("size(line) > 3").unwrap().eval_bool(&r).unwrap());
-        assert_eq!(compile("n").unwrap().eval(&r).unwrap(), json!(3));
+        assert_eq!(eval("n", &r), json!(3));
+    }
+
+    #[test]
+    fn map_results_become_rows_with_sorted_keys_sharing_a_schema() {
+        let expr = compile("{'z': n, 'a': line, 'nested': {'y': 1, 'b': [n]}}").unwrap();
+        let mut cache = SchemaCache::default();
+        let first = expr.eval_row(&row(json!({"line": "x", "n": 1})), &mut cache).unwrap();
+        let input = row(json!({"line": "y", "n": 2}));
+        let second = expr.eval_row(&input, &mut cache).unwrap();
+        assert_eq!(
+            serde_json::to_string(&first).unwrap(),
+            r#"{"a":"x","nested":{"b":[1],"y":1},"z":1}"#
+        );
+        assert!(Arc::ptr_eq(first.schema(), second.schema()));
+        let bare = compile("n * 2").unwrap().eval_row(&input, &mut cache).unwrap();
+        assert_eq!(serde_json::to_string(&bare).unwrap(), "4");
+        let field = compile("line").unwrap().eval_row(&input, &mut cache).unwrap();
+        assert_eq!(serde_json::to_string(&field).unwrap(), r#""y""#);
+        // A bare row is `record`, without field variables.
+        assert_eq!(eval("record + 1", &bare), json!(5));
     }
 
     #[test]
     fn errors_are_reported_not_panics() {
+        let empty = row(json!({}));
         assert!(matches!(compile("line +").unwrap_err(), CelError::Compile { .. }));
-        let e = compile("missing").unwrap().eval(&json!({})).unwrap_err();
+        let e = compile("missing").unwrap().eval(&empty).unwrap_err();
         assert!(e.to_string().contains("no field `missing`"), "{e}");
-        let e = compile("missing + 1").unwrap().eval(&json!({})).unwrap_err();
+        let e = compile("missing + 1").unwrap().eval(&empty).unwrap_err();
         assert!(matches!(e, CelError::Eval { .. }));
-        let e = compile("1").unwrap().eval_bool(&json!({})).unwrap_err();
-        assert!(e.to_string().contains("boolean"), "{e}");
+        let e = compile("1").unwrap().eval_bool(&empty).unwrap_err();
+        assert!(e.to_string().contains("boolean, got 1"), "{e}");
+        let e = compile("s").unwrap().eval_bool(&row(json!({"s": "x"}))).unwrap_err();
+        assert!(e.to_string().contains("boolean, got \"x\""), "{e}");
     }
 }

@@ -1,22 +1,30 @@
 //! Records, keys and batches: what flows between subtasks.
 //!
-//! A record's value is a JSON value (`serde_json::Value`, objects keep field order). After a
-//! `keyBy`, each record carries its [`Key`] and key group, computed once upstream of the keyed
-//! exchange, so the exchange and the keyed state use the same number.
+//! A record's payload is a typed [`Row`] (field names in a shared [`Schema`], values as
+//! [`Datum`]s; see [`row`]), written as JSON only by sinks ([`json`]). After a `keyBy`, each
+//! record carries its [`Key`], key group and key hash, computed once upstream of the keyed
+//! exchange, so the exchange and the keyed state use the same numbers and nothing downstream
+//! hashes the key again.
 
 pub mod cel;
+pub mod cel_fields;
+pub mod json;
+pub mod row;
 
+pub use row::{Datum, Row, RowBuilder, Schema, SchemaCache};
+
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A record's value: a JSON value, in practice an object.
-pub type Value = serde_json::Value;
-
 /// A key produced by `keyBy`: a string, an integer or a boolean.
+///
+/// Its serialized form (postcard, in keyed state of checkpoints and savepoints) is the same as
+/// when `Str` held a `String`: a `CompactString` serializes as a string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Key {
     /// A string key.
-    Str(String),
+    Str(CompactString),
     /// An integer key.
     Int(i64),
     /// A boolean key.
@@ -24,43 +32,39 @@ pub enum Key {
 }
 
 impl Key {
-    /// Converts a JSON value to a key. Errors for null, floats, arrays and objects, which have
-    /// no stable canonical bytes.
-    pub fn from_value(v: &Value) -> Result<Key, String> {
+    /// Converts a value to a key. Errors for null, floats, arrays and objects, which have no
+    /// stable canonical bytes.
+    pub fn from_datum(v: &Datum) -> Result<Key, String> {
         match v {
-            Value::String(s) => Ok(Key::Str(s.clone())),
-            Value::Bool(b) => Ok(Key::Bool(*b)),
-            Value::Number(n) => n
-                .as_i64()
-                .map(Key::Int)
-                .ok_or_else(|| format!("key {n} is not an integer; keys are strings, integers or booleans")),
+            Datum::Str(s) => Ok(Key::Str(s.clone())),
+            other => Key::from_owned(other.clone()),
+        }
+    }
+
+    /// Like [`Key::from_datum`], taking the value (no copy of a string key).
+    pub fn from_owned(v: Datum) -> Result<Key, String> {
+        match v {
+            Datum::Str(s) => Ok(Key::Str(s)),
+            Datum::Bool(b) => Ok(Key::Bool(b)),
+            Datum::Int(i) => Ok(Key::Int(i)),
+            n @ (Datum::UInt(_) | Datum::Float(_)) => Err(format!(
+                "key {n} is not an integer; keys are strings, integers or booleans"
+            )),
             other => Err(format!("key {other} is not a string, integer or boolean")),
         }
     }
 
-    /// Like [`Key::from_value`], taking the value (no copy of a string key).
-    pub fn from_owned(v: Value) -> Result<Key, String> {
-        match v {
-            Value::String(s) => Ok(Key::Str(s)),
-            other => Key::from_value(&other),
-        }
+    /// Converts a JSON value to a key (see [`Key::from_datum`]).
+    pub fn from_value(v: &serde_json::Value) -> Result<Key, String> {
+        Key::from_owned(Datum::from_json(v.clone()))
     }
 
-    /// The key as a JSON value, consuming it.
-    pub fn into_value(self) -> Value {
+    /// The key as a row value, consuming it.
+    pub fn into_datum(self) -> Datum {
         match self {
-            Key::Str(s) => Value::String(s),
-            Key::Int(i) => Value::from(i),
-            Key::Bool(b) => Value::Bool(b),
-        }
-    }
-
-    /// The key as a JSON value (for aggregation output).
-    pub fn to_value(&self) -> Value {
-        match self {
-            Key::Str(s) => Value::String(s.clone()),
-            Key::Int(i) => Value::from(*i),
-            Key::Bool(b) => Value::Bool(*b),
+            Key::Str(s) => Datum::Str(s),
+            Key::Int(i) => Datum::Int(i),
+            Key::Bool(b) => Datum::Bool(b),
         }
     }
 
@@ -95,30 +99,88 @@ impl fmt::Display for Key {
     }
 }
 
-/// A key with its key group, as computed by `keyBy`.
+/// A key with its key group and hash, as computed by `keyBy`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyedBy {
     /// The key.
     pub key: Key,
     /// `key_group(key, maxParallelism)`.
     pub key_group: u32,
+    /// The key's stable hash ([`key_hash`](crate::state::key_group::key_hash)), from which the
+    /// key group was computed; keyed state reuses it for its in-memory tables.
+    pub hash: u64,
+}
+
+impl KeyedBy {
+    /// Hashes `key` once and derives its key group for `max_parallelism` key groups.
+    pub fn new(key: Key, max_parallelism: u32) -> KeyedBy {
+        let hash = crate::state::key_group::key_hash(&key);
+        KeyedBy {
+            key_group: crate::state::key_group::key_group_of_hash(hash, max_parallelism),
+            key,
+            hash,
+        }
+    }
 }
 
 /// One record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// The payload.
-    pub value: Value,
+    pub row: Row,
     /// Set by `keyBy`, consumed by the keyed aggregation that follows.
     pub keyed: Option<KeyedBy>,
 }
 
 impl Record {
     /// An unkeyed record.
-    pub fn new(value: Value) -> Record {
-        Record { value, keyed: None }
+    pub fn new(row: Row) -> Record {
+        Record { row, keyed: None }
     }
 }
 
 /// Records travel between subtasks in batches of at most this many.
 pub const BATCH_SIZE: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Key` as it was declared before `Str` held a `CompactString`: state written by earlier
+    /// versions must decode, and new state must be readable by them.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    enum KeyBefore {
+        Str(String),
+        Int(i64),
+        Bool(bool),
+    }
+
+    #[test]
+    fn key_serialized_form_is_unchanged() {
+        let long = "a key longer than twenty-four bytes, stored on the heap".to_string();
+        let pairs = [
+            (Key::Str("w".into()), KeyBefore::Str("w".into())),
+            (Key::Str(long.as_str().into()), KeyBefore::Str(long.clone())),
+            (Key::Int(-5), KeyBefore::Int(-5)),
+            (Key::Bool(true), KeyBefore::Bool(true)),
+        ];
+        for (new, old) in pairs {
+            let new_bytes = postcard::to_stdvec(&(new.clone(), 7u64)).unwrap();
+            assert_eq!(new_bytes, postcard::to_stdvec(&(old, 7u64)).unwrap());
+            assert_eq!(postcard::from_bytes::<(Key, u64)>(&new_bytes).unwrap(), (new, 7));
+        }
+    }
+
+    #[test]
+    fn keys_from_values() {
+        assert_eq!(Key::from_owned(Datum::Str("a".into())), Ok(Key::Str("a".into())));
+        assert_eq!(Key::from_datum(&Datum::Int(3)), Ok(Key::Int(3)));
+        assert!(
+            Key::from_datum(&Datum::Float(1.5))
+                .unwrap_err()
+                .contains("not an integer")
+        );
+        assert!(Key::from_datum(&Datum::Null).unwrap_err().contains("not a string"));
+        assert_eq!(Key::Str("k".into()).into_datum(), Datum::Str("k".into()));
+    }
+}

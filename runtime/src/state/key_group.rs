@@ -45,16 +45,37 @@ impl KeyGroupRange {
     }
 }
 
-/// The stable 64-bit hash of a key: XXH3-64 over its canonical bytes.
+/// The stable 64-bit hash of a key: XXH3-64 over its canonical bytes. Keys of up to 63
+/// canonical bytes are hashed from a stack buffer (no allocation).
 pub fn key_hash(key: &Key) -> u64 {
-    let mut buf = Vec::with_capacity(32);
-    key.canonical_bytes(&mut buf);
-    xxhash_rust::xxh3::xxh3_64(&buf)
+    match key {
+        Key::Str(s) if s.len() < 64 => {
+            let mut buf = [0u8; 64];
+            buf[0] = b's';
+            buf[1..=s.len()].copy_from_slice(s.as_bytes());
+            xxhash_rust::xxh3::xxh3_64(&buf[..=s.len()])
+        }
+        Key::Int(i) => {
+            let mut buf = [b'i'; 9];
+            buf[1..].copy_from_slice(&i.to_le_bytes());
+            xxhash_rust::xxh3::xxh3_64(&buf)
+        }
+        _ => {
+            let mut buf = Vec::with_capacity(72);
+            key.canonical_bytes(&mut buf);
+            xxhash_rust::xxh3::xxh3_64(&buf)
+        }
+    }
+}
+
+/// Key group of a key whose [`key_hash`] is `hash`: `hash mod maxParallelism`.
+pub fn key_group_of_hash(hash: u64, max_parallelism: u32) -> u32 {
+    (hash % u64::from(max_parallelism)) as u32
 }
 
 /// Key group of `key` for `max_parallelism` key groups: `hash(key) mod maxParallelism`.
 pub fn key_group(key: &Key, max_parallelism: u32) -> u32 {
-    (key_hash(key) % u64::from(max_parallelism)) as u32
+    key_group_of_hash(key_hash(key), max_parallelism)
 }
 
 /// Subtask index that owns key group `kg`: `kg × parallelism / maxParallelism`
@@ -111,7 +132,7 @@ mod tests {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             let key = match n % 3 {
-                0 => Key::Str(format!("k{seed:x}")),
+                0 => Key::Str(format!("k{seed:x}").into()),
                 1 => Key::Int(seed as i64),
                 _ => Key::Bool(seed & 1 == 1),
             };
@@ -135,6 +156,22 @@ mod tests {
             key_hash(&Key::Bool(true)),
         ];
         assert_eq!(pinned, PINNED);
+    }
+
+    #[test]
+    fn hash_without_allocation_equals_hash_of_canonical_bytes() {
+        let long = "é".repeat(60);
+        let keys = (0..100).map(|n| Key::Str(long[..2 * (n % 60)].into())).chain([
+            Key::Int(i64::MIN),
+            Key::Int(0),
+            Key::Bool(false),
+            Key::Str(long.as_str().into()),
+        ]);
+        for key in keys {
+            let mut bytes = vec![];
+            key.canonical_bytes(&mut bytes);
+            assert_eq!(key_hash(&key), xxhash_rust::xxh3::xxh3_64(&bytes), "{key}");
+        }
     }
 
     const PINNED: [u64; 3] = [3205958110201239529, 15422504050622559589, 14349648175561970045];

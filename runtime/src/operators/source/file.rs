@@ -9,7 +9,8 @@
 use super::Source;
 use crate::job::{FileFormat, FileSourceSpec};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
-use crate::record::{Record, Value};
+use crate::record::json::parse_json_row;
+use crate::record::{Datum, Record, Row, RowBuilder, Schema, SchemaCache};
 use crate::storage::{self, S3Options, Store};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -65,7 +66,8 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
 
 struct OpenSplit {
     reader: Box<dyn BufRead + Send>,
-    header: Option<Vec<String>>,
+    /// The CSV header.
+    header: Option<CsvHeader>,
     /// Bytes the open consumed from the split's position (a CSV header at offset 0).
     consumed: u64,
 }
@@ -79,6 +81,7 @@ pub struct FileSource {
     current: Option<(usize, OpenSplit)>,
     line: Vec<u8>,
     progress: Arc<AtomicU64>,
+    schemas: SchemaCache,
 }
 
 impl FileSource {
@@ -124,6 +127,7 @@ impl FileSource {
             current: None,
             line: Vec::with_capacity(256),
             progress,
+            schemas: SchemaCache::default(),
         })
     }
 }
@@ -184,7 +188,7 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(csv_fields(&split.path, 0, trim_eol(&line))?)
+            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?))
         } else {
             None
         };
@@ -196,49 +200,73 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
     }
 }
 
-/// Parses one line (without its line ending) into a record value; `None` for blank lines of
-/// JSON/CSV. Errors name the file and byte offset.
+/// The schema of text lines: one field, `line`.
+pub fn text_schema() -> Arc<Schema> {
+    static SCHEMA: std::sync::OnceLock<Arc<Schema>> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| Schema::new(["line"])).clone()
+}
+
+/// Parses one line (without its line ending) into a row; `None` for blank lines of JSON/CSV.
+/// Errors name the file and byte offset.
 fn parse(
     format: FileFormat,
     path: &str,
     offset: u64,
     line: &[u8],
-    header: Option<&Vec<String>>,
-) -> TaskResult<Option<Value>> {
-    {
-        let text =
-            std::str::from_utf8(line).map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
-        Ok(match format {
-            FileFormat::Text => {
-                let mut o = serde_json::Map::with_capacity(1);
-                o.insert("line".into(), Value::String(text.to_string()));
-                Some(Value::Object(o))
+    header: Option<&CsvHeader>,
+    schemas: &mut SchemaCache,
+) -> TaskResult<Option<Row>> {
+    let text =
+        std::str::from_utf8(line).map_err(|e| TaskError(format!("{path} at byte {offset}: invalid UTF-8: {e}")))?;
+    Ok(match format {
+        FileFormat::Text => Some(Row::new_unchecked(text_schema(), vec![Datum::Str(text.into())])),
+        FileFormat::Jsonl if text.trim().is_empty() => None,
+        FileFormat::Jsonl => Some(
+            parse_json_row(text, schemas)
+                .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
+        ),
+        FileFormat::Csv if text.is_empty() => None,
+        FileFormat::Csv => {
+            let header = header.expect("csv header read at open");
+            let fields = csv_fields(path, offset, text.as_bytes())?;
+            let names = header.schema.names();
+            if fields.len() != names.len() {
+                return Err(TaskError(format!(
+                    "{path} at byte {offset}: {} fields, the header has {}",
+                    fields.len(),
+                    names.len()
+                )));
             }
-            FileFormat::Jsonl if text.trim().is_empty() => None,
-            FileFormat::Jsonl => Some(
-                serde_json::from_str(text)
-                    .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
-            ),
-            FileFormat::Csv if text.is_empty() => None,
-            FileFormat::Csv => {
-                let header = header.expect("csv header read at open");
-                let fields = csv_fields(path, offset, text.as_bytes())?;
-                if fields.len() != header.len() {
-                    return Err(TaskError(format!(
-                        "{path} at byte {offset}: {} fields, the header has {}",
-                        fields.len(),
-                        header.len()
-                    )));
+            let values = fields.into_iter().map(|f| Datum::Str(f.into()));
+            if header.repeats_a_name {
+                // A repeated column name keeps its first position and its last value, as
+                // when rows were JSON objects.
+                let mut b = RowBuilder::with_capacity(names.len());
+                for (name, value) in names.iter().zip(values) {
+                    b.push(name.clone(), value);
                 }
-                Some(Value::Object(
-                    header
-                        .iter()
-                        .cloned()
-                        .zip(fields.into_iter().map(Value::String))
-                        .collect(),
-                ))
+                Some(b.finish(schemas))
+            } else {
+                Some(Row::new_unchecked(header.schema.clone(), values.collect()))
             }
-        })
+        }
+    })
+}
+
+/// A CSV file's header: the schema of its rows.
+struct CsvHeader {
+    schema: Arc<Schema>,
+    /// Whether a column name repeats (rows are then built field by field).
+    repeats_a_name: bool,
+}
+
+impl CsvHeader {
+    fn new(names: Vec<String>) -> CsvHeader {
+        let repeats_a_name = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        CsvHeader {
+            schema: Schema::new(names),
+            repeats_a_name,
+        }
     }
 }
 
@@ -292,7 +320,15 @@ impl Source for FileSource {
                 let at = split.offset;
                 split.offset += n as u64;
                 self.progress.fetch_add(n as u64, Ordering::Relaxed);
-                if let Some(v) = parse(self.format, &split.path, at, trim_eol(&self.line), open.header.as_ref())? {
+                let line = trim_eol(&self.line);
+                if let Some(v) = parse(
+                    self.format,
+                    &split.path,
+                    at,
+                    line,
+                    open.header.as_ref(),
+                    &mut self.schemas,
+                )? {
                     out.push(Record::new(v));
                     produced += 1;
                 }
@@ -317,5 +353,43 @@ impl Source for FileSource {
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv_json(header: &[&str], line: &str) -> String {
+        let header = CsvHeader::new(header.iter().map(|s| s.to_string()).collect());
+        let row = parse(
+            FileFormat::Csv,
+            "f.csv",
+            0,
+            line.as_bytes(),
+            Some(&header),
+            &mut SchemaCache::default(),
+        )
+        .unwrap()
+        .unwrap();
+        serde_json::to_string(&row).unwrap()
+    }
+
+    #[test]
+    fn csv_rows_follow_the_header_and_a_repeated_name_keeps_its_last_value() {
+        assert_eq!(csv_json(&["a", "b"], "1,\"x, y\""), r#"{"a":"1","b":"x, y"}"#);
+        assert_eq!(csv_json(&["a", "b", "a"], "1,2,3"), r#"{"a":"3","b":"2"}"#);
+        let text = parse(
+            FileFormat::Text,
+            "f",
+            0,
+            "é \"q\"".as_bytes(),
+            None,
+            &mut SchemaCache::default(),
+        );
+        assert_eq!(
+            serde_json::to_string(&text.unwrap().unwrap()).unwrap(),
+            r#"{"line":"é \"q\""}"#
+        );
     }
 }
