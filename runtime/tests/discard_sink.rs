@@ -85,3 +85,27 @@ async fn source_chained_to_discard_counts_every_record() {
     let (counted, _) = run(dir.path(), 1, steps, "source").await;
     assert_eq!(counted, 12_345);
 }
+
+/// A source chained with every operator of its job (parallelism 1, no exchange) never waits on
+/// a channel, so it must yield to the runtime between batches: otherwise the tasks it spawns
+/// (the asynchronous part of each snapshot, which acknowledges the checkpoint) wait in its
+/// worker thread's unstealable LIFO slot until the input is used up, and the first checkpoint
+/// completed only when the job ended (seen on Nexmark q0: checkpoint 1 took the whole 14 s run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_complete_while_a_fully_chained_source_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let steps = "      - source: { generator: { seed: 7, count: 400000, keys: 1000 } }\n      - map: { expression: \"{'key': key, 'doubled': value * 2}\" }\n      - sink: { discard: {} }\n";
+    let started = std::time::Instant::now();
+    let (_, completed) = run(dir.path(), 1, steps, "").await;
+    let elapsed = started.elapsed();
+    // Checkpoints every 100 ms over a run of at least half a second: before the fix exactly two
+    // completed (the first, at the end of the input, and the final one).
+    assert!(
+        elapsed.as_millis() >= 500,
+        "the job must run long enough to checkpoint ({elapsed:?}); raise count"
+    );
+    assert!(
+        completed >= 4,
+        "{completed} checkpoints completed in {elapsed:?} with an interval of 100 ms"
+    );
+}

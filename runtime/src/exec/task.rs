@@ -363,6 +363,11 @@ pub async fn run_source(
         emitted += batch.len() as u64;
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
         core.process(batch).await?;
+        // A source chained with every operator of its job never waits on a channel: yield once
+        // per batch, or the tasks it spawned (the asynchronous part of a snapshot, which acks
+        // the checkpoint) wait in this worker thread's LIFO slot, which other workers cannot
+        // steal, until the input is used up.
+        tokio::task::yield_now().await;
     }
 }
 
