@@ -258,8 +258,20 @@ where
 /// The S3 client settings of `spec` with the credentials from its Secret (in `ns`), for the
 /// operator's own storage reads and deletes. The Secret is read only when named.
 pub async fn s3_options_for(ctx: &Context, ns: &str, spec: &crate::crd::StreamJobSpec) -> Result<S3Options, Error> {
+    s3_config_options(ctx, ns, spec.s3.as_ref())
+        .await
+        .map_err(|e| Error::CredentialsError(e.to_string()))
+}
+
+/// The S3 client settings of `config` (a job's `spec.s3` or a Savepoint's recorded
+/// `status.s3`) with the credentials from the Secret it names (in `ns`).
+pub async fn s3_config_options(
+    ctx: &Context,
+    ns: &str,
+    config: Option<&crate::crd::S3Config>,
+) -> Result<S3Options, crate::snapshots::CredentialsError> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    crate::snapshots::s3_options_with_credentials(spec, |name| async move {
+    crate::snapshots::s3_config_with_credentials(config, |name| async move {
         let secret = secrets.get_opt(&name).await.map_err(|e| e.to_string())?;
         Ok(secret.map(|s| {
             s.data
@@ -276,7 +288,6 @@ pub async fn s3_options_for(ctx: &Context, ns: &str, spec: &crate::crd::StreamJo
         }))
     })
     .await
-    .map_err(Error::CredentialsError)
 }
 
 /// Converts an API time to a `SystemTime`.

@@ -17,6 +17,7 @@
 mod classify;
 mod compat;
 mod decide;
+pub mod disposal;
 mod model;
 mod operations;
 mod restore;

@@ -19,7 +19,7 @@ pub(super) struct Received {
 }
 
 impl Received {
-    fn reply(self, code: u16, body: Value) {
+    pub(super) fn reply(self, code: u16, body: Value) {
         self.send.send_response(
             Response::builder()
                 .status(code)
@@ -30,7 +30,7 @@ impl Received {
     pub(super) fn ok(self, body: Value) {
         self.reply(200, body)
     }
-    fn not_found(self) {
+    pub(super) fn not_found(self) {
         self.reply(
             404,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
