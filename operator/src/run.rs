@@ -323,32 +323,50 @@ where
 }
 
 /// The StreamJob controller for one namespace (or all). Status-only changes of a StreamJob do
-/// not trigger it (generation predicate): its own status writes never loop.
-async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+/// not trigger it (generation predicate): its own status writes never loop. Its StreamJob,
+/// Deployment, StatefulSet and Pod watches fill the context's cache (`writers`), which the
+/// reconciles read instead of the API server.
+async fn run_stream_jobs(
+    client: Client,
+    ns: Option<String>,
+    ctx: Arc<Context>,
+    writers: StreamJobWriters,
+    stop: watch::Receiver<bool>,
+) {
     let jobs = api_for::<DeserializeGuard<StreamJob>>(&client, ns.as_deref());
-    let (reader, writer) = reflector::store();
     let trigger = watcher(jobs, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
+        .reflect(writers.jobs)
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
     let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=weir-operator");
-    Controller::for_stream(trigger, reader)
-        .owns(api_for::<Deployment>(&client, ns.as_deref()), managed.clone())
-        .owns(api_for::<StatefulSet>(&client, ns.as_deref()), managed)
-        .watches(
-            api_for::<Pod>(&client, ns.as_deref()),
-            watcher::Config::default().labels(LABEL_JOB),
-            |pod| {
-                let ns = pod.namespace()?;
-                // A shortened job key in the label: the full name is in the annotation.
-                let job = pod
-                    .annotations()
-                    .get(ANNOTATION_JOB_NAME)
-                    .or_else(|| pod.labels().get(LABEL_JOB))?;
-                Some(ObjectRef::new(job).within(&ns))
-            },
-        )
+    let deployments = watcher(api_for::<Deployment>(&client, ns.as_deref()), managed.clone())
+        .default_backoff()
+        .reflect(writers.deployments)
+        .touched_objects();
+    let stateful_sets = watcher(api_for::<StatefulSet>(&client, ns.as_deref()), managed)
+        .default_backoff()
+        .reflect(writers.stateful_sets)
+        .touched_objects();
+    let pods = watcher(
+        api_for::<Pod>(&client, ns.as_deref()),
+        watcher::Config::default().labels(LABEL_JOB),
+    )
+    .default_backoff()
+    .reflect(writers.pods)
+    .touched_objects();
+    Controller::for_stream(trigger, ctx.cache.jobs.clone())
+        .owns_stream(deployments)
+        .owns_stream(stateful_sets)
+        .watches_stream(pods, |pod| {
+            let ns = pod.namespace()?;
+            // A shortened job key in the label: the full name is in the annotation.
+            let job = pod
+                .annotations()
+                .get(ANNOTATION_JOB_NAME)
+                .or_else(|| pod.labels().get(LABEL_JOB))?;
+            Some(ObjectRef::new(job).within(&ns))
+        })
         .watches(
             api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref()),
             watcher::Config::default(),
@@ -363,16 +381,30 @@ async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, 
         .await;
 }
 
-/// The Savepoint controller for one namespace (or all).
-async fn run_savepoints(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+/// The writers of the StreamJob controller's watches.
+struct StreamJobWriters {
+    jobs: reflector::store::Writer<DeserializeGuard<StreamJob>>,
+    deployments: reflector::store::Writer<Deployment>,
+    stateful_sets: reflector::store::Writer<StatefulSet>,
+    pods: reflector::store::Writer<Pod>,
+}
+
+/// The Savepoint controller for one namespace (or all); its Savepoint watch fills the
+/// context's Savepoint cache (`writer`).
+async fn run_savepoints(
+    client: Client,
+    ns: Option<String>,
+    ctx: Arc<Context>,
+    writer: reflector::store::Writer<DeserializeGuard<Savepoint>>,
+    stop: watch::Receiver<bool>,
+) {
     let svps = api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref());
-    let (reader, writer) = reflector::store();
     let trigger = watcher(svps, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
-    Controller::for_stream(trigger, reader)
+    Controller::for_stream(trigger, ctx.cache.savepoints.clone())
         .graceful_shutdown_on(shutdown_signal(stop))
         .run(savepoint::reconcile, savepoint::error_policy, ctx)
         .for_each(|r| async move { log_controller_error("savepoint", r) })
@@ -546,15 +578,6 @@ pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<(
         None
     };
 
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Arc::new(ServiceControlApiFactory {
-            timeout: Duration::from_secs(5),
-        }),
-        Arc::new(ObjectStoreSnapshots),
-        metrics,
-        cfg.runtime_defaults.clone(),
-    ));
     let namespaces: Vec<Option<String>> = if cfg.watch_namespaces.is_empty() {
         vec![None]
     } else {
@@ -562,16 +585,36 @@ pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<(
     };
     let mut controllers = Vec::new();
     for ns in namespaces {
+        // One context per watched namespace: its cache is filled by that namespace's watches.
+        let (cache, writers) = crate::controller::cache::cache();
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            Arc::new(ServiceControlApiFactory {
+                timeout: Duration::from_secs(5),
+            }),
+            Arc::new(ObjectStoreSnapshots),
+            metrics.clone(),
+            cfg.runtime_defaults.clone(),
+            cache,
+        ));
+        let job_writers = StreamJobWriters {
+            jobs: writers.jobs,
+            deployments: writers.deployments,
+            stateful_sets: writers.stateful_sets,
+            pods: writers.pods,
+        };
         controllers.push(tokio::spawn(run_stream_jobs(
             client.clone(),
             ns.clone(),
             ctx.clone(),
+            job_writers,
             stop_rx.clone(),
         )));
         controllers.push(tokio::spawn(run_savepoints(
             client.clone(),
             ns,
-            ctx.clone(),
+            ctx,
+            writers.savepoints,
             stop_rx.clone(),
         )));
     }

@@ -5,6 +5,7 @@
 //! status (the write-ahead log) → act (build with [`crate::build`], server-side apply, delete)
 //! → record results. See [`stream_job`]; the Savepoint controller is [`savepoint`].
 
+pub mod cache;
 pub mod savepoint;
 mod status;
 pub mod stream_job;
@@ -80,6 +81,8 @@ pub struct Context {
     /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
     /// security contexts).
     pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// The watch caches reconciles read (children, pods, Savepoints, StreamJobs).
+    pub cache: cache::Cache,
 }
 
 impl Context {
@@ -90,6 +93,7 @@ impl Context {
         snapshots: Arc<dyn SnapshotStore>,
         metrics: Arc<Metrics>,
         runtime_defaults: crate::build::RuntimeDefaults,
+        cache: cache::Cache,
     ) -> Context {
         let reporter = Reporter {
             controller: "weir-operator".into(),
@@ -104,6 +108,7 @@ impl Context {
             clock: Arc::new(SystemTime::now),
             failures: FailureCounts::default(),
             runtime_defaults,
+            cache,
         }
     }
 }
@@ -151,6 +156,9 @@ pub enum Error {
     /// nothing was acted on; the pass is retried at once on the newer object. No Warning event.
     #[error("conflict: {0}; retrying on the newer object")]
     Conflict(String),
+    /// A watch cache cannot be read (its watch ended: the operator is stopping).
+    #[error("{0}")]
+    CacheError(String),
 }
 
 impl Error {
@@ -165,6 +173,7 @@ impl Error {
             Error::StorageError(_) => "StorageError",
             Error::CredentialsError(_) => "CredentialsError",
             Error::Conflict(_) => "Conflict",
+            Error::CacheError(_) => "CacheError",
         }
     }
 }

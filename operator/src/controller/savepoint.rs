@@ -122,6 +122,20 @@ fn job_running(job: &StreamJob) -> bool {
     })
 }
 
+/// The job `ns/name` from the watch cache; a job not (yet) in the cache is read from the API
+/// server before it is taken for gone (a Savepoint applied together with its new job must not
+/// be abandoned because the job's watch event came later).
+async fn cached_job(ctx: &Context, jobs: &Api<StreamJob>, ns: &str, name: &str) -> Result<Option<StreamJob>, Error> {
+    ctx.cache.jobs_ready().await?;
+    if let Some(job) = ctx.cache.job(ns, name) {
+        return Ok(Some(job));
+    }
+    jobs.get_opt(name).await.map_err(|source| Error::ObserveError {
+        what: "StreamJob".into(),
+        source,
+    })
+}
+
 async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Error> {
     let ns = sp.namespace().unwrap_or_default();
     let name = sp.name_any();
@@ -130,6 +144,8 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
     let has_finalizer = sp.finalizers().iter().any(|f| f == FINALIZER);
     if sp.meta().deletion_timestamp.is_some() {
         if has_finalizer {
+            // Read fresh, not from the cache: whether the data is the job's current restore
+            // point decides whether it may be deleted (FLINK-38033).
             let job = jobs
                 .get_opt(&sp.spec.job_ref.name)
                 .await
@@ -157,13 +173,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
     {
         return Ok(Action::await_change());
     }
-    let job = jobs
-        .get_opt(&sp.spec.job_ref.name)
-        .await
-        .map_err(|source| Error::ObserveError {
-            what: "StreamJob".into(),
-            source,
-        })?;
+    let job = cached_job(ctx, &jobs, &ns, &sp.spec.job_ref.name).await?;
     let oref = sp.object_ref(&());
     let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     let mut st = old.clone();

@@ -279,7 +279,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 };
                 apply_children(ctx, &ns, &build::build(&target)).await?;
                 if new_generation {
-                    delete_orphans(ctx, &ns, &name, deploy_generation).await?;
+                    delete_orphans(ctx, &ns, &name).await?;
                 }
             }
             LAction::RecordSavepoint { origin, path } => {

@@ -50,7 +50,7 @@ async fn savepoint_trigger_retry_and_completion() {
 
     // Attempt 1 is refused: Pending with one failure, retried after the backoff.
     let task = tokio::spawn(savepoint::reconcile(svp_guard(savepoint_json(None)), ctx.clone()));
-    api.get_job(job.clone()).await;
+    api.cached_jobs(vec![job.clone()]);
     let st = api.savepoint_status().await;
     assert_eq!(
         (st["state"].as_str(), st["failures"].as_u64()),
@@ -66,7 +66,7 @@ async fn savepoint_trigger_retry_and_completion() {
 
     // Attempt 2 triggers (not a stop).
     let task = tokio::spawn(savepoint::reconcile(svp_guard(savepoint_json(Some(st))), ctx.clone()));
-    api.get_job(job.clone()).await;
+    api.cached_jobs(vec![job.clone()]);
     let st = api.savepoint_status().await;
     assert_eq!(
         (st["state"].as_str(), st["triggerId"].as_str()),
@@ -83,7 +83,7 @@ async fn savepoint_trigger_retry_and_completion() {
         svp_guard(savepoint_json(Some(st.clone()))),
         ctx.clone(),
     ));
-    api.get_job(job.clone()).await;
+    api.cached_jobs(vec![job.clone()]);
     finish(task).await.unwrap();
 
     // Completed.
@@ -95,7 +95,7 @@ async fn savepoint_trigger_retry_and_completion() {
         error: None,
     });
     let task = tokio::spawn(savepoint::reconcile(svp_guard(savepoint_json(Some(st))), ctx.clone()));
-    api.get_job(job.clone()).await;
+    api.cached_jobs(vec![job.clone()]);
     let st = api.savepoint_status().await;
     assert_eq!(st["state"], "Completed");
     assert_eq!(st["path"], "s3://bucket/svp/savepoint-wc-8");
@@ -116,7 +116,7 @@ async fn savepoint_abandoned_when_job_suspended() {
     let mut job = running_job(spec_json(), 1);
     job["status"]["lifecycleState"] = json!("Suspended");
     let task = tokio::spawn(savepoint::reconcile(svp_guard(savepoint_json(None)), ctx));
-    api.get_job(job).await;
+    api.cached_jobs(vec![job]);
     let st = api.savepoint_status().await;
     assert_eq!(st["state"], "Abandoned");
     let r = api.expect("POST", "/apis/events.k8s.io/v1/namespaces/ns/events").await;
@@ -325,7 +325,7 @@ async fn completion_records_the_storage_settings() {
     });
     let sp = savepoint_json(Some(json!({"state": "InProgress", "triggerId": "t1"})));
     let task = tokio::spawn(savepoint::reconcile(svp_guard(sp), ctx));
-    api.get_job(job).await;
+    api.cached_jobs(vec![job]);
     let st = api.savepoint_status().await;
     assert_eq!(st["state"], "Completed");
     assert_eq!(st["s3"], recorded_s3());
