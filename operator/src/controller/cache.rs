@@ -11,12 +11,20 @@
 use super::Error;
 use crate::build::{LABEL_JOB, job_key};
 use crate::crd::{Savepoint, StreamJob};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+
+/// Completes once a set of stores has been listed (false: a watch ended first). Shared, so any
+/// number of reconciles can wait on it: a store's own `wait_until_ready` wakes only the last of
+/// several concurrent waiters (its one-shot channel keeps one waker), which left every other
+/// reconcile pending forever when an operator restarted with many jobs.
+type Ready = Shared<BoxFuture<'static, bool>>;
 
 /// Read handles of the watch caches (cheap to clone).
 #[derive(Clone)]
@@ -31,6 +39,10 @@ pub struct Cache {
     pub stateful_sets: Store<StatefulSet>,
     /// Pods of StreamJobs (label `weir.dev/job`).
     pub pods: Store<Pod>,
+    /// Deployments, StatefulSets, Pods and Savepoints listed.
+    children_ready: Ready,
+    /// StreamJobs listed.
+    jobs_ready: Ready,
 }
 
 /// The writing ends of a [`Cache`]: each goes to the watch stream that fills its store
@@ -55,6 +67,26 @@ pub fn cache() -> (Cache, CacheWriters) {
     let (deployments, deployments_writer) = reflector::store();
     let (stateful_sets, stateful_sets_writer) = reflector::store();
     let (pods, pods_writer) = reflector::store();
+    let children_ready = {
+        let (deployments, stateful_sets, pods, savepoints) = (
+            deployments.clone(),
+            stateful_sets.clone(),
+            pods.clone(),
+            savepoints.clone(),
+        );
+        async move {
+            deployments.wait_until_ready().await.is_ok()
+                && stateful_sets.wait_until_ready().await.is_ok()
+                && pods.wait_until_ready().await.is_ok()
+                && savepoints.wait_until_ready().await.is_ok()
+        }
+        .boxed()
+        .shared()
+    };
+    let jobs_ready = {
+        let jobs = jobs.clone();
+        async move { jobs.wait_until_ready().await.is_ok() }.boxed().shared()
+    };
     (
         Cache {
             jobs,
@@ -62,6 +94,8 @@ pub fn cache() -> (Cache, CacheWriters) {
             deployments,
             stateful_sets,
             pods,
+            children_ready,
+            jobs_ready,
         },
         CacheWriters {
             jobs: jobs_writer,
@@ -73,8 +107,8 @@ pub fn cache() -> (Cache, CacheWriters) {
     )
 }
 
-fn closed(what: &str) -> Error {
-    Error::CacheError(format!("the {what} watch cache is closed (the operator is stopping)"))
+fn closed() -> Error {
+    Error::CacheError("a watch cache is closed (the operator is stopping)".into())
 }
 
 /// Whether `labels` mark an object of job `job`.
@@ -86,24 +120,20 @@ impl Cache {
     /// Waits until every store a StreamJob pass reads has been listed once (right after the
     /// operator starts, an empty store would look like "no workloads").
     pub async fn children_ready(&self) -> Result<(), Error> {
-        self.deployments
-            .wait_until_ready()
-            .await
-            .map_err(|_| closed("Deployment"))?;
-        self.stateful_sets
-            .wait_until_ready()
-            .await
-            .map_err(|_| closed("StatefulSet"))?;
-        self.pods.wait_until_ready().await.map_err(|_| closed("Pod"))?;
-        self.savepoints
-            .wait_until_ready()
-            .await
-            .map_err(|_| closed("Savepoint"))
+        if self.children_ready.clone().await {
+            Ok(())
+        } else {
+            Err(closed())
+        }
     }
 
     /// Waits until the StreamJob store has been listed once.
     pub async fn jobs_ready(&self) -> Result<(), Error> {
-        self.jobs.wait_until_ready().await.map_err(|_| closed("StreamJob"))
+        if self.jobs_ready.clone().await {
+            Ok(())
+        } else {
+            Err(closed())
+        }
     }
 
     /// The StreamJob `ns/name`, if cached and valid.
@@ -175,6 +205,38 @@ mod tests {
     fn pod(ns: &str, name: &str, job: &str) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns, "labels": {LABEL_JOB: job}}}))
             .unwrap()
+    }
+
+    /// Many reconciles waiting for the caches at once (an operator restarting with many jobs)
+    /// are all released when the stores are listed, not only the last one to wait.
+    #[tokio::test]
+    async fn every_concurrent_waiter_is_released_when_the_caches_are_listed() {
+        let (cache, mut writers) = cache();
+        let waiters: Vec<_> = (0..9)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move {
+                    cache.children_ready().await.unwrap();
+                    cache.jobs_ready().await.unwrap();
+                })
+            })
+            .collect();
+        // Every waiter has polled and is pending now.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        for w in &waiters {
+            assert!(!w.is_finished());
+        }
+        writers.jobs.apply_watcher_event(&Event::InitDone);
+        writers.savepoints.apply_watcher_event(&Event::InitDone);
+        writers.deployments.apply_watcher_event(&Event::InitDone);
+        writers.stateful_sets.apply_watcher_event(&Event::InitDone);
+        writers.pods.apply_watcher_event(&Event::InitDone);
+        for w in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(1), w)
+                .await
+                .expect("a waiter was never woken")
+                .unwrap();
+        }
     }
 
     /// Reads select by namespace and by the job label (the shortened job key for long names).
