@@ -11,20 +11,16 @@
 use super::Error;
 use crate::build::{LABEL_JOB, job_key};
 use crate::crd::{Savepoint, StreamJob};
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
+use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::core::DeserializeGuard;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-
-/// Completes once a set of stores has been listed (false: a watch ended first). Shared, so any
-/// number of reconciles can wait on it: a store's own `wait_until_ready` wakes only the last of
-/// several concurrent waiters (its one-shot channel keeps one waker), which left every other
-/// reconcile pending forever when an operator restarted with many jobs.
-type Ready = Shared<BoxFuture<'static, bool>>;
+use kube::runtime::watcher;
+use tokio::sync::watch;
 
 /// Read handles of the watch caches (cheap to clone).
 #[derive(Clone)]
@@ -39,54 +35,85 @@ pub struct Cache {
     pub stateful_sets: Store<StatefulSet>,
     /// Pods of StreamJobs (label `weir.dev/job`).
     pub pods: Store<Pod>,
-    /// Deployments, StatefulSets, Pods and Savepoints listed.
-    children_ready: Ready,
-    /// StreamJobs listed.
-    jobs_ready: Ready,
+    /// Whether each store has been listed, in the order of [`CacheWriters`]' fields.
+    listed: [watch::Receiver<bool>; 5],
+}
+
+/// The writing end of one store: its reflector writer, and the flag raised once the watch's
+/// first list is in the store.
+///
+/// Readiness is tracked here rather than with the store's own `wait_until_ready`: that wakes
+/// only the last of several concurrent waiters (a one-shot channel keeps one waker), and the
+/// controller itself waits on its main store, so a reconcile waiting there too could leave the
+/// controller, or every other reconcile, pending forever (seen after an operator restart).
+pub struct CacheWriter<K: kube::Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer: Writer<K>,
+    listed: watch::Sender<bool>,
+}
+
+impl<K> CacheWriter<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// Fills the store from a watch stream: every event is applied to the store, and the first
+    /// completed list raises the store's listed flag (after the store holds it).
+    pub fn fill<S>(self, events: S) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+    where
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    {
+        let listed = self.listed;
+        events.reflect(self.writer).inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                listed.send_replace(true);
+            }
+        })
+    }
+
+    /// Applies one event as [`CacheWriter::fill`] does (for tests).
+    pub fn apply(&mut self, event: &watcher::Event<K>) {
+        self.writer.apply_watcher_event(event);
+        if matches!(event, watcher::Event::InitDone) {
+            self.listed.send_replace(true);
+        }
+    }
 }
 
 /// The writing ends of a [`Cache`]: each goes to the watch stream that fills its store
-/// (`.reflect(writer)`).
+/// ([`CacheWriter::fill`]).
 pub struct CacheWriters {
     /// Filled by the StreamJob watch.
-    pub jobs: Writer<DeserializeGuard<StreamJob>>,
+    pub jobs: CacheWriter<DeserializeGuard<StreamJob>>,
     /// Filled by the Savepoint watch.
-    pub savepoints: Writer<DeserializeGuard<Savepoint>>,
+    pub savepoints: CacheWriter<DeserializeGuard<Savepoint>>,
     /// Filled by the Deployment watch.
-    pub deployments: Writer<Deployment>,
+    pub deployments: CacheWriter<Deployment>,
     /// Filled by the StatefulSet watch.
-    pub stateful_sets: Writer<StatefulSet>,
+    pub stateful_sets: CacheWriter<StatefulSet>,
     /// Filled by the Pod watch.
-    pub pods: Writer<Pod>,
+    pub pods: CacheWriter<Pod>,
+}
+
+fn store<K>() -> (Store<K>, CacheWriter<K>, watch::Receiver<bool>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    let (store, writer) = reflector::store();
+    let (listed, listed_rx) = watch::channel(false);
+    (store, CacheWriter { writer, listed }, listed_rx)
 }
 
 /// A new, empty cache and its writers.
 pub fn cache() -> (Cache, CacheWriters) {
-    let (jobs, jobs_writer) = reflector::store();
-    let (savepoints, savepoints_writer) = reflector::store();
-    let (deployments, deployments_writer) = reflector::store();
-    let (stateful_sets, stateful_sets_writer) = reflector::store();
-    let (pods, pods_writer) = reflector::store();
-    let children_ready = {
-        let (deployments, stateful_sets, pods, savepoints) = (
-            deployments.clone(),
-            stateful_sets.clone(),
-            pods.clone(),
-            savepoints.clone(),
-        );
-        async move {
-            deployments.wait_until_ready().await.is_ok()
-                && stateful_sets.wait_until_ready().await.is_ok()
-                && pods.wait_until_ready().await.is_ok()
-                && savepoints.wait_until_ready().await.is_ok()
-        }
-        .boxed()
-        .shared()
-    };
-    let jobs_ready = {
-        let jobs = jobs.clone();
-        async move { jobs.wait_until_ready().await.is_ok() }.boxed().shared()
-    };
+    let (jobs, jobs_writer, jobs_listed) = store();
+    let (savepoints, savepoints_writer, savepoints_listed) = store();
+    let (deployments, deployments_writer, deployments_listed) = store();
+    let (stateful_sets, stateful_sets_writer, stateful_sets_listed) = store();
+    let (pods, pods_writer, pods_listed) = store();
     (
         Cache {
             jobs,
@@ -94,8 +121,13 @@ pub fn cache() -> (Cache, CacheWriters) {
             deployments,
             stateful_sets,
             pods,
-            children_ready,
-            jobs_ready,
+            listed: [
+                jobs_listed,
+                savepoints_listed,
+                deployments_listed,
+                stateful_sets_listed,
+                pods_listed,
+            ],
         },
         CacheWriters {
             jobs: jobs_writer,
@@ -107,8 +139,14 @@ pub fn cache() -> (Cache, CacheWriters) {
     )
 }
 
-fn closed() -> Error {
-    Error::CacheError("a watch cache is closed (the operator is stopping)".into())
+/// Waits until the store behind `listed` has been listed once.
+async fn listed(listed: &watch::Receiver<bool>) -> Result<(), Error> {
+    listed
+        .clone()
+        .wait_for(|listed| *listed)
+        .await
+        .map(|_| ())
+        .map_err(|_| Error::CacheError("a watch cache is closed (the operator is stopping)".into()))
 }
 
 /// Whether `labels` mark an object of job `job`.
@@ -120,20 +158,15 @@ impl Cache {
     /// Waits until every store a StreamJob pass reads has been listed once (right after the
     /// operator starts, an empty store would look like "no workloads").
     pub async fn children_ready(&self) -> Result<(), Error> {
-        if self.children_ready.clone().await {
-            Ok(())
-        } else {
-            Err(closed())
+        for l in &self.listed[1..] {
+            listed(l).await?;
         }
+        Ok(())
     }
 
     /// Waits until the StreamJob store has been listed once.
     pub async fn jobs_ready(&self) -> Result<(), Error> {
-        if self.jobs_ready.clone().await {
-            Ok(())
-        } else {
-            Err(closed())
-        }
+        listed(&self.listed[0]).await
     }
 
     /// The StreamJob `ns/name`, if cached and valid.
@@ -207,12 +240,13 @@ mod tests {
             .unwrap()
     }
 
-    /// Many reconciles waiting for the caches at once (an operator restarting with many jobs)
-    /// are all released when the stores are listed, not only the last one to wait.
+    /// Many reconciles waiting for the caches at once (an operator restarting with many jobs),
+    /// and the controllers themselves waiting for their main stores (kube-runtime's runner
+    /// waits with the store's `wait_until_ready`), are all released when the stores are listed.
     #[tokio::test]
     async fn every_concurrent_waiter_is_released_when_the_caches_are_listed() {
         let (cache, mut writers) = cache();
-        let waiters: Vec<_> = (0..9)
+        let mut waiters: Vec<_> = (0..9)
             .map(|_| {
                 let cache = cache.clone();
                 tokio::spawn(async move {
@@ -221,16 +255,22 @@ mod tests {
                 })
             })
             .collect();
+        let jobs = cache.jobs.clone();
+        waiters.push(tokio::spawn(async move { jobs.wait_until_ready().await.unwrap() }));
+        let savepoints = cache.savepoints.clone();
+        waiters.push(tokio::spawn(
+            async move { savepoints.wait_until_ready().await.unwrap() },
+        ));
         // Every waiter has polled and is pending now.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         for w in &waiters {
             assert!(!w.is_finished());
         }
-        writers.jobs.apply_watcher_event(&Event::InitDone);
-        writers.savepoints.apply_watcher_event(&Event::InitDone);
-        writers.deployments.apply_watcher_event(&Event::InitDone);
-        writers.stateful_sets.apply_watcher_event(&Event::InitDone);
-        writers.pods.apply_watcher_event(&Event::InitDone);
+        writers.jobs.apply(&Event::InitDone);
+        writers.savepoints.apply(&Event::InitDone);
+        writers.deployments.apply(&Event::InitDone);
+        writers.stateful_sets.apply(&Event::InitDone);
+        writers.pods.apply(&Event::InitDone);
         for w in waiters {
             tokio::time::timeout(std::time::Duration::from_secs(1), w)
                 .await
@@ -250,7 +290,7 @@ mod tests {
             pod("other", "wc-0", "wc"),
             pod("ns", "long-0", &job_key(long)),
         ] {
-            writers.pods.apply_watcher_event(&Event::Apply(p));
+            writers.pods.apply(&Event::Apply(p));
         }
         let names = |pods: Vec<Pod>| pods.iter().map(|p| p.name_any()).collect::<Vec<_>>();
         assert_eq!(names(cache.job_pods("ns", "wc")), ["wc-0"]);
@@ -265,8 +305,8 @@ mod tests {
             "apiVersion": "weir.dev/v1alpha1", "kind": "Savepoint",
             "metadata": {"name": "bad", "namespace": "ns"}, "spec": {"jobRef": {"name": "wc"}, "origin": "Nope"}}))
         .unwrap();
-        writers.savepoints.apply_watcher_event(&Event::Apply(sp));
-        writers.savepoints.apply_watcher_event(&Event::Apply(invalid));
+        writers.savepoints.apply(&Event::Apply(sp));
+        writers.savepoints.apply(&Event::Apply(invalid));
         let got: Vec<String> = cache.savepoints_of("ns", "wc").iter().map(|s| s.name_any()).collect();
         assert_eq!(got, ["s"], "invalid Savepoints are skipped");
         assert!(cache.savepoints_of("other", "wc").is_empty());

@@ -4,6 +4,7 @@
 use super::shutdown_signal;
 use crate::build::{ANNOTATION_JOB_NAME, LABEL_JOB};
 use crate::control::ServiceControlApiFactory;
+use crate::controller::cache::CacheWriter;
 use crate::controller::{Context, savepoint, stream_job};
 use crate::crd::{Savepoint, StreamJob};
 use crate::metrics::Metrics;
@@ -13,7 +14,6 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
 use std::sync::Arc;
@@ -90,27 +90,25 @@ async fn run_stream_jobs(
     stop: watch::Receiver<bool>,
 ) {
     let jobs = api_for::<DeserializeGuard<StreamJob>>(&client, ns.as_deref());
-    let trigger = watcher(jobs, watcher::Config::default())
-        .default_backoff()
-        .reflect(writers.jobs)
+    let trigger = writers
+        .jobs
+        .fill(watcher(jobs, watcher::Config::default()).default_backoff())
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
     let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=weir-operator");
-    let deployments = watcher(api_for::<Deployment>(&client, ns.as_deref()), managed.clone())
-        .default_backoff()
-        .reflect(writers.deployments)
+    let deployments = writers
+        .deployments
+        .fill(watcher(api_for::<Deployment>(&client, ns.as_deref()), managed.clone()).default_backoff())
         .touched_objects();
-    let stateful_sets = watcher(api_for::<StatefulSet>(&client, ns.as_deref()), managed)
-        .default_backoff()
-        .reflect(writers.stateful_sets)
+    let stateful_sets = writers
+        .stateful_sets
+        .fill(watcher(api_for::<StatefulSet>(&client, ns.as_deref()), managed).default_backoff())
         .touched_objects();
-    let pods = watcher(
+    let pod_watch = watcher(
         api_for::<Pod>(&client, ns.as_deref()),
         watcher::Config::default().labels(LABEL_JOB),
-    )
-    .default_backoff()
-    .reflect(writers.pods)
-    .touched_objects();
+    );
+    let pods = writers.pods.fill(pod_watch.default_backoff()).touched_objects();
     Controller::for_stream(trigger, ctx.cache.jobs.clone())
         .owns_stream(deployments)
         .owns_stream(stateful_sets)
@@ -139,10 +137,10 @@ async fn run_stream_jobs(
 
 /// The writers of the StreamJob controller's watches.
 struct StreamJobWriters {
-    jobs: Writer<DeserializeGuard<StreamJob>>,
-    deployments: Writer<Deployment>,
-    stateful_sets: Writer<StatefulSet>,
-    pods: Writer<Pod>,
+    jobs: CacheWriter<DeserializeGuard<StreamJob>>,
+    deployments: CacheWriter<Deployment>,
+    stateful_sets: CacheWriter<StatefulSet>,
+    pods: CacheWriter<Pod>,
 }
 
 /// The Savepoint controller for one namespace (or all); its Savepoint watch fills the
@@ -151,13 +149,12 @@ async fn run_savepoints(
     client: Client,
     ns: Option<String>,
     ctx: Arc<Context>,
-    writer: Writer<DeserializeGuard<Savepoint>>,
+    writer: CacheWriter<DeserializeGuard<Savepoint>>,
     stop: watch::Receiver<bool>,
 ) {
     let svps = api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref());
-    let trigger = watcher(svps, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
+    let trigger = writer
+        .fill(watcher(svps, watcher::Config::default()).default_backoff())
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
     Controller::for_stream(trigger, ctx.cache.savepoints.clone())

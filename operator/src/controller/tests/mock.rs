@@ -10,18 +10,18 @@ type Responder = tower_test::mock::SendResponse<Response<Body>>;
 /// would have delivered).
 pub(super) struct ApiServer(pub(super) Handle, pub(super) crate::controller::cache::CacheWriters);
 
-/// Replaces the content of a watch cache with `objects`, as a relist does (and marks it ready).
-pub(super) fn relist<K>(writer: &mut kube::runtime::reflector::store::Writer<K>, objects: Vec<K>)
+/// Replaces the content of a watch cache with `objects`, as a relist does (and marks it listed).
+pub(super) fn relist<K>(writer: &mut crate::controller::cache::CacheWriter<K>, objects: Vec<K>)
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     use kube::runtime::watcher::Event;
-    writer.apply_watcher_event(&Event::Init);
+    writer.apply(&Event::Init);
     for o in objects {
-        writer.apply_watcher_event(&Event::InitApply(o));
+        writer.apply(&Event::InitApply(o));
     }
-    writer.apply_watcher_event(&Event::InitDone);
+    writer.apply(&Event::InitDone);
 }
 
 /// An object of type `K` from JSON.
