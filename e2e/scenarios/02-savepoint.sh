@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Scenario 2: create a Savepoint of a running job -> Completed with a path that exists in S3;
-# the job keeps running and its output stays exact.
+# the job keeps running and its output stays exact. With disposeOnDelete, deleting the Savepoint
+# after its job removes its data.
 J=wc-savepoint
 SP=wc-savepoint-manual
 
@@ -30,5 +31,22 @@ assert_no_warning_events "$J"
 assert_output "$J" exact
 # The manual savepoint outlives the job's checkpoints and is never removed by retention.
 assert_snapshot_exists "$path"
-kubectl -n "$NS" delete savepoint "$SP" --wait=true >/dev/null
+
+# disposeOnDelete after the job is gone: the Savepoint recorded the storage settings it was
+# written with (endpoint, path style, credentials Secret), so deleting it after its StreamJob
+# removes its data from S3 and releases the finalizer.
+assert_eq "$(jsonq 'd["status"]["s3"]["endpoint"]' <<<"$svp")" "$S3_ENDPOINT" "Savepoint status.s3.endpoint"
+kubectl -n "$NS" patch savepoint "$SP" --type merge -p '{"spec":{"disposeOnDelete":true}}' >/dev/null
+svp_has_finalizer() {
+  kubectl -n "$NS" get savepoint "$SP" -o json | jsonq '",".join(d["metadata"].get("finalizers", []))' |
+    grep -q weir.dev/finalizer
+}
+wait_until "Savepoint $SP has the operator's finalizer" "$TIMEOUT" svp_has_finalizer
 delete_job "$J"
+kubectl -n "$NS" delete savepoint "$SP" --wait=false >/dev/null
+svp_absent() { ! kubectl -n "$NS" get savepoint "$SP" >/dev/null 2>&1; }
+wait_until "Savepoint $SP deleted (finalizer released)" "$TIMEOUT" svp_absent
+if s3_exists "${path%/}/_metadata"; then
+  fail "savepoint $path is still in S3 after its disposeOnDelete Savepoint was deleted"
+fi
+log "savepoint $path disposed after its job was deleted"

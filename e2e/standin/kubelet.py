@@ -316,6 +316,9 @@ class Kubelet:
         c.waiting_reason = ""
 
     def command_line(self, p: dict, pod: Pod, spec: dict):
+        # Service names are rewritten once, at start: give Services created since this loop's
+        # sync their addresses first (cluster DNS would resolve them whenever they exist).
+        self.network.sync_services()
         command = list(spec.get("command") or [])
         if not command:
             raise LaunchError("RunContainerError", f"container {spec['name']}: no command (image entrypoints "

@@ -438,6 +438,11 @@ class Store:
                     return self._render(kind, old)
             else:
                 meta["deletionTimestamp"] = now()
+                # The API server bumps a set generation on the first graceful deletion (controllers
+                # filtering on generation see it: apiserver rest.BeforeDelete and the generic
+                # store's updateForGracefulDeletionAndFinalizers).
+                if meta.get("generation", 0) > 0:
+                    meta["generation"] = meta["generation"] + 1
                 if graceful_pod:
                     default_grace = objects.get_path(old, ("spec", "terminationGracePeriodSeconds"), 30)
                     meta["deletionGracePeriodSeconds"] = default_grace if grace_seconds is None else grace_seconds

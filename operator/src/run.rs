@@ -1,23 +1,14 @@
 //! `weir-operator run`: leader election, the two controllers per watched namespace, the
 //! metrics/health HTTP server, and graceful shutdown.
 
-use crate::build::{ANNOTATION_JOB_NAME, LABEL_JOB};
-use crate::control::ServiceControlApiFactory;
-use crate::controller::{Context, savepoint, stream_job};
-use crate::crd::{Savepoint, StreamJob};
+mod controllers;
+
 use crate::metrics::Metrics;
-use crate::snapshots::ObjectStoreSnapshots;
-use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
-use kube::core::DeserializeGuard;
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -308,93 +299,6 @@ impl LeaseLock {
     }
 }
 
-fn api_for<K>(client: &Client, ns: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// The StreamJob controller for one namespace (or all). Status-only changes of a StreamJob do
-/// not trigger it (generation predicate): its own status writes never loop.
-async fn run_stream_jobs(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
-    let jobs = api_for::<DeserializeGuard<StreamJob>>(&client, ns.as_deref());
-    let (reader, writer) = reflector::store();
-    let trigger = watcher(jobs, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default());
-    let managed = watcher::Config::default().labels("app.kubernetes.io/managed-by=weir-operator");
-    Controller::for_stream(trigger, reader)
-        .owns(api_for::<Deployment>(&client, ns.as_deref()), managed.clone())
-        .owns(api_for::<StatefulSet>(&client, ns.as_deref()), managed)
-        .watches(
-            api_for::<Pod>(&client, ns.as_deref()),
-            watcher::Config::default().labels(LABEL_JOB),
-            |pod| {
-                let ns = pod.namespace()?;
-                // A shortened job key in the label: the full name is in the annotation.
-                let job = pod
-                    .annotations()
-                    .get(ANNOTATION_JOB_NAME)
-                    .or_else(|| pod.labels().get(LABEL_JOB))?;
-                Some(ObjectRef::new(job).within(&ns))
-            },
-        )
-        .watches(
-            api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref()),
-            watcher::Config::default(),
-            |sp| {
-                let ns = sp.namespace()?;
-                sp.0.ok().map(|s| ObjectRef::new(&s.spec.job_ref.name).within(&ns))
-            },
-        )
-        .graceful_shutdown_on(shutdown_signal(stop))
-        .run(stream_job::reconcile, stream_job::error_policy, ctx)
-        .for_each(|r| async move { log_controller_error("streamjob", r) })
-        .await;
-}
-
-/// The Savepoint controller for one namespace (or all).
-async fn run_savepoints(client: Client, ns: Option<String>, ctx: Arc<Context>, stop: watch::Receiver<bool>) {
-    let svps = api_for::<DeserializeGuard<Savepoint>>(&client, ns.as_deref());
-    let (reader, writer) = reflector::store();
-    let trigger = watcher(svps, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default());
-    Controller::for_stream(trigger, reader)
-        .graceful_shutdown_on(shutdown_signal(stop))
-        .run(savepoint::reconcile, savepoint::error_policy, ctx)
-        .for_each(|r| async move { log_controller_error("savepoint", r) })
-        .await;
-}
-
-/// Logs what the controller stream reports: reconcile failures were logged (and turned into
-/// events) by the reconciler, so they stay at debug; watch and queue errors (RBAC, a lost
-/// watch, an object gone from the cache) are only seen here and are warnings.
-fn log_controller_error<T, E1: std::error::Error + 'static, E2: std::error::Error + 'static>(
-    controller: &str,
-    r: Result<T, kube::runtime::controller::Error<E1, E2>>,
-) {
-    match r {
-        Ok(_) => {}
-        Err(e @ kube::runtime::controller::Error::ReconcilerFailed(..)) => {
-            tracing::debug!(controller, error = %e, "reconcile failed")
-        }
-        Err(e) => tracing::warn!(controller, error = %e, "watch or queue error"),
-    }
-}
-
 async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -546,15 +450,6 @@ pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<(
         None
     };
 
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Arc::new(ServiceControlApiFactory {
-            timeout: Duration::from_secs(5),
-        }),
-        Arc::new(ObjectStoreSnapshots),
-        metrics,
-        cfg.runtime_defaults.clone(),
-    ));
     let namespaces: Vec<Option<String>> = if cfg.watch_namespaces.is_empty() {
         vec![None]
     } else {
@@ -562,18 +457,13 @@ pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<(
     };
     let mut controllers = Vec::new();
     for ns in namespaces {
-        controllers.push(tokio::spawn(run_stream_jobs(
-            client.clone(),
-            ns.clone(),
-            ctx.clone(),
-            stop_rx.clone(),
-        )));
-        controllers.push(tokio::spawn(run_savepoints(
-            client.clone(),
+        controllers.extend(controllers::spawn(
+            &client,
             ns,
-            ctx.clone(),
-            stop_rx.clone(),
-        )));
+            &metrics,
+            &cfg.runtime_defaults,
+            &stop_rx,
+        ));
     }
     http.set_phase(Phase::Leading);
     for c in controllers {

@@ -7,8 +7,9 @@
 //! savepoints `<savepoints.directory>/savepoint-<job>-<n>/_metadata`; `_metadata` is the commit
 //! point. Ids increase across restores of one job, so the highest id is the newest.
 
-use crate::crd::{S3CredentialsSecret, StreamJobSpec};
+use crate::crd::{S3Config, S3CredentialsSecret, StreamJobSpec};
 use crate::lifecycle::Snapshot;
+use crate::lifecycle::disposal::DisposeFailure;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -40,8 +41,9 @@ pub trait SnapshotStore: Send + Sync {
     /// What the restore point at `path` holds (read from its `_metadata` only: the runtime
     /// verifies every state file when it restores).
     async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError>;
-    /// Removes the savepoint directory at `path` (idempotent).
-    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String>;
+    /// Removes the savepoint directory at `path` (idempotent); a failure says whether a retry
+    /// can help ([`dispose_failure`]).
+    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), DisposeFailure>;
 }
 
 /// The savepoint directory of a spec: `savepoints.directory`, else `<storage>/savepoints`.
@@ -84,21 +86,79 @@ pub fn credentials_from_secret(
     })
 }
 
+/// Why the S3 credentials could not be had.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    /// The Secret does not exist or lacks a key: nothing changes until someone fixes it.
+    #[error("{0}")]
+    Missing(String),
+    /// Reading the Secret failed (the API server did not answer): a retry may succeed.
+    #[error("reading the S3 credentials Secret: {0}")]
+    Unreadable(String),
+}
+
 /// [`s3_options`] with static credentials when the spec names a credentials Secret, whose
 /// `data` `read_secret` returns (`None`: the Secret does not exist).
-pub async fn s3_options_with_credentials<F, Fut>(spec: &StreamJobSpec, read_secret: F) -> Result<S3Options, String>
+pub async fn s3_options_with_credentials<F, Fut>(
+    spec: &StreamJobSpec,
+    read_secret: F,
+) -> Result<S3Options, CredentialsError>
 where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = Result<Option<BTreeMap<String, Vec<u8>>>, String>>,
 {
-    let mut opts = s3_options(spec);
-    if let Some(r) = spec.s3.as_ref().and_then(|s| s.credentials_secret.as_ref()) {
+    s3_config_with_credentials(spec.s3.as_ref(), read_secret).await
+}
+
+/// The S3 client settings of `config` (a job's `spec.s3`, or the copy a Savepoint recorded in
+/// `status.s3`) with static credentials when it names a credentials Secret, whose `data`
+/// `read_secret` returns (`None`: the Secret does not exist).
+pub async fn s3_config_with_credentials<F, Fut>(
+    config: Option<&S3Config>,
+    read_secret: F,
+) -> Result<S3Options, CredentialsError>
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<BTreeMap<String, Vec<u8>>>, String>>,
+{
+    let mut opts = S3Options::from(config.map(|s| &s.runtime));
+    if let Some(r) = config.and_then(|s| s.credentials_secret.as_ref()) {
         let data = read_secret(r.name.clone())
-            .await?
-            .ok_or_else(|| format!("S3 credentials Secret {} not found", r.name))?;
-        opts.credentials = Some(credentials_from_secret(r, &data)?);
+            .await
+            .map_err(CredentialsError::Unreadable)?
+            .ok_or_else(|| CredentialsError::Missing(format!("S3 credentials Secret {} not found", r.name)))?;
+        opts.credentials = Some(credentials_from_secret(r, &data).map_err(CredentialsError::Missing)?);
     }
     Ok(opts)
+}
+
+/// S3 error codes after which a retry cannot succeed until someone changes something
+/// (credentials, policy, bucket).
+const PERMANENT_S3_CODES: [&str; 7] = [
+    "AccessDenied",
+    "AllAccessDisabled",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "NoSuchBucket",
+    "InvalidBucketName",
+    "AccountProblem",
+];
+
+/// Whether a failed dispose can succeed on retry. Pure. Permanent: an unusable URL, a local
+/// permission error, or an S3 answer with one of [`PERMANENT_S3_CODES`]; anything else
+/// (unreachable endpoint, throttling, 5xx) is transient.
+pub fn dispose_failure(e: &StorageError) -> DisposeFailure {
+    let permanent = match e {
+        StorageError::InvalidUrl(..) => true,
+        StorageError::Io { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+        StorageError::S3 { message, .. } => PERMANENT_S3_CODES.iter().any(|c| message.contains(c)),
+        StorageError::NotFound(_) => false,
+    };
+    if permanent {
+        DisposeFailure::Permanent(e.to_string())
+    } else {
+        DisposeFailure::Transient(e.to_string())
+    }
 }
 
 /// Splits a directory URL into its parent URL and last segment.
@@ -208,14 +268,15 @@ impl SnapshotStore for ObjectStoreSnapshots {
         }
     }
 
-    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), String> {
-        let (parent, name) = split_dir(path).ok_or_else(|| format!("refusing to dispose `{path}`: not a directory"))?;
-        let store = storage::open(parent, s3).await.map_err(|e| e.to_string())?;
+    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), DisposeFailure> {
+        let (parent, name) = split_dir(path)
+            .ok_or_else(|| DisposeFailure::Permanent(format!("refusing to dispose `{path}`: not a directory")))?;
+        let store = storage::open(parent, s3).await.map_err(|e| dispose_failure(&e))?;
         // The trailing slash keeps `savepoint-j-3` from matching `savepoint-j-30`.
         store
             .delete_prefix(&format!("{name}/"))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| dispose_failure(&e))
     }
 }
 
@@ -230,7 +291,8 @@ struct FakeSnapshotState {
     newest: Option<Snapshot>,
     infos: HashMap<String, SnapshotInfo>,
     disposed: Vec<String>,
-    dispose_error: Option<String>,
+    disposed_with: Vec<(String, S3Options)>,
+    dispose_error: Option<DisposeFailure>,
 }
 
 impl FakeSnapshots {
@@ -246,9 +308,18 @@ impl FakeSnapshots {
     pub fn disposed(&self) -> Vec<String> {
         self.inner.lock().unwrap().disposed.clone()
     }
-    /// Every dispose fails with `error` (None: disposes succeed again).
+    /// The S3 settings of every dispose call so far (attempts that failed included), with the
+    /// path.
+    pub fn disposed_with(&self) -> Vec<(String, S3Options)> {
+        self.inner.lock().unwrap().disposed_with.clone()
+    }
+    /// Every dispose fails with a transient `error` (None: disposes succeed again).
     pub fn fail_disposes(&self, error: Option<&str>) {
-        self.inner.lock().unwrap().dispose_error = error.map(str::to_owned);
+        self.fail_disposes_with(error.map(|e| DisposeFailure::Transient(e.into())));
+    }
+    /// Every dispose fails with `failure` (None: disposes succeed again).
+    pub fn fail_disposes_with(&self, failure: Option<DisposeFailure>) {
+        self.inner.lock().unwrap().dispose_error = failure;
     }
 }
 
@@ -266,8 +337,9 @@ impl SnapshotStore for FakeSnapshots {
             .cloned()
             .ok_or_else(|| InspectError::Unusable(format!("{path}/_metadata: not found")))
     }
-    async fn dispose(&self, _s3: &S3Options, path: &str) -> Result<(), String> {
+    async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), DisposeFailure> {
         let mut inner = self.inner.lock().unwrap();
+        inner.disposed_with.push((path.into(), s3.clone()));
         if let Some(e) = &inner.dispose_error {
             return Err(e.clone());
         }
@@ -413,6 +485,64 @@ mod tests {
         ));
     }
 
+    /// Which dispose failures a retry can cure (table).
+    #[test]
+    fn dispose_failures_are_permanent_or_transient() {
+        let s3 = |message: &str| StorageError::S3 {
+            path: "s3://b/svp/savepoint-j-7/".into(),
+            op: "ListObjectsV2",
+            message: message.into(),
+        };
+        let io = |kind: std::io::ErrorKind| StorageError::Io {
+            path: "/data/svp".into(),
+            source: std::io::Error::new(kind, "x"),
+        };
+        let rows: Vec<(&str, StorageError, bool)> = vec![
+            (
+                "access denied",
+                s3("service error: unhandled error (AccessDenied): Access Denied"),
+                true,
+            ),
+            (
+                "bucket gone",
+                s3("service error: NoSuchBucket: The specified bucket does not exist"),
+                true,
+            ),
+            ("wrong key", s3("unhandled error (InvalidAccessKeyId)"), true),
+            ("wrong secret", s3("unhandled error (SignatureDoesNotMatch)"), true),
+            (
+                "per-key failure",
+                s3("1 of 3 keys not deleted: a: AccessDenied (no)"),
+                true,
+            ),
+            (
+                "endpoint unreachable",
+                s3("dispatch failure: io error: Connection refused"),
+                false,
+            ),
+            (
+                "throttled",
+                s3("unhandled error (SlowDown): Please reduce your request rate"),
+                false,
+            ),
+            ("server error", s3("unhandled error (InternalError)"), false),
+            (
+                "bad URL",
+                StorageError::InvalidUrl("s3:/x".into(), "no bucket".into()),
+                true,
+            ),
+            ("local permission", io(std::io::ErrorKind::PermissionDenied), true),
+            ("local other", io(std::io::ErrorKind::Other), false),
+        ];
+        for (row, e, permanent) in rows {
+            assert_eq!(
+                matches!(dispose_failure(&e), DisposeFailure::Permanent(_)),
+                permanent,
+                "{row}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn credentials_come_from_the_referenced_secret() {
         let mut spec = spec("/tmp/x");
@@ -447,7 +577,15 @@ mod tests {
         );
         assert_eq!(c.session_token, None);
         let missing = s3_options_with_credentials(&spec, |_| async { Ok(None) }).await;
-        assert!(missing.unwrap_err().contains("not found"));
+        assert!(
+            matches!(&missing, Err(CredentialsError::Missing(m)) if m.contains("not found")),
+            "{missing:?}"
+        );
+        let unreadable = s3_options_with_credentials(&spec, |_| async { Err("503 Service Unavailable".into()) }).await;
+        assert!(
+            matches!(unreadable, Err(CredentialsError::Unreadable(_))),
+            "{unreadable:?}"
+        );
         let mut partial = data;
         partial.remove(SECRET_ACCESS_KEY_KEY);
         let e = credentials_from_secret(spec.s3.as_ref().unwrap().credentials_secret.as_ref().unwrap(), &partial);

@@ -173,6 +173,10 @@ def test_finalizers_hold_deletion_and_owner_references_are_garbage_collected(clu
     assert cluster.admin.request("POST", CM, child)[0] == 201
     code, deleting = cluster.admin.request("DELETE", f"{SJ}/wc")
     assert code == 200 and deleting["metadata"]["deletionTimestamp"]
+    assert deleting["metadata"]["generation"] == owner["metadata"]["generation"] + 1, \
+        "the first graceful deletion bumps generation (a generation-filtered controller sees it)"
+    code, again = cluster.admin.request("DELETE", f"{SJ}/wc")
+    assert code == 200 and again["metadata"]["generation"] == deleting["metadata"]["generation"]
     code, status = cluster.admin.request("PATCH", f"{SJ}/wc", {"metadata": {"finalizers": ["a", "weir.dev/cleanup"]}},
                                          MERGE)
     assert code == 422 and "no new finalizers can be added" in status["message"]

@@ -5,6 +5,7 @@
 //! status (the write-ahead log) → act (build with [`crate::build`], server-side apply, delete)
 //! → record results. See [`stream_job`]; the Savepoint controller is [`savepoint`].
 
+pub mod cache;
 pub mod savepoint;
 mod status;
 pub mod stream_job;
@@ -80,6 +81,8 @@ pub struct Context {
     /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
     /// security contexts).
     pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// The watch caches reconciles read (children, pods, Savepoints, StreamJobs).
+    pub cache: cache::Cache,
 }
 
 impl Context {
@@ -90,6 +93,7 @@ impl Context {
         snapshots: Arc<dyn SnapshotStore>,
         metrics: Arc<Metrics>,
         runtime_defaults: crate::build::RuntimeDefaults,
+        cache: cache::Cache,
     ) -> Context {
         let reporter = Reporter {
             controller: "weir-operator".into(),
@@ -104,6 +108,7 @@ impl Context {
             clock: Arc::new(SystemTime::now),
             failures: FailureCounts::default(),
             runtime_defaults,
+            cache,
         }
     }
 }
@@ -151,6 +156,9 @@ pub enum Error {
     /// nothing was acted on; the pass is retried at once on the newer object. No Warning event.
     #[error("conflict: {0}; retrying on the newer object")]
     Conflict(String),
+    /// A watch cache cannot be read (its watch ended: the operator is stopping).
+    #[error("{0}")]
+    CacheError(String),
 }
 
 impl Error {
@@ -165,6 +173,7 @@ impl Error {
             Error::StorageError(_) => "StorageError",
             Error::CredentialsError(_) => "CredentialsError",
             Error::Conflict(_) => "Conflict",
+            Error::CacheError(_) => "CacheError",
         }
     }
 }
@@ -258,8 +267,20 @@ where
 /// The S3 client settings of `spec` with the credentials from its Secret (in `ns`), for the
 /// operator's own storage reads and deletes. The Secret is read only when named.
 pub async fn s3_options_for(ctx: &Context, ns: &str, spec: &crate::crd::StreamJobSpec) -> Result<S3Options, Error> {
+    s3_config_options(ctx, ns, spec.s3.as_ref())
+        .await
+        .map_err(|e| Error::CredentialsError(e.to_string()))
+}
+
+/// The S3 client settings of `config` (a job's `spec.s3` or a Savepoint's recorded
+/// `status.s3`) with the credentials from the Secret it names (in `ns`).
+pub async fn s3_config_options(
+    ctx: &Context,
+    ns: &str,
+    config: Option<&crate::crd::S3Config>,
+) -> Result<S3Options, crate::snapshots::CredentialsError> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    crate::snapshots::s3_options_with_credentials(spec, |name| async move {
+    crate::snapshots::s3_config_with_credentials(config, |name| async move {
         let secret = secrets.get_opt(&name).await.map_err(|e| e.to_string())?;
         Ok(secret.map(|s| {
             s.data
@@ -276,7 +297,6 @@ pub async fn s3_options_for(ctx: &Context, ns: &str, spec: &crate::crd::StreamJo
         }))
     })
     .await
-    .map_err(Error::CredentialsError)
 }
 
 /// Converts an API time to a `SystemTime`.

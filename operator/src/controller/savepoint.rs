@@ -8,12 +8,15 @@
 //! the savepoint is Abandoned. Deleting a Savepoint with `disposeOnDelete` removes its data
 //! through a finalizer, except when it is the job's current restore point (FLINK-38033).
 
-use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set_finalizers};
+use super::stream_job::storage_spec;
+use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_config_options, set_finalizers, system_time};
 use crate::build::FIELD_MANAGER;
 use crate::control::ControlError;
 use crate::crd::{
-    DesiredState, LifecycleState, Savepoint, SavepointOrigin, SavepointState, SavepointStatus, StreamJob,
+    DesiredState, LifecycleState, S3Config, Savepoint, SavepointOrigin, SavepointState, SavepointStatus, StreamJob,
 };
+use crate::lifecycle::disposal::{DisposalFacts, DisposalStep, DisposeFailure, disposal_step};
+use crate::snapshots::CredentialsError;
 use crate::snapshots::savepoint_directory;
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
@@ -23,7 +26,6 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use weir_runtime::control::api::{SavepointRequest, TriggerState};
-use weir_runtime::storage::S3Options;
 
 /// Controller name in metrics.
 pub const CONTROLLER: &str = "savepoint";
@@ -120,6 +122,20 @@ fn job_running(job: &StreamJob) -> bool {
     })
 }
 
+/// The job `ns/name` from the watch cache; a job not (yet) in the cache is read from the API
+/// server before it is taken for gone (a Savepoint applied together with its new job must not
+/// be abandoned because the job's watch event came later).
+async fn cached_job(ctx: &Context, jobs: &Api<StreamJob>, ns: &str, name: &str) -> Result<Option<StreamJob>, Error> {
+    ctx.cache.jobs_ready().await?;
+    if let Some(job) = ctx.cache.job(ns, name) {
+        return Ok(Some(job));
+    }
+    jobs.get_opt(name).await.map_err(|source| Error::ObserveError {
+        what: "StreamJob".into(),
+        source,
+    })
+}
+
 async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Error> {
     let ns = sp.namespace().unwrap_or_default();
     let name = sp.name_any();
@@ -128,7 +144,16 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
     let has_finalizer = sp.finalizers().iter().any(|f| f == FINALIZER);
     if sp.meta().deletion_timestamp.is_some() {
         if has_finalizer {
-            cleanup(sp, ctx, &jobs).await?;
+            // Read fresh, not from the cache: whether the data is the job's current restore
+            // point decides whether it may be deleted (FLINK-38033).
+            let job = jobs
+                .get_opt(&sp.spec.job_ref.name)
+                .await
+                .map_err(|source| Error::ObserveError {
+                    what: "StreamJob".into(),
+                    source,
+                })?;
+            cleanup(sp, ctx, job.as_ref()).await?;
             let keep: Vec<String> = sp.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
             set_finalizers(&api, sp, keep).await?;
         }
@@ -148,13 +173,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
     {
         return Ok(Action::await_change());
     }
-    let job = jobs
-        .get_opt(&sp.spec.job_ref.name)
-        .await
-        .map_err(|source| Error::ObserveError {
-            what: "StreamJob".into(),
-            source,
-        })?;
+    let job = cached_job(ctx, &jobs, &ns, &sp.spec.job_ref.name).await?;
     let oref = sp.object_ref(&());
     let cycle = sp.metadata.generation.unwrap_or(0) as u64;
     let mut st = old.clone();
@@ -197,6 +216,7 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
                     TriggerState::Completed => {
                         st.state = SavepointState::Completed;
                         st.path = s.path.clone();
+                        st.s3 = Some(recorded_s3(job));
                         st.completed_at = Some(humantime::format_rfc3339_seconds((ctx.clock)()).to_string());
                         st.error = None;
                         event = Some((
@@ -246,49 +266,84 @@ async fn reconcile_savepoint(sp: &Savepoint, ctx: &Context) -> Result<Action, Er
     })
 }
 
-/// Disposes the savepoint's data on deletion, unless it is the job's current restore point or
-/// the one its deployment started from.
-async fn cleanup(sp: &Savepoint, ctx: &Context, jobs: &Api<StreamJob>) -> Result<(), Error> {
-    let Some(path) = sp.status.as_ref().and_then(|s| s.path.clone()) else {
-        return Ok(());
-    };
-    if !sp.spec.dispose_on_delete {
-        return Ok(());
-    }
-    let job = jobs
-        .get_opt(&sp.spec.job_ref.name)
-        .await
-        .map_err(|source| Error::ObserveError {
-            what: "StreamJob".into(),
-            source,
-        })?;
-    let protected = job.as_ref().and_then(|j| j.status.as_ref()).is_some_and(|s| {
-        s.restore_point.as_ref().is_some_and(|r| r.path == path) || s.deployed_from.as_deref() == Some(path.as_str())
-    });
+/// The S3 settings a savepoint of `job` is recorded with (`status.s3`): those of the deployed
+/// spec, whose runtime wrote it.
+pub fn recorded_s3(job: &StreamJob) -> S3Config {
+    storage_spec(job, &job.status.clone().unwrap_or_default())
+        .s3
+        .unwrap_or_default()
+}
+
+/// Disposes the savepoint's data on deletion (see [`disposal_step`]): never the job's current
+/// restore point or the one its deployment started from; with the S3 settings recorded at
+/// completion (else the job's, when it still exists), so it works after the job is gone. A
+/// transient failure is an error (retried with the object's backoff); a permanent one, or a
+/// transient one for too long, gives up with a Warning naming the path left behind. `Ok`: the
+/// finalizer may go.
+async fn cleanup(sp: &Savepoint, ctx: &Context, job: Option<&StreamJob>) -> Result<(), Error> {
+    let path = sp.status.as_ref().and_then(|s| s.path.as_deref());
+    let protected_by = job
+        .filter(|j| {
+            j.status.as_ref().is_some_and(|s| {
+                s.restore_point.as_ref().is_some_and(|r| Some(r.path.as_str()) == path)
+                    || (s.deployed_from.is_some() && s.deployed_from.as_deref() == path)
+            })
+        })
+        .map(|j| j.name_any());
+    let deleting_for = sp
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|t| (ctx.clock)().duration_since(system_time(t)).ok())
+        .unwrap_or_default();
     let oref = sp.object_ref(&());
     let cycle = sp.metadata.generation.unwrap_or(0) as u64;
-    if protected {
-        publish(
-            ctx,
-            &oref,
-            cycle,
-            true,
-            "Cleanup",
-            format!(
-                "not disposing {path}: it is the current restore point of job {}",
-                sp.spec.job_ref.name
-            ),
-        )
-        .await;
-        return Ok(());
+    let mut attempt = None;
+    loop {
+        let step = disposal_step(&DisposalFacts {
+            dispose_on_delete: sp.spec.dispose_on_delete,
+            path,
+            protected_by: protected_by.as_deref(),
+            attempt: attempt.clone(),
+            deleting_for,
+        });
+        match step {
+            DisposalStep::Dispose(path) => attempt = Some(dispose(sp, ctx, job, &path).await),
+            DisposalStep::Release { warning, note } => {
+                if let Some(note) = note {
+                    publish(ctx, &oref, cycle, warning, "Cleanup", note).await;
+                }
+                return Ok(());
+            }
+            DisposalStep::Disposed(path) => {
+                publish(ctx, &oref, cycle, false, "Cleanup", format!("disposed {path}")).await;
+                return Ok(());
+            }
+            DisposalStep::Retry(why) => return Err(Error::StorageError(why)),
+            DisposalStep::GiveUp(note) => {
+                tracing::warn!(name = %sp.name_any(), "{note}");
+                publish(ctx, &oref, cycle, true, "DisposeFailed", note).await;
+                return Ok(());
+            }
+        }
     }
-    let s3 = match job.as_ref() {
-        Some(j) => s3_options_for(ctx, &sp.namespace().unwrap_or_default(), &j.spec).await?,
-        None => S3Options::default(),
-    };
-    ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
-    publish(ctx, &oref, cycle, false, "Cleanup", format!("disposed {path}")).await;
-    Ok(())
+}
+
+/// One dispose attempt with the recorded S3 settings (else the job's, else the defaults).
+async fn dispose(sp: &Savepoint, ctx: &Context, job: Option<&StreamJob>, path: &str) -> Result<(), DisposeFailure> {
+    let config = sp
+        .status
+        .as_ref()
+        .and_then(|s| s.s3.clone())
+        .or_else(|| job.map(recorded_s3));
+    let ns = sp.namespace().unwrap_or_default();
+    let s3 = s3_config_options(ctx, &ns, config.as_ref())
+        .await
+        .map_err(|e| match e {
+            CredentialsError::Missing(m) => DisposeFailure::Permanent(m),
+            e @ CredentialsError::Unreadable(_) => DisposeFailure::Transient(e.to_string()),
+        })?;
+    ctx.snapshots.dispose(&s3, path).await
 }
 
 #[cfg(test)]

@@ -84,6 +84,12 @@ pub struct SavepointStatus {
     /// Failed trigger attempts so far (retried with backoff).
     #[serde(default)]
     pub failures: u32,
+    /// The job's S3 settings when the savepoint completed (endpoint, region, path style and
+    /// the name of the credentials Secret; never the credentials themselves). Disposal on
+    /// delete uses them, so it works after the StreamJob is gone. Unset on savepoints that
+    /// completed before the operator recorded it (the job's settings are used, when it exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<crate::crd::S3Config>,
 }
 
 /// Progress of a Savepoint.

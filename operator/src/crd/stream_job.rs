@@ -415,6 +415,13 @@ pub struct StreamJobStatus {
     /// When the current deployment was started (RFC 3339); readiness timeout base.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_at: Option<String>,
+    /// When the current deployment first reported RUNNING, its restore done (RFC 3339);
+    /// unset until then and reset by every deploy. Until the deployment has run (this is set,
+    /// or it completed a checkpoint), a stateless redeploy restores from the same restore
+    /// point as the deployment did (e.g. `initialSavepointPath` after a failed image pull),
+    /// never from empty state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_running_at: Option<String>,
     /// Restart times (RFC 3339) within the health restart window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restarts: Vec<String>,

@@ -216,6 +216,10 @@ fn absorb_job_report(cx: &mut Ctx) {
         }),
         _ => prev_cp,
     };
+    // The current deployment has run once it reports RUNNING (its restore is done).
+    if j.state == JobState::Running && cx.d.status.first_running_at.is_none() {
+        cx.d.status.first_running_at = Some(rfc3339(cx.obs.now));
+    }
     cx.d.status.job_status = Some(JobStatusSummary {
         job_id: j.job_id.clone(),
         state,

@@ -17,6 +17,7 @@
 mod classify;
 mod compat;
 mod decide;
+pub mod disposal;
 mod model;
 mod operations;
 mod restore;
@@ -26,6 +27,7 @@ pub use classify::{ChangeClass, classify};
 pub use compat::state_incompatibility;
 pub use decide::{decide, describe_cycle};
 pub use model::{Action, Decision, Event, JobReport, Observation, Reason, RestoreInfo, Snapshot, record_trigger};
+pub use restore::deployment_ran;
 
 use crate::crd::StreamJobSpec;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -2,10 +2,12 @@
 //! point, check it against the new job, and deploy a new generation from it.
 
 use super::operations::Ctx;
-use super::{Action, ChangeClass, POLL, Reason, RestoreInfo, STEADY, classify, parse_spec, rfc3339, spec_json};
+use super::{
+    Action, ChangeClass, POLL, Reason, RestoreInfo, STEADY, classify, parse_spec, parse_time, rfc3339, spec_json,
+};
 use crate::crd::{
     LifecycleState, OperationKind, OperationPhase, PendingOperation, RestoreOrigin, RestorePoint, StreamJobSpec,
-    UpgradeMode,
+    StreamJobStatus, UpgradeMode,
 };
 use std::time::Duration;
 use weir_runtime::control::api::SnapshotKind;
@@ -43,7 +45,20 @@ impl<'a> Ctx<'a> {
         } else if op.mode == UpgradeMode::Stateless
             && matches!(op.kind, OperationKind::Upgrade | OperationKind::Suspend)
         {
-            None
+            // Stateless drops state only once the deployment has run: a first deploy from a
+            // restore point (spec.initialSavepointPath) that never ran keeps it.
+            let kept = self.unused_restore_point();
+            if let Some(r) = &kept {
+                self.event(
+                    false,
+                    Reason::SpecChanged,
+                    format!(
+                        "the current deployment never ran, so its restore point {} is kept (stateless starts empty only after a run)",
+                        r.path
+                    ),
+                );
+            }
+            kept
         } else {
             match self.newest_restore_point() {
                 Ok(r) => r,
@@ -69,6 +84,18 @@ impl<'a> Ctx<'a> {
                 self.d.requeue = Duration::ZERO; // next pass inspects the restore point
             }
         }
+    }
+
+    /// The restore point the current deployment started from, if that deployment never ran
+    /// (see [`deployment_ran`]); None once it has.
+    fn unused_restore_point(&self) -> Option<RestorePoint> {
+        let st = &self.d.status;
+        if deployment_ran(st) {
+            return None;
+        }
+        st.restore_point
+            .clone()
+            .filter(|r| st.deployed_from.as_deref() == Some(r.path.as_str()))
     }
 
     /// The newest restore point of a stateful job after its pods are gone: the newest of the
@@ -194,6 +221,7 @@ impl<'a> Ctx<'a> {
         st.last_reconciled_spec = Some(spec_json(&spec));
         st.deployed_from = restore_from.clone();
         st.deployed_at = Some(rfc3339(self.obs.now));
+        st.first_running_at = None;
         st.pending = None;
         st.lifecycle_state = LifecycleState::Deploying;
         st.parallelism = Some(spec.parallelism);
@@ -229,6 +257,28 @@ impl<'a> Ctx<'a> {
             });
         }
     }
+}
+
+/// Whether the current deployment has run: it reported RUNNING with its restore done
+/// (`firstRunningAt`), or completed a checkpoint of its own (newer than its deploy, not the
+/// restore point itself). Pure.
+pub fn deployment_ran(status: &StreamJobStatus) -> bool {
+    if status.first_running_at.is_some() {
+        return true;
+    }
+    let deployed_at = status.deployed_at.as_deref().and_then(parse_time);
+    status
+        .job_status
+        .as_ref()
+        .and_then(|j| j.last_checkpoint.as_ref())
+        .is_some_and(|c| {
+            let completed = c.completed_at.as_deref().and_then(parse_time);
+            let after_deploy = match (completed, deployed_at) {
+                (Some(c), Some(d)) => c >= d,
+                _ => false,
+            };
+            after_deploy && status.deployed_from.as_deref() != Some(c.path.as_str())
+        })
 }
 
 /// Outcome of checking a restore point against the target job.

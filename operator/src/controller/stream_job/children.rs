@@ -1,12 +1,11 @@
 //! Applying and deleting the job's child objects (server-side apply; deletes ignore objects
 //! already gone).
 
-use super::observe::observe_err;
-use crate::build::{self, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, coordinator_name, worker_name};
+use crate::build::{self, FIELD_MANAGER, coordinator_name, worker_name};
 use crate::controller::{Context, Error};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 pub(super) async fn delete_ignoring_missing<K>(
@@ -73,22 +72,19 @@ pub(super) async fn apply_children(ctx: &Context, ns: &str, c: &build::Children)
     apply::<StatefulSet>(ctx, ns, &c.workers).await
 }
 
-/// Deletes workloads of the job that this deployment did not produce (renamed children, or
-/// another deploy generation).
-pub(super) async fn delete_orphans(ctx: &Context, ns: &str, name: &str, deploy_generation: u64) -> Result<(), Error> {
-    let lp = ListParams::default().labels(&build::job_selector(name));
-    let stale = |n: &str, labels: &std::collections::BTreeMap<String, String>, expected: &str| {
-        n != expected || labels.get(LABEL_DEPLOY_GENERATION).map(String::as_str) != Some(&deploy_generation.to_string())
-    };
+/// Deletes workloads of the job that this deployment did not produce: children of the job (in
+/// the watch cache) under other names (renamed children). Objects under the names just applied
+/// are this deployment's, whatever generation the cache still shows for them.
+pub(super) async fn delete_orphans(ctx: &Context, ns: &str, name: &str) -> Result<(), Error> {
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
-    for d in deployments.list(&lp).await.map_err(observe_err("Deployments"))?.items {
-        if stale(&d.name_any(), d.labels(), &coordinator_name(name)) {
+    for d in ctx.cache.deployments_of(ns, name) {
+        if d.name_any() != coordinator_name(name) {
             delete_ignoring_missing(&deployments, &d.name_any(), "Deployment", &DeleteParams::foreground()).await?;
         }
     }
     let sets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
-    for s in sets.list(&lp).await.map_err(observe_err("StatefulSets"))?.items {
-        if stale(&s.name_any(), s.labels(), &worker_name(name)) {
+    for s in ctx.cache.stateful_sets_of(ns, name) {
+        if s.name_any() != worker_name(name) {
             delete_ignoring_missing(&sets, &s.name_any(), "StatefulSet", &DeleteParams::foreground()).await?;
         }
     }

@@ -279,7 +279,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 };
                 apply_children(ctx, &ns, &build::build(&target)).await?;
                 if new_generation {
-                    delete_orphans(ctx, &ns, &name, deploy_generation).await?;
+                    delete_orphans(ctx, &ns, &name).await?;
                 }
             }
             LAction::RecordSavepoint { origin, path } => {
@@ -292,7 +292,10 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
             }
             LAction::DisposeSavepoint { path } => {
                 let s3 = s3_options_for(ctx, &ns, &storage_spec(job, &old)).await?;
-                ctx.snapshots.dispose(&s3, &path).await.map_err(Error::StorageError)?;
+                ctx.snapshots
+                    .dispose(&s3, &path)
+                    .await
+                    .map_err(|e| Error::StorageError(e.to_string()))?;
                 let api: Api<Savepoint> = Api::namespaced(ctx.client.clone(), &ns);
                 for s in observed.savepoints.iter().filter(|s| {
                     s.spec.origin != SavepointOrigin::Manual

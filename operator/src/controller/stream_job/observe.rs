@@ -1,4 +1,4 @@
-//! Observation: what one StreamJob reconcile reads from the API server, the coordinator's
+//! Observation: what one StreamJob reconcile reads from the watch caches, the coordinator's
 //! control API and (only where a decision depends on it) storage, as the lifecycle's
 //! [`Observation`].
 
@@ -9,10 +9,9 @@ use crate::crd::{
 };
 use crate::lifecycle::{JobReport, Observation, RestoreInfo, Snapshot};
 use crate::snapshots::{InspectError, SnapshotStore};
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use std::time::SystemTime;
 use weir_runtime::control::api::JobStatus;
 use weir_runtime::storage::S3Options;
@@ -102,13 +101,6 @@ pub fn to_report(j: JobStatus) -> JobReport {
     }
 }
 
-pub(super) fn observe_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
-    move |source| Error::ObserveError {
-        what: what.into(),
-        source,
-    }
-}
-
 /// The spec whose storage holds the job's snapshots: the deployed one when readable.
 pub fn storage_spec(job: &StreamJob, status: &StreamJobStatus) -> StreamJobSpec {
     status
@@ -126,20 +118,12 @@ pub(super) async fn observe(
 ) -> Result<Observed, Error> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
-    let client = ctx.client.clone();
-    let coordinator = Api::<Deployment>::namespaced(client.clone(), &ns)
-        .get_opt(&coordinator_name(&name))
-        .await
-        .map_err(observe_err("Deployment"))?;
-    let workers = Api::<StatefulSet>::namespaced(client.clone(), &ns)
-        .get_opt(&worker_name(&name))
-        .await
-        .map_err(observe_err("StatefulSet"))?;
-    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default().labels(&crate::build::job_selector(&name)))
-        .await
-        .map_err(observe_err("Pods"))?
-        .items;
+    // Children, pods and Savepoints come from the watch caches (listed once before the first
+    // read); decisions on a stale cache are caught by the resourceVersion-conditioned writes.
+    ctx.cache.children_ready().await?;
+    let coordinator = ctx.cache.deployment(&ns, &coordinator_name(&name));
+    let workers = ctx.cache.stateful_set(&ns, &worker_name(&name));
+    let pods = ctx.cache.job_pods(&ns, &name);
     let crash_looping = pods.iter().any(|p| {
         p.status
             .as_ref()
@@ -154,14 +138,7 @@ pub(super) async fn observe(
                 })
             })
     });
-    let savepoints: Vec<Savepoint> = Api::<Savepoint>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .map_err(observe_err("Savepoints"))?
-        .items
-        .into_iter()
-        .filter(|s| s.spec.job_ref.name == name)
-        .collect();
+    let savepoints: Vec<Savepoint> = ctx.cache.savepoints_of(&ns, &name);
 
     // The control API is asked only while a coordinator exists.
     let control = ctx.control.for_job(&ns, &name);

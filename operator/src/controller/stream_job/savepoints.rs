@@ -140,6 +140,7 @@ pub(super) async fn record_savepoint(
             "status": {
                 "state": SavepointState::Completed,
                 "path": path,
+                "s3": crate::controller::savepoint::recorded_s3(job),
                 "completedAt": humantime::format_rfc3339_seconds(now).to_string(),
             },
         });

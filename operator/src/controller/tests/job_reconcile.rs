@@ -46,7 +46,6 @@ async fn first_deploy() {
     assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "1");
     assert_eq!(deployment["metadata"]["ownerReferences"][0]["uid"], "uid-1");
     assert_eq!(sts["spec"]["replicas"], 2);
-    api.orphans().await;
     let action = finish(task).await.unwrap();
     assert_eq!(action, Action::requeue(crate::lifecycle::POLL));
 }
@@ -178,7 +177,6 @@ async fn savepoint_upgrade() {
     assert_eq!(args["image"], "weir:2");
     assert_eq!(deployment["metadata"]["labels"]["weir.dev/deployment-generation"], "2");
     assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "2");
-    api.orphans().await;
     finish(task).await.unwrap();
 }
 
@@ -299,7 +297,6 @@ async fn suspend_then_resume() {
     let (deployment, _) = api.apply_children().await;
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["args"][4], SVP);
     assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "3");
-    api.orphans().await;
     finish(task).await.unwrap();
 }
 

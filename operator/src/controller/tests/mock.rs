@@ -6,8 +6,28 @@ use super::*;
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Responder = tower_test::mock::SendResponse<Response<Body>>;
 
-/// The mock API server.
-pub(super) struct ApiServer(pub(super) Handle);
+/// The mock API server, and the writers of the reconciles' watch caches (what the watches
+/// would have delivered).
+pub(super) struct ApiServer(pub(super) Handle, pub(super) crate::controller::cache::CacheWriters);
+
+/// Replaces the content of a watch cache with `objects`, as a relist does (and marks it listed).
+pub(super) fn relist<K>(writer: &mut crate::controller::cache::CacheWriter<K>, objects: Vec<K>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    use kube::runtime::watcher::Event;
+    writer.apply(&Event::Init);
+    for o in objects {
+        writer.apply(&Event::InitApply(o));
+    }
+    writer.apply(&Event::InitDone);
+}
+
+/// An object of type `K` from JSON.
+pub(super) fn object<K: serde::de::DeserializeOwned>(v: Value) -> K {
+    serde_json::from_value(v).unwrap()
+}
 
 /// One received request.
 pub(super) struct Received {
@@ -19,7 +39,7 @@ pub(super) struct Received {
 }
 
 impl Received {
-    fn reply(self, code: u16, body: Value) {
+    pub(super) fn reply(self, code: u16, body: Value) {
         self.send.send_response(
             Response::builder()
                 .status(code)
@@ -30,7 +50,7 @@ impl Received {
     pub(super) fn ok(self, body: Value) {
         self.reply(200, body)
     }
-    fn not_found(self) {
+    pub(super) fn not_found(self) {
         self.reply(
             404,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -54,7 +74,7 @@ impl Received {
 }
 
 impl ApiServer {
-    async fn next(&mut self) -> Received {
+    pub(super) async fn next(&mut self) -> Received {
         let (req, send) = tokio::time::timeout(STEP, self.0.next_request())
             .await
             .expect("timed out waiting for the next API request")
@@ -154,31 +174,25 @@ impl World {
 }
 
 impl ApiServer {
-    /// The reads of one StreamJob observation.
+    /// What the watch caches hold for one StreamJob observation. Synchronous until its end
+    /// (the tests run on one thread, so a reconcile spawned before reads what it shows).
     pub(super) async fn observe(&mut self, w: World) {
-        let r = self
-            .expect("GET", "/apis/apps/v1/namespaces/ns/deployments/wc-coordinator")
-            .await;
-        match w.deployment {
-            Some(d) => r.ok(d),
-            None => r.not_found(),
-        }
-        let r = self
-            .expect("GET", "/apis/apps/v1/namespaces/ns/statefulsets/wc-worker")
-            .await;
-        match w.statefulset {
-            Some(d) => r.ok(d),
-            None => r.not_found(),
-        }
-        let r = self.expect("GET", "/api/v1/namespaces/ns/pods").await;
-        assert!(r.query.contains("labelSelector=weir.dev%2Fjob%3Dwc"), "{}", r.query);
-        let pods: Vec<Value> = (0..w.pods)
-            .map(|i| json!({"metadata": {"name": format!("wc-{i}"), "namespace": "ns"}}))
+        let writers = &mut self.1;
+        relist(&mut writers.deployments, w.deployment.into_iter().map(object).collect());
+        relist(
+            &mut writers.stateful_sets,
+            w.statefulset.into_iter().map(object).collect(),
+        );
+        let pods = (0..w.pods)
+            .map(|i| object(json!({"metadata": {"name": format!("wc-{i}"), "namespace": "ns", "labels": {"weir.dev/job": "wc"}}})))
             .collect();
-        r.ok(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods}));
-        self.expect("GET", "/apis/weir.dev/v1alpha1/namespaces/ns/savepoints")
-            .await
-            .ok(json!({"apiVersion": "weir.dev/v1alpha1", "kind": "SavepointList", "metadata": {}, "items": w.savepoints}));
+        relist(&mut writers.pods, pods);
+        relist(&mut writers.savepoints, w.savepoints.into_iter().map(object).collect());
+    }
+
+    /// What the StreamJob watch cache holds.
+    pub(super) fn cached_jobs(&mut self, jobs: Vec<Value>) {
+        relist(&mut self.1.jobs, jobs.into_iter().map(object).collect());
     }
 
     /// The StreamJob status write, conditioned on a resourceVersion (which it asserts and
@@ -239,16 +253,6 @@ impl ApiServer {
         let s = r.body.clone();
         r.echo();
         (d, s)
-    }
-
-    /// Orphan listing after a new deploy generation.
-    pub(super) async fn orphans(&mut self) {
-        let r = self.expect("GET", "/apis/apps/v1/namespaces/ns/deployments").await;
-        assert!(r.query.contains("labelSelector=weir.dev%2Fjob%3Dwc"));
-        r.ok(json!({"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {}, "items": []}));
-        self.expect("GET", "/apis/apps/v1/namespaces/ns/statefulsets")
-            .await
-            .ok(json!({"apiVersion": "apps/v1", "kind": "StatefulSetList", "metadata": {}, "items": []}));
     }
 
     pub(super) async fn delete_workloads(&mut self) {

@@ -21,6 +21,7 @@ use weir_runtime::control::api::{
     CheckpointStats, JobState, JobStatus, OperatorStateInfo, SavepointStatus, SnapshotInfo, SnapshotKind, TriggerState,
 };
 
+mod cache_reads;
 mod events;
 mod job_reconcile;
 mod mock;
@@ -69,6 +70,12 @@ fn setup() -> (Arc<Context>, ApiServer, FakeControlApi, FakeSnapshots) {
     let control = FakeControlApi::new();
     let snaps = FakeSnapshots::default();
     let mut reg = prometheus_client::registry::Registry::default();
+    let (cache, mut writers) = super::cache::cache();
+    mock::relist(&mut writers.jobs, vec![]);
+    mock::relist(&mut writers.savepoints, vec![]);
+    mock::relist(&mut writers.deployments, vec![]);
+    mock::relist(&mut writers.stateful_sets, vec![]);
+    mock::relist(&mut writers.pods, vec![]);
     let ctx = Context {
         recorder: kube::runtime::events::Recorder::new(
             client.clone(),
@@ -87,8 +94,9 @@ fn setup() -> (Arc<Context>, ApiServer, FakeControlApi, FakeSnapshots) {
             image: "weir:default".into(),
             ..Default::default()
         },
+        cache,
     };
-    (Arc::new(ctx), ApiServer(handle), control, snaps)
+    (Arc::new(ctx), ApiServer(handle, writers), control, snaps)
 }
 
 fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) -> JobStatus {

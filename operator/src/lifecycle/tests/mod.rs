@@ -17,6 +17,7 @@ mod delete;
 mod deploy;
 mod restore;
 mod savepoints;
+mod stateless;
 mod stop;
 mod suspend;
 mod table;
