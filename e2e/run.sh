@@ -203,6 +203,9 @@ RESULTS=()
 CLUSTER_UP=0
 trap finish EXIT
 
+# Scenarios run in their own bash process (lib/run-scenario.sh) unless --parallel: they need to
+# know which helpers to load.
+export E2E_CLUSTER_MODE="$MODE"
 if [[ "$MODE" == standin ]]; then
   # shellcheck source=lib/standin.sh
   source "$E2E_DIR/lib/standin.sh"

@@ -17,5 +17,11 @@ E2E_DIR="${E2E_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 export E2E_DIR
 # shellcheck source=common.sh
 source "$E2E_DIR/lib/common.sh"
+# On the stand-in, its overrides of the kind helpers (S3 through moto instead of MinIO's mc):
+# without them every S3 check of a scenario failed when scenarios ran one after another.
+if [[ "${E2E_CLUSTER_MODE:-kind}" == standin ]]; then
+  # shellcheck source=standin.sh
+  source "$E2E_DIR/lib/standin.sh"
+fi
 # shellcheck source=/dev/null
 source "$1"

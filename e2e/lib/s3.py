@@ -45,7 +45,8 @@ def main(argv: list) -> int:
         bucket, key = split(args[0])
         try:
             s3.head_object(Bucket=bucket, Key=key)
-        except botocore.exceptions.ClientError:
+        except botocore.exceptions.ClientError as e:
+            print(f"s3.py: stat {args[0]}: {e}", file=sys.stderr)
             return 1
         return 0
     bucket, prefix = split(args[0])

@@ -46,7 +46,7 @@ delete_job "$J"
 kubectl -n "$NS" delete savepoint "$SP" --wait=false >/dev/null
 svp_absent() { ! kubectl -n "$NS" get savepoint "$SP" >/dev/null 2>&1; }
 wait_until "Savepoint $SP deleted (finalizer released)" "$TIMEOUT" svp_absent
-if s3_exists "${path%/}/_metadata"; then
+if s3_exists "${path%/}/_metadata" 2>/dev/null; then
   fail "savepoint $path is still in S3 after its disposeOnDelete Savepoint was deleted"
 fi
 log "savepoint $path disposed after its job was deleted"
