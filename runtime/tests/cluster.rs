@@ -386,3 +386,28 @@ fn a_stalled_coordinator_does_not_lose_its_workers_when_it_resumes() {
         "coordinator stalled 5 s",
     );
 }
+
+/// A bounded job's final checkpoint is committed before the workers exit: the coordinator ends
+/// the job once every subtask saw end-of-stream, and each worker then waits for its subtasks to
+/// finish the commit of the final checkpoint instead of cancelling it. With commits slowed to
+/// 1.5 s each, the final parts were lost before (soak trial cluster 500137: 927 records).
+#[test]
+fn the_final_checkpoint_is_committed_before_the_workers_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    // Checkpoints every 30 s: the unthrottled input is used up before the first periodic one,
+    // so the final checkpoint's commit is the one that matters.
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 4, "exactly-once", "30s", None, None);
+    let env = [("WEIR_FAILPOINT", "slow-commit:1500")];
+    let mut c = Cluster::start(dir.path(), &m, &[], &env);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    // The workers finish the commit and exit; they do not wait out their 60 s finish timeout.
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "final checkpoint committed with slow commits",
+    );
+}

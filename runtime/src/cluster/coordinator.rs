@@ -428,12 +428,13 @@ async fn run_attempt(
     tracing::info!(attempt, restore = ?restore_url, first_checkpoint = first_id, "deployed");
     // Control messages go to the worker running each task.
     let mut controls = Vec::with_capacity(n_tasks);
+    let mut forwarders = Vec::with_capacity(n_tasks);
     for (t, worker) in worker_of.iter().enumerate() {
         let (tx, mut rx) = mpsc::unbounded_channel::<Control>();
         controls.push(tx);
         let registry = registry.clone();
         let worker = worker.clone();
-        tokio::spawn(async move {
+        forwarders.push(tokio::spawn(async move {
             while let Some(c) = rx.recv().await {
                 let r = registry.lock().expect("lock");
                 if r.attempt != attempt {
@@ -447,14 +448,20 @@ async fn run_attempt(
                     });
                 }
             }
-        });
+        }));
     }
     let mut cfg = exec::coordinator_config(job, store.clone(), first_id, (0..p).collect(), &opts.run_id);
     cfg.fence = Some(fence.clone());
     drop(ev_tx);
-    ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone())
-        .await
-        .map_err(transient)
+    let outcome = ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await;
+    // `controls` is dropped: let the forwarders hand every queued message (the final
+    // checkpoint's `Complete` among them) to the workers' connections before the caller sends
+    // `JobEnded` on the same connections, so a worker never exits ahead of a commit.
+    let drained = futures::future::join_all(forwarders);
+    if tokio::time::timeout(Duration::from_secs(5), drained).await.is_err() {
+        tracing::warn!(attempt, "control messages still queued 5 s after the attempt ended");
+    }
+    outcome.map_err(transient)
 }
 
 async fn serve_rpc(

@@ -85,17 +85,47 @@ struct Running {
     attempt: u64,
     named_metrics: Vec<(String, u32, Arc<TaskMetrics>)>,
     controls: HashMap<usize, mpsc::UnboundedSender<Control>>,
-    handles: Vec<JoinHandle<()>>,
+    /// The subtasks of this worker.
+    subtasks: Vec<JoinHandle<()>>,
+    /// Their remote output channels and the event forwarder.
+    helpers: Vec<JoinHandle<()>>,
     metrics: Vec<(usize, Arc<TaskMetrics>)>,
     stores: StoreCache,
 }
 
+/// How long a worker waits, after the job finished, for its subtasks to finish the commits the
+/// coordinator asked for (the final checkpoint's) before it exits anyway.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl Running {
     fn cancel(self) {
-        for h in &self.handles {
+        for h in self.subtasks.iter().chain(&self.helpers) {
             h.abort();
         }
         tracing::info!(attempt = self.attempt, "cancelled subtasks");
+    }
+
+    /// The job finished. Every `Complete` the coordinator sent (the final checkpoint's among
+    /// them) came over the connection before `JobEnded` and is queued on the subtasks' control
+    /// channels: queue `Shutdown` behind it and wait (at most `timeout`) for the subtasks to end,
+    /// instead of cancelling a commit in flight, which lost the final checkpoint's output when
+    /// its `Complete` reached a sink after end-of-stream (soak trial cluster 500137).
+    async fn finish(self, timeout: Duration) {
+        let attempt = self.attempt;
+        for control in self.controls.values() {
+            let _ = control.send(Control::Shutdown);
+        }
+        let all = futures::future::join_all(self.subtasks);
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            tracing::warn!(
+                attempt,
+                timeout_s = timeout.as_secs(),
+                "subtasks still running after the job finished; exiting anyway"
+            );
+        }
+        for h in &self.helpers {
+            h.abort();
+        }
     }
 }
 
@@ -215,7 +245,11 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                         }
                         ToWorker::JobEnded { failed } => {
                             if let Some(r) = running.take() {
-                                r.cancel();
+                                if failed {
+                                    r.cancel();
+                                } else {
+                                    r.finish(FINISH_TIMEOUT).await;
+                                }
                             }
                             crate::note!("weir: worker {}: the job ended; exiting", cfg.worker_id);
                             return if failed { Err("the job failed".into()) } else { Ok(()) };
@@ -376,7 +410,7 @@ async fn deploy(
         starts.push(built.start);
     }
     drop(ev_tx);
-    handles.extend(starts.into_iter().map(|s| s()));
+    let subtasks = starts.into_iter().map(|s| s()).collect();
     handles.push(tokio::spawn(async move {
         while let Some(ev) = ev_rx.recv().await {
             let _ = out.send(ToCoordinator::Event {
@@ -390,7 +424,8 @@ async fn deploy(
         attempt,
         named_metrics,
         controls,
-        handles,
+        subtasks,
+        helpers: handles,
         metrics,
         stores,
     })

@@ -166,10 +166,25 @@ impl StreamOperator for FileSink {
         let (ready, rest): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|p| p.checkpoint_id <= id);
         self.pending = rest;
         for p in ready {
+            if let Some(ms) = slow_commit_delay() {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
             self.store.complete_multipart(&p.upload).await?;
         }
         Ok(())
     }
+}
+
+/// Test hook: `WEIR_FAILPOINT=slow-commit:<ms>` delays each commit of a pending part by that
+/// many milliseconds (a slow storage answer in phase two). Unset in production.
+fn slow_commit_delay() -> Option<u64> {
+    static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var("WEIR_FAILPOINT")
+            .ok()?
+            .split(',')
+            .find_map(|f| f.strip_prefix("slow-commit:")?.parse().ok())
+    })
 }
 
 /// Test hook: `WEIR_FAILPOINT=slow-sink:<ms>` delays every batch the file sink writes by that
