@@ -399,7 +399,9 @@ fn the_final_checkpoint_is_committed_before_the_workers_exit() {
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 4, "exactly-once", "30s", None, None);
     let env = [("WEIR_FAILPOINT", "slow-commit:1500")];
-    let mut c = Cluster::start(dir.path(), &m, &[], &env);
+    // Two workers, both running subtasks: a spare that registers after the job ended is never
+    // told (it keeps looking for a coordinator, as a pod should).
+    let mut c = Cluster::start_with_workers(dir.path(), &m, &[], &env, 2);
     c.coordinator.wait_ok(Duration::from_secs(180));
     // The workers finish the commit and exit; they do not wait out their 60 s finish timeout.
     for w in &mut c.workers {

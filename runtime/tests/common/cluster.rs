@@ -99,6 +99,11 @@ impl Cluster {
     }
 
     pub fn start(dir: &Path, job: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        Cluster::start_with_workers(dir, job, extra, env, 3)
+    }
+
+    /// Like [`Cluster::start`] with `workers` workers of 2 slots (2 for parallelism 4: no spare).
+    pub fn start_with_workers(dir: &Path, job: &Path, extra: &[&str], env: &[(&str, &str)], workers: usize) -> Cluster {
         let api = format!("http://127.0.0.1:{}", free_port());
         let rpc = format!("127.0.0.1:{}", free_port());
         let mut c = Cluster {
@@ -114,7 +119,7 @@ impl Cluster {
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         c.restart_coordinator(env);
-        for i in 0..3 {
+        for i in 0..workers {
             c.add_worker(&format!("w{i}"), env);
         }
         c
