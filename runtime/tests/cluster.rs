@@ -403,7 +403,7 @@ fn the_final_checkpoint_is_committed_before_the_workers_exit() {
     // told (it keeps looking for a coordinator, as a pod should).
     let mut c = Cluster::start_with_workers(dir.path(), &m, &[], &env, 2);
     c.coordinator.wait_ok(Duration::from_secs(180));
-    // The workers finish the commit and exit; they do not wait out their 60 s finish timeout.
+    // The workers finish the commit and exit (at most 10 s after the job ended).
     for w in &mut c.workers {
         w.wait_ok(Duration::from_secs(30));
     }

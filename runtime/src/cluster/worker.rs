@@ -95,7 +95,7 @@ struct Running {
 
 /// How long a worker waits, after the job finished, for its subtasks to finish the commits the
 /// coordinator asked for (the final checkpoint's) before it exits anyway.
-const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
+const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Running {
     fn cancel(self) {
