@@ -169,16 +169,7 @@ impl Runner {
                         log.with_extension("err").display()
                     ));
                 }
-                RunResult {
-                    workload: workload.name.clone(),
-                    side: label.to_string(),
-                    round,
-                    records: workload.records,
-                    wall_seconds: m.wall_seconds,
-                    job_seconds: m.wall_seconds,
-                    cpu_seconds: m.cpu_seconds,
-                    peak_rss_bytes: m.peak_rss_bytes,
-                }
+                RunResult::measured(&workload.name, label, round, workload.records, &m, m.wall_seconds)
             }
             Side::Flink { job } => {
                 let Some((python, driver, java_home)) = &self.flink else {
@@ -203,16 +194,7 @@ impl Runner {
                         log.with_extension("err").display()
                     ));
                 };
-                RunResult {
-                    workload: workload.name.clone(),
-                    side: label.to_string(),
-                    round,
-                    records: workload.records,
-                    wall_seconds: m.wall_seconds,
-                    job_seconds,
-                    cpu_seconds: m.cpu_seconds,
-                    peak_rss_bytes: m.peak_rss_bytes,
-                }
+                RunResult::measured(&workload.name, label, round, workload.records, &m, job_seconds)
             }
         };
         let _ = std::fs::remove_dir_all(&checkpoints);

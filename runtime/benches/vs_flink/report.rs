@@ -24,6 +24,30 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The result of one measured process run of `workload` on side `label`; `job_seconds` is
+    /// the time records/s are computed from (Weir: wall time; Flink: its net job runtime).
+    pub fn measured(
+        workload: &str,
+        label: &str,
+        round: u32,
+        records: u64,
+        m: &crate::measure::Measured,
+        job_seconds: f64,
+    ) -> RunResult {
+        RunResult {
+            workload: workload.to_string(),
+            side: label.to_string(),
+            round,
+            records,
+            wall_seconds: m.wall_seconds,
+            job_seconds,
+            cpu_seconds: m.cpu_seconds,
+            peak_rss_bytes: m.peak_rss_bytes,
+        }
+    }
+}
+
+impl RunResult {
     /// Records per second of job time.
     pub fn records_per_second(&self) -> f64 {
         self.records as f64 / self.job_seconds
