@@ -4,6 +4,7 @@
 //! for `map` (a CEL map becomes a row whose fields are its keys, sorted). Besides the standard library and the strings extension (`lowerAscii`, `split`,
 //! ...), `s.lower()` and `s.upper()` change case by Unicode rules.
 
+use super::cel_fast::{FastExpr, FastObject};
 use super::row::{Datum, Row, RowBuilder, SchemaCache};
 use cel::common::types::CelString;
 use compact_str::CompactString;
@@ -49,6 +50,10 @@ pub struct Expr {
     /// `Some(field)` when the expression is a bare identifier other than `record`: evaluated
     /// by a field lookup, without the interpreter (the common `keyBy: word` case).
     field: Option<String>,
+    /// The expression in [`cel_fast`](super::cel_fast)'s subset, evaluated natively first.
+    fast: Option<FastExpr>,
+    /// The expression as an object literal in that subset (for [`Expr::eval_row`]).
+    fast_object: Option<FastObject>,
     uses_record: bool,
 }
 
@@ -70,10 +75,15 @@ pub fn compile(source: &str) -> Result<Expr, CelError> {
         && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !matches!(t, "record" | "true" | "false" | "null");
     let uses_record = program.references().has_variable("record");
+    let syntax = &program.expression().expr;
+    let fast = FastExpr::compile(syntax);
+    let fast_object = FastObject::compile(syntax);
     Ok(Expr {
         source: source.to_string(),
-        program,
         field: is_ident.then(|| t.to_string()),
+        fast,
+        fast_object,
+        program,
         uses_record,
     })
 }
@@ -108,6 +118,13 @@ impl Expr {
         self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))
     }
 
+    /// The interpreter's result alone, without the fast paths (to test them against).
+    #[cfg(test)]
+    pub(crate) fn eval_interpreted(&self, row: &Row) -> Result<Value, CelError> {
+        let out = self.eval_cel(row)?;
+        from_cel(&out).map_err(|m| self.error(m))
+    }
+
     /// The value of the bare-identifier expression's field.
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
         row.get(field)
@@ -120,6 +137,9 @@ impl Expr {
         if let Some(f) = &self.field {
             return self.field_value(f, row).cloned();
         }
+        if let Some(value) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
+            return Ok(value.to_datum());
+        }
         let out = self.eval_cel(row)?;
         datum_from_cel(&out).map_err(|m| self.error(m))
     }
@@ -130,6 +150,12 @@ impl Expr {
     pub fn eval_row(&self, row: &Row, cache: &mut SchemaCache) -> Result<Row, CelError> {
         if let Some(f) = &self.field {
             return Ok(Row::bare(self.field_value(f, row)?.clone()));
+        }
+        if let Some(built) = self.fast_object.as_ref().and_then(|fast| fast.eval(row)) {
+            return Ok(built);
+        }
+        if let Some(value) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
+            return Ok(Row::bare(value.to_datum()));
         }
         let out = self.eval_cel(row)?;
         let cel::Value::Map(map) = &out else {
@@ -151,6 +177,9 @@ impl Expr {
                 Datum::Bool(b) => Ok(*b),
                 other => Err(self.error(format!("must be a boolean, got {other}"))),
             };
+        }
+        if let Some(super::cel_fast::FastValue::Bool(b)) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
+            return Ok(b);
         }
         match self.eval_cel(row)? {
             cel::Value::Bool(b) => Ok(b),

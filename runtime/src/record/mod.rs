@@ -7,6 +7,7 @@
 //! hashes the key again.
 
 pub mod cel;
+pub mod cel_fast;
 pub mod cel_fields;
 pub mod json;
 pub mod row;
