@@ -223,6 +223,26 @@ fn check_aggregate_value(field_path: &str, func: AggregateFn, expression: &str, 
 /// type that certainly fails, naming the step's field path
 /// (`spec.job.steps[2].sum.expression`), the field and what to do.
 pub fn check_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
+    let inferred_from = match (operators.first().map(|o| &o.kind), sample) {
+        (Some(OperatorKind::FileSource(spec)), Some(SourceSample::JsonRows { file, .. }))
+            if spec.format == FileFormat::Jsonl && spec.schema.is_none() =>
+        {
+            Some(file)
+        }
+        _ => None,
+    };
+    follow_steps(operators, sample).map_err(|mut e| {
+        if let Some(file) = inferred_from {
+            e.message.push_str(&format!(
+                " (the source's fields and types were inferred from the first {JSON_SAMPLE_LINES} lines of {file}: \
+                 if later records differ, declare them in the source's `schema`)"
+            ));
+        }
+        e
+    })
+}
+
+fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
     let mut outputs: Vec<PlanSchema> = Vec::with_capacity(operators.len());
     let mut schema: PlanSchema = None;
     let mut key_type = FieldType::Any;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::job::types::FieldType::{self, Any, Bool, Float, Int, Json};
+use crate::job::types::FieldType::{self, Float, Int, Json};
 use crate::job::{Job, JobSpec};
 use FieldType::String as Str;
 use serde_json::{Value, json};
@@ -247,7 +247,7 @@ fn type_errors_name_the_field_path_and_what_to_do() {
         (
             json!([events, {"filter": {"expression": "ok == 'yes'"}}, sink()]),
             Some(&event_sample),
-            "spec.job.steps[1].filter.expression: `==` compares field `ok` (bool) with a string literal: they are never equal",
+            "spec.job.steps[1].filter.expression: `==` compares field `ok` (bool) with a string literal: they are never equal; CEL does not convert between types: convert with `int(x)`, `double(x)` or `string(x)`, or declare the field's type in the source's `schema` (the source's fields and types were inferred from the first 100 lines of events.jsonl: if later records differ, declare them in the source's `schema`)",
         ),
         (
             json!([declared_events, {"filter": {"expression": "ok"}}, sink()]),
