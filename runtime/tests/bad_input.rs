@@ -226,7 +226,8 @@ fn a_closed_stdout_or_stderr_ends_commands_quietly() {
 }
 
 /// Every StreamJob manifest the project ships (examples/, the e2e suite's) loads in `weir`:
-/// strict field checking accepts everything `kubectl apply` accepts.
+/// strict field checking accepts everything `kubectl apply` accepts, and the plan accepts the
+/// steps against the schemas of the files they read.
 #[test]
 fn every_shipped_manifest_loads() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -254,10 +255,114 @@ fn every_shipped_manifest_loads() {
         ]
         .iter()
         .fold(text, |t, (var, value)| t.replace(var, value));
-        if let Err(e) = weir_runtime::job::parse_manifest(&text, &[]) {
-            panic!("{}: {e}", f.display());
+        // Shared data paths are relative to the repository root; the plan reads those files.
+        let text = text.replace("../shared/data", &data_dir().display().to_string());
+        match weir_runtime::job::parse_manifest(&text, &[]) {
+            Ok(job) => {
+                if let Err(e) = weir_runtime::job::check_source_files(&job) {
+                    panic!("{}: the plan with the source's files: {e}", f.display());
+                }
+            }
+            Err(e) => panic!("{}: {e}", f.display()),
         }
         checked.push(f);
     }
     assert!(checked.len() >= 5, "{checked:?}");
+}
+
+/// A job over a real file (`source` is its `file:` settings) keyed and aggregated as given,
+/// writing to `dir/output` with checkpoints in `dir/checkpoints`.
+fn file_manifest(dir: &Path, file: &str, source: &str, steps: &str) -> PathBuf {
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: typed }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ file: {{ {source} }} }}
+{steps}
+      - sink: {{ file: {{ path: "{dir}/output" }} }}
+"#,
+        dir = dir.display()
+    );
+    let f = dir.join(file);
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+/// A type error over a real CSV or JSON lines file is found when the job is planned, before
+/// anything runs: exit 1, the message names the step's field path, and there is no output
+/// and no checkpoint. Declaring the column's type makes the same job run.
+#[test]
+fn type_errors_over_real_files_stop_the_job_before_it_starts() {
+    let data = data_dir();
+    let taxi = data.join("nyc-taxi/yellow_tripdata_sample_2019-01.csv");
+    let events = data.join("gharchive/2015-02-22-21.jsonl");
+    let csv = format!(r#"path: "{}", format: csv"#, taxi.display());
+    let jsonl = format!(r#"path: "{}", format: jsonl"#, events.display());
+    let sum_fare = "      - keyBy: { expression: vendor_id }\n      - sum: { expression: fare_amount }";
+    let cases = [
+        (
+            csv.clone(),
+            sum_fare.to_string(),
+            "spec.job.steps[2].sum.expression: `sum` aggregates numbers, and `fare_amount` is a string (CSV columns are strings unless the source's `schema` declares their type, e.g. `{name: fare_amount, type: float}`",
+        ),
+        (
+            csv.clone(),
+            "      - keyBy: { expression: vendor }\n      - count: {}".to_string(),
+            "spec.job.steps[1].keyBy.expression: field `vendor` does not exist in the records this step receives; their fields are `vendor_id`, `pickup_datetime`",
+        ),
+        (
+            jsonl.clone(),
+            "      - filter: { expression: \"commits > 'many'\" }\n      - keyBy: { expression: repo }\n      - count: {}".to_string(),
+            "spec.job.steps[1].filter.expression: `>` compares field `commits` (int) with a string literal",
+        ),
+        (
+            format!("{jsonl}, schema: [{{ name: repo, type: int }}]"),
+            "      - keyBy: { expression: actor }\n      - sum: { expression: repo }".to_string(),
+            "spec.job.steps[1].keyBy.expression: field `actor` does not exist in the records this step receives; their fields are `repo`",
+        ),
+    ];
+    for (source, steps, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let m = file_manifest(dir.path(), "job.yaml", &source, &steps);
+        let (code, err) = run(&m, &[]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(&format!("job.yaml: {want}")), "want `{want}` in {err}");
+        assert!(!dir.path().join("output").exists(), "nothing ran: no output");
+        assert!(!dir.path().join("checkpoints").exists(), "nothing ran: no checkpoint");
+    }
+
+    // Declared, the column is a number when read: the same job runs and sums the fares.
+    let dir = tempfile::tempdir().unwrap();
+    let typed = format!("{csv}, schema: [{{ name: fare_amount, type: float }}]");
+    let m = file_manifest(dir.path(), "job.yaml", &typed, sum_fare);
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut last_per_vendor = std::collections::BTreeMap::new();
+    for part in std::fs::read_dir(dir.path().join("output")).unwrap() {
+        for line in std::fs::read_to_string(part.unwrap().path()).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            last_per_vendor.insert(v["key"].as_str().unwrap().to_string(), v["sum"].as_f64().unwrap());
+        }
+    }
+    let mut want = std::collections::BTreeMap::new();
+    let text = std::fs::read_to_string(&taxi).unwrap();
+    for row in text.lines().skip(1) {
+        let cols: Vec<&str> = row.split(',').collect();
+        *want.entry(cols[0].to_string()).or_insert(0.0) += cols[10].parse::<f64>().unwrap();
+    }
+    assert_eq!(
+        last_per_vendor.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (vendor, total) in &want {
+        assert!(
+            (last_per_vendor[vendor] - total).abs() < 1e-6 * total.abs().max(1.0),
+            "{vendor}: {last_per_vendor:?} vs {want:?}"
+        );
+    }
 }

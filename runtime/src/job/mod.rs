@@ -5,6 +5,7 @@
 pub mod fields;
 pub mod schema;
 pub mod spec;
+pub mod types;
 pub mod validate;
 
 pub use spec::*;
@@ -14,7 +15,8 @@ use std::path::Path;
 
 /// Reads a StreamJob manifest from `path`, applies `--set PATH=VALUE` overrides (helm-style
 /// dotted paths into the manifest, e.g. `spec.parallelism=4` or
-/// `spec.job.steps.0.source.file.path=x`; VALUE is parsed as YAML), and validates it.
+/// `spec.job.steps.0.source.file.path=x`; VALUE is parsed as YAML), validates it, and checks
+/// the steps against the schema of the source's files ([`check_source_files`]).
 ///
 /// Errors: unreadable file, YAML syntax, an unknown field in the manifest or in a `--set` path
 /// (with the closest known field name), a value of the wrong type, or a failed validation rule:
@@ -22,7 +24,25 @@ use std::path::Path;
 pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| JobError::new("", format!("cannot read {}: {e}", path.display())))?;
-    parse_manifest(&text, overrides)
+    let job = parse_manifest(&text, overrides)?;
+    check_source_files(&job)?;
+    Ok(job)
+}
+
+/// The plan check with the source's files: reads the CSV header or the first JSON lines of
+/// the first local file a file source names ([`sample`](crate::operators::source::file::sample))
+/// and checks every step against that schema ([`schema::check_steps`]). Nothing to read (a
+/// generator or text source, `s3://`, no file yet) checks nothing more than [`Job::from_spec`]
+/// did. Errors: as [`schema::check_steps`].
+pub fn check_source_files(job: &Job) -> Result<(), JobError> {
+    let sample = job.operators.iter().find_map(|op| match &op.kind {
+        OperatorKind::FileSource(spec) => crate::operators::source::file::sample(spec),
+        _ => None,
+    });
+    match sample {
+        Some(sample) => schema::check_steps(&job.operators, Some(&sample)).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].

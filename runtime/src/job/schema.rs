@@ -1,101 +1,302 @@
-//! Plan-time schemas: the fields of each step's output, where the job says them, so a step that
-//! names a field that cannot exist is an error before the job starts.
+//! Plan-time schemas: the fields of each step's output and their types ([`FieldType`]), so a
+//! step that names a field that cannot exist, or uses a field in a way its type certainly
+//! fails, is an error before the job starts.
 //!
-//! Known schemas: a generator's `id`, `key`, `value`; a text file's `line`; a `map` whose
-//! expression is an object literal with string keys (its keys, sorted, as the row it builds);
-//! a `flatMap`'s input without the split field, plus the token field; an aggregation's key
-//! field and value field. CSV headers and JSON lines are read at run time, so after those
-//! sources (until a step with a known output) fields are checked per record when the job runs.
+//! Where schemas come from: a generator's `id` (int), `key` (string), `value` (int); a text
+//! file's `line` (string); a CSV file's header (read at plan time from the first file the
+//! source names; columns are strings unless the source's `schema` declares their type); a JSON
+//! lines file's declared `schema`, or else the fields and types of its first
+//! [`JSON_SAMPLE_LINES`] lines; a `map` whose expression is an object literal with string keys
+//! (its keys, sorted, each with its value's inferred type); a `flatMap`'s input without the
+//! split field, plus the token field (a string); an aggregation's key field and value field.
+//! Where no schema is known (an `s3://` source, a file that does not exist yet, a `map` with
+//! computed keys), fields are checked per record when the job runs.
+//!
+//! What is checked: every field an expression names exists; expressions have no certain type
+//! error ([`cel_types`]); a `filter` gives a bool; `sum`, `min`, `max` aggregate a number;
+//! a key is a string, int or bool; a `flatMap` splits a string.
 
-use super::validate::{JobError, Operator, OperatorKind};
-use super::{FileFormat, FlatMapSpec};
-use crate::record::cel;
-use crate::record::cel_fields::{free_identifiers, map_literal_keys};
+use super::types::{Field, FieldType, infer_fields};
+use super::validate::{AggregateFn, JobError, Operator, OperatorKind};
+use super::{FileFormat, FileSourceSpec, FlatMapSpec};
+use crate::record::cel_fields::{free_identifiers, map_literal_entries};
+use crate::record::{Row, cel, cel_types};
 
 /// The fields of a step's output, in order, or `None` when only the records will tell.
-pub type PlanSchema = Option<Vec<String>>;
+pub type PlanSchema = Option<Vec<Field>>;
 
-/// The schema a source step declares.
-fn source_schema(kind: &OperatorKind) -> PlanSchema {
-    match kind {
-        OperatorKind::Generator(_) => Some(
-            crate::operators::source::generator::FIELDS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        OperatorKind::FileSource(f) if f.format == FileFormat::Text => Some(vec!["line".into()]),
-        _ => None,
-    }
+/// Number of lines of a JSON lines file from which its schema is inferred at plan time.
+pub const JSON_SAMPLE_LINES: usize = 100;
+
+/// What the plan read from the first file of a file source.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceSample {
+    /// A CSV file's header.
+    CsvHeader {
+        /// The file read.
+        file: String,
+        /// Column names, in order.
+        columns: Vec<String>,
+    },
+    /// The first lines of a JSON lines file, parsed as the source parses them (up to the
+    /// first line that does not parse; the job reports that one when it runs).
+    JsonRows {
+        /// The file read.
+        file: String,
+        /// The rows.
+        rows: Vec<Row>,
+    },
 }
 
-/// Checks that every field the expression at `field_path` reads exists in `input`.
-fn check_expression(field_path: &str, expression: &str, input: &[String]) -> Result<(), JobError> {
+/// The schema of a file source: from its declared `schema` and, where that does not say it
+/// all, from `sample`. Errors: a `schema` on a text source, a field declared twice, a declared
+/// CSV column that is not in the header.
+fn file_source_schema(at: &str, spec: &FileSourceSpec, sample: Option<&SourceSample>) -> Result<PlanSchema, JobError> {
+    let declared = spec.schema.as_deref().unwrap_or_default();
+    let schema_at = format!("{at}.source.file.schema");
+    for (i, d) in declared.iter().enumerate() {
+        if declared[..i].iter().any(|e| e.name == d.name) {
+            return Err(JobError::new(
+                format!("{schema_at}[{i}].name"),
+                format!("field `{}` is declared twice", d.name),
+            ));
+        }
+    }
+    Ok(match spec.format {
+        FileFormat::Text if spec.schema.is_some() => {
+            return Err(JobError::new(
+                schema_at,
+                "a text source has one field, `line` (a string): remove `schema` or set `format: csv` or `jsonl`",
+            ));
+        }
+        FileFormat::Text => Some(vec![Field::new("line", FieldType::String)]),
+        FileFormat::Csv => match sample {
+            Some(SourceSample::CsvHeader { file, columns }) => {
+                if let Some((i, d)) = declared.iter().enumerate().find(|(_, d)| !columns.contains(&d.name)) {
+                    return Err(JobError::new(
+                        format!("{schema_at}[{i}].name"),
+                        format!(
+                            "column `{}` is not in the header of {file}; its columns are {}",
+                            d.name,
+                            quoted(columns.iter())
+                        ),
+                    ));
+                }
+                let mut fields: Vec<Field> = Vec::with_capacity(columns.len());
+                for c in columns {
+                    let t = declared
+                        .iter()
+                        .find(|d| d.name == *c)
+                        .map_or(FieldType::String, |d| FieldType::declared(d.field_type));
+                    // A repeated column name keeps its first position, as the source's rows do.
+                    if !fields.iter().any(|f| f.name == *c) {
+                        fields.push(Field::new(c.clone(), t));
+                    }
+                }
+                Some(fields)
+            }
+            _ => None,
+        },
+        FileFormat::Jsonl if spec.schema.is_some() => Some(
+            declared
+                .iter()
+                .map(|d| Field::new(d.name.clone(), FieldType::declared(d.field_type)))
+                .collect(),
+        ),
+        FileFormat::Jsonl => match sample {
+            Some(SourceSample::JsonRows { rows, .. }) => infer_fields(rows),
+            _ => None,
+        },
+    })
+}
+
+fn quoted<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    names.map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn type_of(fields: &[Field], name: &str) -> FieldType {
+    fields
+        .iter()
+        .find(|f| f.name == name)
+        .map_or(FieldType::Any, |f| f.field_type)
+}
+
+/// Checks the expression at `field_path` against `input` (when known): every field it reads
+/// exists, and it has no certain type error. Returns the type of its value (`any` if unknown).
+fn check_expression(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<FieldType, JobError> {
     // The expression compiled in step validation; a failure here is reported the same way.
     let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
+    let Some(input) = input else {
+        return cel_types::infer(expr.syntax(), &|_| FieldType::Any).map_err(|m| JobError::new(field_path, m));
+    };
     for name in free_identifiers(expr.syntax()) {
-        if name != "record" && !input.contains(&name) {
+        if name != "record" && !input.iter().any(|f| f.name == name) {
             return Err(missing(field_path, &name, input));
         }
     }
-    Ok(())
+    cel_types::infer(expr.syntax(), &|name| type_of(input, name)).map_err(|m| JobError::new(field_path, m))
 }
 
-fn missing(field_path: &str, name: &str, input: &[String]) -> JobError {
-    let known = input.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+fn missing(field_path: &str, name: &str, input: &[Field]) -> JobError {
+    let known = quoted(input.iter().map(|f| &f.name));
     JobError::new(
         field_path,
         format!("field `{name}` does not exist in the records this step receives; their fields are {known}"),
     )
 }
 
-/// The output of a `flatMap` on rows of `input`: the split field removed, the token field
-/// appended (or replacing a field of that name in place). Errors if the split field is not in
-/// `input`.
-fn flat_map_output(field_path: &str, spec: &FlatMapSpec, input: &[String]) -> Result<Vec<String>, JobError> {
-    let Some(at) = input.iter().position(|f| *f == spec.field) else {
+/// The output of a `map`: the object literal's keys, sorted, with their values' types; `None`
+/// when the expression is not such a literal.
+fn map_output(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<PlanSchema, JobError> {
+    let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
+    let Some(entries) = map_literal_entries(expr.syntax()) else {
+        return Ok(None);
+    };
+    let lookup = |name: &str| input.map_or(FieldType::Any, |fields| type_of(fields, name));
+    let mut out = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        let t = cel_types::infer_expr(value, &lookup).map_err(|m| JobError::new(field_path, m))?;
+        out.push(Field::new(key, t));
+    }
+    Ok(Some(out))
+}
+
+/// The output of a `flatMap` on rows of `input`: the split field removed, the token field (a
+/// string) appended (or replacing a field of that name in place). Errors if the split field is
+/// not in `input` or is certainly not a string.
+fn flat_map_output(field_path: &str, spec: &FlatMapSpec, input: &[Field]) -> Result<Vec<Field>, JobError> {
+    let Some(at) = input.iter().position(|f| f.name == spec.field) else {
         return Err(missing(field_path, &spec.field, input));
     };
+    let split_type = input[at].field_type;
+    if split_type.is_known() && split_type != FieldType::String {
+        return Err(JobError::new(
+            field_path,
+            format!(
+                "field `{}` is {} {}, and flatMap splits strings: convert it first with a `map` (`string({})`) or declare its type in the source's `schema`",
+                spec.field,
+                if split_type == FieldType::Int { "an" } else { "a" },
+                split_type.name(),
+                spec.field
+            ),
+        ));
+    }
     let mut out = input.to_vec();
     out.remove(at);
     let token = spec.as_field.clone().unwrap_or_else(|| spec.field.clone());
-    if !out.contains(&token) {
-        out.push(token);
+    match out.iter_mut().find(|f| f.name == token) {
+        Some(f) => f.field_type = FieldType::String,
+        None => out.push(Field::new(token, FieldType::String)),
     }
     Ok(out)
 }
 
-/// Follows the schema from the source through every step, checking the fields each step reads
-/// where its input schema is known. Errors: the first step that reads a field its input cannot
-/// have, naming the step's field path (`spec.job.steps[2].keyBy.expression`) and the field.
-pub fn check_steps(operators: &[Operator]) -> Result<(), JobError> {
+/// Checks the type of an aggregation's value (`sum`, `min`, `max` need a number).
+fn check_aggregate_value(field_path: &str, func: AggregateFn, expression: &str, t: FieldType) -> Result<(), JobError> {
+    if func == AggregateFn::Count || !t.is_known() || t.is_numeric() {
+        return Ok(());
+    }
+    let hint = if t == FieldType::String {
+        format!(
+            " (CSV columns are strings unless the source's `schema` declares their type, e.g. `{{name: {e}, type: float}}`; or convert with `double({e})`)",
+            e = expression.trim()
+        )
+    } else {
+        String::new()
+    };
+    Err(JobError::new(
+        field_path,
+        format!(
+            "`{}` aggregates numbers, and `{expression}` is a {}{hint}",
+            func.name(),
+            t.name()
+        ),
+    ))
+}
+
+/// Follows the schema from the source through every step, checking what each step reads
+/// where its input schema is known. `sample` is what the plan read from the file source's
+/// first file (`None`: not read; CSV and undeclared JSON lines schemas are then unknown).
+/// Returns each step's output schema, in step order.
+///
+/// Errors: the first step that reads a field its input cannot have or uses a value of a
+/// type that certainly fails, naming the step's field path
+/// (`spec.job.steps[2].sum.expression`), the field and what to do.
+pub fn check_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
+    let inferred_from = match (operators.first().map(|o| &o.kind), sample) {
+        (Some(OperatorKind::FileSource(spec)), Some(SourceSample::JsonRows { file, .. }))
+            if spec.format == FileFormat::Jsonl && spec.schema.is_none() =>
+        {
+            Some(file)
+        }
+        _ => None,
+    };
+    follow_steps(operators, sample).map_err(|mut e| {
+        if let Some(file) = inferred_from {
+            e.message.push_str(&format!(
+                " (the source's fields and types were inferred from the first {JSON_SAMPLE_LINES} lines of {file}: \
+                 if later records differ, declare them in the source's `schema`)"
+            ));
+        }
+        e
+    })
+}
+
+fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
+    let mut outputs: Vec<PlanSchema> = Vec::with_capacity(operators.len());
     let mut schema: PlanSchema = None;
+    let mut key_type = FieldType::Any;
     for (i, op) in operators.iter().enumerate() {
         let at = format!("spec.job.steps[{}]", op.index);
         let input = schema.take();
+        if i > 0 {
+            outputs.push(input.clone());
+        }
         schema = match &op.kind {
-            OperatorKind::FileSource(_) | OperatorKind::Generator(_) => source_schema(&op.kind),
+            OperatorKind::Generator(_) => Some(
+                crate::operators::source::generator::FIELDS
+                    .iter()
+                    .zip([FieldType::Int, FieldType::String, FieldType::Int])
+                    .map(|(name, t)| Field::new(*name, t))
+                    .collect(),
+            ),
+            OperatorKind::FileSource(spec) => file_source_schema(&at, spec, sample)?,
             OperatorKind::Filter(e) => {
-                if let Some(fields) = &input {
-                    check_expression(&format!("{at}.filter.expression"), e, fields)?;
+                let path = format!("{at}.filter.expression");
+                let t = check_expression(&path, e, input.as_deref())?;
+                if t.is_known() && t != FieldType::Bool {
+                    return Err(JobError::new(
+                        path,
+                        format!(
+                            "`{e}` gives {} {}, and a filter needs a bool (e.g. `size(word) > 0`)",
+                            article(t),
+                            t.name()
+                        ),
+                    ));
                 }
                 input
             }
             OperatorKind::Map(e) => {
                 let path = format!("{at}.map.expression");
-                if let Some(fields) = &input {
-                    check_expression(&path, e, fields)?;
-                }
-                let expr = cel::compile(e).map_err(|err| JobError::new(path, err.to_string()))?;
-                map_literal_keys(expr.syntax())
+                check_expression(&path, e, input.as_deref())?;
+                map_output(&path, e, input.as_deref())?
             }
             OperatorKind::FlatMap(spec) => match &input {
                 Some(fields) => Some(flat_map_output(&format!("{at}.flatMap.field"), spec, fields)?),
                 None => None,
             },
             OperatorKind::KeyBy { expression, .. } => {
-                if let Some(fields) = &input {
-                    check_expression(&format!("{at}.keyBy.expression"), expression, fields)?;
+                let path = format!("{at}.keyBy.expression");
+                key_type = check_expression(&path, expression, input.as_deref())?;
+                if matches!(key_type, FieldType::Float | FieldType::Json) {
+                    return Err(JobError::new(
+                        path,
+                        format!(
+                            "`{expression}` gives {} {}, and keys are strings, integers or booleans (convert with `int(...)` or `string(...)`)",
+                            article(key_type),
+                            key_type.name()
+                        ),
+                    ));
                 }
                 input
             }
@@ -104,100 +305,48 @@ pub fn check_steps(operators: &[Operator]) -> Result<(), JobError> {
                 expression,
                 as_field,
             } => {
-                if let (Some(e), Some(fields)) = (expression, &input) {
-                    check_expression(&format!("{at}.{}.expression", func.name()), e, fields)?;
-                }
+                let value_type = match expression {
+                    Some(e) if *func != AggregateFn::Count => {
+                        let path = format!("{at}.{}.expression", func.name());
+                        let t = check_expression(&path, e, input.as_deref())?;
+                        check_aggregate_value(&path, *func, e, t)?;
+                        if t.is_numeric() { t } else { FieldType::Any }
+                    }
+                    Some(e) => {
+                        check_expression(&format!("{at}.count.expression"), e, input.as_deref())?;
+                        FieldType::Int
+                    }
+                    None => FieldType::Int,
+                };
                 let key_field = match i.checked_sub(1).map(|k| &operators[k].kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
                 // One field when both have the same name (the value replaces the key).
-                let mut out = vec![key_field];
-                if !out.contains(as_field) {
-                    out.push(as_field.clone());
+                if key_field == *as_field {
+                    Some(vec![Field::new(as_field.clone(), value_type)])
+                } else {
+                    Some(vec![
+                        Field::new(key_field, key_type),
+                        Field::new(as_field.clone(), value_type),
+                    ])
                 }
-                Some(out)
             }
             OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink => input,
         };
     }
-    Ok(())
+    outputs.push(schema);
+    Ok(outputs)
+}
+
+fn article(t: FieldType) -> &'static str {
+    if matches!(t, FieldType::Int | FieldType::Any) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::job::{Job, JobSpec};
-    use serde_json::json;
-
-    fn spec(steps: serde_json::Value) -> JobSpec {
-        serde_json::from_value(json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
-    }
-
-    fn err(spec: JobSpec) -> String {
-        Job::from_spec("t", spec).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn a_step_reading_a_field_its_input_cannot_have_is_an_error_naming_step_and_field() {
-        let sink = json!({"sink": {"print": {}}});
-        let generator = json!({"source": {"generator": {}}});
-        let text = json!({"source": {"file": {"path": "a"}}});
-        let plan_cases = [
-            (
-                json!([generator, {"keyBy": {"expression": "word"}}, {"count": {}}, sink]),
-                "spec.job.steps[1].keyBy.expression: field `word` does not exist in the records this step receives; their fields are `id`, `key`, `value`",
-            ),
-            (
-                json!([text, {"flatMap": {"field": "text", "pattern": " "}}, sink]),
-                "spec.job.steps[1].flatMap.field: field `text` does not exist",
-            ),
-            (
-                json!([text, {"map": {"expression": "{'w': line}"}}, {"filter": {"expression": "line != ''"}}, sink]),
-                "spec.job.steps[2].filter.expression: field `line` does not exist",
-            ),
-            (
-                json!([generator, {"keyBy": {"expression": "key"}}, {"sum": {"expression": "valu"}}, sink]),
-                "spec.job.steps[2].sum.expression: field `valu` does not exist",
-            ),
-            (
-                json!([generator, {"keyBy": {"expression": "key"}}, {"count": {}}, {"map": {"expression": "{'k': key, 'c': cnt}"}}, sink]),
-                "spec.job.steps[3].map.expression: field `cnt` does not exist in the records this step receives; their fields are `key`, `count`",
-            ),
-        ];
-        for (steps, want) in plan_cases {
-            let e = err(spec(steps));
-            assert!(e.contains(want), "want `{want}` in `{e}`");
-        }
-    }
-
-    #[test]
-    fn fields_are_checked_only_where_the_source_declares_them() {
-        let sink = json!({"sink": {"print": {}}});
-        let ok = [
-            // JSON lines and CSV: fields are known only at run time.
-            json!([{"source": {"file": {"path": "a", "format": "jsonl"}}}, {"keyBy": {"expression": "anything"}}, {"count": {}}, sink]),
-            json!([{"source": {"file": {"path": "a", "format": "csv"}}}, {"flatMap": {"field": "x", "pattern": " "}}, sink]),
-            // The word count: text → map literal → flatMap → keyBy → count → map of its output.
-            json!([
-                {"source": {"file": {"path": "a"}}},
-                {"map": {"expression": "{'line': line.lower()}"}},
-                {"flatMap": {"field": "line", "pattern": "\\W+", "as": "word"}},
-                {"filter": {"expression": "size(word) > 1 && [word].exists(w, w != '')"}},
-                {"keyBy": {"expression": "word", "as": "word"}},
-                {"count": {}},
-                {"map": {"expression": "{'w': word, 'n': count, 'all': record}"}},
-                sink
-            ]),
-            // A map whose keys are computed: unknown schema after it.
-            json!([{"source": {"generator": {}}}, {"map": {"expression": "{key: value}"}}, {"keyBy": {"expression": "x"}}, {"count": {}}, sink]),
-        ];
-        for steps in ok {
-            let s = spec(steps.clone());
-            assert!(
-                Job::from_spec("t", s).is_ok(),
-                "{steps}: {:?}",
-                Job::from_spec("t", spec(steps.clone())).err()
-            );
-        }
-    }
-}
+#[path = "schema_tests.rs"]
+mod tests;

@@ -250,7 +250,8 @@ pub enum FileFormat {
     Text,
     /// One JSON object per line.
     Jsonl,
-    /// CSV with a header row; every field is a string.
+    /// CSV with a header row; every field is a string unless the source's `schema` declares
+    /// its type.
     Csv,
 }
 
@@ -271,6 +272,42 @@ pub struct FileSourceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
+    /// Declared field types, as a list of `{name, type}` (as the columns of a Flink `CREATE
+    /// TABLE`), checked against the steps when the job is planned. `csv`: types of columns by
+    /// name; a listed column must be in the header, unlisted columns are strings; values are
+    /// converted when read (an empty value is null; a value that does not convert fails the
+    /// job naming the file, byte offset and column). `jsonl`: the fields of the records; a
+    /// record whose listed field holds another type fails the job naming the field; without a
+    /// schema, fields and types are inferred from the first 100 lines of the first file. Not
+    /// allowed for `text` (its one field is `line`, a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Vec<SchemaField>>,
+}
+
+/// One declared field of a file source's `schema`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaField {
+    /// The field (CSV column or top-level JSON key).
+    pub name: String,
+    /// `string`, `int` (64-bit signed), `float` (64-bit) or `bool`.
+    #[serde(rename = "type")]
+    pub field_type: DeclaredType,
+}
+
+/// A type a source's `schema` can declare.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DeclaredType {
+    /// A string.
+    #[default]
+    String,
+    /// A 64-bit signed integer.
+    Int,
+    /// A 64-bit floating-point number.
+    Float,
+    /// `true` or `false`.
+    Bool,
 }
 
 /// A seeded, deterministic generator of `{"id": n, "key": "key-<k>", "value": v}` records.

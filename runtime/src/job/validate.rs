@@ -425,7 +425,7 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         }
         ops.push(Operator { uid, index: i, kind });
     }
-    super::schema::check_steps(&ops)?;
+    super::schema::check_steps(&ops, None)?;
     Ok(ops)
 }
 

@@ -93,22 +93,29 @@ fn walk_entry<'e>(entry: &'e EntryExpr, bound: &mut Vec<&'e str>, out: &mut BTre
 /// are all string literals (`{'word': word.lower(), 'n': 1}` → `["n", "word"]`); `None`
 /// otherwise (the keys are known only at run time, or the result is not an object).
 pub fn map_literal_keys(expr: &Expression) -> Option<Vec<String>> {
+    map_literal_entries(expr).map(|entries| entries.into_iter().map(|(k, _)| k).collect())
+}
+
+/// The `(key, value expression)` entries of an object literal whose keys are all string
+/// literals, sorted by key (a repeated key keeps its last value); `None` as for
+/// [`map_literal_keys`].
+pub fn map_literal_entries(expr: &Expression) -> Option<Vec<(String, &Expr)>> {
     let Expr::Map(map) = &expr.expr else {
         return None;
     };
-    let mut keys = BTreeSet::new();
+    let mut entries = std::collections::BTreeMap::new();
     for entry in &map.entries {
         match &entry.expr {
             EntryExpr::MapEntry(e) if !e.optional => match &e.key.expr {
                 Expr::Literal(LiteralValue::String(s)) => {
-                    keys.insert(s.to_string());
+                    entries.insert(s.to_string(), &e.value.expr);
                 }
                 _ => return None,
             },
             _ => return None,
         }
     }
-    Some(keys.into_iter().collect())
+    Some(entries.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 pub mod cel;
 pub mod cel_fast;
 pub mod cel_fields;
+pub mod cel_types;
 pub mod json;
 pub mod row;
 

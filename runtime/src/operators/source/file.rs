@@ -7,7 +7,8 @@
 //! offset into memory (the object is fetched with a ranged GET).
 
 use super::Source;
-use crate::job::{FileFormat, FileSourceSpec};
+use crate::job::schema::{JSON_SAMPLE_LINES, SourceSample};
+use crate::job::{DeclaredType, FileFormat, FileSourceSpec, SchemaField};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::record::json::parse_json_row;
 use crate::record::{Datum, Record, Row, RowBuilder, Schema, SchemaCache};
@@ -46,22 +47,67 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
             .map(|o| format!("s3://{bucket}/{}", o.path))
             .collect::<Vec<_>>()
     } else {
-        let local = pattern.strip_prefix("file://").unwrap_or(pattern);
-        let paths = glob::glob(local).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
-        let mut v = Vec::new();
-        for p in paths {
-            let p = p.map_err(|e| TaskError(format!("cannot read {}: {}", e.path().display(), e.error())))?;
-            if p.is_file() {
-                v.push(p.to_string_lossy().into_owned());
-            }
-        }
-        v
+        list_local_files(pattern)?
     };
     files.sort();
     if files.is_empty() {
         return Err(TaskError(format!("no file matches `{pattern}`")));
     }
     Ok(files)
+}
+
+/// The local files a source path (`dir/*.csv`, `file:///abs/x.jsonl`) names, sorted; empty if
+/// none matches. Errors: a bad glob, an unreadable directory.
+pub fn list_local_files(pattern: &str) -> TaskResult<Vec<String>> {
+    let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+    let paths = glob::glob(local).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
+    let mut files = Vec::new();
+    for p in paths {
+        let p = p.map_err(|e| TaskError(format!("cannot read {}: {}", e.path().display(), e.error())))?;
+        if p.is_file() {
+            files.push(p.to_string_lossy().into_owned());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Reads what the plan needs from the first file a local CSV or JSON lines source names: the
+/// CSV header, or the first [`JSON_SAMPLE_LINES`] non-blank JSON lines parsed as the source
+/// parses them (up to the first that does not parse). `None` — the schema is then unknown and
+/// the job finds out when it runs — for text and `s3://` sources, and when no file matches yet
+/// or the first one cannot be read.
+pub fn sample(spec: &FileSourceSpec) -> Option<SourceSample> {
+    if spec.format == FileFormat::Text || spec.path.starts_with("s3://") {
+        return None;
+    }
+    let file = list_local_files(&spec.path).ok()?.into_iter().next()?;
+    let mut reader = decode(file.ends_with(".gz"), Box::new(std::fs::File::open(&file).ok()?));
+    let mut line = Vec::new();
+    if spec.format == FileFormat::Csv {
+        reader.read_until(b'\n', &mut line).ok()?;
+        let columns = csv_fields(&file, 0, trim_eol(&line)).ok()?;
+        return Some(SourceSample::CsvHeader { file, columns });
+    }
+    let mut rows = Vec::new();
+    let mut schemas = SchemaCache::default();
+    while rows.len() < JSON_SAMPLE_LINES {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).ok()? == 0 {
+            break;
+        }
+        let Ok(text) = std::str::from_utf8(trim_eol(&line)) else {
+            break;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match parse_json_row(text, &mut schemas) {
+            Ok(row) => rows.push(row),
+            Err(_) => break,
+        }
+    }
+    Some(SourceSample::JsonRows { file, rows })
 }
 
 struct OpenSplit {
@@ -75,6 +121,8 @@ struct OpenSplit {
 /// A file source subtask.
 pub struct FileSource {
     format: FileFormat,
+    /// The source's declared `schema` (empty if none).
+    declared: Arc<[SchemaField]>,
     rate: Option<u64>,
     s3: S3Options,
     splits: Vec<FileSplit>,
@@ -121,6 +169,7 @@ impl FileSource {
             .collect();
         Ok(FileSource {
             format: spec.format,
+            declared: spec.schema.clone().unwrap_or_default().into(),
             rate: spec.max_records_per_second,
             s3: s3.clone(),
             splits,
@@ -133,7 +182,12 @@ impl FileSource {
 }
 
 /// Opens a split at its recorded offset.
-async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> TaskResult<OpenSplit> {
+async fn open_split(
+    format: FileFormat,
+    declared: &[SchemaField],
+    s3: &S3Options,
+    split: &FileSplit,
+) -> TaskResult<OpenSplit> {
     {
         let gz = split.path.ends_with(".gz");
         let (mut reader, header_reader): (Box<dyn BufRead + Send>, Option<Box<dyn BufRead + Send>>) =
@@ -188,7 +242,7 @@ async fn open_split(format: FileFormat, s3: &S3Options, split: &FileSplit) -> Ta
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?))
+            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?, declared))
         } else {
             None
         };
@@ -207,13 +261,16 @@ pub fn text_schema() -> Arc<Schema> {
 }
 
 /// Parses one line (without its line ending) into a row; `None` for blank lines of JSON/CSV.
-/// Errors name the file and byte offset.
+/// A JSON line's fields are checked against the `declared` schema (an empty one checks
+/// nothing); CSV values are converted to their column's declared type. Errors name the file
+/// and byte offset (and the field, for a value of the wrong type).
 fn parse(
     format: FileFormat,
     path: &str,
     offset: u64,
     line: &[u8],
     header: Option<&CsvHeader>,
+    declared: &[SchemaField],
     schemas: &mut SchemaCache,
 ) -> TaskResult<Option<Row>> {
     let text =
@@ -221,10 +278,22 @@ fn parse(
     Ok(match format {
         FileFormat::Text => Some(Row::new_unchecked(text_schema(), vec![Datum::Str(text.into())])),
         FileFormat::Jsonl if text.trim().is_empty() => None,
-        FileFormat::Jsonl => Some(
-            parse_json_row(text, schemas)
-                .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?,
-        ),
+        FileFormat::Jsonl => {
+            let row = parse_json_row(text, schemas)
+                .map_err(|e| TaskError(format!("{path} at byte {offset}: invalid JSON line: {e}")))?;
+            for d in declared {
+                if let Some(value) = row.get(&d.name)
+                    && !declared_admits(d.field_type, value)
+                {
+                    return Err(TaskError(format!(
+                        "{path} at byte {offset}: field `{}` is {value}, and the source's schema declares it {}",
+                        d.name,
+                        declared_name(d.field_type)
+                    )));
+                }
+            }
+            Some(row)
+        }
         FileFormat::Csv if text.is_empty() => None,
         FileFormat::Csv => {
             let header = header.expect("csv header read at open");
@@ -237,7 +306,15 @@ fn parse(
                     names.len()
                 )));
             }
-            let values = fields.into_iter().map(|f| Datum::Str(f.into()));
+            let values = fields
+                .into_iter()
+                .zip(&header.types)
+                .zip(names)
+                .map(|((f, t), name)| {
+                    convert_csv(f, *t, name).map_err(|m| TaskError(format!("{path} at byte {offset}: {m}")))
+                })
+                .collect::<TaskResult<Vec<Datum>>>()?
+                .into_iter();
             if header.repeats_a_name {
                 // A repeated column name keeps its first position and its last value, as
                 // when rows were JSON objects.
@@ -253,21 +330,77 @@ fn parse(
     })
 }
 
-/// A CSV file's header: the schema of its rows.
+/// A CSV file's header: the schema of its rows and each column's type.
 struct CsvHeader {
     schema: Arc<Schema>,
+    /// The declared type of each column, by position (`string` where none is declared).
+    types: Vec<DeclaredType>,
     /// Whether a column name repeats (rows are then built field by field).
     repeats_a_name: bool,
 }
 
 impl CsvHeader {
-    fn new(names: Vec<String>) -> CsvHeader {
+    fn new(names: Vec<String>, declared: &[SchemaField]) -> CsvHeader {
         let repeats_a_name = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        let types = names
+            .iter()
+            .map(|n| {
+                declared
+                    .iter()
+                    .find(|d| d.name == *n)
+                    .map_or(DeclaredType::String, |d| d.field_type)
+            })
+            .collect();
         CsvHeader {
             schema: Schema::new(names),
+            types,
             repeats_a_name,
         }
     }
+}
+
+/// The name of a declared type, as the source's `schema` spells it.
+fn declared_name(t: DeclaredType) -> &'static str {
+    crate::job::types::FieldType::declared(t).name()
+}
+
+/// Whether a JSON value may stand in a field declared `t`: null always; an integer where a
+/// float is declared.
+fn declared_admits(t: DeclaredType, value: &Datum) -> bool {
+    matches!(
+        (t, value),
+        (_, Datum::Null)
+            | (DeclaredType::String, Datum::Str(_))
+            | (DeclaredType::Int, Datum::Int(_) | Datum::UInt(_))
+            | (DeclaredType::Float, Datum::Int(_) | Datum::UInt(_) | Datum::Float(_))
+            | (DeclaredType::Bool, Datum::Bool(_))
+    )
+}
+
+/// Converts a CSV value to its column's declared type: an empty value of a non-string column
+/// is null; numbers as Rust parses them (`1`, `-2`, `1.5e3`); booleans `true` / `false`.
+/// Errors: a message naming the column and the value.
+fn convert_csv(value: String, t: DeclaredType, column: &str) -> Result<Datum, String> {
+    if t == DeclaredType::String {
+        return Ok(Datum::Str(value.into()));
+    }
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Ok(Datum::Null);
+    }
+    let converted = match t {
+        DeclaredType::Int => trimmed.parse::<i64>().ok().map(Datum::Int),
+        DeclaredType::Float => trimmed.parse::<f64>().ok().filter(|f| f.is_finite()).map(Datum::Float),
+        DeclaredType::Bool => trimmed.parse::<bool>().ok().map(Datum::Bool),
+        DeclaredType::String => None,
+    };
+    converted.ok_or_else(|| {
+        format!(
+            "column `{column}` is `{value}`, not {} {} as the source's schema declares (fix the value or the column's `type`)",
+            if t == DeclaredType::Int { "an" } else { "a" },
+            declared_name(t)
+        )
+    })
 }
 
 fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
@@ -300,7 +433,7 @@ impl Source for FileSource {
                 let Some(i) = self.splits.iter().position(|s| !s.done) else {
                     return Ok(false);
                 };
-                let opened = open_split(self.format, &self.s3, &self.splits[i]).await?;
+                let opened = open_split(self.format, &self.declared, &self.s3, &self.splits[i]).await?;
                 self.splits[i].offset += opened.consumed;
                 self.current = Some((i, opened));
             }
@@ -327,6 +460,7 @@ impl Source for FileSource {
                     at,
                     line,
                     open.header.as_ref(),
+                    &self.declared,
                     &mut self.schemas,
                 )? {
                     out.push(Record::new(v));
@@ -357,39 +491,5 @@ impl Source for FileSource {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn csv_json(header: &[&str], line: &str) -> String {
-        let header = CsvHeader::new(header.iter().map(|s| s.to_string()).collect());
-        let row = parse(
-            FileFormat::Csv,
-            "f.csv",
-            0,
-            line.as_bytes(),
-            Some(&header),
-            &mut SchemaCache::default(),
-        )
-        .unwrap()
-        .unwrap();
-        serde_json::to_string(&row).unwrap()
-    }
-
-    #[test]
-    fn csv_rows_follow_the_header_and_a_repeated_name_keeps_its_last_value() {
-        assert_eq!(csv_json(&["a", "b"], "1,\"x, y\""), r#"{"a":"1","b":"x, y"}"#);
-        assert_eq!(csv_json(&["a", "b", "a"], "1,2,3"), r#"{"a":"3","b":"2"}"#);
-        let text = parse(
-            FileFormat::Text,
-            "f",
-            0,
-            "é \"q\"".as_bytes(),
-            None,
-            &mut SchemaCache::default(),
-        );
-        assert_eq!(
-            serde_json::to_string(&text.unwrap().unwrap()).unwrap(),
-            r#"{"line":"é \"q\""}"#
-        );
-    }
-}
+#[path = "file_tests.rs"]
+mod tests;

@@ -1,0 +1,141 @@
+use super::*;
+
+fn declared(fields: &[(&str, DeclaredType)]) -> Vec<SchemaField> {
+    fields
+        .iter()
+        .map(|(name, t)| SchemaField {
+            name: name.to_string(),
+            field_type: *t,
+        })
+        .collect()
+}
+
+fn csv_row(header: &[&str], types: &[SchemaField], line: &str) -> TaskResult<String> {
+    let header = CsvHeader::new(header.iter().map(|s| s.to_string()).collect(), types);
+    let row = parse(
+        FileFormat::Csv,
+        "f.csv",
+        0,
+        line.as_bytes(),
+        Some(&header),
+        types,
+        &mut SchemaCache::default(),
+    )?
+    .unwrap();
+    Ok(serde_json::to_string(&row).unwrap())
+}
+
+fn csv_json(header: &[&str], line: &str) -> String {
+    csv_row(header, &[], line).unwrap()
+}
+
+#[test]
+fn csv_rows_follow_the_header_and_a_repeated_name_keeps_its_last_value() {
+    assert_eq!(csv_json(&["a", "b"], "1,\"x, y\""), r#"{"a":"1","b":"x, y"}"#);
+    assert_eq!(csv_json(&["a", "b", "a"], "1,2,3"), r#"{"a":"3","b":"2"}"#);
+    let text = parse(
+        FileFormat::Text,
+        "f",
+        0,
+        "é \"q\"".as_bytes(),
+        None,
+        &[],
+        &mut SchemaCache::default(),
+    );
+    assert_eq!(
+        serde_json::to_string(&text.unwrap().unwrap()).unwrap(),
+        r#"{"line":"é \"q\""}"#
+    );
+}
+
+#[test]
+fn csv_values_are_converted_to_their_declared_types() {
+    use DeclaredType::*;
+    let types = declared(&[("n", Int), ("price", Float), ("ok", Bool)]);
+    let header = ["id", "n", "price", "ok"];
+    let rows = [
+        ("a,1,2.5,true", r#"{"id":"a","n":1,"price":2.5,"ok":true}"#),
+        ("b,-3,4,false", r#"{"id":"b","n":-3,"price":4.0,"ok":false}"#),
+        ("c,,,", r#"{"id":"c","n":null,"price":null,"ok":null}"#),
+    ];
+    for (line, want) in rows {
+        assert_eq!(csv_row(&header, &types, line).unwrap(), want, "{line}");
+    }
+    let errors = [
+        ("a,1.5,2,true", "f.csv at byte 0: column `n` is `1.5`, not an int"),
+        ("a,1,x,true", "column `price` is `x`, not a float"),
+        ("a,1,2,yes", "column `ok` is `yes`, not a bool"),
+    ];
+    for (line, want) in errors {
+        let e = csv_row(&header, &types, line).unwrap_err().to_string();
+        assert!(e.contains(want), "{line}: want `{want}` in `{e}`");
+    }
+}
+
+#[test]
+fn json_lines_are_checked_against_a_declared_schema() {
+    use DeclaredType::*;
+    let types = declared(&[("n", Int), ("price", Float), ("name", String)]);
+    let parse_line = |line: &str| {
+        parse(
+            FileFormat::Jsonl,
+            "f.jsonl",
+            7,
+            line.as_bytes(),
+            None,
+            &types,
+            &mut SchemaCache::default(),
+        )
+    };
+    for ok in [
+        r#"{"n": 1, "price": 2, "name": "a"}"#,
+        r#"{"n": null, "price": 2.5, "other": [1]}"#,
+    ] {
+        assert!(parse_line(ok).is_ok(), "{ok}");
+    }
+    let e = parse_line(r#"{"n": 1, "price": "2.5"}"#).unwrap_err().to_string();
+    assert!(
+        e.contains(r#"f.jsonl at byte 7: field `price` is "2.5", and the source's schema declares it float"#),
+        "{e}"
+    );
+    let e = parse_line(r#"{"n": 1.5}"#).unwrap_err().to_string();
+    assert!(e.contains("field `n` is 1.5"), "{e}");
+}
+
+#[test]
+fn plan_samples_read_the_first_file_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |path: &str, format: FileFormat| FileSourceSpec {
+        path: dir.path().join(path).to_string_lossy().into_owned(),
+        format,
+        ..Default::default()
+    };
+    std::fs::write(dir.path().join("b.csv"), "x,y\n1,2\n").unwrap();
+    std::fs::write(dir.path().join("a.csv"), "p,\"q r\"\r\n1,2\n").unwrap();
+    match sample(&spec("*.csv", FileFormat::Csv)) {
+        Some(SourceSample::CsvHeader { file, columns }) => {
+            assert!(file.ends_with("a.csv"), "{file}");
+            assert_eq!(columns, ["p", "q r"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let lines: String = (0..150).map(|i| format!("{{\"i\": {i}}}\n\n")).collect();
+    std::fs::write(dir.path().join("e.jsonl"), lines + "not json\n").unwrap();
+    match sample(&spec("e.jsonl", FileFormat::Jsonl)) {
+        Some(SourceSample::JsonRows { rows, .. }) => assert_eq!(rows.len(), JSON_SAMPLE_LINES),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(dir.path().join("bad.jsonl"), "{\"i\": 1}\n{oops\n{\"j\": 2}\n").unwrap();
+    match sample(&spec("bad.jsonl", FileFormat::Jsonl)) {
+        Some(SourceSample::JsonRows { rows, .. }) => assert_eq!(rows.len(), 1, "up to the bad line"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sample(&spec("missing-*.csv", FileFormat::Csv)), None);
+    assert_eq!(sample(&spec("a.csv", FileFormat::Text)), None);
+    let s3 = FileSourceSpec {
+        path: "s3://bucket/x.csv".into(),
+        format: FileFormat::Csv,
+        ..Default::default()
+    };
+    assert_eq!(sample(&s3), None);
+}
