@@ -167,9 +167,12 @@ impl Aggregate {
 #[async_trait]
 impl StreamOperator for Aggregate {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
-        out.reserve(input.len());
-        for r in input {
-            let keyed = r.keyed.ok_or_else(|| {
+        // Two passes: the first only updates state, a short loop whose table lookups (cache
+        // misses on large state) the CPU can overlap across records; the second builds the
+        // output rows.
+        let mut updated = Vec::with_capacity(input.len());
+        for r in &input {
+            let keyed = r.keyed.as_ref().ok_or_else(|| {
                 TaskError(format!(
                     "operator {}: record without a key (no keyBy before it)",
                     self.uid
@@ -208,10 +211,14 @@ impl StreamOperator for Aggregate {
                     first
                 }
             };
-            let values = if self.output.names().len() == 1 {
-                vec![value.to_datum()]
-            } else {
-                vec![keyed.key.into_datum(), value.to_datum()]
+            updated.push(value);
+        }
+        out.reserve(input.len());
+        let key_and_value = self.output.names().len() != 1;
+        for (r, value) in input.into_iter().zip(updated) {
+            let values = match (key_and_value, r.keyed) {
+                (true, Some(keyed)) => vec![keyed.key.into_datum(), value.to_datum()],
+                _ => vec![value.to_datum()],
             };
             out.push(Record::new(Row::new_unchecked(self.output.clone(), values)));
         }
