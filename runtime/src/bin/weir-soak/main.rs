@@ -42,7 +42,7 @@ struct Args {
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
-    /// trials' directories are kept, passing ones removed unless --keep.
+    /// trials' directories are kept, and incomplete ones', passing ones removed unless --keep.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("weir-soak"))]
     work_dir: PathBuf,
     /// Keep the directories of passing trials too.
@@ -168,7 +168,10 @@ async fn soak(args: Args) -> Result<bool, String> {
             let outcome = trial::run(&env, mode, trial_seed, &dir).await?;
             let line = TrialLine::new(mode, trial_seed, &outcome, t0.elapsed());
             println!("{}", line.render());
-            if !line.passed() || args.verbose {
+            // An incomplete trial lost nothing but did not finish: its event log and process
+            // logs are kept like a failing trial's, to find out why.
+            let keep_for_diagnosis = !line.passed() || !outcome.completed;
+            if keep_for_diagnosis || args.verbose {
                 for l in &outcome.log {
                     println!("    {l}");
                 }
@@ -176,7 +179,7 @@ async fn soak(args: Args) -> Result<bool, String> {
                     println!("    {e}");
                 }
             }
-            if !line.passed() {
+            if keep_for_diagnosis {
                 println!("    kept: {}", dir.display());
             } else if !args.keep {
                 let _ = std::fs::remove_dir_all(&dir);
