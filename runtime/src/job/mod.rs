@@ -2,13 +2,14 @@
 //! checking ([`fields`]), defaults and validation into a [`Job`] whose steps are typed
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
+pub mod dataflow;
 pub mod fields;
 pub mod schema;
 pub mod spec;
 pub mod validate;
 
 pub use spec::*;
-pub use validate::{Job, JobError, Operator, OperatorKind, default_max_parallelism};
+pub use validate::{Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism};
 
 use std::path::Path;
 

@@ -65,16 +65,61 @@ fn flat_map_output(field_path: &str, spec: &FlatMapSpec, input: &[String]) -> Re
     Ok(out)
 }
 
-/// Follows the schema from the source through every step, checking the fields each step reads
-/// where its input schema is known. Errors: the first step that reads a field its input cannot
-/// have, naming the step's field path (`spec.job.steps[2].keyBy.expression`) and the field.
+/// The plan schema a union of `inputs` produces: the common fields when every input's are
+/// known and equal, unknown when some input's are unknown.
+///
+/// Errors: two inputs whose known fields differ, naming the union's `inputs` field.
+fn union_schema(
+    at: &str,
+    inputs: &[usize],
+    operators: &[Operator],
+    schemas: &[PlanSchema],
+) -> Result<PlanSchema, JobError> {
+    let mut first: Option<(usize, &Vec<String>)> = None;
+    let mut all_known = true;
+    for (k, &j) in inputs.iter().enumerate() {
+        let Some(fields) = &schemas[j] else {
+            all_known = false;
+            continue;
+        };
+        match first {
+            None => first = Some((j, fields)),
+            Some((f, want)) if want != fields => {
+                let show = |v: &Vec<String>| v.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ");
+                return Err(JobError::new(
+                    format!("{at}.inputs[{k}]"),
+                    format!(
+                        "a union merges streams of the same fields: spec.job.steps[{}] has {}, but spec.job.steps[{}] has {}; \
+                         make them equal with a `map` before the union",
+                        operators[f].index,
+                        show(want),
+                        operators[j].index,
+                        show(fields)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(if all_known { first.map(|(_, f)| f.clone()) } else { None })
+}
+
+/// Follows the schema from the sources through every step (operators in data order, each
+/// after its inputs), checking the fields each step reads where its input schema is known.
+/// Errors: the first step that reads a field its input cannot have, naming the step's field
+/// path (`spec.job.steps[2].keyBy.expression`) and the field; a union of inputs with different
+/// known fields.
 pub fn check_steps(operators: &[Operator]) -> Result<(), JobError> {
-    let mut schema: PlanSchema = None;
-    for (i, op) in operators.iter().enumerate() {
+    let mut schemas: Vec<PlanSchema> = Vec::with_capacity(operators.len());
+    for op in operators {
         let at = format!("spec.job.steps[{}]", op.index);
-        let input = schema.take();
-        schema = match &op.kind {
+        let input: PlanSchema = match op.inputs.as_slice() {
+            [j] => schemas[*j].clone(),
+            _ => None,
+        };
+        let schema = match &op.kind {
             OperatorKind::FileSource(_) | OperatorKind::Generator(_) => source_schema(&op.kind),
+            OperatorKind::Union => union_schema(&at, &op.inputs, operators, &schemas)?,
             OperatorKind::Filter(e) => {
                 if let Some(fields) = &input {
                     check_expression(&format!("{at}.filter.expression"), e, fields)?;
@@ -107,7 +152,7 @@ pub fn check_steps(operators: &[Operator]) -> Result<(), JobError> {
                 if let (Some(e), Some(fields)) = (expression, &input) {
                     check_expression(&format!("{at}.{}.expression", func.name()), e, fields)?;
                 }
-                let key_field = match i.checked_sub(1).map(|k| &operators[k].kind) {
+                let key_field = match op.inputs.first().map(|&k| &operators[k].kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
@@ -120,6 +165,7 @@ pub fn check_steps(operators: &[Operator]) -> Result<(), JobError> {
             }
             OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink => input,
         };
+        schemas.push(schema);
     }
     Ok(())
 }

@@ -88,6 +88,8 @@ pub enum OperatorKind {
     PrintSink,
     /// Discard sink: counts and drops records.
     DiscardSink,
+    /// Merge of several inputs (no state, records pass unchanged).
+    Union,
 }
 
 impl OperatorKind {
@@ -104,6 +106,7 @@ impl OperatorKind {
             OperatorKind::FileSink(_) => "sink-file",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
+            OperatorKind::Union => "union",
         }
     }
 
@@ -117,6 +120,19 @@ impl OperatorKind {
                 | OperatorKind::FileSink(_)
         )
     }
+
+    /// Whether the operator is a source (reads no input).
+    pub fn is_source(&self) -> bool {
+        matches!(self, OperatorKind::FileSource(_) | OperatorKind::Generator(_))
+    }
+
+    /// Whether the operator is a sink (has no output).
+    pub fn is_sink(&self) -> bool {
+        matches!(
+            self,
+            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
+        )
+    }
 }
 
 /// A validated step with its uid.
@@ -124,10 +140,13 @@ impl OperatorKind {
 pub struct Operator {
     /// Stable id under which its state is saved.
     pub uid: String,
-    /// Position in `spec.job.steps`.
+    /// Position in `spec.job.steps` (and in [`Job::operators`]).
     pub index: usize,
     /// What it does.
     pub kind: OperatorKind,
+    /// Indexes (into [`Job::operators`]) of the operators it reads, each lower than its own:
+    /// none for a source, one for most steps, two or more for a union.
+    pub inputs: Vec<usize>,
 }
 
 /// A validated job with defaults applied.
@@ -147,9 +166,13 @@ pub struct Job {
     pub checkpoint_timeout: Duration,
     /// Minimum pause between checkpoints.
     pub min_pause: Duration,
-    /// Steps in data order.
+    /// Steps in `spec.job.steps` order, which is a data order: inputs come first.
     pub operators: Vec<Operator>,
 }
+
+/// The error the distributed runtime (and so the operator) gives for a job with several
+/// sources or a union.
+pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir run only so far";
 
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
@@ -230,13 +253,30 @@ impl Job {
         })
     }
 
+    /// Whether the job is a dataflow with more than one input somewhere (several sources, a
+    /// union), rather than one straight line.
+    pub fn is_multi_input(&self) -> bool {
+        self.operators.iter().any(|o| o.inputs.len() > 1)
+    }
+
+    /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
+    /// operator) cannot run yet: a multi-input dataflow.
+    ///
+    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`.
+    pub fn check_distributed(&self) -> Result<(), JobError> {
+        if self.is_multi_input() {
+            return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
+        }
+        Ok(())
+    }
+
     /// The operator with `uid`, if any.
     pub fn operator(&self, uid: &str) -> Option<&Operator> {
         self.operators.iter().find(|o| o.uid == uid)
     }
 }
 
-fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
+pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
     let at = format!("spec.job.steps[{i}]");
     let mut kinds = Vec::new();
     if let Some(s) = &step.source {
@@ -310,6 +350,9 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
             });
         }
     }
+    if step.union.is_some() {
+        kinds.push(OperatorKind::Union);
+    }
     if let Some(s) = &step.sink {
         kinds.push(match (&s.file, &s.print, &s.discard) {
             (Some(f), None, None) => {
@@ -332,7 +375,7 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, union, sink",
         )),
         _ => Err(JobError::new(
             at,
@@ -367,6 +410,11 @@ fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
 }
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
+    if super::dataflow::is_dataflow(steps) {
+        let ops = super::dataflow::validate(steps)?;
+        super::schema::check_steps(&ops)?;
+        return Ok(ops);
+    }
     if steps.len() < 2 {
         return Err(JobError::new("spec.job.steps", "needs at least a source and a sink"));
     }
@@ -404,29 +452,47 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                 "`keyBy` must be followed by an aggregation (count, sum, min, max)",
             ));
         }
-        let uid = match &step.uid {
-            Some(u) => {
-                if u.is_empty() || u.len() > 128 || !u.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-                {
-                    return Err(JobError::new(
-                        format!("{at}.uid"),
-                        format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
-                    ));
-                }
-                u.clone()
-            }
-            None => format!("{}-{i}", kind.name()),
-        };
-        if ops.iter().any(|o| o.uid == uid) {
-            return Err(JobError::new(
-                format!("{at}.uid"),
-                format!("`{uid}` is used by another step"),
-            ));
-        }
-        ops.push(Operator { uid, index: i, kind });
+        let uid = step_uid(i, step, &kind, &ops)?;
+        let inputs = if i == 0 { vec![] } else { vec![i - 1] };
+        ops.push(Operator {
+            uid,
+            index: i,
+            kind,
+            inputs,
+        });
     }
     super::schema::check_steps(&ops)?;
     Ok(ops)
+}
+
+/// The uid of step `i`: its `uid` (checked: 1-128 of letters, digits, '-', '_', '.') or
+/// `<kind>-<i>`; errors if an operator in `ops` already has it.
+pub(super) fn step_uid(i: usize, step: &Step, kind: &OperatorKind, ops: &[Operator]) -> Result<String, JobError> {
+    let at = format!("spec.job.steps[{i}]");
+    let uid = match &step.uid {
+        Some(u) => {
+            if !is_step_identifier(u) {
+                return Err(JobError::new(
+                    format!("{at}.uid"),
+                    format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
+                ));
+            }
+            u.clone()
+        }
+        None => format!("{}-{i}", kind.name()),
+    };
+    if ops.iter().any(|o| o.uid == uid) {
+        return Err(JobError::new(
+            format!("{at}.uid"),
+            format!("`{uid}` is used by another step"),
+        ));
+    }
+    Ok(uid)
+}
+
+/// 1-128 characters of letters, digits, '-', '_', '.': the shape of a uid and of a step name.
+pub(super) fn is_step_identifier(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 #[cfg(test)]
