@@ -82,6 +82,9 @@ mod tests {
         Job::from_spec("t", spec).unwrap()
     }
 
+    /// A stage as the table writes it: (operators, inputs).
+    type StageRow = (Vec<usize>, Vec<(usize, Exchange)>);
+
     #[test]
     fn stages_cut_at_sources_unions_and_after_key_by() {
         let text = |n: &str| json!({"name": n, "source": {"file": {"path": "x"}}});
@@ -116,7 +119,7 @@ mod tests {
             ),
         ];
         for (steps, want) in cases {
-            let got: Vec<(Vec<usize>, Vec<(usize, Exchange)>)> = plan_graph(&job(steps.clone()))
+            let got: Vec<StageRow> = plan_graph(&job(steps.clone()))
                 .into_iter()
                 .map(|s| (s.operators, s.inputs))
                 .collect();

@@ -197,3 +197,24 @@ fn union_inputs_must_have_the_same_fields_where_the_plan_knows_them() {
         "{e}"
     );
 }
+
+/// The dataflow example in docs/concepts.md is a job the runtime accepts.
+#[test]
+fn the_documented_dataflow_example_validates() {
+    let doc = include_str!("../../../docs/concepts.md");
+    let section = doc
+        .split("## Dataflows: several sources and `union`")
+        .nth(1)
+        .expect("docs/concepts.md has the dataflow section");
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("the section has a yaml block");
+    let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
+    let manifest =
+        format!("apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}");
+    let job = crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"));
+    assert!(job.is_multi_input());
+    assert_eq!(job.operators[2].inputs, vec![0, 1]);
+}
