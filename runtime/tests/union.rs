@@ -67,6 +67,24 @@ fn a_union_of_two_file_sources_counts_the_words_of_both() {
         &expected_wordcount(),
         "union of two sources, failure-free",
     );
+    // State compatibility is still checked per operator uid: the same job without the
+    // shakespeare branch cannot restore the union's last checkpoint, whose
+    // `shakespeare-lines` source offsets would be dropped silently.
+    let one_source = std::fs::read_to_string(&m)
+        .unwrap()
+        .replace("inputs: [moby-lower, shakespeare]", "inputs: [moby-lower]")
+        .replace("        union: {}\n", "        filter: { expression: 'true' }\n");
+    let (kept, dropped) = one_source.split_once("      - name: shakespeare-raw").unwrap();
+    let (_, rest) = dropped.split_once("      - name: moby-lower").unwrap();
+    let one_source = format!("{kept}      - name: moby-lower{rest}");
+    let m2 = dir.path().join("one-source.yaml");
+    std::fs::write(&m2, &one_source).unwrap();
+    let (ok, stderr) = Weir::run(&m2, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "restored without the shakespeare source: {one_source}\n{stderr}");
+    assert!(
+        stderr.contains("shakespeare-lines") && stderr.contains("allowNonRestoredState"),
+        "{stderr}"
+    );
 }
 
 #[test]
