@@ -166,3 +166,32 @@ fn the_distributed_runtime_refuses_a_multi_input_job_at_plan_time() {
         "the refused job touched its storage"
     );
 }
+
+#[test]
+fn a_union_job_rescales_2_to_3_to_1_through_savepoints_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    // 5000 records/s per subtask: both sources are mid-file at each stop.
+    let m = union_manifest(dir.path(), &paths, 2, "300ms", Some(5000));
+    let mut restore: Option<String> = None;
+    for parallelism in ["2", "3"] {
+        let mut args = vec!["--parallelism", parallelism];
+        if let Some(sp) = &restore {
+            args.extend(["--restore", sp.as_str()]);
+        }
+        let w = Weir::run(&m, &args, &[]);
+        let api = w.api();
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let savepoint = stop_with_savepoint(&api, &[]);
+        let log = w.wait_ok();
+        assert!(log.contains("stopped with savepoint"), "p={parallelism}: {log}");
+        restore = Some(savepoint);
+    }
+    let sp = restore.unwrap();
+    Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "union job rescaled 2 → 3 → 1",
+    );
+}
