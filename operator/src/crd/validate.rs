@@ -9,7 +9,8 @@ impl StreamJobSpec {
     /// Validates the whole spec for a job named `name`: the operator-only durations
     /// (`savepoints.periodicInterval`, `savepoints.history.maxAge`, `rollback.readinessTimeout`,
     /// `health.restartWindow` must parse and be greater than 0), then the runtime's rules
-    /// ([`StreamJobSpec::runtime_job`]).
+    /// ([`StreamJobSpec::runtime_job`]), then that the distributed runtime the operator deploys
+    /// can run the job (a multi-input dataflow runs with `weir run` only so far).
     ///
     /// Errors: the first violation, naming the field (`spec.rollback.readinessTimeout: ...`).
     pub fn validate(&self, name: &str) -> Result<weir_runtime::job::Job, String> {
@@ -41,7 +42,9 @@ impl StreamJobSpec {
                 check_positive_duration(field, text, hint)?;
             }
         }
-        self.runtime_job(name)
+        let job = self.runtime_job(name)?;
+        job.check_distributed().map_err(|e| e.to_string())?;
+        Ok(job)
     }
 }
 
@@ -64,6 +67,16 @@ mod tests {
             "image: x\njob: {{ steps: [ {{ source: {{ generator: {{}} }} }}, {{ sink: {{ print: {{}} }} }} ] }}\n{extra}"
         );
         serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn a_multi_input_dataflow_is_refused_until_the_cluster_runs_it() {
+        let yaml = "image: x\njob:\n  steps:\n    - { name: a, source: { generator: {} } }\n    - { name: b, source: { generator: {} } }\n    - { union: {}, inputs: [a, b] }\n    - { sink: { print: {} } }\n";
+        let spec: StreamJobSpec = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(
+            spec.validate("wc").unwrap_err(),
+            "spec.job.steps: multi-input dataflows run with weir run only so far"
+        );
     }
 
     #[test]

@@ -100,6 +100,8 @@ impl Registry {
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let job: Job =
         job::load_manifest(&opts.job_file, &opts.sets).map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    job.check_distributed()
+        .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)

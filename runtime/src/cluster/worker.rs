@@ -306,6 +306,9 @@ async fn deploy(
     worker_id: &str,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
+    // The coordinator refuses such a job before deploying it; a worker checks again rather
+    // than wire a union's inputs as a single line.
+    job.check_distributed().map_err(|e| e.to_string())?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     let snapshot = match &d.restore {
         Some(url) => {

@@ -104,5 +104,12 @@ mod tests {
         // An input that ends no longer counts towards alignment.
         assert!(matches!(a.on_barrier(0, b(3), &live), BarrierAction::Wait));
         assert!(matches!(a.check(&[true, false]), BarrierAction::Snapshot(ref x, _) if x.id == 3));
+        // A union whose first input ended: a barrier on the other input alone aligns.
+        let mut union = Alignment::new(2);
+        assert!(matches!(union.on_barrier(1, b(4), &[false, true]), BarrierAction::Snapshot(ref x, _) if x.id == 4));
+        assert!(
+            !union.is_held(1, CheckpointMode::ExactlyOnce),
+            "nothing held after the snapshot"
+        );
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod alignment;
 pub mod messages;
+pub mod plan;
 pub mod task;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
@@ -71,16 +72,10 @@ pub struct JobHandle {
     pub restarts: Arc<std::sync::atomic::AtomicU32>,
 }
 
-/// Groups operator indexes into stages, cutting after each `keyBy`.
+/// Groups operator indexes into stages ([`plan::plan_graph`]); for a single-line job, cut
+/// after each `keyBy`.
 pub fn plan_stages(job: &Job) -> Vec<Vec<usize>> {
-    let mut stages = vec![vec![]];
-    for (i, op) in job.operators.iter().enumerate() {
-        stages.last_mut().expect("non-empty").push(i);
-        if matches!(op.kind, OperatorKind::KeyBy { .. }) && i + 1 < job.operators.len() {
-            stages.push(vec![]);
-        }
-    }
-    stages
+    plan::plan_graph(job).into_iter().map(|s| s.operators).collect()
 }
 
 fn s3_options(job: &Job) -> S3Options {
@@ -287,8 +282,8 @@ pub async fn build_task(
     events: mpsc::UnboundedSender<TaskEvent>,
 ) -> Result<BuiltTask, String> {
     let job = &ctx.job;
-    let stages = plan_stages(job);
-    let stage = &stages[spec.stage];
+    let graph = plan::plan_graph(job);
+    let stage = &graph[spec.stage].operators;
     let (p, max_p, sub, index) = (job.parallelism, job.max_parallelism, spec.subtask, spec.index);
     let range = key_group_range(sub, p, max_p);
     let snapshot = ctx.snapshot.as_deref();
@@ -298,7 +293,12 @@ pub async fn build_task(
         Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
         None => format!("{} failed", subtask_label(spec, p)),
     };
-    let chain_ops: Vec<usize> = if is_source { stage[1..].to_vec() } else { stage.clone() };
+    // A source runs outside the chain; a union only merges its input channels.
+    let chain_ops: Vec<usize> = stage
+        .iter()
+        .copied()
+        .filter(|&oi| oi != stage[0] || !(is_source || first.kind == OperatorKind::Union))
+        .collect();
     let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
     let mut chain_ids = Vec::new();
     for &oi in &chain_ops {
@@ -315,8 +315,8 @@ pub async fn build_task(
                 expression,
                 as_field,
             } => {
-                let key_field = match &job.operators[oi - 1].kind {
-                    OperatorKind::KeyBy { as_field, .. } => as_field.clone(),
+                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
+                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
                 Box::new(
@@ -339,19 +339,28 @@ pub async fn build_task(
             ),
             OperatorKind::PrintSink => Box::new(PrintSink),
             OperatorKind::DiscardSink => Box::new(DiscardSink),
-            OperatorKind::FileSource(_) | OperatorKind::Generator(_) => {
-                return Err(format!("operator {}: a source must be the first step", op.uid));
+            OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::Union => {
+                return Err(format!("operator {}: must head its stage", op.uid));
             }
         };
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
     }
-    let output = match outputs {
-        Some(senders) => Output::Keyed {
+    let output = match (outputs, plan::output_exchange(&graph, spec.stage)) {
+        (Some(senders), Some(plan::Exchange::Keyed)) => Output::Keyed {
             senders,
             max_parallelism: max_p,
         },
-        None => Output::None,
+        (Some(mut senders), Some(plan::Exchange::Forward)) if senders.len() == 1 => {
+            Output::Forward(senders.pop().expect("one sender"))
+        }
+        (None, None) => Output::None,
+        (senders, exchange) => {
+            return Err(format!(
+                "task {index}: {} output channels for exchange {exchange:?} (a bug in the plan)",
+                senders.map_or(0, |s| s.len())
+            ));
+        }
     };
     let metrics = Arc::new(TaskMetrics::default());
     let core = TaskCore {
@@ -455,16 +464,23 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let specs = task_specs(&job);
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
-    // channels[(up, down)] for every keyed exchange edge, by global task index.
+    // The channels of every exchange, by global task index: a keyed exchange connects every
+    // upstream subtask to every downstream one, a forward exchange subtask k to subtask k. A
+    // downstream subtask's receivers are ordered by stage input, then upstream subtask.
     let mut senders: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
     let mut receivers: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
-    let n_stages = plan_stages(&job).len();
-    for stage in 1..n_stages {
-        for up in 0..p {
+    for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
+        for &(up_stage, exchange) in &s.inputs {
             for down in 0..p {
-                let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-                senders.entry((stage - 1) * p + up).or_default().push(tx);
-                receivers.entry(stage * p + down).or_default().push(rx);
+                let ups: Vec<usize> = match exchange {
+                    plan::Exchange::Keyed => (0..p).collect(),
+                    plan::Exchange::Forward => vec![down],
+                };
+                for up in ups {
+                    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                    senders.entry(up_stage * p + up).or_default().push(tx);
+                    receivers.entry(stage * p + down).or_default().push(rx);
+                }
             }
         }
     }

@@ -34,8 +34,8 @@ pub struct TaskMetrics {
 }
 
 /// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
-/// are chained into one subtask, as Flink chains operators, so only keyed exchanges cross
-/// subtasks.
+/// are chained into one subtask, as Flink chains operators, so only keyed exchanges and the
+/// inputs of a union (which is never chained to one of its inputs) cross subtasks.
 pub enum Output {
     /// Nothing: the chain ends in a sink.
     None,
@@ -47,6 +47,9 @@ pub enum Output {
         /// Max parallelism (number of key groups).
         max_parallelism: u32,
     },
+    /// Forward exchange into a union: the one channel to the downstream subtask of the same
+    /// index. Records keep their order.
+    Forward(Sender<Element>),
 }
 
 impl Output {
@@ -54,6 +57,7 @@ impl Output {
         match self {
             Output::None => &[],
             Output::Keyed { senders, .. } => senders,
+            Output::Forward(sender) => std::slice::from_ref(sender),
         }
     }
 
@@ -85,6 +89,7 @@ impl Output {
         m.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match self {
             Output::None => Ok(()),
+            Output::Forward(sender) => Self::send_one(sender, Element::Records(batch), m).await,
             Output::Keyed {
                 senders,
                 max_parallelism,

@@ -2,6 +2,7 @@
 //! checking ([`fields`]), defaults and validation into a [`Job`] whose steps are typed
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
+pub mod dataflow;
 pub mod fields;
 pub mod schema;
 pub mod spec;
@@ -9,7 +10,7 @@ pub mod types;
 pub mod validate;
 
 pub use spec::*;
-pub use validate::{Job, JobError, Operator, OperatorKind, default_max_parallelism};
+pub use validate::{Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism};
 
 use std::path::Path;
 
@@ -29,20 +30,25 @@ pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError>
     Ok(job)
 }
 
-/// The plan check with the source's files: reads the CSV header or the first JSON lines of
-/// the first local file a file source names ([`sample`](crate::operators::source::file::sample))
-/// and checks every step against that schema ([`schema::check_steps`]). Nothing to read (a
+/// The plan check with the sources' files: reads the CSV header or the first JSON lines of
+/// the first local file each file source names ([`sample`](crate::operators::source::file::sample))
+/// and checks every step against those schemas ([`schema::check_dataflow`]). Nothing to read (a
 /// generator or text source, `s3://`, no file yet) checks nothing more than [`Job::from_spec`]
 /// did. Errors: as [`schema::check_steps`].
 pub fn check_source_files(job: &Job) -> Result<(), JobError> {
-    let sample = job.operators.iter().find_map(|op| match &op.kind {
-        OperatorKind::FileSource(spec) => crate::operators::source::file::sample(spec),
-        _ => None,
-    });
-    match sample {
-        Some(sample) => schema::check_steps(&job.operators, Some(&sample)).map(|_| ()),
-        None => Ok(()),
+    let samples: Vec<Option<schema::SourceSample>> = job
+        .operators
+        .iter()
+        .map(|op| match &op.kind {
+            OperatorKind::FileSource(spec) => crate::operators::source::file::sample(spec),
+            _ => None,
+        })
+        .collect();
+    if samples.iter().all(Option::is_none) {
+        return Ok(());
     }
+    let samples: Vec<Option<&schema::SourceSample>> = samples.iter().map(Option::as_ref).collect();
+    schema::check_dataflow(&job.operators, &samples).map(|_| ())
 }
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].

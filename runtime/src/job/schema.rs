@@ -214,24 +214,77 @@ fn check_aggregate_value(field_path: &str, func: AggregateFn, expression: &str, 
     ))
 }
 
-/// Follows the schema from the source through every step, checking what each step reads
-/// where its input schema is known. `sample` is what the plan read from the file source's
-/// first file (`None`: not read; CSV and undeclared JSON lines schemas are then unknown).
-/// Returns each step's output schema, in step order.
+/// The plan schema a union of `inputs` produces: the common fields when every input's are
+/// known and have the same names (each field's type joined over the inputs), unknown when
+/// some input's are unknown.
+///
+/// Errors: two inputs whose known field names differ, naming the union's `inputs` field.
+fn union_schema(at: &str, inputs: &[usize], operators: &[Operator], schemas: &[PlanSchema]) -> Result<PlanSchema, JobError> {
+    let mut first: Option<(usize, Vec<Field>)> = None;
+    let mut all_known = true;
+    for (k, &j) in inputs.iter().enumerate() {
+        let Some(fields) = &schemas[j] else {
+            all_known = false;
+            continue;
+        };
+        match &mut first {
+            None => first = Some((j, fields.clone())),
+            Some((f, want)) => {
+                let same_names = want.len() == fields.len() && want.iter().zip(fields).all(|(a, b)| a.name == b.name);
+                if !same_names {
+                    let show = |v: &[Field]| quoted(v.iter().map(|x| &x.name));
+                    return Err(JobError::new(
+                        format!("{at}.inputs[{k}]"),
+                        format!(
+                            "a union merges streams of the same fields: spec.job.steps[{}] has {}, but spec.job.steps[{}] has {}; \
+                             make them equal with a `map` before the union",
+                            operators[*f].index,
+                            show(want),
+                            operators[j].index,
+                            show(fields)
+                        ),
+                    ));
+                }
+                for (w, field) in want.iter_mut().zip(fields) {
+                    w.field_type = w.field_type.join(field.field_type);
+                }
+            }
+        }
+    }
+    Ok(if all_known { first.map(|(_, f)| f) } else { None })
+}
+
+/// Follows the schema from the sources through every step (operators in data order, each
+/// after its inputs), checking what each step reads where its input schema is known.
+/// `sample` is what the plan read from the first file of the job's first file source (`None`:
+/// not read); see [`check_dataflow`] for a sample per source. Returns each operator's output
+/// schema, in operator order.
 ///
 /// Errors: the first step that reads a field its input cannot have or uses a value of a
 /// type that certainly fails, naming the step's field path
-/// (`spec.job.steps[2].sum.expression`), the field and what to do.
+/// (`spec.job.steps[2].sum.expression`), the field and what to do; a union of inputs with
+/// different known fields.
 pub fn check_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
-    let inferred_from = match (operators.first().map(|o| &o.kind), sample) {
-        (Some(OperatorKind::FileSource(spec)), Some(SourceSample::JsonRows { file, .. }))
+    let first_file_source = operators
+        .iter()
+        .position(|op| matches!(op.kind, OperatorKind::FileSource(_)));
+    let samples: Vec<Option<&SourceSample>> = (0..operators.len())
+        .map(|i| if Some(i) == first_file_source { sample } else { None })
+        .collect();
+    check_dataflow(operators, &samples)
+}
+
+/// [`check_steps`] with the sample of each file source: `samples[i]` for operator `i`.
+pub fn check_dataflow(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Result<Vec<PlanSchema>, JobError> {
+    let inferred_from = operators.iter().zip(samples).find_map(|(op, sample)| match (&op.kind, sample) {
+        (OperatorKind::FileSource(spec), Some(SourceSample::JsonRows { file, .. }))
             if spec.format == FileFormat::Jsonl && spec.schema.is_none() =>
         {
             Some(file)
         }
         _ => None,
-    };
-    follow_steps(operators, sample).map_err(|mut e| {
+    });
+    follow_steps(operators, samples).map_err(|mut e| {
         if let Some(file) = inferred_from {
             e.message.push_str(&format!(
                 " (the source's fields and types were inferred from the first {JSON_SAMPLE_LINES} lines of {file}: \
@@ -242,17 +295,17 @@ pub fn check_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Res
     })
 }
 
-fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result<Vec<PlanSchema>, JobError> {
-    let mut outputs: Vec<PlanSchema> = Vec::with_capacity(operators.len());
-    let mut schema: PlanSchema = None;
-    let mut key_type = FieldType::Any;
+fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Result<Vec<PlanSchema>, JobError> {
+    let mut schemas: Vec<PlanSchema> = Vec::with_capacity(operators.len());
+    // The type of the key each operator's records carry (set by `keyBy`).
+    let mut key_types: Vec<FieldType> = Vec::with_capacity(operators.len());
     for (i, op) in operators.iter().enumerate() {
         let at = format!("spec.job.steps[{}]", op.index);
-        let input = schema.take();
-        if i > 0 {
-            outputs.push(input.clone());
-        }
-        schema = match &op.kind {
+        let (input, mut key_type) = match op.inputs.as_slice() {
+            [j] => (schemas[*j].clone(), key_types[*j]),
+            _ => (None, FieldType::Any),
+        };
+        let schema = match &op.kind {
             OperatorKind::Generator(_) => Some(
                 crate::operators::source::generator::FIELDS
                     .iter()
@@ -260,7 +313,8 @@ fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result
                     .map(|(name, t)| Field::new(*name, t))
                     .collect(),
             ),
-            OperatorKind::FileSource(spec) => file_source_schema(&at, spec, sample)?,
+            OperatorKind::FileSource(spec) => file_source_schema(&at, spec, samples.get(i).copied().flatten())?,
+            OperatorKind::Union => union_schema(&at, &op.inputs, operators, &schemas)?,
             OperatorKind::Filter(e) => {
                 let path = format!("{at}.filter.expression");
                 let t = check_expression(&path, e, input.as_deref())?;
@@ -318,7 +372,7 @@ fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result
                     }
                     None => FieldType::Int,
                 };
-                let key_field = match i.checked_sub(1).map(|k| &operators[k].kind) {
+                let key_field = match op.inputs.first().map(|&k| &operators[k].kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
@@ -334,9 +388,10 @@ fn follow_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Result
             }
             OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink => input,
         };
+        schemas.push(schema);
+        key_types.push(key_type);
     }
-    outputs.push(schema);
-    Ok(outputs)
+    Ok(schemas)
 }
 
 fn article(t: FieldType) -> &'static str {

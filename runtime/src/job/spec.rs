@@ -178,16 +178,20 @@ pub struct S3Spec {
     pub path_style: bool,
 }
 
-/// The pipeline: an ordered list of steps, from one source to one sink.
+/// The pipeline: an ordered list of steps, from one source to one sink, or a dataflow of
+/// several sources merged by `union` steps into one sink.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PipelineSpec {
-    /// Steps in data order: first a `source`, last a `sink`, transforms between.
+    /// Steps in data order: first a `source`, last a `sink`, transforms between. A step reads
+    /// the step listed before it unless it names its input in `inputs`; a source reads nothing.
+    /// Several sources: name steps (`name`) and merge them with a `union` step whose `inputs`
+    /// lists them. Every step but the one sink feeds exactly one step.
     pub steps: Vec<Step>,
 }
 
 /// One step of the pipeline. Exactly one of the step fields (`source`, `filter`, `map`,
-/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `sink`) is set.
+/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `union`, `sink`) is set.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
@@ -197,6 +201,14 @@ pub struct Step {
     /// upgrades. Unique within the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// Name by which other steps refer to this one in `inputs` (letters, digits, '-', '_',
+    /// '.'; unique within the job). Names only wire the dataflow; state is saved under `uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Names of the steps this step reads, each declared above it. Default: the step listed
+    /// just before it. A `union` lists two or more; any other step at most one; a source none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<String>>,
     /// Read records from files or a generator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceSpec>,
@@ -224,6 +236,11 @@ pub struct Step {
     /// Keyed running maximum of a numeric CEL expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<AggregateSpec>,
+    /// Merge the streams of the steps in `inputs` (two or more, with the same fields where
+    /// the plan knows them) into one, as Flink's `DataStream.union`: records interleave in
+    /// arrival order; checkpoint barriers are aligned across all inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub union: Option<UnionSpec>,
     /// Write records out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink: Option<SinkSpec>,
@@ -384,6 +401,11 @@ pub struct AggregateSpec {
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
     pub as_field: Option<String>,
 }
+
+/// A union (`union: {}`): takes no settings; its inputs are the step's `inputs`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnionSpec {}
 
 /// A sink. Exactly one of `file`, `print`, `discard`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -88,6 +88,8 @@ pub enum OperatorKind {
     PrintSink,
     /// Discard sink: counts and drops records.
     DiscardSink,
+    /// Merge of several inputs (no state, records pass unchanged).
+    Union,
 }
 
 impl OperatorKind {
@@ -104,6 +106,7 @@ impl OperatorKind {
             OperatorKind::FileSink(_) => "sink-file",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
+            OperatorKind::Union => "union",
         }
     }
 
@@ -117,6 +120,19 @@ impl OperatorKind {
                 | OperatorKind::FileSink(_)
         )
     }
+
+    /// Whether the operator is a source (reads no input).
+    pub fn is_source(&self) -> bool {
+        matches!(self, OperatorKind::FileSource(_) | OperatorKind::Generator(_))
+    }
+
+    /// Whether the operator is a sink (has no output).
+    pub fn is_sink(&self) -> bool {
+        matches!(
+            self,
+            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
+        )
+    }
 }
 
 /// A validated step with its uid.
@@ -124,10 +140,13 @@ impl OperatorKind {
 pub struct Operator {
     /// Stable id under which its state is saved.
     pub uid: String,
-    /// Position in `spec.job.steps`.
+    /// Position in `spec.job.steps` (and in [`Job::operators`]).
     pub index: usize,
     /// What it does.
     pub kind: OperatorKind,
+    /// Indexes (into [`Job::operators`]) of the operators it reads, each lower than its own:
+    /// none for a source, one for most steps, two or more for a union.
+    pub inputs: Vec<usize>,
 }
 
 /// A validated job with defaults applied.
@@ -147,9 +166,13 @@ pub struct Job {
     pub checkpoint_timeout: Duration,
     /// Minimum pause between checkpoints.
     pub min_pause: Duration,
-    /// Steps in data order.
+    /// Steps in `spec.job.steps` order, which is a data order: inputs come first.
     pub operators: Vec<Operator>,
 }
+
+/// The error the distributed runtime (and so the operator) gives for a job with several
+/// sources or a union.
+pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir run only so far";
 
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
@@ -230,13 +253,30 @@ impl Job {
         })
     }
 
+    /// Whether the job is a dataflow with more than one input somewhere (several sources, a
+    /// union), rather than one straight line.
+    pub fn is_multi_input(&self) -> bool {
+        self.operators.iter().any(|o| o.inputs.len() > 1)
+    }
+
+    /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
+    /// operator) cannot run yet: a multi-input dataflow.
+    ///
+    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`.
+    pub fn check_distributed(&self) -> Result<(), JobError> {
+        if self.is_multi_input() {
+            return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
+        }
+        Ok(())
+    }
+
     /// The operator with `uid`, if any.
     pub fn operator(&self, uid: &str) -> Option<&Operator> {
         self.operators.iter().find(|o| o.uid == uid)
     }
 }
 
-fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
+pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
     let at = format!("spec.job.steps[{i}]");
     let mut kinds = Vec::new();
     if let Some(s) = &step.source {
@@ -310,6 +350,9 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
             });
         }
     }
+    if step.union.is_some() {
+        kinds.push(OperatorKind::Union);
+    }
     if let Some(s) = &step.sink {
         kinds.push(match (&s.file, &s.print, &s.discard) {
             (Some(f), None, None) => {
@@ -332,7 +375,7 @@ fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError> {
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, union, sink",
         )),
         _ => Err(JobError::new(
             at,
@@ -367,6 +410,11 @@ fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
 }
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
+    if super::dataflow::is_dataflow(steps) {
+        let ops = super::dataflow::validate(steps)?;
+        super::schema::check_steps(&ops, None)?;
+        return Ok(ops);
+    }
     if steps.len() < 2 {
         return Err(JobError::new("spec.job.steps", "needs at least a source and a sink"));
     }
@@ -404,164 +452,49 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                 "`keyBy` must be followed by an aggregation (count, sum, min, max)",
             ));
         }
-        let uid = match &step.uid {
-            Some(u) => {
-                if u.is_empty() || u.len() > 128 || !u.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-                {
-                    return Err(JobError::new(
-                        format!("{at}.uid"),
-                        format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
-                    ));
-                }
-                u.clone()
-            }
-            None => format!("{}-{i}", kind.name()),
-        };
-        if ops.iter().any(|o| o.uid == uid) {
-            return Err(JobError::new(
-                format!("{at}.uid"),
-                format!("`{uid}` is used by another step"),
-            ));
-        }
-        ops.push(Operator { uid, index: i, kind });
+        let uid = step_uid(i, step, &kind, &ops)?;
+        let inputs = if i == 0 { vec![] } else { vec![i - 1] };
+        ops.push(Operator {
+            uid,
+            index: i,
+            kind,
+            inputs,
+        });
     }
     super::schema::check_steps(&ops, None)?;
     Ok(ops)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_max_parallelism_follows_flink() {
-        // (p, expected) from min(max(roundUpToPow2(p + p/2), 128), 32768)
-        for (p, want) in [
-            (1, 128),
-            (2, 128),
-            (85, 128),
-            (86, 256),
-            (100, 256),
-            (1000, 2048),
-            (30000, 32768),
-        ] {
-            assert_eq!(default_max_parallelism(p), want, "p={p}");
+/// The uid of step `i`: its `uid` (checked: 1-128 of letters, digits, '-', '_', '.') or
+/// `<kind>-<i>`; errors if an operator in `ops` already has it.
+pub(super) fn step_uid(i: usize, step: &Step, kind: &OperatorKind, ops: &[Operator]) -> Result<String, JobError> {
+    let at = format!("spec.job.steps[{i}]");
+    let uid = match &step.uid {
+        Some(u) => {
+            if !is_step_identifier(u) {
+                return Err(JobError::new(
+                    format!("{at}.uid"),
+                    format!("`{u}` must be 1-128 characters of letters, digits, '-', '_', '.'"),
+                ));
+            }
+            u.clone()
         }
+        None => format!("{}-{i}", kind.name()),
+    };
+    if ops.iter().any(|o| o.uid == uid) {
+        return Err(JobError::new(
+            format!("{at}.uid"),
+            format!("`{uid}` is used by another step"),
+        ));
     }
-
-    fn spec(steps: serde_json::Value) -> JobSpec {
-        serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
-    }
-
-    fn err(spec: JobSpec) -> String {
-        Job::from_spec("t", spec).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        use serde_json::json;
-        let src = json!({"source": {"file": {"path": "a"}}});
-        let sink = json!({"sink": {"print": {}}});
-        let cases = [
-            (
-                json!([src, {"keyBy": {"expression": "word +"}}, {"count": {}}, sink]),
-                "spec.job.steps[1].keyBy.expression",
-            ),
-            (
-                json!([src, {"count": {}}, sink]),
-                "spec.job.steps[1]: `count` must directly follow",
-            ),
-            (
-                json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]),
-                "spec.job.steps[1].flatMap.pattern",
-            ),
-            (json!([src, {}, sink]), "spec.job.steps[1]: set exactly one"),
-            (
-                json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]),
-                "more than one",
-            ),
-            (json!([sink, src]), "spec.job.steps[0]: the first step"),
-            (
-                json!([src, {"uid": "a", "filter": {"expression": "true"}}, {"uid": "a", "map": {"expression": "record"}}, sink]),
-                "spec.job.steps[2].uid",
-            ),
-            (
-                json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]),
-                "spec.job.steps[2].sum.expression",
-            ),
-            (
-                json!([{"source": {"file": {"path": "a", "maxRecordsPerSecond": 0}}}, sink]),
-                "spec.job.steps[0].source.file.maxRecordsPerSecond: must be at least 1; omit it for no limit",
-            ),
-            (
-                json!([{"source": {"generator": {"maxRecordsPerSecond": 0}}}, sink]),
-                "spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1",
-            ),
-            (
-                json!([{"source": {"generator": {"splits": 0}}}, sink]),
-                "spec.job.steps[0].source.generator.splits: must be at least 1",
-            ),
-            (
-                json!([{"source": {"generator": {"keys": 0}}}, sink]),
-                "spec.job.steps[0].source.generator.keys: must be at least 1",
-            ),
-            (
-                json!([src, {"sink": {"print": {}, "discard": {}}}]),
-                "spec.job.steps[1].sink: set exactly one of `file`, `print`, `discard`",
-            ),
-            (
-                json!([src, {"sink": {"discard": {}}}, sink]),
-                "spec.job.steps[1]: the last step, and only it, must be a `sink`",
-            ),
-        ];
-        for (steps, want) in cases {
-            let e = err(spec(steps));
-            assert!(e.contains(want), "want `{want}` in `{e}`");
-        }
-        let mut s = spec(json!([src, sink]));
-        s.parallelism = 0;
-        assert!(err(s.clone()).starts_with("spec.parallelism:"));
-        s.parallelism = 5;
-        s.max_parallelism = Some(4);
-        assert!(err(s.clone()).starts_with("spec.parallelism:"));
-        s.max_parallelism = Some(40000);
-        assert!(err(s.clone()).starts_with("spec.maxParallelism:"));
-        s.max_parallelism = None;
-        s.checkpointing.interval = "soon".into();
-        assert!(err(s).starts_with("spec.checkpointing.interval:"));
-    }
-
-    #[test]
-    fn discard_sink_is_a_sink_without_state() {
-        use serde_json::json;
-        let job = Job::from_spec(
-            "t",
-            spec(json!([{"source": {"generator": {}}}, {"sink": {"discard": {}}}])),
-        )
-        .unwrap();
-        assert_eq!(job.operators[1].kind, OperatorKind::DiscardSink);
-        assert_eq!(job.operators[1].uid, "sink-discard-1");
-        assert!(!job.operators[1].kind.is_stateful());
-        let manifest = "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: { name: t }\nspec:\n  job:\n    steps:\n      - source: { generator: {} }\n      - sink: { discard: { path: x } }\n";
-        let unknown = crate::job::parse_manifest(manifest, &[]).unwrap_err().to_string();
-        assert!(unknown.contains("spec.job.steps[1].sink.discard"), "{unknown}");
-    }
-
-    #[test]
-    fn default_uids_are_kind_and_position() {
-        use serde_json::json;
-        let job = Job::from_spec(
-            "t",
-            spec(json!([
-                {"source": {"file": {"path": "a"}}},
-                {"keyBy": {"expression": "line"}},
-                {"uid": "counts", "count": {}},
-                {"sink": {"print": {}}}
-            ])),
-        )
-        .unwrap();
-        let uids: Vec<_> = job.operators.iter().map(|o| o.uid.as_str()).collect();
-        assert_eq!(uids, ["source-file-0", "keyBy-1", "counts", "sink-print-3"]);
-        assert_eq!(job.max_parallelism, 128);
-    }
+    Ok(uid)
 }
+
+/// 1-128 characters of letters, digits, '-', '_', '.': the shape of a uid and of a step name.
+pub(super) fn is_step_identifier(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

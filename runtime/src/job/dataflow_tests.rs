@@ -1,0 +1,220 @@
+//! Table tests of dataflow validation (`job/dataflow.rs`) and of the union schema check.
+
+use crate::job::{Job, JobSpec, OperatorKind};
+use serde_json::{Value, json};
+
+fn spec(steps: Value) -> JobSpec {
+    serde_json::from_value(json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
+}
+
+fn text(name: &str) -> Value {
+    json!({"name": name, "source": {"file": {"path": format!("{name}.txt")}}})
+}
+
+fn generator(name: &str) -> Value {
+    json!({"name": name, "source": {"generator": {}}})
+}
+
+fn sink() -> Value {
+    json!({"sink": {"print": {}}})
+}
+
+#[test]
+fn a_two_source_union_plans_each_step_with_its_inputs() {
+    let job = Job::from_spec(
+        "t",
+        spec(json!([
+            text("clicks"),
+            {"name": "views-raw", "source": {"file": {"path": "v.txt"}}},
+            {"name": "views", "filter": {"expression": "line != ''"}},
+            {"name": "all", "union": {}, "inputs": ["clicks", "views"]},
+            {"flatMap": {"field": "line", "pattern": "\\W+", "as": "word"}},
+            {"keyBy": {"expression": "word", "as": "word"}},
+            {"uid": "counts", "count": {}},
+            sink()
+        ])),
+    )
+    .unwrap();
+    let wiring: Vec<(&str, Vec<usize>)> = job
+        .operators
+        .iter()
+        .map(|o| (o.uid.as_str(), o.inputs.clone()))
+        .collect();
+    assert_eq!(
+        wiring,
+        [
+            ("source-file-0", vec![]),
+            ("source-file-1", vec![]),
+            ("filter-2", vec![1]),
+            ("union-3", vec![0, 2]),
+            ("flatMap-4", vec![3]),
+            ("keyBy-5", vec![4]),
+            ("counts", vec![5]),
+            ("sink-print-7", vec![6]),
+        ]
+    );
+    assert_eq!(job.operators[3].kind, OperatorKind::Union);
+    assert!(job.is_multi_input());
+    assert_eq!(
+        job.check_distributed().unwrap_err().to_string(),
+        "spec.job.steps: multi-input dataflows run with weir run only so far"
+    );
+}
+
+#[test]
+fn named_single_line_jobs_plan_as_before() {
+    let named = Job::from_spec(
+        "t",
+        spec(json!([text("in"), {"name": "out", "inputs": ["in"], "sink": {"print": {}}}])),
+    )
+    .unwrap();
+    let plain = Job::from_spec("t", spec(json!([{"source": {"file": {"path": "in.txt"}}}, sink()]))).unwrap();
+    assert_eq!(named.operators.len(), 2);
+    for (a, b) in named.operators.iter().zip(&plain.operators) {
+        assert_eq!((&a.uid, &a.inputs), (&b.uid, &b.inputs));
+    }
+    assert!(!named.is_multi_input());
+    assert!(named.check_distributed().is_ok());
+}
+
+#[test]
+fn wiring_errors_name_the_field() {
+    let cases = [
+        (
+            json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "c"]}, sink()]),
+            "spec.job.steps[2].inputs[1]: no step is named `c`; the named steps are `a`, `b`",
+        ),
+        (
+            json!([text("a"), text("a"), {"union": {}, "inputs": ["a"]}, sink()]),
+            "spec.job.steps[1].name: `a` is already the name of spec.job.steps[0]; names are unique",
+        ),
+        (
+            json!([text("a b"), sink()]),
+            "spec.job.steps[0].name: `a b` must be 1-128 characters",
+        ),
+        // A cycle a -> b -> a needs a reference to a later step.
+        (
+            json!([text("s"), {"name": "a", "union": {}, "inputs": ["s", "b"]}, {"name": "b", "inputs": ["a"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[1].inputs[1]: `b` is spec.job.steps[2], not above this step: list steps in data order (an input is declared before the steps reading it, so a dataflow has no cycles)",
+        ),
+        (
+            json!([text("s"), {"name": "a", "inputs": ["a"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[1].inputs[0]: `a` is spec.job.steps[1], not above this step",
+        ),
+        (
+            json!([text("a"), text("b"), sink()]),
+            "spec.job.steps[0]: the output of step `a` goes nowhere: no step reads it",
+        ),
+        (
+            json!([text("a"), {"name": "f", "filter": {"expression": "true"}}, {"name": "g", "inputs": ["a"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[2].inputs[0]: step `a` already feeds spec.job.steps[1]; a step feeds one step so far (no branching)",
+        ),
+        (
+            json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}]),
+            "spec.job.steps: the dataflow has no sink",
+        ),
+        (
+            json!([text("a"), {"name": "s1", "sink": {"print": {}}}, text("b"), {"sink": {"discard": {}}}]),
+            "spec.job.steps[3]: a job has one sink so far (spec.job.steps[1] is the other)",
+        ),
+        (
+            json!([text("a"), {"name": "s1", "sink": {"print": {}}}, {"inputs": ["s1"], "sink": {"print": {}}}]),
+            "spec.job.steps[2].inputs[0]: step `s1` is a sink: it has no output to read",
+        ),
+        (
+            json!([text("a"), {"union": {}, "inputs": ["a"]}, sink()]),
+            "spec.job.steps[1].inputs: a union merges two or more inputs, got 1",
+        ),
+        (
+            json!([text("a"), text("b"), {"union": {}}, sink()]),
+            "spec.job.steps[2].inputs: a union needs `inputs`",
+        ),
+        (
+            json!([text("a"), text("b"), {"inputs": ["a", "b"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[2].inputs: this step reads one input, got 2; merge streams with a `union` step first",
+        ),
+        (
+            json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "a"]}, sink()]),
+            "spec.job.steps[2].inputs[1]: `a` is listed twice",
+        ),
+        (
+            json!([text("a"), {"name": "b", "inputs": ["a"], "source": {"generator": {}}}, sink()]),
+            "spec.job.steps[1].inputs: a source reads no input",
+        ),
+        (
+            json!([{"name": "f", "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[0]: has no input: the first step must be a `source`",
+        ),
+        (
+            json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}, {"count": {}}, sink()]),
+            "spec.job.steps[3]: `count` must read a `keyBy` step",
+        ),
+        (
+            json!([text("a"), {"name": "k", "keyBy": {"expression": "line"}}, text("b"), {"union": {}, "inputs": ["k", "b"]}, sink()]),
+            "spec.job.steps[1]: `keyBy` must feed an aggregation",
+        ),
+        (
+            json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}, {"filter": {"expression": "true"}, "union": {}}, sink()]),
+            "spec.job.steps[3]: sets more than one step kind",
+        ),
+        (
+            json!([text("a"), {"uid": "x", "name": "b", "filter": {"expression": "true"}}, {"uid": "x", "sink": {"print": {}}}]),
+            "spec.job.steps[2].uid: `x` is used by another step",
+        ),
+    ];
+    for (steps, want) in cases {
+        let got = Job::from_spec("t", spec(steps.clone()));
+        let e = got.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.starts_with(want), "{steps}\n want `{want}`\n got  `{e}`");
+    }
+}
+
+#[test]
+fn union_inputs_must_have_the_same_fields_where_the_plan_knows_them() {
+    let union_of = |a: Value, b: Value| json!([a, b, {"union": {}, "inputs": ["a", "b"]}, {"filter": {"expression": "true"}}, sink()]);
+    let e = Job::from_spec("t", spec(union_of(text("a"), generator("b"))))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "spec.job.steps[2].inputs[1]: a union merges streams of the same fields: spec.job.steps[0] has `line`, \
+         but spec.job.steps[1] has `id`, `key`, `value`; make them equal with a `map` before the union"
+    );
+    // Same fields, or one side known only at run time (JSON lines): accepted.
+    let jsonl = json!({"name": "b", "source": {"file": {"path": "b.jsonl", "format": "jsonl"}}});
+    for steps in [union_of(text("a"), text("b")), union_of(text("a"), jsonl)] {
+        assert!(Job::from_spec("t", spec(steps.clone())).is_ok(), "{steps}");
+    }
+    // After the union the known fields are checked as after any step.
+    let e = Job::from_spec(
+        "t",
+        spec(json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}, {"filter": {"expression": "word != ''"}}, sink()])),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("spec.job.steps[3].filter.expression: field `word` does not exist"),
+        "{e}"
+    );
+}
+
+/// The dataflow example in docs/concepts.md is a job the runtime accepts.
+#[test]
+fn the_documented_dataflow_example_validates() {
+    let doc = include_str!("../../../docs/concepts.md");
+    let section = doc
+        .split("## Dataflows: several sources and `union`")
+        .nth(1)
+        .expect("docs/concepts.md has the dataflow section");
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("the section has a yaml block");
+    let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
+    let manifest =
+        format!("apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}");
+    let job = crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"));
+    assert!(job.is_multi_input());
+    assert_eq!(job.operators[2].inputs, vec![0, 1]);
+}

@@ -1,0 +1,135 @@
+//! Table tests of single-line step validation, defaults and uids (`job/validate.rs`).
+
+use super::*;
+
+#[test]
+fn default_max_parallelism_follows_flink() {
+    // (p, expected) from min(max(roundUpToPow2(p + p/2), 128), 32768)
+    for (p, want) in [
+        (1, 128),
+        (2, 128),
+        (85, 128),
+        (86, 256),
+        (100, 256),
+        (1000, 2048),
+        (30000, 32768),
+    ] {
+        assert_eq!(default_max_parallelism(p), want, "p={p}");
+    }
+}
+
+fn spec(steps: serde_json::Value) -> JobSpec {
+    serde_json::from_value(serde_json::json!({ "parallelism": 2, "job": { "steps": steps } })).unwrap()
+}
+
+fn err(spec: JobSpec) -> String {
+    Job::from_spec("t", spec).unwrap_err().to_string()
+}
+
+#[test]
+fn errors_name_the_field() {
+    use serde_json::json;
+    let src = json!({"source": {"file": {"path": "a"}}});
+    let sink = json!({"sink": {"print": {}}});
+    let cases = [
+        (
+            json!([src, {"keyBy": {"expression": "word +"}}, {"count": {}}, sink]),
+            "spec.job.steps[1].keyBy.expression",
+        ),
+        (
+            json!([src, {"count": {}}, sink]),
+            "spec.job.steps[1]: `count` must directly follow",
+        ),
+        (
+            json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]),
+            "spec.job.steps[1].flatMap.pattern",
+        ),
+        (json!([src, {}, sink]), "spec.job.steps[1]: set exactly one"),
+        (
+            json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]),
+            "more than one",
+        ),
+        (json!([sink, src]), "spec.job.steps[0]: the first step"),
+        (
+            json!([src, {"uid": "a", "filter": {"expression": "true"}}, {"uid": "a", "map": {"expression": "record"}}, sink]),
+            "spec.job.steps[2].uid",
+        ),
+        (
+            json!([src, {"keyBy": {"expression": "line"}}, {"sum": {}}, sink]),
+            "spec.job.steps[2].sum.expression",
+        ),
+        (
+            json!([{"source": {"file": {"path": "a", "maxRecordsPerSecond": 0}}}, sink]),
+            "spec.job.steps[0].source.file.maxRecordsPerSecond: must be at least 1; omit it for no limit",
+        ),
+        (
+            json!([{"source": {"generator": {"maxRecordsPerSecond": 0}}}, sink]),
+            "spec.job.steps[0].source.generator.maxRecordsPerSecond: must be at least 1",
+        ),
+        (
+            json!([{"source": {"generator": {"splits": 0}}}, sink]),
+            "spec.job.steps[0].source.generator.splits: must be at least 1",
+        ),
+        (
+            json!([{"source": {"generator": {"keys": 0}}}, sink]),
+            "spec.job.steps[0].source.generator.keys: must be at least 1",
+        ),
+        (
+            json!([src, {"sink": {"print": {}, "discard": {}}}]),
+            "spec.job.steps[1].sink: set exactly one of `file`, `print`, `discard`",
+        ),
+        (
+            json!([src, {"sink": {"discard": {}}}, sink]),
+            "spec.job.steps[1]: the last step, and only it, must be a `sink`",
+        ),
+    ];
+    for (steps, want) in cases {
+        let e = err(spec(steps));
+        assert!(e.contains(want), "want `{want}` in `{e}`");
+    }
+    let mut s = spec(json!([src, sink]));
+    s.parallelism = 0;
+    assert!(err(s.clone()).starts_with("spec.parallelism:"));
+    s.parallelism = 5;
+    s.max_parallelism = Some(4);
+    assert!(err(s.clone()).starts_with("spec.parallelism:"));
+    s.max_parallelism = Some(40000);
+    assert!(err(s.clone()).starts_with("spec.maxParallelism:"));
+    s.max_parallelism = None;
+    s.checkpointing.interval = "soon".into();
+    assert!(err(s).starts_with("spec.checkpointing.interval:"));
+}
+
+#[test]
+fn discard_sink_is_a_sink_without_state() {
+    use serde_json::json;
+    let job = Job::from_spec(
+        "t",
+        spec(json!([{"source": {"generator": {}}}, {"sink": {"discard": {}}}])),
+    )
+    .unwrap();
+    assert_eq!(job.operators[1].kind, OperatorKind::DiscardSink);
+    assert_eq!(job.operators[1].uid, "sink-discard-1");
+    assert!(!job.operators[1].kind.is_stateful());
+    let manifest = "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: { name: t }\nspec:\n  job:\n    steps:\n      - source: { generator: {} }\n      - sink: { discard: { path: x } }\n";
+    let unknown = crate::job::parse_manifest(manifest, &[]).unwrap_err().to_string();
+    assert!(unknown.contains("spec.job.steps[1].sink.discard"), "{unknown}");
+}
+
+#[test]
+fn default_uids_are_kind_and_position() {
+    use serde_json::json;
+    let job = Job::from_spec(
+        "t",
+        spec(json!([
+            {"source": {"file": {"path": "a"}}},
+            {"keyBy": {"expression": "line"}},
+            {"uid": "counts", "count": {}},
+            {"sink": {"print": {}}}
+        ])),
+    )
+    .unwrap();
+    let uids: Vec<_> = job.operators.iter().map(|o| o.uid.as_str()).collect();
+    assert_eq!(uids, ["source-file-0", "keyBy-1", "counts", "sink-print-3"]);
+    assert_eq!(job.max_parallelism, 128);
+}
