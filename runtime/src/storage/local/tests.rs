@@ -118,7 +118,10 @@ async fn completion_after_a_simulated_crash_in_a_new_process() {
     let restored_store = store_in(&dir);
     let restored: MultipartUpload = serde_json::from_str(&recorded).unwrap();
     restored_store.complete_multipart(&restored).await.unwrap();
-    restored_store.complete_multipart(&as_restored(&restored)).await.unwrap();
+    restored_store
+        .complete_multipart(&as_restored(&restored))
+        .await
+        .unwrap();
     assert!(restored_store.get("out/part-3").await.unwrap() == parts.concat());
     assert!(hidden_entries(&dir.path().join("out")).is_empty(), "no staging left");
 }
