@@ -5,7 +5,7 @@
 
 use crate::build::RuntimeDefaults;
 use crate::run::{RunConfig, parse_namespaces};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,14 +32,8 @@ pub enum Command {
     Run(Box<RunArgs>),
 }
 
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line.
-    Json,
-    /// Human-readable lines.
-    Text,
-}
+/// Log output format (shared with the runtime).
+pub use weir_runtime::logging::LogFormat;
 
 /// Arguments of `weir-operator run`.
 #[derive(clap::Args, Debug)]
@@ -78,6 +72,7 @@ pub struct RunArgs {
     #[arg(long, env = "WEIR_LEASE_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
     pub lease_seconds: u64,
     /// Log filter (tracing EnvFilter syntax, e.g. `info` or `info,weir_operator=debug`).
+    /// `RUST_LOG`, when set, takes precedence.
     #[arg(long, env = "WEIR_LOG", default_value = "info,kube=warn", value_parser = parse_log_filter)]
     pub log_filter: String,
     /// Log format.

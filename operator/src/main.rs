@@ -2,18 +2,17 @@
 //! [`weir_operator::cli`].
 
 use clap::Parser;
-use std::io::Write;
 use weir_operator::cli::{Cli, Command, LogFormat};
+use weir_runtime::logging::{LogSettings, LogStream};
 
-fn init_tracing(filter: &str, format: LogFormat) {
-    // A closed stderr must not panic the operator (the subscriber would `eprintln!` the error).
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .log_internal_errors(false);
-    match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
+/// Installs the operator's logging on stdout: `RUST_LOG`, else `--log-filter` / `WEIR_LOG`.
+fn init_tracing(filter: &str, format: LogFormat) -> Result<(), String> {
+    weir_runtime::logging::init(&LogSettings {
+        format,
+        configured_filter: Some(filter.to_string()),
+        default_filter: "info,kube=warn",
+        stream: LogStream::Stdout,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,10 +32,20 @@ fn main() -> anyhow::Result<()> {
                 weir_runtime::output::print_line(format_args!("{described}")).map_err(anyhow::Error::msg)?;
                 return Ok(());
             }
-            init_tracing(&args.log_filter, args.log_format);
-            // A closed stdout must not stop (or panic) the operator: the line is informational.
-            let _ = writeln!(std::io::stdout(), "weir-operator {}", weir_operator::run::version());
-            tokio::runtime::Runtime::new()?.block_on(weir_operator::run::run(cfg))
+            if let Err(e) = init_tracing(&args.log_filter, args.log_format) {
+                weir_runtime::logging::report_setup_error(args.log_format, "weir-operator", &e);
+                std::process::exit(2);
+            }
+            // The version is in the first log line (`starting weir-operator`). A failure is a
+            // log event too, so that every line of the log is in the chosen format.
+            let result = tokio::runtime::Runtime::new()
+                .map_err(anyhow::Error::from)
+                .and_then(|runtime| runtime.block_on(weir_operator::run::run(cfg)));
+            if let Err(e) = result {
+                tracing::error!(error = format!("{e:#}"), "weir-operator stopped");
+                std::process::exit(1);
+            }
+            Ok(())
         }
     }
 }

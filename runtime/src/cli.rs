@@ -5,6 +5,7 @@ use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
+use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
@@ -16,9 +17,13 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(name = "weir", version, about)]
 pub struct Cli {
-    /// Log format: `text` or `json`.
-    #[arg(long, global = true, default_value = "text", env = "WEIR_LOG_FORMAT")]
-    pub log_format: String,
+    /// Log format: `text` or `json` (every log line one JSON object). Logs go to stderr.
+    #[arg(long, global = true, value_enum, default_value = "text", env = "WEIR_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `warn,weir=info`; default `info`).
+    /// `RUST_LOG`, when set, takes precedence.
+    #[arg(long, global = true, env = "WEIR_LOG", value_parser = parse_log_filter)]
+    pub log_filter: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -190,20 +195,22 @@ pub enum CheckpointsCmd {
     },
 }
 
-/// Initializes tracing on stderr.
-pub fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "info".into());
-    // A closed stderr loses log lines; without `log_internal_errors(false)` the subscriber
-    // reports the failed write with `eprintln!`, which panics on that same closed stderr.
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false);
-    if format == "json" {
-        b.json().init();
-    } else {
-        b.init();
-    }
+/// Checks a log filter so a typo is refused at start instead of silently logging nothing.
+fn parse_log_filter(s: &str) -> Result<String, String> {
+    crate::logging::parse_filter(s, "--log-filter / WEIR_LOG").map(|_| s.to_string())
+}
+
+/// Initializes logging on stderr ([`crate::logging`]): `RUST_LOG`, else `--log-filter` /
+/// `WEIR_LOG`, else `info`.
+///
+/// Errors: an invalid `RUST_LOG`, named.
+pub fn init_tracing(cli: &Cli) -> Result<(), String> {
+    crate::logging::init(&LogSettings {
+        format: cli.log_format,
+        configured_filter: cli.log_filter.clone(),
+        default_filter: "info",
+        stream: LogStream::Stderr,
+    })
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -229,7 +236,7 @@ pub async fn main(cli: Cli) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            output::print_note(format_args!("weir: error: {e}"));
+            tracing::error!(target: "weir", "{e}");
             1
         }
     }
@@ -259,7 +266,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     let prepared = tokio::select! {
         p = exec::prepare(job, opts) => p?,
         _ = stop.requested() => {
-            crate::note!("weir: stopped before the job started");
+            tracing::info!(target: "weir", "stopped before the job started");
             return Ok(());
         }
     };
@@ -267,10 +274,12 @@ async fn run(a: RunArgs) -> Result<(), String> {
     handle.shared.lock().expect("lock").suspend = stop.token();
     let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
     let addr = server.addr;
-    output::print_note(format_args!(
-        "weir: job {} ({}) control API on http://{addr}",
-        handle.job, handle.job_id
-    ));
+    tracing::info!(
+        target: "weir",
+        "job {} ({}) control API on http://{addr}",
+        handle.job,
+        handle.job_id
+    );
     let bar = (std::io::stderr().is_terminal() && local_bytes > 0).then(|| {
         let b = indicatif::ProgressBar::new(local_bytes);
         b.set_style(
@@ -302,10 +311,10 @@ async fn run(a: RunArgs) -> Result<(), String> {
         Ok(o) => {
             match o {
                 crate::checkpoint::coordinator::Outcome::Finished => {
-                    output::print_note(format_args!("weir: job {} finished", handle.job))
+                    tracing::info!(target: "weir", "job {} finished", handle.job)
                 }
                 crate::checkpoint::coordinator::Outcome::Stopped(p) => {
-                    output::print_note(format_args!("weir: job {} stopped with savepoint {p}", handle.job))
+                    tracing::info!(target: "weir", "job {} stopped with savepoint {p}", handle.job)
                 }
                 crate::checkpoint::coordinator::Outcome::Suspended => {
                     let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
@@ -315,20 +324,21 @@ async fn run(a: RunArgs) -> Result<(), String> {
                         last.as_ref().map(|c| (c.id, c.path.as_str())),
                         restored_from.as_deref(),
                     );
-                    crate::note!(
-                        "weir: job {} suspended on {}: nothing is committed beyond the last completed checkpoint",
+                    tracing::info!(
+                        target: "weir",
+                        "job {} suspended on {}: nothing is committed beyond the last completed checkpoint",
                         handle.job,
                         stop.signal_name().unwrap_or("request")
                     );
-                    crate::note!("weir: {hint}");
+                    tracing::info!(target: "weir", "{hint}");
                     return Ok(());
                 }
             }
             if let Some(c) = last {
-                output::print_note(format_args!("weir: last checkpoint {} at {}", c.id, c.path));
+                tracing::info!(target: "weir", "last checkpoint {} at {}", c.id, c.path);
             }
             for s in sinks {
-                output::print_note(format_args!("weir: committed output in {s}"));
+                tracing::info!(target: "weir", "committed output in {s}");
             }
             Ok(())
         }

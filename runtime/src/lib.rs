@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod control;
 pub mod exec;
 pub mod job;
+pub mod logging;
 pub mod metrics;
 pub mod operators;
 pub mod output;

@@ -11,7 +11,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() {
     let cli = weir_runtime::cli::Cli::parse();
-    weir_runtime::cli::init_tracing(&cli.log_format);
+    if let Err(e) = weir_runtime::cli::init_tracing(&cli) {
+        weir_runtime::logging::report_setup_error(cli.log_format, "weir", &e);
+        std::process::exit(2);
+    }
     tracing::info!(
         version = option_env!("WEIR_VERSION").unwrap_or(env!("CARGO_PKG_VERSION")),
         revision = option_env!("WEIR_GIT_REVISION").unwrap_or("unknown"),

@@ -1,7 +1,8 @@
 //! What the command line prints. A closed stdout (the reader of a pipe went away, as in
 //! `weir savepoint inspect DIR --json | head -1`) ends the process quietly with exit status 0,
 //! as Unix tools do, instead of panicking like `println!` (Rust ignores SIGPIPE, so the write
-//! fails with EPIPE). Messages to stderr never fail: a closed stderr loses them.
+//! fails with EPIPE). Diagnostics are not printed here: they are `tracing` events
+//! ([`crate::logging`]), one line each, in the chosen log format.
 
 use std::fmt::Display;
 use std::io::{ErrorKind, Write};
@@ -18,24 +19,10 @@ pub fn print_line(line: impl Display) -> Result<(), String> {
     })
 }
 
-/// Writes `line` and a newline to stderr, ignoring write errors (never panics).
-pub fn print_note(line: impl Display) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
 /// Exits the process quietly with status 0 if `kind` is a broken pipe (the reader of stdout is
 /// gone); returns for any other error kind, which the caller reports.
 pub fn exit_quietly_on_broken_pipe(kind: ErrorKind) {
     if kind == ErrorKind::BrokenPipe {
         std::process::exit(0);
     }
-}
-
-/// `eprintln!` that never panics: formats its arguments as [`print_note`] writes them (a closed
-/// stderr loses the line).
-#[macro_export]
-macro_rules! note {
-    ($($arg:tt)*) => {
-        $crate::output::print_note(format_args!($($arg)*))
-    };
 }

@@ -111,19 +111,23 @@ pub fn install() -> Result<StopSignal, String> {
                     n += 1;
                     match action_for(n) {
                         SignalAction::GracefulStop => {
-                            tracing::info!(signal = name, "stopping gracefully (send it again to exit at once)");
-                            crate::note!("weir: received {name}: stopping gracefully (send it again to exit at once)");
+                            tracing::info!(
+                                target: "weir",
+                                signal = name,
+                                "received {name}: stopping gracefully (send it again to exit at once)"
+                            );
                             s.request(name);
                             tokio::spawn(async move {
                                 tokio::time::sleep(GRACEFUL_STOP_LIMIT).await;
-                                crate::note!(
-                                    "weir: the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting"
+                                tracing::warn!(
+                                    target: "weir",
+                                    "the graceful stop did not end within {GRACEFUL_STOP_LIMIT:?}; exiting"
                                 );
                                 std::process::exit(1);
                             });
                         }
                         SignalAction::ExitNow => {
-                            crate::note!("weir: received {name} again: exiting now");
+                            tracing::warn!(target: "weir", signal = name, "received {name} again: exiting now");
                             std::process::exit(exit_status_for(name));
                         }
                     }

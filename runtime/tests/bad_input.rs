@@ -206,7 +206,7 @@ fn a_closed_stdout_or_stderr_ends_commands_quietly() {
         let (code, err) = weir_with_closed("stdout", &args);
         assert_eq!(code, Some(0), "{args:?}: {err}");
         assert!(
-            !err.contains("panicked") && !err.contains("weir: error"),
+            !err.contains("panicked") && !err.contains(" ERROR "),
             "{args:?} is quiet: {err}"
         );
     }
@@ -220,7 +220,7 @@ fn a_closed_stdout_or_stderr_ends_commands_quietly() {
     let (code, err) = weir_with_closed("stdout", &args);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        !err.contains("panicked") && !err.contains("weir: error") && !err.contains("failed"),
+        !err.contains("panicked") && !err.contains(" ERROR ") && !err.contains("failed"),
         "{err}"
     );
 }

@@ -86,6 +86,7 @@ contract_tests!(
     delete_prefix_removes_only_objects_under_the_prefix,
     multipart_is_invisible_until_complete_then_has_exact_bytes,
     complete_multipart_twice_is_ok,
+    multipart_part_uploaded_again_gives_the_same_object,
     complete_multipart_without_parts_creates_an_empty_object,
     abort_multipart_discards_the_upload_and_is_idempotent,
     large_put_round_trips,
@@ -299,6 +300,28 @@ async fn complete_multipart_twice_is_ok(store: &Store) {
     let restored: storage::MultipartUpload = serde_json::from_str(&serde_json::to_string(&upload).unwrap()).unwrap();
     store.complete_multipart(&restored).await.unwrap();
     assert!(store.get("out/twice").await.unwrap() == [first, last].concat());
+}
+
+/// A part uploaded again from the state recorded before it (a retried request, or a run
+/// restored from a checkpoint taken before the part was recorded) replaces the earlier attempt:
+/// the same bytes give the same object, whichever parts were sent twice.
+async fn multipart_part_uploaded_again_gives_the_same_object(store: &Store) {
+    let (first, second) = (data(MIN_PART_SIZE, 11), data(4321, 12));
+    let empty = store.create_multipart("out/again").await.unwrap();
+    let mut upload = empty.clone();
+    store.upload_part(&mut upload, first.clone()).await.unwrap();
+    let after_first = upload.clone();
+    store.upload_part(&mut upload, second.clone()).await.unwrap();
+
+    let mut retried = after_first;
+    store.upload_part(&mut retried, second.clone()).await.unwrap();
+    store.upload_part(&mut empty.clone(), first.clone()).await.unwrap();
+    assert_eq!(retried.parts.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2]);
+    assert!(!store.exists("out/again").await.unwrap());
+
+    store.complete_multipart(&retried).await.unwrap();
+    assert!(store.get("out/again").await.unwrap() == [first, second].concat());
+    assert_eq!(paths(&store.list("out/").await.unwrap()), ["out/again"]);
 }
 
 async fn complete_multipart_without_parts_creates_an_empty_object(store: &Store) {

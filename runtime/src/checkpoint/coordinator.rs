@@ -595,7 +595,7 @@ fn failpoint(point: &str, id: u64) {
     if let Ok(v) = std::env::var("WEIR_FAILPOINT")
         && v.split(',').any(|f| f == format!("{point}:{id}"))
     {
-        crate::note!("weir: failpoint {point}:{id} reached, aborting");
+        tracing::warn!(target: "weir", "failpoint {point}:{id} reached, aborting");
         std::process::abort();
     }
 }

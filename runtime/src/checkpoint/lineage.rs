@@ -185,8 +185,12 @@ where
     loop {
         match read().await {
             Err(e) if attempt < READ_ATTEMPTS && is_transient(&e) => {
-                tracing::warn!(what, attempt, error = %e, "storage read failed; retrying in {delay:?}");
-                crate::note!("weir: reading {what} failed (attempt {attempt} of {READ_ATTEMPTS}): {e}; retrying");
+                tracing::warn!(
+                    target: "weir",
+                    what,
+                    attempt,
+                    "reading {what} failed (attempt {attempt} of {READ_ATTEMPTS}): {e}; retrying in {delay:?}"
+                );
                 tokio::time::sleep(delay).await;
                 delay *= 2;
                 attempt += 1;

@@ -138,8 +138,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let rpc = TcpListener::bind(&opts.rpc_listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
-    crate::note!(
-        "weir: coordinator of job {} control API on http://{api} rpc on {}",
+    tracing::info!(
+        target: "weir",
+        "coordinator of job {} control API on http://{api} rpc on {}",
         job.name,
         rpc.local_addr().map_err(|e| e.to_string())?
     );
@@ -184,11 +185,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         match result {
             Ok(Outcome::Suspended) => return suspended(&handle, &registry, attempt, server).await,
             Ok(outcome) => {
-                tracing::info!(?outcome, "job ended");
                 if let Outcome::Stopped(path) = &outcome {
-                    crate::note!("weir: job {} stopped with savepoint {path}", job.name);
+                    tracing::info!(target: "weir", "job {} stopped with savepoint {path}", job.name);
                 } else {
-                    crate::note!("weir: job {} finished", job.name);
+                    tracing::info!(target: "weir", "job {} finished", job.name);
                 }
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
@@ -216,8 +216,11 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     RestartDecision::Restart(delay) => {
                         restarts.push(now);
                         handle.restarts.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(attempt, %reason, ?delay, "restarting the job from the latest checkpoint");
-                        crate::note!("weir: attempt {attempt} failed: {reason}; restarting in {delay:?}");
+                        tracing::warn!(
+                            target: "weir",
+                            attempt,
+                            "attempt {attempt} failed: {reason}; restarting in {delay:?} from the latest checkpoint"
+                        );
                         {
                             let mut s = shared.lock().expect("lock");
                             s.state = JobState::Restarting;
@@ -230,7 +233,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     }
                     RestartDecision::GiveUp(why) => {
                         let msg = format!("{reason}; {why}");
-                        crate::note!("weir: job {} FAILED: {msg}", job.name);
+                        tracing::error!(target: "weir", "job {} FAILED: {msg}", job.name);
                         {
                             let mut s = shared.lock().expect("lock");
                             s.state = JobState::Failed;
@@ -281,8 +284,9 @@ async fn suspended(
     let from = last.map_or("its restore point".to_string(), |c| {
         format!("checkpoint {} at {}", c.id, c.path)
     });
-    crate::note!(
-        "weir: job {} suspended: subtasks stopped without a savepoint; a coordinator with --run-id {} resumes from {from}",
+    tracing::info!(
+        target: "weir",
+        "job {} suspended: subtasks stopped without a savepoint; a coordinator with --run-id {} resumes from {from}",
         handle.job,
         handle.job_id
     );

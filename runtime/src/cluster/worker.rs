@@ -136,14 +136,15 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.data_listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
-    crate::note!(
-        "weir: worker {} data listener on {bound} (advertised as {advertise})",
+    tracing::info!(
+        target: "weir",
+        "worker {} data listener on {bound} (advertised as {advertise})",
         cfg.worker_id
     );
     let health_metrics: SharedMetrics = Arc::default();
     if let Some(addr) = &cfg.listen {
         let bound = serve_health(addr, health_metrics.clone()).await?;
-        crate::note!("weir: worker {} health and metrics on http://{bound}", cfg.worker_id);
+        tracing::info!(target: "weir", "worker {} health and metrics on http://{bound}", cfg.worker_id);
     }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
     tokio::spawn(accept_data(listener, inbound.clone()));
@@ -152,7 +153,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
     let mut backoff = Duration::from_millis(200);
     loop {
         if cfg.stop.is_requested() {
-            eprintln!("weir: worker {} stopped", cfg.worker_id);
+            tracing::info!(target: "weir", "worker {} stopped", cfg.worker_id);
             return Ok(());
         }
         let mut conn = match TcpStream::connect(&cfg.coordinator).await {
@@ -179,10 +180,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         }
         match recv::<ToWorker>(&mut conn).await {
             Ok(Some(ToWorker::Registered)) => {
-                crate::note!("weir: worker {} registered with {} slots", cfg.worker_id, cfg.slots);
+                tracing::info!(target: "weir", "worker {} registered with {} slots", cfg.worker_id, cfg.slots);
             }
             Ok(Some(ToWorker::Refused { reason })) => {
-                crate::note!("weir: worker {} registration refused: {reason}", cfg.worker_id);
+                tracing::warn!(target: "weir", "worker {} registration refused: {reason}", cfg.worker_id);
                 if let Some(r) = running.take() {
                     r.cancel();
                 }
@@ -251,7 +252,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                     r.finish(FINISH_TIMEOUT).await;
                                 }
                             }
-                            crate::note!("weir: worker {}: the job ended; exiting", cfg.worker_id);
+                            tracing::info!(target: "weir", "worker {}: the job ended; exiting", cfg.worker_id);
                             return if failed { Err("the job failed".into()) } else { Ok(()) };
                         }
                         ToWorker::Heartbeat | ToWorker::Registered | ToWorker::Refused { .. } => {}
@@ -267,7 +268,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                     if let Some(r) = running.take() {
                         r.cancel();
                     }
-                    eprintln!("weir: worker {} left the job; exiting", cfg.worker_id);
+                    tracing::info!(target: "weir", "worker {} left the job; exiting", cfg.worker_id);
                     return Ok(());
                 }
                 Some(out) = out_rx.recv() => {

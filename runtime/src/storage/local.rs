@@ -1,6 +1,7 @@
 //! Local filesystem store. Atomic writes by temp file + rename; conditional create by
-//! `link(2)`, which fails if the target exists; multipart uploads staged as numbered part
-//! files in a hidden directory and concatenated + renamed on completion.
+//! `link(2)`, which fails if the target exists; a multipart upload is one hidden staging file
+//! beside its target, each part written once at its offset, renamed into place on completion
+//! (so completion copies nothing and memory stays bounded by one part).
 
 use super::*;
 use std::path::{Path, PathBuf};
@@ -226,44 +227,87 @@ impl LocalStore {
             upload_id: format!("{:x}-{}-{n}", nanos, std::process::id()),
             parts: Vec::new(),
         };
-        let dir = self.staging(&upload);
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let staging = self.staging(&upload);
+        if let Some(dir) = staging.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        std::fs::File::create_new(&staging).map_err(|e| io(&staging, e))?;
+        // The checkpoint that records this upload must find its staging file after a crash.
+        sync_dir(staging.parent());
         Ok(upload)
     }
 
+    /// Writes the part at its offset in the upload's staging file (the sum of the recorded
+    /// parts' lengths: every recorded part precedes it) and fsyncs it, so each byte is written
+    /// once. The part number follows the last recorded one, as on S3. Uploading part n again
+    /// from the same recorded state (a retry, or a run restored from a checkpoint taken before
+    /// part n) writes at the same offset, so the same bytes give the same object. The staging
+    /// file is opened without `create`: uploading to a completed or aborted upload is
+    /// `NotFound`, never a new orphaned file.
     fn upload_part_blocking(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
-        let number = upload.parts.len() as i32 + 1;
-        let dir = self.staging(upload);
-        let part = dir.join(format!("{number:05}"));
-        std::fs::write(&part, &data).map_err(|e| io(&part, e))?;
-        std::fs::File::open(&part)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io(&part, e))?;
-        upload.parts.push((number, format!("{}", data.len())));
+        use std::os::unix::fs::FileExt;
+        let staging = self.staging(upload);
+        let offset = recorded_length(upload, &staging)?;
+        let number = upload.parts.last().map_or(0, |(n, _)| *n) + 1;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&staging)
+            .map_err(|e| io(&staging, e))?;
+        file.write_all_at(&data, offset).map_err(|e| io(&staging, e))?;
+        file.sync_data().map_err(|e| io(&staging, e))?;
+        upload.parts.push((number, data.len().to_string()));
         Ok(())
     }
 
+    /// Commits the upload: cuts the staging file to the recorded length (a re-uploaded part
+    /// may have left bytes of an earlier, longer attempt behind it), fsyncs it and renames it
+    /// into place. The rename is the commit point; nothing is copied.
     fn complete_multipart_blocking(&self, upload: &MultipartUpload) -> Result<()> {
         let target = self.full(&upload.path);
-        let dir = self.staging(upload);
+        let staging = self.staging(upload);
         if target.is_file() {
-            // Already completed: the rename below is the commit point and part names are
-            // unique per run, so an existing target is this upload's result. A crash during
-            // the staging cleanup can leave the directory half-removed; finish removing it.
-            return match std::fs::remove_dir_all(&dir) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(io(&dir, e)),
-            };
+            // Already completed: the rename is the commit point and part names are unique per
+            // run, so an existing target is this upload's result. Staging left beside it can
+            // only be a directory of the earlier layout whose cleanup a crash interrupted:
+            // finish removing it.
+            return remove_staging(&staging);
         }
-        if !dir.exists() {
-            return Err(StorageError::NotFound(dir.display().to_string()));
+        let metadata = match std::fs::symlink_metadata(&staging) {
+            Ok(m) => m,
+            Err(e) => return Err(io(&staging, e)),
+        };
+        if metadata.is_dir() {
+            return self.complete_legacy_staging_directory(upload, &staging, &target);
         }
-        // Concatenate the parts into a temporary file by streaming (never all in memory).
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        let expected = recorded_length(upload, &staging)?;
+        if metadata.len() < expected {
+            return Err(io(
+                &staging,
+                std::io::Error::other(format!(
+                    "staging data has {} bytes, the recorded parts add up to {expected}",
+                    metadata.len()
+                )),
+            ));
         }
-        let tmp = self.tmp_for(&target);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&staging)
+            .map_err(|e| io(&staging, e))?;
+        if metadata.len() > expected {
+            file.set_len(expected).map_err(|e| io(&staging, e))?;
+        }
+        file.sync_all().map_err(|e| io(&staging, e))?;
+        drop(file);
+        std::fs::rename(&staging, &target).map_err(|e| io(&target, e))?;
+        sync_dir(target.parent());
+        Ok(())
+    }
+
+    /// Completes an upload staged by an earlier version as a directory of numbered part files
+    /// (a restore point written before the upgrade may still name one): concatenates the parts
+    /// by streaming into a temporary file, renames it into place, removes the directory.
+    fn complete_legacy_staging_directory(&self, upload: &MultipartUpload, dir: &Path, target: &Path) -> Result<()> {
+        let tmp = self.tmp_for(target);
         let mut out = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
         for (number, len) in &upload.parts {
             let part = dir.join(format!("{number:05}"));
@@ -279,19 +323,45 @@ impl LocalStore {
         }
         out.sync_all().map_err(|e| io(&tmp, e))?;
         drop(out);
-        std::fs::rename(&tmp, &target).map_err(|e| io(&target, e))?;
+        std::fs::rename(&tmp, target).map_err(|e| io(target, e))?;
         sync_dir(target.parent());
-        std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
-        Ok(())
+        remove_staging(dir)
     }
 
     fn abort_multipart_blocking(&self, upload: &MultipartUpload) -> Result<()> {
-        let dir = self.staging(upload);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io(&dir, e)),
-        }
+        remove_staging(&self.staging(upload))
+    }
+}
+
+/// The sum of the lengths recorded for `upload`'s parts (the local store records each part's
+/// length as its token). Errors name the staging path when a token is not a length.
+fn recorded_length(upload: &MultipartUpload, staging: &Path) -> Result<u64> {
+    upload.parts.iter().try_fold(0u64, |total, (number, token)| {
+        let len: u64 = token.parse().map_err(|_| {
+            io(
+                staging,
+                std::io::Error::other(format!(
+                    "part {number} of upload {} records `{token}`, not a length: \
+                     the upload was not made by the local store",
+                    upload.upload_id
+                )),
+            )
+        })?;
+        Ok(total + len)
+    })
+}
+
+/// Removes an upload's staging data, a file or (earlier layout) a directory; missing is Ok.
+fn remove_staging(staging: &Path) -> Result<()> {
+    let removed = match std::fs::symlink_metadata(staging) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(staging),
+        Ok(_) => std::fs::remove_file(staging),
+        Err(e) => Err(e),
+    };
+    match removed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(staging, e)),
     }
 }
 
@@ -379,42 +449,4 @@ impl ObjectStore for LocalStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A crash inside `complete_multipart`'s cleanup (after the rename, while the staging
-    /// directory is being removed) leaves the directory without its part files. Completing
-    /// again on restore must succeed and keep the committed bytes.
-    #[tokio::test]
-    async fn completion_after_a_crash_during_staging_cleanup_is_ok() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::new(dir.path()).unwrap();
-        let mut upload = store.create_multipart("out/part-0").await.unwrap();
-        store
-            .upload_part(&mut upload, Bytes::from_static(b"a\nb\n"))
-            .await
-            .unwrap();
-        store.complete_multipart(&upload).await.unwrap();
-        let staging = store.staging(&upload);
-        std::fs::create_dir_all(&staging).unwrap(); // files gone, directory not yet
-        store.complete_multipart(&upload).await.unwrap();
-        assert_eq!(store.get("out/part-0").await.unwrap(), Bytes::from_static(b"a\nb\n"));
-        assert!(!staging.exists(), "leftover staging directory is removed");
-    }
-
-    /// An upload that was never completed and whose staging is gone is reported, not
-    /// silently turned into an empty object.
-    #[tokio::test]
-    async fn completion_without_staging_or_target_is_not_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::new(dir.path()).unwrap();
-        let mut upload = store.create_multipart("out/part-1").await.unwrap();
-        store
-            .upload_part(&mut upload, Bytes::from_static(b"x\n"))
-            .await
-            .unwrap();
-        std::fs::remove_dir_all(store.staging(&upload)).unwrap();
-        let err = store.complete_multipart(&upload).await.unwrap_err();
-        assert!(matches!(err, StorageError::NotFound(_)), "{err}");
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@ impl Proc {
         let log = dir.join(format!("{name}.log"));
         let child = Command::new(weir())
             .args(args)
-            .env("WEIR_LOG", "warn")
+            .env("WEIR_LOG", TEST_LOG_FILTER)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

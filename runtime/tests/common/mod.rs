@@ -4,6 +4,12 @@
 
 pub mod cluster;
 
+/// The log filter of the `weir` processes tests start: warnings, plus the run's own messages
+/// (target `weir`: the control API address, `job … finished`, the resume hint, restarts),
+/// which are info events; `weir_runtime`'s own info events stay hidden (a directive for
+/// `weir` also matches `weir_runtime…`, so the longer one sets it back to warn).
+pub const TEST_LOG_FILTER: &str = "warn,weir=info,weir_runtime=warn";
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -112,7 +118,8 @@ impl Weir {
             .arg(manifest)
             .args(["--listen", "127.0.0.1:0"])
             .args(args);
-        cmd.env("WEIR_LOG", "warn").envs(env.iter().map(|(k, v)| (k, v)));
+        cmd.env("WEIR_LOG", TEST_LOG_FILTER)
+            .envs(env.iter().map(|(k, v)| (k, v)));
         cmd.stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap());
         Weir {

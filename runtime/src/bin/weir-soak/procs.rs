@@ -27,7 +27,9 @@ impl Proc {
         let log = dir.join(format!("{name}.log"));
         let child = Command::new(weir)
             .args(args)
-            .env("WEIR_LOG", "warn")
+            // Warnings plus the run's own messages (target `weir`), among them the control API
+            // address `api_url` waits for.
+            .env("WEIR_LOG", "warn,weir=info,weir_runtime=warn")
             .env("NO_COLOR", "1")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
