@@ -218,3 +218,58 @@ fn the_documented_dataflow_example_validates() {
     assert!(job.is_multi_input());
     assert_eq!(job.operators[2].inputs, vec![0, 1]);
 }
+
+/// Field types flow through a union: each field's type is the join over the inputs (int and
+/// float give float; other mixes give "any", which no check rejects), and the steps after
+/// the union are checked against it.
+#[test]
+fn union_field_types_are_joined_over_the_inputs() {
+    let with_map = |expression: &str, then: Value| {
+        json!([
+            generator("g1"),
+            generator("g2"),
+            {"name": "m", "inputs": ["g2"], "map": {"expression": expression}},
+            {"union": {}, "inputs": ["g1", "m"]},
+            then,
+            {"count": {}},
+            sink()
+        ])
+    };
+    let plan = |steps: Value| Job::from_spec("t", spec(steps)).map(|_| ()).map_err(|e| e.to_string());
+    // `id`: int in g1, float in m → float, which cannot be a key.
+    let e = plan(with_map(
+        "{'id': 1.5, 'key': key, 'value': value}",
+        json!({"keyBy": {"expression": "id"}}),
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("spec.job.steps[4].keyBy.expression: `id` gives a float"),
+        "{e}"
+    );
+    // Both int → int: a fine key.
+    plan(with_map(
+        "{'id': 2, 'key': key, 'value': value}",
+        json!({"keyBy": {"expression": "id"}}),
+    ))
+    .unwrap();
+    // `key`: string in g1, int in m → any: not rejected at plan time.
+    plan(with_map(
+        "{'id': id, 'key': 1, 'value': value}",
+        json!({"keyBy": {"expression": "key"}}),
+    ))
+    .unwrap();
+    // Both string, summed after the union: rejected with the aggregation's field path.
+    let summed = json!([
+        generator("g1"),
+        generator("g2"),
+        {"union": {}, "inputs": ["g1", "g2"]},
+        {"keyBy": {"expression": "id"}},
+        {"sum": {"expression": "key"}},
+        sink()
+    ]);
+    let e = plan(summed).unwrap_err();
+    assert!(
+        e.starts_with("spec.job.steps[4].sum.expression: `sum` aggregates numbers, and `key` is a string"),
+        "{e}"
+    );
+}
