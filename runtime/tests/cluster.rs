@@ -413,3 +413,29 @@ fn the_final_checkpoint_is_committed_before_the_workers_exit() {
         "final checkpoint committed with slow commits",
     );
 }
+
+/// A coordinator restarted after the job finished (killed between "finished" and its exit, as
+/// in soak trial cluster 1100021, or a pod restarted by Kubernetes) restores the final
+/// checkpoint, whose sources are at their end: with workers back, the job finishes again and
+/// the output stays exactly the failure-free output (the final commits are not repeated).
+#[test]
+fn a_coordinator_restarted_after_the_job_finished_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, None);
+    let mut c = Cluster::start_with_workers(dir.path(), &m, &[], &[], 2);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
+    let expected = expected_wordcount();
+    assert_same_multiset(&local_output(&dir.path().join("output")), &expected, "first run");
+    c.restart_coordinator(&[]);
+    c.add_worker("w-again-0", &[]);
+    c.add_worker("w-again-1", &[]);
+    c.coordinator.wait_ok(Duration::from_secs(120));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected,
+        "coordinator restarted after the job finished",
+    );
+}

@@ -67,6 +67,37 @@ impl Cluster {
         self.add_worker(ctx);
     }
 
+    /// Waits at most `timeout` for the coordinator to exit, replacing every worker that exits
+    /// meanwhile, as a Deployment restarts its pods: a worker that left on `JobEnded` must
+    /// come back if the coordinator was killed after the job ended but before it exited (the
+    /// restarted coordinator runs the remainder from the final checkpoint and needs workers).
+    /// `true` if the coordinator exited.
+    async fn wait_coordinator_keeping_workers(&mut self, ctx: &mut Ctx<'_>, plan: &Plan, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let Some(coord) = self.coordinator.as_mut() else {
+                return true;
+            };
+            if coord.wait(Duration::from_millis(500)).await.is_some() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            let before = self.workers.len();
+            self.workers.retain_mut(|w| w.try_exited().is_none());
+            if self.workers.len() < before {
+                ctx.note(format!(
+                    "{} worker(s) exited while the coordinator runs; replacing them",
+                    before - self.workers.len()
+                ));
+            }
+            while self.workers.len() < plan.parallelism.div_ceil(2) as usize {
+                self.add_worker(ctx);
+            }
+        }
+    }
+
     /// Sleeps `ms` or until the coordinator exits; `true` if it exited.
     async fn sleep(&mut self, ms: u64) -> bool {
         match self.coordinator.as_mut() {
@@ -173,11 +204,15 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
     ctx.note("faults off; waiting for the job to finish");
     // A coordinator that exits non-zero is restarted (same run id) at most twice.
     for _ in 0..3 {
-        let Some(coord) = c.coordinator.as_mut() else {
+        if c.coordinator.is_none() {
             return false;
-        };
-        if coord.wait(Duration::from_secs(240)).await.is_none() {
-            ctx.note(format!("coordinator still running after 240 s: {}", coord.tail(3)));
+        }
+        if !c
+            .wait_coordinator_keeping_workers(ctx, plan, Duration::from_secs(240))
+            .await
+        {
+            let tail = c.coordinator.as_ref().map(|coord| coord.tail(3)).unwrap_or_default();
+            ctx.note(format!("coordinator still running after 240 s: {tail}"));
             return false;
         }
         let mut coord = c.coordinator.take().expect("checked above");
