@@ -158,9 +158,12 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
 
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
-    let mut attempt = 0u64;
+    // The attempt's number (1, 2, ... for this coordinator, as users read it) and its id on
+    // the wire, unique across coordinators ([`wire::attempt_id`]).
+    let mut attempt_number = 0u64;
     loop {
-        attempt += 1;
+        attempt_number += 1;
+        let attempt = super::wire::attempt_id(fence.epoch(), attempt_number);
         // Every attempt applies the one restore rule to this run's lineage (see
         // `exec::restore_for_run`): the first start of the run restores `--restore`; a failover
         // or a restarted coordinator of the same run id, the newest snapshot of the lineage.
@@ -218,8 +221,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                         handle.restarts.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
                             target: "weir",
-                            attempt,
-                            "attempt {attempt} failed: {reason}; restarting in {delay:?} from the latest checkpoint"
+                            attempt = attempt_number,
+                            "attempt {attempt_number} failed: {reason}; restarting in {delay:?} from the latest checkpoint"
                         );
                         {
                             let mut s = shared.lock().expect("lock");
@@ -415,7 +418,7 @@ async fn run_attempt(
                 restore: restore_url.clone(),
                 // Unique per coordinator epoch and attempt: sink part names never collide
                 // with parts of an earlier process or attempt.
-                run_id: format!("{}-e{}-a{attempt}", opts.run_id, fence.epoch()),
+                run_id: format!("{}-e{}-a{}", opts.run_id, fence.epoch(), attempt & 0xffff_ffff),
                 tasks,
                 locations: locations.clone(),
             };
@@ -431,7 +434,7 @@ async fn run_attempt(
         let mut l = handle.locations.lock().expect("lock");
         *l = worker_of.iter().enumerate().map(|(t, w)| (t, w.clone())).collect();
     }
-    tracing::info!(attempt, restore = ?restore_url, first_checkpoint = first_id, "deployed");
+    tracing::info!(attempt = %attempt_label(attempt), restore = ?restore_url, first_checkpoint = first_id, "deployed");
     // Control messages go to the worker running each task.
     let mut controls = Vec::with_capacity(n_tasks);
     let mut forwarders = Vec::with_capacity(n_tasks);
@@ -465,7 +468,7 @@ async fn run_attempt(
     // `JobEnded` on the same connections, so a worker never exits ahead of a commit.
     let drained = futures::future::join_all(forwarders);
     if tokio::time::timeout(Duration::from_secs(5), drained).await.is_err() {
-        tracing::warn!(attempt, "control messages still queued 5 s after the attempt ended");
+        tracing::warn!(attempt = %attempt_label(attempt), "control messages still queued 5 s after the attempt ended");
     }
     outcome.map_err(transient)
 }
@@ -499,7 +502,11 @@ async fn serve_rpc(
             if let Some(a) = running_attempt
                 && a != current
             {
-                let reason = format!("stale attempt {a}: the job is at attempt {current}; cancel and register again");
+                let reason = format!(
+                    "stale attempt {}: the job is at attempt {}; cancel and register again",
+                    super::wire::attempt_label(a),
+                    super::wire::attempt_label(current)
+                );
                 tracing::warn!(worker = %worker_id, %reason, "refusing worker");
                 let _ = send(&mut conn, &ToWorker::Refused { reason }).await;
                 return;

@@ -330,10 +330,31 @@ pub enum ToCoordinator {
     },
 }
 
+/// The id of attempt `number` (1, 2, ...) of the coordinator holding `epoch`: the epoch in
+/// the high 32 bits, the number in the low 32, so ids grow across coordinators too. A
+/// restarted coordinator numbers its attempts from 1 again; with bare numbers its attempt 1
+/// looked stale to a worker that had run attempt 3 of the previous coordinator (its data
+/// channels were refused for good), or equal to the old attempt 1 (a connection for the new
+/// attempt was handed to the cancelled old subtask): either way the job hung (soak trials
+/// cluster 1100039 and 1100046).
+pub fn attempt_id(epoch: u64, number: u64) -> u64 {
+    (epoch << 32) | (number & 0xffff_ffff)
+}
+
+/// How an attempt id reads in messages: `<epoch>.<number>` (`2.1`), or the bare number for
+/// ids without an epoch.
+pub fn attempt_label(id: u64) -> String {
+    match id >> 32 {
+        0 => id.to_string(),
+        epoch => format!("{epoch}.{}", id & 0xffff_ffff),
+    }
+}
+
 /// The subtasks a worker runs for one attempt.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Deployment {
-    /// Attempt (generation) number: fences everything from older attempts.
+    /// Attempt id ([`attempt_id`]): fences everything from older attempts, of this coordinator
+    /// and of earlier ones.
     pub attempt: u64,
     /// The StreamJob manifest (YAML).
     pub manifest: String,
@@ -468,5 +489,26 @@ mod tests {
         let err = encode_records(&batch, 700).unwrap_err();
         assert_eq!(err.limit, 700);
         assert!(err.frame_bytes > 2000 && err.frame_bytes < 2100, "{err:?}");
+    }
+
+    /// Attempt ids order by coordinator epoch first: attempt 1 of a restarted coordinator is
+    /// newer than any attempt of the one before (bare numbers hung the job, see
+    /// [`attempt_id`]), and within a coordinator by number.
+    #[test]
+    fn attempt_ids_grow_across_coordinators() {
+        let ordered = [
+            attempt_id(1, 1),
+            attempt_id(1, 3),
+            attempt_id(1, 0xffff_ffff),
+            attempt_id(2, 1),
+            attempt_id(2, 2),
+            attempt_id(7, 1),
+        ];
+        assert!(ordered.windows(2).all(|w| w[0] < w[1]), "{ordered:?}");
+        let labels: Vec<String> = [attempt_id(2, 1), attempt_id(1, 3), 0, 5]
+            .into_iter()
+            .map(attempt_label)
+            .collect();
+        assert_eq!(labels, ["2.1", "1.3", "0", "5"]);
     }
 }

@@ -102,7 +102,7 @@ impl Running {
         for h in self.subtasks.iter().chain(&self.helpers) {
             h.abort();
         }
-        tracing::info!(attempt = self.attempt, "cancelled subtasks");
+        tracing::info!(attempt = %attempt_label(self.attempt), "cancelled subtasks");
     }
 
     /// The job finished. Every `Complete` the coordinator sent (the final checkpoint's among
@@ -218,8 +218,8 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                     running = Some(r);
                                 }
                                 Err(e) => {
-                                    tracing::error!(attempt, error = %e, "deployment failed");
-                                    let e = format!("worker {} could not deploy attempt {attempt}: {e}", cfg.worker_id);
+                                    tracing::error!(attempt = %attempt_label(attempt), error = %e, "deployment failed");
+                                    let e = format!("worker {} could not deploy attempt {}: {e}", cfg.worker_id, attempt_label(attempt));
                                     let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(usize::MAX, e) });
                                 }
                             }
@@ -423,7 +423,7 @@ async fn deploy(
             });
         }
     }));
-    tracing::info!(attempt, tasks = ?d.tasks, "deployed subtasks");
+    tracing::info!(attempt = %attempt_label(attempt), tasks = ?d.tasks, "deployed subtasks");
     Ok(Running {
         attempt,
         named_metrics,
@@ -544,7 +544,14 @@ async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
             let claimed = {
                 let mut ib = inbound.lock().expect("lock");
                 if attempt < ib.attempt {
-                    Err((format!("stale attempt {attempt}, current {}", ib.attempt), false))
+                    Err((
+                        format!(
+                            "stale attempt {}, current {}",
+                            attempt_label(attempt),
+                            attempt_label(ib.attempt)
+                        ),
+                        false,
+                    ))
                 } else if attempt > ib.attempt {
                     Err(("not deployed yet".to_string(), true))
                 } else {
