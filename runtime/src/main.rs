@@ -15,11 +15,16 @@ async fn main() {
         weir_runtime::logging::report_setup_error(cli.log_format, "weir", &e);
         std::process::exit(2);
     }
-    tracing::info!(
-        version = option_env!("WEIR_VERSION").unwrap_or(env!("CARGO_PKG_VERSION")),
-        revision = option_env!("WEIR_GIT_REVISION").unwrap_or("unknown"),
-        "weir starting"
-    );
+    // The version line belongs in the logs of the processes that run jobs; a one-shot
+    // command (`savepoint inspect`, `checkpoints list`) prints only its answer and errors.
+    use weir_runtime::cli::Command;
+    if matches!(cli.command, Command::Run(_) | Command::Coordinator(_) | Command::Worker(_)) {
+        tracing::info!(
+            version = option_env!("WEIR_VERSION").unwrap_or(env!("CARGO_PKG_VERSION")),
+            revision = option_env!("WEIR_GIT_REVISION").unwrap_or("unknown"),
+            "weir starting"
+        );
+    }
     let code = weir_runtime::cli::main(cli).await;
     std::process::exit(code);
 }

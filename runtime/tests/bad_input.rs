@@ -54,7 +54,7 @@ fn weir_with_closed(stream: &str, args: &[&str]) -> (Option<i32>, String) {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let mut cmd = weir_cmd(args);
-    cmd.env("WEIR_LOG", "info"); // log lines are written too (`weir starting`)
+    cmd.env("WEIR_LOG", "info"); // log lines are written too (a run's `weir starting`, errors)
     let out = if stream == "stdout" {
         cmd.stdout(writer).stderr(Stdio::piped()).output().unwrap()
     } else {
