@@ -219,7 +219,12 @@ fn check_aggregate_value(field_path: &str, func: AggregateFn, expression: &str, 
 /// some input's are unknown.
 ///
 /// Errors: two inputs whose known field names differ, naming the union's `inputs` field.
-fn union_schema(at: &str, inputs: &[usize], operators: &[Operator], schemas: &[PlanSchema]) -> Result<PlanSchema, JobError> {
+fn union_schema(
+    at: &str,
+    inputs: &[usize],
+    operators: &[Operator],
+    schemas: &[PlanSchema],
+) -> Result<PlanSchema, JobError> {
     let mut first: Option<(usize, Vec<Field>)> = None;
     let mut all_known = true;
     for (k, &j) in inputs.iter().enumerate() {
@@ -276,14 +281,17 @@ pub fn check_steps(operators: &[Operator], sample: Option<&SourceSample>) -> Res
 
 /// [`check_steps`] with the sample of each file source: `samples[i]` for operator `i`.
 pub fn check_dataflow(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Result<Vec<PlanSchema>, JobError> {
-    let inferred_from = operators.iter().zip(samples).find_map(|(op, sample)| match (&op.kind, sample) {
-        (OperatorKind::FileSource(spec), Some(SourceSample::JsonRows { file, .. }))
-            if spec.format == FileFormat::Jsonl && spec.schema.is_none() =>
-        {
-            Some(file)
-        }
-        _ => None,
-    });
+    let inferred_from = operators
+        .iter()
+        .zip(samples)
+        .find_map(|(op, sample)| match (&op.kind, sample) {
+            (OperatorKind::FileSource(spec), Some(SourceSample::JsonRows { file, .. }))
+                if spec.format == FileFormat::Jsonl && spec.schema.is_none() =>
+            {
+                Some(file)
+            }
+            _ => None,
+        });
     follow_steps(operators, samples).map_err(|mut e| {
         if let Some(file) = inferred_from {
             e.message.push_str(&format!(

@@ -420,7 +420,11 @@ mod tests {
     /// most of them are in the subset and reach edge values; one operand in ten is of any type
     /// or a null, uint, JSON or missing field, to exercise the fall-backs.
     fn random_expression(rng: &mut StdRng, depth: u32, kind: u32) -> String {
-        let kind = if rng.random_bool(0.1) { rng.random_range(0..5) } else { kind };
+        let kind = if rng.random_bool(0.1) {
+            rng.random_range(0..5)
+        } else {
+            kind
+        };
         if depth == 0 || rng.random_bool(0.2) {
             let pick = |rng: &mut StdRng, names: &[&str]| names[rng.random_range(0..names.len())].to_string();
             return match (kind, rng.random_bool(0.5)) {
