@@ -560,10 +560,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_least_once_does_not_hold_inputs() {
-        assert_eq!(
-            state_at_checkpoint_1(CheckpointMode::AtLeastOnce).await,
-            vec!["early".to_string(), "late".to_string()]
-        );
+    async fn at_least_once_and_at_most_once_do_not_hold_inputs() {
+        for mode in [CheckpointMode::AtLeastOnce, CheckpointMode::AtMostOnce] {
+            assert_eq!(
+                state_at_checkpoint_1(mode).await,
+                vec!["early".to_string(), "late".to_string()],
+                "{mode:?}"
+            );
+        }
     }
 }
