@@ -2,12 +2,15 @@
 //! binary over the real text, compared record by record with the failure-free output:
 //! at-least-once loses nothing (duplicates counted), at-most-once writes nothing twice (losses
 //! counted), and at-least-once does not hold an input that delivered a barrier (a union whose
-//! records after the barrier end up in the checkpoint and are replayed after a restore).
+//! records after the barrier end up in the checkpoint and are replayed after a restore). The
+//! distributed runtime runs at-least-once the same way and refuses at-most-once.
 
 mod common;
+use common::cluster::Cluster;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Actual against expected as multisets: `(missing, extra)` — records of `expected` the output
 /// lacks, and records the output has beyond `expected` (written twice, or counted twice).
@@ -173,5 +176,60 @@ fn at_least_once_reads_on_after_a_barrier_and_exactly_once_holds_the_input() {
     assert!(
         at_least > 0,
         "at-least-once held the generator's channel: nothing read after its barrier was in checkpoint 2"
+    );
+}
+
+#[test]
+fn the_cluster_runs_at_least_once_and_loses_nothing_when_a_worker_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 4, "at-least-once", "300ms", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(log.contains("restarting in"), "{log}");
+    let expected = expected_wordcount();
+    let (lost, extra) = lost_and_extra(&local_output(&dir.path().join("output")), &expected);
+    eprintln!(
+        "cluster at-least-once after a worker kill -9: {lost} lost, {extra} extra of {}",
+        expected.len()
+    );
+    assert_eq!(lost, 0, "the cluster lost records in at-least-once mode");
+}
+
+#[test]
+fn the_cluster_refuses_at_most_once_before_touching_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "1s", None, None);
+    let out = std::process::Command::new(weir())
+        .args(["coordinator", "--job"])
+        .arg(&m)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--exit-on-finish",
+        ])
+        .env("WEIR_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the coordinator accepted at-most-once: {stderr}");
+    assert!(
+        stderr.contains(
+            "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("checkpoints").exists(),
+        "the refused job touched its storage"
     );
 }

@@ -9,8 +9,12 @@
 //! Cost: one `put` to the checkpoint storage per source batch (at most 1024 records), which is
 //! why only at-most-once writes it.
 
+use super::guarantee::{self, SourcePositions};
+use super::restore::RestoreFrom;
+use crate::job::{Job, OperatorKind};
 use crate::state::snapshot::{StateFile, decode_state_file, encode_state_file};
 use crate::storage::{Store, join};
+use std::collections::HashMap;
 
 /// Directory of the read-position log of `lineage` of `job`.
 pub fn log_dir(job: &str, lineage: &str) -> String {
@@ -87,6 +91,39 @@ pub async fn load(store: &Store, dir: &str, uid: &str) -> Result<Vec<Vec<u8>>, S
         items.extend(file.operator_state);
     }
     Ok(items)
+}
+
+/// The read-position log of an at-most-once run of lineage `lineage`: where its sources record
+/// how far they have read, and (restoring with `--restore latest`, [`guarantee::source_positions`])
+/// the positions already recorded there, by source uid. Other modes: neither. Errors: a log
+/// file that cannot be listed, read or decoded, named.
+pub async fn for_run(
+    job: &Job,
+    store: &Store,
+    restore: &RestoreFrom,
+    lineage: &str,
+    restored: bool,
+) -> Result<(Option<(Store, String)>, HashMap<String, Vec<Vec<u8>>>), String> {
+    let mode = job.spec.checkpointing.mode;
+    let mut furthest = HashMap::new();
+    if !guarantee::records_read_positions(mode) {
+        return Ok((None, furthest));
+    }
+    let dir = log_dir(&job.name, lineage);
+    if restored && guarantee::source_positions(mode, restore) == SourcePositions::FurthestRead {
+        let sources = job
+            .operators
+            .iter()
+            .filter(|o| matches!(o.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_)));
+        for op in sources {
+            let items = load(store, &dir, &op.uid).await?;
+            if !items.is_empty() {
+                tracing::info!(operator = %op.uid, "at-most-once: sources resume where they had read up to");
+            }
+            furthest.insert(op.uid.clone(), items);
+        }
+    }
+    Ok((Some((store.clone(), dir)), furthest))
 }
 
 #[cfg(test)]

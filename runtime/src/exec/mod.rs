@@ -12,7 +12,6 @@ pub mod task;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::decide;
-use crate::checkpoint::guarantee::{self, SourcePositions};
 use crate::checkpoint::read_positions::{self, ReadPositionLog};
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
@@ -460,38 +459,6 @@ pub fn coordinator_config(
     }
 }
 
-/// The read-position log of an at-most-once run of lineage `lineage`: where its sources record
-/// how far they have read, and (restoring with `--restore latest`, [`guarantee::source_positions`])
-/// the positions already recorded there, by source uid. Other modes: neither.
-async fn read_positions_for_run(
-    job: &Job,
-    store: &storage::Store,
-    restore: &RestoreFrom,
-    lineage: &str,
-    restored: bool,
-) -> Result<(Option<(storage::Store, String)>, HashMap<String, Vec<Vec<u8>>>), String> {
-    let mode = job.spec.checkpointing.mode;
-    let mut furthest = HashMap::new();
-    if !guarantee::records_read_positions(mode) {
-        return Ok((None, furthest));
-    }
-    let dir = read_positions::log_dir(&job.name, lineage);
-    if restored && guarantee::source_positions(mode, restore) == SourcePositions::FurthestRead {
-        let sources = job
-            .operators
-            .iter()
-            .filter(|o| matches!(o.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_)));
-        for op in sources {
-            let items = read_positions::load(store, &dir, &op.uid).await?;
-            if !items.is_empty() {
-                tracing::info!(operator = %op.uid, "at-most-once: sources resume where they had read up to");
-            }
-            furthest.insert(op.uid.clone(), items);
-        }
-    }
-    Ok((Some((store.clone(), dir)), furthest))
-}
-
 /// Resolves the restore point, validates it, commits its pending sink parts, and wires every
 /// subtask in this process with local bounded channels. Errors are user-facing messages.
 pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
@@ -513,7 +480,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         .and_then(|s| s.metadata.run_id.clone())
         .unwrap_or_else(|| run_id.clone());
     let (read_log, furthest_read) =
-        read_positions_for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
+        read_positions::for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3,
