@@ -80,6 +80,17 @@ mod tests {
     }
 
     #[test]
+    fn at_most_once_is_refused_until_the_cluster_runs_it() {
+        assert_eq!(
+            spec("checkpointing: { mode: at-most-once }")
+                .validate("wc")
+                .unwrap_err(),
+            "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`"
+        );
+        assert!(spec("checkpointing: { mode: at-least-once }").validate("wc").is_ok());
+    }
+
+    #[test]
     fn operator_durations_must_parse_and_be_positive() {
         assert!(spec("").validate("wc").is_ok());
         assert!(

@@ -6,7 +6,9 @@
 
 pub mod coordinator;
 pub mod decide;
+pub mod guarantee;
 pub mod lineage;
+pub mod read_positions;
 pub mod restore;
 pub mod retention;
 pub mod suspend;

@@ -325,6 +325,9 @@ async fn deploy(
         run_id: d.run_id.clone(),
         bytes_read: Arc::new(AtomicU64::new(0)),
         worker_id: Some(worker_id.to_string()),
+        // At-most-once is refused by `check_distributed` above.
+        read_log: None,
+        furthest_read: Default::default(),
     };
     let p = ctx.job.parallelism as usize;
     let n_stages = plan_stages(&ctx.job).len();

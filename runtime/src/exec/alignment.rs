@@ -1,8 +1,9 @@
 //! Barrier alignment (pure bookkeeping): which inputs are held, and when every live input has
 //! delivered the pending barrier so the subtask snapshots. Exactly-once holds an input that
-//! delivered barrier n until all did (aligned checkpoint); at-least-once only counts.
+//! delivered barrier n until all did (aligned checkpoint); at-least-once and at-most-once only
+//! count ([`guarantee::holds_input_after_barrier`]).
 
-use crate::checkpoint::Barrier;
+use crate::checkpoint::{Barrier, guarantee};
 use crate::job::CheckpointMode;
 use std::time::{Duration, Instant};
 
@@ -35,9 +36,9 @@ impl Alignment {
         }
     }
 
-    /// Whether input `i` is held (exactly-once: it delivered the pending barrier).
+    /// Whether input `i` is held: it delivered the pending barrier and `mode` aligns.
     pub fn is_held(&self, i: usize, mode: CheckpointMode) -> bool {
-        mode == CheckpointMode::ExactlyOnce && self.arrived[i]
+        guarantee::holds_input_after_barrier(mode) && self.arrived[i]
     }
 
     /// Registers barrier `b` from input `i`; `live` marks inputs that have not ended. A newer
@@ -97,6 +98,7 @@ mod tests {
         assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Wait));
         assert!(a.is_held(0, CheckpointMode::ExactlyOnce));
         assert!(!a.is_held(0, CheckpointMode::AtLeastOnce));
+        assert!(!a.is_held(0, CheckpointMode::AtMostOnce));
         assert!(matches!(a.on_barrier(1, b(2), &live), BarrierAction::Wait));
         assert!(!a.is_held(0, CheckpointMode::ExactlyOnce), "checkpoint 1 abandoned");
         assert!(matches!(a.on_barrier(0, b(1), &live), BarrierAction::Stale));

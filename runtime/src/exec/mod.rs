@@ -12,6 +12,7 @@ pub mod task;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::decide;
+use crate::checkpoint::read_positions::{self, ReadPositionLog};
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
 use crate::operators::aggregate::Aggregate;
@@ -111,6 +112,12 @@ pub struct RunContext {
     pub bytes_read: Arc<AtomicU64>,
     /// The worker running these subtasks (distributed runtime), named in failure messages.
     pub worker_id: Option<String>,
+    /// At-most-once: the store and directory of the read-position log source subtasks write
+    /// before they emit ([`crate::checkpoint::read_positions`]); `None` in other modes.
+    pub read_log: Option<(storage::Store, String)>,
+    /// At-most-once restore: the positions recorded in the read-position log, by source uid,
+    /// merged with the restore point's so each split resumes at its furthest read position.
+    pub furthest_read: HashMap<String, Vec<Vec<u8>>>,
 }
 
 /// One subtask of the plan.
@@ -375,14 +382,23 @@ pub async fn build_task(
         metrics: metrics.clone(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
-        let restore_state = restore::operator_restore(snapshot, &first.uid, None);
+        let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
+        if let Some(read) = ctx.furthest_read.get(&first.uid) {
+            restore_state.operator_state.extend(read.iter().cloned());
+            restore_state.operator_state = source::furthest_positions(&first.kind, &restore_state.operator_state)
+                .map_err(|e| e.context(format!("operator {}: read-position log", first.uid)).0)?;
+        }
+        let read_log = ctx
+            .read_log
+            .as_ref()
+            .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub));
         let src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
             .await
             .map_err(|e| e.0)?;
         let id = (first.uid.clone(), first.kind.name().to_string());
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_source(core, src, id).await {
+                if let Err(e) = task::run_source(core, src, id, read_log).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
                         error: format!("{failed_prefix}: {}", e.0),
@@ -451,13 +467,29 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         .await
         .map_err(|e| e.to_string())?;
     let (snapshot, first_id) = restore_for_run(&job, &store, &opts.restore, None).await?;
+    let run_id = format!("{:016x}", rand::random::<u64>());
+    // The lineage continues when this run restored one of the job's own checkpoints, so
+    // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
+    // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a
+    // non-stopping savepoint of that run).
+    let lineage = snapshot
+        .as_ref()
+        .filter(|s| {
+            s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint || opts.restore == RestoreFrom::Latest
+        })
+        .and_then(|s| s.metadata.run_id.clone())
+        .unwrap_or_else(|| run_id.clone());
+    let (read_log, furthest_read) =
+        read_positions::for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3,
         snapshot: snapshot.map(Arc::new),
-        run_id: format!("{:016x}", rand::random::<u64>()),
+        run_id,
         bytes_read: Arc::new(AtomicU64::new(0)),
         worker_id: None,
+        read_log,
+        furthest_read,
     };
     let job = ctx.job.clone();
     let p = job.parallelism as usize;
@@ -507,18 +539,6 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         starts.push(built.start);
     }
     drop(ev_tx);
-    // The lineage continues when this run restored one of the job's own checkpoints, so
-    // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
-    // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a
-    // non-stopping savepoint of that run).
-    let lineage = ctx
-        .snapshot
-        .as_ref()
-        .filter(|s| {
-            s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint || opts.restore == RestoreFrom::Latest
-        })
-        .and_then(|s| s.metadata.run_id.clone())
-        .unwrap_or_else(|| ctx.run_id.clone());
     let cfg = coordinator_config(&job, store, first_id, sources, &lineage);
     let shared = Arc::new(Mutex::new(Shared::new()));
     shared.lock().expect("lock").restored_from = ctx.snapshot.as_ref().map(|s| s.url.clone());

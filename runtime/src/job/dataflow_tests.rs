@@ -78,6 +78,29 @@ fn named_single_line_jobs_plan_as_before() {
 }
 
 #[test]
+fn the_distributed_runtime_runs_exactly_once_and_at_least_once_and_refuses_at_most_once() {
+    for (mode, want) in [
+        (crate::job::CheckpointMode::ExactlyOnce, None),
+        (crate::job::CheckpointMode::AtLeastOnce, None),
+        (
+            crate::job::CheckpointMode::AtMostOnce,
+            Some(
+                "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`",
+            ),
+        ),
+    ] {
+        let mut s = spec(json!([{"source": {"file": {"path": "in.txt"}}}, sink()]));
+        s.checkpointing.mode = mode;
+        let job = Job::from_spec("t", s).unwrap();
+        assert_eq!(
+            job.check_distributed().err().map(|e| e.to_string()).as_deref(),
+            want,
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
 fn wiring_errors_name_the_field() {
     let cases = [
         (

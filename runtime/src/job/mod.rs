@@ -10,7 +10,9 @@ pub mod types;
 pub mod validate;
 
 pub use spec::*;
-pub use validate::{Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism};
+pub use validate::{
+    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism,
+};
 
 use std::path::Path;
 

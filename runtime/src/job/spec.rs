@@ -73,17 +73,29 @@ fn default_parallelism() -> u32 {
     1
 }
 
-/// Checkpoint mode, as Flink's `CheckpointingMode`.
+/// The processing guarantee (`spec.checkpointing.mode`): Flink's `CheckpointingMode`
+/// (`exactly-once`, `at-least-once`) plus `at-most-once`. What each one loses or duplicates
+/// after a failure is in docs/concepts.md ("Guarantees"); the decisions are
+/// [`crate::checkpoint::guarantee`].
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 pub enum CheckpointMode {
-    /// Aligned checkpoints: an input that delivered barrier n is held until every input did.
+    /// Aligned checkpoints: an input that delivered barrier n is held until every input did;
+    /// a restore replays from the checkpoint's source positions. With the transactional file
+    /// sink, nothing is lost and nothing is written twice.
     #[default]
     #[serde(rename = "exactly-once")]
     ExactlyOnce,
     /// Barriers are counted, not aligned: records after a barrier may be in checkpoint n's state
-    /// and are replayed on restore (duplicates possible, nothing lost).
+    /// and output and are replayed on restore (duplicates possible, nothing lost).
     #[serde(rename = "at-least-once")]
     AtLeastOnce,
+    /// No replay: barriers are counted, not aligned, and every source subtask records how far
+    /// it has read (in the checkpoint storage, before it emits a batch); a restore from the
+    /// latest checkpoint (`--restore latest`) takes its state and committed output but resumes
+    /// each source where it had read up to. Records read after that checkpoint and not yet
+    /// committed are lost; nothing is read or written twice. `weir run` only so far.
+    #[serde(rename = "at-most-once")]
+    AtMostOnce,
 }
 
 /// Checkpointing configuration.
@@ -100,7 +112,10 @@ pub struct CheckpointingSpec {
     /// Minimum pause between the completion of one checkpoint and the trigger of the next.
     #[serde(default = "default_min_pause")]
     pub min_pause: String,
-    /// `exactly-once` (aligned barriers) or `at-least-once`.
+    /// The guarantee after a failure: `exactly-once` (default; aligned barriers),
+    /// `at-least-once` (barriers not aligned; a restore may write records twice, loses none)
+    /// or `at-most-once` (no replay: a restore may lose records, never writes one twice;
+    /// `weir run` only so far).
     #[serde(default)]
     pub mode: CheckpointMode,
     /// Checkpoint storage URL: a local path, `file:///abs/path`, or `s3://bucket/prefix`.

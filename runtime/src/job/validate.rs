@@ -174,6 +174,10 @@ pub struct Job {
 /// sources or a union.
 pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir run only so far";
 
+/// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
+pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
+    "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
+
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
         .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
@@ -260,12 +264,17 @@ impl Job {
     }
 
     /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
-    /// operator) cannot run yet: a multi-input dataflow.
+    /// operator) cannot run yet: a multi-input dataflow, or `at-most-once` mode (its
+    /// read-position log is written by `weir run` only).
     ///
-    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`.
+    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
+    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.is_multi_input() {
             return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
+        }
+        if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
+            return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
         }
         Ok(())
     }

@@ -52,3 +52,91 @@ pub async fn build(
         ))),
     }
 }
+
+/// The furthest position of each split among `items` (split positions of source `kind`, as
+/// snapshots and the read-position log encode them, possibly several per split): for a file,
+/// a finished split, else the larger byte offset; for the generator, the larger next index.
+/// At-most-once restores sources from this so nothing already read is read again.
+///
+/// Errors: an item that does not decode as a position of `kind`, or `kind` is not a source.
+pub fn furthest_positions(kind: &OperatorKind, items: &[Vec<u8>]) -> TaskResult<Vec<Vec<u8>>> {
+    use std::collections::BTreeMap;
+    let bad = |e: postcard::Error| super::TaskError(format!("source position does not decode: {e}"));
+    match kind {
+        OperatorKind::FileSource(_) => {
+            let mut by_path: BTreeMap<String, file::FileSplit> = BTreeMap::new();
+            for item in items {
+                let s: file::FileSplit = postcard::from_bytes(item).map_err(bad)?;
+                let further = by_path
+                    .get(&s.path)
+                    .is_none_or(|old| (s.done, s.offset) > (old.done, old.offset));
+                if further {
+                    by_path.insert(s.path.clone(), s);
+                }
+            }
+            by_path.values().map(|s| Ok(postcard::to_stdvec(s)?)).collect()
+        }
+        OperatorKind::Generator(_) => {
+            let mut by_index: BTreeMap<u32, generator::GeneratorSplit> = BTreeMap::new();
+            for item in items {
+                let s: generator::GeneratorSplit = postcard::from_bytes(item).map_err(bad)?;
+                if by_index.get(&s.index).is_none_or(|old| s.next > old.next) {
+                    by_index.insert(s.index, s);
+                }
+            }
+            by_index.values().map(|s| Ok(postcard::to_stdvec(s)?)).collect()
+        }
+        other => Err(super::TaskError(format!("{} is not a source", other.name()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file::FileSplit;
+    use super::generator::GeneratorSplit;
+    use super::*;
+
+    fn file(path: &str, offset: u64, done: bool) -> Vec<u8> {
+        postcard::to_stdvec(&FileSplit {
+            index: 0,
+            path: path.into(),
+            offset,
+            done,
+        })
+        .unwrap()
+    }
+
+    fn generator(index: u32, next: u64) -> Vec<u8> {
+        postcard::to_stdvec(&GeneratorSplit { index, next }).unwrap()
+    }
+
+    #[test]
+    fn furthest_positions_keep_the_furthest_per_split() {
+        let files = OperatorKind::FileSource(Default::default());
+        let gen_kind = OperatorKind::Generator(Default::default());
+        for (kind, items, want) in [
+            // Snapshot behind the log: the log wins; a stale log file behind: ignored.
+            (
+                &files,
+                vec![file("a", 10, false), file("a", 70, false), file("a", 40, false)],
+                vec![file("a", 70, false)],
+            ),
+            // A finished split beats any offset; splits are kept apart by path.
+            (
+                &files,
+                vec![file("b", 5, false), file("a", 90, true), file("a", 95, false)],
+                vec![file("a", 90, true), file("b", 5, false)],
+            ),
+            (&files, vec![], vec![]),
+            (
+                &gen_kind,
+                vec![generator(1, 33), generator(0, 64), generator(1, 65), generator(0, 32)],
+                vec![generator(0, 64), generator(1, 65)],
+            ),
+        ] {
+            assert_eq!(furthest_positions(kind, &items).unwrap(), want, "{items:?}");
+        }
+        assert!(furthest_positions(&files, &[vec![0xff; 3]]).is_err());
+        assert!(furthest_positions(&OperatorKind::Union, &[]).is_err());
+    }
+}
