@@ -250,14 +250,6 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
-    let sinks: Vec<String> = job
-        .operators
-        .iter()
-        .filter_map(|o| match &o.kind {
-            OperatorKind::FileSink(s) => Some(s.path.clone()),
-            _ => None,
-        })
-        .collect();
     let local_bytes: u64 = local_input_bytes(&job);
     let opts = RunOptions {
         restore,
@@ -307,6 +299,18 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b.finish_and_clear();
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
+    let log_summary = || {
+        let summary = handle.summary();
+        tracing::info!(
+            target: "weir",
+            elapsed_ms = summary.elapsed_ms,
+            checkpoints_completed = summary.checkpoints_completed,
+            checkpoints_failed = summary.checkpoints_failed,
+            run_id = %handle.job_id,
+            "{}",
+            crate::summary::summary_message(&summary)
+        );
+    };
     match outcome {
         Ok(o) => {
             match o {
@@ -331,18 +335,20 @@ async fn run(a: RunArgs) -> Result<(), String> {
                         stop.signal_name().unwrap_or("request")
                     );
                     tracing::info!(target: "weir", "{hint}");
+                    log_summary();
                     return Ok(());
                 }
             }
             if let Some(c) = last {
                 tracing::info!(target: "weir", "last checkpoint {} at {}", c.id, c.path);
             }
-            for s in sinks {
-                tracing::info!(target: "weir", "committed output in {s}");
-            }
+            log_summary();
             Ok(())
         }
-        Err(e) => Err(format!("job {} failed: {e}", handle.job)),
+        Err(e) => {
+            log_summary();
+            Err(format!("job {} failed: {e}", handle.job))
+        }
     }
 }
 

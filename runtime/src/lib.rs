@@ -19,3 +19,4 @@ pub mod record;
 pub mod signals;
 pub mod state;
 pub mod storage;
+pub mod summary;

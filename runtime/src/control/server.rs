@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use std::sync::atomic::Ordering;
 
 fn status(h: &JobHandle) -> JobStatus {
+    let summary = h.summary();
     let locations = h.locations.lock().expect("lock").clone();
     let workers = h.workers.lock().expect("lock").clone();
     let s = h.shared.lock().expect("lock");
@@ -38,6 +39,7 @@ fn status(h: &JobHandle) -> JobStatus {
         failure: s.failure.clone(),
         restarts: h.restarts.load(Ordering::Relaxed),
         workers,
+        summary: Some(summary),
     }
 }
 
