@@ -99,8 +99,21 @@ async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Respon
 }
 
 async fn metrics(State(h): State<JobHandle>) -> Response {
-    let failed = h.shared.lock().expect("lock").history.failed;
-    let body = crate::metrics::render(&h.tasks, failed);
+    let (failed_checkpoints, last_checkpoint) = {
+        let s = h.shared.lock().expect("lock");
+        (s.history.failed, s.history.completed.last().cloned())
+    };
+    let body = crate::metrics::render(&crate::metrics::Scrape {
+        job: &h.job,
+        tasks: &h.tasks,
+        uptime: h.started_at.elapsed(),
+        coordinator: Some(crate::metrics::CoordinatorNumbers {
+            failed_checkpoints,
+            restarts: u64::from(h.restarts.load(Ordering::Relaxed)),
+            last_checkpoint,
+            now_ms: crate::checkpoint::now_ms(),
+        }),
+    });
     (
         [(
             "content-type",
