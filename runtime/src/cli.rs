@@ -1,13 +1,15 @@
-//! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
+//! The `weir` command line: `run`, `coordinator`, `worker`, `savepoint trigger|inspect`,
+//! `checkpoints list` ([`crate::cli_checkpoints`]), `completion`.
 
 use crate::checkpoint::restore;
-use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
+use crate::cli_checkpoints::OutputFormat;
+use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
 use crate::control::api::{SavepointRequest, SnapshotInfo};
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
-use crate::storage::{self, S3Options};
+use crate::storage::S3Options;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -43,6 +45,12 @@ pub enum Command {
     /// Checkpoint tools.
     #[command(subcommand)]
     Checkpoints(CheckpointsCmd),
+    /// Print a shell completion script: `source <(weir completion bash)`, or save it where
+    /// the shell loads completions (see docs/reference/cli.md).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `weir run`.
@@ -192,6 +200,10 @@ pub enum CheckpointsCmd {
         /// Job name.
         #[arg(long)]
         job: String,
+        /// Output format: `table` (aligned columns with a header) or `json` (an array of
+        /// objects).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
     },
 }
 
@@ -231,7 +243,10 @@ pub async fn main(cli: Cli) -> i32 {
                 .and_then(|s| output::print_line(s.path.unwrap_or_default()))
         }
         Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
-        Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
+        Command::Checkpoints(CheckpointsCmd::List { storage, job, output }) => {
+            crate::cli_checkpoints::list(&storage, &job, output).await
+        }
+        Command::Completion { shell } => completion(shell),
     };
     match r {
         Ok(()) => 0,
@@ -454,6 +469,19 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Prints the completion script of `shell` for `weir` (written whole, so a closed stdout ends
+/// quietly like any other output).
+fn completion(shell: clap_complete::Shell) -> Result<(), String> {
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "weir",
+        &mut script,
+    );
+    output::print_line(String::from_utf8_lossy(&script).trim_end())
+}
+
 fn local_input_bytes(job: &job::Job) -> u64 {
     job.operators
         .iter()
@@ -495,47 +523,6 @@ async fn inspect(path: &str, json: bool) -> Result<(), String> {
             o.entries,
             o.state_names.join(","),
             ranges.join(" ")
-        ))?;
-    }
-    Ok(())
-}
-
-async fn list(storage_url: &str, job: &str) -> Result<(), String> {
-    let store = storage::open(storage_url, &S3Options::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let seen = crate::checkpoint::lineage::list_snapshots(&store, job)
-        .await
-        .map_err(|e| e.to_string())?;
-    if seen.is_empty() {
-        let local_dir = (!storage_url.starts_with("s3://"))
-            .then(|| std::path::PathBuf::from(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
-        let storage_exists = local_dir.is_none_or(|d| d.is_dir());
-        let holds_checkpoint_dirs = !store.list("chk-").await.map_err(|e| e.to_string())?.is_empty();
-        return Err(no_checkpoints_message(
-            storage_url.trim_end_matches('/'),
-            job,
-            storage_exists,
-            holds_checkpoint_dirs,
-        ));
-    }
-    // Newest first: the first completed line is what `--restore latest` restores.
-    for c in seen.iter().rev() {
-        let (name, location) = if c.savepoint {
-            let url = crate::checkpoint::lineage::read_pointer(&store, job, c.id)
-                .await
-                .map(|p| p.url)
-                .unwrap_or_else(|e| format!("(unreadable pointer: {e})"));
-            (format!("sp-{}", c.id), url)
-        } else {
-            (
-                format!("chk-{}", c.id),
-                store.url(&crate::checkpoint::checkpoint_dir(job, c.id)),
-            )
-        };
-        output::print_line(format_args!(
-            "{name:<12} {:<10} {location}",
-            if c.completed { "completed" } else { "incomplete" },
         ))?;
     }
     Ok(())
