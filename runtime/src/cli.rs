@@ -1,15 +1,13 @@
 //! The `weir` command line: `run`, `coordinator`, `worker`, `savepoint trigger|inspect`,
 //! `checkpoints list` ([`crate::cli_checkpoints`]), `completion`.
 
-use crate::checkpoint::restore;
 use crate::cli_checkpoints::OutputFormat;
 use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
-use crate::control::api::{SavepointRequest, SnapshotInfo};
+use crate::control::api::SavepointRequest;
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
-use crate::storage::S3Options;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -45,6 +43,25 @@ pub enum Command {
     /// Checkpoint tools.
     #[command(subcommand)]
     Checkpoints(CheckpointsCmd),
+    /// Print the status of a running job (its control API's `GET /v1/job`).
+    Status {
+        /// Control API base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081", env = "WEIR_URL")]
+        url: String,
+        /// Output format: `table` or `json` (the `/v1/job` document).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+    /// Stop a running job without a savepoint (as SIGTERM does; `--restore latest` resumes it)
+    /// and wait until it stopped.
+    Cancel {
+        /// Control API base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081", env = "WEIR_URL")]
+        url: String,
+        /// How long to wait for the job to stop (greater than 0).
+        #[arg(long, default_value = "60s", value_parser = positive_duration)]
+        timeout: humantime::Duration,
+    },
     /// Print a shell completion script: `source <(weir completion bash)`, or save it where
     /// the shell loads completions (see docs/reference/cli.md).
     Completion {
@@ -242,11 +259,13 @@ pub async fn main(cli: Cli) -> i32 {
                 .await
                 .and_then(|s| output::print_line(s.path.unwrap_or_default()))
         }
-        Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
+        Command::Savepoint(SavepointCmd::Inspect { path, json }) => crate::cli_checkpoints::inspect(&path, json).await,
         Command::Checkpoints(CheckpointsCmd::List { storage, job, output }) => {
             crate::cli_checkpoints::list(&storage, &job, output).await
         }
         Command::Completion { shell } => completion(shell),
+        Command::Status { url, output } => crate::cli_control::status(&url, output).await,
+        Command::Cancel { url, timeout } => crate::cli_control::cancel(&url, timeout.into()).await,
     };
     match r {
         Ok(()) => 0,
@@ -492,40 +511,6 @@ fn local_input_bytes(job: &job::Job) -> u64 {
         .flatten()
         .filter_map(|p| p.ok()?.metadata().ok().map(|m| m.len()))
         .sum()
-}
-
-/// Loads a snapshot directory and summarizes it.
-pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
-    let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
-    Ok(s.metadata.info())
-}
-
-async fn inspect(path: &str, json: bool) -> Result<(), String> {
-    let info = snapshot_info(path, &S3Options::default()).await?;
-    if json {
-        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
-    }
-    output::print_line(format_args!(
-        "{:?} {} of job {} (parallelism {}, maxParallelism {})",
-        info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
-    ))?;
-    output::print_line(format_args!(
-        "{:<24} {:<18} {:>10} {:>10}  state / key groups",
-        "operator", "kind", "bytes", "entries"
-    ))?;
-    for o in &info.operators {
-        let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
-        output::print_line(format_args!(
-            "{:<24} {:<18} {:>10} {:>10}  {} {}",
-            o.uid,
-            o.kind,
-            o.bytes,
-            o.entries,
-            o.state_names.join(","),
-            ranges.join(" ")
-        ))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
-//! `weir checkpoints list`: a job's snapshots in its checkpoint store, newest first, with id,
+//! `weir checkpoints list` and `weir savepoint inspect`. The list: a job's snapshots in its checkpoint store, newest first, with id,
 //! type, status, completion time, size, run and location, as a table or JSON.
 
 use crate::checkpoint::decide::SeenSnapshot;
 use crate::checkpoint::{checkpoint_dir, lineage, restore};
 use crate::cli_input::no_checkpoints_message;
-use crate::control::api::SnapshotKind;
+use crate::control::api::{SnapshotInfo, SnapshotKind};
 use crate::output;
 use crate::storage::{self, ObjectMeta, S3Options, Store};
 use serde::Serialize;
@@ -174,6 +174,44 @@ pub async fn list(storage_url: &str, job: &str, format: OutputFormat) -> Result<
         OutputFormat::Json => output::print_line(serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?),
         OutputFormat::Table => table(&rows).into_iter().try_for_each(output::print_line),
     }
+}
+
+/// Loads a snapshot directory and summarizes it.
+pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
+    let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
+    Ok(s.metadata.info())
+}
+
+/// `weir savepoint inspect`: verifies every file of the snapshot at `path` and prints what it
+/// holds (`json`: [`crate::control::api::SnapshotInfo`]).
+///
+/// Errors: the snapshot cannot be loaded or verified (named).
+pub async fn inspect(path: &str, json: bool) -> Result<(), String> {
+    let info = snapshot_info(path, &S3Options::default()).await?;
+    if json {
+        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+    }
+    output::print_line(format_args!(
+        "{:?} {} of job {} (parallelism {}, maxParallelism {})",
+        info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
+    ))?;
+    output::print_line(format_args!(
+        "{:<24} {:<18} {:>10} {:>10}  state / key groups",
+        "operator", "kind", "bytes", "entries"
+    ))?;
+    for o in &info.operators {
+        let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
+        output::print_line(format_args!(
+            "{:<24} {:<18} {:>10} {:>10}  {} {}",
+            o.uid,
+            o.kind,
+            o.bytes,
+            o.entries,
+            o.state_names.join(","),
+            ranges.join(" ")
+        ))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

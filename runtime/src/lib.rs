@@ -7,6 +7,7 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod cli_checkpoints;
+pub mod cli_control;
 pub mod cli_input;
 pub mod cluster;
 pub mod control;

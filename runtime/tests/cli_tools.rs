@@ -145,3 +145,59 @@ fn completion_scripts_cover_the_subcommands() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("tcsh"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn status_and_cancel_work_against_a_running_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Weir::run(&manifest(dir.path()), &[], &[]);
+    let api = weir.api();
+    // Running, with a checkpoint to resume from after the cancel.
+    poll_json(
+        &format!("{api}/v1/job"),
+        "a checkpoint completes",
+        Duration::from_secs(60),
+        |job| job["lastCompletedCheckpoint"]["id"].as_u64(),
+    );
+
+    let out = weir_output(&["status", "--url", &api, "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let job: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the /v1/job document");
+    assert_eq!(job["jobName"], "listed", "{job}");
+    let out = weir_output(&["status", "--url", &api]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.starts_with("job          listed (") && table.contains("\nstate        RUNNING\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("\ntask         source-generator-0 -> keyBy-1 in "),
+        "{table}"
+    );
+
+    let out = weir_output(&["cancel", "--url", &api, "--timeout", "30s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("job listed cancelled without a savepoint"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The job stopped as on SIGTERM: exit 0, the resume hint, nothing more to cancel.
+    let stderr = weir.wait_ok();
+    assert!(stderr.contains("job listed suspended"), "{stderr}");
+    assert!(stderr.contains("--restore latest"), "{stderr}");
+    let out = weir_output(&["status", "--url", &api]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!("cannot get the job's status from {api}")),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = weir_output(&["cancel", "--url", &api]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot reach the job's control API"),
+        "{}",
+        text(&out.stderr)
+    );
+}

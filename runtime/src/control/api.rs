@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | GET | `/healthz` | | 200 `ok` while the job process is serving |
 //! | GET | `/v1/job` | | [`JobStatus`] |
+//! | POST | `/v1/job/cancel` | | 202 `{}`: the job stops without a savepoint, as on SIGTERM; 409 [`ApiError`] when it is ending or ended |
 //! | GET | `/v1/checkpoints` | | [`CheckpointHistory`] |
 //! | POST | `/v1/savepoints` | [`SavepointRequest`] | 202 [`TriggerResponse`]; 409 [`ApiError`] when the job is not running |
 //! | GET | `/v1/savepoints/{triggerId}` | | [`SavepointStatus`]; 404 unknown trigger |

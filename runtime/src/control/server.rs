@@ -85,6 +85,21 @@ async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>
     (StatusCode::ACCEPTED, Json(TriggerResponse { trigger_id })).into_response()
 }
 
+/// `POST /v1/job/cancel`: stops the job without a savepoint, as SIGTERM does (Flink's
+/// `cancel`): the in-flight checkpoint completes or is aborted, nothing is committed beyond the
+/// last completed checkpoint, and the process exits; `--restore latest` resumes the job.
+async fn cancel(State(h): State<JobHandle>) -> Response {
+    let s = h.shared.lock().expect("lock");
+    if s.state.is_terminal() || s.state == JobState::Suspending {
+        return error(
+            StatusCode::CONFLICT,
+            format!("the job is {:?}, nothing to cancel", s.state),
+        );
+    }
+    s.suspend.cancel();
+    (StatusCode::ACCEPTED, Json(serde_json::json!({}))).into_response()
+}
+
 async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Response {
     let mut shared = h.shared.lock().expect("lock");
     match shared.triggers.get(&id).cloned() {
@@ -129,6 +144,7 @@ pub fn router(h: JobHandle) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/job", get(job))
+        .route("/v1/job/cancel", post(cancel))
         .route("/v1/checkpoints", get(checkpoints))
         .route("/v1/savepoints", post(trigger))
         .route("/v1/savepoints/{id}", get(savepoint))
