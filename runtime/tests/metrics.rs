@@ -118,3 +118,45 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
         "a discard sink writes nothing"
     );
 }
+
+/// The distributed runtime: the coordinator's `/metrics` has the job-level gauges, a worker's
+/// (`weir worker --listen`) the per-subtask metrics of its subtasks, both labelled with the job.
+#[test]
+fn coordinator_and_worker_metrics_carry_the_job() {
+    use common::cluster::Cluster;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start_with_workers(dir.path(), &manifest(dir.path()), &[], &[], 1);
+    cluster.wait_checkpoint_after(0);
+    let scrape = |url: &str| {
+        let out = Command::new("curl").args(["-sf", url]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let coordinator = scrape(&format!("{}/metrics", cluster.api));
+    let worker_log = cluster.workers[0].text();
+    let worker_url = worker_log
+        .lines()
+        .find_map(|l| l.split("health and metrics on ").nth(1))
+        .unwrap_or_else(|| panic!("the worker names its metrics address: {worker_log}"))
+        .trim()
+        .to_string();
+    let worker = scrape(&format!("{worker_url}/metrics"));
+    cluster.coordinator.kill9();
+    cluster.workers[0].kill9();
+
+    assert!(sample(&coordinator, "weir_last_checkpoint_id", &[r#"job="scraped""#]) >= 1.0);
+    assert_eq!(sample(&coordinator, "weir_restarts_total", &[]), 0.0);
+    for line in worker.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.contains(r#"job="scraped""#), "no job label: {line}");
+    }
+    assert!(sample(&worker, "weir_uptime_seconds", &[]) > 0.0, "{worker}");
+    let records = sample(
+        &worker,
+        "weir_records_in_total",
+        &[r#"operator="source-generator-0""#, r#"subtask="0""#],
+    );
+    assert!(records > 0.0, "{worker}");
+    assert!(
+        !worker.contains("weir_last_checkpoint"),
+        "job-level gauges are the coordinator's"
+    );
+}
