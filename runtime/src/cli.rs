@@ -1,13 +1,13 @@
-//! The `weir` command line: `run`, `savepoint trigger|inspect`, `checkpoints list`.
+//! The `weir` command line: `run`, `coordinator`, `worker`, `savepoint trigger|inspect`,
+//! `checkpoints list` ([`crate::cli_checkpoints`]), `completion`.
 
-use crate::checkpoint::restore;
-use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
-use crate::control::api::{SavepointRequest, SnapshotInfo};
+use crate::cli_checkpoints::OutputFormat;
+use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
+use crate::control::api::SavepointRequest;
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
-use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -43,6 +43,31 @@ pub enum Command {
     /// Checkpoint tools.
     #[command(subcommand)]
     Checkpoints(CheckpointsCmd),
+    /// Print the status of a running job (its control API's `GET /v1/job`).
+    Status {
+        /// Control API base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081", env = "WEIR_URL")]
+        url: String,
+        /// Output format: `table` or `json` (the `/v1/job` document).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+    /// Stop a running job without a savepoint (as SIGTERM does; `--restore latest` resumes it)
+    /// and wait until it stopped.
+    Cancel {
+        /// Control API base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8081", env = "WEIR_URL")]
+        url: String,
+        /// How long to wait for the job to stop (greater than 0).
+        #[arg(long, default_value = "60s", value_parser = positive_duration)]
+        timeout: humantime::Duration,
+    },
+    /// Print a shell completion script: `source <(weir completion bash)`, or save it where
+    /// the shell loads completions (see docs/reference/cli.md).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `weir run`.
@@ -192,6 +217,10 @@ pub enum CheckpointsCmd {
         /// Job name.
         #[arg(long)]
         job: String,
+        /// Output format: `table` (aligned columns with a header) or `json` (an array of
+        /// objects).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
     },
 }
 
@@ -230,8 +259,13 @@ pub async fn main(cli: Cli) -> i32 {
                 .await
                 .and_then(|s| output::print_line(s.path.unwrap_or_default()))
         }
-        Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
-        Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
+        Command::Savepoint(SavepointCmd::Inspect { path, json }) => crate::cli_checkpoints::inspect(&path, json).await,
+        Command::Checkpoints(CheckpointsCmd::List { storage, job, output }) => {
+            crate::cli_checkpoints::list(&storage, &job, output).await
+        }
+        Command::Completion { shell } => completion(shell),
+        Command::Status { url, output } => crate::cli_control::status(&url, output).await,
+        Command::Cancel { url, timeout } => crate::cli_control::cancel(&url, timeout.into()).await,
     };
     match r {
         Ok(()) => 0,
@@ -250,14 +284,6 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
-    let sinks: Vec<String> = job
-        .operators
-        .iter()
-        .filter_map(|o| match &o.kind {
-            OperatorKind::FileSink(s) => Some(s.path.clone()),
-            _ => None,
-        })
-        .collect();
     let local_bytes: u64 = local_input_bytes(&job);
     let opts = RunOptions {
         restore,
@@ -307,6 +333,18 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b.finish_and_clear();
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
+    let log_summary = || {
+        let summary = handle.summary();
+        tracing::info!(
+            target: "weir",
+            elapsed_ms = summary.elapsed_ms,
+            checkpoints_completed = summary.checkpoints_completed,
+            checkpoints_failed = summary.checkpoints_failed,
+            run_id = %handle.job_id,
+            "{}",
+            crate::summary::summary_message(&summary)
+        );
+    };
     match outcome {
         Ok(o) => {
             match o {
@@ -331,18 +369,20 @@ async fn run(a: RunArgs) -> Result<(), String> {
                         stop.signal_name().unwrap_or("request")
                     );
                     tracing::info!(target: "weir", "{hint}");
+                    log_summary();
                     return Ok(());
                 }
             }
             if let Some(c) = last {
                 tracing::info!(target: "weir", "last checkpoint {} at {}", c.id, c.path);
             }
-            for s in sinks {
-                tracing::info!(target: "weir", "committed output in {s}");
-            }
+            log_summary();
             Ok(())
         }
-        Err(e) => Err(format!("job {} failed: {e}", handle.job)),
+        Err(e) => {
+            log_summary();
+            Err(format!("job {} failed: {e}", handle.job))
+        }
     }
 }
 
@@ -448,6 +488,19 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Prints the completion script of `shell` for `weir` (written whole, so a closed stdout ends
+/// quietly like any other output).
+fn completion(shell: clap_complete::Shell) -> Result<(), String> {
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "weir",
+        &mut script,
+    );
+    output::print_line(String::from_utf8_lossy(&script).trim_end())
+}
+
 fn local_input_bytes(job: &job::Job) -> u64 {
     job.operators
         .iter()
@@ -458,81 +511,6 @@ fn local_input_bytes(job: &job::Job) -> u64 {
         .flatten()
         .filter_map(|p| p.ok()?.metadata().ok().map(|m| m.len()))
         .sum()
-}
-
-/// Loads a snapshot directory and summarizes it.
-pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
-    let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
-    Ok(s.metadata.info())
-}
-
-async fn inspect(path: &str, json: bool) -> Result<(), String> {
-    let info = snapshot_info(path, &S3Options::default()).await?;
-    if json {
-        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
-    }
-    output::print_line(format_args!(
-        "{:?} {} of job {} (parallelism {}, maxParallelism {})",
-        info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
-    ))?;
-    output::print_line(format_args!(
-        "{:<24} {:<18} {:>10} {:>10}  state / key groups",
-        "operator", "kind", "bytes", "entries"
-    ))?;
-    for o in &info.operators {
-        let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
-        output::print_line(format_args!(
-            "{:<24} {:<18} {:>10} {:>10}  {} {}",
-            o.uid,
-            o.kind,
-            o.bytes,
-            o.entries,
-            o.state_names.join(","),
-            ranges.join(" ")
-        ))?;
-    }
-    Ok(())
-}
-
-async fn list(storage_url: &str, job: &str) -> Result<(), String> {
-    let store = storage::open(storage_url, &S3Options::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let seen = crate::checkpoint::lineage::list_snapshots(&store, job)
-        .await
-        .map_err(|e| e.to_string())?;
-    if seen.is_empty() {
-        let local_dir = (!storage_url.starts_with("s3://"))
-            .then(|| std::path::PathBuf::from(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
-        let storage_exists = local_dir.is_none_or(|d| d.is_dir());
-        let holds_checkpoint_dirs = !store.list("chk-").await.map_err(|e| e.to_string())?.is_empty();
-        return Err(no_checkpoints_message(
-            storage_url.trim_end_matches('/'),
-            job,
-            storage_exists,
-            holds_checkpoint_dirs,
-        ));
-    }
-    // Newest first: the first completed line is what `--restore latest` restores.
-    for c in seen.iter().rev() {
-        let (name, location) = if c.savepoint {
-            let url = crate::checkpoint::lineage::read_pointer(&store, job, c.id)
-                .await
-                .map(|p| p.url)
-                .unwrap_or_else(|e| format!("(unreadable pointer: {e})"));
-            (format!("sp-{}", c.id), url)
-        } else {
-            (
-                format!("chk-{}", c.id),
-                store.url(&crate::checkpoint::checkpoint_dir(job, c.id)),
-            )
-        };
-        output::print_line(format_args!(
-            "{name:<12} {:<10} {location}",
-            if c.completed { "completed" } else { "incomplete" },
-        ))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod cli_checkpoints;
+pub mod cli_control;
 pub mod cli_input;
 pub mod cluster;
 pub mod control;
@@ -19,3 +21,4 @@ pub mod record;
 pub mod signals;
 pub mod state;
 pub mod storage;
+pub mod summary;

@@ -1,5 +1,32 @@
-//! Prometheus metrics (prometheus-client): checkpoint duration, size and alignment time, and
-//! per-subtask records in/out and backpressured time (collected at scrape time).
+//! Prometheus metrics (prometheus-client), in the OpenMetrics text format. Every metric carries
+//! the `job` label (the StreamJob's name); per-subtask metrics add `task` (the chained
+//! operators' uids joined by ` -> `), `operator` (the uid of the chain's operator the number
+//! belongs to: the first for records in, the last for records out and output channels) and
+//! `subtask`. Metrics with a unit carry `# UNIT` (the unit is the name's suffix).
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `weir_uptime_seconds` | gauge | job | seconds since this process started the job (a worker: since it started) |
+//! | `weir_records_in_total` | counter | job, task, operator, subtask | records received by a subtask |
+//! | `weir_records_out_total` | counter | job, task, operator, subtask | records emitted (or written) by a subtask |
+//! | `weir_backpressured_seconds_total` | counter | job, task, operator, subtask | time waiting for space in output channels |
+//! | `weir_output_buffers_used` | gauge | job, task, operator, subtask | batches queued in the last-used output channel (capacity 8) |
+//!
+//! The process coordinating the job (`weir run`, `weir coordinator`) adds:
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `weir_checkpoint_duration_seconds` | histogram | checkpoint trigger-to-commit time |
+//! | `weir_checkpoint_alignment_seconds` | histogram | longest barrier alignment per checkpoint |
+//! | `weir_checkpoints_completed_total` | counter | completed checkpoints and savepoints |
+//! | `weir_checkpoints_failed_total` | counter | declined or timed-out checkpoints |
+//! | `weir_restarts_total` | counter | restarts by the restart strategy |
+//! | `weir_last_checkpoint_id` | gauge | id of the newest completed checkpoint or savepoint |
+//! | `weir_last_checkpoint_age_seconds` | gauge | seconds since it completed |
+//! | `weir_last_checkpoint_size_bytes` | gauge | its state files plus metadata |
+//! | `weir_last_checkpoint_duration_seconds` | gauge | its trigger-to-commit time |
+//!
+//! The `weir_last_checkpoint_*` gauges are absent until a checkpoint completed.
 
 use crate::control::api::CheckpointStats;
 use crate::exec::task::TaskMetrics;
@@ -8,14 +35,15 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
-use std::sync::atomic::Ordering;
+use prometheus_client::registry::{Registry, Unit};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 struct Checkpoints {
     duration: Histogram,
     alignment: Histogram,
-    size: Gauge,
     completed: Counter,
 }
 
@@ -24,71 +52,115 @@ fn checkpoints() -> &'static Checkpoints {
     C.get_or_init(|| Checkpoints {
         duration: Histogram::new(exponential_buckets(0.005, 2.0, 16)),
         alignment: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
-        size: Gauge::default(),
         completed: Counter::default(),
     })
 }
 
-/// Records a completed checkpoint.
+/// Records a completed checkpoint in the process's checkpoint histograms and counter.
 pub fn record_checkpoint(s: &CheckpointStats) {
     let c = checkpoints();
     c.duration.observe(s.duration_ms as f64 / 1000.0);
     c.alignment.observe(s.max_alignment_ms as f64 / 1000.0);
-    c.size.set(s.size_bytes as i64);
     c.completed.inc();
 }
 
-/// Renders all metrics in the Prometheus text format; `tasks` are `(task name, subtask,
-/// counters)`.
-pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64) -> String {
-    let mut reg = Registry::with_prefix("weir");
-    let c = checkpoints();
-    reg.register(
-        "checkpoint_duration_seconds",
-        "Checkpoint trigger-to-commit time",
-        c.duration.clone(),
+/// What one scrape renders.
+pub struct Scrape<'a> {
+    /// The job's name: the `job` label of every metric (empty on a worker without a job).
+    pub job: &'a str,
+    /// `(task name, subtask, counters)` of the subtasks in this process.
+    pub tasks: &'a [(String, u32, Arc<TaskMetrics>)],
+    /// Time since this process started the job (a worker: since it started).
+    pub uptime: Duration,
+    /// Job-level numbers, on the process coordinating the job; `None` on a worker.
+    pub coordinator: Option<CoordinatorNumbers>,
+}
+
+/// Job-level numbers known to the process coordinating the job.
+pub struct CoordinatorNumbers {
+    /// Checkpoints declined or timed out.
+    pub failed_checkpoints: u64,
+    /// Restarts by the restart strategy.
+    pub restarts: u64,
+    /// The newest completed checkpoint or savepoint.
+    pub last_checkpoint: Option<CheckpointStats>,
+    /// Now, milliseconds since the Unix epoch (for the last checkpoint's age).
+    pub now_ms: u64,
+}
+
+/// The first and the last operator uid of a task name (uids joined by ` -> `; a uid holds
+/// only letters, digits, `-`, `_` and `.`, so the split is exact).
+pub fn chain_ends(task: &str) -> (&str, &str) {
+    let first = task.split(" -> ").next().unwrap_or(task);
+    let last = task.rsplit(" -> ").next().unwrap_or(task);
+    (first, last)
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn subtask_labels(task: &str, operator: &str, subtask: u32) -> Labels {
+    vec![
+        ("task", task.to_string()),
+        ("operator", operator.to_string()),
+        ("subtask", subtask.to_string()),
+    ]
+}
+
+fn float_gauge(value: f64) -> Gauge<f64, AtomicU64> {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(value);
+    g
+}
+
+fn int_gauge(value: u64) -> Gauge {
+    let g = Gauge::default();
+    g.set(i64::try_from(value).unwrap_or(i64::MAX));
+    g
+}
+
+fn counter(value: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(value);
+    c
+}
+
+/// Renders the metrics of `scrape` in the OpenMetrics text format.
+pub fn render(scrape: &Scrape) -> String {
+    let job_label = [(Cow::Borrowed("job"), Cow::Owned(scrape.job.to_string()))];
+    let mut reg = Registry::with_prefix_and_labels("weir", job_label.into_iter());
+    reg.register_with_unit(
+        "uptime",
+        "Time since this process started the job",
+        Unit::Seconds,
+        float_gauge(scrape.uptime.as_secs_f64()),
     );
-    reg.register(
-        "checkpoint_alignment_seconds",
-        "Longest barrier alignment per checkpoint",
-        c.alignment.clone(),
-    );
-    reg.register(
-        "checkpoint_size_bytes",
-        "Size of the last completed checkpoint",
-        c.size.clone(),
-    );
-    reg.register(
-        "checkpoints_completed",
-        "Completed checkpoints and savepoints",
-        c.completed.clone(),
-    );
-    let failed: Counter = Counter::default();
-    failed.inc_by(failed_checkpoints);
-    reg.register("checkpoints_failed", "Declined or timed-out checkpoints", failed);
-    type Labels = Vec<(String, String)>;
+    if let Some(n) = &scrape.coordinator {
+        register_coordinator(&mut reg, n);
+    }
     let rin = Family::<Labels, Counter>::default();
     let rout = Family::<Labels, Counter>::default();
     let bp = Family::<Labels, Counter<f64>>::default();
     let buffers = Family::<Labels, Gauge>::default();
-    for (name, subtask, m) in tasks {
-        let l = vec![
-            ("task".to_string(), name.clone()),
-            ("subtask".to_string(), subtask.to_string()),
-        ];
-        rin.get_or_create(&l).inc_by(m.records_in.load(Ordering::Relaxed));
-        rout.get_or_create(&l).inc_by(m.records_out.load(Ordering::Relaxed));
-        bp.get_or_create(&l)
+    for (name, subtask, m) in scrape.tasks {
+        let (first, last) = chain_ends(name);
+        let (head, tail) = (
+            subtask_labels(name, first, *subtask),
+            subtask_labels(name, last, *subtask),
+        );
+        rin.get_or_create(&head).inc_by(m.records_in.load(Ordering::Relaxed));
+        rout.get_or_create(&tail).inc_by(m.records_out.load(Ordering::Relaxed));
+        bp.get_or_create(&tail)
             .inc_by(m.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e9);
         buffers
-            .get_or_create(&l)
+            .get_or_create(&tail)
             .set(m.output_buffers_used.load(Ordering::Relaxed) as i64);
     }
     reg.register("records_in", "Records received by a subtask", rin);
     reg.register("records_out", "Records emitted by a subtask", rout);
-    reg.register(
-        "backpressured_seconds",
+    reg.register_with_unit(
+        "backpressured",
         "Time a subtask waited for space in output channels",
+        Unit::Seconds,
         bp,
     );
     reg.register(
@@ -100,3 +172,63 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
     encode(&mut out, &reg).expect("encoding to a String");
     out
 }
+
+fn register_coordinator(reg: &mut Registry, n: &CoordinatorNumbers) {
+    let c = checkpoints();
+    reg.register_with_unit(
+        "checkpoint_duration",
+        "Checkpoint trigger-to-commit time",
+        Unit::Seconds,
+        c.duration.clone(),
+    );
+    reg.register_with_unit(
+        "checkpoint_alignment",
+        "Longest barrier alignment per checkpoint",
+        Unit::Seconds,
+        c.alignment.clone(),
+    );
+    reg.register(
+        "checkpoints_completed",
+        "Completed checkpoints and savepoints",
+        c.completed.clone(),
+    );
+    reg.register(
+        "checkpoints_failed",
+        "Declined or timed-out checkpoints",
+        counter(n.failed_checkpoints),
+    );
+    reg.register(
+        "restarts",
+        "Restarts of the job by the restart strategy",
+        counter(n.restarts),
+    );
+    if let Some(last) = &n.last_checkpoint {
+        reg.register(
+            "last_checkpoint_id",
+            "Id of the newest completed checkpoint or savepoint",
+            int_gauge(last.id),
+        );
+        let age_ms = n.now_ms.saturating_sub(last.completed_at_ms);
+        reg.register_with_unit(
+            "last_checkpoint_age",
+            "Time since the newest checkpoint or savepoint completed",
+            Unit::Seconds,
+            float_gauge(age_ms as f64 / 1000.0),
+        );
+        reg.register_with_unit(
+            "last_checkpoint_size",
+            "State files plus metadata of the newest completed checkpoint or savepoint",
+            Unit::Bytes,
+            int_gauge(last.size_bytes),
+        );
+        reg.register_with_unit(
+            "last_checkpoint_duration",
+            "Trigger-to-commit time of the newest completed checkpoint or savepoint",
+            Unit::Seconds,
+            float_gauge(last.duration_ms as f64 / 1000.0),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -239,3 +239,58 @@ fn an_invalid_rust_log_is_refused_by_name() {
         "{stderr}"
     );
 }
+
+/// The run ends with one summary event: records per task, checkpoints, and the committed
+/// output (directory and run id) that is really there; its fields carry the same numbers.
+#[test]
+fn a_run_ends_with_a_summary_naming_records_checkpoints_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = file_sink_manifest(dir.path());
+    let mut args = vec!["--log-format".to_string(), "json".to_string()];
+    args.extend(run_args(&job));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = weir_logged(&args, Some("info"), None);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = json_lines(&stderr);
+    let summaries: Vec<_> = lines
+        .iter()
+        .filter(|o| o["message"].as_str().is_some_and(|m| m.starts_with("run summary: ")))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{stderr}");
+    let summary = summaries[0];
+    assert_eq!(summary["target"], "weir", "{stderr}");
+    let message = summary["message"].as_str().unwrap();
+    let completed = summary["checkpoints_completed"].as_u64().expect("a number");
+    assert!(completed >= 1, "the final checkpoint at least: {message}");
+    assert!(
+        message.contains(&format!("checkpoints: {completed} completed, 0 failed")),
+        "{message}"
+    );
+    // The generator's 100 records pass the source task and reach the count's task; a chain
+    // ending in a sink emits nothing downstream.
+    assert!(
+        message.contains("; records in/out: source-generator-0 -> keyBy-1 100/100, count-2 -> sink-file-3 100/0; "),
+        "{message}"
+    );
+    let run_id = summary["run_id"].as_str().expect("run id");
+    let output = dir.path().join("output");
+    assert!(
+        message.ends_with(&format!(
+            "committed output in {} (files part-{run_id}-*.jsonl)",
+            output.display()
+        )),
+        "{message}"
+    );
+    let parts: Vec<String> = std::fs::read_dir(&output)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !parts.is_empty() && parts.iter().all(|p| p.starts_with(&format!("part-{run_id}-"))),
+        "{parts:?}"
+    );
+    // The last line of the run is the summary.
+    let last = lines.last().unwrap()["message"].as_str().unwrap();
+    assert!(last.starts_with("run summary: "), "{stderr}");
+}

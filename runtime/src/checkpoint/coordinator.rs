@@ -97,6 +97,9 @@ pub struct Shared {
     pub restored_from: Option<String>,
     /// Cancelled to suspend the job gracefully (SIGTERM / SIGINT); see [`super::suspend`].
     pub suspend: tokio_util::sync::CancellationToken,
+    /// Checkpoints and savepoints completed by this run (`history.completed` keeps only the
+    /// newest).
+    pub completed_total: u64,
 }
 
 impl Shared {
@@ -111,6 +114,7 @@ impl Shared {
             stop_trigger: None,
             restored_from: None,
             suspend: Default::default(),
+            completed_total: 0,
         }
     }
 }
@@ -576,6 +580,7 @@ async fn complete(
     let mut s = shared.lock().expect("lock");
     s.history.in_progress = None;
     s.history.completed.push(stats.clone());
+    s.completed_total += 1;
     if s.history.completed.len() > HISTORY {
         s.history.completed.remove(0);
     }

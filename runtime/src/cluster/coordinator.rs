@@ -132,6 +132,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         locations: Arc::default(),
         workers: Arc::default(),
         restarts: Arc::default(),
+        started_at: std::time::Instant::now(),
+        outputs: exec::file_sink_paths(&job),
     };
     let server = crate::control::server::serve(&opts.listen, handle.clone()).await?;
     let api = server.addr;

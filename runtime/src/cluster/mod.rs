@@ -10,3 +10,4 @@ pub mod record_codec;
 pub mod restart;
 pub mod wire;
 pub mod worker;
+pub mod worker_health;

@@ -7,6 +7,7 @@
 
 use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
+use super::worker_health::{SharedMetrics, serve_health};
 use crate::checkpoint::restore;
 use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::task::TaskMetrics;
@@ -48,31 +49,6 @@ pub struct WorkerConfig {
     pub stop: crate::signals::StopSignal,
 }
 
-type SharedMetrics = Arc<Mutex<Vec<(String, u32, Arc<TaskMetrics>)>>>;
-
-/// Serves `/healthz` (200 while the process runs) and `/metrics` (its subtasks' counters).
-async fn serve_health(addr: &str, metrics: SharedMetrics) -> Result<std::net::SocketAddr, String> {
-    use axum::routing::get;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let app = axum::Router::new().route("/healthz", get(|| async { "ok" })).route(
-        "/metrics",
-        get(move || {
-            let m = metrics.clone();
-            async move {
-                let tasks = m.lock().expect("lock").clone();
-                crate::metrics::render(&tasks, 0)
-            }
-        }),
-    );
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(local)
-}
-
 /// Inbound channels waiting for their upstream connection, per attempt.
 #[derive(Default)]
 struct Inbound {
@@ -83,6 +59,7 @@ struct Inbound {
 
 struct Running {
     attempt: u64,
+    job: String,
     named_metrics: Vec<(String, u32, Arc<TaskMetrics>)>,
     controls: HashMap<usize, mpsc::UnboundedSender<Control>>,
     /// The subtasks of this worker.
@@ -214,7 +191,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                             let attempt = d.attempt;
                             match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id).await {
                                 Ok(r) => {
-                                    *health_metrics.lock().expect("lock") = r.named_metrics.clone();
+                                    *health_metrics.lock().expect("lock") = (r.job.clone(), r.named_metrics.clone());
                                     running = Some(r);
                                 }
                                 Err(e) => {
@@ -429,6 +406,7 @@ async fn deploy(
     tracing::info!(attempt = %attempt_label(attempt), tasks = ?d.tasks, "deployed subtasks");
     Ok(Running {
         attempt,
+        job: ctx.job.name.clone(),
         named_metrics,
         controls,
         subtasks,

@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | GET | `/healthz` | | 200 `ok` while the job process is serving |
 //! | GET | `/v1/job` | | [`JobStatus`] |
+//! | POST | `/v1/job/cancel` | | 202 `{}`: the job stops without a savepoint, as on SIGTERM; 409 [`ApiError`] when it is ending or ended |
 //! | GET | `/v1/checkpoints` | | [`CheckpointHistory`] |
 //! | POST | `/v1/savepoints` | [`SavepointRequest`] | 202 [`TriggerResponse`]; 409 [`ApiError`] when the job is not running |
 //! | GET | `/v1/savepoints/{triggerId}` | | [`SavepointStatus`]; 404 unknown trigger |
@@ -129,6 +130,49 @@ pub struct JobStatus {
     /// Registered workers (distributed runtime only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerStatus>,
+    /// What the run did so far: the numbers `weir run` logs when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<RunSummary>,
+}
+
+/// What a run did: records per task, checkpoints, elapsed time, and where its committed output
+/// is. `weir run` logs it when the run ends; `GET /v1/job` reports it while it runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// Milliseconds since this process started the run.
+    pub elapsed_ms: u64,
+    /// Records per task (chain of operators), summed over its subtasks, in plan order.
+    pub tasks: Vec<TaskTotals>,
+    /// Checkpoints and savepoints completed by this run.
+    pub checkpoints_completed: u64,
+    /// Checkpoints declined or timed out in this run.
+    pub checkpoints_failed: u64,
+    /// Output directories of the file sinks and the files this run commits there.
+    pub output: Vec<CommittedOutput>,
+}
+
+/// Records of one task (chain of operators), summed over its subtasks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTotals {
+    /// Task name: the uids of the chained operators, joined by ` -> `.
+    pub task: String,
+    /// Records received by the chain's first operator (for a source: read).
+    pub records_in: u64,
+    /// Records emitted by the chain's last operator (0 when it is a sink).
+    pub records_out: u64,
+}
+
+/// Where a file sink commits this run's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommittedOutput {
+    /// The sink's output directory (local path or `s3://` URL).
+    pub path: String,
+    /// The run id in the names of this run's files: `part-<runId>-<subtask>-<seq>.jsonl`
+    /// (distributed runs add `-e<epoch>-a<attempt>` to it).
+    pub run_id: String,
 }
 
 /// A registered worker.

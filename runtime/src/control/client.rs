@@ -41,6 +41,17 @@ impl Client {
         Self::check(r).await?.json().await.map_err(|e| e.to_string())
     }
 
+    /// `POST /v1/job/cancel`: stop the job without a savepoint.
+    pub async fn cancel(&self) -> Result<(), String> {
+        let r = self
+            .http
+            .post(format!("{}/v1/job/cancel", self.base))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Self::check(r).await.map(|_| ())
+    }
+
     /// `POST /v1/savepoints`.
     pub async fn trigger_savepoint(&self, req: &SavepointRequest) -> Result<String, String> {
         let r = self

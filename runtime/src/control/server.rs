@@ -11,6 +11,7 @@ use axum::{Json, Router};
 use std::sync::atomic::Ordering;
 
 fn status(h: &JobHandle) -> JobStatus {
+    let summary = h.summary();
     let locations = h.locations.lock().expect("lock").clone();
     let workers = h.workers.lock().expect("lock").clone();
     let s = h.shared.lock().expect("lock");
@@ -38,6 +39,7 @@ fn status(h: &JobHandle) -> JobStatus {
         failure: s.failure.clone(),
         restarts: h.restarts.load(Ordering::Relaxed),
         workers,
+        summary: Some(summary),
     }
 }
 
@@ -83,6 +85,21 @@ async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>
     (StatusCode::ACCEPTED, Json(TriggerResponse { trigger_id })).into_response()
 }
 
+/// `POST /v1/job/cancel`: stops the job without a savepoint, as SIGTERM does (Flink's
+/// `cancel`): the in-flight checkpoint completes or is aborted, nothing is committed beyond the
+/// last completed checkpoint, and the process exits; `--restore latest` resumes the job.
+async fn cancel(State(h): State<JobHandle>) -> Response {
+    let s = h.shared.lock().expect("lock");
+    if s.state.is_terminal() || s.state == JobState::Suspending {
+        return error(
+            StatusCode::CONFLICT,
+            format!("the job is {:?}, nothing to cancel", s.state),
+        );
+    }
+    s.suspend.cancel();
+    (StatusCode::ACCEPTED, Json(serde_json::json!({}))).into_response()
+}
+
 async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Response {
     let mut shared = h.shared.lock().expect("lock");
     match shared.triggers.get(&id).cloned() {
@@ -97,8 +114,21 @@ async fn savepoint(State(h): State<JobHandle>, Path(id): Path<String>) -> Respon
 }
 
 async fn metrics(State(h): State<JobHandle>) -> Response {
-    let failed = h.shared.lock().expect("lock").history.failed;
-    let body = crate::metrics::render(&h.tasks, failed);
+    let (failed_checkpoints, last_checkpoint) = {
+        let s = h.shared.lock().expect("lock");
+        (s.history.failed, s.history.completed.last().cloned())
+    };
+    let body = crate::metrics::render(&crate::metrics::Scrape {
+        job: &h.job,
+        tasks: &h.tasks,
+        uptime: h.started_at.elapsed(),
+        coordinator: Some(crate::metrics::CoordinatorNumbers {
+            failed_checkpoints,
+            restarts: u64::from(h.restarts.load(Ordering::Relaxed)),
+            last_checkpoint,
+            now_ms: crate::checkpoint::now_ms(),
+        }),
+    });
     (
         [(
             "content-type",
@@ -114,6 +144,7 @@ pub fn router(h: JobHandle) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/job", get(job))
+        .route("/v1/job/cancel", post(cancel))
         .route("/v1/checkpoints", get(checkpoints))
         .route("/v1/savepoints", post(trigger))
         .route("/v1/savepoints/{id}", get(savepoint))

@@ -71,6 +71,21 @@ pub struct JobHandle {
     pub workers: Arc<Mutex<Vec<crate::control::api::WorkerStatus>>>,
     /// Restarts by the restart strategy.
     pub restarts: Arc<std::sync::atomic::AtomicU32>,
+    /// When this process started the run (elapsed time, uptime).
+    pub started_at: std::time::Instant,
+    /// Output directories of the job's file sinks.
+    pub outputs: Vec<String>,
+}
+
+/// Output directories of the file sinks of `job`, in step order.
+pub fn file_sink_paths(job: &Job) -> Vec<String> {
+    job.operators
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OperatorKind::FileSink(s) => Some(s.path.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Groups operator indexes into stages ([`plan::plan_graph`]); for a single-line job, cut
@@ -554,6 +569,8 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         locations: Arc::default(),
         workers: Arc::default(),
         restarts: Arc::default(),
+        started_at: std::time::Instant::now(),
+        outputs: file_sink_paths(&job),
     };
     let run = Box::new(move || {
         tokio::spawn(async move {

@@ -22,9 +22,9 @@ use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, er
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
 pub struct TaskMetrics {
-    /// Records received.
+    /// Records received (for a source: read).
     pub records_in: AtomicU64,
-    /// Records emitted downstream (or written, for sinks).
+    /// Records emitted by the chain's last operator (0 when it is a sink).
     pub records_out: AtomicU64,
     /// Nanoseconds spent waiting for space in output channels.
     pub backpressured_ns: AtomicU64,

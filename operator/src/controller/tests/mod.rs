@@ -123,6 +123,7 @@ fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) ->
         failure: None,
         restarts: 0,
         workers: vec![],
+        summary: None,
     }
 }
 

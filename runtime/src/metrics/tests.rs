@@ -1,0 +1,125 @@
+use super::*;
+use crate::control::api::SnapshotKind;
+
+fn task(name: &str, subtask: u32, records_in: u64, records_out: u64) -> (String, u32, Arc<TaskMetrics>) {
+    let m = TaskMetrics::default();
+    m.records_in.store(records_in, Ordering::Relaxed);
+    m.records_out.store(records_out, Ordering::Relaxed);
+    m.backpressured_ns.store(1_500_000_000, Ordering::Relaxed);
+    (name.to_string(), subtask, Arc::new(m))
+}
+
+fn stats(id: u64, completed_at_ms: u64) -> CheckpointStats {
+    CheckpointStats {
+        id,
+        kind: SnapshotKind::Checkpoint,
+        path: "/ckpt/wc/chk-7".into(),
+        triggered_at_ms: completed_at_ms - 250,
+        completed_at_ms,
+        duration_ms: 250,
+        max_sync_ms: 1,
+        max_async_ms: 2,
+        max_alignment_ms: 3,
+        size_bytes: 4096,
+    }
+}
+
+/// The lines of `text` that are samples (not `#` comments), as written.
+fn samples(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn chain_ends_are_the_first_and_last_uid() {
+    for (task, want) in [
+        ("gen-0", ("gen-0", "gen-0")),
+        ("count-2 -> sink-file-3", ("count-2", "sink-file-3")),
+        ("a -> b.x -> c_y", ("a", "c_y")),
+    ] {
+        assert_eq!(chain_ends(task), want, "{task}");
+    }
+}
+
+#[test]
+fn every_metric_carries_the_job_and_subtask_metrics_their_operator() {
+    let tasks = vec![
+        task("gen-0 -> keyBy-1", 0, 10, 10),
+        task("count-2 -> sink-file-3", 1, 10, 0),
+    ];
+    let text = render(&Scrape {
+        job: "wordcount",
+        tasks: &tasks,
+        uptime: Duration::from_millis(12_500),
+        coordinator: Some(CoordinatorNumbers {
+            failed_checkpoints: 2,
+            restarts: 3,
+            last_checkpoint: Some(stats(7, 1_000_000)),
+            now_ms: 1_004_000,
+        }),
+    });
+    let lines = samples(&text);
+    assert!(!lines.is_empty());
+    for l in lines.iter().filter(|l| **l != "# EOF") {
+        assert!(l.contains("job=\"wordcount\""), "no job label: {l}");
+    }
+    for want in [
+        r#"weir_uptime_seconds{job="wordcount"} 12.5"#,
+        r#"weir_restarts_total{job="wordcount"} 3"#,
+        r#"weir_checkpoints_failed_total{job="wordcount"} 2"#,
+        r#"weir_last_checkpoint_id{job="wordcount"} 7"#,
+        r#"weir_last_checkpoint_age_seconds{job="wordcount"} 4.0"#,
+        r#"weir_last_checkpoint_size_bytes{job="wordcount"} 4096"#,
+        r#"weir_last_checkpoint_duration_seconds{job="wordcount"} 0.25"#,
+        r#"weir_records_in_total{job="wordcount",task="gen-0 -> keyBy-1",operator="gen-0",subtask="0"} 10"#,
+        r#"weir_records_out_total{job="wordcount",task="gen-0 -> keyBy-1",operator="keyBy-1",subtask="0"} 10"#,
+        r#"weir_records_in_total{job="wordcount",task="count-2 -> sink-file-3",operator="count-2",subtask="1"} 10"#,
+        r#"weir_backpressured_seconds_total{job="wordcount",task="count-2 -> sink-file-3",operator="sink-file-3",subtask="1"} 1.5"#,
+    ] {
+        assert!(lines.contains(&want), "missing {want}:\n{text}");
+    }
+    for unit in [
+        "# UNIT weir_uptime_seconds seconds",
+        "# UNIT weir_last_checkpoint_age_seconds seconds",
+        "# UNIT weir_last_checkpoint_size_bytes bytes",
+        "# UNIT weir_last_checkpoint_duration_seconds seconds",
+        "# UNIT weir_checkpoint_duration_seconds seconds",
+        "# UNIT weir_backpressured_seconds seconds",
+    ] {
+        assert!(text.lines().any(|l| l == unit), "missing {unit}:\n{text}");
+    }
+}
+
+#[test]
+fn a_worker_and_a_job_without_a_checkpoint_leave_the_metrics_they_cannot_know_out() {
+    let tasks = vec![task("gen-0", 0, 1, 1)];
+    let before_checkpoint = render(&Scrape {
+        job: "wc",
+        tasks: &tasks,
+        uptime: Duration::ZERO,
+        coordinator: Some(CoordinatorNumbers {
+            failed_checkpoints: 0,
+            restarts: 0,
+            last_checkpoint: None,
+            now_ms: 5,
+        }),
+    });
+    assert!(
+        before_checkpoint.contains("weir_restarts_total{job=\"wc\"} 0"),
+        "{before_checkpoint}"
+    );
+    assert!(
+        !before_checkpoint.contains("weir_last_checkpoint"),
+        "{before_checkpoint}"
+    );
+    let worker = render(&Scrape {
+        job: "wc",
+        tasks: &tasks,
+        uptime: Duration::ZERO,
+        coordinator: None,
+    });
+    assert!(worker.contains("weir_records_in_total{job=\"wc\""), "{worker}");
+    assert!(
+        !worker.contains("weir_restarts") && !worker.contains("weir_checkpoint"),
+        "{worker}"
+    );
+}

@@ -1,0 +1,162 @@
+//! `/metrics` of a running `weir run`: every sample carries the job label, per-subtask samples
+//! their task, operator uid and subtask, and the job-level gauges (uptime, restarts, the last
+//! completed checkpoint's id, age, size and duration) agree with `/v1/job`.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// A generator job (2 subtasks, 20,000 records/s each for about 5 s) with checkpoints every
+/// 100 ms and a discard sink.
+fn manifest(dir: &Path) -> std::path::PathBuf {
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: scraped }}
+spec:
+  parallelism: 2
+  checkpointing: {{ interval: 100ms, storage: "{}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: 3, count: 200000, keys: 50, maxRecordsPerSecond: 20000 }} }}
+      - keyBy: {{ expression: key }}
+      - count: {{}}
+      - sink: {{ discard: {{}} }}
+"#,
+        dir.display()
+    );
+    let path = dir.join("job.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// The value of the one sample of `name` whose labels contain every `label="value"` of
+/// `labels`; panics naming it when there is none or several.
+fn sample(text: &str, name: &str, labels: &[&str]) -> f64 {
+    let found: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(found.len(), 1, "one sample {name} {labels:?} in:\n{text}");
+    found[0]
+}
+
+#[test]
+fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Weir::run(&manifest(dir.path()), &[], &[]);
+    let api = weir.api();
+    let checkpoint_id = poll_json(
+        &format!("{api}/v1/job"),
+        "a checkpoint completes",
+        Duration::from_secs(60),
+        |job| job["lastCompletedCheckpoint"]["id"].as_u64(),
+    );
+    let out = Command::new("curl")
+        .args(["-sf", &format!("{api}/metrics")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let job: serde_json::Value = serde_json::from_slice(
+        &Command::new("curl")
+            .args(["-sf", &format!("{api}/v1/job")])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    weir.kill9();
+
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.contains(r#"job="scraped""#), "no job label: {line}");
+    }
+    let last_id = sample(&text, "weir_last_checkpoint_id", &[]);
+    assert!(last_id >= checkpoint_id as f64 && last_id >= 1.0, "{last_id}");
+    let age = sample(&text, "weir_last_checkpoint_age_seconds", &[]);
+    assert!((0.0..30.0).contains(&age), "age {age}");
+    assert!(sample(&text, "weir_last_checkpoint_size_bytes", &[]) > 0.0);
+    assert!(sample(&text, "weir_last_checkpoint_duration_seconds", &[]) >= 0.0);
+    let uptime = sample(&text, "weir_uptime_seconds", &[]);
+    assert!(uptime > 0.0 && uptime < 60.0, "uptime {uptime}");
+    assert_eq!(sample(&text, "weir_restarts_total", &[]), 0.0);
+    assert!(sample(&text, "weir_checkpoints_completed_total", &[]) >= 1.0);
+    for unit in [
+        "# UNIT weir_uptime_seconds seconds",
+        "# UNIT weir_last_checkpoint_age_seconds seconds",
+        "# UNIT weir_last_checkpoint_size_bytes bytes",
+    ] {
+        assert!(text.lines().any(|l| l == unit), "{unit}:\n{text}");
+    }
+    // Per subtask: the source's records in, labelled with its task, operator uid and subtask.
+    let task = r#"task="source-generator-0 -> keyBy-1""#;
+    for subtask in ["0", "1"] {
+        let subtask = format!(r#"subtask="{subtask}""#);
+        let records = sample(
+            &text,
+            "weir_records_in_total",
+            &[task, r#"operator="source-generator-0""#, &subtask],
+        );
+        assert!(records > 0.0, "{records}");
+        sample(
+            &text,
+            "weir_records_out_total",
+            &[task, r#"operator="keyBy-1""#, &subtask],
+        );
+    }
+    // /v1/job carries the run summary with the same kind of numbers.
+    let summary = &job["summary"];
+    assert!(summary["checkpointsCompleted"].as_u64().unwrap() >= 1, "{job}");
+    assert_eq!(summary["tasks"][0]["task"], "source-generator-0 -> keyBy-1", "{job}");
+    assert!(summary["tasks"][0]["recordsIn"].as_u64().unwrap() > 0, "{job}");
+    assert_eq!(
+        summary["output"],
+        serde_json::json!([]),
+        "a discard sink writes nothing"
+    );
+}
+
+/// The distributed runtime: the coordinator's `/metrics` has the job-level gauges, a worker's
+/// (`weir worker --listen`) the per-subtask metrics of its subtasks, both labelled with the job.
+#[test]
+fn coordinator_and_worker_metrics_carry_the_job() {
+    use common::cluster::Cluster;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start_with_workers(dir.path(), &manifest(dir.path()), &[], &[], 1);
+    cluster.wait_checkpoint_after(0);
+    let scrape = |url: &str| {
+        let out = Command::new("curl").args(["-sf", url]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let coordinator = scrape(&format!("{}/metrics", cluster.api));
+    let worker_log = cluster.workers[0].text();
+    let worker_url = worker_log
+        .lines()
+        .find_map(|l| l.split("health and metrics on ").nth(1))
+        .unwrap_or_else(|| panic!("the worker names its metrics address: {worker_log}"))
+        .trim()
+        .to_string();
+    let worker = scrape(&format!("{worker_url}/metrics"));
+    cluster.coordinator.kill9();
+    cluster.workers[0].kill9();
+
+    assert!(sample(&coordinator, "weir_last_checkpoint_id", &[r#"job="scraped""#]) >= 1.0);
+    assert_eq!(sample(&coordinator, "weir_restarts_total", &[]), 0.0);
+    for line in worker.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.contains(r#"job="scraped""#), "no job label: {line}");
+    }
+    assert!(sample(&worker, "weir_uptime_seconds", &[]) > 0.0, "{worker}");
+    let records = sample(
+        &worker,
+        "weir_records_in_total",
+        &[r#"operator="source-generator-0""#, r#"subtask="0""#],
+    );
+    assert!(records > 0.0, "{worker}");
+    assert!(
+        !worker.contains("weir_last_checkpoint"),
+        "job-level gauges are the coordinator's"
+    );
+}
