@@ -18,7 +18,10 @@ async fn main() {
     // The version line belongs in the logs of the processes that run jobs; a one-shot
     // command (`savepoint inspect`, `checkpoints list`) prints only its answer and errors.
     use weir_runtime::cli::Command;
-    if matches!(cli.command, Command::Run(_) | Command::Coordinator(_) | Command::Worker(_)) {
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Coordinator(_) | Command::Worker(_)
+    ) {
         tracing::info!(
             version = option_env!("WEIR_VERSION").unwrap_or(env!("CARGO_PKG_VERSION")),
             revision = option_env!("WEIR_GIT_REVISION").unwrap_or("unknown"),
