@@ -207,21 +207,8 @@ fn the_cluster_refuses_at_most_once_before_touching_storage() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "1s", None, None);
-    let out = std::process::Command::new(weir())
-        .args(["coordinator", "--job"])
-        .arg(&m)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--exit-on-finish",
-        ])
-        .env("WEIR_LOG", "warn")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the coordinator accepted at-most-once: {stderr}");
+    let (accepted, stderr) = coordinator_refusal(&m);
+    assert!(!accepted, "the coordinator accepted at-most-once: {stderr}");
     assert!(
         stderr.contains(
             "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`"

@@ -142,21 +142,8 @@ fn the_distributed_runtime_refuses_a_multi_input_job_at_plan_time() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = union_manifest(dir.path(), &paths, 2, "1s", None);
-    let out = std::process::Command::new(weir())
-        .args(["coordinator", "--job"])
-        .arg(&m)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--exit-on-finish",
-        ])
-        .env("WEIR_LOG", "warn")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the coordinator accepted a union job: {stderr}");
+    let (accepted, stderr) = coordinator_refusal(&m);
+    assert!(!accepted, "the coordinator accepted a union job: {stderr}");
     assert!(
         stderr.contains("spec.job.steps: multi-input dataflows run with weir run only so far"),
         "{stderr}"

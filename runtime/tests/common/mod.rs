@@ -21,6 +21,25 @@ pub fn weir() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_weir"))
 }
 
+/// Runs `weir coordinator` on `manifest` as a job the distributed runtime must refuse at plan
+/// time; returns whether it exited successfully and its stderr.
+pub fn coordinator_refusal(manifest: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(weir())
+        .args(["coordinator", "--job"])
+        .arg(manifest)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--exit-on-finish",
+        ])
+        .env("WEIR_LOG", "warn")
+        .output()
+        .expect("run weir coordinator");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// `../shared/data` from the repository root, or `$WEIR_DATA_DIR` when set (for a clone
 /// that is not next to `shared/`).
 pub fn data_dir() -> PathBuf {
