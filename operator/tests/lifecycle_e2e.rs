@@ -155,12 +155,9 @@ fn assert_same_multiset(actual: &[String], expected: &[String], what: &str) {
     );
 }
 
+/// A port on 127.0.0.1 no process is bound to, for a child to bind.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    weir_runtime::ports::unused_loopback_port().expect("an unused loopback port")
 }
 
 // ---------- "pods": processes started from the built containers ----------

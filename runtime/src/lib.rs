@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operators;
 pub mod output;
+pub mod ports;
 pub mod record;
 pub mod signals;
 pub mod state;

@@ -57,12 +57,9 @@ impl Drop for Proc {
     }
 }
 
+/// A port on 127.0.0.1 no process is bound to, for a child to bind.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    weir_runtime::ports::unused_loopback_port().expect("an unused loopback port")
 }
 
 pub struct Cluster {

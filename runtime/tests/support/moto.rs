@@ -5,7 +5,7 @@
 //! panics so the test fails instead of being skipped.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
@@ -228,8 +228,7 @@ fn runs(cmd: &mut Command) -> bool {
 }
 
 fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("binding a probe socket on 127.0.0.1");
-    l.local_addr().expect("probe socket address").port()
+    weir_runtime::ports::unused_loopback_port().expect("an unused loopback port")
 }
 
 /// A minimal HTTP/1.1 request; returns the status code and body.

@@ -168,5 +168,5 @@ pub async fn trigger_savepoint(weir: &Path, api: &str, stop: bool, env: &[(Strin
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    weir_runtime::ports::unused_loopback_port()
 }
