@@ -2,11 +2,14 @@
 
 use crate::checkpoint::restore;
 use crate::cli_input::{local_path_exists, no_checkpoints_message, parse_restore_arg, positive_duration};
+use crate::cli_resume::resume_hint;
 use crate::control::api::{SavepointRequest, SnapshotInfo};
+use crate::control::auth::ControlAuth;
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
+use crate::security::secret;
 use crate::storage::{self, S3Options};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -70,6 +73,13 @@ pub struct RunArgs {
     /// result was read, at most this long.
     #[arg(long, default_value = "30s")]
     pub shutdown_grace: humantime::Duration,
+    /// File holding the job secret (the control API's bearer token; workers authenticate with
+    /// it). Default `./weir-data/job.secret`, generated (mode 0600) when missing.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Require the bearer token on `/metrics` too (`/healthz` stays open).
+    #[arg(long, env = "WEIR_METRICS_AUTH")]
+    pub metrics_auth: bool,
 }
 
 /// `weir coordinator`.
@@ -123,6 +133,13 @@ pub struct CoordinatorArgs {
     /// status until terminated.
     #[arg(long, env = "WEIR_EXIT_ON_FINISH")]
     pub exit_on_finish: bool,
+    /// File holding the job secret (the control API's bearer token; workers authenticate with
+    /// it). Default `./weir-data/job.secret`, generated (mode 0600) when missing.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Require the bearer token on `/metrics` too (`/healthz` stays open).
+    #[arg(long, env = "WEIR_METRICS_AUTH")]
+    pub metrics_auth: bool,
 }
 
 /// `weir worker`.
@@ -152,6 +169,10 @@ pub struct WorkerArgs {
     /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
     #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]
     pub listen: String,
+    /// File holding the job secret (the coordinator's): the worker proves it holds it to the
+    /// coordinator and to other workers. Default `./weir-data/job.secret`.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
 }
 
 /// `weir savepoint ...`.
@@ -171,6 +192,10 @@ pub enum SavepointCmd {
         /// How long to wait (greater than 0).
         #[arg(long, default_value = "10m", value_parser = positive_duration)]
         timeout: humantime::Duration,
+        /// File holding the job secret, sent as the bearer token. Default
+        /// `./weir-data/job.secret` (where `weir run` writes it).
+        #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+        secret_file: Option<PathBuf>,
     },
     /// Show what a checkpoint or savepoint holds (verifying every file).
     Inspect {
@@ -224,12 +249,16 @@ pub async fn main(cli: Cli) -> i32 {
             directory,
             stop,
             timeout,
-        }) => {
-            let c = crate::control::client::Client::new(&url);
-            c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
-                .await
-                .and_then(|s| output::print_line(s.path.unwrap_or_default()))
-        }
+            secret_file,
+        }) => match secret::for_client(secret_file.as_deref()) {
+            Ok(token) => {
+                let c = crate::control::client::Client::new(&url, token);
+                c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
+                    .await
+                    .and_then(|s| output::print_line(s.path.unwrap_or_default()))
+            }
+            Err(e) => Err(e),
+        },
         Command::Savepoint(SavepointCmd::Inspect { path, json }) => inspect(&path, json).await,
         Command::Checkpoints(CheckpointsCmd::List { storage, job }) => list(&storage, &job).await,
     };
@@ -272,7 +301,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
     };
     let handle = prepared.handle.clone();
     handle.shared.lock().expect("lock").suspend = stop.token();
-    let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
+    let auth = ControlAuth {
+        secret: secret::for_server(a.secret_file.as_deref())?,
+        protect_metrics: a.metrics_auth,
+    };
+    let server = crate::control::server::serve(&a.listen, handle.clone(), auth).await?;
     let addr = server.addr;
     tracing::info!(
         target: "weir",
@@ -369,6 +402,8 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
             window: a.restart_window.into(),
         },
         exit_on_finish: a.exit_on_finish,
+        secret_file: a.secret_file,
+        protect_metrics: a.metrics_auth,
         stop: crate::signals::install()?,
     })
     .await
@@ -388,64 +423,10 @@ async fn worker(a: WorkerArgs) -> Result<(), String> {
         heartbeat_interval: a.heartbeat_interval.into(),
         heartbeat_timeout: a.heartbeat_timeout.into(),
         listen: (a.listen != "none").then_some(a.listen),
+        secret: secret::for_client(a.secret_file.as_deref())?,
         stop: crate::signals::install()?,
     })
     .await
-}
-
-/// What `weir run` prints after a SIGTERM/SIGINT: the command that resumes the job, from the
-/// process's own arguments `argv` (any `--restore` replaced), and the snapshot it resumes from.
-/// `last` is the newest snapshot this run completed (id, URL); `restored_from` the restore
-/// point this run started from.
-pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Option<&str>) -> String {
-    let (restore, from) = match (last, restored_from) {
-        (Some((id, url)), _) => ("latest".to_string(), format!("checkpoint {id} at {url}")),
-        (None, Some(url)) => (url.to_string(), url.to_string()),
-        (None, None) => {
-            return format!(
-                "no checkpoint completed, so no output was committed: start over with `{}`",
-                command_with_restore(argv, None)
-            );
-        }
-    };
-    format!(
-        "resume with `{}` (resumes from {from})",
-        command_with_restore(argv, Some(&restore))
-    )
-}
-
-/// `argv` as a shell command, with any `--restore VALUE` / `--restore=VALUE` removed and
-/// `--restore <restore>` appended when given.
-fn command_with_restore(argv: &[String], restore: Option<&str>) -> String {
-    let mut out: Vec<String> = Vec::with_capacity(argv.len() + 2);
-    let mut skip_next = false;
-    for a in argv {
-        if std::mem::take(&mut skip_next) {
-            continue;
-        }
-        if a == "--restore" {
-            skip_next = true;
-            continue;
-        }
-        if a.starts_with("--restore=") {
-            continue;
-        }
-        out.push(a.clone());
-    }
-    if let Some(r) = restore {
-        out.extend(["--restore".to_string(), r.to_string()]);
-    }
-    out.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
-}
-
-/// Quotes `s` for a POSIX shell when it holds anything but plain word characters.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 fn local_input_bytes(job: &job::Job) -> u64 {
@@ -533,68 +514,4 @@ async fn list(storage_url: &str, job: &str) -> Result<(), String> {
         ))?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
-    }
-
-    #[test]
-    fn the_resume_command_replaces_any_restore_with_latest() {
-        let last = Some((5, "/data/ckpt/wordcount/chk-5"));
-        for (args, want) in [
-            (
-                argv(&["weir", "run", "job.yaml"]),
-                "resume with `weir run job.yaml --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
-            ),
-            (
-                argv(&[
-                    "weir",
-                    "run",
-                    "job.yaml",
-                    "--restore",
-                    "/sp/savepoint-1",
-                    "--parallelism",
-                    "3",
-                ]),
-                "resume with `weir run job.yaml --parallelism 3 --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
-            ),
-            (
-                argv(&[
-                    "weir",
-                    "run",
-                    "--restore=latest",
-                    "my job.yaml",
-                    "--set",
-                    "spec.x='a b'",
-                ]),
-                r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)"#,
-            ),
-        ] {
-            assert_eq!(resume_hint(&args, last, None), want, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn without_a_completed_checkpoint_the_hint_names_the_restore_point_or_a_fresh_start() {
-        let args = argv(&[
-            "weir",
-            "run",
-            "job.yaml",
-            "--restore",
-            "s3://b/sp/savepoint-wordcount-4",
-        ]);
-        assert_eq!(
-            resume_hint(&args, None, Some("s3://b/sp/savepoint-wordcount-4")),
-            "resume with `weir run job.yaml --restore s3://b/sp/savepoint-wordcount-4` (resumes from s3://b/sp/savepoint-wordcount-4)"
-        );
-        assert_eq!(
-            resume_hint(&argv(&["weir", "run", "job.yaml"]), None, None),
-            "no checkpoint completed, so no output was committed: start over with `weir run job.yaml`"
-        );
-    }
 }

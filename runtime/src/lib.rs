@@ -7,6 +7,7 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod cli_input;
+pub mod cli_resume;
 pub mod cluster;
 pub mod control;
 pub mod exec;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod operators;
 pub mod output;
 pub mod record;
+pub mod security;
 pub mod signals;
 pub mod state;
 pub mod storage;

@@ -96,6 +96,17 @@ pub fn render(tasks: &[(String, u32, Arc<TaskMetrics>)], failed_checkpoints: u64
         "Batches queued in the subtask's last-used output channel (capacity 8)",
         buffers,
     );
+    let auth_failures = Family::<Labels, Counter>::default();
+    for surface in crate::security::refusals::Surface::ALL {
+        auth_failures
+            .get_or_create(&vec![("surface".to_string(), surface.label().to_string())])
+            .inc_by(crate::security::refusals::failures(surface));
+    }
+    reg.register(
+        "auth_failures",
+        "Refused credentials (wrong or missing job secret), by surface: control API, worker RPC, data",
+        auth_failures,
+    );
     let mut out = String::new();
     encode(&mut out, &reg).expect("encoding to a String");
     out

@@ -16,6 +16,9 @@ use crate::exec::messages::{Control, TaskEvent};
 use crate::exec::task::TaskMetrics;
 use crate::exec::{self, JobHandle, task_specs};
 use crate::job::{self, Job};
+use crate::security::handshake;
+use crate::security::refusals::{self, Surface};
+use crate::security::secret::{self, JobSecret};
 use crate::storage::{self, S3Options, Store};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +53,11 @@ pub struct CoordinatorOptions {
     pub restart: RestartPolicy,
     /// Exit when the job reaches a terminal state instead of serving its final status.
     pub exit_on_finish: bool,
+    /// The job secret file (`None`: `./weir-data/job.secret`, created when missing): the
+    /// control API's bearer token and what workers authenticate with.
+    pub secret_file: Option<PathBuf>,
+    /// Whether `/metrics` requires the bearer token too.
+    pub protect_metrics: bool,
     /// SIGTERM / SIGINT: suspend the job (stop the workers' subtasks without a savepoint)
     /// and exit 0; a coordinator of the same `--run-id` resumes from the latest checkpoint.
     pub stop: crate::signals::StopSignal,
@@ -133,7 +141,12 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         workers: Arc::default(),
         restarts: Arc::default(),
     };
-    let server = crate::control::server::serve(&opts.listen, handle.clone()).await?;
+    let secret = secret::for_server(opts.secret_file.as_deref())?;
+    let auth = crate::control::auth::ControlAuth {
+        secret: secret.clone(),
+        protect_metrics: opts.protect_metrics,
+    };
+    let server = crate::control::server::serve(&opts.listen, handle.clone(), auth).await?;
     let api = server.addr;
     let rpc = TcpListener::bind(&opts.rpc_listen)
         .await
@@ -153,6 +166,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         registry.clone(),
         metrics.clone(),
         opts.heartbeat_interval,
+        secret,
     ));
     tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
 
@@ -475,6 +489,7 @@ async fn serve_rpc(
     registry: Arc<Mutex<Registry>>,
     metrics: Vec<Arc<TaskMetrics>>,
     heartbeat: Duration,
+    secret: JobSecret,
 ) {
     let next_conn = Arc::new(AtomicU64::new(1));
     loop {
@@ -483,9 +498,14 @@ async fn serve_rpc(
         };
         let registry = registry.clone();
         let metrics = metrics.clone();
+        let secret = secret.clone();
         let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let mut conn = framed(stream);
+            let authenticated = match handshake::accept(&mut conn, &secret, handshake::ROLE_WORKER_RPC).await {
+                Ok(id) => id,
+                Err(reason) => return refusals::refuse(Surface::Rpc, peer, &reason),
+            };
             let Ok(Some(ToCoordinator::Register {
                 worker_id,
                 slots,
@@ -495,6 +515,10 @@ async fn serve_rpc(
             else {
                 return;
             };
+            if worker_id != authenticated {
+                let reason = format!("registered as {worker_id:?} after authenticating as {authenticated:?}");
+                return refusals::refuse(Surface::Rpc, peer, &reason);
+            }
             let current = registry.lock().expect("lock").attempt;
             if let Some(a) = running_attempt
                 && a != current

@@ -12,6 +12,9 @@ use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::task::TaskMetrics;
 use crate::exec::{self, CHANNEL_CAPACITY, RunContext, plan_stages, task_specs};
 use crate::job;
+use crate::security::handshake;
+use crate::security::refusals::{self, Surface};
+use crate::security::secret::JobSecret;
 use crate::storage::{self, S3Options};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +46,9 @@ pub struct WorkerConfig {
     pub heartbeat_timeout: Duration,
     /// Address of the health and metrics endpoint (`/healthz`, `/metrics`), if any.
     pub listen: Option<String>,
+    /// The job secret: the worker proves it holds it to the coordinator and to other workers,
+    /// and requires it of workers opening data channels to it.
+    pub secret: JobSecret,
     /// SIGTERM / SIGINT: leave the job (the coordinator sees the worker leave and restarts
     /// its subtasks elsewhere from the latest checkpoint) and exit.
     pub stop: crate::signals::StopSignal,
@@ -147,7 +153,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         tracing::info!(target: "weir", "worker {} health and metrics on http://{bound}", cfg.worker_id);
     }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
-    tokio::spawn(accept_data(listener, inbound.clone()));
+    tokio::spawn(accept_data(listener, inbound.clone(), cfg.secret.clone()));
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
     let mut running: Option<Running> = None;
     let mut backoff = Duration::from_millis(200);
@@ -168,6 +174,15 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                 continue;
             }
         };
+        if let Err(e) = handshake::connect(&mut conn, &cfg.secret, handshake::ROLE_WORKER_RPC, &cfg.worker_id).await {
+            tracing::warn!(target: "weir", coordinator = %cfg.coordinator, "worker {}: authentication with the coordinator failed: {e}; retrying", cfg.worker_id);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = cfg.stop.requested() => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            continue;
+        }
         backoff = Duration::from_millis(200);
         let register = ToCoordinator::Register {
             worker_id: cfg.worker_id.clone(),
@@ -212,7 +227,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                             let attempt = d.attempt;
-                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id).await {
+                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret).await {
                                 Ok(r) => {
                                     *health_metrics.lock().expect("lock") = r.named_metrics.clone();
                                     running = Some(r);
@@ -305,6 +320,7 @@ async fn deploy(
     inbound: &Arc<Mutex<Inbound>>,
     out: mpsc::UnboundedSender<ToCoordinator>,
     worker_id: &str,
+    secret: &JobSecret,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
     // The coordinator refuses such a job before deploying it; a worker checks again rather
@@ -381,6 +397,8 @@ async fn deploy(
                         .ok_or_else(|| format!("no location for task {dn}"))?;
                     let sender = ChannelSender {
                         up: t,
+                        worker_id: worker_id.to_string(),
+                        secret: secret.clone(),
                         label: format!("{} on worker {worker_id}", exec::subtask_label(&specs[t], p as u32)),
                         events: ev_tx.clone(),
                     };
@@ -439,6 +457,10 @@ async fn deploy(
 struct ChannelSender {
     /// Task index.
     up: usize,
+    /// This worker's id (the handshake's peer id).
+    worker_id: String,
+    /// The job secret (the handshake's key).
+    secret: JobSecret,
     /// `<chain> (i/p) on worker <id>`.
     label: String,
     /// The worker's subtask events (to the coordinator).
@@ -472,6 +494,9 @@ async fn write_channel(
     let mut conn = loop {
         let attempt_conn = async {
             let mut c = framed(TcpStream::connect(&addr).await.map_err(|e| (e.to_string(), true))?);
+            handshake::connect(&mut c, &sender.secret, handshake::ROLE_WORKER_DATA, &sender.worker_id)
+                .await
+                .map_err(|e| (e, true))?;
             send(&mut c, &DataFrame::Hello { attempt, up, down })
                 .await
                 .map_err(|e| (e, true))?;
@@ -530,14 +555,20 @@ async fn write_channel(
     }
 }
 
-async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
+/// Downstream side of remote channels: authenticates each connection
+/// ([`handshake`]), then wires it to the subtask input its `Hello` names.
+async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>, secret: JobSecret) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
         let inbound = inbound.clone();
+        let secret = secret.clone();
         tokio::spawn(async move {
             let mut conn = framed(stream);
+            if let Err(reason) = handshake::accept(&mut conn, &secret, handshake::ROLE_WORKER_DATA).await {
+                return refusals::refuse(Surface::Data, peer, &reason);
+            }
             let Ok(Some(DataFrame::Hello { attempt, up, down })) = recv::<DataFrame>(&mut conn).await else {
                 return;
             };
