@@ -19,10 +19,15 @@ use tokio::sync::mpsc;
 
 /// A registered worker's connection.
 pub(super) struct WorkerConn {
+    /// Task slots offered.
     pub(super) slots: u32,
+    /// Where other workers reach its data port.
     pub(super) data_addr: String,
+    /// Messages to send on its RPC connection.
     pub(super) tx: mpsc::UnboundedSender<ToWorker>,
+    /// Its last message (heartbeat or other).
     pub(super) last_seen: Instant,
+    /// Which connection registered it (a reconnect replaces the entry).
     pub(super) conn_id: u64,
 }
 
