@@ -51,6 +51,7 @@ pub trait ControlApiFactory: Send + Sync {
 pub struct HttpControlApi {
     base: String,
     http: reqwest::Client,
+    token: Option<String>,
 }
 
 impl HttpControlApi {
@@ -63,10 +64,22 @@ impl HttpControlApi {
                 .connect_timeout(timeout)
                 .build()
                 .expect("reqwest client builds"),
+            token: None,
         }
     }
 
+    /// Sends `token` (the job secret) as `Authorization: Bearer` on every request: the
+    /// runtime's control API refuses `/v1/*` requests without it (docs/operations/security.md).
+    pub fn with_bearer_token(mut self, token: String) -> HttpControlApi {
+        self.token = Some(token);
+        self
+    }
+
     async fn send<T: serde::de::DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, ControlError> {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
         let r = req.send().await.map_err(|e| ControlError::Unreachable(e.to_string()))?;
         let code = r.status();
         let body = r.text().await.map_err(|e| ControlError::Unreachable(e.to_string()))?;

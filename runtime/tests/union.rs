@@ -153,6 +153,7 @@ fn the_distributed_runtime_refuses_a_multi_input_job_at_plan_time() {
             "--exit-on-finish",
         ])
         .env("WEIR_LOG", "warn")
+        .env(SECRET_ENV, secret_file())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
