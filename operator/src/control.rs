@@ -115,11 +115,15 @@ impl ControlApi for HttpControlApi {
     }
 }
 
-/// Reaches coordinators through their Service: `http://<job>-coordinator.<ns>.svc:8081`.
-#[derive(Clone, Debug)]
+/// Reaches coordinators through their Service: `http://<job>-coordinator.<ns>.svc:8081`,
+/// with the job's token read from its Secret (`<job>-job-secret`, see
+/// [`crate::build::job_secret`]) before every request.
+#[derive(Clone)]
 pub struct ServiceControlApiFactory {
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Reads the job Secrets.
+    pub client: kube::Client,
 }
 
 impl ControlApiFactory for ServiceControlApiFactory {
@@ -129,7 +133,52 @@ impl ControlApiFactory for ServiceControlApiFactory {
             crate::build::coordinator_name(name),
             crate::build::CONTROL_PORT
         );
-        Arc::new(HttpControlApi::new(&base, self.timeout))
+        Arc::new(JobSecretControlApi {
+            http: HttpControlApi::new(&base, self.timeout),
+            secrets: kube::Api::namespaced(self.client.clone(), namespace),
+            secret_name: crate::build::job_secret_name(name),
+        })
+    }
+}
+
+/// [`HttpControlApi`] sending the token of a job Secret, read at each request (the token
+/// changes with each deployment generation; one read per control API call).
+struct JobSecretControlApi {
+    http: HttpControlApi,
+    secrets: kube::Api<k8s_openapi::api::core::v1::Secret>,
+    secret_name: String,
+}
+
+impl JobSecretControlApi {
+    /// The client with the current token. A missing Secret is [`ControlError::Unreachable`]
+    /// (no coordinator can run without it); a failed read or an unusable token,
+    /// [`ControlError::Other`].
+    async fn authorized(&self) -> Result<HttpControlApi, ControlError> {
+        let name = &self.secret_name;
+        let secret = self
+            .secrets
+            .get_opt(name)
+            .await
+            .map_err(|e| ControlError::Other(format!("cannot read the job secret (Secret {name}): {e}")))?
+            .ok_or_else(|| ControlError::Unreachable(format!("the job secret (Secret {name}) does not exist yet")))?;
+        let token = crate::build::token_of(&secret).map_err(ControlError::Other)?;
+        Ok(self.http.clone().with_bearer_token(token.expose().to_string()))
+    }
+}
+
+#[async_trait]
+impl ControlApi for JobSecretControlApi {
+    async fn job(&self) -> Result<JobStatus, ControlError> {
+        self.authorized().await?.job().await
+    }
+    async fn checkpoints(&self) -> Result<CheckpointHistory, ControlError> {
+        self.authorized().await?.checkpoints().await
+    }
+    async fn trigger_savepoint(&self, req: &SavepointRequest) -> Result<String, ControlError> {
+        self.authorized().await?.trigger_savepoint(req).await
+    }
+    async fn savepoint(&self, trigger_id: &str) -> Result<SavepointStatus, ControlError> {
+        self.authorized().await?.savepoint(trigger_id).await
     }
 }
 
