@@ -37,8 +37,9 @@ const RATE: u64 = 1500;
 
 // ---------- the binary and the data ----------
 
-/// The job secret of the processes (the operator's per-job Secret is not built yet: until it
-/// is, the test mounts this one the way the pods will, through `WEIR_JOB_SECRET_FILE`).
+/// The job secret of the processes (this test runs no API server, so no operator-made
+/// `<job>-job-secret`: it gives every process this one the way the pods get theirs, through
+/// `WEIR_JOB_SECRET_FILE`).
 const JOB_SECRET: &str = "weir-e2e-secret-0123456789abcdef";
 
 /// The file holding [`JOB_SECRET`], under the target's test scratch directory.
