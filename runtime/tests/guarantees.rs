@@ -218,6 +218,7 @@ fn the_cluster_refuses_at_most_once_before_touching_storage() {
             "--exit-on-finish",
         ])
         .env("WEIR_LOG", "warn")
+        .env(SECRET_ENV, secret_file())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
