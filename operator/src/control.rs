@@ -374,4 +374,77 @@ mod tests {
         let dead = HttpControlApi::new("http://127.0.0.1:1", Duration::from_millis(300));
         assert!(matches!(dead.job().await, Err(ControlError::Unreachable(_))));
     }
+
+    /// The Service client reads the job Secret before each call and sends its token; without
+    /// the Secret the coordinator counts as unreachable and no HTTP request is made.
+    #[tokio::test]
+    async fn the_service_client_sends_the_token_of_the_job_secret() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let seen_by_server = seen.clone();
+        let app = axum::Router::new().route(
+            "/v1/checkpoints",
+            get(move |headers: axum::http::HeaderMap| {
+                let seen = seen_by_server.clone();
+                async move {
+                    let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_string());
+                    seen.lock().unwrap().push(auth);
+                    (
+                        StatusCode::UNAUTHORIZED,
+                        Json(ApiError {
+                            error: "wrong token".into(),
+                        }),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (service, mut api_server) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let control = JobSecretControlApi {
+            http: HttpControlApi::new(&base, Duration::from_secs(5)),
+            secrets: kube::Api::namespaced(kube::Client::new(service, "ns"), "ns"),
+            secret_name: crate::build::job_secret_name("wc"),
+        };
+        let reply = |code: u16, body: serde_json::Value| {
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap()
+        };
+        let token = "0123456789abcdef0123456789abcdef";
+        let call = tokio::spawn(async move {
+            let missing = control.checkpoints().await;
+            let with_secret = control.checkpoints().await;
+            (missing, with_secret)
+        });
+        let (request, send) = api_server.next_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/ns/secrets/wc-job-secret");
+        send.send_response(reply(
+            404,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "not found", "reason": "NotFound", "code": 404}),
+        ));
+        let (request, send) = api_server.next_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/ns/secrets/wc-job-secret");
+        send.send_response(reply(
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "wc-job-secret", "namespace": "ns"},
+                "data": {"job.secret": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}}),
+        ));
+        let (missing, with_secret) = call.await.unwrap();
+        match missing {
+            Err(ControlError::Unreachable(m)) => assert!(m.contains("wc-job-secret"), "{m}"),
+            other => panic!("a missing Secret is an unreachable coordinator: {other:?}"),
+        }
+        assert_eq!(with_secret, Err(ControlError::Other("401: wrong token".into())));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![Some(format!("Bearer {token}"))],
+            "one HTTP request, with the Secret's token"
+        );
+    }
 }
