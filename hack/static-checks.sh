@@ -55,7 +55,7 @@ VALUE_SETS=(
   ""
   "--set watchNamespaces={team-a,team-b}"
   "--set replicas=2 --set serviceMonitor.enabled=true"
-  "--set leaderElection.enabled=true --set watchNamespaces={team-a} --set rbac.readS3CredentialsSecrets=false"
+  "--set leaderElection.enabled=true --set watchNamespaces={team-a}"
 )
 
 have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.yaml" >/dev/null; }

@@ -102,15 +102,38 @@ worker_pods() {
   done
 }
 
-# coordinator_api NAME PATH: GET PATH on the job's control API through the API server's
-# service proxy (no port-forward needed).
+# coordinator_api NAME PATH: GET PATH on the job's control API with the job's token (from the
+# Secret `<job key>-job-secret` the operator made) as the bearer token. The API server's service
+# proxy drops Authorization headers, so: on the stand-in through the pods' forward proxy
+# (STANDIN_PROXY_URL), on kind through a port-forward to the Service for this one request.
 coordinator_api() {
-  local svc
+  local svc token
   svc="$(kubectl -n "$NS" get services -l "$JOB_LABEL=$1" -o json |
     jsonq "' '.join(s['metadata']['name'] for s in d['items'] if s['spec'].get('clusterIP') != 'None' and any(p['port'] == 8081 for p in s['spec']['ports']))" |
     awk '{print $1}')"
   [[ -n "$svc" ]] || return 1
-  kubectl get --raw "/api/v1/namespaces/$NS/services/$svc:8081/proxy$2"
+  token="$(kubectl -n "$NS" get secret "${svc%-coordinator}-job-secret" -o jsonpath='{.data.job\.secret}' | base64 -d)"
+  [[ -n "$token" ]] || return 1
+  if [[ -n "${STANDIN_PROXY_URL:-}" ]]; then
+    curl -sf -x "$STANDIN_PROXY_URL" -H "Authorization: Bearer $token" "http://$svc.$NS.svc:8081$2"
+    return
+  fi
+  local port pf out rc=1 tries
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  kubectl -n "$NS" port-forward "service/$svc" "$port:8081" >/dev/null 2>&1 &
+  pf=$!
+  for tries in $(seq 1 50); do
+    if out="$(curl -sf -H "Authorization: Bearer $token" "http://127.0.0.1:$port$2")"; then
+      rc=0
+      break
+    fi
+    kill -0 "$pf" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill "$pf" 2>/dev/null
+  wait "$pf" 2>/dev/null || true
+  ((rc == 0)) && printf '%s\n' "$out"
+  return "$rc"
 }
 
 # events NAME [TYPE]: the StreamJob's events (core/v1 view, which includes events.k8s.io ones)

@@ -60,6 +60,10 @@ standin_up() {
     sleep 0.2
   done
   cp "$STANDIN_DIR/kubeconfig" "$KUBECONFIG"
+  # coordinator_api reaches the control API through the pods' forward proxy (it needs the job
+  # secret as a bearer token, which the API server's service proxy drops).
+  STANDIN_PROXY_URL="$(cat "$STANDIN_DIR/proxy-url")"
+  export STANDIN_PROXY_URL
   until s3cmd mb weir 2>/dev/null; do
     ((SECONDS < deadline)) || fail "moto did not start; see $STANDIN_DIR/moto.log"
     sleep 0.5

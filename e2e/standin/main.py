@@ -2,7 +2,9 @@
 
     python3 e2e/standin/main.py --dir DIR [--port N] --binary weir=PATH --binary weir-operator=PATH
 
-Writes DIR/kubeconfig (the admin, `system:masters`) and DIR/ready once serving; the request log
+Writes DIR/kubeconfig (the admin, `system:masters`), DIR/proxy-url (the HTTP forward proxy the
+pods use to reach Services: `curl -x` it to reach `http://<svc>.<ns>.svc:<port>` with headers the
+API server's service proxy would drop, such as a bearer token) and DIR/ready once serving; the request log
 of every API call goes to DIR/requests.jsonl. Stops on SIGTERM/SIGINT, killing its pods.
 """
 
@@ -100,6 +102,8 @@ def main() -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
+    with open(os.path.join(args.dir, "proxy-url"), "w", encoding="utf-8") as f:
+        f.write(f"http://127.0.0.1:{server.proxy.server_address[1]}\n")
     with open(os.path.join(args.dir, "ready"), "w", encoding="utf-8") as f:
         f.write(url + "\n")
     print(f"standin: serving {url}; kubeconfig {os.path.join(args.dir, 'kubeconfig')}", flush=True)

@@ -51,6 +51,7 @@ pub trait ControlApiFactory: Send + Sync {
 pub struct HttpControlApi {
     base: String,
     http: reqwest::Client,
+    token: Option<String>,
 }
 
 impl HttpControlApi {
@@ -63,10 +64,22 @@ impl HttpControlApi {
                 .connect_timeout(timeout)
                 .build()
                 .expect("reqwest client builds"),
+            token: None,
         }
     }
 
+    /// Sends `token` (the job secret) as `Authorization: Bearer` on every request: the
+    /// runtime's control API refuses `/v1/*` requests without it (docs/operations/security.md).
+    pub fn with_bearer_token(mut self, token: String) -> HttpControlApi {
+        self.token = Some(token);
+        self
+    }
+
     async fn send<T: serde::de::DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T, ControlError> {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
         let r = req.send().await.map_err(|e| ControlError::Unreachable(e.to_string()))?;
         let code = r.status();
         let body = r.text().await.map_err(|e| ControlError::Unreachable(e.to_string()))?;
@@ -102,11 +115,15 @@ impl ControlApi for HttpControlApi {
     }
 }
 
-/// Reaches coordinators through their Service: `http://<job>-coordinator.<ns>.svc:8081`.
-#[derive(Clone, Debug)]
+/// Reaches coordinators through their Service: `http://<job>-coordinator.<ns>.svc:8081`,
+/// with the job's token read from its Secret (`<job>-job-secret`, see
+/// [`crate::build::job_secret`]) before every request.
+#[derive(Clone)]
 pub struct ServiceControlApiFactory {
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Reads the job Secrets.
+    pub client: kube::Client,
 }
 
 impl ControlApiFactory for ServiceControlApiFactory {
@@ -116,7 +133,52 @@ impl ControlApiFactory for ServiceControlApiFactory {
             crate::build::coordinator_name(name),
             crate::build::CONTROL_PORT
         );
-        Arc::new(HttpControlApi::new(&base, self.timeout))
+        Arc::new(JobSecretControlApi {
+            http: HttpControlApi::new(&base, self.timeout),
+            secrets: kube::Api::namespaced(self.client.clone(), namespace),
+            secret_name: crate::build::job_secret_name(name),
+        })
+    }
+}
+
+/// [`HttpControlApi`] sending the token of a job Secret, read at each request (the token
+/// changes with each deployment generation; one read per control API call).
+struct JobSecretControlApi {
+    http: HttpControlApi,
+    secrets: kube::Api<k8s_openapi::api::core::v1::Secret>,
+    secret_name: String,
+}
+
+impl JobSecretControlApi {
+    /// The client with the current token. A missing Secret is [`ControlError::Unreachable`]
+    /// (no coordinator can run without it); a failed read or an unusable token,
+    /// [`ControlError::Other`].
+    async fn authorized(&self) -> Result<HttpControlApi, ControlError> {
+        let name = &self.secret_name;
+        let secret = self
+            .secrets
+            .get_opt(name)
+            .await
+            .map_err(|e| ControlError::Other(format!("cannot read the job secret (Secret {name}): {e}")))?
+            .ok_or_else(|| ControlError::Unreachable(format!("the job secret (Secret {name}) does not exist yet")))?;
+        let token = crate::build::token_of(&secret).map_err(ControlError::Other)?;
+        Ok(self.http.clone().with_bearer_token(token.expose().to_string()))
+    }
+}
+
+#[async_trait]
+impl ControlApi for JobSecretControlApi {
+    async fn job(&self) -> Result<JobStatus, ControlError> {
+        self.authorized().await?.job().await
+    }
+    async fn checkpoints(&self) -> Result<CheckpointHistory, ControlError> {
+        self.authorized().await?.checkpoints().await
+    }
+    async fn trigger_savepoint(&self, req: &SavepointRequest) -> Result<String, ControlError> {
+        self.authorized().await?.trigger_savepoint(req).await
+    }
+    async fn savepoint(&self, trigger_id: &str) -> Result<SavepointStatus, ControlError> {
+        self.authorized().await?.savepoint(trigger_id).await
     }
 }
 
@@ -311,5 +373,78 @@ mod tests {
         ));
         let dead = HttpControlApi::new("http://127.0.0.1:1", Duration::from_millis(300));
         assert!(matches!(dead.job().await, Err(ControlError::Unreachable(_))));
+    }
+
+    /// The Service client reads the job Secret before each call and sends its token; without
+    /// the Secret the coordinator counts as unreachable and no HTTP request is made.
+    #[tokio::test]
+    async fn the_service_client_sends_the_token_of_the_job_secret() {
+        use http::{Request, Response};
+        use kube::client::Body;
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let seen_by_server = seen.clone();
+        let app = axum::Router::new().route(
+            "/v1/checkpoints",
+            get(move |headers: axum::http::HeaderMap| {
+                let seen = seen_by_server.clone();
+                async move {
+                    let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_string());
+                    seen.lock().unwrap().push(auth);
+                    (
+                        StatusCode::UNAUTHORIZED,
+                        Json(ApiError {
+                            error: "wrong token".into(),
+                        }),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let (service, mut api_server) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let control = JobSecretControlApi {
+            http: HttpControlApi::new(&base, Duration::from_secs(5)),
+            secrets: kube::Api::namespaced(kube::Client::new(service, "ns"), "ns"),
+            secret_name: crate::build::job_secret_name("wc"),
+        };
+        let reply = |code: u16, body: serde_json::Value| {
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap()
+        };
+        let token = "0123456789abcdef0123456789abcdef";
+        let call = tokio::spawn(async move {
+            let missing = control.checkpoints().await;
+            let with_secret = control.checkpoints().await;
+            (missing, with_secret)
+        });
+        let (request, send) = api_server.next_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/ns/secrets/wc-job-secret");
+        send.send_response(reply(
+            404,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "not found", "reason": "NotFound", "code": 404}),
+        ));
+        let (request, send) = api_server.next_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/api/v1/namespaces/ns/secrets/wc-job-secret");
+        send.send_response(reply(
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "wc-job-secret", "namespace": "ns"},
+                "data": {"job.secret": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}}),
+        ));
+        let (missing, with_secret) = call.await.unwrap();
+        match missing {
+            Err(ControlError::Unreachable(m)) => assert!(m.contains("wc-job-secret"), "{m}"),
+            other => panic!("a missing Secret is an unreachable coordinator: {other:?}"),
+        }
+        assert_eq!(with_secret, Err(ControlError::Other("401: wrong token".into())));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![Some(format!("Bearer {token}"))],
+            "one HTTP request, with the Secret's token"
+        );
     }
 }

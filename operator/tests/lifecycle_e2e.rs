@@ -37,6 +37,21 @@ const RATE: u64 = 1500;
 
 // ---------- the binary and the data ----------
 
+/// The job secret of the processes (this test runs no API server, so no operator-made
+/// `<job>-job-secret`: it gives every process this one the way the pods get theirs, through
+/// `WEIR_JOB_SECRET_FILE`).
+const JOB_SECRET: &str = "weir-e2e-secret-0123456789abcdef";
+
+/// The file holding [`JOB_SECRET`], under the target's test scratch directory.
+fn secret_file() -> PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("weir-e2e-job.secret");
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, JOB_SECRET).unwrap();
+    }
+    path
+}
+
 fn weir_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("WEIR_BIN") {
         return PathBuf::from(p);
@@ -174,6 +189,7 @@ impl Proc {
         let child = Command::new(bin)
             .args(&args)
             .env("WEIR_LOG", "warn")
+            .env("WEIR_JOB_SECRET_FILE", secret_file())
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -245,7 +261,7 @@ impl Harness {
     fn control(&self) -> Option<HttpControlApi> {
         self.deployment
             .as_ref()
-            .map(|d| HttpControlApi::new(&d.api, Duration::from_secs(5)))
+            .map(|d| HttpControlApi::new(&d.api, Duration::from_secs(5)).with_bearer_token(JOB_SECRET.into()))
     }
 
     fn edit(&mut self, f: impl FnOnce(&mut weir_operator::crd::StreamJobSpec)) {

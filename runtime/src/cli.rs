@@ -3,11 +3,14 @@
 
 use crate::cli_checkpoints::OutputFormat;
 use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
+use crate::cli_resume::resume_hint;
 use crate::control::api::SavepointRequest;
+use crate::control::auth::ControlAuth;
 use crate::exec::{self, RunOptions};
 use crate::job::{self, OperatorKind};
 use crate::logging::{LogFormat, LogSettings, LogStream};
 use crate::output;
+use crate::security::secret;
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -51,6 +54,10 @@ pub enum Command {
         /// Output format: `table` or `json` (the `/v1/job` document).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: OutputFormat,
+        /// File holding the job secret, sent as the bearer token. Default
+        /// `./weir-data/job.secret` (where `weir run` writes it).
+        #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+        secret_file: Option<PathBuf>,
     },
     /// Stop a running job without a savepoint (as SIGTERM does; `--restore latest` resumes it)
     /// and wait until it stopped.
@@ -61,6 +68,10 @@ pub enum Command {
         /// How long to wait for the job to stop (greater than 0).
         #[arg(long, default_value = "60s", value_parser = positive_duration)]
         timeout: humantime::Duration,
+        /// File holding the job secret, sent as the bearer token. Default
+        /// `./weir-data/job.secret` (where `weir run` writes it).
+        #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+        secret_file: Option<PathBuf>,
     },
     /// Print a shell completion script: `source <(weir completion bash)`, or save it where
     /// the shell loads completions (see docs/reference/cli.md).
@@ -95,6 +106,13 @@ pub struct RunArgs {
     /// result was read, at most this long.
     #[arg(long, default_value = "30s")]
     pub shutdown_grace: humantime::Duration,
+    /// File holding the job secret (the control API's bearer token; workers authenticate with
+    /// it). Default `./weir-data/job.secret`, generated (mode 0600) when missing.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Require the bearer token on `/metrics` too (`/healthz` stays open).
+    #[arg(long, env = "WEIR_METRICS_AUTH")]
+    pub metrics_auth: bool,
 }
 
 /// `weir coordinator`.
@@ -148,6 +166,13 @@ pub struct CoordinatorArgs {
     /// status until terminated.
     #[arg(long, env = "WEIR_EXIT_ON_FINISH")]
     pub exit_on_finish: bool,
+    /// File holding the job secret (the control API's bearer token; workers authenticate with
+    /// it). Default `./weir-data/job.secret`, generated (mode 0600) when missing.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Require the bearer token on `/metrics` too (`/healthz` stays open).
+    #[arg(long, env = "WEIR_METRICS_AUTH")]
+    pub metrics_auth: bool,
 }
 
 /// `weir worker`.
@@ -177,6 +202,10 @@ pub struct WorkerArgs {
     /// Health and metrics endpoint (`/healthz`, `/metrics`); `none` disables it.
     #[arg(long, default_value = "0.0.0.0:8082", env = "WEIR_WORKER_LISTEN")]
     pub listen: String,
+    /// File holding the job secret (the coordinator's): the worker proves it holds it to the
+    /// coordinator and to other workers. Default `./weir-data/job.secret`.
+    #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
 }
 
 /// `weir savepoint ...`.
@@ -196,6 +225,10 @@ pub enum SavepointCmd {
         /// How long to wait (greater than 0).
         #[arg(long, default_value = "10m", value_parser = positive_duration)]
         timeout: humantime::Duration,
+        /// File holding the job secret, sent as the bearer token. Default
+        /// `./weir-data/job.secret` (where `weir run` writes it).
+        #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+        secret_file: Option<PathBuf>,
     },
     /// Show what a checkpoint or savepoint holds (verifying every file).
     Inspect {
@@ -253,19 +286,37 @@ pub async fn main(cli: Cli) -> i32 {
             directory,
             stop,
             timeout,
-        }) => {
-            let c = crate::control::client::Client::new(&url);
-            c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
-                .await
-                .and_then(|s| output::print_line(s.path.unwrap_or_default()))
-        }
+            secret_file,
+        }) => match secret::for_client(secret_file.as_deref()) {
+            Ok(token) => {
+                let c = crate::control::client::Client::new(&url, token);
+                c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
+                    .await
+                    .and_then(|s| output::print_line(s.path.unwrap_or_default()))
+            }
+            Err(e) => Err(e),
+        },
         Command::Savepoint(SavepointCmd::Inspect { path, json }) => crate::cli_checkpoints::inspect(&path, json).await,
         Command::Checkpoints(CheckpointsCmd::List { storage, job, output }) => {
             crate::cli_checkpoints::list(&storage, &job, output).await
         }
         Command::Completion { shell } => completion(shell),
-        Command::Status { url, output } => crate::cli_control::status(&url, output).await,
-        Command::Cancel { url, timeout } => crate::cli_control::cancel(&url, timeout.into()).await,
+        Command::Status {
+            url,
+            output,
+            secret_file,
+        } => match secret::for_client(secret_file.as_deref()) {
+            Ok(token) => crate::cli_control::status(&url, token, output).await,
+            Err(e) => Err(e),
+        },
+        Command::Cancel {
+            url,
+            timeout,
+            secret_file,
+        } => match secret::for_client(secret_file.as_deref()) {
+            Ok(token) => crate::cli_control::cancel(&url, token, timeout.into()).await,
+            Err(e) => Err(e),
+        },
     };
     match r {
         Ok(()) => 0,
@@ -298,7 +349,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
     };
     let handle = prepared.handle.clone();
     handle.shared.lock().expect("lock").suspend = stop.token();
-    let server = crate::control::server::serve(&a.listen, handle.clone()).await?;
+    let auth = ControlAuth {
+        secret: secret::for_server(a.secret_file.as_deref())?,
+        protect_metrics: a.metrics_auth,
+    };
+    let server = crate::control::server::serve(&a.listen, handle.clone(), auth).await?;
     let addr = server.addr;
     tracing::info!(
         target: "weir",
@@ -409,6 +464,8 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
             window: a.restart_window.into(),
         },
         exit_on_finish: a.exit_on_finish,
+        secret_file: a.secret_file,
+        protect_metrics: a.metrics_auth,
         stop: crate::signals::install()?,
     })
     .await
@@ -428,64 +485,10 @@ async fn worker(a: WorkerArgs) -> Result<(), String> {
         heartbeat_interval: a.heartbeat_interval.into(),
         heartbeat_timeout: a.heartbeat_timeout.into(),
         listen: (a.listen != "none").then_some(a.listen),
+        secret: secret::for_client(a.secret_file.as_deref())?,
         stop: crate::signals::install()?,
     })
     .await
-}
-
-/// What `weir run` prints after a SIGTERM/SIGINT: the command that resumes the job, from the
-/// process's own arguments `argv` (any `--restore` replaced), and the snapshot it resumes from.
-/// `last` is the newest snapshot this run completed (id, URL); `restored_from` the restore
-/// point this run started from.
-pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Option<&str>) -> String {
-    let (restore, from) = match (last, restored_from) {
-        (Some((id, url)), _) => ("latest".to_string(), format!("checkpoint {id} at {url}")),
-        (None, Some(url)) => (url.to_string(), url.to_string()),
-        (None, None) => {
-            return format!(
-                "no checkpoint completed, so no output was committed: start over with `{}`",
-                command_with_restore(argv, None)
-            );
-        }
-    };
-    format!(
-        "resume with `{}` (resumes from {from})",
-        command_with_restore(argv, Some(&restore))
-    )
-}
-
-/// `argv` as a shell command, with any `--restore VALUE` / `--restore=VALUE` removed and
-/// `--restore <restore>` appended when given.
-fn command_with_restore(argv: &[String], restore: Option<&str>) -> String {
-    let mut out: Vec<String> = Vec::with_capacity(argv.len() + 2);
-    let mut skip_next = false;
-    for a in argv {
-        if std::mem::take(&mut skip_next) {
-            continue;
-        }
-        if a == "--restore" {
-            skip_next = true;
-            continue;
-        }
-        if a.starts_with("--restore=") {
-            continue;
-        }
-        out.push(a.clone());
-    }
-    if let Some(r) = restore {
-        out.extend(["--restore".to_string(), r.to_string()]);
-    }
-    out.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
-}
-
-/// Quotes `s` for a POSIX shell when it holds anything but plain word characters.
-fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// Prints the completion script of `shell` for `weir` (written whole, so a closed stdout ends
@@ -511,68 +514,4 @@ fn local_input_bytes(job: &job::Job) -> u64 {
         .flatten()
         .filter_map(|p| p.ok()?.metadata().ok().map(|m| m.len()))
         .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
-    }
-
-    #[test]
-    fn the_resume_command_replaces_any_restore_with_latest() {
-        let last = Some((5, "/data/ckpt/wordcount/chk-5"));
-        for (args, want) in [
-            (
-                argv(&["weir", "run", "job.yaml"]),
-                "resume with `weir run job.yaml --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
-            ),
-            (
-                argv(&[
-                    "weir",
-                    "run",
-                    "job.yaml",
-                    "--restore",
-                    "/sp/savepoint-1",
-                    "--parallelism",
-                    "3",
-                ]),
-                "resume with `weir run job.yaml --parallelism 3 --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
-            ),
-            (
-                argv(&[
-                    "weir",
-                    "run",
-                    "--restore=latest",
-                    "my job.yaml",
-                    "--set",
-                    "spec.x='a b'",
-                ]),
-                r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)"#,
-            ),
-        ] {
-            assert_eq!(resume_hint(&args, last, None), want, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn without_a_completed_checkpoint_the_hint_names_the_restore_point_or_a_fresh_start() {
-        let args = argv(&[
-            "weir",
-            "run",
-            "job.yaml",
-            "--restore",
-            "s3://b/sp/savepoint-wordcount-4",
-        ]);
-        assert_eq!(
-            resume_hint(&args, None, Some("s3://b/sp/savepoint-wordcount-4")),
-            "resume with `weir run job.yaml --restore s3://b/sp/savepoint-wordcount-4` (resumes from s3://b/sp/savepoint-wordcount-4)"
-        );
-        assert_eq!(
-            resume_hint(&argv(&["weir", "run", "job.yaml"]), None, None),
-            "no checkpoint completed, so no output was committed: start over with `weir run job.yaml`"
-        );
-    }
 }

@@ -4,6 +4,7 @@ use crate::cli_checkpoints::OutputFormat;
 use crate::control::api::JobStatus;
 use crate::control::client::Client;
 use crate::output;
+use crate::security::secret::JobSecret;
 use std::time::Duration;
 
 /// The lines `weir status -o table` prints for `job`: its state and checkpoints, then one line
@@ -54,11 +55,12 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     lines
 }
 
-/// `weir status`: prints the job's status document (`-o json`: `GET /v1/job` as is).
+/// `weir status`: prints the job's status document (`-o json`: `GET /v1/job` as is), asking
+/// with `token` (the job secret) as the bearer token.
 ///
 /// Errors: the control API cannot be reached or answers with an error (named).
-pub async fn status(url: &str, format: OutputFormat) -> Result<(), String> {
-    let job = Client::new(url)
+pub async fn status(url: &str, token: JobSecret, format: OutputFormat) -> Result<(), String> {
+    let job = Client::new(url, token)
         .job()
         .await
         .map_err(|e| format!("cannot get the job's status from {url}: {e}"))?;
@@ -73,8 +75,8 @@ pub async fn status(url: &str, format: OutputFormat) -> Result<(), String> {
 ///
 /// Errors: the API cannot be reached, refuses (the job is already ending), or the job is still
 /// running after `timeout`.
-pub async fn cancel(url: &str, timeout: Duration) -> Result<(), String> {
-    let client = Client::new(url);
+pub async fn cancel(url: &str, token: JobSecret, timeout: Duration) -> Result<(), String> {
+    let client = Client::new(url, token);
     let job = client
         .job()
         .await

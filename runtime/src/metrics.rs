@@ -168,6 +168,17 @@ pub fn render(scrape: &Scrape) -> String {
         "Batches queued in the subtask's last-used output channel (capacity 8)",
         buffers,
     );
+    let auth_failures = Family::<Labels, Counter>::default();
+    for surface in crate::security::refusals::Surface::ALL {
+        auth_failures
+            .get_or_create(&vec![("surface", surface.label().to_string())])
+            .inc_by(crate::security::refusals::failures(surface));
+    }
+    reg.register(
+        "auth_failures",
+        "Refused credentials (wrong or missing job secret), by surface: control API, worker RPC, data",
+        auth_failures,
+    );
     let mut out = String::new();
     encode(&mut out, &reg).expect("encoding to a String");
     out

@@ -39,7 +39,10 @@ spec:
 
 fn weir_cmd(args: &[&str]) -> Command {
     let mut cmd = Command::new(weir());
-    cmd.args(args).env("WEIR_LOG", "warn").stdin(Stdio::null());
+    cmd.args(args)
+        .env("WEIR_LOG", "warn")
+        .env(SECRET_ENV, secret_file())
+        .stdin(Stdio::null());
     cmd
 }
 

@@ -11,6 +11,7 @@ fn weir_output(args: &[&str]) -> Output {
     Command::new(weir())
         .args(args)
         .env("WEIR_LOG", TEST_LOG_FILTER)
+        .env(SECRET_ENV, secret_file())
         .output()
         .expect("run weir")
 }
@@ -158,6 +159,13 @@ fn status_and_cancel_work_against_a_running_job() {
         Duration::from_secs(60),
         |job| job["lastCompletedCheckpoint"]["id"].as_u64(),
     );
+
+    // Another job's secret is refused (issue 15): status names the refusal.
+    let wrong = dir.path().join("other.secret");
+    std::fs::write(&wrong, "another-jobs-secret-0123456789abcdef\n").unwrap();
+    let out = weir_output(&["status", "--url", &api, "--secret-file", wrong.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("401"), "{}", text(&out.stderr));
 
     let out = weir_output(&["status", "--url", &api, "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

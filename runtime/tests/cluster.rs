@@ -152,10 +152,7 @@ spec:
         .iter()
         .map(|t| t["backpressuredMs"].as_u64().unwrap())
         .sum();
-    let out = Command::new("curl")
-        .args(["-sf", &format!("{}/v1/checkpoints", c.api)])
-        .output()
-        .unwrap();
+    let out = curl().arg(format!("{}/v1/checkpoints", c.api)).output().unwrap();
     let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let alignment: Vec<u64> = history["completed"]
         .as_array()
@@ -178,21 +175,16 @@ spec:
 
 #[test]
 fn a_worker_reconnecting_with_a_stale_attempt_is_refused() {
-    use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 4, Some(3000));
     let c = Cluster::start(dir.path(), &m, &[], &[]);
     c.wait_checkpoint_after(0);
     let mut s = std::net::TcpStream::connect(&c.rpc).unwrap();
+    let verdict = answer_handshake(&mut s, TEST_SECRET, "worker-rpc", "ghost");
+    assert_eq!(verdict, Some(serde_json::json!("Accepted")));
     let body = serde_json::json!({"Register": {"worker_id": "ghost", "slots": 2, "data_addr": "127.0.0.1:1", "running_attempt": 0}});
-    let bytes = serde_json::to_vec(&body).unwrap();
-    s.write_all(&(bytes.len() as u32).to_be_bytes()).unwrap();
-    s.write_all(&bytes).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut reply = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut reply).unwrap();
-    let reply: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+    write_frame(&mut s, &body);
+    let reply = read_frame(&mut s).unwrap();
     let reason = reply["Refused"]["reason"].as_str().unwrap_or_default().to_string();
     assert!(reason.contains("stale attempt 0"), "{reply}");
     // The refused worker is not in the worker list.

@@ -29,6 +29,7 @@ fn a_worker_crash_after_a_non_stopping_savepoint_restores_the_savepoint() {
     wait_running(&c.api);
     let out = Command::new(weir())
         .args(["savepoint", "trigger", "--url", &c.api, "--timeout", "60s"])
+        .env(SECRET_ENV, secret_file())
         .output()
         .unwrap();
     assert!(

@@ -21,10 +21,7 @@ fn wait_completed_checkpoint(api: &str) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = String::new();
     while Instant::now() < deadline {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/job")])
-            .output()
-            .unwrap();
+        let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
         last = String::from_utf8_lossy(&out.stdout).into_owned();
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&last)
             && v["state"] == "RUNNING"

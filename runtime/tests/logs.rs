@@ -45,6 +45,7 @@ fn weir_logged(args: &[&str], weir_log: Option<&str>, rust_log: Option<&str>) ->
         .env_remove("RUST_LOG")
         .env_remove("WEIR_LOG_FORMAT")
         .env_remove("NO_COLOR")
+        .env(SECRET_ENV, secret_file())
         .stdin(Stdio::null());
     if let Some(v) = weir_log {
         cmd.env("WEIR_LOG", v);

@@ -61,14 +61,8 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let job: serde_json::Value = serde_json::from_slice(
-        &Command::new("curl")
-            .args(["-sf", &format!("{api}/v1/job")])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let job: serde_json::Value =
+        serde_json::from_slice(&curl().arg(format!("{api}/v1/job")).output().unwrap().stdout).unwrap();
     weir.kill9();
 
     for line in text.lines().filter(|l| !l.starts_with('#')) {

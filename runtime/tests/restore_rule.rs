@@ -17,6 +17,7 @@ fn trigger(api: &str, stop: bool) -> std::process::Child {
     }
     Command::new(weir())
         .args(&args)
+        .env(SECRET_ENV, secret_file())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

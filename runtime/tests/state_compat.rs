@@ -53,6 +53,7 @@ spec:
             "--restore",
         ])
         .arg(&chk)
+        .env(SECRET_ENV, secret_file())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -113,12 +113,13 @@ app.kubernetes.io/component: operator
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-{{- if .Values.rbac.readS3CredentialsSecrets }}
-# Secrets: get only (no list/watch), to read the S3 credentials Secret a StreamJob names in
+# Secrets, no list/watch: each StreamJob's job secret `<job>-job-secret` (the control API
+# token and the workers' HMAC key) is server-side applied (create/patch) when a deployment
+# generation starts and read (get) to keep it within a generation and to send the token to the
+# coordinator's control API; get also reads the S3 credentials Secret a StreamJob names in
 # spec.s3.credentialsSecret when the operator itself inspects a restore point or disposes of
-# savepoint data. Disable with rbac.readS3CredentialsSecrets=false.
+# savepoint data.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
-{{- end }}
+  verbs: ["get", "create", "patch"]
 {{- end }}

@@ -6,9 +6,14 @@
 //! server-side apply; see `controller`.
 
 mod defaults;
+mod job_secret;
 mod merge;
 
 pub use defaults::{BUILT_IN_RUNTIME_IMAGE, RuntimeDefaults};
+pub use job_secret::{
+    JOB_SECRET_DIR, JOB_SECRET_ENV, JOB_SECRET_FILE_MODE, JOB_SECRET_KEY, JOB_SECRET_VOLUME, job_secret,
+    job_secret_name, job_secret_path, token_of, token_to_keep,
+};
 pub use merge::merge_pod_template;
 
 use crate::crd::{ImagePullPolicy, StreamJob, StreamJobSpec};
@@ -152,6 +157,8 @@ pub enum Component {
     Worker,
     /// The job's configuration.
     Config,
+    /// The job secret (the control API token and the workers' HMAC key).
+    JobSecret,
 }
 
 impl Component {
@@ -161,6 +168,7 @@ impl Component {
             Component::Coordinator => "coordinator",
             Component::Worker => "worker",
             Component::Config => "config",
+            Component::JobSecret => "job-secret",
         }
     }
 }
@@ -275,10 +283,11 @@ fn pull_policy(t: &Target) -> Value {
     }
 }
 
-/// Environment shared by both roles: S3 credentials from the referenced Secret (the keys the
-/// operator itself reads: `crate::snapshots::credentials_from_secret`).
+/// Environment shared by both roles: the mounted job secret's path, and S3 credentials from
+/// the referenced Secret (the keys the operator itself reads:
+/// `crate::snapshots::credentials_from_secret`).
 fn common_env(t: &Target) -> Vec<Value> {
-    let mut env = vec![];
+    let mut env = vec![json!({"name": JOB_SECRET_ENV, "value": job_secret_path()})];
     if let Some(secret) = t.spec.s3.as_ref().and_then(|s| s.credentials_secret.as_ref()) {
         let key = |k: &Option<String>, d: &str| k.clone().unwrap_or_else(|| d.to_string());
         env.push(json!({"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {
@@ -368,6 +377,8 @@ fn pod_template(t: &Target, component: Component, container: Value, resources: O
             "containers": [container],
             "volumes": [
                 {"name": "config", "configMap": {"name": config_map_name(&name)}},
+                {"name": JOB_SECRET_VOLUME, "secret": {
+                    "secretName": job_secret_name(&name), "defaultMode": JOB_SECRET_FILE_MODE}},
                 // The root filesystem is read-only; the runtime's scratch space.
                 {"name": "tmp", "emptyDir": {}},
             ],
@@ -405,6 +416,7 @@ fn strip_nulls(v: Value) -> Value {
 fn volume_mounts() -> Value {
     json!([
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": true},
+        {"name": JOB_SECRET_VOLUME, "mountPath": JOB_SECRET_DIR, "readOnly": true},
         {"name": "tmp", "mountPath": "/tmp"},
     ])
 }

@@ -455,7 +455,139 @@ fn placement_only_pod_templates_keep_the_runtime_container() {
             .collect();
         assert_eq!(names, vec![json!(CONTAINER)], "{pod}");
         assert!(pod["containers"][0]["image"].is_string());
-        assert_eq!(pod["volumes"].as_array().unwrap().len(), 2, "{pod}");
+        assert_eq!(pod["volumes"].as_array().unwrap().len(), 3, "{pod}");
         assert!(pod.get(placement).is_some(), "{placement} missing: {pod}");
+    }
+}
+
+/// The job Secret: named after the job key, in the job's namespace, owned by the StreamJob
+/// (garbage collected with it), labelled with its deployment generation, the token under
+/// `job.secret`.
+#[test]
+fn the_job_secret_is_owned_by_the_job_and_carries_its_generation_and_token() {
+    let j = job("");
+    let token = weir_runtime::security::secret::JobSecret::generate();
+    let s = v(&job_secret(&target(&j, None), &token));
+    assert_eq!(s["metadata"]["name"], "wc-job-secret");
+    assert_eq!(s["metadata"]["namespace"], "streams");
+    assert_eq!(s["metadata"]["labels"][LABEL_DEPLOY_GENERATION], "4");
+    assert_eq!(s["metadata"]["labels"]["app.kubernetes.io/component"], "job-secret");
+    assert_eq!(s["metadata"]["labels"][LABEL_JOB], "wc");
+    let owner = &s["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["uid"], &owner["controller"]),
+        (&json!("StreamJob"), &json!("1234-abcd"), &json!(true))
+    );
+    assert_eq!(s["type"], "Opaque");
+    let data = s["data"].as_object().unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), vec![JOB_SECRET_KEY]);
+    let back: k8s_openapi::api::core::v1::Secret = serde_json::from_value(s.clone()).unwrap();
+    assert_eq!(
+        token_of(&back).unwrap(),
+        token,
+        "the token round-trips through the object"
+    );
+    assert_eq!(
+        job_secret_name(&"x".repeat(60)),
+        format!("{}-job-secret", job_key(&"x".repeat(60)))
+    );
+}
+
+/// Re-applying within one deployment generation keeps the token (running pods hold it); a new
+/// generation, a missing or unusable value gets a new one.
+#[test]
+fn the_token_is_kept_within_a_generation_and_rotated_otherwise() {
+    use k8s_openapi::ByteString;
+    use weir_runtime::security::secret::JobSecret;
+    let j = job("");
+    let token = JobSecret::generate();
+    let of_generation_4 = job_secret(&target(&j, None), &token);
+    let with_value = |value: &[u8]| {
+        let mut s = of_generation_4.clone();
+        s.data = Some([(JOB_SECRET_KEY.to_string(), ByteString(value.to_vec()))].into());
+        s
+    };
+    let mut unlabelled = of_generation_4.clone();
+    unlabelled
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(LABEL_DEPLOY_GENERATION);
+    let mut no_key = of_generation_4.clone();
+    no_key.data = Some(Default::default());
+    for (what, existing, generation, keeps) in [
+        ("no Secret yet", None, 4, false),
+        ("the same generation", Some(of_generation_4.clone()), 4, true),
+        ("a new generation", Some(of_generation_4.clone()), 5, false),
+        ("an older generation's request", Some(of_generation_4.clone()), 3, false),
+        ("no generation label", Some(unlabelled), 4, false),
+        ("no job.secret key", Some(no_key), 4, false),
+        ("a token too short", Some(with_value(b"short")), 4, false),
+        (
+            "a token with a space",
+            Some(with_value(b"0123456789 abcdef0123")),
+            4,
+            false,
+        ),
+    ] {
+        let kept = token_to_keep(existing.as_ref(), generation);
+        assert_eq!(kept.is_some(), keeps, "{what}");
+        if keeps {
+            assert_eq!(kept.unwrap(), token, "{what}");
+        }
+    }
+    let err = token_of(&no_key_secret(&of_generation_4)).unwrap_err();
+    assert!(err.contains("wc-job-secret") && err.contains(JOB_SECRET_KEY), "{err}");
+}
+
+fn no_key_secret(s: &k8s_openapi::api::core::v1::Secret) -> k8s_openapi::api::core::v1::Secret {
+    let mut s = s.clone();
+    s.data = None;
+    s
+}
+
+/// Both roles mount the job Secret read-only (mode 0440: the pods' fsGroup reads it) and name
+/// the mounted file in `WEIR_JOB_SECRET_FILE`.
+#[test]
+fn coordinator_and_workers_mount_the_job_secret_and_name_its_file() {
+    let j = job("");
+    let c = build(&target(&j, None));
+    assert_eq!(job_secret_path(), format!("{JOB_SECRET_DIR}/{JOB_SECRET_KEY}"));
+    for (role, object) in [("coordinator", v(&c.coordinator)), ("workers", v(&c.workers))] {
+        let pod = &object["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|vol| vol["name"] == JOB_SECRET_VOLUME)
+            .unwrap_or_else(|| panic!("{role}: no job secret volume: {pod}"));
+        assert_eq!(
+            volume["secret"],
+            json!({"secretName": "wc-job-secret", "defaultMode": 0o440}),
+            "{role}"
+        );
+        let container = &pod["containers"][0];
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == JOB_SECRET_VOLUME)
+            .unwrap_or_else(|| panic!("{role}: no job secret mount: {container}"));
+        assert_eq!(
+            mount,
+            &json!({"name": JOB_SECRET_VOLUME, "mountPath": JOB_SECRET_DIR, "readOnly": true})
+        );
+        let env: Vec<&Value> = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == JOB_SECRET_ENV)
+            .collect();
+        assert_eq!(
+            env,
+            vec![&json!({"name": JOB_SECRET_ENV, "value": "/etc/weir-secret/job.secret"})],
+            "{role}"
+        );
     }
 }

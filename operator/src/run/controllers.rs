@@ -34,6 +34,7 @@ pub(super) fn spawn(
         client.clone(),
         Arc::new(ServiceControlApiFactory {
             timeout: Duration::from_secs(5),
+            client: client.clone(),
         }),
         Arc::new(ObjectStoreSnapshots),
         metrics.clone(),

@@ -6,16 +6,17 @@
 //! ignored and workers still running an older attempt are refused.
 
 use super::fence::EpochFence;
-use super::liveness::{StallClock, discount_stall, is_lost};
+use super::registry::{Registry, serve_rpc, watch_heartbeats};
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::restore::RestoreFrom;
-use crate::control::api::{JobState, WorkerStatus};
+use crate::control::api::JobState;
 use crate::exec::messages::{Control, TaskEvent};
 use crate::exec::task::TaskMetrics;
 use crate::exec::{self, JobHandle, task_specs};
 use crate::job::{self, Job};
+use crate::security::secret;
 use crate::storage::{self, S3Options, Store};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,50 +51,14 @@ pub struct CoordinatorOptions {
     pub restart: RestartPolicy,
     /// Exit when the job reaches a terminal state instead of serving its final status.
     pub exit_on_finish: bool,
+    /// The job secret file (`None`: `./weir-data/job.secret`, created when missing): the
+    /// control API's bearer token and what workers authenticate with.
+    pub secret_file: Option<PathBuf>,
+    /// Whether `/metrics` requires the bearer token too.
+    pub protect_metrics: bool,
     /// SIGTERM / SIGINT: suspend the job (stop the workers' subtasks without a savepoint)
     /// and exit 0; a coordinator of the same `--run-id` resumes from the latest checkpoint.
     pub stop: crate::signals::StopSignal,
-}
-
-struct WorkerConn {
-    slots: u32,
-    data_addr: String,
-    tx: mpsc::UnboundedSender<ToWorker>,
-    last_seen: Instant,
-    conn_id: u64,
-}
-
-/// Shared between the RPC server and the attempt loop.
-#[derive(Default)]
-struct Registry {
-    workers: BTreeMap<String, WorkerConn>,
-    attempt: u64,
-    events: Option<mpsc::UnboundedSender<TaskEvent>>,
-    /// Workers of the current deployment, by id.
-    deployed: Vec<String>,
-    /// Subtasks of the current deployment by worker id, as failure messages name them.
-    deployed_subtasks: BTreeMap<String, Vec<String>>,
-    /// Workers of the current deployment lost since it was deployed: their failure messages.
-    lost: Vec<String>,
-    /// The worker list the control API serves (`JobStatus.workers`).
-    published: Arc<Mutex<Vec<WorkerStatus>>>,
-}
-
-impl Registry {
-    /// Publishes the registered workers to the control API (on every register and loss, and
-    /// on each heartbeat check), so a status that says RUNNING lists the workers running it.
-    fn publish(&self) {
-        *self.published.lock().expect("lock") = self
-            .workers
-            .iter()
-            .map(|(id, w)| WorkerStatus {
-                id: id.clone(),
-                address: w.data_addr.clone(),
-                slots: w.slots,
-                last_heartbeat_ms: w.last_seen.elapsed().as_millis() as u64,
-            })
-            .collect();
-    }
 }
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
@@ -135,7 +100,12 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         started_at: std::time::Instant::now(),
         outputs: exec::file_sink_paths(&job),
     };
-    let server = crate::control::server::serve(&opts.listen, handle.clone()).await?;
+    let secret = secret::for_server(opts.secret_file.as_deref())?;
+    let auth = crate::control::auth::ControlAuth {
+        secret: secret.clone(),
+        protect_metrics: opts.protect_metrics,
+    };
+    let server = crate::control::server::serve(&opts.listen, handle.clone(), auth).await?;
     let api = server.addr;
     let rpc = TcpListener::bind(&opts.rpc_listen)
         .await
@@ -155,6 +125,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         registry.clone(),
         metrics.clone(),
         opts.heartbeat_interval,
+        secret,
     ));
     tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
 
@@ -473,174 +444,4 @@ async fn run_attempt(
         tracing::warn!(attempt = %attempt_label(attempt), "control messages still queued 5 s after the attempt ended");
     }
     outcome.map_err(transient)
-}
-
-async fn serve_rpc(
-    listener: TcpListener,
-    registry: Arc<Mutex<Registry>>,
-    metrics: Vec<Arc<TaskMetrics>>,
-    heartbeat: Duration,
-) {
-    let next_conn = Arc::new(AtomicU64::new(1));
-    loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        let registry = registry.clone();
-        let metrics = metrics.clone();
-        let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(async move {
-            let mut conn = framed(stream);
-            let Ok(Some(ToCoordinator::Register {
-                worker_id,
-                slots,
-                data_addr,
-                running_attempt,
-            })) = recv(&mut conn).await
-            else {
-                return;
-            };
-            let current = registry.lock().expect("lock").attempt;
-            if let Some(a) = running_attempt
-                && a != current
-            {
-                let reason = format!(
-                    "stale attempt {}: the job is at attempt {}; cancel and register again",
-                    super::wire::attempt_label(a),
-                    super::wire::attempt_label(current)
-                );
-                tracing::warn!(worker = %worker_id, %reason, "refusing worker");
-                let _ = send(&mut conn, &ToWorker::Refused { reason }).await;
-                return;
-            }
-            if send(&mut conn, &ToWorker::Registered).await.is_err() {
-                return;
-            }
-            tracing::info!(worker = %worker_id, %peer, slots, %data_addr, "worker registered");
-            let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
-            let replaced = {
-                let mut r = registry.lock().expect("lock");
-                let replaced = r.workers.insert(
-                    worker_id.clone(),
-                    WorkerConn {
-                        slots,
-                        data_addr,
-                        tx,
-                        last_seen: Instant::now(),
-                        conn_id,
-                    },
-                );
-                r.publish();
-                replaced
-            };
-            if replaced.is_some() {
-                lose_worker(&registry, &worker_id, "re-registered", None);
-                // lose_worker removed the new entry too if it matched; re-insert is not needed
-                // because it only removes when conn ids match.
-            }
-            let mut tick = tokio::time::interval(heartbeat);
-            loop {
-                tokio::select! {
-                    msg = recv::<ToCoordinator>(&mut conn) => match msg {
-                        Ok(Some(ToCoordinator::Heartbeat { counters })) => {
-                            if let Some(w) = registry.lock().expect("lock").workers.get_mut(&worker_id) {
-                                w.last_seen = Instant::now();
-                            }
-                            for (t, i, o, bp) in counters {
-                                if let Some(m) = metrics.get(t) {
-                                    m.records_in.store(i, Ordering::Relaxed);
-                                    m.records_out.store(o, Ordering::Relaxed);
-                                    m.backpressured_ns.store(bp, Ordering::Relaxed);
-                                }
-                            }
-                        }
-                        Ok(Some(ToCoordinator::Event { attempt, event })) => {
-                            let r = registry.lock().expect("lock");
-                            if attempt == r.attempt
-                                && let Some(ev) = &r.events
-                            {
-                                let _ = ev.send(event.into());
-                            }
-                        }
-                        Ok(Some(ToCoordinator::Register { .. })) => {}
-                        Ok(Some(ToCoordinator::Leaving { reason })) => {
-                            lose_worker(&registry, &worker_id, &reason, Some(conn_id));
-                            break;
-                        }
-                        Ok(None) | Err(_) => break,
-                    },
-                    out = rx.recv() => match out {
-                        Some(m) => if send(&mut conn, &m).await.is_err() { break },
-                        None => break,
-                    },
-                    _ = tick.tick() => {
-                        if send(&mut conn, &ToWorker::Heartbeat).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-            lose_worker(&registry, &worker_id, "connection closed", Some(conn_id));
-        });
-    }
-}
-
-/// Removes a worker; if it ran subtasks of the current attempt, fails the attempt.
-fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why: &str, conn_id: Option<u64>) {
-    let mut r = registry.lock().expect("lock");
-    let matches = r
-        .workers
-        .get(worker_id)
-        .is_some_and(|w| conn_id.is_none_or(|c| c == w.conn_id));
-    if conn_id.is_some() && !matches {
-        return; // a newer connection of the same worker replaced this one
-    }
-    if conn_id.is_some() {
-        r.workers.remove(worker_id);
-        r.publish();
-    }
-    tracing::warn!(worker = worker_id, why, "worker lost");
-    if r.deployed.iter().any(|w| w == worker_id) {
-        let subtasks = r.deployed_subtasks.get(worker_id).cloned().unwrap_or_default();
-        let error = super::failure::worker_lost(worker_id, why, &subtasks);
-        r.lost.push(error.clone());
-        if let Some(ev) = &r.events {
-            let _ = ev.send(TaskEvent::Failed {
-                task: usize::MAX,
-                error,
-            });
-        }
-    }
-}
-
-/// Every 200 ms: loses workers silent for longer than `timeout`, not counting time this process
-/// itself stalled ([`liveness`](super::liveness)).
-async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, timeout: Duration) {
-    const PERIOD: Duration = Duration::from_millis(200);
-    let mut clock = StallClock::new(PERIOD, Instant::now());
-    loop {
-        tokio::time::sleep(PERIOD).await;
-        let stale: Vec<(String, u64)> = {
-            let mut r = registry.lock().expect("lock");
-            r.publish();
-            let now = Instant::now();
-            let stall = clock.check(now);
-            if !stall.is_zero() {
-                tracing::warn!(
-                    stall_ms = stall.as_millis() as u64,
-                    "this process stalled; worker heartbeat timeouts extended by the stall"
-                );
-            }
-            r.workers
-                .iter_mut()
-                .filter_map(|(id, w)| {
-                    w.last_seen = discount_stall(w.last_seen, stall, now);
-                    is_lost(w.last_seen, now, timeout).then(|| (id.clone(), w.conn_id))
-                })
-                .collect()
-        };
-        for (id, conn) in stale {
-            lose_worker(&registry, &id, "heartbeat timeout", Some(conn));
-        }
-    }
 }

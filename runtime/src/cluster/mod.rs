@@ -3,10 +3,12 @@
 //! single-process form of the same dataflow, checkpoint protocol and savepoint format.
 
 pub mod coordinator;
+pub mod data_channel;
 pub mod failure;
 pub mod fence;
 pub mod liveness;
 pub mod record_codec;
+pub mod registry;
 pub mod restart;
 pub mod wire;
 pub mod worker;

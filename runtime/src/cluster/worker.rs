@@ -5,6 +5,7 @@
 //! the coordinator is lost (heartbeat timeout or closed connection), or when its registration
 //! is refused as stale.
 
+use super::data_channel::{ChannelSender, Inbound, accept_data, write_channel};
 use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
 use super::worker_health::{SharedMetrics, serve_health};
@@ -13,6 +14,8 @@ use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::task::TaskMetrics;
 use crate::exec::{self, CHANNEL_CAPACITY, RunContext, plan_stages, task_specs};
 use crate::job;
+use crate::security::handshake;
+use crate::security::secret::JobSecret;
 use crate::storage::{self, S3Options};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,9 +24,6 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-
-/// Credits a receiver grants when a data channel opens (frames in flight per channel).
-pub const INITIAL_CREDITS: u32 = 4;
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -44,17 +44,12 @@ pub struct WorkerConfig {
     pub heartbeat_timeout: Duration,
     /// Address of the health and metrics endpoint (`/healthz`, `/metrics`), if any.
     pub listen: Option<String>,
+    /// The job secret: the worker proves it holds it to the coordinator and to other workers,
+    /// and requires it of workers opening data channels to it.
+    pub secret: JobSecret,
     /// SIGTERM / SIGINT: leave the job (the coordinator sees the worker leave and restarts
     /// its subtasks elsewhere from the latest checkpoint) and exit.
     pub stop: crate::signals::StopSignal,
-}
-
-/// Inbound channels waiting for their upstream connection, per attempt.
-#[derive(Default)]
-struct Inbound {
-    attempt: u64,
-    channels: HashMap<(usize, usize), mpsc::Sender<Element>>,
-    stores: StoreCache,
 }
 
 struct Running {
@@ -124,7 +119,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         tracing::info!(target: "weir", "worker {} health and metrics on http://{bound}", cfg.worker_id);
     }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
-    tokio::spawn(accept_data(listener, inbound.clone()));
+    tokio::spawn(accept_data(listener, inbound.clone(), cfg.secret.clone()));
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
     let mut running: Option<Running> = None;
     let mut backoff = Duration::from_millis(200);
@@ -145,6 +140,15 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                 continue;
             }
         };
+        if let Err(e) = handshake::connect(&mut conn, &cfg.secret, handshake::ROLE_WORKER_RPC, &cfg.worker_id).await {
+            tracing::warn!(target: "weir", coordinator = %cfg.coordinator, "worker {}: authentication with the coordinator failed: {e}; retrying", cfg.worker_id);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = cfg.stop.requested() => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            continue;
+        }
         backoff = Duration::from_millis(200);
         let register = ToCoordinator::Register {
             worker_id: cfg.worker_id.clone(),
@@ -189,7 +193,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                             let attempt = d.attempt;
-                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id).await {
+                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret).await {
                                 Ok(r) => {
                                     *health_metrics.lock().expect("lock") = (r.job.clone(), r.named_metrics.clone());
                                     running = Some(r);
@@ -282,6 +286,7 @@ async fn deploy(
     inbound: &Arc<Mutex<Inbound>>,
     out: mpsc::UnboundedSender<ToCoordinator>,
     worker_id: &str,
+    secret: &JobSecret,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
     // The coordinator refuses such a job before deploying it; a worker checks again rather
@@ -361,6 +366,8 @@ async fn deploy(
                         .ok_or_else(|| format!("no location for task {dn}"))?;
                     let sender = ChannelSender {
                         up: t,
+                        worker_id: worker_id.to_string(),
+                        secret: secret.clone(),
                         label: format!("{} on worker {worker_id}", exec::subtask_label(&specs[t], p as u32)),
                         events: ev_tx.clone(),
                     };
@@ -414,183 +421,4 @@ async fn deploy(
         metrics,
         stores,
     })
-}
-
-/// The upstream subtask of a remote channel, for failure reports.
-struct ChannelSender {
-    /// Task index.
-    up: usize,
-    /// `<chain> (i/p) on worker <id>`.
-    label: String,
-    /// The worker's subtask events (to the coordinator).
-    events: mpsc::UnboundedSender<TaskEvent>,
-}
-
-/// The failure of a subtask that emitted a record too large for a frame between workers.
-pub fn oversize_record_message(label: &str, o: &OversizeRecord) -> String {
-    format!(
-        "{label} failed: it emitted a record of {} bytes (encoded), larger than the {} MiB limit of a frame \
-         between workers; records are not streamed across frames. Make records that cross a keyBy smaller \
-         before the keyBy (drop or truncate fields with a map, or split them with a flatMap)",
-        o.frame_bytes,
-        o.limit / (1024 * 1024)
-    )
-}
-
-/// Upstream side of a remote channel: connect, say hello, then send one frame per credit.
-/// A record too large for a frame fails the upstream subtask with the reason (and the
-/// channel stays open until the attempt is cancelled, so the downstream subtask does not
-/// report a lost upstream first).
-async fn write_channel(
-    addr: String,
-    attempt: u64,
-    sender: ChannelSender,
-    down: usize,
-    mut rx: mpsc::Receiver<Element>,
-) {
-    let up = sender.up;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut conn = loop {
-        let attempt_conn = async {
-            let mut c = framed(TcpStream::connect(&addr).await.map_err(|e| (e.to_string(), true))?);
-            send(&mut c, &DataFrame::Hello { attempt, up, down })
-                .await
-                .map_err(|e| (e, true))?;
-            match recv::<DataFrame>(&mut c).await {
-                Ok(Some(DataFrame::Credit(n))) => Ok((c, n)),
-                Ok(Some(DataFrame::Refused { reason, retry })) => Err((reason, retry)),
-                other => Err((format!("unexpected reply {other:?}"), true)),
-            }
-        };
-        match attempt_conn.await {
-            Ok(c) => break c,
-            Err((e, retry)) if retry && Instant::now() < deadline => {
-                tracing::debug!(%addr, up, down, error = %e, "data channel not ready; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err((e, _)) => {
-                tracing::error!(%addr, up, down, error = %e, "data channel refused");
-                return;
-            }
-        }
-    };
-    let (c, mut credits) = (&mut conn.0, conn.1);
-    while let Some(el) = rx.recv().await {
-        let (frames, end) = match el {
-            Element::Records(r) => match encode_records(&r, MAX_FRAME) {
-                Ok(frames) => (frames, false),
-                Err(o) => {
-                    let error = oversize_record_message(&sender.label, &o);
-                    tracing::error!(up, down, %error, "record too large for a frame");
-                    let _ = sender.events.send(TaskEvent::Failed { task: up, error });
-                    std::future::pending::<()>().await;
-                    return;
-                }
-            },
-            Element::Barrier(b) => (
-                vec![encode_frame(&DataFrame::Barrier(WireBarrier::from_barrier(&b)))],
-                false,
-            ),
-            Element::End => (vec![encode_frame(&DataFrame::End)], true),
-        };
-        for frame in frames {
-            while credits == 0 {
-                match recv::<DataFrame>(c).await {
-                    Ok(Some(DataFrame::Credit(n))) => credits += n,
-                    _ => return,
-                }
-            }
-            if send_frame(c, frame).await.is_err() {
-                return;
-            }
-            credits -= 1;
-        }
-        if end {
-            return;
-        }
-    }
-}
-
-async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inbound>>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let inbound = inbound.clone();
-        tokio::spawn(async move {
-            let mut conn = framed(stream);
-            let Ok(Some(DataFrame::Hello { attempt, up, down })) = recv::<DataFrame>(&mut conn).await else {
-                return;
-            };
-            let claimed = {
-                let mut ib = inbound.lock().expect("lock");
-                if attempt < ib.attempt {
-                    Err((
-                        format!(
-                            "stale attempt {}, current {}",
-                            attempt_label(attempt),
-                            attempt_label(ib.attempt)
-                        ),
-                        false,
-                    ))
-                } else if attempt > ib.attempt {
-                    Err(("not deployed yet".to_string(), true))
-                } else {
-                    ib.channels
-                        .remove(&(up, down))
-                        .map(|tx| (tx, ib.stores.clone()))
-                        .ok_or(("unknown channel".to_string(), true))
-                }
-            };
-            let (tx, stores) = match claimed {
-                Ok(x) => x,
-                Err((reason, retry)) => {
-                    let _ = send(&mut conn, &DataFrame::Refused { reason, retry }).await;
-                    return;
-                }
-            };
-            if send(&mut conn, &DataFrame::Credit(INITIAL_CREDITS)).await.is_err() {
-                return;
-            }
-            read_channel(conn, tx, stores).await;
-        });
-    }
-}
-
-/// Downstream side: hand each frame to the subtask's bounded input, then grant a credit. A
-/// connection that drops before end-of-stream drops the input sender, which the subtask
-/// reports as a failure.
-async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCache) {
-    loop {
-        let el = match recv_data(&mut conn).await {
-            Ok(Some(DataFrame::Records(r))) => Element::Records(r),
-            Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
-                Ok(b) => Element::Barrier(b),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot open the barrier's snapshot target");
-                    return;
-                }
-            },
-            Ok(Some(DataFrame::End)) => {
-                let _ = tx.send(Element::End).await;
-                return;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
-                return;
-            }
-            _ => return,
-        };
-        if tx.send(el).await.is_err() {
-            return;
-        }
-        if send(&mut conn, &DataFrame::Credit(1)).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Encodes a small control frame (barrier, end-of-stream): these always serialize.
-fn encode_frame(frame: &DataFrame) -> bytes::Bytes {
-    bytes::Bytes::from(serde_json::to_vec(frame).unwrap_or_default())
 }

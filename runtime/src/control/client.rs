@@ -1,7 +1,8 @@
 //! A small client of the control API (used by `weir savepoint trigger`; the operator has its
-//! own behind a trait).
+//! own behind a trait). Every request carries the job secret as a bearer token.
 
 use super::api::*;
+use crate::security::secret::JobSecret;
 use std::time::Duration;
 
 /// Client for one job's control API at `base` (`http://host:port`).
@@ -9,14 +10,16 @@ use std::time::Duration;
 pub struct Client {
     base: String,
     http: reqwest::Client,
+    token: JobSecret,
 }
 
 impl Client {
-    /// Creates a client.
-    pub fn new(base: &str) -> Client {
+    /// Creates a client sending `token` (the job secret) as `Authorization: Bearer`.
+    pub fn new(base: &str, token: JobSecret) -> Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
             http: reqwest::Client::new(),
+            token,
         }
     }
 
@@ -35,6 +38,7 @@ impl Client {
         let r = self
             .http
             .get(format!("{}/v1/job", self.base))
+            .bearer_auth(self.token.expose())
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -46,6 +50,7 @@ impl Client {
         let r = self
             .http
             .post(format!("{}/v1/job/cancel", self.base))
+            .bearer_auth(self.token.expose())
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -57,6 +62,7 @@ impl Client {
         let r = self
             .http
             .post(format!("{}/v1/savepoints", self.base))
+            .bearer_auth(self.token.expose())
             .json(req)
             .send()
             .await
@@ -75,7 +81,7 @@ impl Client {
         let url = format!("{}/v1/savepoints/{id}", self.base);
         let mut attempt = 0;
         let r = loop {
-            match self.http.get(&url).send().await {
+            match self.http.get(&url).bearer_auth(self.token.expose()).send().await {
                 Ok(r) => break r,
                 Err(e) if attempt < 2 => {
                     tracing::debug!(error = %e, "retrying {url}");

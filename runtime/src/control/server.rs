@@ -1,6 +1,7 @@
 //! The control API server (axum) over a running job; see [`super::api`] for the contract.
 
 use super::api::*;
+use super::auth::{ControlAuth, require_token};
 use crate::checkpoint::coordinator::SavepointCommand;
 use crate::exec::JobHandle;
 use axum::extract::{Path, State};
@@ -139,17 +140,23 @@ async fn metrics(State(h): State<JobHandle>) -> Response {
         .into_response()
 }
 
-/// The router for a job.
-pub fn router(h: JobHandle) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+/// The router for a job: `/healthz` is open; every other route requires the job secret as a
+/// bearer token ([`super::auth`]), `/metrics` only when `auth.protect_metrics`.
+pub fn router(h: JobHandle, auth: ControlAuth) -> Router {
+    let mut protected = Router::new()
         .route("/v1/job", get(job))
         .route("/v1/job/cancel", post(cancel))
         .route("/v1/checkpoints", get(checkpoints))
         .route("/v1/savepoints", post(trigger))
-        .route("/v1/savepoints/{id}", get(savepoint))
-        .route("/metrics", get(metrics))
-        .with_state(h)
+        .route("/v1/savepoints/{id}", get(savepoint));
+    let mut open = Router::new().route("/healthz", get(|| async { "ok" }));
+    if auth.protect_metrics {
+        protected = protected.route("/metrics", get(metrics));
+    } else {
+        open = open.route("/metrics", get(metrics));
+    }
+    let protected = protected.route_layer(axum::middleware::from_fn_with_state(auth, require_token));
+    open.merge(protected).with_state(h)
 }
 
 /// A running control API server.
@@ -172,14 +179,15 @@ impl ControlServer {
 
 /// Binds `addr` and serves until [`ControlServer::shutdown`] or the process exits.
 /// Errors: the address cannot be bound (message names it).
-pub async fn serve(addr: &str, h: JobHandle) -> Result<ControlServer, String> {
+pub async fn serve(addr: &str, h: JobHandle, auth: ControlAuth) -> Result<ControlServer, String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, router(h))
+        let app = router(h, auth).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
             })

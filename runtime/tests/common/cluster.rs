@@ -16,6 +16,7 @@ impl Proc {
         let child = Command::new(weir())
             .args(args)
             .env("WEIR_LOG", TEST_LOG_FILTER)
+            .env(SECRET_ENV, secret_file())
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -147,10 +148,7 @@ impl Cluster {
     }
 
     pub fn job_status(&self) -> Option<serde_json::Value> {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{}/v1/job", self.api)])
-            .output()
-            .ok()?;
+        let out = curl().arg(format!("{}/v1/job", self.api)).output().ok()?;
         serde_json::from_slice(&out.stdout).ok()
     }
 
@@ -187,4 +185,42 @@ pub fn job(dir: &Path, parallelism: u32, rate: Option<u64>) -> (std::path::PathB
     let paths = Paths::local(dir);
     let m = wordcount_manifest(dir, &paths, parallelism, "exactly-once", "300ms", rate, None);
     (m, paths)
+}
+
+/// Writes one frame of the wire protocol (4-byte big-endian length, then the JSON body).
+pub fn write_frame(s: &mut std::net::TcpStream, body: &serde_json::Value) {
+    use std::io::Write;
+    let bytes = serde_json::to_vec(body).unwrap();
+    s.write_all(&(bytes.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(&bytes).unwrap();
+}
+
+/// Reads one frame; `None` when the peer closed the connection (or reset it) first.
+pub fn read_frame(s: &mut std::net::TcpStream) -> Option<serde_json::Value> {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).unwrap())
+}
+
+/// Answers the handshake a Weir port opens with (a `Challenge` frame) as `role` / `peer_id`
+/// with `secret`; returns the verdict frame (`"Accepted"`), or `None` when the peer closed
+/// the connection instead.
+pub fn answer_handshake(
+    s: &mut std::net::TcpStream,
+    secret: &str,
+    role: &str,
+    peer_id: &str,
+) -> Option<serde_json::Value> {
+    use weir_runtime::security::{handshake, secret::JobSecret};
+    let challenge = read_frame(s).expect("a challenge frame first");
+    let nonce: Vec<u8> = serde_json::from_value(challenge["Challenge"]["nonce"].clone()).unwrap();
+    let mac = handshake::answer_mac(&JobSecret::parse(secret, "test").unwrap(), &nonce, role, peer_id);
+    write_frame(
+        s,
+        &serde_json::json!({"Answer": {"role": role, "peer_id": peer_id, "mac": mac}}),
+    );
+    read_frame(s)
 }

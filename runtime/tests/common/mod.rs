@@ -35,9 +35,40 @@ pub fn coordinator_refusal(manifest: &std::path::Path) -> (bool, String) {
             "--exit-on-finish",
         ])
         .env("WEIR_LOG", "warn")
+        .env(SECRET_ENV, secret_file())
         .output()
         .expect("run weir coordinator");
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The job secret of the tests' jobs (issue 15): every `weir` child gets its file through
+/// [`SECRET_ENV`] and control API requests send it as a bearer token.
+pub const TEST_SECRET: &str = "weir-test-secret-0123456789abcdef";
+
+/// The environment variable naming the job secret file.
+pub const SECRET_ENV: &str = "WEIR_JOB_SECRET_FILE";
+
+/// The file holding [`TEST_SECRET`] (under the target's test scratch directory; written
+/// atomically, so test processes running at once agree).
+pub fn secret_file() -> PathBuf {
+    static F: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("weir-test-job.secret");
+        let aside = dir.join(format!("weir-test-job.secret.{}", std::process::id()));
+        std::fs::write(&aside, format!("{TEST_SECRET}\n")).unwrap();
+        std::fs::rename(&aside, &path).unwrap();
+        path
+    })
+    .clone()
+}
+
+/// `curl` with the test secret as the bearer token, silent and failing on HTTP errors.
+pub fn curl() -> Command {
+    let mut c = Command::new("curl");
+    c.args(["-sf", "-H", &format!("Authorization: Bearer {TEST_SECRET}")]);
+    c
 }
 
 /// `../shared/data` from the repository root, or `$WEIR_DATA_DIR` when set (for a clone
@@ -138,6 +169,7 @@ impl Weir {
             .args(["--listen", "127.0.0.1:0"])
             .args(args);
         cmd.env("WEIR_LOG", TEST_LOG_FILTER)
+            .env(SECRET_ENV, secret_file())
             .envs(env.iter().map(|(k, v)| (k, v)));
         cmd.stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap());
@@ -335,7 +367,7 @@ pub fn crash_in_both_commit_windows(manifest: &Path, env: &[(String, String)]) {
 pub fn poll_json<T>(url: &str, what: &str, timeout: Duration, ready: impl Fn(&serde_json::Value) -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
-        let out = Command::new("curl").args(["-sf", url]).output().unwrap();
+        let out = curl().arg(url).output().unwrap();
         let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         if let Some(found) = ready(&body) {
             return found;
@@ -365,6 +397,7 @@ pub fn stop_with_savepoint(api: &str, env: &[(String, String)]) -> String {
     wait_running(api);
     let out = Command::new(weir())
         .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
+        .env(SECRET_ENV, secret_file())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();

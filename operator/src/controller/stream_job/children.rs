@@ -4,7 +4,7 @@
 use crate::build::{self, FIELD_MANAGER, coordinator_name, worker_name};
 use crate::controller::{Context, Error};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
@@ -61,6 +61,25 @@ where
             what: format!("{}/{name}", K::kind(&())),
             source,
         })
+}
+
+/// Makes sure the job's Secret holds a token of deployment `t` (docs/operations/security.md):
+/// reads it, keeps it when it was made for `t`'s deployment generation
+/// ([`build::token_to_keep`]), else server-side applies a new random token (a new deployment
+/// generation rotates the token; the old generation's pods are gone by then). Runs before
+/// [`apply_children`]: the pods mount it.
+pub(super) async fn ensure_job_secret(ctx: &Context, ns: &str, t: &build::Target<'_>) -> Result<(), Error> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let name = build::job_secret_name(&t.job.name_any());
+    let existing = api.get_opt(&name).await.map_err(|source| Error::ObserveError {
+        what: format!("Secret/{name}"),
+        source,
+    })?;
+    if build::token_to_keep(existing.as_ref(), t.deploy_generation).is_some() {
+        return Ok(());
+    }
+    let token = weir_runtime::security::secret::JobSecret::generate();
+    apply::<Secret>(ctx, ns, &build::job_secret(t, &token)).await
 }
 
 /// Server-side applies every child (ConfigMap first: the pods mount it).

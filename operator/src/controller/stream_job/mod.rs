@@ -21,7 +21,7 @@ use super::{Context, Error, FINALIZER, invalid_ref, publish, s3_options_for, set
 use crate::build::{self, ANNOTATION_SPEC_GENERATION, FIELD_MANAGER, LABEL_DEPLOY_GENERATION, Target};
 use crate::crd::{LifecycleState, Savepoint, SavepointOrigin, StreamJob, StreamJobStatus};
 use crate::lifecycle::{self, Action as LAction};
-use children::{apply_children, delete_ignoring_missing, delete_orphans, delete_workloads};
+use children::{apply_children, delete_ignoring_missing, delete_orphans, delete_workloads, ensure_job_secret};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -277,6 +277,7 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                     spec_generation,
                     defaults: &ctx.runtime_defaults,
                 };
+                ensure_job_secret(ctx, &ns, &target).await?;
                 apply_children(ctx, &ns, &build::build(&target)).await?;
                 if new_generation {
                     delete_orphans(ctx, &ns, &name).await?;

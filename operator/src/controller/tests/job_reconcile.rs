@@ -38,7 +38,15 @@ async fn first_deploy() {
         (Some("True"), Some("Deploying"))
     );
     api.event("Normal", "Submit", 200).await;
-    let (deployment, sts) = api.apply_children().await;
+    // The job Secret before the pods that mount it: a new token for generation 1, owned by the job.
+    let secret = api.new_job_secret().await;
+    assert_eq!(secret["metadata"]["labels"]["weir.dev/deployment-generation"], "1");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert!(
+        secret["data"]["job.secret"].as_str().is_some_and(|t| !t.is_empty()),
+        "{secret}"
+    );
+    let (deployment, sts) = api.apply_workloads().await;
     let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
     assert_eq!(args[3], "--restore");
     assert_eq!(args[4], "none");
@@ -472,13 +480,16 @@ async fn error_backoff_grows_per_object_and_resets_after_success() {
         Action::requeue(Duration::from_secs(1))
     );
 
-    // A successful pass (an unchanged running job) resets wc's count.
+    // A successful pass (an unchanged running job) resets wc's count. It re-applies the
+    // children of generation 1 but keeps the job Secret of generation 1 (the running pods'
+    // token): read, not applied.
     let mut job = running_job(spec_json(), 1);
     job["status"]["conditions"] = json!([]);
     let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
     api.observe(World::deployed(1)).await;
     api.status().await;
-    api.apply_children().await;
+    api.existing_job_secret(1).await;
+    api.apply_workloads().await;
     finish(task).await.unwrap();
     assert_eq!(
         stream_job::error_policy(wc, &err(), ctx),

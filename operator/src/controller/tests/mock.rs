@@ -229,8 +229,39 @@ impl ApiServer {
         );
     }
 
-    /// The server-side applies of a deployment; returns (Deployment, StatefulSet) bodies.
+    /// The server-side applies of a deployment, after the job Secret is read (none yet) and
+    /// applied; returns (Deployment, StatefulSet) bodies.
     pub(super) async fn apply_children(&mut self) -> (Value, Value) {
+        self.new_job_secret().await;
+        self.apply_workloads().await
+    }
+
+    /// The job Secret's read (answered 404) and server-side apply; returns the applied Secret.
+    pub(super) async fn new_job_secret(&mut self) -> Value {
+        let path = "/api/v1/namespaces/ns/secrets/wc-job-secret";
+        self.expect("GET", path).await.not_found();
+        let r = self.expect("PATCH", path).await;
+        r.assert_ssa();
+        let secret = r.body.clone();
+        r.echo();
+        secret
+    }
+
+    /// The job Secret's read, answered with a Secret made for `deploy_generation`: a pass of
+    /// that generation keeps its token (no apply of the Secret follows).
+    pub(super) async fn existing_job_secret(&mut self, deploy_generation: u64) {
+        self.expect("GET", "/api/v1/namespaces/ns/secrets/wc-job-secret")
+            .await
+            .ok(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "wc-job-secret", "namespace": "ns",
+                    "labels": {"weir.dev/deployment-generation": deploy_generation.to_string()}},
+                // "0123456789abcdef0123456789abcdef"
+                "data": {"job.secret": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}}));
+    }
+
+    /// The server-side applies of a deployment's ConfigMap, Services and workloads; returns
+    /// (Deployment, StatefulSet) bodies.
+    pub(super) async fn apply_workloads(&mut self) -> (Value, Value) {
         for path in [
             "/api/v1/namespaces/ns/configmaps/wc-config",
             "/api/v1/namespaces/ns/services/wc-coordinator",

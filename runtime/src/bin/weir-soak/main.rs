@@ -150,11 +150,28 @@ async fn soak(args: Args) -> Result<bool, String> {
     } else {
         None
     };
+    // One job secret for the soak's jobs: the coordinator, workers and `weir run` require it
+    // and `weir savepoint trigger` sends it (all through WEIR_JOB_SECRET_FILE); the soak's own
+    // control API client sends it as a bearer token.
+    let secret_file = run_dir.join("job.secret");
+    let (secret, _) = weir_runtime::security::secret::JobSecret::load_or_create(&secret_file)?;
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", secret.expose())
+            .parse()
+            .map_err(|e| format!("job secret as a header: {e}"))?,
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(auth)
+        .build()
+        .map_err(|e| format!("control API client: {e}"))?;
     let env = trial::Env {
         weir,
         texts: &texts,
         s3: s3.as_ref(),
-        http: reqwest::Client::new(),
+        http,
+        secret_file,
         trial_timeout: args.trial_timeout.into(),
     };
     let started = Instant::now();

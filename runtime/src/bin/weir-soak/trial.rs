@@ -20,8 +20,10 @@ pub struct Env<'a> {
     pub texts: &'a [(String, String)],
     /// moto and the fault proxy, for the S3 modes.
     pub s3: Option<&'a S3Env>,
-    /// Client for control APIs.
+    /// Client for control APIs (it sends the job secret as a bearer token).
     pub http: reqwest::Client,
+    /// The job secret file every `weir` child gets (`WEIR_JOB_SECRET_FILE`).
+    pub secret_file: PathBuf,
     /// Longest a trial may take before it is abandoned (as incomplete).
     pub trial_timeout: Duration,
 }
@@ -175,7 +177,11 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         env,
         dir: dir.to_path_buf(),
         manifest: manifest_path,
-        child_env: s3.map(S3Env::child_env).unwrap_or_default(),
+        child_env: {
+            let mut e = s3.map(S3Env::child_env).unwrap_or_default();
+            e.push(("WEIR_JOB_SECRET_FILE".into(), env.secret_file.display().to_string()));
+            e
+        },
         started: 0,
         out: Outcome::default(),
         t0: Instant::now(),
