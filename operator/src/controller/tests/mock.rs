@@ -266,6 +266,8 @@ impl ApiServer {
             "/api/v1/namespaces/ns/configmaps/wc-config",
             "/api/v1/namespaces/ns/services/wc-coordinator",
             "/api/v1/namespaces/ns/services/wc-worker",
+            "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/wc-coordinator",
+            "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/wc-worker",
         ] {
             let r = self.expect("PATCH", path).await;
             r.assert_ssa();
