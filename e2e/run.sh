@@ -145,6 +145,7 @@ install_operator() {
     --set image.pullPolicy=Never \
     --set runtime.image.pullPolicy=Never \
     --set "watchNamespaces={$NS}" \
+    --set-json "networkPolicies.extraOperatorEgress=$MINIO_EGRESS" \
     --wait --timeout 5m
   kubectl wait --for condition=established --timeout=60s crd/streamjobs.weir.dev crd/savepoints.weir.dev
   kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" | head -n 5 >&2 || true

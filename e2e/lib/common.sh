@@ -14,6 +14,12 @@ NS="${WEIR_E2E_NAMESPACE:-weir-e2e}"            # namespace of the StreamJobs
 OPERATOR_NS="${WEIR_E2E_OPERATOR_NAMESPACE:-weir-system}"
 RELEASE="${WEIR_E2E_RELEASE:-weir-operator}"
 JOB_LABEL="${WEIR_E2E_JOB_LABEL:-weir.dev/job}"
+# The operator pod's NetworkPolicy lets it reach S3 on 443 only; the e2e MinIO listens on 9000
+# in namespace minio (the operator reads it for restore points and savepoint disposal).
+# shellcheck disable=SC2089,SC2090 # JSON passed whole to helm --set-json, never word-split
+MINIO_EGRESS='[{"ports":[{"protocol":"TCP","port":9000}],"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"minio"}}}]}]'
+# shellcheck disable=SC2090 # as above
+export MINIO_EGRESS
 GEN_LABEL="${WEIR_E2E_GEN_LABEL:-weir.dev/deployment-generation}"
 IMAGE_REPO="${WEIR_E2E_IMAGE_REPO:-ghcr.io/weir-dev/weir}"
 IMAGE_TAG="${WEIR_E2E_IMAGE_TAG:-e2e-1}"          # the image every job starts with

@@ -96,6 +96,7 @@ standin_install_operator() {
     --set image.pullPolicy=Never \
     --set runtime.image.pullPolicy=Never \
     --set "watchNamespaces={$NS}" \
+    --set-json "networkPolicies.extraOperatorEgress=$MINIO_EGRESS" \
     "${STANDIN_HELM_ARGS[@]}" >"$STANDIN_DIR/chart.yaml"
   kubectl apply -f "$STANDIN_DIR/chart.yaml" >&2
   # For working on the stand-in while a known chart defect blocks every scenario: extra
