@@ -271,6 +271,20 @@ impl ApiServer {
         ] {
             let r = self.expect("PATCH", path).await;
             r.assert_ssa();
+            if path.contains("/networkpolicies/") {
+                // The per-job policies (the test context enables them), applied before the pods.
+                assert_eq!(r.body["kind"], "NetworkPolicy", "{}", r.body);
+                assert_eq!(
+                    r.body["spec"]["podSelector"]["matchLabels"]["weir.dev/job"], "wc",
+                    "{}",
+                    r.body
+                );
+                assert_eq!(
+                    r.body["metadata"]["ownerReferences"][0]["kind"], "StreamJob",
+                    "{}",
+                    r.body
+                );
+            }
             r.echo();
         }
         let r = self
