@@ -145,6 +145,7 @@ install_operator() {
     --set image.pullPolicy=Never \
     --set runtime.image.pullPolicy=Never \
     --set "watchNamespaces={$NS}" \
+    --set-json "networkPolicies.extraOperatorEgress=$MINIO_EGRESS" \
     --wait --timeout 5m
   kubectl wait --for condition=established --timeout=60s crd/streamjobs.weir.dev crd/savepoints.weir.dev
   kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" | head -n 5 >&2 || true
@@ -283,7 +284,8 @@ done
 
 rbac_rc=0
 if [[ "$MODE" == standin ]]; then
-  standin_rbac_check || rbac_rc=1
+  # Unused grants fail only when every scenario ran (a subset uses fewer verbs).
+  standin_rbac_check "$([[ -z "$ONLY" ]] && echo all)" || rbac_rc=1
 fi
 
 step "results"

@@ -92,6 +92,10 @@ def check_operator_accepts(case, docs):
         want = json.loads(env_vars["WEIR_RUNTIME_DEFAULTS"])
         check(f"{where}: the operator reads every runtime default the chart passes (WEIR_RUNTIME_DEFAULTS)",
               got["runtimeDefaults"] == want, (got["runtimeDefaults"], want))
+    if "WEIR_NETWORK_POLICIES" in env_vars:
+        want = json.loads(env_vars["WEIR_NETWORK_POLICIES"])
+        check(f"{where}: the operator reads the NetworkPolicy settings the chart passes (WEIR_NETWORK_POLICIES)",
+              got["networkPolicies"] == want, (got["networkPolicies"], want))
     port = next(p["containerPort"] for p in c["ports"] if p["name"] == "metrics")
     check(f"{where}: metrics address on the metrics port", got["metricsAddr"].endswith(f":{port}"), got["metricsAddr"])
 
@@ -243,6 +247,54 @@ check_no_privileged("default", docs)
 check_rbac_hygiene("default", docs)
 check_rules_commented("default", text)
 
+# --- NetworkPolicies: the operator pod's own, and the settings of the per-job ones --------------
+def netpol_rules(docs):
+    return [r for _, r in all_rules(docs) if "networkpolicies" in r["resources"]]
+
+
+nps = kinds(docs, "NetworkPolicy")
+check("default: one NetworkPolicy (the operator pod's)", len(nps) == 1, [n["metadata"]["name"] for n in nps])
+pod_labels = deployment(docs)["spec"]["template"]["metadata"]["labels"]
+if nps:
+    np_spec = nps[0]["spec"]
+    check("operator NetworkPolicy selects the operator pods",
+          np_spec["podSelector"]["matchLabels"].items() <= pod_labels.items(), np_spec["podSelector"])
+    check("operator NetworkPolicy restricts ingress and egress",
+          sorted(np_spec["policyTypes"]) == ["Egress", "Ingress"], np_spec["policyTypes"])
+    ingress_ports = [p["port"] for r in np_spec["ingress"] for p in r["ports"]]
+    check("operator ingress: only the metrics port", ingress_ports == [8080], ingress_ports)
+    check("operator ingress: from the monitoring namespace",
+          np_spec["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {
+              "kubernetes.io/metadata.name": "monitoring"}}}], np_spec["ingress"][0]["from"])
+    egress_ports = sorted({(p.get("protocol"), p["port"]) for r in np_spec["egress"] for p in r["ports"]})
+    check("operator egress: API server, DNS, coordinators' control port",
+          egress_ports == [("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 8081), ("UDP", 53)], egress_ports)
+settings = json.loads(env(docs)["WEIR_NETWORK_POLICIES"])
+check("WEIR_NETWORK_POLICIES: enabled, the release namespace, the operator's own pod labels",
+      settings["enabled"] is True and settings["operatorNamespace"] == NAMESPACE
+      and settings["operatorPodLabels"] and settings["operatorPodLabels"].items() <= pod_labels.items(), settings)
+check("default: networkpolicies create/patch granted",
+      [r["verbs"] for r in netpol_rules(docs)] == [["create", "patch"]], netpol_rules(docs))
+_, off = render("networkPolicies.enabled=false")
+check("networkPolicies.enabled=false: no NetworkPolicy", not kinds(off, "NetworkPolicy"))
+check("networkPolicies.enabled=false: no networkpolicies rule", not netpol_rules(off))
+check("networkPolicies.enabled=false: the operator renders none",
+      json.loads(env(off)["WEIR_NETWORK_POLICIES"])["enabled"] is False)
+_, closed = render("networkPolicies.monitoringNamespaceSelector=null", "watchNamespaces={team-a}")
+closed_np = kinds(closed, "NetworkPolicy")[0]["spec"]
+check("monitoringNamespaceSelector=null: no ingress to the operator pod", closed_np["ingress"] == [], closed_np["ingress"])
+check("monitoringNamespaceSelector=null reaches the operator as null",
+      json.loads(env(closed)["WEIR_NETWORK_POLICIES"])["monitoringNamespaceSelector"] is None)
+coordinator_egress = [r for r in closed_np["egress"] if any(p["port"] == 8081 for p in r["ports"])][0]
+check("watchNamespaces: coordinator egress only into the watched namespaces",
+      coordinator_egress["to"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"], coordinator_egress)
+for case, value_sets in (("default", []), ("networkPolicies off", ["networkPolicies.enabled=false"]),
+                         ("no monitoring", ["networkPolicies.monitoringNamespaceSelector=null"])):
+    check_operator_accepts(f"networkPolicies: {case}", render(*value_sets)[1])
+_, every = render()
+check("RBAC: no update verb on job children or custom resources (server-side apply only)",
+      not [r for _, r in all_rules(every) if "update" in r["verbs"] and r["resources"] != ["streamjobs/finalizers"]])
+
 # --- watchNamespaces narrows RBAC to the listed namespaces ---------------------------------------
 text, docs = render("watchNamespaces={team-a,team-b}")
 check("namespaced: no ClusterRole", not kinds(docs, "ClusterRole"))
@@ -350,6 +402,8 @@ for bad in ("replicas=-1", "replicas=two", "watchNamespaces[0]=Team_A", "image.p
             "securityContext.capabilities.add[0]=NET_ADMIN", "podSecurityContext.runAsNonRoot=false",
             "podSecurityContext.runAsUser=0", "operator.logFormat=xml", "resources.limits.memory=lots",
             "runtime.image.pullPolicy=Often", "serviceMonitor.interval=soon", "unknownKey=1",
+            "networkPolicies.enabled=maybe", "networkPolicies.apiServer.ports[0]=0",
+            "networkPolicies.apiServer.cidrs[0]=everywhere", "networkPolicies.unknown=1",
             "image.digest=latest"):
     failed, err = render_fails(bad)
     check(f"schema rejects {bad}", failed and "schema" in err, err.strip()[:200])

@@ -56,6 +56,8 @@ VALUE_SETS=(
   "--set watchNamespaces={team-a,team-b}"
   "--set replicas=2 --set serviceMonitor.enabled=true"
   "--set leaderElection.enabled=true --set watchNamespaces={team-a}"
+  "--set networkPolicies.enabled=false"
+  "--set networkPolicies.monitoringNamespaceSelector=null --set networkPolicies.apiServer.cidrs={10.0.0.1/32}"
 )
 
 have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.yaml" >/dev/null; }
@@ -82,6 +84,10 @@ for vs in "${VALUE_SETS[@]}"; do
   check "helm template --include-crds ${vs:-(default values)} | kubernetes-validate --strict -k $K8S_VERSION" \
     validate_render "$vs"
 done
+
+# The per-job NetworkPolicies the operator renders (its snapshot test pins this file).
+check "operator's per-job NetworkPolicies (operator/tests/snapshots/network-policies.yaml) | kubernetes-validate --strict -k $K8S_VERSION" \
+  kubernetes-validate --strict --quiet -k "$K8S_VERSION" operator/tests/snapshots/network-policies.yaml
 
 # --- 5. chart assertions ---------------------------------------------------------------------------
 check "chart assertions (hack/chart-test.sh)" bash hack/chart-test.sh
@@ -126,6 +132,7 @@ check "shellcheck (${#SCRIPTS[@]} scripts)" shellcheck -x -P SCRIPTDIR -s bash "
 mapfile -t PYS < <(find hack e2e -name '*.py' -type f | sort)
 check "python helpers compile (${#PYS[@]} files)" "$PY" -m py_compile "${PYS[@]}"
 check "e2e word-count check rejects a duplicate and a gap" "$PY" hack/test_wordcount_check.py
+check "e2e secret grep finds a value as written, base64 and hex, and names none" "$PY" hack/test_secret_grep.py
 check "e2e machinery: scenarios fail on a failing command; wait_first_checkpoint waits for the new run" \
   bash hack/test-e2e-lib.sh
 

@@ -14,6 +14,12 @@ NS="${WEIR_E2E_NAMESPACE:-weir-e2e}"            # namespace of the StreamJobs
 OPERATOR_NS="${WEIR_E2E_OPERATOR_NAMESPACE:-weir-system}"
 RELEASE="${WEIR_E2E_RELEASE:-weir-operator}"
 JOB_LABEL="${WEIR_E2E_JOB_LABEL:-weir.dev/job}"
+# The operator pod's NetworkPolicy lets it reach S3 on 443 only; the e2e MinIO listens on 9000
+# in namespace minio (the operator reads it for restore points and savepoint disposal).
+# shellcheck disable=SC2089,SC2090 # JSON passed whole to helm --set-json, never word-split
+MINIO_EGRESS='[{"ports":[{"protocol":"TCP","port":9000}],"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"minio"}}}]}]'
+# shellcheck disable=SC2090 # as above
+export MINIO_EGRESS
 GEN_LABEL="${WEIR_E2E_GEN_LABEL:-weir.dev/deployment-generation}"
 IMAGE_REPO="${WEIR_E2E_IMAGE_REPO:-ghcr.io/weir-dev/weir}"
 IMAGE_TAG="${WEIR_E2E_IMAGE_TAG:-e2e-1}"          # the image every job starts with
@@ -134,6 +140,32 @@ coordinator_api() {
   wait "$pf" 2>/dev/null || true
   ((rc == 0)) && printf '%s\n' "$out"
   return "$rc"
+}
+
+# assert_no_secrets_in_operator_outputs NAME: the job's token (its `<job>-job-secret`) and the S3
+# secret key (the `minio-credentials` Secret the jobs name) appear nowhere in the operator's log,
+# the events of the namespace, or the StreamJobs and Savepoints it wrote (status included), as
+# written, base64 or hex (e2e/lib/secret_grep.py). The checker must first find the token in the
+# job Secret's own JSON, so a checker that can no longer see a value fails the scenario too.
+assert_no_secrets_in_operator_outputs() {
+  local dir token s3_key
+  dir="$(mktemp -d)"
+  token="$(kubectl -n "$NS" get secret "$1-job-secret" -o jsonpath='{.data.job\.secret}' | base64 -d)"
+  s3_key="$(kubectl -n "$NS" get secret minio-credentials -o jsonpath='{.data.secretAccessKey}' | base64 -d)"
+  [[ -n "$token" && -n "$s3_key" ]] || fail "could not read the job token or the S3 secret key to look for"
+  kubectl -n "$NS" get secret "$1-job-secret" -o json >"$dir/job-secret.json"
+  if WEIR_GREP_SECRETS="$token" python3 "$E2E_DIR/lib/secret_grep.py" "$dir/job-secret.json" >/dev/null; then
+    fail "secret_grep.py does not find the token in the job Secret itself: the check below would prove nothing"
+  fi
+  kubectl -n "$OPERATOR_NS" logs deployment/"$RELEASE" >"$dir/operator.log"
+  kubectl -n "$NS" get events -o json >"$dir/events.json"
+  kubectl -n "$NS" get events.v1.events.k8s.io -o json >"$dir/events-v1.json"
+  kubectl -n "$NS" get streamjobs,savepoints -o json >"$dir/custom-resources.json"
+  [[ -s "$dir/operator.log" ]] || fail "the operator's log is empty: nothing to check"
+  WEIR_GREP_SECRETS="$token"$'\n'"$s3_key" python3 "$E2E_DIR/lib/secret_grep.py" \
+    "$dir/operator.log" "$dir/events.json" "$dir/events-v1.json" "$dir/custom-resources.json" >&2 ||
+    fail "a secret value is in the operator's outputs (files kept in $dir)"
+  rm -rf "$dir"
 }
 
 # events NAME [TYPE]: the StreamJob's events (core/v1 view, which includes events.k8s.io ones)

@@ -24,6 +24,11 @@ assert_eq "$(jsonq 'd["spec"]["origin"]' <<<"$svp")" Manual "Savepoint spec.orig
 n="$(kubectl -n "$NS" get events --field-selector "involvedObject.kind=Savepoint,involvedObject.name=$SP,type=Normal" -o name | grep -c . || true)"
 ((n >= 1)) || fail "Savepoint $SP has no Normal events"
 
+# No secret in what the operator wrote so far: it sent the token for every control API call
+# (status, savepoint trigger and status) and read the S3 credentials; none may show in its log,
+# events or status (issue 15).
+assert_no_secrets_in_operator_outputs "$J"
+
 # A savepoint does not stop the job.
 assert_healthy "$J"
 wait_finished "$J"

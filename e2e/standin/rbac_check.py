@@ -2,10 +2,13 @@
 rules a rendered chart grants it.
 
     python3 e2e/standin/rbac_check.py --log requests.jsonl --manifests rendered.yaml \
-        --user system:serviceaccount:weir-system:weir-operator
+        --user system:serviceaccount:weir-system:weir-operator \
+        [--fail-unused --allow-unused e2e/standin/rbac_allowlist.yaml]
 
 Fails (exit 1) when a request was refused (403) or is not covered by the rendered rules
-(missing rules); reports granted (group, resource, verb) triples no request used (unused rules).
+(missing rules). Reports granted (group, resource, verb) triples no request used (unused rules);
+with --fail-unused (a run of every scenario) an unused grant fails too, unless the allow-list
+names it with the path that needs it. Allow-listed grants that were used are reported.
 """
 
 from __future__ import annotations
@@ -78,11 +81,34 @@ def check(requests: list, manifests: list, user: str) -> tuple:
     return missing, unused
 
 
+def load_allowlist(path: str) -> set:
+    """(group, resource, verb) triples of the allow-list file; every entry must say why."""
+    with open(path, encoding="utf-8") as f:
+        entries = yaml.safe_load(f) or []
+    out = set()
+    for i, e in enumerate(entries):
+        missing = {"group", "resource", "verb", "why"} - set(e)
+        if missing or set(e) - {"group", "resource", "verb", "why"} or not str(e.get("why", "")).strip():
+            raise ValueError(f"{path}: entry {i + 1} needs exactly group, resource, verb and a non-empty why: {e}")
+        out.add((e["group"], e["resource"], e["verb"]))
+    return out
+
+
+def split_unused(unused: list, allowlist: set) -> tuple:
+    """(unexpected, allowed): unused grants not on the allow-list, and those on it."""
+    unexpected = [u for u in unused if (u[1], u[2], u[3]) not in allowlist]
+    allowed = [u for u in unused if (u[1], u[2], u[3]) in allowlist]
+    return unexpected, allowed
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log", required=True)
     p.add_argument("--manifests", required=True)
     p.add_argument("--user", required=True)
+    p.add_argument("--fail-unused", action="store_true",
+                   help="fail when a granted verb was never used and is not on the allow-list")
+    p.add_argument("--allow-unused", help="YAML allow-list of grants no scenario uses (with why)")
     a = p.parse_args()
     with open(a.log, encoding="utf-8") as f:
         requests = [json.loads(line) for line in f if line.strip()]
@@ -94,15 +120,30 @@ def main() -> int:
     seen = sorted({(r["verb"], r["group"] or "core", r["resource"]) for r in mine})
     for verb, group, res in seen:
         print(f"  used     {group:<22} {res:<24} {verb}")
-    for ns, g, res, v in unused:
-        print(f"  unused   {g or 'core':<22} {res:<24} {v}  (granted{' in ' + ns if ns else ' cluster-wide'})")
+    allowlist = load_allowlist(a.allow_unused) if a.allow_unused else set()
+    unexpected, allowed = split_unused(unused, allowlist)
+    for ns, g, res, v in allowed:
+        print(f"  unused   {g or 'core':<22} {res:<24} {v}  (allow-listed)")
+    for ns, g, res, v in unexpected:
+        print(f"  UNUSED   {g or 'core':<22} {res:<24} {v}  (granted{' in ' + ns if ns else ' cluster-wide'})")
+    used_allowed = sorted(allowlist - {(g, res, v) for _, g, res, v in unused})
+    for g, res, v in used_allowed:
+        print(f"  note     {g or 'core':<22} {res:<24} {v}  allow-listed but used or not granted: remove it from the list")
     for verb, group, res, ns, code in missing:
         print(f"  MISSING  {group or 'core':<22} {res:<24} {verb}  (namespace '{ns}', answered {code})")
+    rc = 0
     if missing:
         print(f"rbac-check: FAIL: {len(missing)} request kinds are not granted by the chart's RBAC")
-        return 1
-    print("rbac-check: every request was granted by the chart's RBAC")
-    return 0
+        rc = 1
+    else:
+        print("rbac-check: every request was granted by the chart's RBAC")
+    if a.fail_unused and unexpected:
+        print(f"rbac-check: FAIL: {len(unexpected)} granted verbs were never used and are not allow-listed "
+              f"({a.allow_unused or 'no allow-list'}): trim the chart's rules or allow-list them with a reason")
+        rc = 1
+    elif a.fail_unused:
+        print("rbac-check: every granted verb was used or is allow-listed")
+    return rc
 
 
 if __name__ == "__main__":

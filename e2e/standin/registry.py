@@ -49,6 +49,9 @@ BUILTIN = [
     Kind("apps", "v1", "replicasets", "ReplicaSet", short_names=["rs"], status_subresource=True),
     Kind("events.k8s.io", "v1", "events", "Event", short_names=["ev"]),
     Kind("coordination.k8s.io", "v1", "leases", "Lease"),
+    # Stored and served like any object (the chart's and the operator's per-job policies); the
+    # stand-in's loopback network does not enforce them (see docs/operator/standin.md).
+    Kind("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short_names=["netpol"]),
     Kind("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     Kind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),

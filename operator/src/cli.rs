@@ -3,7 +3,7 @@
 //! through its Deployment's `args` and `env`; `run --check-args` prints what those resolve to
 //! and exits, which the chart tests use to prove the binary accepts what the chart renders.
 
-use crate::build::RuntimeDefaults;
+use crate::build::{NetworkPolicySettings, RuntimeDefaults};
 use crate::run::{RunConfig, parse_namespaces};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// `containerSecurityContext`. A StreamJob's own settings win.
     #[arg(long, env = "WEIR_RUNTIME_DEFAULTS", value_parser = RuntimeDefaults::from_json)]
     pub runtime_defaults: Option<RuntimeDefaults>,
+    /// Per-job NetworkPolicies as JSON (rendered by the chart from `networkPolicies` and the
+    /// operator pod's namespace and labels): `enabled`, `operatorNamespace`,
+    /// `operatorPodLabels`, `monitoringNamespaceSelector`. Unset: no policies are rendered.
+    #[arg(long, env = "WEIR_NETWORK_POLICIES", value_parser = NetworkPolicySettings::from_json)]
+    pub network_policies: Option<NetworkPolicySettings>,
     /// Elect a leader through a `coordination.k8s.io` Lease before reconciling (needed when
     /// more than one replica runs, or during rolling updates). Off: no Lease is read or written,
     /// and the operator needs no RBAC on Leases.
@@ -112,6 +117,7 @@ impl RunArgs {
             watch_namespaces: parse_namespaces(&self.watch_namespaces),
             metrics_addr: self.metrics_addr,
             runtime_defaults,
+            network_policies: self.network_policies.clone().unwrap_or_default(),
             leader_election: self.leader_election,
             lease_namespace: self.lease_namespace.clone(),
             lease_name: self.lease_name.clone(),
@@ -134,6 +140,7 @@ impl RunArgs {
             "metricsAddr": cfg.metrics_addr.to_string(),
             "runtimeImage": cfg.runtime_defaults.image(),
             "runtimeDefaults": cfg.runtime_defaults,
+            "networkPolicies": cfg.network_policies,
             "leaderElection": cfg.leader_election,
             "leaseNamespace": cfg.lease_namespace,
             "leaseName": cfg.lease_name,
@@ -203,6 +210,29 @@ mod tests {
             .run_config()
             .unwrap_err();
         assert!(err.contains("disagree"), "{err}");
+    }
+
+    /// WEIR_NETWORK_POLICIES is read and checked; without it no policies are rendered.
+    #[test]
+    fn network_policy_settings_are_read_and_checked() {
+        let off = run_args(&[]).unwrap().run_config().unwrap();
+        assert!(!off.network_policies.enabled);
+        let on = run_args(&[
+            "--network-policies",
+            r#"{"enabled":true,"operatorNamespace":"ops","operatorPodLabels":{"app":"op"}}"#,
+        ])
+        .unwrap()
+        .run_config()
+        .unwrap();
+        assert!(on.network_policies.enabled);
+        assert_eq!(on.network_policies.operator_namespace, "ops");
+        let err = run_args(&["--network-policies", r#"{"enabled":true,"operatorNamespace":"ops"}"#])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("WEIR_NETWORK_POLICIES") && err.contains("operatorPodLabels"),
+            "{err}"
+        );
     }
 
     #[test]

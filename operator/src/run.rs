@@ -26,6 +26,9 @@ pub struct RunConfig {
     /// Defaults of the runtime pods (image of StreamJobs without `spec.image`, pull policy,
     /// resources, security contexts).
     pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// Per-job NetworkPolicies: on or off, the operator's own namespace and pod labels, the
+    /// monitoring namespaces (`WEIR_NETWORK_POLICIES`).
+    pub network_policies: crate::build::NetworkPolicySettings,
     /// Take the Lease before reconciling. Off: the Lease is never touched and the operator
     /// reconciles as soon as it starts (one replica, `Recreate` rollouts).
     pub leader_election: bool,
@@ -462,6 +465,7 @@ pub async fn run_with_client(cfg: RunConfig, client: Client) -> anyhow::Result<(
             ns,
             &metrics,
             &cfg.runtime_defaults,
+            &cfg.network_policies,
             &stop_rx,
         ));
     }
@@ -498,6 +502,7 @@ mod tests {
                 watch_namespaces: vec!["ns".into()],
                 metrics_addr: "127.0.0.1:0".parse().unwrap(),
                 runtime_defaults: Default::default(),
+                network_policies: Default::default(),
                 leader_election,
                 lease_namespace: "ops".into(),
                 lease_name: "weir-operator-leader".into(),

@@ -71,45 +71,62 @@ app.kubernetes.io/component: operator
 {{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
 {{- end }}
 
-{{/* The operator's RBAC rules on the resources of watched namespaces. Each rule says why. */}}
+{{/* The operator's RBAC rules on the resources of watched namespaces: exactly the verbs it uses,
+each rule saying what uses it. e2e/standin/rbac_check.py compares them with the API requests the
+operator makes in the stand-in scenarios and fails on a request no rule grants and on a granted
+verb no request used (except the commented allow-list in e2e/standin/rbac_allowlist.yaml).
+Server-side apply (PATCH) of an object that does not exist yet needs create as well as patch. */}}
 {{- define "weir-operator.namespacedRules" -}}
-# StreamJobs: watched (list/watch/get) and edited only to add and remove the operator's
-# finalizer (patch/update), so deletion can stop the job and take a savepoint first.
+# StreamJobs: list/watch feed the controller's cache; get re-reads a job before a status write
+# (resourceVersion precondition) and reads the job a new Savepoint names when the cache does not
+# have it yet; patch adds and removes the operator's finalizer.
 - apiGroups: ["weir.dev"]
   resources: ["streamjobs"]
-  verbs: ["get", "list", "watch", "patch", "update"]
-# Savepoints: watched to trigger manual savepoints; created (and deleted by history retention)
-# for the periodic and upgrade savepoints the operator records as Savepoint objects.
+  verbs: ["get", "list", "watch", "patch"]
+# Savepoints: list/watch feed the Savepoint controller and the jobs' savepoint history;
+# create/patch server-side apply the periodic and upgrade Savepoints the operator records (and
+# its finalizer); delete removes Savepoints of disposed data and old failed periodic attempts.
 - apiGroups: ["weir.dev"]
   resources: ["savepoints"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Status subresources: the operator writes status (lifecycle state, restore point, the
-# write-ahead log of in-flight upgrades) and nothing else there.
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# Status subresources: server-side apply of status (lifecycle state, restore point, the
+# write-ahead log of in-flight upgrades); never read through the subresource.
 - apiGroups: ["weir.dev"]
   resources: ["streamjobs/status", "savepoints/status"]
-  verbs: ["get", "patch", "update"]
-# Finalizers subresources: children carry ownerReferences with blockOwnerDeletion, which the
-# OwnerReferencesPermissionEnforcement admission plugin allows only with update here.
+  verbs: ["patch"]
+# StreamJob finalizers subresource: the children and Savepoints carry an ownerReference to the
+# StreamJob with blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission
+# plugin allows only with update here (an admission check, not a request the operator makes).
 - apiGroups: ["weir.dev"]
-  resources: ["streamjobs/finalizers", "savepoints/finalizers"]
+  resources: ["streamjobs/finalizers"]
   verbs: ["update"]
 # Job children: the ConfigMap with the job definition and the coordinator/worker Services,
-# server-side applied (create/patch), watched for drift, and deleted when a generation is replaced.
+# server-side applied (create/patch) on every deployment; garbage collected with the job.
 - apiGroups: [""]
   resources: ["configmaps", "services"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Job children: the coordinator Deployment and the worker StatefulSet, same life cycle as above.
+  verbs: ["create", "patch"]
+# Job children: the coordinator Deployment and worker StatefulSet, server-side applied
+# (create/patch), watched (list/watch) for pod readiness and drift, deleted (foreground) when a
+# deployment generation is replaced, the job is suspended or stops.
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Pods: read only, to wait until every pod of an old generation is gone before the next one
-# starts (never two generations at once) and to report crash loops. The operator never
-# creates or deletes pods itself.
+  verbs: ["list", "watch", "create", "patch", "delete"]
+{{- if .Values.networkPolicies.enabled }}
+# Job children: the per-job NetworkPolicies (coordinator and workers), server-side applied
+# (create/patch) with the other children; garbage collected with the job.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch"]
+{{- end }}
+# Pods: watched only (list/watch), to wait until every pod of an old generation is gone before
+# the next one starts (never two generations at once) and to report crash loops. The operator
+# never creates, reads one by one or deletes pods.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
-# Events: Normal events for lifecycle steps and Warning events for failures, on StreamJobs
-# and Savepoints.
+  verbs: ["list", "watch"]
+# Events: Normal events for lifecycle steps and Warning events for failures, on StreamJobs and
+# Savepoints (create); kube-runtime's recorder patches an event it emits again within its
+# folding window instead of creating a new one (patch).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

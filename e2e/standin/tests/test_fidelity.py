@@ -280,3 +280,19 @@ def test_an_apply_that_creates_needs_the_create_verb_too(cluster):
     cluster.admin.request("POST", CM, config_map("new", a="0"))
     code, _ = operator.request("PATCH", f"{CM}/new?fieldManager=op&force=true", config_map("new", a="1"), APPLY)
     assert code == 200, "an apply to an existing object needs only patch"
+
+
+def test_network_policies_are_served_and_server_side_applied(cluster):
+    """The operator applies a NetworkPolicy per job role; the stand-in stores and serves them (it
+    does not enforce them)."""
+    path = "/apis/networking.k8s.io/v1/namespaces/weir-e2e/networkpolicies"
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "wc-worker", "namespace": "weir-e2e"},
+              "spec": {"podSelector": {"matchLabels": {"weir.dev/job": "wc"}}, "policyTypes": ["Ingress"],
+                       "ingress": [{"ports": [{"protocol": "TCP", "port": 6124}]}]}}
+    code, created = cluster.admin.request("PATCH", f"{path}/wc-worker?fieldManager=weir-operator&force=true",
+                                          policy, APPLY)
+    assert code in (200, 201), created
+    code, listed = cluster.admin.request("GET", path)
+    assert code == 200 and [p["metadata"]["name"] for p in listed["items"]] == ["wc-worker"]
+    assert listed["items"][0]["spec"]["ingress"][0]["ports"][0]["port"] == 6124

@@ -39,3 +39,34 @@ def test_requests_inside_the_rules_pass():
     missing, unused = check([request(v, "weir.dev", "streamjobs", "jobs") for v in ("get", "list", "watch")],
                             MANIFESTS, USER)
     assert missing == [] and unused == []
+
+
+def test_unused_grants_fail_unless_allow_listed_with_a_reason(tmp_path):
+    from rbac_check import load_allowlist, split_unused
+    missing, unused = check([request("list", "weir.dev", "streamjobs", "jobs")], MANIFESTS, USER)
+    assert missing == []
+    allow = tmp_path / "allow.yaml"
+    allow.write_text("- {group: weir.dev, resource: streamjobs, verb: watch, why: the controller's watch}\n")
+    unexpected, allowed = split_unused(unused, load_allowlist(str(allow)))
+    assert unexpected == [("jobs", "weir.dev", "streamjobs", "get")]
+    assert allowed == [("jobs", "weir.dev", "streamjobs", "watch")]
+    allow.write_text("- {group: weir.dev, resource: streamjobs, verb: watch}\n")
+    try:
+        load_allowlist(str(allow))
+        raise AssertionError("an entry without a reason was accepted")
+    except ValueError as e:
+        assert "why" in str(e)
+
+
+def test_the_shipped_allow_list_loads_and_every_entry_says_why():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rbac_allowlist.yaml")
+    entries = load_allowlist_entries(path)
+    assert entries and all(len(e["why"]) > 40 for e in entries)
+
+
+def load_allowlist_entries(path):
+    import yaml
+    from rbac_check import load_allowlist
+    load_allowlist(path)
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)

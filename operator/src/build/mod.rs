@@ -8,6 +8,7 @@
 mod defaults;
 mod job_secret;
 mod merge;
+mod network_policy;
 
 pub use defaults::{BUILT_IN_RUNTIME_IMAGE, RuntimeDefaults};
 pub use job_secret::{
@@ -15,6 +16,9 @@ pub use job_secret::{
     job_secret_name, job_secret_path, token_of, token_to_keep,
 };
 pub use merge::merge_pod_template;
+pub use network_policy::{
+    NAMESPACE_NAME_LABEL, NetworkPolicySettings, coordinator_network_policy, network_policies, worker_network_policy,
+};
 
 use crate::crd::{ImagePullPolicy, StreamJob, StreamJobSpec};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};

@@ -81,6 +81,8 @@ pub struct Context {
     /// Pod defaults for what a StreamJob's spec leaves unset (image, pull policy, resources,
     /// security contexts).
     pub runtime_defaults: crate::build::RuntimeDefaults,
+    /// Operator-wide settings of the per-job NetworkPolicies (`WEIR_NETWORK_POLICIES`).
+    pub network_policies: crate::build::NetworkPolicySettings,
     /// The watch caches reconciles read (children, pods, Savepoints, StreamJobs).
     pub cache: cache::Cache,
 }
@@ -93,6 +95,7 @@ impl Context {
         snapshots: Arc<dyn SnapshotStore>,
         metrics: Arc<Metrics>,
         runtime_defaults: crate::build::RuntimeDefaults,
+        network_policies: crate::build::NetworkPolicySettings,
         cache: cache::Cache,
     ) -> Context {
         let reporter = Reporter {
@@ -108,6 +111,7 @@ impl Context {
             clock: Arc::new(SystemTime::now),
             failures: FailureCounts::default(),
             runtime_defaults,
+            network_policies,
             cache,
         }
     }

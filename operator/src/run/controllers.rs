@@ -27,6 +27,7 @@ pub(super) fn spawn(
     ns: Option<String>,
     metrics: &Arc<Metrics>,
     runtime_defaults: &crate::build::RuntimeDefaults,
+    network_policies: &crate::build::NetworkPolicySettings,
     stop: &watch::Receiver<bool>,
 ) -> [tokio::task::JoinHandle<()>; 2] {
     let (cache, writers) = crate::controller::cache::cache();
@@ -39,6 +40,7 @@ pub(super) fn spawn(
         Arc::new(ObjectStoreSnapshots),
         metrics.clone(),
         runtime_defaults.clone(),
+        network_policies.clone(),
         cache,
     ));
     let job_writers = StreamJobWriters {

@@ -5,6 +5,7 @@ use crate::build::{self, FIELD_MANAGER, coordinator_name, worker_name};
 use crate::controller::{Context, Error};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
@@ -82,11 +83,20 @@ pub(super) async fn ensure_job_secret(ctx: &Context, ns: &str, t: &build::Target
     apply::<Secret>(ctx, ns, &build::job_secret(t, &token)).await
 }
 
-/// Server-side applies every child (ConfigMap first: the pods mount it).
-pub(super) async fn apply_children(ctx: &Context, ns: &str, c: &build::Children) -> Result<(), Error> {
+/// Server-side applies every child (ConfigMap first: the pods mount it; the NetworkPolicies
+/// before the pods, so none runs unprotected).
+pub(super) async fn apply_children(
+    ctx: &Context,
+    ns: &str,
+    c: &build::Children,
+    network_policies: &[NetworkPolicy],
+) -> Result<(), Error> {
     apply::<ConfigMap>(ctx, ns, &c.config_map).await?;
     apply::<Service>(ctx, ns, &c.coordinator_service).await?;
     apply::<Service>(ctx, ns, &c.worker_service).await?;
+    for policy in network_policies {
+        apply::<NetworkPolicy>(ctx, ns, policy).await?;
+    }
     apply::<Deployment>(ctx, ns, &c.coordinator).await?;
     apply::<StatefulSet>(ctx, ns, &c.workers).await
 }

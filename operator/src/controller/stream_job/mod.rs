@@ -278,7 +278,8 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                     defaults: &ctx.runtime_defaults,
                 };
                 ensure_job_secret(ctx, &ns, &target).await?;
-                apply_children(ctx, &ns, &build::build(&target)).await?;
+                let policies = build::network_policies(&target, &ctx.network_policies);
+                apply_children(ctx, &ns, &build::build(&target), &policies).await?;
                 if new_generation {
                     delete_orphans(ctx, &ns, &name).await?;
                 }

@@ -266,9 +266,25 @@ impl ApiServer {
             "/api/v1/namespaces/ns/configmaps/wc-config",
             "/api/v1/namespaces/ns/services/wc-coordinator",
             "/api/v1/namespaces/ns/services/wc-worker",
+            "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/wc-coordinator",
+            "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/wc-worker",
         ] {
             let r = self.expect("PATCH", path).await;
             r.assert_ssa();
+            if path.contains("/networkpolicies/") {
+                // The per-job policies (the test context enables them), applied before the pods.
+                assert_eq!(r.body["kind"], "NetworkPolicy", "{}", r.body);
+                assert_eq!(
+                    r.body["spec"]["podSelector"]["matchLabels"]["weir.dev/job"], "wc",
+                    "{}",
+                    r.body
+                );
+                assert_eq!(
+                    r.body["metadata"]["ownerReferences"][0]["kind"], "StreamJob",
+                    "{}",
+                    r.body
+                );
+            }
             r.echo();
         }
         let r = self

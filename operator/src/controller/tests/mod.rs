@@ -94,6 +94,12 @@ fn setup() -> (Arc<Context>, ApiServer, FakeControlApi, FakeSnapshots) {
             image: "weir:default".into(),
             ..Default::default()
         },
+        network_policies: crate::build::NetworkPolicySettings {
+            enabled: true,
+            operator_namespace: "weir-system".into(),
+            operator_pod_labels: [("app.kubernetes.io/name".to_string(), "weir-operator".to_string())].into(),
+            monitoring_namespace_selector: None,
+        },
         cache,
     };
     (Arc::new(ctx), ApiServer(handle, writers), control, snaps)
