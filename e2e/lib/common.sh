@@ -266,6 +266,35 @@ mc() { kubectl -n minio exec -i "$MC_POD" -- mc "$@"; }
 # s3://bucket/key -> local/bucket/key (the mc alias of the in-cluster MinIO)
 mc_path() { printf 'local/%s' "${1#s3://}"; }
 s3_exists() { mc stat "$(mc_path "$1")" >/dev/null 2>&1; }
+# assert_deployed_from_upgrade_savepoint NAME: the running deployment started from the newest
+# upgrade savepoint (status.deployedFrom is it, and it is in S3); sets DEPLOYED_FROM to its path.
+# status.restorePoint is not read: it moves on to the new run's first checkpoint as soon as that
+# completes, which may already have happened. One read of the status gives both values.
+assert_deployed_from_upgrade_savepoint() {
+  local both
+  both="$(sj_get "$1" '" ".join([d["status"].get("deployedFrom") or "-", ([s["path"] for s in d["status"].get("savepointHistory", []) if s["origin"] == "Upgrade"] or ["-"])[-1]])')"
+  assert_eq "${both% *}" "${both#* }" "status.deployedFrom of $1 (the newest upgrade savepoint in savepointHistory)"
+  DEPLOYED_FROM="${both% *}"
+  assert_snapshot_exists "$DEPLOYED_FROM"
+}
+
+# assert_last_checkpoint_exists NAME: status.jobStatus.lastCheckpoint names a snapshot in S3.
+# Retention deletes the oldest retained checkpoint when a newer one completes, which can happen
+# between reading the status and looking in S3: a missing snapshot is looked up again from a
+# fresh read of the status (at most 3 reads), never skipped.
+assert_last_checkpoint_exists() {
+  local path read
+  for read in 1 2 3; do
+    path="$(sj_get "$1" 'd["status"]["jobStatus"]["lastCheckpoint"]["path"]')"
+    [[ "$path" == s3://* ]] || fail "status.jobStatus.lastCheckpoint.path '$path' is not an s3:// URL"
+    if s3_exists "${path%/}/_metadata"; then
+      log "snapshot $path exists in S3 (read $read)"
+      return 0
+    fi
+    sleep 1
+  done
+  fail "status.jobStatus.lastCheckpoint ($path) has no _metadata in S3 on 3 reads of the status"
+}
 assert_snapshot_exists() { # URL of a checkpoint or savepoint directory
   [[ "$1" == s3://* ]] || fail "snapshot path '$1' is not an s3:// URL"
   s3_exists "${1%/}/_metadata" || fail "snapshot $1 has no _metadata in S3"

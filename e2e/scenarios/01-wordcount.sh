@@ -16,7 +16,7 @@ coordinator_api "$J" /v1/job | jsonq 'd["state"]' | grep -qx RUNNING ||
 assert_has_events "$J" 1
 
 wait_first_checkpoint "$J"
-assert_snapshot_exists "$(sj_get "$J" 'd["status"]["jobStatus"]["lastCheckpoint"]["path"]')"
+assert_last_checkpoint_exists "$J"
 
 wait_finished "$J"
 assert_no_warning_events "$J"

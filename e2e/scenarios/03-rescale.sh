@@ -21,8 +21,7 @@ rescale_cycle() { # TARGET_PARALLELISM HOW
   assert_healthy "$J"
   assert_ne "$(job_id "$J")" "$before_id" "job id after rescale (a new run)"
   (($(deploy_generation "$J") > before_gen)) || fail "status.deployGeneration did not increase"
-  assert_eq "$(sj_get "$J" 'd["status"]["restorePoint"]["origin"]')" UpgradeSavepoint "restorePoint.origin"
-  assert_snapshot_exists "$(sj_get "$J" 'd["status"]["restorePoint"]["path"]')"
+  assert_deployed_from_upgrade_savepoint "$J"
   # ceil(parallelism / slotsPerWorker) worker replicas, slotsPerWorker = 1
   local sts
   sts="$(owned statefulsets "$J")"

@@ -35,8 +35,7 @@ WAIT_HOOK=at_most_one_generation wait_until "$J running at parallelism 3" "$TIME
 assert_healthy "$J"
 assert_ne "$(job_id "$J")" "$before_id" "job id after the upgrade"
 assert_eq "$(sj_get "$J" 'd["status"].get("pending") or ""')" "" "status.pending after the upgrade"
-assert_eq "$(sj_get "$J" 'd["status"]["restorePoint"]["origin"]')" UpgradeSavepoint "restorePoint.origin"
-assert_snapshot_exists "$(sj_get "$J" 'd["status"]["restorePoint"]["path"]')"
+assert_deployed_from_upgrade_savepoint "$J"
 WAIT_HOOK=at_most_one_generation wait_finished "$J"
 assert_output "$J" exact
 delete_job "$J"
