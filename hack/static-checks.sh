@@ -56,6 +56,7 @@ VALUE_SETS=(
   "--set watchNamespaces={team-a,team-b}"
   "--set replicas=2 --set serviceMonitor.enabled=true"
   "--set leaderElection.enabled=true --set watchNamespaces={team-a}"
+  "--set monitoring.podMonitor.enabled=true --set monitoring.grafanaDashboard.enabled=true"
 )
 
 have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.yaml" >/dev/null; }
@@ -82,6 +83,21 @@ for vs in "${VALUE_SETS[@]}"; do
   check "helm template --include-crds ${vs:-(default values)} | kubernetes-validate --strict -k $K8S_VERSION" \
     validate_render "$vs"
 done
+
+# kubernetes-validate has no schema for monitoring.coreos.com kinds: it warns "Couldn't find
+# schema" and passes them. Validate the PodMonitor and ServiceMonitor against the Prometheus
+# Operator CRD schemas instead (hack/validate-monitoring.mjs).
+validate_monitoring() {
+  local out="$TMP/monitoring.yaml"
+  helm template weir-operator "$CHART" --namespace weir-system \
+    --set serviceMonitor.enabled=true --set monitoring.podMonitor.enabled=true \
+    --set "watchNamespaces={team-a}" >"$out" || return 1
+  "$PY" -c 'import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("apiVersion", "").startswith("monitoring.coreos.com/")]
+assert sorted(d["kind"] for d in docs) == ["PodMonitor", "ServiceMonitor"], [d["kind"] for d in docs]
+json.dump(docs, sys.stdout)' "$out" | node hack/validate-monitoring.mjs
+}
+check "PodMonitor and ServiceMonitor validate against the Prometheus Operator CRD schemas" validate_monitoring
 
 # --- 5. chart assertions ---------------------------------------------------------------------------
 check "chart assertions (hack/chart-test.sh)" bash hack/chart-test.sh
