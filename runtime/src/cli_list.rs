@@ -167,8 +167,17 @@ pub async fn running(urls: &[String], token: JobSecret, format: OutputFormat) ->
 /// `weir list --storage URL`: prints the jobs with snapshots in the checkpoint storage, each
 /// with its snapshot count and newest completed snapshot, sorted by job name.
 ///
-/// Errors: the storage cannot be opened or read, or holds no job's snapshots (named).
+/// Errors: a local storage directory does not exist; the storage cannot be opened or read, or
+/// holds no job's snapshots (named).
 pub async fn lineages(storage_url: &str, format: OutputFormat) -> Result<(), String> {
+    let local = (!storage_url.starts_with("s3://"))
+        .then(|| std::path::Path::new(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
+    if local.is_some_and(|dir| !dir.is_dir()) {
+        return Err(format!(
+            "{storage_url} does not exist: pass the checkpoint storage (`spec.checkpointing.storage`, \
+             default ./weir-data/checkpoints)"
+        ));
+    }
     let store = storage::open(storage_url, &S3Options::default())
         .await
         .map_err(|e| e.to_string())?;
