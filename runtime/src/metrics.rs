@@ -2,7 +2,9 @@
 //! the `job` label (the StreamJob's name); per-subtask metrics add `task` (the chained
 //! operators' uids joined by ` -> `), `operator` (the uid of the chain's operator the number
 //! belongs to: the first for records in, the last for records out and output channels) and
-//! `subtask`. Metrics with a unit carry `# UNIT` (the unit is the name's suffix).
+//! `subtask`. Metrics with a unit carry `# UNIT` (the unit is the name's suffix). The user
+//! reference, docs/reference/metrics.md, is generated from what [`render`] serves
+//! (`hack/gen-references.sh`), so a metric added here shows up there.
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
