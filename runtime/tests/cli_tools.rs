@@ -238,6 +238,17 @@ fn status_and_cancel_work_against_a_running_job() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let yaml: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("the /v1/job document as YAML");
     assert_eq!(yaml["jobName"], "listed", "{yaml}");
+    // `savepoint trigger -o json`: the trigger's final status (`-o table` prints only the path).
+    let out = weir_output(&["savepoint", "trigger", "--url", &api, "--timeout", "60s", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let trigger: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the SavepointStatus document");
+    assert_eq!(trigger["state"], "COMPLETED", "{trigger}");
+    assert!(
+        trigger["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("savepoint-listed-")),
+        "{trigger}"
+    );
     let out = weir_output(&["list", "--url", &api, "--storage", "x"]);
     assert_eq!(
         out.status.code(),
