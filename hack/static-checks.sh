@@ -58,6 +58,7 @@ VALUE_SETS=(
   "--set leaderElection.enabled=true --set watchNamespaces={team-a}"
   "--set networkPolicies.enabled=false"
   "--set networkPolicies.monitoringNamespaceSelector=null --set networkPolicies.apiServer.cidrs={10.0.0.1/32}"
+  "--set monitoring.podMonitor.enabled=true --set monitoring.grafanaDashboard.enabled=true"
 )
 
 have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.yaml" >/dev/null; }
@@ -88,6 +89,20 @@ done
 # The per-job NetworkPolicies the operator renders (its snapshot test pins this file).
 check "operator's per-job NetworkPolicies (operator/tests/snapshots/network-policies.yaml) | kubernetes-validate --strict -k $K8S_VERSION" \
   kubernetes-validate --strict --quiet -k "$K8S_VERSION" operator/tests/snapshots/network-policies.yaml
+# kubernetes-validate has no schema for monitoring.coreos.com kinds: it warns "Couldn't find
+# schema" and passes them. Validate the PodMonitor and ServiceMonitor against the Prometheus
+# Operator CRD schemas instead (hack/validate-monitoring.mjs).
+validate_monitoring() {
+  local out="$TMP/monitoring.yaml"
+  helm template weir-operator "$CHART" --namespace weir-system \
+    --set serviceMonitor.enabled=true --set monitoring.podMonitor.enabled=true \
+    --set "watchNamespaces={team-a}" >"$out" || return 1
+  "$PY" -c 'import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("apiVersion", "").startswith("monitoring.coreos.com/")]
+assert sorted(d["kind"] for d in docs) == ["PodMonitor", "ServiceMonitor"], [d["kind"] for d in docs]
+json.dump(docs, sys.stdout)' "$out" | node hack/validate-monitoring.mjs
+}
+check "PodMonitor and ServiceMonitor validate against the Prometheus Operator CRD schemas" validate_monitoring
 
 # --- 5. chart assertions ---------------------------------------------------------------------------
 check "chart assertions (hack/chart-test.sh)" bash hack/chart-test.sh

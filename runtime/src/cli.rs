@@ -1,5 +1,9 @@
 //! The `weir` command line: `run`, `coordinator`, `worker`, `savepoint trigger|inspect`,
-//! `checkpoints list` ([`crate::cli_checkpoints`]), `completion`.
+//! `checkpoints list` ([`crate::cli_checkpoints`]), `list` ([`crate::cli_list`]), `status`,
+//! `cancel`, `completion`.
+//!
+//! Exit codes: 0 success; 1 failure (the job failed, a request was refused, nothing matched);
+//! 2 usage (a bad argument, clap's error; a bad `RUST_LOG` or `--log-filter`).
 
 use crate::cli_checkpoints::OutputFormat;
 use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
@@ -46,12 +50,31 @@ pub enum Command {
     /// Checkpoint tools.
     #[command(subcommand)]
     Checkpoints(CheckpointsCmd),
+    /// List jobs: the running jobs behind control APIs (`--url`, repeatable; default
+    /// `http://127.0.0.1:8081`, where `weir run` listens), or with `--storage` the jobs that
+    /// have checkpoints in a checkpoint storage, each with its newest completed snapshot.
+    List {
+        /// Control API base URL of a running job (repeat for several jobs).
+        #[arg(long, env = "WEIR_URL", value_delimiter = ',', conflicts_with = "storage")]
+        url: Vec<String>,
+        /// Checkpoint storage URL (`spec.checkpointing.storage`, e.g.
+        /// `./weir-data/checkpoints` or `s3://bucket/checkpoints`): list its jobs instead.
+        #[arg(long, value_name = "URL")]
+        storage: Option<String>,
+        /// Output format: `table`, `json` or `yaml` (an array of rows).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+        /// File holding the job secret, sent as the bearer token. Default
+        /// `./weir-data/job.secret` (where `weir run` writes it).
+        #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
+        secret_file: Option<PathBuf>,
+    },
     /// Print the status of a running job (its control API's `GET /v1/job`).
     Status {
         /// Control API base URL.
         #[arg(long, default_value = "http://127.0.0.1:8081", env = "WEIR_URL")]
         url: String,
-        /// Output format: `table` or `json` (the `/v1/job` document).
+        /// Output format: `table`, `json` or `yaml` (the `/v1/job` document).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: OutputFormat,
         /// File holding the job secret, sent as the bearer token. Default
@@ -229,13 +252,20 @@ pub enum SavepointCmd {
         /// `./weir-data/job.secret` (where `weir run` writes it).
         #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
         secret_file: Option<PathBuf>,
+        /// Output format: `table` (the savepoint's path), `json` or `yaml` (the trigger's
+        /// final status, as `GET /v1/savepoints/{triggerId}`).
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
     },
     /// Show what a checkpoint or savepoint holds (verifying every file).
     Inspect {
         /// Directory URL of the checkpoint or savepoint.
         path: String,
-        /// Print JSON.
-        #[arg(long)]
+        /// Output format: `table` (a line per operator), `json` or `yaml`.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: OutputFormat,
+        /// Same as `-o json` (kept for scripts written before `-o`).
+        #[arg(long, conflicts_with = "output")]
         json: bool,
     },
 }
@@ -250,8 +280,8 @@ pub enum CheckpointsCmd {
         /// Job name.
         #[arg(long)]
         job: String,
-        /// Output format: `table` (aligned columns with a header) or `json` (an array of
-        /// objects).
+        /// Output format: `table` (aligned columns with a header), `json` or `yaml` (an array
+        /// of objects).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: OutputFormat,
     },
@@ -287,16 +317,39 @@ pub async fn main(cli: Cli) -> i32 {
             stop,
             timeout,
             secret_file,
+            output,
         }) => match secret::for_client(secret_file.as_deref()) {
             Ok(token) => {
                 let c = crate::control::client::Client::new(&url, token);
                 c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
                     .await
-                    .and_then(|s| output::print_line(s.path.unwrap_or_default()))
+                    .and_then(|s| output::print_data(&s, output, || vec![s.path.clone().unwrap_or_default()]))
             }
             Err(e) => Err(e),
         },
-        Command::Savepoint(SavepointCmd::Inspect { path, json }) => crate::cli_checkpoints::inspect(&path, json).await,
+        Command::Savepoint(SavepointCmd::Inspect { path, output, json }) => {
+            let format = if json { OutputFormat::Json } else { output };
+            crate::cli_checkpoints::inspect(&path, format).await
+        }
+        Command::List {
+            url,
+            storage,
+            output,
+            secret_file,
+        } => match storage {
+            Some(storage) => crate::cli_list::lineages(&storage, output).await,
+            None => {
+                let urls = if url.is_empty() {
+                    vec!["http://127.0.0.1:8081".to_string()]
+                } else {
+                    url
+                };
+                match secret::for_client(secret_file.as_deref()) {
+                    Ok(token) => crate::cli_list::running(&urls, token, output).await,
+                    Err(e) => Err(e),
+                }
+            }
+        },
         Command::Checkpoints(CheckpointsCmd::List { storage, job, output }) => {
             crate::cli_checkpoints::list(&storage, &job, output).await
         }

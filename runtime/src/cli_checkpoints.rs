@@ -10,14 +10,7 @@ use crate::storage::{self, ObjectMeta, S3Options, Store};
 use serde::Serialize;
 use std::time::{Duration, UNIX_EPOCH};
 
-/// How a command prints its data (`-o`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Aligned columns with a header line.
-    Table,
-    /// One JSON document.
-    Json,
-}
+pub use crate::output::OutputFormat;
 
 /// One snapshot of a job as `weir checkpoints list` prints it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -91,7 +84,9 @@ pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
         .collect()
 }
 
-async fn row(store: &Store, job: &str, objects: &[ObjectMeta], seen: &SeenSnapshot) -> SnapshotRow {
+/// The row of snapshot `seen` of `job` (`objects`: the store's objects under `job/`, for
+/// sizes): a savepoint's from its pointer, a checkpoint's from its `_metadata`.
+pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen: &SeenSnapshot) -> SnapshotRow {
     if seen.savepoint {
         return match lineage::read_pointer(store, job, seen.id).await {
             Ok(p) => {
@@ -168,12 +163,9 @@ pub async fn list(storage_url: &str, job: &str, format: OutputFormat) -> Result<
     let objects = store.list(&format!("{job}/")).await.map_err(|e| e.to_string())?;
     let mut rows = Vec::with_capacity(seen.len());
     for s in seen.iter().rev() {
-        rows.push(row(&store, job, &objects, s).await);
+        rows.push(snapshot_row(&store, job, &objects, s).await);
     }
-    match format {
-        OutputFormat::Json => output::print_line(serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?),
-        OutputFormat::Table => table(&rows).into_iter().try_for_each(output::print_line),
-    }
+    output::print_data(&rows, format, || table(&rows))
 }
 
 /// Loads a snapshot directory and summarizes it.
@@ -183,13 +175,14 @@ pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, S
 }
 
 /// `weir savepoint inspect`: verifies every file of the snapshot at `path` and prints what it
-/// holds (`json`: [`crate::control::api::SnapshotInfo`]).
+/// holds (`-o json|yaml`: [`crate::control::api::SnapshotInfo`]; `table`: a summary line and
+/// one line per operator).
 ///
 /// Errors: the snapshot cannot be loaded or verified (named).
-pub async fn inspect(path: &str, json: bool) -> Result<(), String> {
+pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
     let info = snapshot_info(path, &S3Options::default()).await?;
-    if json {
-        return output::print_line(serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+    if format != OutputFormat::Table {
+        return output::print_data(&info, format, Vec::new);
     }
     output::print_line(format_args!(
         "{:?} {} of job {} (parallelism {}, maxParallelism {})",

@@ -55,7 +55,7 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     lines
 }
 
-/// `weir status`: prints the job's status document (`-o json`: `GET /v1/job` as is), asking
+/// `weir status`: prints the job's status document (`-o json|yaml`: `GET /v1/job` as is), asking
 /// with `token` (the job secret) as the bearer token.
 ///
 /// Errors: the control API cannot be reached or answers with an error (named).
@@ -64,10 +64,7 @@ pub async fn status(url: &str, token: JobSecret, format: OutputFormat) -> Result
         .job()
         .await
         .map_err(|e| format!("cannot get the job's status from {url}: {e}"))?;
-    match format {
-        OutputFormat::Json => output::print_line(serde_json::to_string_pretty(&job).map_err(|e| e.to_string())?),
-        OutputFormat::Table => status_lines(&job).into_iter().try_for_each(output::print_line),
-    }
+    output::print_data(&job, format, || status_lines(&job))
 }
 
 /// `weir cancel`: stops the job without a savepoint and waits (at most `timeout`) until it has

@@ -2,7 +2,9 @@
 //! the `job` label (the StreamJob's name); per-subtask metrics add `task` (the chained
 //! operators' uids joined by ` -> `), `operator` (the uid of the chain's operator the number
 //! belongs to: the first for records in, the last for records out and output channels) and
-//! `subtask`. Metrics with a unit carry `# UNIT` (the unit is the name's suffix).
+//! `subtask`. Metrics with a unit carry `# UNIT` (the unit is the name's suffix). The user
+//! reference, docs/reference/metrics.md, is generated from what [`render`] serves
+//! (`hack/gen-references.sh`), so a metric added here shows up there.
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
@@ -11,6 +13,8 @@
 //! | `weir_records_out_total` | counter | job, task, operator, subtask | records emitted (or written) by a subtask |
 //! | `weir_backpressured_seconds_total` | counter | job, task, operator, subtask | time waiting for space in output channels |
 //! | `weir_output_buffers_used` | gauge | job, task, operator, subtask | batches queued in the last-used output channel (capacity 8) |
+//! | `weir_source_pending_records` | gauge | job, task, operator, subtask | records a bounded generator subtask has not read yet (Flink's `pendingRecords`) |
+//! | `weir_source_pending_bytes` | gauge | job, task, operator, subtask | bytes a file source subtask has not read yet, local uncompressed files only (Flink's `pendingBytes`) |
 //!
 //! The process coordinating the job (`weir run`, `weir coordinator`) adds:
 //!
@@ -30,6 +34,7 @@
 
 use crate::control::api::CheckpointStats;
 use crate::exec::task::TaskMetrics;
+use crate::operators::source::SourcePending;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -112,9 +117,13 @@ fn float_gauge(value: f64) -> Gauge<f64, AtomicU64> {
     g
 }
 
+fn saturating_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
 fn int_gauge(value: u64) -> Gauge {
     let g = Gauge::default();
-    g.set(i64::try_from(value).unwrap_or(i64::MAX));
+    g.set(saturating_i64(value));
     g
 }
 
@@ -141,6 +150,8 @@ pub fn render(scrape: &Scrape) -> String {
     let rout = Family::<Labels, Counter>::default();
     let bp = Family::<Labels, Counter<f64>>::default();
     let buffers = Family::<Labels, Gauge>::default();
+    let pending_records = Family::<Labels, Gauge>::default();
+    let pending_bytes = Family::<Labels, Gauge>::default();
     for (name, subtask, m) in scrape.tasks {
         let (first, last) = chain_ends(name);
         let (head, tail) = (
@@ -154,6 +165,11 @@ pub fn render(scrape: &Scrape) -> String {
         buffers
             .get_or_create(&tail)
             .set(m.output_buffers_used.load(Ordering::Relaxed) as i64);
+        match m.source_pending() {
+            Some(SourcePending::Records(n)) => pending_records.get_or_create(&head).set(saturating_i64(n)),
+            Some(SourcePending::Bytes(n)) => pending_bytes.get_or_create(&head).set(saturating_i64(n)),
+            None => 0,
+        };
     }
     reg.register("records_in", "Records received by a subtask", rin);
     reg.register("records_out", "Records emitted by a subtask", rout);
@@ -167,6 +183,17 @@ pub fn render(scrape: &Scrape) -> String {
         "output_buffers_used",
         "Batches queued in the subtask's last-used output channel (capacity 8)",
         buffers,
+    );
+    reg.register(
+        "source_pending_records",
+        "Records a source subtask has not read yet (bounded generator; Flink's pendingRecords)",
+        pending_records,
+    );
+    reg.register_with_unit(
+        "source_pending",
+        "Bytes a file source subtask has not read yet (local uncompressed files; Flink's pendingBytes)",
+        Unit::Bytes,
+        pending_bytes,
     );
     let auth_failures = Family::<Labels, Counter>::default();
     for surface in crate::security::refusals::Surface::ALL {

@@ -1,5 +1,7 @@
 //! `weir checkpoints list` (id, type, status, completion time, size, run and location, as a
-//! table or JSON; a clear error when nothing matches) and `weir completion`.
+//! table, JSON or YAML; a clear error when nothing matches), `weir list` (running jobs behind
+//! control APIs, lineages in a checkpoint storage), `weir status|cancel`, the control API's
+//! JSON error bodies, and `weir completion`.
 
 mod common;
 use common::*;
@@ -123,8 +125,40 @@ fn checkpoints_list_shows_checkpoints_and_savepoints_as_table_and_json() {
         "{}",
         text(&out.stderr)
     );
+    // YAML holds the same rows as JSON; an unknown format is a usage error (exit 2).
     let out = weir_output(&["checkpoints", "list", storage, "--job", "listed", "-o", "yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let yaml_rows: Vec<serde_json::Value> = serde_yaml::from_slice(&out.stdout).expect("a YAML sequence");
+    assert_eq!(yaml_rows, rows);
+    let out = weir_output(&["checkpoints", "list", storage, "--job", "listed", "-o", "xml"]);
     assert_eq!(out.status.code(), Some(2), "a usage error: {}", text(&out.stderr));
+
+    // `weir list --storage`: the job's lineage, its newest completed snapshot the savepoint.
+    let out = weir_output(&["list", "--storage", storage, "-o", "yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lineages: Vec<serde_json::Value> = serde_yaml::from_slice(&out.stdout).expect("a YAML sequence");
+    assert_eq!(lineages.len(), 1, "{lineages:?}");
+    assert_eq!(lineages[0]["job"], "listed");
+    assert_eq!(lineages[0]["snapshots"], rows.len());
+    assert_eq!(lineages[0]["latest"], rows[0]);
+    let out = weir_output(&["list", "--storage", storage]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("JOB ") && lines.len() == 2, "{table}");
+    assert!(
+        lines[1].starts_with("listed ") && lines[1].ends_with(savepoint.as_str()),
+        "{table}"
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = weir_output(&["list", "--storage", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("holds no job's checkpoints"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -183,6 +217,46 @@ fn status_and_cancel_work_against_a_running_job() {
         "{table}"
     );
 
+    // `weir list --url`: the running job, as a table and as YAML.
+    let out = weir_output(&["list", "--url", &api]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(lines[0].starts_with("JOB ") && lines[0].ends_with(" URL"), "{table}");
+    assert!(
+        lines[1].starts_with("listed ") && lines[1].contains(" RUNNING ") && lines[1].ends_with(api.as_str()),
+        "{table}"
+    );
+    let out = weir_output(&["list", "--url", &api, "-o", "yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Vec<serde_json::Value> = serde_yaml::from_slice(&out.stdout).expect("a YAML sequence");
+    assert_eq!(listed[0]["job"], "listed", "{listed:?}");
+    assert_eq!(listed[0]["runId"], job["jobId"], "{listed:?}");
+    assert_eq!(listed[0]["url"], api.as_str(), "{listed:?}");
+    let out = weir_output(&["status", "--url", &api, "-o", "yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let yaml: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("the /v1/job document as YAML");
+    assert_eq!(yaml["jobName"], "listed", "{yaml}");
+    // `savepoint trigger -o json`: the trigger's final status (`-o table` prints only the path).
+    let out = weir_output(&["savepoint", "trigger", "--url", &api, "--timeout", "60s", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let trigger: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the SavepointStatus document");
+    assert_eq!(trigger["state"], "COMPLETED", "{trigger}");
+    assert!(
+        trigger["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("savepoint-listed-")),
+        "{trigger}"
+    );
+    let out = weir_output(&["list", "--url", &api, "--storage", "x"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--url with --storage: {}",
+        text(&out.stderr)
+    );
+
     let out = weir_output(&["cancel", "--url", &api, "--timeout", "30s"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -208,4 +282,74 @@ fn status_and_cancel_work_against_a_running_job() {
         "{}",
         text(&out.stderr)
     );
+    let out = weir_output(&["list", "--url", &api]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains("no running job answered"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `curl` of `method path` on `api` with the test secret and `body` (JSON) when given:
+/// (HTTP status, content type, body).
+fn call(api: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String, String) {
+    let mut c = Command::new("curl");
+    c.args(["-s", "-X", method, "-w", "\n%{http_code} %{content_type}"]);
+    c.args(["-H", &format!("Authorization: Bearer {TEST_SECRET}")]);
+    if let Some(b) = body {
+        c.args(["-H", "content-type: application/json", "-d", b]);
+    }
+    let out = c.arg(format!("{api}{path}")).output().unwrap();
+    let all = text(&out.stdout);
+    let (body, tail) = all.rsplit_once('\n').unwrap();
+    let (code, content_type) = tail.split_once(' ').unwrap_or((tail, ""));
+    (code.parse().unwrap_or(0), content_type.to_string(), body.to_string())
+}
+
+#[test]
+fn control_api_errors_are_json_error_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Weir::run(&manifest(dir.path()), &[], &[]);
+    let api = weir.api();
+    wait_running(&api);
+    for (method, path, body, code, mentions) in [
+        ("GET", "/v1/nothing-here", None, 404, "/v1/nothing-here"),
+        ("GET", "/v1/savepoints/0000000000000001", None, 404, "0000000000000001"),
+        ("DELETE", "/v1/job", None, 405, "DELETE"),
+        ("POST", "/v1/savepoints", Some("{not json"), 422, "SavepointRequest"),
+        (
+            "POST",
+            "/v1/savepoints",
+            Some(r#"{"stop": "yes"}"#),
+            422,
+            "invalid type",
+        ),
+        (
+            "POST",
+            "/v1/savepoints",
+            Some(r#"{"directry": "/tmp/x"}"#),
+            422,
+            "directry",
+        ),
+    ] {
+        let (got, content_type, answer) = call(&api, method, path, body);
+        assert_eq!(got, code, "{method} {path} {body:?}: {answer}");
+        assert!(
+            content_type.starts_with("application/json"),
+            "{method} {path}: {content_type}"
+        );
+        let error: serde_json::Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{answer}: {e}"));
+        let message = error["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error field: {answer}"));
+        assert!(message.contains(mentions), "{method} {path}: {message}");
+    }
+    // None of the refused requests touched the job: an empty body still triggers a savepoint.
+    let (got, _, answer) = call(&api, "POST", "/v1/savepoints", None);
+    assert_eq!(got, 202, "{answer}");
+    let out = weir_output(&["cancel", "--url", &api, "--timeout", "30s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    weir.wait_ok();
 }

@@ -1,6 +1,7 @@
 //! `/metrics` of a running `weir run`: every sample carries the job label, per-subtask samples
 //! their task, operator uid and subtask, and the job-level gauges (uptime, restarts, the last
-//! completed checkpoint's id, age, size and duration) agree with `/v1/job`.
+//! completed checkpoint's id, age, size and duration) agree with `/v1/job`; sources report
+//! what they have not read (`weir_source_pending_records`).
 
 mod common;
 use common::*;
@@ -100,7 +101,22 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
             "weir_records_out_total",
             &[task, r#"operator="keyBy-1""#, &subtask],
         );
+        // Source lag (Flink's pendingRecords): each subtask holds 16 of the 32 splits, 100,000
+        // of the 200,000 records; what it has not read plus what it read is that, less the
+        // batches read between the two samples (at most 1,000 records each at this rate).
+        let pending = sample(
+            &text,
+            "weir_source_pending_records",
+            &[task, r#"operator="source-generator-0""#, &subtask],
+        );
+        assert!(pending > 0.0 && pending < 100_000.0, "pending {pending}");
+        let accounted = pending + records;
+        assert!(
+            (97_000.0..=100_000.0).contains(&accounted),
+            "pending {pending} + read {records} = {accounted}, want about 100000"
+        );
     }
+    assert!(!text.contains("weir_source_pending_bytes{"), "a generator has no bytes");
     // /v1/job carries the run summary with the same kind of numbers.
     let summary = &job["summary"];
     assert!(summary["checkpointsCompleted"].as_u64().unwrap() >= 1, "{job}");
@@ -149,6 +165,12 @@ fn coordinator_and_worker_metrics_carry_the_job() {
         &[r#"operator="source-generator-0""#, r#"subtask="0""#],
     );
     assert!(records > 0.0, "{worker}");
+    let pending = sample(
+        &worker,
+        "weir_source_pending_records",
+        &[r#"operator="source-generator-0""#, r#"subtask="0""#],
+    );
+    assert!(pending < 100_000.0, "the worker's source reports its lag: {pending}");
     assert!(
         !worker.contains("weir_last_checkpoint"),
         "job-level gauges are the coordinator's"

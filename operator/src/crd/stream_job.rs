@@ -462,8 +462,9 @@ pub struct JobStatusSummary {
     /// Id of this run of the job.
     #[serde(default)]
     pub job_id: String,
-    /// `INITIALIZING`, `RUNNING`, `STOPPING`, `STOPPED`, `FINISHED`, `FAILED`, or `UNKNOWN`
-    /// when the coordinator does not answer.
+    /// `INITIALIZING`, `RUNNING`, `RESTARTING` (the restart strategy is restarting it from
+    /// the latest checkpoint), `SUSPENDING`, `STOPPING`, `STOPPED`, `FINISHED`, `FAILED`, or
+    /// `UNKNOWN` when the coordinator does not answer.
     #[serde(default)]
     pub state: String,
     /// Newest completed checkpoint or savepoint.

@@ -1,15 +1,9 @@
 //! The control API's wire types: the contract between the runtime (`weir run`, and the
 //! coordinator) and its clients (the operator, `weir savepoint trigger`). JSON, camelCase.
 //!
-//! | method | path | body | reply |
-//! |---|---|---|---|
-//! | GET | `/healthz` | | 200 `ok` while the job process is serving |
-//! | GET | `/v1/job` | | [`JobStatus`] |
-//! | POST | `/v1/job/cancel` | | 202 `{}`: the job stops without a savepoint, as on SIGTERM; 409 [`ApiError`] when it is ending or ended |
-//! | GET | `/v1/checkpoints` | | [`CheckpointHistory`] |
-//! | POST | `/v1/savepoints` | [`SavepointRequest`] | 202 [`TriggerResponse`]; 409 [`ApiError`] when the job is not running |
-//! | GET | `/v1/savepoints/{triggerId}` | | [`SavepointStatus`]; 404 unknown trigger |
-//! | GET | `/metrics` | | Prometheus text format |
+//! The routes are [`super::routes::ROUTES`]. Every error answers `{"error": "<reason>"}`
+//! ([`ApiError`]): 401, 404 (unknown path or trigger), 405, 409, 422 (a body that does not
+//! parse).
 
 use serde::{Deserialize, Serialize};
 
@@ -202,9 +196,9 @@ pub struct CheckpointHistory {
     pub failed: u64,
 }
 
-/// Body of `POST /v1/savepoints`.
+/// Body of `POST /v1/savepoints` (an unknown field is refused with 422).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SavepointRequest {
     /// Target directory URL; defaults to `spec.savepoints.directory`, then
     /// `./weir-data/savepoints`.

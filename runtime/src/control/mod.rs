@@ -1,4 +1,5 @@
 pub mod api;
 pub mod auth;
 pub mod client;
+pub mod routes;
 pub mod server;

@@ -2,12 +2,13 @@
 
 use super::api::*;
 use super::auth::{ControlAuth, require_token};
+use super::routes::{Endpoint, Method, ROUTES, Route, RouteAuth};
 use crate::checkpoint::coordinator::SavepointCommand;
 use crate::exec::JobHandle;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Json, Router};
 use std::sync::atomic::Ordering;
 
@@ -56,8 +57,20 @@ async fn checkpoints(State(h): State<JobHandle>) -> Json<CheckpointHistory> {
     Json(h.shared.lock().expect("lock").history.clone())
 }
 
-async fn trigger(State(h): State<JobHandle>, body: Option<Json<SavepointRequest>>) -> Response {
-    let req = body.map(|Json(b)| b).unwrap_or_default();
+/// Parses a `POST /v1/savepoints` body: empty (all defaults) or a [`SavepointRequest`]
+/// object. Errors: the serde message (it names an unknown or mistyped field).
+pub fn parse_savepoint_request(body: &[u8]) -> Result<SavepointRequest, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(SavepointRequest::default());
+    }
+    serde_json::from_slice(body).map_err(|e| format!("the body is not a SavepointRequest ({{directory?, stop?}}): {e}"))
+}
+
+async fn trigger(State(h): State<JobHandle>, body: axum::body::Bytes) -> Response {
+    let req = match parse_savepoint_request(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, e),
+    };
     let trigger_id = format!("{:016x}", rand::random::<u64>());
     {
         let mut s = h.shared.lock().expect("lock");
@@ -140,23 +153,63 @@ async fn metrics(State(h): State<JobHandle>) -> Response {
         .into_response()
 }
 
-/// The router for a job: `/healthz` is open; every other route requires the job secret as a
-/// bearer token ([`super::auth`]), `/metrics` only when `auth.protect_metrics`.
+/// The handler of `route`, on its method.
+fn method_router(route: &Route) -> MethodRouter<JobHandle> {
+    let filter = match route.method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+    };
+    match route.endpoint {
+        Endpoint::Healthz => on(filter, || async { "ok" }),
+        Endpoint::Job => on(filter, job),
+        Endpoint::Cancel => on(filter, cancel),
+        Endpoint::Checkpoints => on(filter, checkpoints),
+        Endpoint::TriggerSavepoint => on(filter, trigger),
+        Endpoint::SavepointStatus => on(filter, savepoint),
+        Endpoint::Metrics => on(filter, metrics),
+    }
+}
+
+async fn not_found(uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no route {}: see docs/reference/control-api.md", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{method} is not allowed on {}: see docs/reference/control-api.md",
+            uri.path()
+        ),
+    )
+}
+
+/// The router for a job, built from [`ROUTES`]: open routes answer anyone; the others require
+/// the job secret as a bearer token ([`super::auth`]), `/metrics` only when
+/// `auth.protect_metrics`. An unknown path answers 404 and a wrong method 405, both with an
+/// [`ApiError`] body.
 pub fn router(h: JobHandle, auth: ControlAuth) -> Router {
-    let mut protected = Router::new()
-        .route("/v1/job", get(job))
-        .route("/v1/job/cancel", post(cancel))
-        .route("/v1/checkpoints", get(checkpoints))
-        .route("/v1/savepoints", post(trigger))
-        .route("/v1/savepoints/{id}", get(savepoint));
-    let mut open = Router::new().route("/healthz", get(|| async { "ok" }));
-    if auth.protect_metrics {
-        protected = protected.route("/metrics", get(metrics));
-    } else {
-        open = open.route("/metrics", get(metrics));
+    let (mut open, mut protected) = (Router::new(), Router::new());
+    for route in ROUTES {
+        let needs_token = match route.auth {
+            RouteAuth::Open => false,
+            RouteAuth::Token => true,
+            RouteAuth::TokenWithMetricsAuth => auth.protect_metrics,
+        };
+        if needs_token {
+            protected = protected.route(route.path, method_router(route));
+        } else {
+            open = open.route(route.path, method_router(route));
+        }
     }
     let protected = protected.route_layer(axum::middleware::from_fn_with_state(auth, require_token));
-    open.merge(protected).with_state(h)
+    open.merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(h)
 }
 
 /// A running control API server.
@@ -214,5 +267,45 @@ pub async fn linger_until_stop_delivered(h: &JobHandle, grace: std::time::Durati
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn savepoint_request_bodies_parse_or_name_the_problem() {
+        for (body, want) in [
+            ("", Ok(SavepointRequest::default())),
+            (" \n", Ok(SavepointRequest::default())),
+            ("{}", Ok(SavepointRequest::default())),
+            (
+                r#"{"directory": "/sp", "stop": true}"#,
+                Ok(SavepointRequest {
+                    directory: Some("/sp".into()),
+                    stop: true,
+                }),
+            ),
+            (r#"{"directry": "/sp"}"#, Err("unknown field `directry`")),
+            (r#"{"stop": "yes"}"#, Err("invalid type")),
+            ("{oops", Err("not a SavepointRequest")),
+        ] {
+            match (parse_savepoint_request(body.as_bytes()), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{body}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{body}: {got}"),
+                (got, want) => panic!("{body}: {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_route_table_lists_every_route_once() {
+        let table = crate::control::routes::route_table();
+        assert_eq!(table.lines().count(), ROUTES.len() + 2, "{table}");
+        for r in ROUTES {
+            let row = format!("| {} | `{}` |", r.method.name(), r.path);
+            assert_eq!(table.matches(&row).count(), 1, "{row}:\n{table}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use super::messages::{Control, Element, TaskEvent};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::job::CheckpointMode;
-use crate::operators::source::Source;
+use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
 use crate::state::key_group::subtask_for_key_group;
@@ -32,6 +32,35 @@ pub struct TaskMetrics {
     pub alignment_ns: AtomicU64,
     /// Batches queued in this subtask's output channels, sampled after each send.
     pub output_buffers_used: AtomicU64,
+    /// A source subtask's records not yet read, plus one (0: not reported).
+    pending_records_plus_one: AtomicU64,
+    /// A source subtask's bytes not yet read, plus one (0: not reported).
+    pending_bytes_plus_one: AtomicU64,
+}
+
+impl TaskMetrics {
+    /// Records what a source subtask has not read yet (`None`: unknown, reported as absent).
+    pub fn set_source_pending(&self, pending: Option<SourcePending>) {
+        let (records, bytes) = match pending {
+            Some(SourcePending::Records(n)) => (n.saturating_add(1), 0),
+            Some(SourcePending::Bytes(n)) => (0, n.saturating_add(1)),
+            None => (0, 0),
+        };
+        self.pending_records_plus_one.store(records, Ordering::Relaxed);
+        self.pending_bytes_plus_one.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What the source subtask last reported it has not read (`None` for other subtasks and
+    /// sources that cannot know).
+    pub fn source_pending(&self) -> Option<SourcePending> {
+        let records = self.pending_records_plus_one.load(Ordering::Relaxed);
+        let bytes = self.pending_bytes_plus_one.load(Ordering::Relaxed);
+        match (records, bytes) {
+            (0, 0) => None,
+            (0, b) => Some(SourcePending::Bytes(b - 1)),
+            (r, _) => Some(SourcePending::Records(r - 1)),
+        }
+    }
 }
 
 /// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
@@ -317,6 +346,7 @@ pub async fn run_source(
     let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
     let started = Instant::now();
     let mut emitted: u64 = 0;
+    core.metrics.set_source_pending(source.pending());
     loop {
         let c = if paused || exhausted {
             match core.control.recv().await {
@@ -363,6 +393,7 @@ pub async fn run_source(
             .next_batch(&mut batch, batch_max)
             .await
             .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
+        core.metrics.set_source_pending(source.pending());
         if !more {
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });

@@ -374,7 +374,8 @@ pub struct GeneratorSpec {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ExprSpec {
-    /// The CEL expression, e.g. `size(word) > 3` or `{'line': line.lower()}`.
+    /// The CEL expression: for `filter` a bool (e.g. `size(word) > 3`), for `map` the new
+    /// record, a map (e.g. `{'line': line.lower()}`).
     pub expression: String,
 }
 
@@ -438,8 +439,11 @@ pub struct SinkSpec {
     pub discard: Option<DiscardSinkSpec>,
 }
 
-/// Transactional file sink: one part file per subtask and checkpoint, visible only after the
-/// checkpoint completes (`<path>/part-<subtask>-<checkpoint>.jsonl`).
+/// Transactional file sink (two-phase commit): each subtask writes one part file per
+/// checkpoint interval, visible only after the checkpoint completes, named
+/// `<path>/part-<runId>-<subtask>-<seq>.jsonl` (run id of the process, subtask zero-padded to
+/// 4 digits, per-subtask sequence number to 6). A restored run writes new part files under its
+/// own run id; the committed files of earlier runs stay as they are.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct FileSinkSpec {

@@ -123,3 +123,34 @@ fn a_worker_and_a_job_without_a_checkpoint_leave_the_metrics_they_cannot_know_ou
         "{worker}"
     );
 }
+
+#[test]
+fn sources_report_what_they_have_not_read_on_their_own_operator() {
+    let generator = task("gen-0 -> keyBy-1", 1, 5, 5);
+    generator.2.set_source_pending(Some(SourcePending::Records(95)));
+    let files = task("lines-0", 0, 5, 5);
+    files.2.set_source_pending(Some(SourcePending::Bytes(4096)));
+    let unbounded = task("gen-7", 0, 5, 5);
+    unbounded.2.set_source_pending(None);
+    let text = render(&Scrape {
+        job: "wc",
+        tasks: &[generator, files, unbounded, task("count-2", 0, 5, 0)],
+        uptime: Duration::ZERO,
+        coordinator: None,
+    });
+    let lines = samples(&text);
+    for want in [
+        r#"weir_source_pending_records{job="wc",task="gen-0 -> keyBy-1",operator="gen-0",subtask="1"} 95"#,
+        r#"weir_source_pending_bytes{job="wc",task="lines-0",operator="lines-0",subtask="0"} 4096"#,
+    ] {
+        assert!(lines.contains(&want), "missing {want}:\n{text}");
+    }
+    // One series each: the unbounded generator and the non-source task have none.
+    let series = |name: &str| lines.iter().filter(|l| l.starts_with(name)).count();
+    assert_eq!(series("weir_source_pending_records{"), 1, "{text}");
+    assert_eq!(series("weir_source_pending_bytes{"), 1, "{text}");
+    assert!(
+        text.lines().any(|l| l == "# UNIT weir_source_pending_bytes bytes"),
+        "{text}"
+    );
+}

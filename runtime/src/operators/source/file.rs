@@ -130,6 +130,28 @@ pub struct FileSource {
     line: Vec<u8>,
     progress: Arc<AtomicU64>,
     schemas: SchemaCache,
+    /// Size in bytes of each split's file when it is a local uncompressed file (offsets count
+    /// the bytes of the file itself); `None` for compressed and S3 files.
+    sizes: Vec<Option<u64>>,
+}
+
+/// Bytes not yet read from `splits` whose file sizes are `sizes` (same order): the sum over
+/// splits not done of size − offset. `None` when a split not done has no known size.
+pub fn pending_bytes(splits: &[FileSplit], sizes: &[Option<u64>]) -> Option<u64> {
+    splits
+        .iter()
+        .zip(sizes)
+        .filter(|(split, _)| !split.done)
+        .map(|(split, size)| size.map(|size| size.saturating_sub(split.offset)))
+        .sum()
+}
+
+/// The size of a local uncompressed file (`None` for `.gz`, `s3://` or an unreadable file).
+fn plain_local_size(path: &str) -> Option<u64> {
+    if path.starts_with("s3://") || path.ends_with(".gz") {
+        return None;
+    }
+    std::fs::metadata(path).ok().map(|m| m.len())
 }
 
 impl FileSource {
@@ -166,7 +188,8 @@ impl FileSource {
                     done: false,
                 },
             })
-            .collect();
+            .collect::<Vec<FileSplit>>();
+        let sizes = splits.iter().map(|s| plain_local_size(&s.path)).collect();
         Ok(FileSource {
             format: spec.format,
             declared: spec.schema.clone().unwrap_or_default().into(),
@@ -177,6 +200,7 @@ impl FileSource {
             line: Vec::with_capacity(256),
             progress,
             schemas: SchemaCache::default(),
+            sizes,
         })
     }
 }
@@ -487,6 +511,10 @@ impl Source for FileSource {
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.rate
+    }
+
+    fn pending(&self) -> Option<super::SourcePending> {
+        pending_bytes(&self.splits, &self.sizes).map(super::SourcePending::Bytes)
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::operators::source::SourcePending;
 
 fn declared(fields: &[(&str, DeclaredType)]) -> Vec<SchemaField> {
     fields
@@ -138,4 +139,69 @@ fn plan_samples_read_the_first_file_or_nothing() {
         ..Default::default()
     };
     assert_eq!(sample(&s3), None);
+}
+
+#[test]
+fn pending_bytes_sums_what_is_left_of_the_splits_not_done() {
+    let split = |offset, done| FileSplit {
+        index: 0,
+        path: "f".into(),
+        offset,
+        done,
+    };
+    for (splits, sizes, want) in [
+        (
+            vec![split(0, false), split(30, false)],
+            vec![Some(100), Some(50)],
+            Some(120),
+        ),
+        // A finished split adds nothing, even one whose size is unknown.
+        (vec![split(100, true), split(10, false)], vec![None, Some(50)], Some(40)),
+        // A split not done with an unknown size (gzip, S3): unknown.
+        (vec![split(0, false), split(0, false)], vec![Some(10), None], None),
+        (vec![], vec![], Some(0)),
+    ] {
+        assert_eq!(pending_bytes(&splits, &sizes), want, "{splits:?} {sizes:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_local_file_source_reports_the_bytes_it_has_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..40).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.path().join("a.txt"), &text).unwrap();
+    std::fs::write(dir.path().join("b.txt.gz"), b"").unwrap();
+    let spec = |name: &str| FileSourceSpec {
+        path: dir.path().join(name).to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let mut source = FileSource::new(
+        &spec("a.txt"),
+        0,
+        1,
+        OperatorRestore::default(),
+        &S3Options::default(),
+        progress.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(source.pending(), Some(SourcePending::Bytes(text.len() as u64)));
+    let mut out = vec![];
+    source.next_batch(&mut out, 10).await.unwrap();
+    let read: u64 = text.lines().take(10).map(|l| l.len() as u64 + 1).sum();
+    assert_eq!(source.pending(), Some(SourcePending::Bytes(text.len() as u64 - read)));
+    while source.next_batch(&mut out, 10).await.unwrap() {}
+    assert_eq!(source.pending(), Some(SourcePending::Bytes(0)));
+    let gz = FileSource::new(
+        &spec("b.txt.gz"),
+        0,
+        1,
+        OperatorRestore::default(),
+        &S3Options::default(),
+        progress,
+    )
+    .await
+    .unwrap();
+    assert_eq!(gz.pending(), None, "a compressed file's size says nothing of its lines");
 }

@@ -106,8 +106,21 @@ impl Generator {
     }
 }
 
+/// Records left in `splits` of a generator of `count` records whose splits step by `step`
+/// (the number of splits): split s yields n = next, next + step, … while n < count, so it has
+/// ⌈(count − next) / step⌉ left. `None` when the generator is unbounded (`count` absent).
+pub fn pending_records(splits: &[GeneratorSplit], count: Option<u64>, step: u64) -> Option<u64> {
+    let count = count?;
+    let step = step.max(1);
+    Some(splits.iter().map(|s| count.saturating_sub(s.next).div_ceil(step)).sum())
+}
+
 #[async_trait]
 impl Source for Generator {
+    fn pending(&self) -> Option<super::SourcePending> {
+        pending_records(&self.splits, self.count, self.splits_total).map(super::SourcePending::Records)
+    }
+
     async fn next_batch(&mut self, out: &mut Vec<Record>, max: usize) -> TaskResult<bool> {
         // Round-robin over live splits, one batch from each in turn.
         for _ in 0..self.splits.len() {
@@ -162,6 +175,47 @@ mod tests {
             ids.extend(out.drain(..).map(|r| id_of(&r)));
         }
         ids
+    }
+
+    #[test]
+    fn pending_records_counts_what_each_split_has_left() {
+        let split = |index, next| GeneratorSplit { index, next };
+        for (splits, count, step, want) in [
+            // 10 records over 4 splits: split 1 yields 1, 5, 9 (3 records), split 3 yields 3, 7.
+            (vec![split(1, 1), split(3, 3)], Some(10), 4, Some(5)),
+            // Part read: split 1 at 9 has one left; split 3 at 11 is done.
+            (vec![split(1, 9), split(3, 11)], Some(10), 4, Some(1)),
+            (vec![split(0, 0)], Some(0), 1, Some(0)),
+            (vec![], Some(10), 4, Some(0)),
+            // Unbounded: unknown.
+            (vec![split(0, 0)], None, 1, None),
+        ] {
+            assert_eq!(
+                pending_records(&splits, count, step),
+                want,
+                "{splits:?} {count:?} {step}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn pending_falls_to_zero_as_the_generator_is_read() {
+        let spec = GeneratorSpec {
+            count: Some(100),
+            splits: Some(4),
+            ..Default::default()
+        };
+        let mut g = Generator::new(&spec, 1, 2, OperatorRestore::default()).unwrap();
+        // Subtask 1 of 2 holds splits 1 and 3: 50 records.
+        assert_eq!(g.pending(), Some(super::super::SourcePending::Records(50)));
+        let mut out = vec![];
+        g.next_batch(&mut out, 7).await.unwrap();
+        assert_eq!(g.pending(), Some(super::super::SourcePending::Records(43)));
+        let rest = drain(&mut g).await.len() as u64;
+        assert_eq!(rest, 43);
+        assert_eq!(g.pending(), Some(super::super::SourcePending::Records(0)));
+        let unbounded = Generator::new(&GeneratorSpec::default(), 0, 1, OperatorRestore::default()).unwrap();
+        assert_eq!(unbounded.pending(), None);
     }
 
     #[tokio::test]

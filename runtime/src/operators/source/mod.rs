@@ -23,6 +23,22 @@ pub trait Source: Send {
 
     /// Optional rate limit in records per second for this subtask.
     fn max_records_per_second(&self) -> Option<u64>;
+
+    /// What this subtask has not read yet (Flink's `pendingRecords` / `pendingBytes` source
+    /// metrics, FLIP-33), or `None` when it cannot be known (an unbounded generator, a
+    /// compressed or S3 file).
+    fn pending(&self) -> Option<SourcePending> {
+        None
+    }
+}
+
+/// The backlog of a source subtask: records or bytes not yet read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourcePending {
+    /// Records left (a bounded generator).
+    Records(u64),
+    /// Bytes left in the files of the subtask's splits (local uncompressed files).
+    Bytes(u64),
 }
 
 /// Builds source subtask `subtask` of `parallelism` for a source operator, restoring split
