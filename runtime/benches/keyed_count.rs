@@ -171,7 +171,11 @@ fn checkpoint_overhead(n: u64, dir: &std::path::Path) {
             without.push(keyed_count_discard(records, keys, "0s", dir));
         }
         let (w, wo) = (median(with), median(without));
-        println!("{:<40} {w:>14.0} {wo:>14.0} {:>10.3}", format!("{keys} keys, {records}"), w / wo);
+        println!(
+            "{:<40} {w:>14.0} {wo:>14.0} {:>10.3}",
+            format!("{keys} keys, {records}"),
+            w / wo
+        );
     }
 }
 

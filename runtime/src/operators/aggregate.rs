@@ -395,4 +395,57 @@ mod tests {
         }
         assert_eq!(total, 2);
     }
+
+    /// With `ttl` and an injected clock: a key not written for the TTL counts from zero again,
+    /// incremental cleanup shrinks the state, and a snapshot leaves expired keys out.
+    #[tokio::test]
+    async fn keys_expire_after_the_ttl_and_count_from_zero_again() {
+        let clock = crate::state::ttl::ManualClock::new(1_000_000);
+        let all = key_group_range(0, 1, 8);
+        let mut op = Aggregate::with_state(
+            "c",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            KeyedStateInit {
+                ttl: Some(Duration::from_secs(60)),
+                clock: clock.clone(),
+                ..KeyedStateInit::new(all, OperatorRestore::default())
+            },
+        )
+        .unwrap();
+        let words = |ws: &[&str]| ws.iter().map(|w| keyed(w, json!({}))).collect::<Vec<_>>();
+        let counts = |out: &[Record]| {
+            out.iter()
+                .map(|r| r.row.to_json()["count"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let cold: Vec<String> = (0..500).map(|i| format!("cold-{i}")).collect();
+        let mut out = Vec::new();
+        op.process(words(&cold.iter().map(String::as_str).collect::<Vec<_>>()), &mut out)
+            .await
+            .unwrap();
+        op.process(words(&["hot", "hot"]), &mut out).await.unwrap();
+        assert_eq!(op.len(), 501);
+        clock.advance(Duration::from_secs(59));
+        out.clear();
+        op.process(words(&["hot", "cold-0"]), &mut out).await.unwrap();
+        assert_eq!(counts(&out), [3, 2], "within the TTL: values kept");
+        clock.advance(Duration::from_secs(59));
+        out.clear();
+        // 118 s after the cold keys were written (cold-0: 59 s), 59 s after `hot`.
+        op.process(words(&["hot", "cold-1", "cold-0"]), &mut out).await.unwrap();
+        assert_eq!(counts(&out), [4, 1, 3], "cold-1 expired: counts from zero");
+        // Incremental cleanup removes the 498 expired keys over the next batches.
+        for _ in 0..200 {
+            op.process(words(&["hot"]), &mut out).await.unwrap();
+        }
+        assert_eq!(op.len(), 3, "only hot, cold-0 and cold-1 are held");
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        assert_eq!(enc.key_groups.iter().map(|b| b.entries).sum::<u64>(), 3);
+        clock.advance(Duration::from_secs(61));
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        assert!(enc.key_groups.is_empty(), "all expired at this barrier");
+    }
 }
