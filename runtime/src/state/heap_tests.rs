@@ -208,7 +208,7 @@ fn snapshots_match_a_copy_taken_at_the_barrier() {
         for _ in 0..500 {
             rng = crate::operators::source::generator::splitmix64(rng);
             let i = (rng % 2000) as i64;
-            if rng % 11 == 0 {
+            if rng.is_multiple_of(11) {
                 assert_eq!(remove(&mut s, i), model.remove(&i).is_some());
             } else {
                 let v = add(&mut s, i, 1, 0);

@@ -75,7 +75,8 @@ mod tests {
         // What a release that knows only version 1 does with a version-2 block: an error.
         assert!(postcard::from_bytes::<Vec<(Key, i64)>>(&v2).is_err());
         let unknown = [&VERSIONED_PREFIX[..], &[9, 1]].concat();
-        let rows: [(&[u8], Result<Vec<DecodedEntry<i64>>, &str>); 6] = [
+        type Row<'a> = (&'a [u8], Result<Vec<DecodedEntry<i64>>, &'a str>);
+        let rows: [Row; 6] = [
             (&v1, Ok(vec![(a.clone(), 1, None), (b.clone(), 2, None)])),
             (&v2, Ok(vec![(a.clone(), 1, Some(10)), (b.clone(), 2, Some(20))])),
             // An empty version-1 list (never written, but decodable).
