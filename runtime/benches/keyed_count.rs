@@ -19,8 +19,10 @@
 //! the median records/s with checkpoints to the median without).
 //!
 //! Run: `cargo bench -p weir-runtime --bench keyed_count`. Environment: `WEIR_BENCH_RECORDS`
-//! (keyed count input size; default 2,000,000), `WEIR_BENCH_LARGE_RECORDS` (input of the 5M-key
-//! overhead runs; default 20,000,000), `WEIR_BENCH_OVERHEAD_ROUNDS` (runs of each side;
+//! (keyed count input size; default 2,000,000), `WEIR_BENCH_OVERHEAD_RECORDS` and
+//! `WEIR_BENCH_LARGE_RECORDS` (input of the 100k-key and 5M-key overhead runs; default
+//! 10,000,000 and 20,000,000: runs of several seconds, so that one checkpoint more or less
+//! does not decide the ratio), `WEIR_BENCH_OVERHEAD_ROUNDS` (runs of each side;
 //! default 3), `WEIR_BENCH_ONLY=overhead` (only part 3), `WEIR_BENCH_TEXT` (glob of the word count's
 //! text files; default the repository's `../shared/data/text/*.txt`), `WEIR_BENCH_TEXT_REPEAT`
 //! (how many copies of the text files are read; default 4).
@@ -156,7 +158,8 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// Part 3: checkpoint overhead at 100k and 5M keys, sides interleaved.
-fn checkpoint_overhead(n: u64, dir: &std::path::Path) {
+fn checkpoint_overhead(dir: &std::path::Path) {
+    let small: u64 = env_u64("WEIR_BENCH_OVERHEAD_RECORDS", 10_000_000);
     let large: u64 = env_u64("WEIR_BENCH_LARGE_RECORDS", 20_000_000);
     let rounds = env_u64("WEIR_BENCH_OVERHEAD_ROUNDS", 3).max(1);
     println!("\ncheckpoint overhead: keyed count p=1 → discard, checkpoints every 1s vs none, {rounds} rounds");
@@ -164,7 +167,7 @@ fn checkpoint_overhead(n: u64, dir: &std::path::Path) {
         "{:<40} {:>14} {:>14} {:>10}",
         "keys, records", "chk 1s rec/s", "no chk rec/s", "ratio"
     );
-    for (keys, records) in [(KEYS, n), (5_000_000, large)] {
+    for (keys, records) in [(KEYS, small), (5_000_000, large)] {
         let (mut with, mut without) = (vec![], vec![]);
         for _ in 0..rounds {
             with.push(keyed_count_discard(records, keys, "1s", dir));
@@ -218,7 +221,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as f64;
     let dir = tempfile::tempdir().unwrap();
     if std::env::var("WEIR_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
-        checkpoint_overhead(n, dir.path());
+        checkpoint_overhead(dir.path());
         return;
     }
     let base = keyed_count_baseline(n);
@@ -238,7 +241,7 @@ fn main() {
         );
     }
 
-    checkpoint_overhead(n, dir.path());
+    checkpoint_overhead(dir.path());
 
     // Word count over copies of the bundled texts.
     let pattern = std::env::var("WEIR_BENCH_TEXT")

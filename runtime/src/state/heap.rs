@@ -429,7 +429,9 @@ struct GroupView<V> {
 }
 
 impl<V> GroupView<V> {
-    /// The live entries as of the barrier (a key's newest layer wins), sorted by key.
+    /// The live entries as of the barrier (a key's newest layer wins), in table order, as
+    /// Flink's heap snapshots: a restore needs no order, and sorting by key made the encoding
+    /// of 5M keys take 2.9 s instead of 0.4 s (`benches/keyed_state.rs`, one run each).
     fn entries(&self, ttl: Option<StateTtl>, now_ms: u64) -> Vec<(&Key, &Stamped<V>)> {
         let live = |s: &Stamped<V>| !expired(ttl, s.written_ms, now_ms);
         let in_deltas = |deltas: &[Arc<DeltaTable<V>>], hash: u64, key: &Key| {
@@ -451,7 +453,6 @@ impl<V> GroupView<V> {
                 }
             }
         }
-        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out
     }
 }
@@ -465,7 +466,7 @@ pub struct HeapSnapshot<V> {
 }
 
 impl<V: Serialize> HeapSnapshot<V> {
-    /// Encodes one block per key group with live entries, sorted by key: block version 1
+    /// Encodes one block per key group with live entries: block version 1
     /// without a TTL (the format of every earlier release), version 2 (with write times) with
     /// one ([`keyed_block`]). Entries expired at the barrier are left out. Each group's tables
     /// are released as soon as it is encoded.
