@@ -331,3 +331,36 @@ fn a_block_that_does_not_decode_names_its_key_group() {
         .unwrap_err();
     assert!(err.starts_with("key group 3 does not decode"), "{err}");
 }
+
+/// Rescale of TTL state: each subtask of the new parallelism takes exactly its key groups,
+/// with their write times (a key written long ago still expires on time after the rescale).
+#[test]
+fn ttl_blocks_split_by_key_group_on_rescale() {
+    let ttl = Some(StateTtl::new(Duration::from_secs(10)));
+    let mut s = state(Some(Duration::from_secs(10)));
+    for i in 0..300 {
+        add(&mut s, i, 1, if i < 100 { 0 } else { 5_000 });
+    }
+    let blocks = s.snapshot(5_000).encode().unwrap();
+    let mut total = 0;
+    let mut live_at_12s = 0;
+    for sub in 0..3 {
+        let range = key_group_range(sub, 3, MAX_P);
+        let mut part: HeapKeyedState<i64> = HeapKeyedState::new(range, ttl);
+        part.restore(blocks.clone(), 6_000).unwrap();
+        total += part.len();
+        for i in 0..300 {
+            let k = key(i);
+            let h = key_hash(&k);
+            let kg = key_group_of_hash(h, MAX_P);
+            if range.contains(kg) && part.get(kg, h, &k, 12_000).is_some() {
+                live_at_12s += 1;
+            }
+        }
+    }
+    assert_eq!(total, 300, "every key restored exactly once");
+    assert_eq!(
+        live_at_12s, 200,
+        "keys written at 0 s expired at 10 s, after the rescale"
+    );
+}
