@@ -10,10 +10,20 @@
 //!    lines, lowercases them, splits them with the same regex and counts the words in a
 //!    `HashMap` on one thread.
 //!
-//! Prints records/s, records/s per core and the ratio to the baseline.
+//! 3. Checkpoint overhead (issue 10's goal ≤ 2 %, issue 12's ≥ 0.95): the keyed count at p=1
+//!    into a `discard` sink with checkpoints every second vs periodic checkpoints off
+//!    (`interval: 0s`; the bounded job still takes its final one), interleaved, with 100k
+//!    keys and with 5M distinct keys (large heap state).
+//!
+//! Prints records/s, records/s per core and the ratio to the baseline (for 3: the ratio of
+//! the median records/s with checkpoints to the median without).
 //!
 //! Run: `cargo bench -p weir-runtime --bench keyed_count`. Environment: `WEIR_BENCH_RECORDS`
-//! (keyed count input size; default 2,000,000), `WEIR_BENCH_TEXT` (glob of the word count's
+//! (keyed count input size; default 2,000,000), `WEIR_BENCH_OVERHEAD_RECORDS` and
+//! `WEIR_BENCH_LARGE_RECORDS` (input of the 100k-key and 5M-key overhead runs; default
+//! 10,000,000 and 20,000,000: runs of several seconds, so that one checkpoint more or less
+//! does not decide the ratio), `WEIR_BENCH_OVERHEAD_ROUNDS` (runs of each side;
+//! default 3), `WEIR_BENCH_ONLY=overhead` (only part 3), `WEIR_BENCH_TEXT` (glob of the word count's
 //! text files; default the repository's `../shared/data/text/*.txt`), `WEIR_BENCH_TEXT_REPEAT`
 //! (how many copies of the text files are read; default 4).
 
@@ -120,6 +130,62 @@ spec:
     run(&manifest, n, "count")
 }
 
+/// The keyed count at p=1 over `keys` distinct keys into a `discard` sink, checkpoint
+/// interval `interval` (`0s`: periodic checkpoints off); returns records/s.
+fn keyed_count_discard(n: u64, keys: u64, interval: &str, dir: &std::path::Path) -> f64 {
+    let manifest = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: bench-overhead }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: {interval}, storage: "{d}/checkpoints-overhead" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: {SEED}, count: {n}, keys: {keys} }} }}
+      - keyBy: {{ expression: key, as: key }}
+      - count: {{}}
+      - sink: {{ discard: {{}} }}
+"#,
+        d = dir.display()
+    );
+    run(&manifest, n, "count")
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Part 3: checkpoint overhead at 100k and 5M keys, sides interleaved.
+fn checkpoint_overhead(dir: &std::path::Path) {
+    let small: u64 = env_u64("WEIR_BENCH_OVERHEAD_RECORDS", 10_000_000);
+    let large: u64 = env_u64("WEIR_BENCH_LARGE_RECORDS", 20_000_000);
+    let rounds = env_u64("WEIR_BENCH_OVERHEAD_ROUNDS", 3).max(1);
+    println!("\ncheckpoint overhead: keyed count p=1 → discard, checkpoints every 1s vs none, {rounds} rounds");
+    println!(
+        "{:<40} {:>14} {:>14} {:>10}",
+        "keys, records", "chk 1s rec/s", "no chk rec/s", "ratio"
+    );
+    for (keys, records) in [(KEYS, small), (5_000_000, large)] {
+        let (mut with, mut without) = (vec![], vec![]);
+        for _ in 0..rounds {
+            with.push(keyed_count_discard(records, keys, "1s", dir));
+            without.push(keyed_count_discard(records, keys, "0s", dir));
+        }
+        let (w, wo) = (median(with), median(without));
+        println!(
+            "{:<40} {w:>14.0} {wo:>14.0} {:>10.3}",
+            format!("{keys} keys, {records}"),
+            w / wo
+        );
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
 fn word_count(words: u64, parallelism: u32, text_dir: &std::path::Path, dir: &std::path::Path) -> f64 {
     let manifest = format!(
         r#"apiVersion: weir.dev/v1alpha1
@@ -154,6 +220,10 @@ fn main() {
         .unwrap_or(2_000_000);
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as f64;
     let dir = tempfile::tempdir().unwrap();
+    if std::env::var("WEIR_BENCH_ONLY").is_ok_and(|v| v == "overhead") {
+        checkpoint_overhead(dir.path());
+        return;
+    }
     let base = keyed_count_baseline(n);
     println!("keyed count, {n} records, {KEYS} keys, {cores} cores");
     println!(
@@ -170,6 +240,8 @@ fn main() {
             base,
         );
     }
+
+    checkpoint_overhead(dir.path());
 
     // Word count over copies of the bundled texts.
     let pattern = std::env::var("WEIR_BENCH_TEXT")

@@ -15,7 +15,7 @@ use crate::checkpoint::decide;
 use crate::checkpoint::read_positions::{self, ReadPositionLog};
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
-use crate::operators::aggregate::Aggregate;
+use crate::operators::aggregate::{Aggregate, KeyedStateInit};
 use crate::operators::discard::DiscardSink;
 use crate::operators::sink::{FileSink, PrintSink, commit_restored};
 use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
@@ -336,22 +336,19 @@ pub async fn build_task(
                 func,
                 expression,
                 as_field,
+                ttl,
             } => {
                 let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
+                let state = KeyedStateInit {
+                    ttl: *ttl,
+                    ..KeyedStateInit::new(range, restore_state)
+                };
                 Box::new(
-                    Aggregate::new(
-                        &op.uid,
-                        *func,
-                        expression.as_deref(),
-                        &key_field,
-                        as_field,
-                        range,
-                        restore_state,
-                    )
-                    .map_err(ctx_err)?,
+                    Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
+                        .map_err(ctx_err)?,
                 )
             }
             OperatorKind::FileSink(spec) => Box::new(

@@ -366,6 +366,7 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
                 func,
                 expression,
                 as_field,
+                ..
             } => {
                 let value_type = match expression {
                     Some(e) if *func != AggregateFn::Count => {

@@ -416,6 +416,13 @@ pub struct AggregateSpec {
     /// Output field holding the aggregate (default: the aggregation's name, e.g. `count`).
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
     pub as_field: Option<String>,
+    /// State time-to-live (Flink's state TTL, processing time), a duration like `24h` or
+    /// `30m`: a key not updated for this long is forgotten, and its next record counts from
+    /// zero again. Expired keys are removed a few at a time while records flow and are left
+    /// out of checkpoints and savepoints, so a job over an unbounded key space holds bounded
+    /// state. Unset: keys are kept for ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
 }
 
 /// A union (`union: {}`): takes no settings; its inputs are the step's `inputs`.

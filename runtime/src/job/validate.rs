@@ -81,6 +81,8 @@ pub enum OperatorKind {
         func: AggregateFn,
         expression: Option<String>,
         as_field: String,
+        /// State TTL (`None`: keys are kept for ever).
+        ttl: Option<Duration>,
     },
     /// Transactional file sink.
     FileSink(FileSinkSpec),
@@ -177,6 +179,20 @@ pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir ru
 /// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
+
+/// A state TTL at `field`: a duration of at least 1 ms (`24h`, `30m`). Errors name `field`.
+fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
+    let ttl = parse_duration(field, s)?;
+    if ttl < Duration::from_millis(1) {
+        return Err(JobError::new(
+            field,
+            format!(
+                "`{s}` is shorter than 1ms; set a positive duration like `24h`, or remove `ttl` to keep keys for ever"
+            ),
+        ));
+    }
+    Ok(ttl)
+}
 
 fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
@@ -352,10 +368,15 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
                 (None, AggregateFn::Count) => {}
                 (None, _) => return Err(JobError::new(field, "is required for sum, min and max")),
             }
+            let ttl = match &a.ttl {
+                None => None,
+                Some(t) => Some(parse_ttl(&format!("{at}.{}.ttl", func.name()), t)?),
+            };
             kinds.push(OperatorKind::Aggregate {
                 func,
                 expression: a.expression.clone(),
                 as_field: a.as_field.clone().unwrap_or_else(|| func.name().into()),
+                ttl,
             });
         }
     }

@@ -82,6 +82,14 @@ fn errors_name_the_field() {
             json!([src, {"sink": {"discard": {}}}, sink]),
             "spec.job.steps[1]: the last step, and only it, must be a `sink`",
         ),
+        (
+            json!([src, {"keyBy": {"expression": "line"}}, {"count": {"ttl": "a day"}}, sink]),
+            "spec.job.steps[2].count.ttl: `a day` is not a duration",
+        ),
+        (
+            json!([src, {"keyBy": {"expression": "line"}}, {"sum": {"expression": "1", "ttl": "0ms"}}, sink]),
+            "spec.job.steps[2].sum.ttl: `0ms` is shorter than 1ms",
+        ),
     ];
     for (steps, want) in cases {
         let e = err(spec(steps));
@@ -98,6 +106,30 @@ fn errors_name_the_field() {
     s.max_parallelism = None;
     s.checkpointing.interval = "soon".into();
     assert!(err(s).starts_with("spec.checkpointing.interval:"));
+}
+
+#[test]
+fn aggregate_ttl_parses_to_a_duration() {
+    use serde_json::json;
+    let src = json!({"source": {"file": {"path": "a"}}});
+    let sink = json!({"sink": {"print": {}}});
+    for (ttl, want) in [
+        (None, None),
+        (Some("24h"), Some(Duration::from_secs(86_400))),
+        (Some("1ms"), Some(Duration::from_millis(1))),
+        (Some(" 90s "), Some(Duration::from_secs(90))),
+    ] {
+        let count = match ttl {
+            Some(t) => json!({"count": {"ttl": t}}),
+            None => json!({"count": {}}),
+        };
+        let job = Job::from_spec("t", spec(json!([src, {"keyBy": {"expression": "line"}}, count, sink]))).unwrap();
+        let got = job.operators.iter().find_map(|o| match &o.kind {
+            OperatorKind::Aggregate { ttl, .. } => Some(*ttl),
+            _ => None,
+        });
+        assert_eq!(got, Some(want), "ttl {ttl:?}");
+    }
 }
 
 #[test]

@@ -1,40 +1,26 @@
 //! Keyed running aggregations (`count`, `sum`, `min`, `max`) on heap keyed state.
 //!
-//! State lives in key groups: one hash map per key group of the subtask's
-//! [`KeyGroupRange`], so a snapshot writes per-key-group blocks and a restore at another
-//! parallelism takes exactly the groups it now owns.
+//! State lives in a [`HeapKeyedState`]: one copy-on-write hash table per key group of the
+//! subtask's [`KeyGroupRange`], so a snapshot freezes the tables without copying them, writes
+//! per-key-group blocks off the task thread, and a restore at another parallelism takes exactly
+//! the groups it now owns. With a `ttl`, a key not written for that long starts over.
 //!
-//! A key group's map is a hash table found by the key's stable hash, which `keyBy` computed
-//! once ([`KeyedBy::hash`](crate::record::KeyedBy)): the aggregation neither hashes nor copies
+//! Tables are found by the key's stable hash, which `keyBy` computed once
+//! ([`KeyedBy::hash`](crate::record::KeyedBy)): the aggregation neither hashes nor copies
 //! the key of a record whose key it already holds.
 
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
-use crate::record::{Datum, Key, Record, Row, Schema};
-use crate::state::key_group::{KeyGroupRange, key_hash};
-use crate::state::snapshot::KeyGroupBlock;
+use crate::record::{Datum, Record, Row, Schema};
+use crate::state::heap::HeapKeyedState;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::ttl::{Clock, StateTtl, SystemClock};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-
-/// A key group's map: `(key, value)` entries placed by [`table_hash`] of the key's stable hash.
-type GroupMap = hashbrown::HashTable<(Key, Num)>;
-
-/// The in-memory table hash of a key whose [`key_hash`] is `hash`. The key group is
-/// `hash mod maxParallelism`, so within one group the low bits of `hash` are all equal; the
-/// table places entries by the low bits and tags them with the top 7, so it uses the hash
-/// rotated by 32 bits (the tag then comes from bits 25-31, which no key group count up to
-/// 32768 constrains).
-fn table_hash(hash: u64) -> u64 {
-    hash.rotate_left(32)
-}
-
-/// Rehash of an entry when a table grows.
-fn entry_hash(entry: &(Key, Num)) -> u64 {
-    table_hash(key_hash(&entry.0))
-}
+use std::time::Duration;
 
 /// An aggregate value: integers stay integers until a float is aggregated.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -96,13 +82,41 @@ pub struct Aggregate {
     /// the key, as in an object), shared by every output row.
     output: Arc<Schema>,
     range: KeyGroupRange,
-    /// `groups[kg - range.start]`: the key group's map.
-    groups: Vec<GroupMap>,
+    /// The running values by key.
+    state: HeapKeyedState<Num>,
+    /// Processing time for TTL and write timestamps.
+    clock: Arc<dyn Clock>,
+}
+
+/// How an [`Aggregate`]'s keyed state starts: the key groups it owns, what to restore, its
+/// TTL and the clock the TTL is measured with.
+pub struct KeyedStateInit {
+    /// The subtask's key groups.
+    pub range: KeyGroupRange,
+    /// Restored blocks (those outside `range` are ignored).
+    pub restore: OperatorRestore,
+    /// State TTL of the step (`None`: keys live for ever).
+    pub ttl: Option<Duration>,
+    /// Processing time (the system clock outside tests).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl KeyedStateInit {
+    /// No TTL, system clock.
+    pub fn new(range: KeyGroupRange, restore: OperatorRestore) -> KeyedStateInit {
+        KeyedStateInit {
+            range,
+            restore,
+            ttl: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 impl Aggregate {
     /// Creates the operator for the subtask owning `range`, restoring `restore.key_groups`
     /// (blocks outside the range are ignored; a block that does not decode is an error).
+    /// No TTL; see [`Aggregate::with_state`].
     pub fn new(
         uid: &str,
         func: AggregateFn,
@@ -112,33 +126,35 @@ impl Aggregate {
         range: KeyGroupRange,
         restore: OperatorRestore,
     ) -> TaskResult<Aggregate> {
+        Aggregate::with_state(
+            uid,
+            func,
+            expression,
+            key_field,
+            as_field,
+            KeyedStateInit::new(range, restore),
+        )
+    }
+
+    /// Creates the operator with the keyed state of `init`: restored blocks are loaded
+    /// (entries already expired under the TTL dropped). Errors: the expression does not
+    /// compile; a block does not decode (named by operator and key group).
+    pub fn with_state(
+        uid: &str,
+        func: AggregateFn,
+        expression: Option<&str>,
+        key_field: &str,
+        as_field: &str,
+        init: KeyedStateInit,
+    ) -> TaskResult<Aggregate> {
         let expr = match (func, expression) {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        let mut groups: Vec<GroupMap> = (0..range.len()).map(|_| GroupMap::new()).collect();
-        for block in restore.key_groups {
-            if !range.contains(block.key_group) {
-                continue;
-            }
-            let entries: Vec<(Key, Num)> = postcard::from_bytes(&block.data).map_err(|e| {
-                TaskError(format!(
-                    "operator {uid}: key group {} does not decode: {e}",
-                    block.key_group
-                ))
-            })?;
-            let group = &mut groups[(block.key_group - range.start) as usize];
-            group.reserve(entries.len(), entry_hash);
-            for (key, num) in entries {
-                let hash = table_hash(key_hash(&key));
-                match group.find_mut(hash, |e| e.0 == key) {
-                    Some(e) => e.1 = num,
-                    None => {
-                        group.insert_unique(hash, (key, num), entry_hash);
-                    }
-                }
-            }
-        }
+        let mut state = HeapKeyedState::new(init.range, init.ttl.map(StateTtl::new));
+        state
+            .restore(init.restore.key_groups, init.clock.now_ms())
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
         Ok(Aggregate {
             uid: uid.to_string(),
             func,
@@ -148,14 +164,15 @@ impl Aggregate {
             } else {
                 Schema::new([key_field, as_field])
             },
-            range,
-            groups,
+            range: init.range,
+            state,
+            clock: init.clock,
         })
     }
 
-    /// Number of keys held.
+    /// Number of keys held (expired keys included until incremental cleanup removes them).
     pub fn len(&self) -> usize {
-        self.groups.iter().map(GroupMap::len).sum()
+        self.state.len()
     }
 
     /// Whether no key is held.
@@ -170,6 +187,8 @@ impl StreamOperator for Aggregate {
         // Two passes: the first only updates state, a short loop whose table lookups (cache
         // misses on large state) the CPU can overlap across records; the second builds the
         // output rows.
+        let now_ms = self.clock.now_ms();
+        self.state.maintain(now_ms, input.len());
         let mut updated = Vec::with_capacity(input.len());
         for r in &input {
             let keyed = r.keyed.as_ref().ok_or_else(|| {
@@ -197,20 +216,18 @@ impl StreamOperator for Aggregate {
                     })?
                 }
             };
-            let group = &mut self.groups[(keyed.key_group - self.range.start) as usize];
             let func = self.func;
-            let hash = table_hash(keyed.hash);
-            let value = match group.find_mut(hash, |e| e.0 == keyed.key) {
-                Some(entry) => {
-                    entry.1 = entry.1.combine(func, x);
-                    entry.1
-                }
-                None => {
-                    let first = if func == AggregateFn::Count { Num::Int(1) } else { x };
-                    group.insert_unique(hash, (keyed.key.clone(), first), entry_hash);
-                    first
-                }
-            };
+            let value = self.state.update(
+                keyed.key_group,
+                keyed.hash,
+                &keyed.key,
+                now_ms,
+                |current| match current {
+                    Some(old) => old.combine(func, x),
+                    None if func == AggregateFn::Count => Num::Int(1),
+                    None => x,
+                },
+            );
             updated.push(value);
         }
         out.reserve(input.len());
@@ -226,30 +243,14 @@ impl StreamOperator for Aggregate {
     }
 
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
-        // Synchronous part: a copy of the non-empty groups is the consistent view.
-        let view: Vec<(u32, GroupMap)> = self
-            .groups
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| !g.is_empty())
-            .map(|(i, g)| (self.range.start + i as u32, g.clone()))
-            .collect();
+        // Synchronous part: freeze the key-group tables (no copy); encode on the encoder thread.
+        let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {
-            let mut blocks = Vec::with_capacity(view.len());
-            for (kg, map) in view {
-                let mut entries: Vec<(Key, Num)> = map.into_iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                blocks.push(KeyGroupBlock {
-                    key_group: kg,
-                    entries: entries.len() as u64,
-                    data: postcard::to_stdvec(&entries)?,
-                });
-            }
             Ok(EncodedState {
                 state_names: vec!["keyed:aggregate".into()],
                 key_group_range: Some(range),
-                key_groups: blocks,
+                key_groups: view.encode()?,
                 operator_state: vec![],
             })
         })))
@@ -259,7 +260,7 @@ impl StreamOperator for Aggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::KeyedBy;
+    use crate::record::{Key, KeyedBy};
     use crate::state::key_group::key_group_range;
     use serde_json::json;
 
@@ -393,5 +394,58 @@ mod tests {
             total += restored.len();
         }
         assert_eq!(total, 2);
+    }
+
+    /// With `ttl` and an injected clock: a key not written for the TTL counts from zero again,
+    /// incremental cleanup shrinks the state, and a snapshot leaves expired keys out.
+    #[tokio::test]
+    async fn keys_expire_after_the_ttl_and_count_from_zero_again() {
+        let clock = crate::state::ttl::ManualClock::new(1_000_000);
+        let all = key_group_range(0, 1, 8);
+        let mut op = Aggregate::with_state(
+            "c",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            KeyedStateInit {
+                ttl: Some(Duration::from_secs(60)),
+                clock: clock.clone(),
+                ..KeyedStateInit::new(all, OperatorRestore::default())
+            },
+        )
+        .unwrap();
+        let words = |ws: &[&str]| ws.iter().map(|w| keyed(w, json!({}))).collect::<Vec<_>>();
+        let counts = |out: &[Record]| {
+            out.iter()
+                .map(|r| r.row.to_json()["count"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let cold: Vec<String> = (0..500).map(|i| format!("cold-{i}")).collect();
+        let mut out = Vec::new();
+        op.process(words(&cold.iter().map(String::as_str).collect::<Vec<_>>()), &mut out)
+            .await
+            .unwrap();
+        op.process(words(&["hot", "hot"]), &mut out).await.unwrap();
+        assert_eq!(op.len(), 501);
+        clock.advance(Duration::from_secs(59));
+        out.clear();
+        op.process(words(&["hot", "cold-0"]), &mut out).await.unwrap();
+        assert_eq!(counts(&out), [3, 2], "within the TTL: values kept");
+        clock.advance(Duration::from_secs(59));
+        out.clear();
+        // 118 s after the cold keys were written (cold-0: 59 s), 59 s after `hot`.
+        op.process(words(&["hot", "cold-1", "cold-0"]), &mut out).await.unwrap();
+        assert_eq!(counts(&out), [4, 1, 3], "cold-1 expired: counts from zero");
+        // Incremental cleanup removes the 498 expired keys over the next batches.
+        for _ in 0..200 {
+            op.process(words(&["hot"]), &mut out).await.unwrap();
+        }
+        assert_eq!(op.len(), 3, "only hot, cold-0 and cold-1 are held");
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        assert_eq!(enc.key_groups.iter().map(|b| b.entries).sum::<u64>(), 3);
+        clock.advance(Duration::from_secs(61));
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        assert!(enc.key_groups.is_empty(), "all expired at this barrier");
     }
 }

@@ -1,2 +1,5 @@
+pub mod heap;
 pub mod key_group;
+pub mod keyed_block;
 pub mod snapshot;
+pub mod ttl;

@@ -1,0 +1,366 @@
+//! Table tests of the copy-on-write heap state and its TTL.
+
+use super::*;
+use crate::state::key_group::{key_group_of_hash, key_group_range};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const MAX_P: u32 = 8;
+
+fn key(i: i64) -> Key {
+    Key::Int(i)
+}
+
+fn state(ttl: Option<Duration>) -> HeapKeyedState<i64> {
+    HeapKeyedState::new(key_group_range(0, 1, MAX_P), ttl.map(StateTtl::new))
+}
+
+/// Adds `by` to key `i` at `now`, returning the new value.
+fn add(s: &mut HeapKeyedState<i64>, i: i64, by: i64, now: u64) -> i64 {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.update(key_group_of_hash(h, MAX_P), h, &k, now, |old| {
+        old.copied().unwrap_or(0) + by
+    })
+}
+
+fn get(s: &HeapKeyedState<i64>, i: i64, now: u64) -> Option<i64> {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.get(key_group_of_hash(h, MAX_P), h, &k, now).copied()
+}
+
+fn remove(s: &mut HeapKeyedState<i64>, i: i64) -> bool {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.remove(key_group_of_hash(h, MAX_P), h, &k)
+}
+
+/// Decodes encoded blocks into key → value (checking the block's entry counts).
+fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, i64> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        let entries = keyed_block::decode::<i64>(&b.data).unwrap();
+        assert_eq!(entries.len() as u64, b.entries);
+        for (k, v, _) in entries {
+            let Key::Int(i) = k else { panic!("int keys only") };
+            assert!(out.insert(i, v).is_none(), "key {i} in two blocks");
+        }
+    }
+    out
+}
+
+fn map(pairs: &[(i64, i64)]) -> BTreeMap<i64, i64> {
+    pairs.iter().copied().collect()
+}
+
+/// One step of a scenario.
+enum Step {
+    Add(i64, i64),
+    Remove(i64),
+    Snapshot,
+    /// Encode snapshot n (0-based, in order taken) and drop it; expect this content.
+    Encode(usize, &'static [(i64, i64)]),
+    Maintain,
+    /// The live state must be exactly this.
+    Live(&'static [(i64, i64)]),
+    /// Whether every group is owned again (all snapshots released and merged).
+    AllOwned(bool),
+}
+
+#[test]
+fn copy_on_write_snapshot_table() {
+    use Step::*;
+    let scenarios: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "a snapshot sees the state as of its barrier while later writes go on",
+            vec![
+                Add(1, 1),
+                Add(2, 1),
+                Snapshot,
+                Add(1, 10),
+                Add(3, 1),
+                Remove(2),
+                Live(&[(1, 11), (3, 1)]),
+                Encode(0, &[(1, 1), (2, 1)]),
+                Maintain,
+                AllOwned(true),
+                Live(&[(1, 11), (3, 1)]),
+            ],
+        ),
+        (
+            "no merge while the snapshot is held; merge after release",
+            vec![
+                Add(1, 1),
+                Snapshot,
+                Add(1, 1),
+                Maintain,
+                AllOwned(false),
+                Add(1, 1),
+                Live(&[(1, 3)]),
+                Encode(0, &[(1, 1)]),
+                Maintain,
+                AllOwned(true),
+                Add(1, 1),
+                Live(&[(1, 4)]),
+            ],
+        ),
+        (
+            "a second snapshot before the first is released",
+            vec![
+                Add(1, 1),
+                Add(2, 5),
+                Snapshot,
+                Add(1, 1),
+                Remove(2),
+                Add(4, 4),
+                Snapshot,
+                Add(1, 1),
+                Add(2, 7),
+                Add(5, 5),
+                Live(&[(1, 3), (2, 7), (4, 4), (5, 5)]),
+                Encode(1, &[(1, 2), (4, 4)]),
+                Maintain,
+                AllOwned(false),
+                Encode(0, &[(1, 1), (2, 5)]),
+                Maintain,
+                AllOwned(true),
+                Live(&[(1, 3), (2, 7), (4, 4), (5, 5)]),
+            ],
+        ),
+        (
+            "the first snapshot released before the second: the second still sees its barrier",
+            vec![
+                Add(1, 1),
+                Snapshot,
+                Add(1, 1),
+                Snapshot,
+                Add(1, 1),
+                Encode(0, &[(1, 1)]),
+                Maintain,
+                AllOwned(false),
+                Add(1, 1),
+                Encode(1, &[(1, 2)]),
+                Maintain,
+                AllOwned(true),
+                Live(&[(1, 4)]),
+            ],
+        ),
+        (
+            "a key deleted and written again while frozen",
+            vec![
+                Add(7, 2),
+                Snapshot,
+                Remove(7),
+                Live(&[]),
+                Add(7, 3),
+                Live(&[(7, 3)]),
+                Encode(0, &[(7, 2)]),
+                Maintain,
+                AllOwned(true),
+                Live(&[(7, 3)]),
+            ],
+        ),
+    ];
+    for (name, steps) in scenarios {
+        let mut s = state(None);
+        let mut snapshots: Vec<Option<HeapSnapshot<i64>>> = Vec::new();
+        let mut expected_live: BTreeMap<i64, i64> = BTreeMap::new();
+        for (n, step) in steps.into_iter().enumerate() {
+            let at = format!("{name}, step {n}");
+            match step {
+                Add(i, by) => {
+                    let want = expected_live.get(&i).copied().unwrap_or(0) + by;
+                    assert_eq!(add(&mut s, i, by, 0), want, "{at}");
+                    expected_live.insert(i, want);
+                }
+                Remove(i) => {
+                    assert_eq!(remove(&mut s, i), expected_live.remove(&i).is_some(), "{at}");
+                }
+                Snapshot => snapshots.push(Some(s.snapshot(0))),
+                Encode(k, want) => {
+                    let snap = snapshots[k].take().expect("encoded once");
+                    assert_eq!(decode(&snap.encode().unwrap()), map(want), "{at}");
+                }
+                Maintain => s.maintain(0, 0),
+                Live(want) => {
+                    assert_eq!(expected_live, map(want), "{at}: the scenario's own bookkeeping");
+                    for i in 0..10 {
+                        assert_eq!(get(&s, i, 0), expected_live.get(&i).copied(), "{at}: key {i}");
+                    }
+                    assert_eq!(s.len(), want.len(), "{at}: len");
+                }
+                AllOwned(want) => assert_eq!(s.shared.is_empty(), want, "{at}"),
+            }
+        }
+    }
+}
+
+/// Many keys across all key groups: every snapshot equals a plain map copied at its barrier,
+/// whatever the order of writes, snapshots and releases.
+#[test]
+fn snapshots_match_a_copy_taken_at_the_barrier() {
+    let mut s = state(None);
+    let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut pending: Vec<(HeapSnapshot<i64>, BTreeMap<i64, i64>)> = Vec::new();
+    let mut rng = 7u64;
+    for round in 0..40 {
+        for _ in 0..500 {
+            rng = crate::operators::source::generator::splitmix64(rng);
+            let i = (rng % 2000) as i64;
+            if rng.is_multiple_of(11) {
+                assert_eq!(remove(&mut s, i), model.remove(&i).is_some());
+            } else {
+                let v = add(&mut s, i, 1, 0);
+                *model.entry(i).or_default() += 1;
+                assert_eq!(v, model[&i]);
+            }
+        }
+        if round % 3 != 2 {
+            pending.push((s.snapshot(0), model.clone()));
+        }
+        // Release the oldest snapshot every other round, so up to a few are in flight.
+        if round % 2 == 1 && !pending.is_empty() {
+            let (snap, want) = pending.remove(0);
+            assert_eq!(decode(&snap.encode().unwrap()), want, "round {round}");
+        }
+        s.maintain(0, 0);
+        assert_eq!(s.len(), model.len(), "round {round}");
+    }
+    for (snap, want) in pending.drain(..) {
+        assert_eq!(decode(&snap.encode().unwrap()), want);
+    }
+    s.maintain(0, 0);
+    assert!(s.shared.is_empty());
+    assert_eq!(decode(&s.snapshot(0).encode().unwrap()), model);
+}
+
+#[test]
+fn expired_keys_start_over_and_cleanup_shrinks_the_state() {
+    let ttl = Duration::from_secs(10);
+    let mut s = state(Some(ttl));
+    for i in 0..1000 {
+        add(&mut s, i, 5, 1_000);
+    }
+    // Key 0 is written again at 9 s: it lives until 19 s.
+    add(&mut s, 0, 1, 9_000);
+    assert_eq!(get(&s, 1, 10_999), Some(5), "alive just before the TTL");
+    assert_eq!(get(&s, 1, 11_000), None, "expired at written + ttl");
+    assert_eq!(add(&mut s, 1, 1, 12_000), 1, "an expired key counts from zero");
+    assert_eq!(
+        add(&mut s, 0, 1, 12_000),
+        7,
+        "a key written within the TTL keeps its value"
+    );
+    assert_eq!(s.len(), 1000, "expired entries are held until cleanup");
+    // Incremental cleanup: a little per record, so a few batches remove every expired entry.
+    s.maintain(12_000, 30);
+    assert!(
+        s.len() < 1000 && s.len() > 2,
+        "one small batch cleans part of the state: {}",
+        s.len()
+    );
+    for _ in 0..100 {
+        s.maintain(12_000, 30);
+    }
+    assert_eq!(s.len(), 2, "only keys 0 and 1 are live");
+    // Snapshot at 20 s: key 0 (written 12 s) and key 1 (12 s) live, nothing else written.
+    let blocks = s.snapshot(20_000).encode().unwrap();
+    assert_eq!(decode(&blocks), map(&[(0, 7), (1, 1)]));
+    // A snapshot drops what expired by its barrier; a restore drops what expired by then.
+    let blocks = s.snapshot(22_000).encode().unwrap();
+    assert!(decode(&blocks).is_empty(), "both expired at 22 s");
+    let mut restored = state(Some(ttl));
+    restored.restore(s.snapshot(20_000).encode().unwrap(), 21_999).unwrap();
+    assert_eq!(restored.len(), 2);
+    let mut late = state(Some(ttl));
+    late.restore(s.snapshot(20_000).encode().unwrap(), 22_000).unwrap();
+    assert_eq!(late.len(), 0, "restored after the TTL: nothing");
+}
+
+#[test]
+fn ttl_applies_to_writes_made_while_a_snapshot_is_in_flight() {
+    let mut s = state(Some(Duration::from_secs(1)));
+    add(&mut s, 1, 4, 0);
+    let snap = s.snapshot(0);
+    assert_eq!(add(&mut s, 1, 1, 5_000), 1, "expired in the frozen base: starts over");
+    assert_eq!(add(&mut s, 2, 1, 5_000), 1);
+    // Cleanup skips frozen groups; nothing lost.
+    s.maintain(5_500, 1_000_000);
+    assert_eq!(get(&s, 1, 5_500), Some(1));
+    assert_eq!(decode(&snap.encode().unwrap()), map(&[(1, 4)]));
+    s.maintain(5_500, 0);
+    assert!(s.shared.is_empty());
+    assert_eq!(decode(&s.snapshot(5_500).encode().unwrap()), map(&[(1, 1), (2, 1)]));
+}
+
+#[test]
+fn blocks_without_timestamps_restore_as_written_at_restore_time() {
+    let mut old = state(None);
+    add(&mut old, 1, 3, 0);
+    let v1 = old.snapshot(0).encode().unwrap();
+    assert!(
+        postcard::from_bytes::<Vec<(Key, i64)>>(&v1[0].data).is_ok(),
+        "no TTL: the version-1 format of earlier releases"
+    );
+    let mut s = state(Some(Duration::from_secs(10)));
+    s.restore(v1, 50_000).unwrap();
+    assert_eq!(get(&s, 1, 59_999), Some(3));
+    assert_eq!(get(&s, 1, 60_000), None);
+    // And a TTL snapshot restores into a job without TTL (timestamps ignored).
+    let v2 = s.snapshot(50_000).encode().unwrap();
+    assert_eq!(v2[0].data[10], keyed_block::BLOCK_VERSION_TTL);
+    assert!(v2[0].data.starts_with(&keyed_block::VERSIONED_PREFIX));
+    let mut plain = state(None);
+    plain.restore(v2, u64::MAX).unwrap();
+    assert_eq!(get(&plain, 1, u64::MAX), Some(3));
+}
+
+#[test]
+fn a_block_that_does_not_decode_names_its_key_group() {
+    let mut s = state(None);
+    let err = s
+        .restore(
+            vec![KeyGroupBlock {
+                key_group: 3,
+                entries: 1,
+                data: vec![9],
+            }],
+            0,
+        )
+        .unwrap_err();
+    assert!(err.starts_with("key group 3 does not decode"), "{err}");
+}
+
+/// Rescale of TTL state: each subtask of the new parallelism takes exactly its key groups,
+/// with their write times (a key written long ago still expires on time after the rescale).
+#[test]
+fn ttl_blocks_split_by_key_group_on_rescale() {
+    let ttl = Some(StateTtl::new(Duration::from_secs(10)));
+    let mut s = state(Some(Duration::from_secs(10)));
+    for i in 0..300 {
+        add(&mut s, i, 1, if i < 100 { 0 } else { 5_000 });
+    }
+    let blocks = s.snapshot(5_000).encode().unwrap();
+    let mut total = 0;
+    let mut live_at_12s = 0;
+    for sub in 0..3 {
+        let range = key_group_range(sub, 3, MAX_P);
+        let mut part: HeapKeyedState<i64> = HeapKeyedState::new(range, ttl);
+        part.restore(blocks.clone(), 6_000).unwrap();
+        total += part.len();
+        for i in 0..300 {
+            let k = key(i);
+            let h = key_hash(&k);
+            let kg = key_group_of_hash(h, MAX_P);
+            if range.contains(kg) && part.get(kg, h, &k, 12_000).is_some() {
+                live_at_12s += 1;
+            }
+        }
+    }
+    assert_eq!(total, 300, "every key restored exactly once");
+    assert_eq!(
+        live_at_12s, 200,
+        "keys written at 0 s expired at 10 s, after the rescale"
+    );
+}

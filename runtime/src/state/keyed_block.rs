@@ -1,0 +1,96 @@
+//! The encoding of one key group's entries inside a [`KeyGroupBlock`](crate::state::snapshot::KeyGroupBlock)'s `data`.
+//!
+//! Two versions, both decoded by this build:
+//! - version 1 (no TTL, every file written before TTL existed, and every file of a step
+//!   without `ttl`): the postcard encoding of `Vec<(Key, V)>`, which starts with the entry
+//!   count as a postcard varint.
+//! - version 2 (a step with `ttl`): [`VERSIONED_PREFIX`] (ten `0xFF` bytes: a varint that never
+//!   ends, which postcard rejects, so a release that knows only version 1 fails with "does not
+//!   decode" instead of reading a wrong length), the version byte `2`, then the postcard
+//!   encoding of `Vec<(Key, V, u64)>`, the `u64` being the entry's last write in ms since the
+//!   Unix epoch.
+//!
+//! A later version takes the next version byte after the same prefix; a build that does not
+//! know it says so.
+
+use crate::record::Key;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The version byte of blocks with write timestamps.
+pub const BLOCK_VERSION_TTL: u8 = 2;
+
+/// The start of every block of version 2 or later: not a valid postcard varint, so never the
+/// start of a version-1 block.
+pub const VERSIONED_PREFIX: [u8; 10] = [0xFF; 10];
+
+/// One decoded entry: key, value and, from a version-2 block, its last write (ms since the
+/// Unix epoch).
+pub type DecodedEntry<V> = (Key, V, Option<u64>);
+
+/// Encodes version 1: `entries` as `(key, value)`.
+pub fn encode_v1<V: Serialize>(entries: &[(&Key, &V)]) -> Result<Vec<u8>, postcard::Error> {
+    postcard::to_stdvec(entries)
+}
+
+/// Encodes version 2: `entries` as `(key, value, written_ms)` after the 2-byte prefix.
+pub fn encode_v2<V: Serialize>(entries: &[(&Key, &V, u64)]) -> Result<Vec<u8>, postcard::Error> {
+    let mut data = Vec::with_capacity(VERSIONED_PREFIX.len() + 1 + entries.len() * 16);
+    data.extend_from_slice(&VERSIONED_PREFIX);
+    data.push(BLOCK_VERSION_TTL);
+    postcard::to_extend(entries, data)
+}
+
+/// Decodes a block of either version. Errors: the reason (unknown version, undecodable
+/// body); the caller names the operator and key group.
+pub fn decode<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<DecodedEntry<V>>, String> {
+    let versioned = data.strip_prefix(&VERSIONED_PREFIX[..]);
+    match versioned {
+        Some([BLOCK_VERSION_TTL, body @ ..]) => {
+            let entries: Vec<(Key, V, u64)> = postcard::from_bytes(body).map_err(|e| e.to_string())?;
+            Ok(entries.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect())
+        }
+        Some([version, ..]) => Err(format!(
+            "keyed state block version {version} is unknown to this build (it reads 1 and {BLOCK_VERSION_TTL}); \
+             restore with the Weir version that wrote it or newer"
+        )),
+        Some([]) => Err("keyed state block ends after its version prefix".into()),
+        None => {
+            let entries: Vec<(Key, V)> = postcard::from_bytes(data).map_err(|e| e.to_string())?;
+            Ok(entries.into_iter().map(|(k, v)| (k, v, None)).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_versions_round_trip_and_unknown_versions_are_named() {
+        let a = Key::Str("a".into());
+        let b = Key::Int(300);
+        let v1 = encode_v1(&[(&a, &1i64), (&b, &2i64)]).unwrap();
+        let v2 = encode_v2(&[(&a, &1i64, 10), (&b, &2i64, 20)]).unwrap();
+        // What a release that knows only version 1 does with a version-2 block: an error.
+        assert!(postcard::from_bytes::<Vec<(Key, i64)>>(&v2).is_err());
+        let unknown = [&VERSIONED_PREFIX[..], &[9, 1]].concat();
+        type Row<'a> = (&'a [u8], Result<Vec<DecodedEntry<i64>>, &'a str>);
+        let rows: [Row; 6] = [
+            (&v1, Ok(vec![(a.clone(), 1, None), (b.clone(), 2, None)])),
+            (&v2, Ok(vec![(a.clone(), 1, Some(10)), (b.clone(), 2, Some(20))])),
+            // An empty version-1 list (never written, but decodable).
+            (&[0], Ok(vec![])),
+            (&unknown, Err("keyed state block version 9 is unknown")),
+            (&VERSIONED_PREFIX, Err("ends after its version prefix")),
+            (&[5], Err("")),
+        ];
+        for (data, want) in rows {
+            match (decode::<i64>(data), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{data:?}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{data:?}: {got}"),
+                (got, want) => panic!("{data:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
