@@ -111,6 +111,9 @@ pub(super) async fn write_channel(
                 false,
             ),
             Element::End => (vec![encode_frame(&DataFrame::End)], true),
+            // Event-time jobs are refused in the cluster (`Job::check_distributed`): no
+            // watermark reaches a data channel.
+            Element::Watermark(_) => continue,
         };
         for frame in frames {
             while credits == 0 {

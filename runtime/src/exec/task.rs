@@ -5,6 +5,7 @@
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::{Control, Element, TaskEvent};
+use super::watermark::{BoundedOutOfOrderness, END_OF_TIME, InputWatermarks, Segment, Watermark, event_time_millis};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::job::CheckpointMode;
@@ -32,6 +33,19 @@ pub struct TaskMetrics {
     pub alignment_ns: AtomicU64,
     /// Batches queued in this subtask's output channels, sampled after each send.
     pub output_buffers_used: AtomicU64,
+    /// Records a window operator of this subtask dropped as late (beyond allowed lateness).
+    pub late_records_dropped: Arc<AtomicU64>,
+}
+
+/// Event time in a source subtask: the field read from each record and the watermark
+/// generator ([`BoundedOutOfOrderness`]).
+pub struct SourceEventTime {
+    /// Top-level field holding the event time.
+    pub field: String,
+    /// Watermark generation.
+    pub generator: BoundedOutOfOrderness,
+    /// After this long without records the subtask sends [`Watermark::Idle`].
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
@@ -158,6 +172,59 @@ impl TaskCore {
             cur = next;
         }
         self.output.records(cur, &self.metrics).await
+    }
+
+    /// Passes watermark `w` through the chain: each operator sees it after the records the
+    /// operators before it emitted on it (fired windows); then records and watermark go out.
+    async fn process_watermark(&mut self, w: Watermark) -> TaskResult<()> {
+        let mut pending: Vec<Record> = Vec::new();
+        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
+            if !pending.is_empty() {
+                let mut next = Vec::with_capacity(pending.len());
+                op.process(std::mem::take(&mut pending), &mut next)
+                    .await
+                    .map_err(|e| e.context(format!("operator {uid}")))?;
+                pending = next;
+            }
+            if let Watermark::Time(t) = w {
+                op.on_watermark(t, &mut pending)
+                    .await
+                    .map_err(|e| e.context(format!("operator {uid}")))?;
+            }
+        }
+        self.output.records(pending, &self.metrics).await?;
+        self.output.broadcast(|| Element::Watermark(w), &self.metrics).await
+    }
+
+    /// Emits a source batch with its watermarks: reads each record's event time and sends
+    /// records and watermarks in the order [`BoundedOutOfOrderness::split_batch`] gives.
+    async fn process_with_event_time(
+        &mut self,
+        batch: Vec<Record>,
+        event_time: &mut SourceEventTime,
+        source_uid: &str,
+    ) -> TaskResult<()> {
+        let mut times = Vec::with_capacity(batch.len());
+        for r in &batch {
+            let value = r.row.get(&event_time.field).unwrap_or(&crate::record::Datum::Null);
+            times.push(event_time_millis(value).map_err(|e| {
+                TaskError(format!(
+                    "operator {source_uid}: event-time field `{}` (eventTime.field): {e}",
+                    event_time.field
+                ))
+            })?);
+        }
+        let mut rest = batch;
+        for segment in event_time.generator.split_batch(&times) {
+            match segment {
+                Segment::Records(range) => {
+                    let tail = rest.split_off(range.len());
+                    self.process(std::mem::replace(&mut rest, tail)).await?;
+                }
+                Segment::Watermark(t) => self.process_watermark(Watermark::Time(t)).await?,
+            }
+        }
+        Ok(())
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
@@ -310,8 +377,11 @@ pub async fn run_source(
     mut source: Box<dyn Source>,
     source_id: (String, String),
     read_log: Option<ReadPositionLog>,
+    mut event_time: Option<SourceEventTime>,
 ) -> TaskResult<()> {
     let mut paused = false;
+    let mut last_records = Instant::now();
+    let mut idle = false;
     let mut exhausted = false;
     let rate = source.max_records_per_second();
     let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
@@ -364,6 +434,10 @@ pub async fn run_source(
             .await
             .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         if !more {
+            if event_time.is_some() && !exhausted {
+                // A bounded source ends with the watermark of the end of time: every window fires.
+                core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
+            }
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
@@ -375,7 +449,22 @@ pub async fn run_source(
         }
         emitted += batch.len() as u64;
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        core.process(batch).await?;
+        match &mut event_time {
+            None => core.process(batch).await?,
+            Some(et) if batch.is_empty() => {
+                if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
+                    idle = true;
+                    core.process_watermark(Watermark::Idle).await?;
+                }
+            }
+            Some(et) => {
+                last_records = Instant::now();
+                core.process_with_event_time(batch, et, &source_id.0).await?;
+                if std::mem::replace(&mut idle, false) {
+                    core.process_watermark(Watermark::Time(et.generator.current())).await?;
+                }
+            }
+        }
         // A source chained with every operator of its job never waits on a channel: yield once
         // per batch, or the tasks it spawned (the asynchronous part of a snapshot, which acks
         // the checkpoint) wait in this worker thread's LIFO slot, which other workers cannot
@@ -413,6 +502,7 @@ pub async fn run_inputs(
     let n = inputs.len();
     let mut live = vec![true; n];
     let mut align = Alignment::new(n);
+    let mut watermarks = InputWatermarks::new(n);
     let mut rr = 0usize;
     loop {
         let skip: Vec<bool> = (0..n).map(|i| !live[i] || align.is_held(i, mode)).collect();
@@ -436,6 +526,11 @@ pub async fn run_inputs(
             Ok((_, Some(Element::Records(batch)))) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 core.process(batch).await?;
+            }
+            Ok((i, Some(Element::Watermark(w)))) => {
+                if let Some(forward) = watermarks.on_watermark(i, w) {
+                    core.process_watermark(forward).await?;
+                }
             }
             Ok((i, Some(Element::Barrier(b)))) => {
                 if let BarrierAction::Snapshot(b, waited) = align.on_barrier(i, b, &live) {

@@ -3,6 +3,7 @@
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
 pub mod dataflow;
+pub mod event_time;
 pub mod fields;
 pub mod schema;
 pub mod spec;
@@ -11,7 +12,8 @@ pub mod validate;
 
 pub use spec::*;
 pub use validate::{
-    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism,
+    AT_MOST_ONCE_ONLY_LOCAL, EVENT_TIME_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind,
+    default_max_parallelism,
 };
 
 use std::path::Path;

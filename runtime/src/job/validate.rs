@@ -82,6 +82,8 @@ pub enum OperatorKind {
         expression: Option<String>,
         as_field: String,
     },
+    /// Keyed event-time window aggregation.
+    Window(super::event_time::WindowDef),
     /// Transactional file sink.
     FileSink(FileSinkSpec),
     /// Stdout sink.
@@ -103,6 +105,7 @@ impl OperatorKind {
             OperatorKind::FlatMap(_) => "flatMap",
             OperatorKind::KeyBy { .. } => "keyBy",
             OperatorKind::Aggregate { func, .. } => func.name(),
+            OperatorKind::Window(_) => "window",
             OperatorKind::FileSink(_) => "sink-file",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
@@ -117,8 +120,14 @@ impl OperatorKind {
             OperatorKind::FileSource(_)
                 | OperatorKind::Generator(_)
                 | OperatorKind::Aggregate { .. }
+                | OperatorKind::Window(_)
                 | OperatorKind::FileSink(_)
         )
+    }
+
+    /// Whether the operator reads a `keyBy` (an aggregation or a window).
+    pub fn is_keyed(&self) -> bool {
+        matches!(self, OperatorKind::Aggregate { .. } | OperatorKind::Window(_))
     }
 
     /// Whether the operator is a source (reads no input).
@@ -178,7 +187,12 @@ pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir ru
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
 
-fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
+/// The error the distributed runtime (and so the operator) gives for a job with event time
+/// (a source's `eventTime` or a `window` step): watermarks do not cross the binary exchange yet.
+pub const EVENT_TIME_ONLY_LOCAL: &str =
+    "event time (`eventTime`, `window`) runs with weir run only so far: watermarks do not cross workers yet";
+
+pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
         .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
 }
@@ -268,13 +282,17 @@ impl Job {
     /// read-position log is written by `weir run` only).
     ///
     /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
+    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`EVENT_TIME_ONLY_LOCAL`], on
+    /// `spec.job.steps`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.is_multi_input() {
             return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
         }
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
+        }
+        if super::event_time::uses_event_time(&self.operators, &self.spec.job.steps) {
+            return Err(JobError::new("spec.job.steps", EVENT_TIME_ONLY_LOCAL));
         }
         Ok(())
     }
@@ -289,6 +307,9 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     let at = format!("spec.job.steps[{i}]");
     let mut kinds = Vec::new();
     if let Some(s) = &step.source {
+        if let Some(et) = &s.event_time {
+            super::event_time::event_time(&format!("{at}.source.eventTime"), et)?;
+        }
         kinds.push(match (&s.file, &s.generator) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
@@ -359,6 +380,12 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             });
         }
     }
+    if let Some(w) = &step.window {
+        kinds.push(OperatorKind::Window(super::event_time::window_def(
+            &format!("{at}.window"),
+            w,
+        )?));
+    }
     if step.union.is_some() {
         kinds.push(OperatorKind::Union);
     }
@@ -384,7 +411,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, union, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, sink",
         )),
         _ => Err(JobError::new(
             at,
@@ -420,7 +447,8 @@ fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     if super::dataflow::is_dataflow(steps) {
-        let ops = super::dataflow::validate(steps)?;
+        let mut ops = super::dataflow::validate(steps)?;
+        super::event_time::resolve_time_fields(&mut ops, steps)?;
         super::schema::check_steps(&ops, None)?;
         return Ok(ops);
     }
@@ -443,22 +471,20 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         if (i == last) != is_sink {
             return Err(JobError::new(at, "the last step, and only it, must be a `sink`"));
         }
-        if matches!(kind, OperatorKind::Aggregate { .. })
-            && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. }))
-        {
+        if kind.is_keyed() && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. })) {
             return Err(JobError::new(
                 at,
                 format!("`{}` must directly follow a `keyBy` step", kind.name()),
             ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })
-            && !steps
-                .get(i + 1)
-                .is_some_and(|s| s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some())
+            && !steps.get(i + 1).is_some_and(|s| {
+                s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some() || s.window.is_some()
+            })
         {
             return Err(JobError::new(
                 at,
-                "`keyBy` must be followed by an aggregation (count, sum, min, max)",
+                "`keyBy` must be followed by an aggregation (count, sum, min, max) or a `window`",
             ));
         }
         let uid = step_uid(i, step, &kind, &ops)?;
@@ -470,6 +496,7 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             inputs,
         });
     }
+    super::event_time::resolve_time_fields(&mut ops, steps)?;
     super::schema::check_steps(&ops, None)?;
     Ok(ops)
 }
