@@ -11,6 +11,7 @@
 //! | `weir_records_out_total` | counter | job, task, operator, subtask | records emitted (or written) by a subtask |
 //! | `weir_backpressured_seconds_total` | counter | job, task, operator, subtask | time waiting for space in output channels |
 //! | `weir_output_buffers_used` | gauge | job, task, operator, subtask | batches queued in the last-used output channel (capacity 8) |
+//! | `weir_late_records_dropped_total` | counter | job, task, operator, subtask | records a `window` dropped as later than its allowed lateness (present once one was dropped) |
 //!
 //! The process coordinating the job (`weir run`, `weir coordinator`) adds:
 //!
@@ -141,6 +142,7 @@ pub fn render(scrape: &Scrape) -> String {
     let rout = Family::<Labels, Counter>::default();
     let bp = Family::<Labels, Counter<f64>>::default();
     let buffers = Family::<Labels, Gauge>::default();
+    let late = Family::<Labels, Counter>::default();
     for (name, subtask, m) in scrape.tasks {
         let (first, last) = chain_ends(name);
         let (head, tail) = (
@@ -154,6 +156,10 @@ pub fn render(scrape: &Scrape) -> String {
         buffers
             .get_or_create(&tail)
             .set(m.output_buffers_used.load(Ordering::Relaxed) as i64);
+        let dropped = m.late_records_dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            late.get_or_create(&tail).inc_by(dropped);
+        }
     }
     reg.register("records_in", "Records received by a subtask", rin);
     reg.register("records_out", "Records emitted by a subtask", rout);
@@ -167,6 +173,11 @@ pub fn render(scrape: &Scrape) -> String {
         "output_buffers_used",
         "Batches queued in the subtask's last-used output channel (capacity 8)",
         buffers,
+    );
+    reg.register(
+        "late_records_dropped",
+        "Records a window dropped because they arrived after its allowed lateness",
+        late,
     );
     let auth_failures = Family::<Labels, Counter>::default();
     for surface in crate::security::refusals::Surface::ALL {

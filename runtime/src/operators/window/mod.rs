@@ -18,7 +18,7 @@ pub mod state;
 
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
-use crate::exec::watermark::{NO_WATERMARK, event_time_millis};
+use crate::exec::watermark::{END_OF_TIME, NO_WATERMARK, event_time_millis};
 use crate::job::event_time::{WINDOW_END_FIELD, WINDOW_START_FIELD, WindowAssigner, WindowDef};
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
@@ -270,6 +270,13 @@ impl StreamOperator for WindowOperator {
             return Ok(());
         }
         self.watermark = watermark;
+        if watermark == END_OF_TIME {
+            tracing::info!(
+                "operator {}: end of event time; {} late records dropped by this subtask",
+                self.uid,
+                self.late_dropped.load(Ordering::Relaxed)
+            );
+        }
         if watermark < self.next_timer {
             return Ok(());
         }
