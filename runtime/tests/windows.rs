@@ -40,7 +40,10 @@ fn github_events() -> Vec<(String, i64)> {
     for f in files {
         for line in BufReader::new(std::fs::File::open(f).unwrap()).lines() {
             let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-            out.push((v["repo"].as_str().unwrap().to_string(), epoch_ms(v["dt"].as_str().unwrap())));
+            out.push((
+                v["repo"].as_str().unwrap().to_string(),
+                epoch_ms(v["dt"].as_str().unwrap()),
+            ));
         }
     }
     out
@@ -53,7 +56,10 @@ fn wiki_edits() -> Vec<(String, i64)> {
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(&l.unwrap()).unwrap();
-            (v["user"].as_str().unwrap().to_string(), epoch_ms(v["time"].as_str().unwrap()))
+            (
+                v["user"].as_str().unwrap().to_string(),
+                epoch_ms(v["time"].as_str().unwrap()),
+            )
         })
         .collect()
 }
@@ -64,7 +70,13 @@ fn window_output(dir: &Path, key: &str, value: &str) -> Vec<String> {
         .iter()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            format!("{}|{}|{}|{}", v[key].as_str().unwrap(), v["window_start"], v["window_end"], v[value])
+            format!(
+                "{}|{}|{}|{}",
+                v[key].as_str().unwrap(),
+                v["window_start"],
+                v["window_end"],
+                v[value]
+            )
         })
         .collect();
     out.sort();
@@ -128,7 +140,11 @@ fn tumbling_counts(events: &[(String, i64)], size: i64, bound: i64) -> (BTreeMap
     let mut counts = BTreeMap::new();
     let (mut max_seen, mut late) = (i64::MIN, 0);
     for (key, t) in events {
-        let watermark = if max_seen == i64::MIN { i64::MIN } else { max_seen - bound - 1 };
+        let watermark = if max_seen == i64::MIN {
+            i64::MIN
+        } else {
+            max_seen - bound - 1
+        };
         let start = t - t.rem_euclid(size);
         if start + size - 1 <= watermark {
             late += 1;
@@ -158,7 +174,11 @@ fn github_events_per_repository_per_minute_equal_an_independent_count() {
     let (counts, late) = tumbling_counts(&events, 60_000, 5_000);
     assert_eq!(late, 0);
     assert_eq!(counts.values().sum::<u64>(), events.len() as u64);
-    assert_same_multiset(&window_output(dir.path(), "repo", "events"), &to_lines(&counts), "bound 5s");
+    assert_same_multiset(
+        &window_output(dir.path(), "repo", "events"),
+        &to_lines(&counts),
+        "bound 5s",
+    );
     assert!(log.contains("0 late records dropped"), "{log}");
 
     // Small bounds at parallelism 1: the test finds the late events itself; the job drops
@@ -166,7 +186,15 @@ fn github_events_per_repository_per_minute_equal_an_independent_count() {
     for (size, bound_ms, bound) in [(60_000, 0, "0s"), (10_000, 500, "500ms")] {
         let dir = tempfile::tempdir().unwrap();
         let window = format!("{{ type: tumbling, size: {}s, as: events }}", size / 1000);
-        let m = manifest(dir.path(), "gh-late", 1, "1s", &github_source(bound, None), "repo", &window);
+        let m = manifest(
+            dir.path(),
+            "gh-late",
+            1,
+            "1s",
+            &github_source(bound, None),
+            "repo",
+            &window,
+        );
         let log = Weir::run(&m, &[], &[]).wait_ok();
         let (counts, late) = tumbling_counts(&events, size, bound_ms);
         assert!(late > 0, "the case must have late events (size {size}, bound {bound})");
@@ -205,7 +233,11 @@ fn wikiticker_sliding_and_session_windows_per_user_equal_independent_computation
             *sliding.entry((user.clone(), start, start + 300_000)).or_insert(0u64) += 1;
         }
     }
-    assert_same_multiset(&window_output(dir.path(), "user", "count"), &to_lines(&sliding), "sliding");
+    assert_same_multiset(
+        &window_output(dir.path(), "user", "count"),
+        &to_lines(&sliding),
+        "sliding",
+    );
 
     // Sessions with a 30 s gap: per user, sorted times; a new session when the next edit is
     // more than 30 s after the previous one (an edit exactly 30 s later touches the session
@@ -239,7 +271,11 @@ fn wikiticker_sliding_and_session_windows_per_user_equal_independent_computation
         }
         sessions.insert((user.clone(), start, end), n);
     }
-    assert_same_multiset(&window_output(dir.path(), "user", "count"), &to_lines(&sessions), "session");
+    assert_same_multiset(
+        &window_output(dir.path(), "user", "count"),
+        &to_lines(&sessions),
+        "session",
+    );
 }
 
 #[test]
@@ -251,7 +287,7 @@ fn windows_are_exactly_once_under_kill_9_and_through_a_rescale() {
 
     let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
-    let source = github_source("5s", Some(40_000));
+    let source = github_source("5s", Some(12_000));
     let window = "{ type: tumbling, size: 1m, as: events }";
     let m = manifest(dir.path(), "gh-kills", 2, "200ms", &source, "repo", window);
     run_with_kills(&m, 3, &[], &mut rng);
@@ -263,12 +299,16 @@ fn windows_are_exactly_once_under_kill_9_and_through_a_rescale() {
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
     let sp1 = stop_with_savepoint(&api, &[]);
-    w.wait_ok();
+    assert!(w.wait_ok().contains("stopped with savepoint"), "stopped mid-input");
     let w = Weir::run(&m, &["--parallelism", "3", "--restore", &sp1], &[]);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
     let sp2 = stop_with_savepoint(&api, &[]);
-    w.wait_ok();
+    assert!(w.wait_ok().contains("stopped with savepoint"), "stopped mid-input");
     Weir::run(&m, &["--parallelism", "1", "--restore", &sp2], &[]).wait_ok();
-    assert_same_multiset(&window_output(dir.path(), "repo", "events"), &expected, "2 → 3 → 1 rescale");
+    assert_same_multiset(
+        &window_output(dir.path(), "repo", "events"),
+        &expected,
+        "2 → 3 → 1 rescale",
+    );
 }

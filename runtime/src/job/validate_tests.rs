@@ -139,11 +139,16 @@ fn default_uids_are_kind_and_position() {
 #[test]
 fn window_steps_need_event_time_and_are_type_checked() {
     use serde_json::json;
-    let gen_src = |event_time: serde_json::Value| json!({"source": {"generator": {"count": 10}, "eventTime": event_time}});
+    let gen_src =
+        |event_time: serde_json::Value| json!({"source": {"generator": {"count": 10}, "eventTime": event_time}});
     let key_by = json!({"keyBy": {"expression": "key"}});
     let tumbling = json!({"window": {"type": "tumbling", "size": "1m"}});
     let sink = json!({"sink": {"print": {}}});
-    let ok = Job::from_spec("t", spec(json!([gen_src(json!({"field": "id"})), key_by, tumbling, sink]))).unwrap();
+    let ok = Job::from_spec(
+        "t",
+        spec(json!([gen_src(json!({"field": "id"})), key_by, tumbling, sink])),
+    )
+    .unwrap();
     let OperatorKind::Window(def) = &ok.operators[2].kind else {
         panic!("not a window: {:?}", ok.operators[2].kind)
     };
@@ -163,7 +168,12 @@ fn window_steps_need_event_time_and_are_type_checked() {
             "spec.job.steps[2].window: the event-time field `idd` (the source's `eventTime.field`) does not exist",
         ),
         (
-            json!([gen_src(json!({"field": "id", "maxOutOfOrderness": "soon"})), key_by, tumbling, sink]),
+            json!([
+                gen_src(json!({"field": "id", "maxOutOfOrderness": "soon"})),
+                key_by,
+                tumbling,
+                sink
+            ]),
             "spec.job.steps[0].source.eventTime.maxOutOfOrderness: `soon` is not a duration",
         ),
         (

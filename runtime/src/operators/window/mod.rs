@@ -272,6 +272,7 @@ impl StreamOperator for WindowOperator {
         self.watermark = watermark;
         if watermark == END_OF_TIME {
             tracing::info!(
+                target: "weir",
                 "operator {}: end of event time; {} late records dropped by this subtask",
                 self.uid,
                 self.late_dropped.load(Ordering::Relaxed)
