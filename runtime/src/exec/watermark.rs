@@ -187,10 +187,12 @@ mod tests {
     use super::*;
     use Segment::{Records, Watermark as Wm};
 
+    /// (bound, batches of event times, segments per batch).
+    type SplitCase = (i64, Vec<Vec<i64>>, Vec<Vec<Segment>>);
+
     #[test]
     fn bounded_out_of_orderness_splits_before_records_behind_the_watermark() {
-        // (bound, batches of event times, segments per batch)
-        let cases: Vec<(i64, Vec<Vec<i64>>, Vec<Vec<Segment>>)> = vec![
+        let cases: Vec<SplitCase> = vec![
             // In order: one segment of records, then max − bound − 1.
             (5, vec![vec![10, 20, 30]], vec![vec![Records(0..3), Wm(24)]]),
             // No advance, no watermark (30 − 5 − 1 was already sent).
