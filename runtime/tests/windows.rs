@@ -312,3 +312,25 @@ fn windows_are_exactly_once_under_kill_9_and_through_a_rescale() {
         "2 → 3 → 1 rescale",
     );
 }
+
+/// The distributed runtime (and so the operator) refuses an event-time job at plan time with
+/// the reason, instead of running it without watermarks.
+#[test]
+fn the_cluster_coordinator_refuses_event_time_jobs_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        "gh-cluster",
+        2,
+        "1s",
+        &github_source("5s", None),
+        "repo",
+        "{ type: tumbling, size: 1m }",
+    );
+    let (ok, stderr) = coordinator_refusal(&m);
+    assert!(!ok, "the coordinator ran an event-time job: {stderr}");
+    assert!(
+        stderr.contains(&format!("spec.job.steps: {}", weir_runtime::job::EVENT_TIME_ONLY_LOCAL)),
+        "{stderr}"
+    );
+}
