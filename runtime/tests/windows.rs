@@ -2,7 +2,7 @@
 //! independent computation in the test: tumbling 1-minute counts per repository on the GitHub
 //! events (with and without late records), sliding 5 min / 1 min and session (gap 30 s) counts
 //! per user on the Wikipedia edits, and exactly-once with windows under kill -9 and through a
-//! rescale by savepoint.
+//! rescale by savepoint, in `weir run` and in the cluster.
 
 mod common;
 use common::*;
@@ -313,24 +313,39 @@ fn windows_are_exactly_once_under_kill_9_and_through_a_rescale() {
     );
 }
 
-/// The distributed runtime (and so the operator) refuses an event-time job at plan time with
-/// the reason, instead of running it without watermarks.
+/// In the distributed runtime watermarks cross workers over the data connections: a windowed
+/// job on a coordinator and three workers, one of them killed with -9 mid-run and replaced,
+/// commits exactly the failure-free results.
 #[test]
-fn the_cluster_coordinator_refuses_event_time_jobs_with_the_reason() {
+fn windows_in_the_cluster_are_exactly_once_across_a_worker_kill() {
+    let events = github_events();
+    let (counts, late) = tumbling_counts(&events, 60_000, 5_000);
+    assert_eq!(late, 0);
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(
         dir.path(),
         "gh-cluster",
-        2,
-        "1s",
-        &github_source("5s", None),
+        4,
+        "300ms",
+        &github_source("5s", Some(6_000)),
         "repo",
-        "{ type: tumbling, size: 1m }",
+        "{ type: tumbling, size: 1m, as: events }",
     );
-    let (ok, stderr) = coordinator_refusal(&m);
-    assert!(!ok, "the coordinator ran an event-time job: {stderr}");
+    let mut c = common::cluster::Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(240));
     assert!(
-        stderr.contains(&format!("spec.job.steps: {}", weir_runtime::job::EVENT_TIME_ONLY_LOCAL)),
-        "{stderr}"
+        c.coordinator.text().contains("restarting in"),
+        "{}",
+        c.coordinator.text()
+    );
+    assert_same_multiset(
+        &window_output(dir.path(), "repo", "events"),
+        &to_lines(&counts),
+        "cluster with a worker kill",
     );
 }

@@ -16,8 +16,9 @@ pub const NO_WATERMARK: i64 = i64::MIN;
 /// `Watermark.MAX_WATERMARK`, `Long.MAX_VALUE`): every window fires.
 pub const END_OF_TIME: i64 = i64::MAX;
 
-/// A watermark or an idleness mark, in band with the records of a channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A watermark or an idleness mark, in band with the records of a channel (and a frame of
+/// the cluster's data connections).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Watermark {
     /// No record with an event time at or before this (epoch ms) will follow on time.
     Time(i64),

@@ -271,14 +271,6 @@ pub fn resolve_time_fields(ops: &mut [Operator], steps: &[Step]) -> Result<(), J
     Ok(())
 }
 
-/// Whether the job reads event time anywhere (a source with `eventTime` or a `window`).
-pub fn uses_event_time(ops: &[Operator], steps: &[Step]) -> bool {
-    ops.iter().any(|o| matches!(o.kind, OperatorKind::Window(_)))
-        || steps
-            .iter()
-            .any(|s| s.source.as_ref().is_some_and(|s| s.event_time.is_some()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -187,11 +187,6 @@ pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir ru
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
 
-/// The error the distributed runtime (and so the operator) gives for a job with event time
-/// (a source's `eventTime` or a `window` step): watermarks do not cross the binary exchange yet.
-pub const EVENT_TIME_ONLY_LOCAL: &str =
-    "event time (`eventTime`, `window`) runs with weir run only so far: watermarks do not cross workers yet";
-
 pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
         .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
@@ -282,17 +277,13 @@ impl Job {
     /// read-position log is written by `weir run` only).
     ///
     /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`EVENT_TIME_ONLY_LOCAL`], on
-    /// `spec.job.steps`.
+    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.is_multi_input() {
             return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
         }
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
-        }
-        if super::event_time::uses_event_time(&self.operators, &self.spec.job.steps) {
-            return Err(JobError::new("spec.job.steps", EVENT_TIME_ONLY_LOCAL));
         }
         Ok(())
     }
