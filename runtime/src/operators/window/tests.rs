@@ -161,3 +161,32 @@ async fn restore_at_another_parallelism_neither_refires_nor_reopens() {
     }
     assert_eq!((fired_after, dropped), (20, 20));
 }
+
+/// The late counter a window increments is the subtask's `weir_late_records_dropped_total`.
+#[test]
+fn late_records_dropped_is_a_metric_of_the_window_subtask() {
+    let m = crate::exec::task::TaskMetrics::default();
+    let no_late = crate::metrics::render(&crate::metrics::Scrape {
+        job: "wc",
+        tasks: &[(
+            "windows -> output".to_string(),
+            1,
+            Arc::new(crate::exec::task::TaskMetrics::default()),
+        )],
+        uptime: std::time::Duration::ZERO,
+        coordinator: None,
+    });
+    assert!(!no_late.contains("weir_late_records_dropped_total{"), "{no_late}");
+    m.late_records_dropped.fetch_add(3, Ordering::Relaxed);
+    let text = crate::metrics::render(&crate::metrics::Scrape {
+        job: "wc",
+        tasks: &[("windows -> output".to_string(), 1, Arc::new(m))],
+        uptime: std::time::Duration::ZERO,
+        coordinator: None,
+    });
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("weir_late_records_dropped_total{"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("subtask=\"1\"") && line.ends_with(" 3"), "{line}");
+}
