@@ -5,7 +5,11 @@
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::{Control, Element, TaskEvent};
-use super::watermark::{BoundedOutOfOrderness, END_OF_TIME, InputWatermarks, Segment, Watermark, event_time_millis};
+use super::watermark::{END_OF_TIME, InputWatermarks, Watermark};
+pub use watermarks::SourceEventTime;
+
+#[path = "task_watermarks.rs"]
+mod watermarks;
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::job::CheckpointMode;
@@ -35,17 +39,6 @@ pub struct TaskMetrics {
     pub output_buffers_used: AtomicU64,
     /// Records a window operator of this subtask dropped as late (beyond allowed lateness).
     pub late_records_dropped: Arc<AtomicU64>,
-}
-
-/// Event time in a source subtask: the field read from each record and the watermark
-/// generator ([`BoundedOutOfOrderness`]).
-pub struct SourceEventTime {
-    /// Top-level field holding the event time.
-    pub field: String,
-    /// Watermark generation.
-    pub generator: BoundedOutOfOrderness,
-    /// After this long without records the subtask sends [`Watermark::Idle`].
-    pub idle_timeout: Option<Duration>,
 }
 
 /// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
@@ -172,59 +165,6 @@ impl TaskCore {
             cur = next;
         }
         self.output.records(cur, &self.metrics).await
-    }
-
-    /// Passes watermark `w` through the chain: each operator sees it after the records the
-    /// operators before it emitted on it (fired windows); then records and watermark go out.
-    async fn process_watermark(&mut self, w: Watermark) -> TaskResult<()> {
-        let mut pending: Vec<Record> = Vec::new();
-        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
-            if !pending.is_empty() {
-                let mut next = Vec::with_capacity(pending.len());
-                op.process(std::mem::take(&mut pending), &mut next)
-                    .await
-                    .map_err(|e| e.context(format!("operator {uid}")))?;
-                pending = next;
-            }
-            if let Watermark::Time(t) = w {
-                op.on_watermark(t, &mut pending)
-                    .await
-                    .map_err(|e| e.context(format!("operator {uid}")))?;
-            }
-        }
-        self.output.records(pending, &self.metrics).await?;
-        self.output.broadcast(|| Element::Watermark(w), &self.metrics).await
-    }
-
-    /// Emits a source batch with its watermarks: reads each record's event time and sends
-    /// records and watermarks in the order [`BoundedOutOfOrderness::split_batch`] gives.
-    async fn process_with_event_time(
-        &mut self,
-        batch: Vec<Record>,
-        event_time: &mut SourceEventTime,
-        source_uid: &str,
-    ) -> TaskResult<()> {
-        let mut times = Vec::with_capacity(batch.len());
-        for r in &batch {
-            let value = r.row.get(&event_time.field).unwrap_or(&crate::record::Datum::Null);
-            times.push(event_time_millis(value).map_err(|e| {
-                TaskError(format!(
-                    "operator {source_uid}: event-time field `{}` (eventTime.field): {e}",
-                    event_time.field
-                ))
-            })?);
-        }
-        let mut rest = batch;
-        for segment in event_time.generator.split_batch(&times) {
-            match segment {
-                Segment::Records(range) => {
-                    let tail = rest.split_off(range.len());
-                    self.process(std::mem::replace(&mut rest, tail)).await?;
-                }
-                Segment::Watermark(t) => self.process_watermark(Watermark::Time(t)).await?,
-            }
-        }
-        Ok(())
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
