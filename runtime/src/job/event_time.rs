@@ -271,6 +271,51 @@ pub fn resolve_time_fields(ops: &mut [Operator], steps: &[Step]) -> Result<(), J
     Ok(())
 }
 
+/// Checks the `eventTime.field` of every source against the source's plan schema (where
+/// known: `schemas[i]` is operator `i`'s output): the field exists and is a string or an
+/// integer.
+///
+/// Errors: naming `spec.job.steps[i].source.eventTime.field`, the field and the source's fields
+/// or the type found.
+pub fn check_source_fields(
+    ops: &[Operator],
+    steps: &[Step],
+    schemas: &[super::schema::PlanSchema],
+) -> Result<(), JobError> {
+    use super::types::FieldType;
+    for (op, schema) in ops.iter().zip(schemas) {
+        let (Some(et), Some(fields)) = (source_event_time(op, steps)?, schema) else {
+            continue;
+        };
+        let at = format!("spec.job.steps[{}].source.eventTime.field", op.index);
+        let Some(field) = fields.iter().find(|f| f.name == et.field) else {
+            let known = fields
+                .iter()
+                .map(|f| format!("`{}`", f.name))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(JobError::new(
+                at,
+                format!(
+                    "the source's records have no field `{}`; their fields are {known}",
+                    et.field
+                ),
+            ));
+        };
+        if !matches!(field.field_type, FieldType::String | FieldType::Int | FieldType::Any) {
+            return Err(JobError::new(
+                at,
+                format!(
+                    "`{}` is a {} field; event time is an ISO-8601 string or an integer of epoch milliseconds",
+                    et.field,
+                    field.field_type.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -440,7 +440,8 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     if super::dataflow::is_dataflow(steps) {
         let mut ops = super::dataflow::validate(steps)?;
         super::event_time::resolve_time_fields(&mut ops, steps)?;
-        super::schema::check_steps(&ops, None)?;
+        let schemas = super::schema::check_steps(&ops, None)?;
+        super::event_time::check_source_fields(&ops, steps, &schemas)?;
         return Ok(ops);
     }
     if steps.len() < 2 {
@@ -488,7 +489,8 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         });
     }
     super::event_time::resolve_time_fields(&mut ops, steps)?;
-    super::schema::check_steps(&ops, None)?;
+    let schemas = super::schema::check_steps(&ops, None)?;
+    super::event_time::check_source_fields(&ops, steps, &schemas)?;
     Ok(ops)
 }
 

@@ -174,6 +174,14 @@ fn window_steps_need_event_time_and_are_type_checked() {
             "spec.job.steps[0].source.eventTime.maxOutOfOrderness: `soon` is not a duration",
         ),
         (
+            json!([gen_src(json!({"field": "idd"})), sink]),
+            "spec.job.steps[0].source.eventTime.field: the source's records have no field `idd`; their fields are `id`, `key`, `value`",
+        ),
+        (
+            json!([{"source": {"file": {"path": "x", "format": "jsonl", "schema": [{"name": "t", "type": "float"}]}, "eventTime": {"field": "t"}}}, sink]),
+            "spec.job.steps[0].source.eventTime.field: `t` is a float field; event time is an ISO-8601 string",
+        ),
+        (
             json!([gen_src(json!({"field": "id"})), tumbling, sink]),
             "spec.job.steps[1]: `window` must directly follow a `keyBy` step",
         ),
