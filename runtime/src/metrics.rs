@@ -15,6 +15,7 @@
 //! | `weir_output_buffers_used` | gauge | job, task, operator, subtask | batches queued in the last-used output channel (capacity 8) |
 //! | `weir_source_pending_records` | gauge | job, task, operator, subtask | records a bounded generator subtask has not read yet (Flink's `pendingRecords`) |
 //! | `weir_source_pending_bytes` | gauge | job, task, operator, subtask | bytes a file source subtask has not read yet, local uncompressed files only (Flink's `pendingBytes`) |
+//! | `weir_late_records_dropped_total` | counter | job, task, operator, subtask | records a `window` dropped as later than its allowed lateness (present once one was dropped) |
 //!
 //! The process coordinating the job (`weir run`, `weir coordinator`) adds:
 //!
@@ -152,6 +153,7 @@ pub fn render(scrape: &Scrape) -> String {
     let buffers = Family::<Labels, Gauge>::default();
     let pending_records = Family::<Labels, Gauge>::default();
     let pending_bytes = Family::<Labels, Gauge>::default();
+    let late = Family::<Labels, Counter>::default();
     for (name, subtask, m) in scrape.tasks {
         let (first, last) = chain_ends(name);
         let (head, tail) = (
@@ -170,6 +172,10 @@ pub fn render(scrape: &Scrape) -> String {
             Some(SourcePending::Bytes(n)) => pending_bytes.get_or_create(&head).set(saturating_i64(n)),
             None => 0,
         };
+        let dropped = m.late_records_dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            late.get_or_create(&tail).inc_by(dropped);
+        }
     }
     reg.register("records_in", "Records received by a subtask", rin);
     reg.register("records_out", "Records emitted by a subtask", rout);
@@ -194,6 +200,11 @@ pub fn render(scrape: &Scrape) -> String {
         "Bytes a file source subtask has not read yet (local uncompressed files; Flink's pendingBytes)",
         Unit::Bytes,
         pending_bytes,
+    );
+    reg.register(
+        "late_records_dropped",
+        "Records a window dropped because they arrived after its allowed lateness",
+        late,
     );
     let auth_failures = Family::<Labels, Counter>::default();
     for surface in crate::security::refusals::Surface::ALL {

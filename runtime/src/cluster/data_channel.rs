@@ -111,6 +111,7 @@ pub(super) async fn write_channel(
                 false,
             ),
             Element::End => (vec![encode_frame(&DataFrame::End)], true),
+            Element::Watermark(w) => (vec![encode_frame(&DataFrame::Watermark(w))], false),
         };
         for frame in frames {
             while credits == 0 {
@@ -189,6 +190,7 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
     loop {
         let el = match recv_data(&mut conn).await {
             Ok(Some(DataFrame::Records(r))) => Element::Records(r),
+            Ok(Some(DataFrame::Watermark(w))) => Element::Watermark(w),
             Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
                 Ok(b) => Element::Barrier(b),
                 Err(e) => {

@@ -431,6 +431,8 @@ pub enum DataFrame {
         /// Whether retrying may succeed.
         retry: bool,
     },
+    /// An event-time watermark or idleness mark, in band with the records.
+    Watermark(crate::exec::watermark::Watermark),
 }
 
 #[cfg(test)]

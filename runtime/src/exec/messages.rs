@@ -1,6 +1,7 @@
 //! Messages between subtasks (data plane, in band with records) and between subtasks and the
 //! checkpoint coordinator (control plane).
 
+use super::watermark::Watermark;
 use crate::checkpoint::{Ack, Barrier};
 use crate::record::Record;
 
@@ -11,6 +12,8 @@ pub enum Element {
     Records(Vec<Record>),
     /// A checkpoint barrier.
     Barrier(Barrier),
+    /// An event-time watermark, or the sender's idleness ([`Watermark`]).
+    Watermark(Watermark),
     /// The upstream subtask will send nothing more.
     End,
 }

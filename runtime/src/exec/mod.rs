@@ -9,6 +9,7 @@ pub mod alignment;
 pub mod messages;
 pub mod plan;
 pub mod task;
+pub mod watermark;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::decide;
@@ -19,6 +20,7 @@ use crate::operators::aggregate::{Aggregate, KeyedStateInit};
 use crate::operators::discard::DiscardSink;
 use crate::operators::sink::{FileSink, PrintSink, commit_restored};
 use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
+use crate::operators::window::WindowOperator;
 use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::key_group::key_group_range;
 use crate::storage::{self, S3Options};
@@ -321,6 +323,7 @@ pub async fn build_task(
         .copied()
         .filter(|&oi| oi != stage[0] || !(is_source || first.kind == OperatorKind::Union))
         .collect();
+    let metrics = Arc::new(TaskMetrics::default());
     let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
     let mut chain_ids = Vec::new();
     for &oi in &chain_ops {
@@ -349,6 +352,23 @@ pub async fn build_task(
                 Box::new(
                     Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
                         .map_err(ctx_err)?,
+                )
+            }
+            OperatorKind::Window(def) => {
+                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
+                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
+                    _ => "key".into(),
+                };
+                Box::new(
+                    WindowOperator::new(
+                        &op.uid,
+                        def,
+                        &key_field,
+                        range,
+                        restore_state,
+                        metrics.late_records_dropped.clone(),
+                    )
+                    .map_err(ctx_err)?,
                 )
             }
             OperatorKind::FileSink(spec) => Box::new(
@@ -381,7 +401,6 @@ pub async fn build_task(
             ));
         }
     };
-    let metrics = Arc::new(TaskMetrics::default());
     let core = TaskCore {
         index,
         subtask: sub,
@@ -408,9 +427,16 @@ pub async fn build_task(
             .await
             .map_err(|e| e.0)?;
         let id = (first.uid.clone(), first.kind.name().to_string());
+        let event_time = crate::job::event_time::source_event_time(first, &job.spec.job.steps)
+            .map_err(|e| e.to_string())?
+            .map(|et| task::SourceEventTime {
+                field: et.field,
+                generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
+                idle_timeout: et.idle_timeout,
+            });
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_source(core, src, id, read_log).await {
+                if let Err(e) = task::run_source(core, src, id, read_log, event_time).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
                         error: format!("{failed_prefix}: {}", e.0),

@@ -5,6 +5,11 @@
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::{Control, Element, TaskEvent};
+use super::watermark::{END_OF_TIME, InputWatermarks, Watermark};
+pub use watermarks::SourceEventTime;
+
+#[path = "task_watermarks.rs"]
+mod watermarks;
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::job::CheckpointMode;
@@ -36,6 +41,8 @@ pub struct TaskMetrics {
     pending_records_plus_one: AtomicU64,
     /// A source subtask's bytes not yet read, plus one (0: not reported).
     pending_bytes_plus_one: AtomicU64,
+    /// Records a window operator of this subtask dropped as late (beyond allowed lateness).
+    pub late_records_dropped: Arc<AtomicU64>,
 }
 
 impl TaskMetrics {
@@ -339,8 +346,11 @@ pub async fn run_source(
     mut source: Box<dyn Source>,
     source_id: (String, String),
     read_log: Option<ReadPositionLog>,
+    mut event_time: Option<SourceEventTime>,
 ) -> TaskResult<()> {
     let mut paused = false;
+    let mut last_records = Instant::now();
+    let mut idle = false;
     let mut exhausted = false;
     let rate = source.max_records_per_second();
     let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
@@ -395,6 +405,10 @@ pub async fn run_source(
             .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         core.metrics.set_source_pending(source.pending());
         if !more {
+            if event_time.is_some() && !exhausted {
+                // A bounded source ends with the watermark of the end of time: every window fires.
+                core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
+            }
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
@@ -406,7 +420,22 @@ pub async fn run_source(
         }
         emitted += batch.len() as u64;
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        core.process(batch).await?;
+        match &mut event_time {
+            None => core.process(batch).await?,
+            Some(et) if batch.is_empty() => {
+                if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
+                    idle = true;
+                    core.process_watermark(Watermark::Idle).await?;
+                }
+            }
+            Some(et) => {
+                last_records = Instant::now();
+                core.process_with_event_time(batch, et, &source_id.0).await?;
+                if std::mem::replace(&mut idle, false) {
+                    core.process_watermark(Watermark::Time(et.generator.current())).await?;
+                }
+            }
+        }
         // A source chained with every operator of its job never waits on a channel: yield once
         // per batch, or the tasks it spawned (the asynchronous part of a snapshot, which acks
         // the checkpoint) wait in this worker thread's LIFO slot, which other workers cannot
@@ -444,6 +473,7 @@ pub async fn run_inputs(
     let n = inputs.len();
     let mut live = vec![true; n];
     let mut align = Alignment::new(n);
+    let mut watermarks = InputWatermarks::new(n);
     let mut rr = 0usize;
     loop {
         let skip: Vec<bool> = (0..n).map(|i| !live[i] || align.is_held(i, mode)).collect();
@@ -467,6 +497,11 @@ pub async fn run_inputs(
             Ok((_, Some(Element::Records(batch)))) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 core.process(batch).await?;
+            }
+            Ok((i, Some(Element::Watermark(w)))) => {
+                if let Some(forward) = watermarks.on_watermark(i, w) {
+                    core.process_watermark(forward).await?;
+                }
             }
             Ok((i, Some(Element::Barrier(b)))) => {
                 if let BarrierAction::Snapshot(b, waited) = align.on_barrier(i, b, &live) {

@@ -117,12 +117,11 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             ));
         }
         if let OperatorKind::KeyBy { .. } = op.kind {
-            let feeds_aggregate =
-                consumer[op.index].is_some_and(|c| matches!(ops[c].kind, OperatorKind::Aggregate { .. }));
+            let feeds_aggregate = consumer[op.index].is_some_and(|c| ops[c].kind.is_keyed());
             if !feeds_aggregate {
                 return Err(JobError::new(
                     format!("spec.job.steps[{}]", op.index),
-                    "`keyBy` must feed an aggregation (count, sum, min, max)",
+                    "`keyBy` must feed an aggregation (count, sum, min, max) or a `window`",
                 ));
             }
         }
@@ -216,7 +215,7 @@ fn resolve_inputs(
 
 /// An aggregation reads exactly a `keyBy`.
 fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[usize], ops: &[Operator]) -> Result<(), JobError> {
-    if let OperatorKind::Aggregate { .. } = kind {
+    if kind.is_keyed() {
         let reads_key_by = matches!(inputs, [j] if matches!(ops[*j].kind, OperatorKind::KeyBy { .. }));
         if !reads_key_by {
             return Err(JobError::new(

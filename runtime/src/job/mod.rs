@@ -3,6 +3,7 @@
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
 pub mod dataflow;
+pub mod event_time;
 pub mod fields;
 pub mod schema;
 pub mod spec;
@@ -50,7 +51,8 @@ pub fn check_source_files(job: &Job) -> Result<(), JobError> {
         return Ok(());
     }
     let samples: Vec<Option<&schema::SourceSample>> = samples.iter().map(Option::as_ref).collect();
-    schema::check_dataflow(&job.operators, &samples).map(|_| ())
+    let schemas = schema::check_dataflow(&job.operators, &samples)?;
+    event_time::check_source_fields(&job.operators, &job.spec.job.steps, &schemas)
 }
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].

@@ -395,12 +395,77 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
                     ])
                 }
             }
+            OperatorKind::Window(def) => {
+                let key_field = match op.inputs.first().map(|&k| &operators[k].kind) {
+                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
+                    _ => "key".into(),
+                };
+                Some(window_output(&at, def, &key_field, key_type, input.as_deref())?)
+            }
             OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink => input,
         };
         schemas.push(schema);
         key_types.push(key_type);
     }
     Ok(schemas)
+}
+
+/// The output of a `window` on rows of `input` (when known): `{<key_field>, window_start,
+/// window_end, <as>}`. Errors: the event-time field missing from `input` or of a type that is
+/// not a string or an integer; a non-numeric value for `sum`, `min`, `max`; an `as` equal to
+/// the key field.
+fn window_output(
+    at: &str,
+    def: &super::event_time::WindowDef,
+    key_field: &str,
+    key_type: FieldType,
+    input: Option<&[Field]>,
+) -> Result<Vec<Field>, JobError> {
+    use super::event_time::{WINDOW_END_FIELD, WINDOW_START_FIELD};
+    if let Some(fields) = input {
+        let Some(time) = fields.iter().find(|f| f.name == def.time_field) else {
+            let known = quoted(fields.iter().map(|f| &f.name));
+            return Err(JobError::new(
+                format!("{at}.window"),
+                format!(
+                    "the event-time field `{}` (the source's `eventTime.field`) does not exist in the records this step                      receives; their fields are {known}: keep it through any `map` before the window",
+                    def.time_field
+                ),
+            ));
+        };
+        if !matches!(time.field_type, FieldType::String | FieldType::Int | FieldType::Any) {
+            return Err(JobError::new(
+                format!("{at}.window"),
+                format!(
+                    "the event-time field `{}` is {} {}; event time is an ISO-8601 string or an integer of epoch                      milliseconds",
+                    def.time_field,
+                    article(time.field_type),
+                    time.field_type.name()
+                ),
+            ));
+        }
+    }
+    let value_type = match (&def.expression, def.func) {
+        (Some(e), func) if func != AggregateFn::Count => {
+            let path = format!("{at}.window.expression");
+            let t = check_expression(&path, e, input)?;
+            check_aggregate_value(&path, func, e, t)?;
+            if t.is_numeric() { t } else { FieldType::Any }
+        }
+        _ => FieldType::Int,
+    };
+    if key_field == def.as_field {
+        return Err(JobError::new(
+            format!("{at}.window.as"),
+            format!("`{key_field}` is also the key's field (the keyBy's `as`); choose another name for the aggregate"),
+        ));
+    }
+    Ok(vec![
+        Field::new(key_field, key_type),
+        Field::new(WINDOW_START_FIELD, FieldType::Int),
+        Field::new(WINDOW_END_FIELD, FieldType::Int),
+        Field::new(def.as_field.clone(), value_type),
+    ])
 }
 
 fn article(t: FieldType) -> &'static str {

@@ -206,7 +206,7 @@ pub struct PipelineSpec {
 }
 
 /// One step of the pipeline. Exactly one of the step fields (`source`, `filter`, `map`,
-/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `union`, `sink`) is set.
+/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `window`, `union`, `sink`) is set.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
@@ -251,6 +251,11 @@ pub struct Step {
     /// Keyed running maximum of a numeric CEL expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<AggregateSpec>,
+    /// Keyed event-time window aggregation (tumbling, sliding or session windows): emits one
+    /// `{<key>, window_start, window_end, <as>}` record per key and window when the watermark
+    /// passes the window's end. Requires a preceding `keyBy` and a source with `eventTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSpec>,
     /// Merge the streams of the steps in `inputs` (two or more, with the same fields where
     /// the plan knows them) into one, as Flink's `DataStream.union`: records interleave in
     /// arrival order; checkpoint barriers are aligned across all inputs.
@@ -261,10 +266,16 @@ pub struct Step {
     pub sink: Option<SinkSpec>,
 }
 
-/// A source. Exactly one of `file`, `generator`.
+/// A source. Exactly one of `file`, `generator`; optionally `eventTime`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSpec {
+    /// Event time and its watermark strategy (as Flink's
+    /// `WatermarkStrategy.forBoundedOutOfOrderness(...).withIdleness(...)`): which field holds
+    /// each record's event time and how far out of order records may arrive. Required by
+    /// `window` steps downstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_time: Option<EventTimeSpec>,
     /// Bounded, replayable file source (by file and byte offset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<FileSourceSpec>,
@@ -423,6 +434,85 @@ pub struct AggregateSpec {
     /// state. Unset: keys are kept for ever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
+}
+
+/// Event time of a source's records and its watermark strategy.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventTimeSpec {
+    /// Top-level field holding the event time: an ISO-8601 / RFC 3339 string in UTC
+    /// (`2015-02-22T21:00:00Z`, fractional seconds allowed) or an integer of epoch milliseconds.
+    pub field: String,
+    /// Bounded out-of-orderness: how far behind the largest event time seen a record may
+    /// arrive and still be on time, e.g. `5s`. The watermark is the largest event time seen
+    /// minus this bound minus 1 ms (as Flink). Default `0s` (records in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_out_of_orderness: Option<String>,
+    /// A source subtask that reads nothing for this long is marked idle: downstream subtasks
+    /// leave it out of their watermark (the minimum over inputs) until it reads again, e.g.
+    /// `1m`. Default: never idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<String>,
+}
+
+/// The kind of window (`window.type`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowType {
+    /// Fixed-size, non-overlapping windows of `size`, aligned to the epoch.
+    #[default]
+    Tumbling,
+    /// Windows of `size` starting every `slide` (a record is in `size / slide` windows).
+    Sliding,
+    /// Per-key activity sessions: a window closes after `gap` without records of its key.
+    Session,
+}
+
+/// A keyed event-time window aggregation. Requires a preceding `keyBy`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowSpec {
+    /// `tumbling`, `sliding` or `session`.
+    #[serde(rename = "type")]
+    pub window_type: WindowType,
+    /// Window length (`tumbling`, `sliding`), e.g. `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// How often a sliding window starts (`sliding` only), e.g. `1m`; divides `size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slide: Option<String>,
+    /// Inactivity gap that closes a session (`session` only), e.g. `30s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<String>,
+    /// `count` (default), `sum`, `min` or `max` of the records of each key and window.
+    #[serde(default)]
+    pub aggregate: WindowAggregate,
+    /// Numeric CEL expression aggregated by `sum`, `min`, `max` (not used by `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    /// Output field holding the aggregate (default: the aggregate's name, e.g. `count`).
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub as_field: Option<String>,
+    /// How long after a window fired records for it are still accepted, each emitting an
+    /// updated result, e.g. `30s`. Default `0s`. Later records are dropped and counted in
+    /// `weir_late_records_dropped_total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_lateness: Option<String>,
+}
+
+/// The aggregate a window computes (`window.aggregate`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowAggregate {
+    /// Number of records.
+    #[default]
+    Count,
+    /// Sum of `expression`.
+    Sum,
+    /// Minimum of `expression`.
+    Min,
+    /// Maximum of `expression`.
+    Max,
 }
 
 /// A union (`union: {}`): takes no settings; its inputs are the step's `inputs`.

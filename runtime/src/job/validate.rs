@@ -84,6 +84,8 @@ pub enum OperatorKind {
         /// State TTL (`None`: keys are kept for ever).
         ttl: Option<Duration>,
     },
+    /// Keyed event-time window aggregation.
+    Window(super::event_time::WindowDef),
     /// Transactional file sink.
     FileSink(FileSinkSpec),
     /// Stdout sink.
@@ -105,6 +107,7 @@ impl OperatorKind {
             OperatorKind::FlatMap(_) => "flatMap",
             OperatorKind::KeyBy { .. } => "keyBy",
             OperatorKind::Aggregate { func, .. } => func.name(),
+            OperatorKind::Window(_) => "window",
             OperatorKind::FileSink(_) => "sink-file",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
@@ -119,8 +122,14 @@ impl OperatorKind {
             OperatorKind::FileSource(_)
                 | OperatorKind::Generator(_)
                 | OperatorKind::Aggregate { .. }
+                | OperatorKind::Window(_)
                 | OperatorKind::FileSink(_)
         )
+    }
+
+    /// Whether the operator reads a `keyBy` (an aggregation or a window).
+    pub fn is_keyed(&self) -> bool {
+        matches!(self, OperatorKind::Aggregate { .. } | OperatorKind::Window(_))
     }
 
     /// Whether the operator is a source (reads no input).
@@ -194,7 +203,7 @@ fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
     Ok(ttl)
 }
 
-fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
+pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
     humantime::parse_duration(s.trim())
         .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
 }
@@ -305,6 +314,9 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     let at = format!("spec.job.steps[{i}]");
     let mut kinds = Vec::new();
     if let Some(s) = &step.source {
+        if let Some(et) = &s.event_time {
+            super::event_time::event_time(&format!("{at}.source.eventTime"), et)?;
+        }
         kinds.push(match (&s.file, &s.generator) {
             (Some(f), None) => {
                 if f.path.trim().is_empty() {
@@ -380,6 +392,12 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             });
         }
     }
+    if let Some(w) = &step.window {
+        kinds.push(OperatorKind::Window(super::event_time::window_def(
+            &format!("{at}.window"),
+            w,
+        )?));
+    }
     if step.union.is_some() {
         kinds.push(OperatorKind::Union);
     }
@@ -405,7 +423,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, union, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, sink",
         )),
         _ => Err(JobError::new(
             at,
@@ -441,8 +459,10 @@ fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     if super::dataflow::is_dataflow(steps) {
-        let ops = super::dataflow::validate(steps)?;
-        super::schema::check_steps(&ops, None)?;
+        let mut ops = super::dataflow::validate(steps)?;
+        super::event_time::resolve_time_fields(&mut ops, steps)?;
+        let schemas = super::schema::check_steps(&ops, None)?;
+        super::event_time::check_source_fields(&ops, steps, &schemas)?;
         return Ok(ops);
     }
     if steps.len() < 2 {
@@ -464,22 +484,20 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         if (i == last) != is_sink {
             return Err(JobError::new(at, "the last step, and only it, must be a `sink`"));
         }
-        if matches!(kind, OperatorKind::Aggregate { .. })
-            && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. }))
-        {
+        if kind.is_keyed() && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. })) {
             return Err(JobError::new(
                 at,
                 format!("`{}` must directly follow a `keyBy` step", kind.name()),
             ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })
-            && !steps
-                .get(i + 1)
-                .is_some_and(|s| s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some())
+            && !steps.get(i + 1).is_some_and(|s| {
+                s.count.is_some() || s.sum.is_some() || s.min.is_some() || s.max.is_some() || s.window.is_some()
+            })
         {
             return Err(JobError::new(
                 at,
-                "`keyBy` must be followed by an aggregation (count, sum, min, max)",
+                "`keyBy` must be followed by an aggregation (count, sum, min, max) or a `window`",
             ));
         }
         let uid = step_uid(i, step, &kind, &ops)?;
@@ -491,7 +509,9 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             inputs,
         });
     }
-    super::schema::check_steps(&ops, None)?;
+    super::event_time::resolve_time_fields(&mut ops, steps)?;
+    let schemas = super::schema::check_steps(&ops, None)?;
+    super::event_time::check_source_fields(&ops, steps, &schemas)?;
     Ok(ops)
 }
 

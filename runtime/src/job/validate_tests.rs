@@ -165,3 +165,78 @@ fn default_uids_are_kind_and_position() {
     assert_eq!(uids, ["source-file-0", "keyBy-1", "counts", "sink-print-3"]);
     assert_eq!(job.max_parallelism, 128);
 }
+
+/// Window jobs: event time comes from the source, the time field and the window's output are
+/// checked at plan time, and the distributed runtime runs them.
+#[test]
+fn window_steps_need_event_time_and_are_type_checked() {
+    use serde_json::json;
+    let gen_src =
+        |event_time: serde_json::Value| json!({"source": {"generator": {"count": 10}, "eventTime": event_time}});
+    let key_by = json!({"keyBy": {"expression": "key"}});
+    let tumbling = json!({"window": {"type": "tumbling", "size": "1m"}});
+    let sink = json!({"sink": {"print": {}}});
+    let ok = Job::from_spec(
+        "t",
+        spec(json!([gen_src(json!({"field": "id"})), key_by, tumbling, sink])),
+    )
+    .unwrap();
+    let OperatorKind::Window(def) = &ok.operators[2].kind else {
+        panic!("not a window: {:?}", ok.operators[2].kind)
+    };
+    assert_eq!(def.time_field, "id");
+    assert!(ok.check_distributed().is_ok(), "watermarks cross workers");
+    let no_event_time = json!({"source": {"generator": {"count": 10}}});
+    let cases = [
+        (
+            json!([no_event_time, key_by, tumbling, sink]),
+            "spec.job.steps[2].window: a window needs event time: set `eventTime` on the source spec.job.steps[0].source",
+        ),
+        (
+            json!([gen_src(json!({"field": "idd"})), key_by, tumbling, sink]),
+            "spec.job.steps[2].window: the event-time field `idd` (the source's `eventTime.field`) does not exist",
+        ),
+        (
+            json!([
+                gen_src(json!({"field": "id", "maxOutOfOrderness": "soon"})),
+                key_by,
+                tumbling,
+                sink
+            ]),
+            "spec.job.steps[0].source.eventTime.maxOutOfOrderness: `soon` is not a duration",
+        ),
+        (
+            json!([gen_src(json!({"field": "idd"})), sink]),
+            "spec.job.steps[0].source.eventTime.field: the source's records have no field `idd`; their fields are `id`, `key`, `value`",
+        ),
+        (
+            json!([{"source": {"file": {"path": "x", "format": "jsonl", "schema": [{"name": "t", "type": "float"}]}, "eventTime": {"field": "t"}}}, sink]),
+            "spec.job.steps[0].source.eventTime.field: `t` is a float field; event time is an ISO-8601 string",
+        ),
+        (
+            json!([gen_src(json!({"field": "id"})), tumbling, sink]),
+            "spec.job.steps[1]: `window` must directly follow a `keyBy` step",
+        ),
+        (
+            json!([gen_src(json!({"field": "id"})), key_by, {"window": {"type": "tumbling", "size": "1m", "aggregate": "sum", "expression": "key"}}, sink]),
+            "spec.job.steps[2].window.expression: `sum` aggregates numbers",
+        ),
+        (
+            json!([gen_src(json!({"field": "id"})), key_by, tumbling, {"filter": {"expression": "window_end > 0 && count > 1 && key != ''"}}, sink]),
+            "",
+        ),
+        (
+            json!([gen_src(json!({"field": "id"})), key_by, tumbling, {"filter": {"expression": "window_end + ''"}}, sink]),
+            "spec.job.steps[3].filter.expression",
+        ),
+    ];
+    for (steps, want) in cases {
+        match Job::from_spec("t", spec(steps.clone())) {
+            Ok(_) => assert_eq!(want, "", "{steps} was accepted"),
+            Err(e) => assert!(
+                !want.is_empty() && e.to_string().starts_with(want),
+                "{steps}: {e}\nwanted: {want}"
+            ),
+        }
+    }
+}

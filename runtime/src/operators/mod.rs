@@ -1,5 +1,5 @@
 //! Operators: sources ([`source`]), stateless transforms ([`transform`]), keyed running
-//! aggregations ([`aggregate`]) and sinks ([`sink`], [`discard`]).
+//! aggregations ([`aggregate`]), event-time windows ([`window`]) and sinks ([`sink`], [`discard`]).
 //!
 //! Chained operators of one subtask implement [`StreamOperator`]: records in, records out, a
 //! synchronous snapshot at each barrier that returns an encoder run asynchronously, and a
@@ -10,6 +10,7 @@ pub mod discard;
 pub mod sink;
 pub mod source;
 pub mod transform;
+pub mod window;
 
 use crate::checkpoint::Barrier;
 use crate::record::Record;
@@ -81,6 +82,13 @@ pub trait StreamOperator: Send {
     /// encoder, or `None` for stateless operators. Sinks pre-commit here.
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         Ok(None)
+    }
+
+    /// The subtask's event-time watermark advanced to `watermark` (epoch ms): fire what it
+    /// closes, appending results to `out`. Called after every record before the watermark;
+    /// the watermark then goes on to the next operator. Most operators ignore it.
+    async fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> TaskResult<()> {
+        Ok(())
     }
 
     /// Checkpoint `id` is complete (its `_metadata` is written): commit what it covers.

@@ -1,0 +1,192 @@
+use super::*;
+use crate::record::KeyedBy;
+use crate::state::key_group::key_group_range;
+use serde_json::json;
+
+fn def(assigner: WindowAssigner, lateness: i64) -> WindowDef {
+    WindowDef {
+        assigner,
+        func: AggregateFn::Count,
+        expression: None,
+        as_field: "count".into(),
+        allowed_lateness_ms: lateness,
+        time_field: "t".into(),
+    }
+}
+
+fn rec(key: &str, t: i64) -> Record {
+    Record {
+        row: Row::from_json(json!({ "t": t })),
+        keyed: Some(KeyedBy::new(Key::Str(key.into()), 8)),
+    }
+}
+
+fn rows(out: &[Record]) -> Vec<serde_json::Value> {
+    out.iter().map(|r| r.row.to_json()).collect()
+}
+
+fn barrier() -> Barrier {
+    let target = Arc::new(crate::checkpoint::SnapshotTarget {
+        store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
+        dir: "x".into(),
+    });
+    Barrier {
+        id: 1,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        stop: false,
+        target,
+        triggered_at_ms: 0,
+    }
+}
+
+fn op(d: &WindowDef, range: KeyGroupRange, restore: OperatorRestore) -> (WindowOperator, Arc<AtomicU64>) {
+    let late = Arc::new(AtomicU64::new(0));
+    (
+        WindowOperator::new("w", d, "k", range, restore, late.clone()).unwrap(),
+        late,
+    )
+}
+
+#[tokio::test]
+async fn tumbling_fires_once_at_the_watermark_then_updates_within_lateness_and_drops_after() {
+    let all = key_group_range(0, 1, 8);
+    let (mut w, late) = op(
+        &def(WindowAssigner::Tumbling { size_ms: 10 }, 5),
+        all,
+        Default::default(),
+    );
+    let mut out = Vec::new();
+    w.process(vec![rec("a", 1), rec("a", 9), rec("b", 3), rec("a", 12)], &mut out)
+        .await
+        .unwrap();
+    assert!(out.is_empty());
+    w.on_watermark(8, &mut out).await.unwrap();
+    assert!(out.is_empty(), "window [0,10) fires at 9");
+    w.on_watermark(9, &mut out).await.unwrap();
+    assert_eq!(
+        rows(&out),
+        vec![
+            json!({"k": "a", "window_start": 0, "window_end": 10, "count": 2}),
+            json!({"k": "b", "window_start": 0, "window_end": 10, "count": 1}),
+        ]
+    );
+    out.clear();
+    // Within lateness (9 + 5 > 12): an update at once.
+    w.on_watermark(12, &mut out).await.unwrap();
+    w.process(vec![rec("a", 2)], &mut out).await.unwrap();
+    assert_eq!(
+        rows(&out),
+        vec![json!({"k": "a", "window_start": 0, "window_end": 10, "count": 3})]
+    );
+    out.clear();
+    // At 14 the lateness of [0,10) has passed: state deleted, a record for it dropped.
+    w.on_watermark(14, &mut out).await.unwrap();
+    assert_eq!(w.windows(), 1, "only [10,20) of a is left");
+    w.process(vec![rec("b", 5)], &mut out).await.unwrap();
+    assert!(out.is_empty());
+    assert_eq!(late.load(Ordering::Relaxed), 1);
+    w.on_watermark(crate::exec::watermark::END_OF_TIME, &mut out)
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&out),
+        vec![json!({"k": "a", "window_start": 10, "window_end": 20, "count": 1})]
+    );
+    assert_eq!(w.windows(), 0);
+}
+
+#[tokio::test]
+async fn sessions_merge_and_fire_after_the_gap() {
+    let all = key_group_range(0, 1, 8);
+    let (mut w, _) = op(&def(WindowAssigner::Session { gap_ms: 10 }, 0), all, Default::default());
+    let mut out = Vec::new();
+    w.process(vec![rec("a", 0), rec("a", 25), rec("a", 12), rec("a", 40)], &mut out)
+        .await
+        .unwrap();
+    // 0 → [0,10); 25 → [25,35); 12 → [12,22) touches neither; 40 → [40,50).
+    w.process(vec![rec("a", 20)], &mut out).await.unwrap(); // [20,30) bridges [12,22) and [25,35)
+    w.on_watermark(100, &mut out).await.unwrap();
+    assert_eq!(
+        rows(&out),
+        vec![
+            json!({"k": "a", "window_start": 0, "window_end": 10, "count": 1}),
+            json!({"k": "a", "window_start": 12, "window_end": 35, "count": 3}),
+            json!({"k": "a", "window_start": 40, "window_end": 50, "count": 1}),
+        ]
+    );
+}
+
+/// A snapshot at parallelism 1, restored at 2: each subtask gets its key groups and the
+/// watermark; nothing fired before fires again, and a record for a window fired and deleted
+/// before the snapshot is late after the restore too.
+#[tokio::test]
+async fn restore_at_another_parallelism_neither_refires_nor_reopens() {
+    let d = def(WindowAssigner::Tumbling { size_ms: 10 }, 0);
+    let (mut w, _) = op(&d, key_group_range(0, 1, 8), Default::default());
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut out = Vec::new();
+    w.process(keys.iter().map(|k| rec(k, 5)).collect(), &mut out)
+        .await
+        .unwrap();
+    w.process(keys.iter().map(|k| rec(k, 15)).collect(), &mut out)
+        .await
+        .unwrap();
+    w.on_watermark(9, &mut out).await.unwrap();
+    assert_eq!(out.len(), 20);
+    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+    let mut fired_after = 0;
+    let mut dropped = 0;
+    for i in 0..2 {
+        let restore = OperatorRestore {
+            key_groups: enc.key_groups.clone(),
+            operator_state: vec![],
+        };
+        let (mut r, late) = op(&d, key_group_range(i, 2, 8), restore);
+        let mine: Vec<Record> = keys
+            .iter()
+            .map(|k| rec(k, 3))
+            .filter(|x| r.range.contains(x.keyed.as_ref().unwrap().key_group))
+            .collect();
+        let n = mine.len();
+        let mut out = Vec::new();
+        r.process(mine, &mut out).await.unwrap();
+        assert!(out.is_empty());
+        dropped += late.load(Ordering::Relaxed);
+        assert_eq!(late.load(Ordering::Relaxed), n as u64);
+        r.on_watermark(9, &mut out).await.unwrap();
+        assert!(out.is_empty(), "[0,10) fired before the snapshot");
+        r.on_watermark(19, &mut out).await.unwrap();
+        fired_after += out.len();
+        assert!(rows(&out).iter().all(|v| v["window_start"] == 10 && v["count"] == 1));
+    }
+    assert_eq!((fired_after, dropped), (20, 20));
+}
+
+/// The late counter a window increments is the subtask's `weir_late_records_dropped_total`.
+#[test]
+fn late_records_dropped_is_a_metric_of_the_window_subtask() {
+    let m = crate::exec::task::TaskMetrics::default();
+    let no_late = crate::metrics::render(&crate::metrics::Scrape {
+        job: "wc",
+        tasks: &[(
+            "windows -> output".to_string(),
+            1,
+            Arc::new(crate::exec::task::TaskMetrics::default()),
+        )],
+        uptime: std::time::Duration::ZERO,
+        coordinator: None,
+    });
+    assert!(!no_late.contains("weir_late_records_dropped_total{"), "{no_late}");
+    m.late_records_dropped.fetch_add(3, Ordering::Relaxed);
+    let text = crate::metrics::render(&crate::metrics::Scrape {
+        job: "wc",
+        tasks: &[("windows -> output".to_string(), 1, Arc::new(m))],
+        uptime: std::time::Duration::ZERO,
+        coordinator: None,
+    });
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("weir_late_records_dropped_total{"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("subtask=\"1\"") && line.ends_with(" 3"), "{line}");
+}
