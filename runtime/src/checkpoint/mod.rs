@@ -4,6 +4,7 @@
 //! point to use, what retention may delete) are pure functions in [`decide`] with table-driven
 //! tests; [`coordinator`] and [`restore`] do the I/O around them.
 
+pub mod alignment_stats;
 pub mod coordinator;
 pub mod decide;
 pub mod guarantee;
@@ -63,8 +64,15 @@ pub struct Ack {
     pub sync_ms: u64,
     /// Asynchronous part (serialize + upload), ms.
     pub async_ms: u64,
-    /// Barrier alignment time, ms (first barrier to last).
+    /// Barrier alignment time, ms (first barrier to the snapshot).
     pub alignment_ms: u64,
+    /// Whether the subtask snapshotted unaligned.
+    #[serde(default)]
+    pub unaligned: bool,
+    /// Its channel-state file (unaligned only): `uid` is the stage's first operator, `kind`
+    /// is `channel-state`, `handle.entries` the number of records.
+    #[serde(default)]
+    pub channel_state: Option<AckedOperator>,
 }
 
 /// One operator's part of an [`Ack`].

@@ -78,7 +78,7 @@ pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadat
 pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
     let metadata = load_metadata(store, dir).await?;
     let mut files = HashMap::new();
-    for op in &metadata.operators {
+    for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
             let path = join(dir, &h.file);
             let url = store.url(&path);

@@ -6,6 +6,8 @@
 //! (every upstream subtask has a bounded channel to every downstream subtask).
 
 pub mod alignment;
+pub mod channel_state;
+pub mod inputs;
 pub mod messages;
 pub mod plan;
 pub mod task;
@@ -282,6 +284,17 @@ pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), 
     Ok(())
 }
 
+/// A subtask's priority lanes (unaligned checkpoints, [`inputs`]): the unbounded channels
+/// that carry barriers ahead of the records queued in the data channels. Empty when
+/// checkpoints are aligned.
+#[derive(Default)]
+pub struct PriorityLanes {
+    /// The lanes of the downstream subtasks this subtask sends to.
+    pub outputs: Vec<mpsc::UnboundedSender<crate::checkpoint::Barrier>>,
+    /// This subtask's own lane (not for a source).
+    pub input: Option<mpsc::UnboundedReceiver<crate::checkpoint::Barrier>>,
+}
+
 /// A subtask ready to start.
 pub struct BuiltTask {
     /// Starts it; the task reports failure as [`TaskEvent::Failed`].
@@ -302,6 +315,7 @@ pub async fn build_task(
     outputs: Option<Vec<mpsc::Sender<Element>>>,
     control: mpsc::UnboundedReceiver<Control>,
     events: mpsc::UnboundedSender<TaskEvent>,
+    lanes: PriorityLanes,
 ) -> Result<BuiltTask, String> {
     let job = &ctx.job;
     let graph = plan::plan_graph(job);
@@ -360,7 +374,15 @@ pub async fn build_task(
                     .map_err(ctx_err)?,
             ),
             OperatorKind::PrintSink => Box::new(PrintSink),
-            OperatorKind::DiscardSink => Box::new(DiscardSink),
+            OperatorKind::DiscardSink => Box::new(DiscardSink::new(
+                job.spec
+                    .job
+                    .steps
+                    .get(op.index)
+                    .and_then(|s| s.sink.as_ref())
+                    .and_then(|s| s.discard.as_ref())
+                    .and_then(|d| d.max_records_per_second),
+            )),
             OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::Union => {
                 return Err(format!("operator {}: must head its stage", op.uid));
             }
@@ -395,6 +417,8 @@ pub async fn build_task(
         control,
         events: events.clone(),
         metrics: metrics.clone(),
+        priority_outputs: lanes.outputs,
+        unaligned_after: job.unaligned_after(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
@@ -422,10 +446,16 @@ pub async fn build_task(
             })
         })
     } else {
-        let mode = job.spec.checkpointing.mode;
+        let setup = task::InputSetup {
+            inputs,
+            mode: job.spec.checkpointing.mode,
+            priority: lanes.input,
+            channel_uid: first.uid.clone(),
+            replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
+        };
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_inputs(core, inputs, mode).await {
+                if let Err(e) = task::run_inputs_with(core, setup).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
                         error: format!("{failed_prefix}: {}", e.0),
@@ -531,6 +561,29 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             }
         }
     }
+    // Priority lanes (unaligned checkpoints): every subtask with inputs has one; each upstream
+    // subtask gets a sender to the lanes of the subtasks it sends to.
+    let mut lanes: HashMap<usize, PriorityLanes> = HashMap::new();
+    if job.unaligned_after().is_some() {
+        for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
+            for down in 0..p {
+                if s.inputs.is_empty() {
+                    continue;
+                }
+                let (tx, rx) = mpsc::unbounded_channel();
+                lanes.entry(stage * p + down).or_default().input = Some(rx);
+                for &(up_stage, exchange) in &s.inputs {
+                    let ups: Vec<usize> = match exchange {
+                        plan::Exchange::Keyed => (0..p).collect(),
+                        plan::Exchange::Forward => vec![down],
+                    };
+                    for up in ups {
+                        lanes.entry(up_stage * p + up).or_default().outputs.push(tx.clone());
+                    }
+                }
+            }
+        }
+    }
     let mut controls = Vec::with_capacity(specs.len());
     let mut starts = Vec::with_capacity(specs.len());
     let mut task_metrics = Vec::with_capacity(specs.len());
@@ -545,6 +598,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             senders.remove(&spec.index),
             rx,
             ev_tx.clone(),
+            lanes.remove(&spec.index).unwrap_or_default(),
         )
         .await?;
         if built.is_source {

@@ -3,11 +3,10 @@
 //! records cross subtasks through bounded channels, so a slow consumer backpressures its
 //! producers.
 
-use super::alignment::{Alignment, BarrierAction};
+pub use super::inputs::{InputSetup, run_inputs, run_inputs_with};
 use super::messages::{Control, Element, TaskEvent};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
-use crate::job::CheckpointMode;
 use crate::operators::source::Source;
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
@@ -15,9 +14,8 @@ use crate::state::key_group::subtask_for_key_group;
 use crate::state::snapshot::{StateFile, StateHandle, encode_state_file};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
+use tokio::sync::mpsc::{Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -117,7 +115,7 @@ impl Output {
         }
     }
 
-    async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
+    pub(super) async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
         for s in self.senders() {
             Self::send_one(s, make(), m).await?;
         }
@@ -145,10 +143,28 @@ pub struct TaskCore {
     pub events: UnboundedSender<TaskEvent>,
     /// Counters.
     pub metrics: Arc<TaskMetrics>,
+    /// Priority lanes of the downstream subtasks (unaligned checkpoints): a barrier sent there
+    /// overtakes the records queued in the data channels. Empty when checkpoints are aligned.
+    pub priority_outputs: Vec<UnboundedSender<Barrier>>,
+    /// When checkpoints switch to unaligned ([`crate::job::Job::unaligned_after`]).
+    pub unaligned_after: Option<Duration>,
+}
+
+/// A snapshot of the chain, ready to upload: `(uid, kind, encoder)` per operator with state.
+pub type SnapshotParts = Vec<(String, String, SnapshotEncoder)>;
+
+/// What the asynchronous part of a snapshot uploads besides the operator state.
+pub struct UploadExtras {
+    /// Barrier alignment before the snapshot.
+    pub alignment: Duration,
+    /// Synchronous part, ms.
+    pub sync_ms: u64,
+    /// Unaligned: the channel state, `(uid of the stage's first operator, records)`.
+    pub channel_state: Option<(String, Vec<Record>)>,
 }
 
 impl TaskCore {
-    async fn process(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+    pub(super) async fn process(&mut self, batch: Vec<Record>) -> TaskResult<()> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             let mut next = Vec::with_capacity(cur.len());
@@ -161,43 +177,100 @@ impl TaskCore {
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
-    /// and uploads asynchronously; the upload task acknowledges to the coordinator.
-    async fn snapshot_and_forward(
+    /// and uploads asynchronously; the upload task acknowledges to the coordinator. A source
+    /// sends a checkpoint barrier on the priority lanes too when checkpoints are unaligned from
+    /// the start, so it overtakes the records queued downstream.
+    pub(super) async fn snapshot_and_forward(
         &mut self,
         barrier: Barrier,
         source: Option<(String, String, EncodedState)>,
         alignment: Duration,
     ) -> TaskResult<()> {
+        let priority = source.is_some()
+            && barrier.kind == crate::control::api::SnapshotKind::Checkpoint
+            && self.unaligned_after == Some(Duration::ZERO);
+        let (parts, sync_ms) = self.snapshot_chain(&barrier, source).await?;
+        self.forward_barrier(&barrier, priority).await?;
+        self.spawn_upload(
+            barrier,
+            parts,
+            UploadExtras {
+                alignment,
+                sync_ms,
+                channel_state: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The synchronous part of a snapshot: every chained operator's encoder (and the source's
+    /// state), with its duration in ms.
+    pub(super) async fn snapshot_chain(
+        &mut self,
+        barrier: &Barrier,
+        source: Option<(String, String, EncodedState)>,
+    ) -> TaskResult<(SnapshotParts, u64)> {
         let t = Instant::now();
-        let mut parts: Vec<(String, String, SnapshotEncoder)> = Vec::new();
+        let mut parts: SnapshotParts = Vec::new();
         if let Some((uid, kind, state)) = source {
             parts.push((uid, kind, Box::new(move || Ok(state))));
         }
         for (op, (uid, kind)) in self.chain.iter_mut().zip(&self.chain_ids) {
             if let Some(enc) = op
-                .snapshot(&barrier)
+                .snapshot(barrier)
                 .await
                 .map_err(|e| e.context(format!("operator {uid}")))?
             {
                 parts.push((uid.clone(), kind.clone(), enc));
             }
         }
-        let sync_ms = t.elapsed().as_millis() as u64;
+        Ok((parts, t.elapsed().as_millis() as u64))
+    }
+
+    /// Forwards `barrier` to every downstream subtask: first on the priority lanes when
+    /// `priority` (unaligned: it overtakes the queued records), then in band, where it marks
+    /// the end of this channel's part of the checkpoint.
+    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<()> {
+        if priority {
+            for lane in &self.priority_outputs {
+                // A downstream subtask that is gone fails through its data channel.
+                let _ = lane.send(barrier.clone());
+            }
+        }
+        self.output
+            .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
+            .await
+    }
+
+    /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
+    /// acknowledges `barrier` to the coordinator (or declines it on failure).
+    pub(super) fn spawn_upload(&self, barrier: Barrier, parts: SnapshotParts, extras: UploadExtras) {
+        let UploadExtras {
+            alignment,
+            sync_ms,
+            channel_state,
+        } = extras;
         self.metrics
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
-        let b = barrier.clone();
-        self.output
-            .broadcast(|| Element::Barrier(b.clone()), &self.metrics)
-            .await?;
         let (task, subtask, parallelism, events) = (self.index, self.subtask, self.parallelism, self.events.clone());
         tokio::spawn(async move {
             let t = Instant::now();
             if upload_hangs(barrier.id) {
                 return std::future::pending::<()>().await;
             }
-            match upload(&barrier, subtask, parallelism, parts).await {
-                Ok(operators) => {
+            let unaligned = channel_state.is_some();
+            let uploaded = match upload(&barrier, subtask, parallelism, parts).await {
+                Ok(operators) => match channel_state {
+                    Some((uid, records)) => upload_channel_state(&barrier, subtask, parallelism, uid, records)
+                        .await
+                        .map(|c| (operators, Some(c))),
+                    None => Ok((operators, None)),
+                },
+                Err(e) => Err(e),
+            };
+            match uploaded {
+                Ok((operators, channel_state)) => {
                     let _ = events.send(TaskEvent::Ack(Ack {
                         checkpoint_id: barrier.id,
                         task,
@@ -205,6 +278,8 @@ impl TaskCore {
                         sync_ms,
                         async_ms: t.elapsed().as_millis() as u64,
                         alignment_ms: alignment.as_millis() as u64,
+                        unaligned,
+                        channel_state,
                     }));
                 }
                 Err(e) => {
@@ -216,10 +291,9 @@ impl TaskCore {
                 }
             }
         });
-        Ok(())
     }
 
-    async fn on_control(&mut self, c: Control) -> TaskResult<Flow> {
+    pub(super) async fn on_control(&mut self, c: Control) -> TaskResult<Flow> {
         match c {
             Control::Complete(id) => {
                 for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
@@ -235,7 +309,7 @@ impl TaskCore {
     }
 
     /// After end-of-stream: keep committing on `Complete` until `Shutdown`.
-    async fn drain_until_shutdown(&mut self) -> TaskResult<()> {
+    pub(super) async fn drain_until_shutdown(&mut self) -> TaskResult<()> {
         let _ = self.events.send(TaskEvent::Ended { task: self.index });
         while let Some(c) = self.control.recv().await {
             if let Flow::Exit = self.on_control(c).await? {
@@ -246,7 +320,7 @@ impl TaskCore {
     }
 }
 
-enum Flow {
+pub(super) enum Flow {
     Continue,
     Exit,
     Source(Control),
@@ -256,6 +330,40 @@ enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
+}
+
+/// Writes a subtask's channel state ([`super::channel_state`]) next to its operator state.
+async fn upload_channel_state(
+    barrier: &Barrier,
+    subtask: u32,
+    parallelism: u32,
+    uid: String,
+    records: Vec<Record>,
+) -> TaskResult<AckedOperator> {
+    use super::channel_state::{CHANNEL_STATE_KIND, CHANNEL_STATE_NAMES, file_name, to_state_file};
+    let uid2 = uid.clone();
+    let entries = records.len() as u64;
+    let bytes = tokio::task::spawn_blocking(move || encode_state_file(&to_state_file(&uid2, subtask, &records)))
+        .await
+        .map_err(|e| TaskError(format!("channel-state encoder panicked: {e}")))?;
+    let name = file_name(&uid, subtask);
+    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+    let path = crate::storage::join(&barrier.target.dir, &name);
+    barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
+    Ok(AckedOperator {
+        uid,
+        kind: CHANNEL_STATE_KIND.to_string(),
+        parallelism,
+        state_names: CHANNEL_STATE_NAMES.iter().map(|s| s.to_string()).collect(),
+        handle: StateHandle {
+            file: name,
+            subtask,
+            key_group_range: None,
+            size,
+            crc32,
+            entries,
+        },
+    })
 }
 
 async fn upload(
@@ -384,88 +492,12 @@ pub async fn run_source(
     }
 }
 
-/// Polls the inputs that are live and not held, round-robin from `start`.
-fn poll_inputs(
-    inputs: &mut [Receiver<Element>],
-    skip: &[bool],
-    start: usize,
-    cx: &mut std::task::Context<'_>,
-) -> Poll<(usize, Option<Element>)> {
-    let n = inputs.len();
-    for k in 0..n {
-        let i = (start + k) % n;
-        if skip[i] {
-            continue;
-        }
-        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
-            return Poll::Ready((i, el));
-        }
-    }
-    Poll::Pending
-}
-
-/// Runs an input subtask until shutdown.
-pub async fn run_inputs(
-    mut core: TaskCore,
-    mut inputs: Vec<Receiver<Element>>,
-    mode: CheckpointMode,
-) -> TaskResult<()> {
-    let n = inputs.len();
-    let mut live = vec![true; n];
-    let mut align = Alignment::new(n);
-    let mut rr = 0usize;
-    loop {
-        let skip: Vec<bool> = (0..n).map(|i| !live[i] || align.is_held(i, mode)).collect();
-        let polled = {
-            let inputs = &mut inputs;
-            let skip = &skip;
-            tokio::select! {
-                biased;
-                c = core.control.recv() => Err(c),
-                r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Ok(r),
-            }
-        };
-        rr = rr.wrapping_add(1);
-        match polled {
-            Err(None) => return Ok(()),
-            Err(Some(c)) => {
-                if let Flow::Exit = core.on_control(c).await? {
-                    return Ok(());
-                }
-            }
-            Ok((_, Some(Element::Records(batch)))) => {
-                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                core.process(batch).await?;
-            }
-            Ok((i, Some(Element::Barrier(b)))) => {
-                if let BarrierAction::Snapshot(b, waited) = align.on_barrier(i, b, &live) {
-                    core.snapshot_and_forward(b, None, waited).await?;
-                }
-            }
-            Ok((i, None)) => {
-                return Err(TaskError(format!(
-                    "input {i} closed without end-of-stream (upstream lost)"
-                )));
-            }
-            Ok((i, Some(Element::End))) => {
-                live[i] = false;
-                if let BarrierAction::Snapshot(b, waited) = align.check(&live) {
-                    core.snapshot_and_forward(b, None, waited).await?;
-                }
-                if live.iter().all(|l| !l) {
-                    core.output.broadcast(|| Element::End, &core.metrics).await?;
-                    return core.drain_until_shutdown().await;
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checkpoint::SnapshotTarget;
     use crate::control::api::SnapshotKind;
+    use crate::job::CheckpointMode;
     use crate::job::validate::AggregateFn;
     use crate::operators::aggregate::Aggregate;
     use crate::record::{Key, KeyedBy};
@@ -521,6 +553,8 @@ mod tests {
             control: ctl_rx,
             events: ev_tx,
             metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after: None,
         };
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);

@@ -244,6 +244,7 @@ impl Job {
         if c.retained == 0 {
             return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
         }
+        check_unaligned(c)?;
         let operators = validate_steps(&spec.job.steps)?;
         Ok(Job {
             name: name.to_string(),
@@ -268,7 +269,8 @@ impl Job {
     /// read-position log is written by `weir run` only).
     ///
     /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
+    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`UNALIGNED_ONLY_LOCAL`], on
+    /// `spec.checkpointing.unaligned`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.is_multi_input() {
             return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
@@ -276,7 +278,27 @@ impl Job {
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
         }
+        if self.spec.checkpointing.unaligned {
+            return Err(JobError::new("spec.checkpointing.unaligned", UNALIGNED_ONLY_LOCAL));
+        }
         Ok(())
+    }
+
+    /// When a subtask switches a checkpoint (never a savepoint) from aligned to unaligned:
+    /// `None` never (aligned checkpoints), `Some(0)` at once (`unaligned: true`), `Some(t)`
+    /// when its last barrier has not arrived `t` after its first (`alignedCheckpointTimeout`).
+    pub fn unaligned_after(&self) -> Option<Duration> {
+        let c = &self.spec.checkpointing;
+        if !c.unaligned {
+            return None;
+        }
+        // Validated in `from_spec`, so the parse cannot fail here.
+        Some(
+            c.aligned_checkpoint_timeout
+                .as_deref()
+                .and_then(|t| humantime::parse_duration(t.trim()).ok())
+                .unwrap_or(Duration::ZERO),
+        )
     }
 
     /// The operator with `uid`, if any.
@@ -371,7 +393,10 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
                 OperatorKind::FileSink(f.clone())
             }
             (None, Some(_), None) => OperatorKind::PrintSink,
-            (None, None, Some(_)) => OperatorKind::DiscardSink,
+            (None, None, Some(d)) => {
+                check_rate_limit(&format!("{at}.sink.discard"), d.max_records_per_second)?;
+                OperatorKind::DiscardSink
+            }
             _ => {
                 return Err(JobError::new(
                     format!("{at}.sink"),
@@ -391,6 +416,32 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             "sets more than one step kind; split it into several steps",
         )),
     }
+}
+
+/// The error for unaligned checkpoints in the distributed runtime.
+pub const UNALIGNED_ONLY_LOCAL: &str = "unaligned checkpoints run with weir run only so far; remove `unaligned` (and `alignedCheckpointTimeout`) for a cluster job";
+
+/// `unaligned` and `alignedCheckpointTimeout`: only with `exactly-once` (the other modes do not
+/// align barriers, so there is nothing to unalign); the timeout only with `unaligned: true`
+/// (as in Flink) and a valid duration.
+fn check_unaligned(c: &crate::job::spec::CheckpointingSpec) -> Result<(), JobError> {
+    if c.unaligned && c.mode != crate::job::CheckpointMode::ExactlyOnce {
+        return Err(JobError::new(
+            "spec.checkpointing.unaligned",
+            "unaligned checkpoints apply to `mode: exactly-once` only (other modes never hold an input for alignment); remove `unaligned: true` or set `mode: exactly-once`",
+        ));
+    }
+    if let Some(t) = &c.aligned_checkpoint_timeout {
+        let field = "spec.checkpointing.alignedCheckpointTimeout";
+        parse_duration(field, t)?;
+        if !c.unaligned {
+            return Err(JobError::new(
+                field,
+                "applies only with `unaligned: true` (as Flink's aligned-checkpoint-timeout): set `unaligned: true` or remove it",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `maxRecordsPerSecond` of the source at `source_path`: unset (no limit) or at least 1.

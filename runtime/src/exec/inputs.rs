@@ -1,0 +1,329 @@
+//! An input subtask's loop: inputs → barrier alignment → chain → output, with unaligned
+//! checkpoints.
+//!
+//! Design (bounded tokio mpsc channels cannot be searched or reordered): every data channel
+//! has a companion *priority lane*, one unbounded channel per subtask that carries only
+//! barriers. A subtask that snapshots a checkpoint unaligned sends the barrier on its
+//! downstream subtasks' priority lanes, then in band. A downstream subtask takes the priority
+//! barrier before any queued record, snapshots at once, forwards it the same way, and from
+//! then on *records* each input until that input's in-band barrier arrives: those records were
+//! sent before the upstream snapshot and are processed after this one, so they are the
+//! checkpoint's channel state ([`super::channel_state`]), in exactly one subtask. While
+//! recording, the subtask drains its recording inputs into a bounded local queue
+//! ([`DRAIN_LIMIT_PER_INPUT`] batches per input) so the in-band barriers arrive without waiting
+//! for the (slow) processing of the records ahead of them; it processes the queue in order
+//! afterwards. The acknowledgement, with the channel-state file, goes out when every live input
+//! delivered its in-band barrier.
+
+use super::alignment::{Alignment, BarrierAction};
+use super::messages::Element;
+use super::task::{Flow, SnapshotParts, TaskCore, UploadExtras};
+use crate::checkpoint::Barrier;
+use crate::job::CheckpointMode;
+use crate::operators::{TaskError, TaskResult};
+use crate::record::{BATCH_SIZE, Record};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+
+/// Batches per recording input drained ahead of processing, at most (bounds the memory an
+/// unaligned checkpoint holds besides the channels themselves).
+pub const DRAIN_LIMIT_PER_INPUT: usize = super::CHANNEL_CAPACITY + 2;
+
+/// How an input subtask is wired.
+pub struct InputSetup {
+    /// One receiver per upstream subtask, ordered by stage input then upstream subtask.
+    pub inputs: Vec<Receiver<Element>>,
+    /// The guarantee (whether inputs are held for alignment).
+    pub mode: CheckpointMode,
+    /// This subtask's priority lane (unaligned checkpoints), `None` when aligned.
+    pub priority: Option<UnboundedReceiver<Barrier>>,
+    /// Uid of the stage's first operator: names the channel state.
+    pub channel_uid: String,
+    /// Channel state of the restore point for this subtask, replayed before any input.
+    pub replay: Vec<Record>,
+}
+
+/// Runs an input subtask with aligned checkpoints until shutdown.
+pub async fn run_inputs(core: TaskCore, inputs: Vec<Receiver<Element>>, mode: CheckpointMode) -> TaskResult<()> {
+    run_inputs_with(
+        core,
+        InputSetup {
+            inputs,
+            mode,
+            priority: None,
+            channel_uid: String::new(),
+            replay: vec![],
+        },
+    )
+    .await
+}
+
+/// A snapshot taken unaligned whose channel state is still being recorded.
+struct PendingUnaligned {
+    barrier: Barrier,
+    parts: SnapshotParts,
+    sync_ms: u64,
+    alignment: Duration,
+    records: Vec<Record>,
+}
+
+/// The loop's state besides the channels.
+struct InputState {
+    mode: CheckpointMode,
+    live: Vec<bool>,
+    align: Alignment,
+    queued: Vec<VecDeque<Element>>,
+    pending: Option<PendingUnaligned>,
+    channel_uid: String,
+}
+
+enum Event {
+    Control(Option<super::messages::Control>),
+    Priority(Barrier),
+    Deadline,
+    Input(usize, Option<Element>),
+}
+
+/// Polls the inputs that are not skipped, round-robin from `start`.
+fn poll_inputs(
+    inputs: &mut [Receiver<Element>],
+    skip: &[bool],
+    start: usize,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<(usize, Option<Element>)> {
+    let n = inputs.len();
+    for k in 0..n {
+        let i = (start + k) % n;
+        if skip[i] {
+            continue;
+        }
+        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
+            return Poll::Ready((i, el));
+        }
+    }
+    Poll::Pending
+}
+
+async fn recv_priority(lane: &mut Option<UnboundedReceiver<Barrier>>) -> Option<Barrier> {
+    match lane {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs an input subtask until shutdown: replays its channel state, then reads its inputs.
+pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResult<()> {
+    let InputSetup {
+        mut inputs,
+        mode,
+        mut priority,
+        channel_uid,
+        replay,
+    } = setup;
+    let n = inputs.len();
+    let mut st = InputState {
+        mode,
+        live: vec![true; n],
+        align: Alignment::with_policy(core.unaligned_after),
+        queued: (0..n).map(|_| VecDeque::new()).collect(),
+        pending: None,
+        channel_uid,
+    };
+    if !replay.is_empty() {
+        tracing::info!(task = core.index, records = replay.len(), "replaying channel state");
+    }
+    for chunk in replay.chunks(BATCH_SIZE) {
+        core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        core.process(chunk.to_vec()).await?;
+    }
+    let mut rr = 0usize;
+    loop {
+        if st.align.recording_id().is_some() {
+            st.drain(&core, &mut inputs);
+        }
+        if let Some(i) = st.next_queued(rr) {
+            let el = st.queued[i].pop_front().expect("a non-empty queue");
+            if st.handle(&mut core, i, el).await? {
+                return core.drain_until_shutdown().await;
+            }
+            continue;
+        }
+        let skip: Vec<bool> = (0..n)
+            .map(|i| !st.live[i] || st.align.is_held(i, mode) || !st.queued[i].is_empty())
+            .collect();
+        let deadline = st.align.deadline();
+        let event = {
+            let inputs = &mut inputs;
+            let skip = &skip;
+            tokio::select! {
+                biased;
+                c = core.control.recv() => Event::Control(c),
+                Some(b) = recv_priority(&mut priority) => Event::Priority(b),
+                _ = sleep_until(deadline) => Event::Deadline,
+                r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Event::Input(r.0, r.1),
+            }
+        };
+        rr = rr.wrapping_add(1);
+        match event {
+            Event::Control(None) => return Ok(()),
+            Event::Control(Some(c)) => {
+                if let Flow::Exit = core.on_control(c).await? {
+                    return Ok(());
+                }
+            }
+            Event::Priority(b) => {
+                let action = st.align.on_priority_barrier(b, &st.live, Instant::now());
+                st.act(&mut core, action).await?;
+            }
+            Event::Deadline => {
+                let action = st.align.check(&st.live, Instant::now());
+                st.act(&mut core, action).await?;
+            }
+            Event::Input(i, Some(el)) => st.intake(&core, i, el),
+            Event::Input(i, None) => {
+                return Err(TaskError(format!(
+                    "input {i} closed without end-of-stream (upstream lost)"
+                )));
+            }
+        }
+    }
+}
+
+impl InputState {
+    /// The next input (round-robin from `start`) with a queued element that is not held.
+    fn next_queued(&self, start: usize) -> Option<usize> {
+        let n = self.queued.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| !self.queued[i].is_empty() && !self.align.is_held(i, self.mode))
+    }
+
+    /// Moves what the recording inputs have queued in their channels into the local queues,
+    /// up to [`DRAIN_LIMIT_PER_INPUT`] batches each.
+    fn drain(&mut self, core: &TaskCore, inputs: &mut [Receiver<Element>]) {
+        for (i, input) in inputs.iter_mut().enumerate() {
+            while self.align.is_recording(i) && self.queued[i].len() < DRAIN_LIMIT_PER_INPUT {
+                match input.try_recv() {
+                    Ok(el) => self.intake(core, i, el),
+                    // Empty, or closed (the closing is found by the next poll).
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// An element received on input `i`: recorded as channel state while input `i` is being
+    /// recorded; the in-band barrier that ends the recording is consumed here; everything else
+    /// is queued for processing in order.
+    fn intake(&mut self, core: &TaskCore, i: usize, el: Element) {
+        if self.align.is_recording(i) {
+            match &el {
+                Element::Records(batch) => {
+                    if let Some(p) = &mut self.pending {
+                        p.records.extend(batch.iter().cloned());
+                    }
+                }
+                Element::Barrier(b) if Some(b.id) == self.align.recording_id() => {
+                    if let BarrierAction::ChannelStateComplete(id) =
+                        self.align.on_barrier(i, b.clone(), &self.live, Instant::now())
+                    {
+                        self.finish(core, id);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.queued[i].push_back(el);
+    }
+
+    /// Processes element `el` of input `i`; `true` when every input has ended (end-of-stream
+    /// forwarded).
+    async fn handle(&mut self, core: &mut TaskCore, i: usize, el: Element) -> TaskResult<bool> {
+        match el {
+            Element::Records(batch) => {
+                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                core.process(batch).await?;
+            }
+            Element::Barrier(b) => {
+                let action = self.align.on_barrier(i, b, &self.live, Instant::now());
+                self.act(core, action).await?;
+            }
+            Element::End => {
+                self.live[i] = false;
+                let action = self.align.check(&self.live, Instant::now());
+                self.act(core, action).await?;
+                if self.live.iter().all(|l| !l) {
+                    core.output.broadcast(|| Element::End, &core.metrics).await?;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Carries out an alignment decision.
+    async fn act(&mut self, core: &mut TaskCore, action: BarrierAction) -> TaskResult<()> {
+        match action {
+            BarrierAction::Wait | BarrierAction::Stale => {}
+            BarrierAction::Snapshot(b, waited) => {
+                self.abandon_older(b.id);
+                core.snapshot_and_forward(b, None, waited).await?;
+            }
+            BarrierAction::SnapshotUnaligned(b, waited) => {
+                self.abandon_older(b.id);
+                let (parts, sync_ms) = core.snapshot_chain(&b, None).await?;
+                core.forward_barrier(&b, true).await?;
+                self.pending = Some(PendingUnaligned {
+                    barrier: b,
+                    parts,
+                    sync_ms,
+                    alignment: waited,
+                    records: vec![],
+                });
+                if let BarrierAction::ChannelStateComplete(id) = self.align.check(&self.live, Instant::now()) {
+                    self.finish(core, id);
+                }
+            }
+            BarrierAction::ChannelStateComplete(id) => self.finish(core, id),
+        }
+        Ok(())
+    }
+
+    /// Drops an unaligned snapshot older than `id` whose channel state never completed (the
+    /// coordinator declines or times it out).
+    fn abandon_older(&mut self, id: u64) {
+        if let Some(p) = self.pending.take_if(|p| p.barrier.id < id) {
+            tracing::debug!(
+                checkpoint = p.barrier.id,
+                "unaligned snapshot abandoned before its channel state was complete"
+            );
+        }
+    }
+
+    /// Channel state of checkpoint `id` complete: upload it with the snapshot and acknowledge.
+    fn finish(&mut self, core: &TaskCore, id: u64) {
+        let Some(p) = self.pending.take_if(|p| p.barrier.id == id) else {
+            return;
+        };
+        core.spawn_upload(
+            p.barrier,
+            p.parts,
+            UploadExtras {
+                alignment: p.alignment,
+                sync_ms: p.sync_ms,
+                channel_state: Some((self.channel_uid.clone(), p.records)),
+            },
+        );
+    }
+}
