@@ -374,19 +374,12 @@ pub async fn build_task(
                     .map_err(ctx_err)?,
             ),
             OperatorKind::PrintSink => Box::new(PrintSink),
-            OperatorKind::DiscardSink => Box::new(DiscardSink::new(
-                job.spec
-                    .job
-                    .steps
-                    .get(op.index)
-                    .and_then(|s| s.sink.as_ref())
-                    .and_then(|s| s.discard.as_ref())
-                    .and_then(|d| d.max_records_per_second),
-            )),
+            OperatorKind::DiscardSink => Box::new(DiscardSink),
             OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::Union => {
                 return Err(format!("operator {}: must head its stage", op.uid));
             }
         };
+        let boxed = crate::operators::throttle::Throttled::wrap(boxed, sink_rate_limit(job, op.index));
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
     }
@@ -469,6 +462,15 @@ pub async fn build_task(
         metrics,
         is_source,
     })
+}
+
+/// `maxRecordsPerSecond` of the sink at step `index` (file or discard), if any.
+fn sink_rate_limit(job: &Job, index: usize) -> Option<u64> {
+    let sink = job.spec.job.steps.get(index)?.sink.as_ref()?;
+    sink.file
+        .as_ref()
+        .and_then(|f| f.max_records_per_second)
+        .or_else(|| sink.discard.as_ref().and_then(|d| d.max_records_per_second))
 }
 
 /// The coordinator's configuration for a job.

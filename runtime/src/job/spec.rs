@@ -459,6 +459,10 @@ pub struct SinkSpec {
 pub struct FileSinkSpec {
     /// Output directory: local path or `s3://bucket/prefix`.
     pub path: String,
+    /// Throttle: at most this many records per second per subtask (at least 1); unset: no
+    /// limit. A deliberately slow sink, to study backpressure and checkpoints under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_per_second: Option<u64>,
 }
 
 /// Stdout sink.

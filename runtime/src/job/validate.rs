@@ -390,6 +390,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
+                check_rate_limit(&format!("{at}.sink.file"), f.max_records_per_second)?;
                 OperatorKind::FileSink(f.clone())
             }
             (None, Some(_), None) => OperatorKind::PrintSink,
@@ -444,7 +445,7 @@ fn check_unaligned(c: &crate::job::spec::CheckpointingSpec) -> Result<(), JobErr
     Ok(())
 }
 
-/// `maxRecordsPerSecond` of the source at `source_path`: unset (no limit) or at least 1.
+/// `maxRecordsPerSecond` of the source or sink at `source_path`: unset (no limit) or at least 1.
 fn check_rate_limit(source_path: &str, max_records_per_second: Option<u64>) -> Result<(), JobError> {
     if max_records_per_second == Some(0) {
         return Err(JobError::new(
