@@ -12,6 +12,9 @@
 //! the channel state is complete when every live input delivered barrier n or ended.
 //! Savepoints are always aligned, as in Flink.
 //!
+//! With a timeout, priority barriers are announcements: the clock starts when the first one
+//! (or the first in-band barrier) arrives.
+//!
 //! Every decision takes the current time as an argument, so the table tests below drive it
 //! without a clock.
 
@@ -157,8 +160,11 @@ impl Alignment {
         }
     }
 
-    /// Registers a priority barrier (an upstream subtask snapshotted unaligned and sent it
-    /// ahead of its queued records) at `now`: snapshot unaligned at once.
+    /// Registers a priority barrier at `now`: an upstream subtask snapshotted checkpoint
+    /// `b.id` and sent the barrier ahead of its queued records. Unaligned from the start: snapshot
+    /// unaligned at once. With an alignment timeout it is an announcement (as Flink's): the
+    /// alignment clock starts now, and the subtask switches to unaligned at the deadline unless
+    /// every in-band barrier arrived before.
     pub fn on_priority_barrier(&mut self, b: Barrier, live: &[bool], now: Instant) -> BarrierAction {
         if self.is_stale(b.id) || !may_be_unaligned(&b) || self.unaligned_after.is_none() {
             return BarrierAction::Stale;
@@ -174,7 +180,11 @@ impl Alignment {
                 }
             }
         }
-        self.switch_to_unaligned(live, now)
+        if self.unaligned_after == Some(Duration::ZERO) {
+            self.switch_to_unaligned(live, now)
+        } else {
+            self.check(live, now)
+        }
     }
 
     /// Re-evaluates at `now` (after an input ended, or at the [`Alignment::deadline`]).
@@ -388,11 +398,30 @@ mod tests {
                 vec![false, false],
             ),
             (
-                "timeout: a priority barrier during alignment switches at once",
+                "timeout: a priority barrier during alignment keeps the clock",
                 2,
                 Some(ms(2000)),
-                vec![(InBand(1, 0, 0), W), (Priority(1, 100), U(1, 100))],
+                vec![(InBand(1, 0, 0), W), (Priority(1, 100), W), (Tick(2000), U(1, 2000))],
                 vec![false, true],
+            ),
+            (
+                "timeout: a priority barrier announces the checkpoint and starts the clock",
+                2,
+                Some(ms(2000)),
+                vec![
+                    (Priority(1, 100), W),
+                    (InBand(1, 1, 500), W),
+                    (Tick(2100), U(1, 2000)),
+                    (InBand(1, 0, 2200), C(1)),
+                ],
+                vec![false, false],
+            ),
+            (
+                "timeout: announced and aligned in time",
+                2,
+                Some(ms(2000)),
+                vec![(Priority(1, 0), W), (InBand(1, 0, 10), W), (InBand(1, 1, 20), S(1, 20))],
+                vec![false, false],
             ),
             (
                 "savepoints are always aligned, even with unaligned checkpoints",

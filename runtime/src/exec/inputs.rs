@@ -327,3 +327,109 @@ impl InputState {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::SnapshotTarget;
+    use crate::control::api::SnapshotKind;
+    use crate::exec::messages::{Control, TaskEvent};
+    use crate::exec::task::Output;
+    use crate::job::validate::AggregateFn;
+    use crate::operators::aggregate::Aggregate;
+    use crate::record::{Key, KeyedBy};
+    use crate::state::key_group::key_group_range;
+    use crate::storage::LocalStore;
+    use std::sync::Arc;
+
+    fn word(w: &str) -> Record {
+        Record {
+            row: crate::record::Row::from_json(serde_json::json!({ "word": w })),
+            keyed: Some(KeyedBy::new(Key::Str(w.into()), 128)),
+        }
+    }
+
+    /// Two inputs into a keyed count with unaligned checkpoints. The priority barrier of
+    /// checkpoint 1 is there before anything: the snapshot holds no word, and every record
+    /// queued ahead of its input's in-band barrier is channel state; "after" follows the
+    /// barrier on input 0 and is in neither.
+    #[tokio::test]
+    async fn a_priority_barrier_snapshots_at_once_and_records_the_overtaken_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let barrier = Barrier {
+            id: 1,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target: Arc::new(SnapshotTarget {
+                store: store.clone(),
+                dir: "chk-1".into(),
+            }),
+            triggered_at_ms: 0,
+        };
+        let range = key_group_range(0, 1, 128);
+        let count = Aggregate::new(
+            "counts",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            range,
+            Default::default(),
+        )
+        .unwrap();
+        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
+        let core = TaskCore {
+            index: 0,
+            subtask: 0,
+            parallelism: 1,
+            chain: vec![Box::new(count)],
+            chain_ids: vec![("counts".into(), "count".into())],
+            output: Output::None,
+            control: ctl_rx,
+            events: ev_tx,
+            metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after: Some(Duration::ZERO),
+        };
+        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
+        let (tx1, rx1) = tokio::sync::mpsc::channel(8);
+        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
+        lane_tx.send(barrier.clone()).unwrap();
+        tx0.send(Element::Records(vec![word("a0")])).await.unwrap();
+        tx0.send(Element::Barrier(barrier.clone())).await.unwrap();
+        tx0.send(Element::Records(vec![word("after")])).await.unwrap();
+        tx1.send(Element::Records(vec![word("b0"), word("b1")])).await.unwrap();
+        tx1.send(Element::Barrier(barrier)).await.unwrap();
+        let setup = InputSetup {
+            inputs: vec![rx0, rx1],
+            mode: CheckpointMode::ExactlyOnce,
+            priority: Some(lane_rx),
+            channel_uid: "counts".into(),
+            replay: vec![],
+        };
+        let task = tokio::spawn(run_inputs_with(core, setup));
+        let ack = match ev_rx.recv().await.unwrap() {
+            TaskEvent::Ack(a) => a,
+            other => panic!("unexpected {other:?}"),
+        };
+        ctl_tx.send(Control::Shutdown).unwrap();
+        task.await.unwrap().unwrap();
+        assert!(ack.unaligned);
+        let state = &ack.operators[0].handle;
+        assert_eq!(state.entries, 0, "snapshot taken before any record was processed");
+        let channel = ack.channel_state.expect("channel state");
+        assert_eq!(channel.handle.entries, 3);
+        let bytes = store.get(&format!("chk-1/{}", channel.handle.file)).await.unwrap();
+        let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
+        let mut words: Vec<String> = file
+            .key_groups
+            .iter()
+            .flat_map(|b| crate::cluster::record_codec::decode(&b.data).unwrap())
+            .map(|r| r.row.get("word").unwrap().to_string())
+            .collect();
+        words.sort();
+        assert_eq!(words, ["\"a0\"", "\"b0\"", "\"b1\""].map(String::from));
+    }
+}

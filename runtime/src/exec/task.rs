@@ -177,18 +177,16 @@ impl TaskCore {
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
-    /// and uploads asynchronously; the upload task acknowledges to the coordinator. A source
-    /// sends a checkpoint barrier on the priority lanes too when checkpoints are unaligned from
-    /// the start, so it overtakes the records queued downstream.
+    /// and uploads asynchronously; the upload task acknowledges to the coordinator. With
+    /// unaligned checkpoints, a checkpoint barrier goes on the priority lanes too, so it
+    /// overtakes the records queued downstream (with an alignment timeout, as an announcement).
     pub(super) async fn snapshot_and_forward(
         &mut self,
         barrier: Barrier,
         source: Option<(String, String, EncodedState)>,
         alignment: Duration,
     ) -> TaskResult<()> {
-        let priority = source.is_some()
-            && barrier.kind == crate::control::api::SnapshotKind::Checkpoint
-            && self.unaligned_after == Some(Duration::ZERO);
+        let priority = barrier.kind == crate::control::api::SnapshotKind::Checkpoint && self.unaligned_after.is_some();
         let (parts, sync_ms) = self.snapshot_chain(&barrier, source).await?;
         self.forward_barrier(&barrier, priority).await?;
         self.spawn_upload(
