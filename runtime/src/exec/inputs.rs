@@ -140,7 +140,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
         channel_uid,
     };
     if !replay.is_empty() {
-        tracing::info!(task = core.index, records = replay.len(), "replaying channel state");
+        tracing::info!(target: "weir", task = core.index, records = replay.len(), "replaying channel state");
     }
     for chunk in replay.chunks(BATCH_SIZE) {
         core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);

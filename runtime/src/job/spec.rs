@@ -142,7 +142,8 @@ pub struct CheckpointingSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unaligned: bool,
     /// With `unaligned: true`: start each checkpoint aligned and switch a subtask to unaligned
-    /// when its last barrier has not arrived this long after its first, e.g. `2s` (Flink's
+    /// when its barriers have not all arrived this long after the checkpoint reached it (its
+    /// first barrier or the barrier's announcement), e.g. `2s` (Flink's
     /// `execution.checkpointing.aligned-checkpoint-timeout`). Unset: unaligned from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aligned_checkpoint_timeout: Option<String>,
