@@ -85,9 +85,10 @@ fn checkpoints_within(m: &Path, window: Duration) -> (u64, Value) {
 
 #[test]
 fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() {
-    // One subtask per stage; the sink takes 2000 records/s while the sources read as fast as
+    // One subtask per stage; the sink takes 25 000 words/s while the sources read as fast as
     // they can, so every channel stays full: an aligned barrier waits behind 8 queued batches
-    // of 1024 lines per channel (about 8 s of sink time), an unaligned one overtakes them.
+    // of 1024 lines (about 10 000 words each) in each channel, several seconds of sink time;
+    // an unaligned one overtakes them and waits for one batch (0.4 s) at most.
     let window = Duration::from_secs(8);
     let mut completed = vec![];
     for (name, checkpointing) in [
@@ -99,7 +100,7 @@ fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() 
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let sink = "{ discard: { maxRecordsPerSecond: 2000 } }";
+        let sink = "{ discard: { maxRecordsPerSecond: 25000 } }";
         let m = manifest(dir.path(), 1, checkpointing, sink);
         let (n, last) = checkpoints_within(&m, window);
         eprintln!("{name}: {n} checkpoints in {window:?}; last: {last}");

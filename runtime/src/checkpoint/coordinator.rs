@@ -368,6 +368,7 @@ pub async fn run(
                             stop,
                             target: Arc::new(target),
                             triggered_at_ms: now_ms(),
+                            is_final,
                         };
                         if stop {
                             shared.lock().expect("lock").state = JobState::Stopping;

@@ -49,6 +49,10 @@ pub struct Barrier {
     pub target: Arc<SnapshotTarget>,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// The final checkpoint of a bounded job (all sources read to the end). Always taken
+    /// aligned, like a savepoint: no later checkpoint would commit the sink output of the
+    /// records an unaligned snapshot leaves in its channel state.
+    pub is_final: bool,
 }
 
 /// A subtask's acknowledgement of a barrier: its state handles and timings.

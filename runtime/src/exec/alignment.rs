@@ -239,9 +239,10 @@ impl Alignment {
     }
 }
 
-/// Whether barrier `b` may be taken unaligned: checkpoints may, savepoints never (Flink).
+/// Whether barrier `b` may be taken unaligned: checkpoints may; savepoints never (Flink), nor
+/// the final checkpoint of a bounded job ([`Barrier::is_final`]).
 fn may_be_unaligned(b: &Barrier) -> bool {
-    b.kind == SnapshotKind::Checkpoint
+    b.kind == SnapshotKind::Checkpoint && !b.is_final
 }
 
 #[cfg(test)]
@@ -263,6 +264,7 @@ mod tests {
             stop: false,
             target: target.clone(),
             triggered_at_ms: 0,
+            is_final: false,
         };
         (dir, make)
     }
@@ -303,6 +305,8 @@ mod tests {
         InBand(u64, usize, u64),
         /// Savepoint barrier (id, input) at t ms.
         SavepointInBand(u64, usize, u64),
+        /// Barrier of the final checkpoint of a bounded job (id, input) at t ms.
+        FinalInBand(u64, usize, u64),
         /// Priority barrier id at t ms.
         Priority(u64, u64),
         /// Input ends at t ms.
@@ -435,6 +439,13 @@ mod tests {
                 vec![false, false],
             ),
             (
+                "the final checkpoint of a bounded job is always aligned",
+                2,
+                Some(ms(0)),
+                vec![(FinalInBand(9, 1, 0), W), (Tick(60_000), W), (FinalInBand(9, 0, 60_000), S(9, 60_000))],
+                vec![false, false],
+            ),
+            (
                 "an input ending completes the channel state",
                 2,
                 Some(ms(0)),
@@ -463,6 +474,11 @@ mod tests {
                 let got = match event {
                     InBand(id, i, t) => a.on_barrier(i, make(id, SnapshotKind::Checkpoint), &live, at(t)),
                     SavepointInBand(id, i, t) => a.on_barrier(i, make(id, SnapshotKind::Savepoint), &live, at(t)),
+                    FinalInBand(id, i, t) => {
+                        let mut b = make(id, SnapshotKind::Checkpoint);
+                        b.is_final = true;
+                        a.on_barrier(i, b, &live, at(t))
+                    }
                     Priority(id, t) => a.on_priority_barrier(make(id, SnapshotKind::Checkpoint), &live, at(t)),
                     End(i, t) => {
                         live[i] = false;

@@ -17,6 +17,7 @@
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::Element;
+use super::send::{Interrupt, recv_lane, sleep_until};
 use super::task::{Flow, SnapshotParts, TaskCore, UploadExtras};
 use crate::checkpoint::Barrier;
 use crate::job::CheckpointMode;
@@ -27,6 +28,7 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+
 
 /// Batches per recording input drained ahead of processing, at most (bounds the memory an
 /// unaligned checkpoint holds besides the channels themselves).
@@ -107,30 +109,17 @@ fn poll_inputs(
     Poll::Pending
 }
 
-async fn recv_priority(lane: &mut Option<UnboundedReceiver<Barrier>>) -> Option<Barrier> {
-    match lane {
-        Some(r) => r.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Runs an input subtask until shutdown: replays its channel state, then reads its inputs.
 pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResult<()> {
     let InputSetup {
         mut inputs,
         mode,
-        mut priority,
+        priority,
         channel_uid,
         replay,
     } = setup;
     let n = inputs.len();
+    core.interrupt_lane = priority;
     let mut st = InputState {
         mode,
         live: vec![true; n],
@@ -144,10 +133,16 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
     }
     for chunk in replay.chunks(BATCH_SIZE) {
         core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        core.process(chunk.to_vec()).await?;
+        st.process(&mut core, chunk.to_vec()).await?;
     }
     let mut rr = 0usize;
     loop {
+        if let Some(c) = core.deferred.pop_front() {
+            if let Flow::Exit = core.on_control(c).await? {
+                return Ok(());
+            }
+            continue;
+        }
         if st.align.recording_id().is_some() {
             st.drain(&core, &mut inputs);
         }
@@ -168,7 +163,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
             tokio::select! {
                 biased;
                 c = core.control.recv() => Event::Control(c),
-                Some(b) = recv_priority(&mut priority) => Event::Priority(b),
+                Some(b) = recv_lane(&mut core.interrupt_lane) => Event::Priority(b),
                 _ = sleep_until(deadline) => Event::Deadline,
                 r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Event::Input(r.0, r.1),
             }
@@ -253,7 +248,7 @@ impl InputState {
         match el {
             Element::Records(batch) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                core.process(batch).await?;
+                self.process(core, batch).await?;
             }
             Element::Barrier(b) => {
                 let action = self.align.on_barrier(i, b, &self.live, Instant::now());
@@ -264,12 +259,27 @@ impl InputState {
                 let action = self.align.check(&self.live, Instant::now());
                 self.act(core, action).await?;
                 if self.live.iter().all(|l| !l) {
-                    core.output.broadcast(|| Element::End, &core.metrics).await?;
+                    core.broadcast_in_band(|| Element::End).await?;
                     return Ok(true);
                 }
             }
         }
         Ok(false)
+    }
+
+    /// Runs `batch` through the chain; a send interrupted by a priority barrier or the alignment
+    /// deadline is handled (an unaligned snapshot may be taken mid-send), then the rest is sent.
+    async fn process(&mut self, core: &mut TaskCore, batch: Vec<Record>) -> TaskResult<()> {
+        let mut interrupt = core.process(batch, self.align.deadline()).await?;
+        while let Some(x) = interrupt {
+            let action = match x {
+                Interrupt::Barrier(b) => self.align.on_priority_barrier(b, &self.live, Instant::now()),
+                Interrupt::Deadline => self.align.check(&self.live, Instant::now()),
+            };
+            self.act(core, action).await?;
+            interrupt = core.flush(self.align.deadline(), true).await?;
+        }
+        Ok(())
     }
 
     /// Carries out an alignment decision.
@@ -284,6 +294,7 @@ impl InputState {
                 self.abandon_older(b.id);
                 let (parts, sync_ms) = core.snapshot_chain(&b, None).await?;
                 core.forward_barrier(&b, true).await?;
+                let id = b.id;
                 self.pending = Some(PendingUnaligned {
                     barrier: b,
                     parts,
@@ -291,6 +302,7 @@ impl InputState {
                     alignment: waited,
                     records: vec![],
                 });
+                self.record_queued(core, id);
                 if let BarrierAction::ChannelStateComplete(id) = self.align.check(&self.live, Instant::now()) {
                     self.finish(core, id);
                 }
@@ -298,6 +310,36 @@ impl InputState {
             BarrierAction::ChannelStateComplete(id) => self.finish(core, id),
         }
         Ok(())
+    }
+
+    /// At an unaligned snapshot of checkpoint `id`: what the recording inputs already have in
+    /// their local queues was received before their barrier `id` and is not processed yet, so
+    /// it is channel state too (up to that barrier, if it is already queued: it ends the
+    /// recording of that input and leaves the queue).
+    fn record_queued(&mut self, core: &TaskCore, id: u64) {
+        for i in 0..self.queued.len() {
+            if !self.align.is_recording(i) {
+                continue;
+            }
+            let marker = self.queued[i]
+                .iter()
+                .position(|el| matches!(el, Element::Barrier(b) if b.id == id));
+            let upto = marker.unwrap_or(self.queued[i].len());
+            if let Some(p) = &mut self.pending {
+                for el in self.queued[i].iter().take(upto) {
+                    if let Element::Records(batch) = el {
+                        p.records.extend(batch.iter().cloned());
+                    }
+                }
+            }
+            if let Some(k) = marker
+                && let Some(Element::Barrier(b)) = self.queued[i].remove(k)
+                && let BarrierAction::ChannelStateComplete(done) =
+                    self.align.on_barrier(i, b, &self.live, Instant::now())
+            {
+                self.finish(core, done);
+            }
+        }
     }
 
     /// Drops an unaligned snapshot older than `id` whose channel state never completed (the
@@ -366,6 +408,7 @@ mod tests {
                 dir: "chk-1".into(),
             }),
             triggered_at_ms: 0,
+            is_final: false,
         };
         let range = key_group_range(0, 1, 128);
         let count = Aggregate::new(
@@ -392,6 +435,10 @@ mod tests {
             metrics: Arc::default(),
             priority_outputs: vec![],
             unaligned_after: Some(Duration::ZERO),
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
         };
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);

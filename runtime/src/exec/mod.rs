@@ -10,6 +10,7 @@ pub mod channel_state;
 pub mod inputs;
 pub mod messages;
 pub mod plan;
+pub mod send;
 pub mod task;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
@@ -412,6 +413,10 @@ pub async fn build_task(
         metrics: metrics.clone(),
         priority_outputs: lanes.outputs,
         unaligned_after: job.unaligned_after(),
+        unsent: Default::default(),
+        deferred: Default::default(),
+        interrupt_lane: None,
+        interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);

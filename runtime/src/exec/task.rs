@@ -4,6 +4,7 @@
 //! producers.
 
 pub use super::inputs::{InputSetup, run_inputs, run_inputs_with};
+pub use super::send::Interrupt;
 use super::messages::{Control, Element, TaskEvent};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
@@ -52,7 +53,7 @@ pub enum Output {
 }
 
 impl Output {
-    fn senders(&self) -> &[Sender<Element>] {
+    pub(super) fn senders(&self) -> &[Sender<Element>] {
         match self {
             Output::None => &[],
             Output::Keyed { senders, .. } => senders,
@@ -60,7 +61,7 @@ impl Output {
         }
     }
 
-    async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+    pub(super) async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         let r = Self::send_inner(s, el, m).await;
         m.output_buffers_used
             .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
@@ -81,14 +82,15 @@ impl Output {
         }
     }
 
-    async fn records(&self, batch: Vec<Record>, m: &TaskMetrics) -> TaskResult<()> {
+    /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
+    /// group with [`subtask_for_key_group`] for a keyed exchange).
+    pub(super) fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
         if batch.is_empty() {
-            return Ok(());
+            return Ok(vec![]);
         }
-        m.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match self {
-            Output::None => Ok(()),
-            Output::Forward(sender) => Self::send_one(sender, Element::Records(batch), m).await,
+            Output::None => Ok(vec![]),
+            Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
             Output::Keyed {
                 senders,
                 max_parallelism,
@@ -105,12 +107,12 @@ impl Output {
                         .ok_or_else(|| TaskError("record without a key at a keyed exchange".into()))?;
                     parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
                 }
-                for (i, part) in parts.into_iter().enumerate() {
-                    if !part.is_empty() {
-                        Self::send_one(&senders[i], Element::Records(part), m).await?;
-                    }
-                }
-                Ok(())
+                Ok(parts
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, part)| !part.is_empty())
+                    .map(|(i, part)| (i, Element::Records(part)))
+                    .collect())
             }
         }
     }
@@ -148,6 +150,15 @@ pub struct TaskCore {
     pub priority_outputs: Vec<UnboundedSender<Barrier>>,
     /// When checkpoints switch to unaligned ([`crate::job::Job::unaligned_after`]).
     pub unaligned_after: Option<Duration>,
+    /// Output not sent yet, `(channel index, element)` in order: what an interrupted send left.
+    pub unsent: std::collections::VecDeque<(usize, Element)>,
+    /// Control messages that arrived while a send was blocked, handled before new ones.
+    pub deferred: std::collections::VecDeque<Control>,
+    /// The priority lane (input subtasks with unaligned checkpoints): a barrier there
+    /// interrupts a blocked send.
+    pub interrupt_lane: Option<UnboundedReceiver<Barrier>>,
+    /// Sources with unaligned checkpoints: a checkpoint trigger interrupts a blocked send.
+    pub interruptible_by_trigger: bool,
 }
 
 /// A snapshot of the chain, ready to upload: `(uid, kind, encoder)` per operator with state.
@@ -164,7 +175,10 @@ pub struct UploadExtras {
 }
 
 impl TaskCore {
-    pub(super) async fn process(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+    /// Runs `batch` through the chain and sends the output. With unaligned checkpoints a
+    /// blocked send is interruptible ([`TaskCore::flush`]): then the rest of the output stays
+    /// in [`TaskCore::unsent`] and the interrupt is returned.
+    pub(super) async fn process(&mut self, batch: Vec<Record>, deadline: Option<Instant>) -> TaskResult<Option<Interrupt>> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             let mut next = Vec::with_capacity(cur.len());
@@ -173,7 +187,10 @@ impl TaskCore {
                 .map_err(|e| e.context(format!("operator {uid}")))?;
             cur = next;
         }
-        self.output.records(cur, &self.metrics).await
+        self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
+        let routed = self.output.route(cur)?;
+        self.unsent.extend(routed);
+        self.flush(deadline, true).await
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
@@ -235,9 +252,7 @@ impl TaskCore {
                 let _ = lane.send(barrier.clone());
             }
         }
-        self.output
-            .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
-            .await
+        self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await
     }
 
     /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
@@ -424,7 +439,9 @@ pub async fn run_source(
     let started = Instant::now();
     let mut emitted: u64 = 0;
     loop {
-        let c = if paused || exhausted {
+        let c = if let Some(c) = core.deferred.pop_front() {
+            Some(c)
+        } else if paused || exhausted {
             match core.control.recv().await {
                 Some(c) => Some(c),
                 None => return Ok(()),
@@ -457,7 +474,7 @@ pub async fn run_source(
                 Flow::Source(Control::Resume) => paused = false,
                 Flow::Source(Control::Pause) => paused = true,
                 Flow::Source(Control::Finish) => {
-                    core.output.broadcast(|| Element::End, &core.metrics).await?;
+                    core.broadcast_in_band(|| Element::End).await?;
                     return core.drain_until_shutdown().await;
                 }
                 Flow::Source(_) => {}
@@ -481,7 +498,18 @@ pub async fn run_source(
         }
         emitted += batch.len() as u64;
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        core.process(batch).await?;
+        if let Some(Interrupt::Barrier(barrier)) = core.process(batch, None).await? {
+            // A checkpoint triggered while the output was blocked: the position includes this
+            // batch, whose unsent rest goes out before the in-band barrier (downstream records
+            // it as channel state).
+            let state = source.snapshot()?;
+            core.snapshot_and_forward(
+                barrier,
+                Some((source_id.0.clone(), source_id.1.clone(), state)),
+                Duration::ZERO,
+            )
+            .await?;
+        }
         // A source chained with every operator of its job never waits on a channel: yield once
         // per batch, or the tasks it spawned (the asynchronous part of a snapshot, which acks
         // the checkpoint) wait in this worker thread's LIFO slot, which other workers cannot
@@ -527,6 +555,7 @@ mod tests {
             stop: false,
             target,
             triggered_at_ms: 0,
+            is_final: false,
         };
         let range = key_group_range(0, 1, 128);
         let count = Aggregate::new(
@@ -553,6 +582,10 @@ mod tests {
             metrics: Arc::default(),
             priority_outputs: vec![],
             unaligned_after: None,
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
         };
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);
