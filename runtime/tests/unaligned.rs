@@ -132,7 +132,12 @@ fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() 
 fn kill_9_with_unaligned_checkpoints_is_exactly_once() {
     let mut rng = Rng(seed());
     let reference = tempfile::tempdir().unwrap();
-    let m = manifest(reference.path(), 2, ", interval: 200ms", &file_sink(reference.path(), 1_000_000));
+    let m = manifest(
+        reference.path(),
+        2,
+        ", interval: 200ms",
+        &file_sink(reference.path(), 1_000_000),
+    );
     Weir::run(&m, &[], &[]).wait_ok();
     let failure_free = local_output(&reference.path().join("output"));
 
@@ -147,8 +152,16 @@ fn kill_9_with_unaligned_checkpoints_is_exactly_once() {
     let recovered = local_output(&dir.path().join("output"));
     assert_same_multiset(&recovered, &failure_free, "unaligned checkpoints with 3 kill -9");
     assert_same_multiset(&recovered, &expected_wordcount(), "against the independent count");
-    let newest = newest_checkpoint(dir.path());
-    assert_eq!(newest["alignment"]["unaligned"], true, "{newest}");
+    // The retained checkpoints: periodic ones unaligned, the final one of the bounded job aligned.
+    let kinds: Vec<bool> = checkpoints(dir.path())
+        .iter()
+        .map(|m| m["alignment"]["unaligned"].as_bool().unwrap())
+        .collect();
+    assert!(
+        kinds.len() >= 2 && kinds[..kinds.len() - 1].iter().all(|u| *u),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&false), "the final checkpoint is aligned: {kinds:?}");
 }
 
 /// Every `stderr-*.log` of the runs in `dir`, concatenated.
@@ -163,20 +176,31 @@ fn all_logs(dir: &Path) -> String {
     out
 }
 
-/// The `_metadata` body of the newest completed checkpoint in `dir`'s checkpoint storage.
-fn newest_checkpoint(dir: &Path) -> Value {
+/// The `_metadata` bodies of the completed checkpoints in `dir`'s checkpoint storage, oldest
+/// first.
+fn checkpoints(dir: &Path) -> Vec<Value> {
     let job_dir = dir.join("checkpoints/unaligned-wordcount");
-    let newest = std::fs::read_dir(&job_dir)
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(&job_dir)
         .unwrap()
         .filter_map(|e| {
             let p = e.unwrap().path();
             let id: u64 = p.file_name()?.to_str()?.strip_prefix("chk-")?.parse().ok()?;
             p.join("_metadata").exists().then_some((id, p))
         })
-        .max_by_key(|(id, _)| *id)
-        .expect("a completed checkpoint");
-    let text = std::fs::read_to_string(newest.1.join("_metadata")).unwrap();
-    serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+        .collect();
+    found.sort();
+    found
+        .iter()
+        .map(|(_, p)| {
+            let text = std::fs::read_to_string(p.join("_metadata")).unwrap();
+            serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+        })
+        .collect()
+}
+
+/// The `_metadata` body of the newest completed checkpoint in `dir`'s checkpoint storage.
+fn newest_checkpoint(dir: &Path) -> Value {
+    checkpoints(dir).pop().expect("a completed checkpoint")
 }
 
 /// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
@@ -193,7 +217,10 @@ fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
         {
             break id;
         }
-        assert!(Instant::now() < deadline, "no unaligned checkpoint with channel state: {last}");
+        assert!(
+            Instant::now() < deadline,
+            "no unaligned checkpoint with channel state: {last}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     w.kill9();

@@ -442,7 +442,11 @@ mod tests {
                 "the final checkpoint of a bounded job is always aligned",
                 2,
                 Some(ms(0)),
-                vec![(FinalInBand(9, 1, 0), W), (Tick(60_000), W), (FinalInBand(9, 0, 60_000), S(9, 60_000))],
+                vec![
+                    (FinalInBand(9, 1, 0), W),
+                    (Tick(60_000), W),
+                    (FinalInBand(9, 0, 60_000), S(9, 60_000)),
+                ],
                 vec![false, false],
             ),
             (

@@ -29,7 +29,6 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 
-
 /// Batches per recording input drained ahead of processing, at most (bounds the memory an
 /// unaligned checkpoint holds besides the channels themselves).
 pub const DRAIN_LIMIT_PER_INPUT: usize = super::CHANNEL_CAPACITY + 2;
@@ -145,6 +144,22 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
         }
         if st.align.recording_id().is_some() {
             st.drain(&core, &mut inputs);
+        }
+        // Between queued elements too, control messages and priority barriers come first.
+        if let Ok(c) = core.control.try_recv() {
+            if let Flow::Exit = core.on_control(c).await? {
+                return Ok(());
+            }
+            continue;
+        }
+        if let Some(b) = core.interrupt_lane.as_mut().and_then(|lane| lane.try_recv().ok()) {
+            let action = st.align.on_priority_barrier(b, &st.live, Instant::now());
+            st.act(&mut core, action).await?;
+            continue;
+        }
+        if st.align.deadline().is_some_and(|d| Instant::now() >= d) {
+            let action = st.align.check(&st.live, Instant::now());
+            st.act(&mut core, action).await?;
         }
         if let Some(i) = st.next_queued(rr) {
             let el = st.queued[i].pop_front().expect("a non-empty queue");

@@ -43,7 +43,11 @@ impl TaskCore {
     /// unaligned, a blocked send returns early with what interrupted it (the element stays
     /// first in `unsent`); other control messages that arrive meanwhile are deferred to
     /// [`TaskCore::deferred`].
-    pub(super) async fn flush(&mut self, deadline: Option<Instant>, interruptible: bool) -> TaskResult<Option<Interrupt>> {
+    pub(super) async fn flush(
+        &mut self,
+        deadline: Option<Instant>,
+        interruptible: bool,
+    ) -> TaskResult<Option<Interrupt>> {
         let interruptible = interruptible && self.unaligned_after.is_some();
         while let Some((i, el)) = self.unsent.pop_front() {
             let sender = self.output.senders()[i].clone();

@@ -4,8 +4,8 @@
 //! producers.
 
 pub use super::inputs::{InputSetup, run_inputs, run_inputs_with};
-pub use super::send::Interrupt;
 use super::messages::{Control, Element, TaskEvent};
+pub use super::send::Interrupt;
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::operators::source::Source;
@@ -178,7 +178,11 @@ impl TaskCore {
     /// Runs `batch` through the chain and sends the output. With unaligned checkpoints a
     /// blocked send is interruptible ([`TaskCore::flush`]): then the rest of the output stays
     /// in [`TaskCore::unsent`] and the interrupt is returned.
-    pub(super) async fn process(&mut self, batch: Vec<Record>, deadline: Option<Instant>) -> TaskResult<Option<Interrupt>> {
+    pub(super) async fn process(
+        &mut self,
+        batch: Vec<Record>,
+        deadline: Option<Instant>,
+    ) -> TaskResult<Option<Interrupt>> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             let mut next = Vec::with_capacity(cur.len());
