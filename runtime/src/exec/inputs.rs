@@ -9,11 +9,13 @@
 //! then on *records* each input until that input's in-band barrier arrives: those records were
 //! sent before the upstream snapshot and are processed after this one, so they are the
 //! checkpoint's channel state ([`super::channel_state`]), in exactly one subtask. While
-//! recording, the subtask drains its recording inputs into a bounded local queue
-//! ([`DRAIN_LIMIT_PER_INPUT`] batches per input) so the in-band barriers arrive without waiting
-//! for the (slow) processing of the records ahead of them; it processes the queue in order
-//! afterwards. The acknowledgement, with the channel-state file, goes out when every live input
-//! delivered its in-band barrier.
+//! recording, the subtask drains its recording inputs into a local queue so the in-band
+//! barriers arrive without waiting for the (slow) processing of the records ahead of them; it
+//! processes the queue in order afterwards. What it drains is bounded by what the upstream
+//! subtask sent before its own snapshot: the channel's capacity plus the one batch it was
+//! sending (a blocked send is interrupted by the priority barrier, [`super::send`]). The
+//! acknowledgement, with the channel-state file, goes out when every live input delivered its
+//! in-band barrier.
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::Element;
@@ -28,10 +30,6 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
-
-/// Batches per recording input drained ahead of processing, at most (bounds the memory an
-/// unaligned checkpoint holds besides the channels themselves).
-pub const DRAIN_LIMIT_PER_INPUT: usize = super::CHANNEL_CAPACITY + 2;
 
 /// How an input subtask is wired.
 pub struct InputSetup {
@@ -219,10 +217,10 @@ impl InputState {
     }
 
     /// Moves what the recording inputs have queued in their channels into the local queues,
-    /// up to [`DRAIN_LIMIT_PER_INPUT`] batches each.
+    /// up to their in-band barrier.
     fn drain(&mut self, core: &TaskCore, inputs: &mut [Receiver<Element>]) {
         for (i, input) in inputs.iter_mut().enumerate() {
-            while self.align.is_recording(i) && self.queued[i].len() < DRAIN_LIMIT_PER_INPUT {
+            while self.align.is_recording(i) {
                 match input.try_recv() {
                     Ok(el) => self.intake(core, i, el),
                     // Empty, or closed (the closing is found by the next poll).
