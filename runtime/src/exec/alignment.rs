@@ -326,13 +326,16 @@ mod tests {
         X,
     }
 
+    /// A table row: name, inputs, unaligned_after, events with expected outcomes, inputs
+    /// recorded at the end.
+    type Row = (&'static str, usize, Option<Duration>, Vec<(Event, Want)>, Vec<bool>);
+
     #[test]
     fn alignment_decisions_table() {
         use Event::*;
         use Want::*;
         let ms = Duration::from_millis;
-        // (name, inputs, unaligned_after, events with expected outcomes, inputs recorded at the end)
-        let table: Vec<(&str, usize, Option<Duration>, Vec<(Event, Want)>, Vec<bool>)> = vec![
+        let table: Vec<Row> = vec![
             (
                 "aligned: waits for both, never switches",
                 2,

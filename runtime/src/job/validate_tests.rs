@@ -140,7 +140,13 @@ fn unaligned_checkpoint_settings_are_validated_and_parsed() {
     use std::time::Duration;
     let steps = json!([{"source": {"generator": {}}}, {"sink": {"discard": {}}}]);
     // (mode, unaligned, alignedCheckpointTimeout) -> Ok(unaligned_after) or the field in error.
-    let cases: [(&str, bool, Option<&str>, Result<Option<Duration>, &str>); 7] = [
+    type Case = (
+        &'static str,
+        bool,
+        Option<&'static str>,
+        Result<Option<Duration>, &'static str>,
+    );
+    let cases: [Case; 7] = [
         ("exactly-once", false, None, Ok(None)),
         ("exactly-once", true, None, Ok(Some(Duration::ZERO))),
         ("exactly-once", true, Some("2s"), Ok(Some(Duration::from_secs(2)))),
