@@ -265,3 +265,37 @@ fn rescale_2_to_3_to_1_through_unaligned_checkpoints_is_exactly_once() {
         "2 → 3 → 1 through unaligned checkpoints",
     );
 }
+
+#[test]
+fn the_cluster_refuses_unaligned_checkpoints_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("job.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: single-line }}
+spec:
+  parallelism: 1
+  checkpointing: {{ storage: "{}/checkpoints", unaligned: true }}
+  job:
+    steps:
+      - source: {{ generator: {{ count: 10 }} }}
+      - sink: {{ discard: {{}} }}
+"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (accepted, stderr) = coordinator_refusal(&m);
+    assert!(!accepted, "the coordinator accepted unaligned checkpoints: {stderr}");
+    assert!(
+        stderr.contains("spec.checkpointing.unaligned: unaligned checkpoints run with weir run only so far"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("checkpoints").exists(),
+        "the refused job touched its storage"
+    );
+}
