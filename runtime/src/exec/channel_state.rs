@@ -99,6 +99,42 @@ pub fn records_for_subtask(
     Ok(out)
 }
 
+/// Writes subtask `subtask`'s channel state `records` for the stage headed by `uid` next to its
+/// operator state, for `barrier`; returns its handle for the acknowledgement.
+pub async fn upload(
+    barrier: &crate::checkpoint::Barrier,
+    subtask: u32,
+    parallelism: u32,
+    uid: String,
+    records: Vec<Record>,
+) -> crate::operators::TaskResult<crate::checkpoint::AckedOperator> {
+    let uid2 = uid.clone();
+    let entries = records.len() as u64;
+    let bytes = tokio::task::spawn_blocking(move || {
+        crate::state::snapshot::encode_state_file(&to_state_file(&uid2, subtask, &records))
+    })
+    .await
+    .map_err(|e| crate::operators::TaskError(format!("channel-state encoder panicked: {e}")))?;
+    let name = file_name(&uid, subtask);
+    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+    let path = crate::storage::join(&barrier.target.dir, &name);
+    barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
+    Ok(crate::checkpoint::AckedOperator {
+        uid,
+        kind: CHANNEL_STATE_KIND.to_string(),
+        parallelism,
+        state_names: CHANNEL_STATE_NAMES.iter().map(|s| s.to_string()).collect(),
+        handle: crate::state::snapshot::StateHandle {
+            file: name,
+            subtask,
+            key_group_range: None,
+            size,
+            crc32,
+            entries,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 pub mod alignment;
 pub mod channel_state;
 pub mod inputs;
+pub mod lanes;
 pub mod messages;
 pub mod plan;
 pub mod send;
@@ -25,6 +26,7 @@ use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
 use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::key_group::key_group_range;
 use crate::storage::{self, S3Options};
+pub use lanes::PriorityLanes;
 use messages::{Control, Element, TaskEvent};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -285,17 +287,6 @@ pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), 
     Ok(())
 }
 
-/// A subtask's priority lanes (unaligned checkpoints, [`inputs`]): the unbounded channels
-/// that carry barriers ahead of the records queued in the data channels. Empty when
-/// checkpoints are aligned.
-#[derive(Default)]
-pub struct PriorityLanes {
-    /// The lanes of the downstream subtasks this subtask sends to.
-    pub outputs: Vec<mpsc::UnboundedSender<crate::checkpoint::Barrier>>,
-    /// This subtask's own lane (not for a source).
-    pub input: Option<mpsc::UnboundedReceiver<crate::checkpoint::Barrier>>,
-}
-
 /// A subtask ready to start.
 pub struct BuiltTask {
     /// Starts it; the task reports failure as [`TaskEvent::Failed`].
@@ -380,7 +371,10 @@ pub async fn build_task(
                 return Err(format!("operator {}: must head its stage", op.uid));
             }
         };
-        let boxed = crate::operators::throttle::Throttled::wrap(boxed, sink_rate_limit(job, op.index));
+        let boxed = crate::operators::throttle::Throttled::wrap(
+            boxed,
+            crate::operators::throttle::sink_rate_limit(job, op.index),
+        );
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
     }
@@ -467,15 +461,6 @@ pub async fn build_task(
         metrics,
         is_source,
     })
-}
-
-/// `maxRecordsPerSecond` of the sink at step `index` (file or discard), if any.
-fn sink_rate_limit(job: &Job, index: usize) -> Option<u64> {
-    let sink = job.spec.job.steps.get(index)?.sink.as_ref()?;
-    sink.file
-        .as_ref()
-        .and_then(|f| f.max_records_per_second)
-        .or_else(|| sink.discard.as_ref().and_then(|d| d.max_records_per_second))
 }
 
 /// The coordinator's configuration for a job.
@@ -568,29 +553,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             }
         }
     }
-    // Priority lanes (unaligned checkpoints): every subtask with inputs has one; each upstream
-    // subtask gets a sender to the lanes of the subtasks it sends to.
-    let mut lanes: HashMap<usize, PriorityLanes> = HashMap::new();
-    if job.unaligned_after().is_some() {
-        for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
-            for down in 0..p {
-                if s.inputs.is_empty() {
-                    continue;
-                }
-                let (tx, rx) = mpsc::unbounded_channel();
-                lanes.entry(stage * p + down).or_default().input = Some(rx);
-                for &(up_stage, exchange) in &s.inputs {
-                    let ups: Vec<usize> = match exchange {
-                        plan::Exchange::Keyed => (0..p).collect(),
-                        plan::Exchange::Forward => vec![down],
-                    };
-                    for up in ups {
-                        lanes.entry(up_stage * p + up).or_default().outputs.push(tx.clone());
-                    }
-                }
-            }
-        }
-    }
+    let mut lanes = lanes::priority_lanes(&job);
     let mut controls = Vec::with_capacity(specs.len());
     let mut starts = Vec::with_capacity(specs.len());
     let mut task_metrics = Vec::with_capacity(specs.len());

@@ -279,7 +279,7 @@ impl TaskCore {
             let unaligned = channel_state.is_some();
             let uploaded = match upload(&barrier, subtask, parallelism, parts).await {
                 Ok(operators) => match channel_state {
-                    Some((uid, records)) => upload_channel_state(&barrier, subtask, parallelism, uid, records)
+                    Some((uid, records)) => super::channel_state::upload(&barrier, subtask, parallelism, uid, records)
                         .await
                         .map(|c| (operators, Some(c))),
                     None => Ok((operators, None)),
@@ -347,40 +347,6 @@ pub(super) enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
-}
-
-/// Writes a subtask's channel state ([`super::channel_state`]) next to its operator state.
-async fn upload_channel_state(
-    barrier: &Barrier,
-    subtask: u32,
-    parallelism: u32,
-    uid: String,
-    records: Vec<Record>,
-) -> TaskResult<AckedOperator> {
-    use super::channel_state::{CHANNEL_STATE_KIND, CHANNEL_STATE_NAMES, file_name, to_state_file};
-    let uid2 = uid.clone();
-    let entries = records.len() as u64;
-    let bytes = tokio::task::spawn_blocking(move || encode_state_file(&to_state_file(&uid2, subtask, &records)))
-        .await
-        .map_err(|e| TaskError(format!("channel-state encoder panicked: {e}")))?;
-    let name = file_name(&uid, subtask);
-    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
-    let path = crate::storage::join(&barrier.target.dir, &name);
-    barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
-    Ok(AckedOperator {
-        uid,
-        kind: CHANNEL_STATE_KIND.to_string(),
-        parallelism,
-        state_names: CHANNEL_STATE_NAMES.iter().map(|s| s.to_string()).collect(),
-        handle: StateHandle {
-            file: name,
-            subtask,
-            key_group_range: None,
-            size,
-            crc32,
-            entries,
-        },
-    })
 }
 
 async fn upload(

@@ -60,6 +60,15 @@ impl StreamOperator for Throttled {
     }
 }
 
+/// `maxRecordsPerSecond` of the sink at step `index` (file or discard), if any.
+pub fn sink_rate_limit(job: &crate::job::Job, index: usize) -> Option<u64> {
+    let sink = job.spec.job.steps.get(index)?.sink.as_ref()?;
+    sink.file
+        .as_ref()
+        .and_then(|f| f.max_records_per_second)
+        .or_else(|| sink.discard.as_ref().and_then(|d| d.max_records_per_second))
+}
+
 #[cfg(test)]
 mod tests {
     use super::throttle_delay;
