@@ -170,4 +170,92 @@ mod tests {
             assert_eq!(owners, 1);
         }
     }
+
+    /// Two old subtasks' channel state restored at parallelism 3 and 1: every keyed record
+    /// goes to exactly the subtask owning its key group, every forward record to one subtask.
+    #[test]
+    fn a_rescale_gives_every_in_flight_record_to_exactly_one_new_subtask() {
+        use crate::checkpoint::restore::LoadedSnapshot;
+        use crate::control::api::SnapshotKind;
+        use crate::state::snapshot::{CheckpointMetadata, OperatorMetadata, StateHandle};
+        let keyed = |w: &str| Record {
+            row: Row::from_json(serde_json::json!({ "w": w })),
+            keyed: Some(KeyedBy::new(Key::Str(w.into()), 128)),
+        };
+        let plain = |w: &str| Record::new(Row::from_json(serde_json::json!({ "w": w })));
+        let words: Vec<String> = (0..60).map(|i| format!("w{i}")).collect();
+        let old: Vec<Vec<Record>> = (0..2)
+            .map(|s| {
+                let mut rs: Vec<Record> = words.iter().skip(s).step_by(2).map(|w| keyed(w)).collect();
+                rs.push(plain(&format!("forward-{s}")));
+                rs
+            })
+            .collect();
+        let mut files = std::collections::HashMap::new();
+        let mut handles = vec![];
+        for (s, rs) in old.iter().enumerate() {
+            let name = file_name("counts", s as u32);
+            files.insert(name.clone(), to_state_file("counts", s as u32, rs));
+            handles.push(StateHandle {
+                file: name,
+                subtask: s as u32,
+                key_group_range: None,
+                size: 0,
+                crc32: 0,
+                entries: rs.len() as u64,
+            });
+        }
+        let snapshot = LoadedSnapshot {
+            url: "mem://chk-1".into(),
+            metadata: CheckpointMetadata {
+                format_version: 1,
+                job_name: "j".into(),
+                checkpoint_id: 1,
+                kind: SnapshotKind::Checkpoint,
+                max_parallelism: 128,
+                parallelism: 2,
+                triggered_at_ms: 0,
+                completed_at_ms: 0,
+                run_id: None,
+                operators: vec![],
+                channel_state: vec![OperatorMetadata {
+                    uid: "counts".into(),
+                    kind: CHANNEL_STATE_KIND.into(),
+                    parallelism: 2,
+                    state_names: vec![],
+                    handles,
+                }],
+                alignment: Default::default(),
+            },
+            files,
+        };
+        for p in [3u32, 1] {
+            let mut seen: Vec<String> = vec![];
+            for sub in 0..p {
+                let range = key_group_range(sub, p, 128);
+                for r in records_for_subtask(Some(&snapshot), "counts", sub, p, range).unwrap() {
+                    if let Some(k) = &r.keyed {
+                        assert!(
+                            range.contains(k.key_group),
+                            "p {p}: subtask {sub} got a key group it does not own"
+                        );
+                    }
+                    seen.push(r.row.get("w").unwrap().to_string());
+                }
+            }
+            seen.sort();
+            let mut want: Vec<String> = old
+                .iter()
+                .flatten()
+                .map(|r| r.row.get("w").unwrap().to_string())
+                .collect();
+            want.sort();
+            assert_eq!(seen, want, "p {p}: every in-flight record exactly once");
+        }
+        assert!(
+            records_for_subtask(Some(&snapshot), "other", 0, 1, key_group_range(0, 1, 128))
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
