@@ -380,6 +380,8 @@ mod tests {
             completed_at_ms: if t == 50 { 0 } else { t + 1 },
             run_id: None,
             operators: vec![],
+            channel_state: vec![],
+            alignment: Default::default(),
         };
         store
             .put(&join(dir, METADATA_FILE), Bytes::from(encode_metadata(&m)))

@@ -29,6 +29,9 @@ pub struct SnapshotRow {
     pub size_bytes: Option<u64>,
     /// The run that wrote it (`None` when unknown).
     pub run_id: Option<String>,
+    /// How it was aligned and its channel state (`None` when its `_metadata` was not read: a
+    /// savepoint, which is always aligned, or an incomplete checkpoint).
+    pub alignment: Option<crate::control::api::CheckpointAlignment>,
     /// URL of the snapshot directory (for a savepoint: where the pointer points).
     pub location: String,
 }
@@ -50,6 +53,20 @@ pub fn rfc3339(completed_at_ms: u64) -> Option<String> {
         .then(|| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(completed_at_ms)).to_string())
 }
 
+/// The ALIGNMENT cell: `aligned 12ms`, `unaligned 3ms +4.00 KiB` (alignment time, channel
+/// state), or `-` when unknown.
+pub fn alignment_cell(a: Option<&crate::control::api::CheckpointAlignment>) -> String {
+    match a {
+        None => "-".into(),
+        Some(a) if a.unaligned => format!(
+            "unaligned {}ms +{}",
+            a.alignment_ms,
+            indicatif::HumanBytes(a.channel_state_bytes)
+        ),
+        Some(a) => format!("aligned {}ms", a.alignment_ms),
+    }
+}
+
 /// The rows as a table: a header, then one aligned line per row (location last, so it may
 /// hold anything).
 pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
@@ -63,12 +80,23 @@ pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
                 .map(|b| indicatif::HumanBytes(b).to_string())
                 .unwrap_or_else(|| "-".into()),
             r.run_id.clone().unwrap_or_else(|| "-".into()),
+            alignment_cell(r.alignment.as_ref()),
             r.location.clone(),
         ]
     };
-    let header = ["ID", "TYPE", "STATUS", "COMPLETED", "SIZE", "RUN", "LOCATION"].map(str::to_string);
-    let lines: Vec<[String; 7]> = std::iter::once(header).chain(rows.iter().map(cells)).collect();
-    let widths: Vec<usize> = (0..6)
+    let header = [
+        "ID",
+        "TYPE",
+        "STATUS",
+        "COMPLETED",
+        "SIZE",
+        "RUN",
+        "ALIGNMENT",
+        "LOCATION",
+    ]
+    .map(str::to_string);
+    let lines: Vec<[String; 8]> = std::iter::once(header).chain(rows.iter().map(cells)).collect();
+    let widths: Vec<usize> = (0..7)
         .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
         .collect();
     lines
@@ -78,7 +106,7 @@ pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
             for (c, w) in widths.iter().enumerate() {
                 out.push_str(&format!("{:<w$}  ", l[c]));
             }
-            out.push_str(&l[6]);
+            out.push_str(&l[7]);
             out
         })
         .collect()
@@ -101,6 +129,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                     completed_at: rfc3339(p.completed_at_ms),
                     size_bytes: size,
                     run_id: Some(p.run_id),
+                    alignment: None,
                     location: p.url,
                 }
             }
@@ -111,6 +140,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                 completed_at: None,
                 size_bytes: None,
                 run_id: None,
+                alignment: None,
                 location: format!("(unreadable pointer: {e})"),
             },
         };
@@ -133,6 +163,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
         completed: seen.completed,
         completed_at: metadata.as_ref().and_then(|m| rfc3339(m.completed_at_ms)),
         size_bytes: Some(size_under(objects, &dir)),
+        alignment: metadata.as_ref().map(|m| m.alignment.clone()),
         run_id: metadata.and_then(|m| m.run_id),
         location: store.url(&dir),
     }
@@ -192,6 +223,24 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
         "{:<24} {:<18} {:>10} {:>10}  state / key groups",
         "operator", "kind", "bytes", "entries"
     ))?;
+    let a = &info.alignment;
+    output::print_line(format_args!(
+        "{}, alignment {} ms, channel state {} bytes",
+        if a.unaligned { "unaligned" } else { "aligned" },
+        a.alignment_ms,
+        a.channel_state_bytes
+    ))?;
+    for s in a.subtasks.iter().filter(|s| s.unaligned || s.alignment_ms > 0) {
+        output::print_line(format_args!(
+            "  task {:<4} {:<9} alignment {:>6} ms  state {:>10} bytes  channel state {:>10} bytes in {} records",
+            s.task,
+            if s.unaligned { "unaligned" } else { "aligned" },
+            s.alignment_ms,
+            s.state_bytes,
+            s.channel_state_bytes,
+            s.channel_state_records
+        ))?;
+    }
     for o in &info.operators {
         let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
         output::print_line(format_args!(
@@ -247,6 +296,7 @@ mod tests {
                 completed_at: Some("2026-11-30T19:45:09Z".into()),
                 size_bytes: Some(2048),
                 run_id: Some("7ac27c53d3fa5f4b".into()),
+                alignment: None,
                 location: "s3://b/sp/savepoint-wc-12".into(),
             },
             SnapshotRow {
@@ -256,15 +306,21 @@ mod tests {
                 completed_at: None,
                 size_bytes: Some(0),
                 run_id: None,
+                alignment: Some(crate::control::api::CheckpointAlignment {
+                    unaligned: true,
+                    alignment_ms: 3,
+                    channel_state_bytes: 4096,
+                    subtasks: vec![],
+                }),
                 location: "file:///c/wc/chk-9".into(),
             },
         ];
         assert_eq!(
             table(&rows),
             vec![
-                "ID  TYPE        STATUS      COMPLETED             SIZE      RUN               LOCATION",
-                "12  savepoint   completed   2026-11-30T19:45:09Z  2.00 KiB  7ac27c53d3fa5f4b  s3://b/sp/savepoint-wc-12",
-                "9   checkpoint  incomplete  -                     0 B       -                 file:///c/wc/chk-9",
+                "ID  TYPE        STATUS      COMPLETED             SIZE      RUN               ALIGNMENT                LOCATION",
+                "12  savepoint   completed   2026-11-30T19:45:09Z  2.00 KiB  7ac27c53d3fa5f4b  -                        s3://b/sp/savepoint-wc-12",
+                "9   checkpoint  incomplete  -                     0 B       -                 unaligned 3ms +4.00 KiB  file:///c/wc/chk-9",
             ]
         );
     }

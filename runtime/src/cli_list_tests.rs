@@ -43,6 +43,7 @@ fn status(checkpoint: Option<u64>) -> JobStatus {
             triggered_at_ms: 1_795_455_909_000,
             completed_at_ms: 1_795_455_909_533,
             duration_ms: 533,
+            alignment: Default::default(),
             max_sync_ms: 0,
             max_async_ms: 0,
             max_alignment_ms: 0,
@@ -89,6 +90,7 @@ fn lineages_print_the_newest_completed_snapshot_or_dashes() {
                 size_bytes: Some(2048),
                 run_id: Some("7ac27c53d3fa5f4b".into()),
                 location: "s3://b/sp/savepoint-wc-12".into(),
+                alignment: Default::default(),
             }),
         },
         LineageRow {

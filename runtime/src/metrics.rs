@@ -30,6 +30,9 @@
 //! | `weir_last_checkpoint_age_seconds` | gauge | seconds since it completed |
 //! | `weir_last_checkpoint_size_bytes` | gauge | its state files plus metadata |
 //! | `weir_last_checkpoint_duration_seconds` | gauge | its trigger-to-commit time |
+//! | `weir_last_checkpoint_alignment_seconds` | gauge | its longest barrier alignment over subtasks |
+//! | `weir_last_checkpoint_channel_state_bytes` | gauge | its channel state (in-flight records of an unaligned checkpoint) |
+//! | `weir_last_checkpoint_unaligned` | gauge | 1 when it was taken unaligned, else 0 |
 //!
 //! The `weir_last_checkpoint_*` gauges are absent until a checkpoint completed.
 
@@ -275,6 +278,23 @@ fn register_coordinator(reg: &mut Registry, n: &CoordinatorNumbers) {
             "Trigger-to-commit time of the newest completed checkpoint or savepoint",
             Unit::Seconds,
             float_gauge(last.duration_ms as f64 / 1000.0),
+        );
+        reg.register_with_unit(
+            "last_checkpoint_alignment",
+            "Longest barrier alignment over subtasks of the newest completed checkpoint or savepoint",
+            Unit::Seconds,
+            float_gauge(last.alignment.alignment_ms as f64 / 1000.0),
+        );
+        reg.register_with_unit(
+            "last_checkpoint_channel_state",
+            "Channel state (in-flight records) of the newest completed checkpoint",
+            Unit::Bytes,
+            int_gauge(last.alignment.channel_state_bytes),
+        );
+        reg.register(
+            "last_checkpoint_unaligned",
+            "1 when the newest completed checkpoint was taken unaligned, else 0",
+            int_gauge(u64::from(last.alignment.unaligned)),
         );
     }
 }

@@ -368,6 +368,7 @@ pub async fn run(
                             stop,
                             target: Arc::new(target),
                             triggered_at_ms: now_ms(),
+                            is_final,
                         };
                         if stop {
                             shared.lock().expect("lock").state = JobState::Stopping;
@@ -513,6 +514,7 @@ async fn complete(
     for o in ops.values_mut() {
         o.handles.sort_by_key(|h| h.subtask);
     }
+    let (channel_state, alignment) = super::alignment_stats::alignment_of(&p.acks, cfg.parallelism);
     let meta = CheckpointMetadata {
         format_version: FORMAT_VERSION,
         job_name: cfg.job.clone(),
@@ -524,6 +526,8 @@ async fn complete(
         completed_at_ms: now_ms(),
         run_id: Some(cfg.run_id.clone()),
         operators: ops.into_values().collect(),
+        channel_state,
+        alignment: alignment.clone(),
     };
     if let Some(f) = &cfg.fence {
         f.check().await?;
@@ -533,6 +537,7 @@ async fn complete(
         + meta
             .operators
             .iter()
+            .chain(&meta.channel_state)
             .flat_map(|o| &o.handles)
             .map(|h| h.size)
             .sum::<u64>();
@@ -570,11 +575,13 @@ async fn complete(
         max_async_ms: p.acks.iter().map(|a| a.async_ms).max().unwrap_or(0),
         max_alignment_ms: p.acks.iter().map(|a| a.alignment_ms).max().unwrap_or(0),
         size_bytes: size,
+        alignment,
     };
     tracing::info!(
         checkpoint = stats.id, kind = ?stats.kind, path = %stats.path, duration_ms = stats.duration_ms,
         sync_ms = stats.max_sync_ms, async_ms = stats.max_async_ms, alignment_ms = stats.max_alignment_ms,
-        size_bytes = stats.size_bytes, "checkpoint completed"
+        size_bytes = stats.size_bytes, unaligned = stats.alignment.unaligned,
+        channel_state_bytes = stats.alignment.channel_state_bytes, "checkpoint completed"
     );
     crate::metrics::record_checkpoint(&stats);
     let mut s = shared.lock().expect("lock");

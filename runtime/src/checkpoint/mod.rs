@@ -4,6 +4,7 @@
 //! point to use, what retention may delete) are pure functions in [`decide`] with table-driven
 //! tests; [`coordinator`] and [`restore`] do the I/O around them.
 
+pub mod alignment_stats;
 pub mod coordinator;
 pub mod decide;
 pub mod guarantee;
@@ -48,6 +49,10 @@ pub struct Barrier {
     pub target: Arc<SnapshotTarget>,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// The final checkpoint of a bounded job (all sources read to the end). Always taken
+    /// aligned, like a savepoint: no later checkpoint would commit the sink output of the
+    /// records an unaligned snapshot leaves in its channel state.
+    pub is_final: bool,
 }
 
 /// A subtask's acknowledgement of a barrier: its state handles and timings.
@@ -63,8 +68,15 @@ pub struct Ack {
     pub sync_ms: u64,
     /// Asynchronous part (serialize + upload), ms.
     pub async_ms: u64,
-    /// Barrier alignment time, ms (first barrier to last).
+    /// Barrier alignment time, ms (first barrier to the snapshot).
     pub alignment_ms: u64,
+    /// Whether the subtask snapshotted unaligned.
+    #[serde(default)]
+    pub unaligned: bool,
+    /// Its channel-state file (unaligned only): `uid` is the stage's first operator, `kind`
+    /// is `channel-state`, `handle.entries` the number of records.
+    #[serde(default)]
+    pub channel_state: Option<AckedOperator>,
 }
 
 /// One operator's part of an [`Ack`].

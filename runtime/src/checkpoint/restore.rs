@@ -78,7 +78,7 @@ pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadat
 pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
     let metadata = load_metadata(store, dir).await?;
     let mut files = HashMap::new();
-    for op in &metadata.operators {
+    for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
             let path = join(dir, &h.file);
             let url = store.url(&path);
@@ -187,6 +187,7 @@ pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, Resto
 /// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and
 /// no state without an operator unless `allowNonRestoredState`.
 pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
+    check_channel_state(snapshot, job)?;
     let snap_ops: Vec<(String, String)> = snapshot
         .metadata
         .operators
@@ -231,6 +232,31 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
             uids.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+/// Channel state (of an unaligned checkpoint) is replayed into the stage its uid heads: that
+/// operator must still head a stage with inputs, or the in-flight records would be lost.
+/// `allowNonRestoredState` drops channel state of a uid the job no longer has, as it drops
+/// operator state.
+fn check_channel_state(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
+    let graph = crate::exec::plan::plan_graph(job);
+    for c in &snapshot.metadata.channel_state {
+        let heads_a_stage = graph
+            .iter()
+            .any(|st| !st.inputs.is_empty() && job.operators[st.operators[0]].uid == c.uid);
+        if heads_a_stage {
+            continue;
+        }
+        if job.operator(&c.uid).is_none() && job.spec.allow_non_restored_state {
+            tracing::warn!(uid = %c.uid, "dropping channel state of an operator the job no longer has (allowNonRestoredState)");
+            continue;
+        }
+        return Err(RestoreError::Incompatible(format!(
+            "{}: the unaligned checkpoint holds in-flight records (channel state) for the input of operator `{}`, which no longer reads from another task in this job; restore it with the same dataflow shape (or take a savepoint, which is always aligned, and restore that)",
+            snapshot.url, c.uid
+        )));
+    }
+    Ok(())
 }
 
 /// The state for one new subtask of operator `uid`: keyed blocks of the key groups in `range`

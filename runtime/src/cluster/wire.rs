@@ -184,6 +184,8 @@ impl StoreCache {
                 dir: w.dir.clone(),
             }),
             triggered_at_ms: w.triggered_at_ms,
+            // Only unaligned checkpoints read it, and the distributed runtime refuses them.
+            is_final: false,
         })
     }
 }

@@ -393,6 +393,8 @@ async fn deploy(
             outputs.remove(&t),
             ctl_rx,
             ev_tx.clone(),
+            // `check_distributed` refuses unaligned checkpoints: no priority lanes.
+            exec::PriorityLanes::default(),
         )
         .await?;
         controls.insert(t, ctl_tx);

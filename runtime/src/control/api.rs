@@ -72,6 +72,44 @@ pub struct CheckpointStats {
     pub max_alignment_ms: u64,
     /// Total bytes of state files plus metadata.
     pub size_bytes: u64,
+    /// Aligned or unaligned, alignment time, channel state and per-subtask sizes.
+    #[serde(default)]
+    pub alignment: CheckpointAlignment,
+}
+
+/// How a checkpoint was aligned and what channel state it holds (an unaligned checkpoint's
+/// in-flight records). Older `_metadata` without it reads as aligned with no channel state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointAlignment {
+    /// Whether any subtask took its snapshot unaligned (then the checkpoint holds channel
+    /// state); savepoints are always aligned.
+    pub unaligned: bool,
+    /// Longest barrier alignment over subtasks (first barrier to snapshot), in milliseconds.
+    pub alignment_ms: u64,
+    /// Total bytes of the channel-state files.
+    pub channel_state_bytes: u64,
+    /// Per subtask, in task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtasks: Vec<SubtaskCheckpointStats>,
+}
+
+/// One subtask's part of a checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubtaskCheckpointStats {
+    /// Global task index (`stage × parallelism + subtask`).
+    pub task: usize,
+    /// Whether this subtask snapshotted unaligned.
+    pub unaligned: bool,
+    /// Its barrier alignment, in milliseconds.
+    pub alignment_ms: u64,
+    /// Bytes of its operator state files.
+    pub state_bytes: u64,
+    /// Bytes of its channel-state file (0 when aligned).
+    pub channel_state_bytes: u64,
+    /// Records in its channel state.
+    pub channel_state_records: u64,
 }
 
 /// Per-subtask counters.
@@ -274,6 +312,9 @@ pub struct SnapshotInfo {
     pub parallelism: u32,
     /// One entry per stateful operator.
     pub operators: Vec<OperatorStateInfo>,
+    /// Aligned or unaligned, alignment time, channel state and per-subtask sizes.
+    #[serde(default)]
+    pub alignment: CheckpointAlignment,
 }
 
 /// One operator's state in a snapshot.

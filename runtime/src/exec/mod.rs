@@ -6,8 +6,12 @@
 //! (every upstream subtask has a bounded channel to every downstream subtask).
 
 pub mod alignment;
+pub mod channel_state;
+pub mod inputs;
+pub mod lanes;
 pub mod messages;
 pub mod plan;
+pub mod send;
 pub mod task;
 pub mod watermark;
 
@@ -24,6 +28,7 @@ use crate::operators::window::WindowOperator;
 use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::key_group::key_group_range;
 use crate::storage::{self, S3Options};
+pub use lanes::PriorityLanes;
 use messages::{Control, Element, TaskEvent};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -304,6 +309,7 @@ pub async fn build_task(
     outputs: Option<Vec<mpsc::Sender<Element>>>,
     control: mpsc::UnboundedReceiver<Control>,
     events: mpsc::UnboundedSender<TaskEvent>,
+    lanes: PriorityLanes,
 ) -> Result<BuiltTask, String> {
     let job = &ctx.job;
     let graph = plan::plan_graph(job);
@@ -382,6 +388,10 @@ pub async fn build_task(
                 return Err(format!("operator {}: must head its stage", op.uid));
             }
         };
+        let boxed = crate::operators::throttle::Throttled::wrap(
+            boxed,
+            crate::operators::throttle::sink_rate_limit(job, op.index),
+        );
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
     }
@@ -411,6 +421,12 @@ pub async fn build_task(
         control,
         events: events.clone(),
         metrics: metrics.clone(),
+        priority_outputs: lanes.outputs,
+        unaligned_after: job.unaligned_after(),
+        unsent: Default::default(),
+        deferred: Default::default(),
+        interrupt_lane: None,
+        interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
@@ -445,10 +461,16 @@ pub async fn build_task(
             })
         })
     } else {
-        let mode = job.spec.checkpointing.mode;
+        let setup = task::InputSetup {
+            inputs,
+            mode: job.spec.checkpointing.mode,
+            priority: lanes.input,
+            channel_uid: first.uid.clone(),
+            replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
+        };
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_inputs(core, inputs, mode).await {
+                if let Err(e) = task::run_inputs_with(core, setup).await {
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
                         error: format!("{failed_prefix}: {}", e.0),
@@ -554,6 +576,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             }
         }
     }
+    let mut lanes = lanes::priority_lanes(&job);
     let mut controls = Vec::with_capacity(specs.len());
     let mut starts = Vec::with_capacity(specs.len());
     let mut task_metrics = Vec::with_capacity(specs.len());
@@ -568,6 +591,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
             senders.remove(&spec.index),
             rx,
             ev_tx.clone(),
+            lanes.remove(&spec.index).unwrap_or_default(),
         )
         .await?;
         if built.is_source {

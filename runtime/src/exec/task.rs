@@ -3,16 +3,16 @@
 //! records cross subtasks through bounded channels, so a slow consumer backpressures its
 //! producers.
 
-use super::alignment::{Alignment, BarrierAction};
+pub use super::inputs::{InputSetup, run_inputs, run_inputs_with};
 use super::messages::{Control, Element, TaskEvent};
-use super::watermark::{END_OF_TIME, InputWatermarks, Watermark};
+pub use super::send::Interrupt;
+use super::watermark::{END_OF_TIME, Watermark};
 pub use watermarks::SourceEventTime;
 
 #[path = "task_watermarks.rs"]
 mod watermarks;
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
-use crate::job::CheckpointMode;
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
@@ -20,9 +20,8 @@ use crate::state::key_group::subtask_for_key_group;
 use crate::state::snapshot::{StateFile, StateHandle, encode_state_file};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
+use tokio::sync::mpsc::{Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -90,7 +89,7 @@ pub enum Output {
 }
 
 impl Output {
-    fn senders(&self) -> &[Sender<Element>] {
+    pub(super) fn senders(&self) -> &[Sender<Element>] {
         match self {
             Output::None => &[],
             Output::Keyed { senders, .. } => senders,
@@ -98,7 +97,7 @@ impl Output {
         }
     }
 
-    async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+    pub(super) async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         let r = Self::send_inner(s, el, m).await;
         m.output_buffers_used
             .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
@@ -119,14 +118,15 @@ impl Output {
         }
     }
 
-    async fn records(&self, batch: Vec<Record>, m: &TaskMetrics) -> TaskResult<()> {
+    /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
+    /// group with [`subtask_for_key_group`] for a keyed exchange).
+    pub(super) fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
         if batch.is_empty() {
-            return Ok(());
+            return Ok(vec![]);
         }
-        m.records_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match self {
-            Output::None => Ok(()),
-            Output::Forward(sender) => Self::send_one(sender, Element::Records(batch), m).await,
+            Output::None => Ok(vec![]),
+            Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
             Output::Keyed {
                 senders,
                 max_parallelism,
@@ -143,17 +143,17 @@ impl Output {
                         .ok_or_else(|| TaskError("record without a key at a keyed exchange".into()))?;
                     parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
                 }
-                for (i, part) in parts.into_iter().enumerate() {
-                    if !part.is_empty() {
-                        Self::send_one(&senders[i], Element::Records(part), m).await?;
-                    }
-                }
-                Ok(())
+                Ok(parts
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, part)| !part.is_empty())
+                    .map(|(i, part)| (i, Element::Records(part)))
+                    .collect())
             }
         }
     }
 
-    async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
+    pub(super) async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
         for s in self.senders() {
             Self::send_one(s, make(), m).await?;
         }
@@ -181,10 +181,44 @@ pub struct TaskCore {
     pub events: UnboundedSender<TaskEvent>,
     /// Counters.
     pub metrics: Arc<TaskMetrics>,
+    /// Priority lanes of the downstream subtasks (unaligned checkpoints): a barrier sent there
+    /// overtakes the records queued in the data channels. Empty when checkpoints are aligned.
+    pub priority_outputs: Vec<UnboundedSender<Barrier>>,
+    /// When checkpoints switch to unaligned ([`crate::job::Job::unaligned_after`]).
+    pub unaligned_after: Option<Duration>,
+    /// Output not sent yet, `(channel index, element)` in order: what an interrupted send left.
+    pub unsent: std::collections::VecDeque<(usize, Element)>,
+    /// Control messages that arrived while a send was blocked, handled before new ones.
+    pub deferred: std::collections::VecDeque<Control>,
+    /// The priority lane (input subtasks with unaligned checkpoints): a barrier there
+    /// interrupts a blocked send.
+    pub interrupt_lane: Option<UnboundedReceiver<Barrier>>,
+    /// Sources with unaligned checkpoints: a checkpoint trigger interrupts a blocked send.
+    pub interruptible_by_trigger: bool,
+}
+
+/// A snapshot of the chain, ready to upload: `(uid, kind, encoder)` per operator with state.
+pub type SnapshotParts = Vec<(String, String, SnapshotEncoder)>;
+
+/// What the asynchronous part of a snapshot uploads besides the operator state.
+pub struct UploadExtras {
+    /// Barrier alignment before the snapshot.
+    pub alignment: Duration,
+    /// Synchronous part, ms.
+    pub sync_ms: u64,
+    /// Unaligned: the channel state, `(uid of the stage's first operator, records)`.
+    pub channel_state: Option<(String, Vec<Record>)>,
 }
 
 impl TaskCore {
-    async fn process(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+    /// Runs `batch` through the chain and sends the output. With unaligned checkpoints a
+    /// blocked send is interruptible ([`TaskCore::flush`]): then the rest of the output stays
+    /// in [`TaskCore::unsent`] and the interrupt is returned.
+    pub(super) async fn process(
+        &mut self,
+        batch: Vec<Record>,
+        deadline: Option<Instant>,
+    ) -> TaskResult<Option<Interrupt>> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             let mut next = Vec::with_capacity(cur.len());
@@ -193,47 +227,103 @@ impl TaskCore {
                 .map_err(|e| e.context(format!("operator {uid}")))?;
             cur = next;
         }
-        self.output.records(cur, &self.metrics).await
+        self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
+        let routed = self.output.route(cur)?;
+        self.unsent.extend(routed);
+        self.flush(deadline, true).await
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
-    /// and uploads asynchronously; the upload task acknowledges to the coordinator.
-    async fn snapshot_and_forward(
+    /// and uploads asynchronously; the upload task acknowledges to the coordinator. With
+    /// unaligned checkpoints, a checkpoint barrier goes on the priority lanes too, so it
+    /// overtakes the records queued downstream (with an alignment timeout, as an announcement).
+    pub(super) async fn snapshot_and_forward(
         &mut self,
         barrier: Barrier,
         source: Option<(String, String, EncodedState)>,
         alignment: Duration,
     ) -> TaskResult<()> {
+        let priority = barrier.kind == crate::control::api::SnapshotKind::Checkpoint && self.unaligned_after.is_some();
+        let (parts, sync_ms) = self.snapshot_chain(&barrier, source).await?;
+        self.forward_barrier(&barrier, priority).await?;
+        self.spawn_upload(
+            barrier,
+            parts,
+            UploadExtras {
+                alignment,
+                sync_ms,
+                channel_state: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The synchronous part of a snapshot: every chained operator's encoder (and the source's
+    /// state), with its duration in ms.
+    pub(super) async fn snapshot_chain(
+        &mut self,
+        barrier: &Barrier,
+        source: Option<(String, String, EncodedState)>,
+    ) -> TaskResult<(SnapshotParts, u64)> {
         let t = Instant::now();
-        let mut parts: Vec<(String, String, SnapshotEncoder)> = Vec::new();
+        let mut parts: SnapshotParts = Vec::new();
         if let Some((uid, kind, state)) = source {
             parts.push((uid, kind, Box::new(move || Ok(state))));
         }
         for (op, (uid, kind)) in self.chain.iter_mut().zip(&self.chain_ids) {
             if let Some(enc) = op
-                .snapshot(&barrier)
+                .snapshot(barrier)
                 .await
                 .map_err(|e| e.context(format!("operator {uid}")))?
             {
                 parts.push((uid.clone(), kind.clone(), enc));
             }
         }
-        let sync_ms = t.elapsed().as_millis() as u64;
+        Ok((parts, t.elapsed().as_millis() as u64))
+    }
+
+    /// Forwards `barrier` to every downstream subtask: first on the priority lanes when
+    /// `priority` (unaligned: it overtakes the queued records), then in band, where it marks
+    /// the end of this channel's part of the checkpoint.
+    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<()> {
+        if priority {
+            for lane in &self.priority_outputs {
+                // A downstream subtask that is gone fails through its data channel.
+                let _ = lane.send(barrier.clone());
+            }
+        }
+        self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await
+    }
+
+    /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
+    /// acknowledges `barrier` to the coordinator (or declines it on failure).
+    pub(super) fn spawn_upload(&self, barrier: Barrier, parts: SnapshotParts, extras: UploadExtras) {
+        let UploadExtras {
+            alignment,
+            sync_ms,
+            channel_state,
+        } = extras;
         self.metrics
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
-        let b = barrier.clone();
-        self.output
-            .broadcast(|| Element::Barrier(b.clone()), &self.metrics)
-            .await?;
         let (task, subtask, parallelism, events) = (self.index, self.subtask, self.parallelism, self.events.clone());
         tokio::spawn(async move {
             let t = Instant::now();
             if upload_hangs(barrier.id) {
                 return std::future::pending::<()>().await;
             }
-            match upload(&barrier, subtask, parallelism, parts).await {
-                Ok(operators) => {
+            let unaligned = channel_state.is_some();
+            let uploaded = match upload(&barrier, subtask, parallelism, parts).await {
+                Ok(operators) => match channel_state {
+                    Some((uid, records)) => super::channel_state::upload(&barrier, subtask, parallelism, uid, records)
+                        .await
+                        .map(|c| (operators, Some(c))),
+                    None => Ok((operators, None)),
+                },
+                Err(e) => Err(e),
+            };
+            match uploaded {
+                Ok((operators, channel_state)) => {
                     let _ = events.send(TaskEvent::Ack(Ack {
                         checkpoint_id: barrier.id,
                         task,
@@ -241,6 +331,8 @@ impl TaskCore {
                         sync_ms,
                         async_ms: t.elapsed().as_millis() as u64,
                         alignment_ms: alignment.as_millis() as u64,
+                        unaligned,
+                        channel_state,
                     }));
                 }
                 Err(e) => {
@@ -252,10 +344,9 @@ impl TaskCore {
                 }
             }
         });
-        Ok(())
     }
 
-    async fn on_control(&mut self, c: Control) -> TaskResult<Flow> {
+    pub(super) async fn on_control(&mut self, c: Control) -> TaskResult<Flow> {
         match c {
             Control::Complete(id) => {
                 for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
@@ -271,7 +362,7 @@ impl TaskCore {
     }
 
     /// After end-of-stream: keep committing on `Complete` until `Shutdown`.
-    async fn drain_until_shutdown(&mut self) -> TaskResult<()> {
+    pub(super) async fn drain_until_shutdown(&mut self) -> TaskResult<()> {
         let _ = self.events.send(TaskEvent::Ended { task: self.index });
         while let Some(c) = self.control.recv().await {
             if let Flow::Exit = self.on_control(c).await? {
@@ -282,7 +373,7 @@ impl TaskCore {
     }
 }
 
-enum Flow {
+pub(super) enum Flow {
     Continue,
     Exit,
     Source(Control),
@@ -358,7 +449,9 @@ pub async fn run_source(
     let mut emitted: u64 = 0;
     core.metrics.set_source_pending(source.pending());
     loop {
-        let c = if paused || exhausted {
+        let c = if let Some(c) = core.deferred.pop_front() {
+            Some(c)
+        } else if paused || exhausted {
             match core.control.recv().await {
                 Some(c) => Some(c),
                 None => return Ok(()),
@@ -391,7 +484,7 @@ pub async fn run_source(
                 Flow::Source(Control::Resume) => paused = false,
                 Flow::Source(Control::Pause) => paused = true,
                 Flow::Source(Control::Finish) => {
-                    core.output.broadcast(|| Element::End, &core.metrics).await?;
+                    core.broadcast_in_band(|| Element::End).await?;
                     return core.drain_until_shutdown().await;
                 }
                 Flow::Source(_) => {}
@@ -421,7 +514,20 @@ pub async fn run_source(
         emitted += batch.len() as u64;
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match &mut event_time {
-            None => core.process(batch).await?,
+            None => {
+                if let Some(Interrupt::Barrier(barrier)) = core.process(batch, None).await? {
+                    // A checkpoint triggered while the output was blocked: the position includes
+                    // this batch, whose unsent rest goes out before the in-band barrier
+                    // (downstream records it as channel state).
+                    let state = source.snapshot()?;
+                    core.snapshot_and_forward(
+                        barrier,
+                        Some((source_id.0.clone(), source_id.1.clone(), state)),
+                        Duration::ZERO,
+                    )
+                    .await?;
+                }
+            }
             Some(et) if batch.is_empty() => {
                 if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
                     idle = true;
@@ -444,94 +550,12 @@ pub async fn run_source(
     }
 }
 
-/// Polls the inputs that are live and not held, round-robin from `start`.
-fn poll_inputs(
-    inputs: &mut [Receiver<Element>],
-    skip: &[bool],
-    start: usize,
-    cx: &mut std::task::Context<'_>,
-) -> Poll<(usize, Option<Element>)> {
-    let n = inputs.len();
-    for k in 0..n {
-        let i = (start + k) % n;
-        if skip[i] {
-            continue;
-        }
-        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
-            return Poll::Ready((i, el));
-        }
-    }
-    Poll::Pending
-}
-
-/// Runs an input subtask until shutdown.
-pub async fn run_inputs(
-    mut core: TaskCore,
-    mut inputs: Vec<Receiver<Element>>,
-    mode: CheckpointMode,
-) -> TaskResult<()> {
-    let n = inputs.len();
-    let mut live = vec![true; n];
-    let mut align = Alignment::new(n);
-    let mut watermarks = InputWatermarks::new(n);
-    let mut rr = 0usize;
-    loop {
-        let skip: Vec<bool> = (0..n).map(|i| !live[i] || align.is_held(i, mode)).collect();
-        let polled = {
-            let inputs = &mut inputs;
-            let skip = &skip;
-            tokio::select! {
-                biased;
-                c = core.control.recv() => Err(c),
-                r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Ok(r),
-            }
-        };
-        rr = rr.wrapping_add(1);
-        match polled {
-            Err(None) => return Ok(()),
-            Err(Some(c)) => {
-                if let Flow::Exit = core.on_control(c).await? {
-                    return Ok(());
-                }
-            }
-            Ok((_, Some(Element::Records(batch)))) => {
-                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                core.process(batch).await?;
-            }
-            Ok((i, Some(Element::Watermark(w)))) => {
-                if let Some(forward) = watermarks.on_watermark(i, w) {
-                    core.process_watermark(forward).await?;
-                }
-            }
-            Ok((i, Some(Element::Barrier(b)))) => {
-                if let BarrierAction::Snapshot(b, waited) = align.on_barrier(i, b, &live) {
-                    core.snapshot_and_forward(b, None, waited).await?;
-                }
-            }
-            Ok((i, None)) => {
-                return Err(TaskError(format!(
-                    "input {i} closed without end-of-stream (upstream lost)"
-                )));
-            }
-            Ok((i, Some(Element::End))) => {
-                live[i] = false;
-                if let BarrierAction::Snapshot(b, waited) = align.check(&live) {
-                    core.snapshot_and_forward(b, None, waited).await?;
-                }
-                if live.iter().all(|l| !l) {
-                    core.output.broadcast(|| Element::End, &core.metrics).await?;
-                    return core.drain_until_shutdown().await;
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checkpoint::SnapshotTarget;
     use crate::control::api::SnapshotKind;
+    use crate::job::CheckpointMode;
     use crate::job::validate::AggregateFn;
     use crate::operators::aggregate::Aggregate;
     use crate::record::{Key, KeyedBy};
@@ -563,6 +587,7 @@ mod tests {
             stop: false,
             target,
             triggered_at_ms: 0,
+            is_final: false,
         };
         let range = key_group_range(0, 1, 128);
         let count = Aggregate::new(
@@ -587,6 +612,12 @@ mod tests {
             control: ctl_rx,
             events: ev_tx,
             metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after: None,
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
         };
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);

@@ -5,6 +5,7 @@ use super::{TaskCore, TaskError, TaskResult};
 use crate::exec::messages::Element;
 use crate::exec::watermark::{BoundedOutOfOrderness, Segment, Watermark, event_time_millis};
 use crate::record::Record;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Event time in a source subtask: the field read from each record and the watermark
@@ -21,7 +22,7 @@ pub struct SourceEventTime {
 impl TaskCore {
     /// Passes watermark `w` through the chain: each operator sees it after the records the
     /// operators before it emitted on it (fired windows); then records and watermark go out.
-    pub(super) async fn process_watermark(&mut self, w: Watermark) -> TaskResult<()> {
+    pub(crate) async fn process_watermark(&mut self, w: Watermark) -> TaskResult<()> {
         let mut pending: Vec<Record> = Vec::new();
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             if !pending.is_empty() {
@@ -37,8 +38,12 @@ impl TaskCore {
                     .map_err(|e| e.context(format!("operator {uid}")))?;
             }
         }
-        self.output.records(pending, &self.metrics).await?;
-        self.output.broadcast(|| Element::Watermark(w), &self.metrics).await
+        self.metrics
+            .records_out
+            .fetch_add(pending.len() as u64, Ordering::Relaxed);
+        let routed = self.output.route(pending)?;
+        self.unsent.extend(routed);
+        self.broadcast_in_band(|| Element::Watermark(w)).await
     }
 
     /// Emits a source batch with its watermarks: reads each record's event time and sends
@@ -64,7 +69,14 @@ impl TaskCore {
             match segment {
                 Segment::Records(range) => {
                     let tail = rest.split_off(range.len());
-                    self.process(std::mem::replace(&mut rest, tail)).await?;
+                    // Event time and unaligned checkpoints are refused together at validation,
+                    // so no send is interruptible here and there is no interrupt to take.
+                    if self.process(std::mem::replace(&mut rest, tail), None).await?.is_some() {
+                        return Err(TaskError(format!(
+                            "operator {source_uid}: a checkpoint interrupted an event-time source's send; \
+                             event time with unaligned checkpoints is not supported"
+                        )));
+                    }
                 }
                 Segment::Watermark(t) => self.process_watermark(Watermark::Time(t)).await?,
             }

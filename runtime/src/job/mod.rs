@@ -12,7 +12,8 @@ pub mod validate;
 
 pub use spec::*;
 pub use validate::{
-    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, default_max_parallelism,
+    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, UNALIGNED_ONLY_LOCAL,
+    default_max_parallelism,
 };
 
 use std::path::Path;

@@ -134,6 +134,19 @@ pub struct CheckpointingSpec {
     /// Savepoint failures never count.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tolerable_failed_checkpoints: u32,
+    /// Unaligned checkpoints (Flink's `execution.checkpointing.unaligned.enabled`), with
+    /// `mode: exactly-once` only: the first barrier of a checkpoint overtakes the records
+    /// queued in the channels, each subtask snapshots at once and stores the records that were
+    /// in flight as channel state, so checkpoints complete under backpressure. Savepoints are
+    /// always aligned. `weir run` only so far.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unaligned: bool,
+    /// With `unaligned: true`: start each checkpoint aligned and switch a subtask to unaligned
+    /// when its barriers have not all arrived this long after the checkpoint reached it (its
+    /// first barrier or the barrier's announcement), e.g. `2s` (Flink's
+    /// `execution.checkpointing.aligned-checkpoint-timeout`). Unset: unaligned from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aligned_checkpoint_timeout: Option<String>,
 }
 
 fn default_interval() -> String {
@@ -163,6 +176,8 @@ impl Default for CheckpointingSpec {
             storage: None,
             retained: default_retained(),
             tolerable_failed_checkpoints: 0,
+            unaligned: false,
+            aligned_checkpoint_timeout: None,
         }
     }
 }
@@ -546,6 +561,10 @@ pub struct SinkSpec {
 pub struct FileSinkSpec {
     /// Output directory: local path or `s3://bucket/prefix`.
     pub path: String,
+    /// Throttle: at most this many records per second per subtask (at least 1); unset: no
+    /// limit. A deliberately slow sink, to study backpressure and checkpoints under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_per_second: Option<u64>,
 }
 
 /// Stdout sink.
@@ -553,8 +572,13 @@ pub struct FileSinkSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PrintSinkSpec {}
 
-/// Discard sink (`discard: {}`): takes no settings; records are counted in the subtask's
-/// `records_in` metric and dropped.
+/// Discard sink (`discard: {}`): records are counted in the subtask's `records_in` metric
+/// and dropped, optionally at a limited rate.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct DiscardSinkSpec {}
+pub struct DiscardSinkSpec {
+    /// Throttle: at most this many records per second per subtask (at least 1); unset: no
+    /// limit. A deliberately slow sink, to study backpressure and checkpoints under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_per_second: Option<u64>,
+}

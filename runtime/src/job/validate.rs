@@ -269,7 +269,24 @@ impl Job {
         if c.retained == 0 {
             return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
         }
+        check_unaligned(c)?;
         let operators = validate_steps(&spec.job.steps)?;
+        if c.unaligned
+            && let Some(i) = spec
+                .job
+                .steps
+                .iter()
+                .position(|st| st.source.as_ref().is_some_and(|so| so.event_time.is_some()))
+        {
+            return Err(JobError::new(
+                "spec.checkpointing.unaligned",
+                format!(
+                    "unaligned checkpoints do not support event time yet (spec.job.steps[{i}].source.eventTime): \
+                     channel state would be replayed without its watermarks; remove `unaligned: true` \
+                     (aligned checkpoints) or the event time"
+                ),
+            ));
+        }
         Ok(Job {
             name: name.to_string(),
             parallelism: p,
@@ -293,7 +310,8 @@ impl Job {
     /// read-position log is written by `weir run` only).
     ///
     /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
+    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`UNALIGNED_ONLY_LOCAL`], on
+    /// `spec.checkpointing.unaligned`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.is_multi_input() {
             return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
@@ -301,7 +319,27 @@ impl Job {
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
         }
+        if self.spec.checkpointing.unaligned {
+            return Err(JobError::new("spec.checkpointing.unaligned", UNALIGNED_ONLY_LOCAL));
+        }
         Ok(())
+    }
+
+    /// When a subtask switches a checkpoint (never a savepoint) from aligned to unaligned:
+    /// `None` never (aligned checkpoints), `Some(0)` at once (`unaligned: true`), `Some(t)`
+    /// when its last barrier has not arrived `t` after its first (`alignedCheckpointTimeout`).
+    pub fn unaligned_after(&self) -> Option<Duration> {
+        let c = &self.spec.checkpointing;
+        if !c.unaligned {
+            return None;
+        }
+        // Validated in `from_spec`, so the parse cannot fail here.
+        Some(
+            c.aligned_checkpoint_timeout
+                .as_deref()
+                .and_then(|t| humantime::parse_duration(t.trim()).ok())
+                .unwrap_or(Duration::ZERO),
+        )
     }
 
     /// The operator with `uid`, if any.
@@ -407,10 +445,14 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
+                check_rate_limit(&format!("{at}.sink.file"), f.max_records_per_second)?;
                 OperatorKind::FileSink(f.clone())
             }
             (None, Some(_), None) => OperatorKind::PrintSink,
-            (None, None, Some(_)) => OperatorKind::DiscardSink,
+            (None, None, Some(d)) => {
+                check_rate_limit(&format!("{at}.sink.discard"), d.max_records_per_second)?;
+                OperatorKind::DiscardSink
+            }
             _ => {
                 return Err(JobError::new(
                     format!("{at}.sink"),
@@ -432,7 +474,33 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     }
 }
 
-/// `maxRecordsPerSecond` of the source at `source_path`: unset (no limit) or at least 1.
+/// The error for unaligned checkpoints in the distributed runtime.
+pub const UNALIGNED_ONLY_LOCAL: &str = "unaligned checkpoints run with weir run only so far; remove `unaligned` (and `alignedCheckpointTimeout`) for a cluster job";
+
+/// `unaligned` and `alignedCheckpointTimeout`: only with `exactly-once` (the other modes do not
+/// align barriers, so there is nothing to unalign); the timeout only with `unaligned: true`
+/// (as in Flink) and a valid duration.
+fn check_unaligned(c: &crate::job::spec::CheckpointingSpec) -> Result<(), JobError> {
+    if c.unaligned && c.mode != crate::job::CheckpointMode::ExactlyOnce {
+        return Err(JobError::new(
+            "spec.checkpointing.unaligned",
+            "unaligned checkpoints apply to `mode: exactly-once` only (other modes never hold an input for alignment); remove `unaligned: true` or set `mode: exactly-once`",
+        ));
+    }
+    if let Some(t) = &c.aligned_checkpoint_timeout {
+        let field = "spec.checkpointing.alignedCheckpointTimeout";
+        parse_duration(field, t)?;
+        if !c.unaligned {
+            return Err(JobError::new(
+                field,
+                "applies only with `unaligned: true` (as Flink's aligned-checkpoint-timeout): set `unaligned: true` or remove it",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `maxRecordsPerSecond` of the source or sink at `source_path`: unset (no limit) or at least 1.
 fn check_rate_limit(source_path: &str, max_records_per_second: Option<u64>) -> Result<(), JobError> {
     if max_records_per_second == Some(0) {
         return Err(JobError::new(

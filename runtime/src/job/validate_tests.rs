@@ -240,3 +240,83 @@ fn window_steps_need_event_time_and_are_type_checked() {
         }
     }
 }
+
+#[test]
+fn unaligned_checkpoints_refuse_event_time_naming_both_fields() {
+    use serde_json::json;
+    let mut s = spec(json!([
+        {"source": {"file": {"path": "events.jsonl", "format": "json"}, "eventTime": {"field": "dt", "maxOutOfOrderness": "5s"}}},
+        {"sink": {"discard": {}}}
+    ]));
+    s.checkpointing.unaligned = true;
+    let e = err(s);
+    assert!(
+        e.starts_with("spec.checkpointing.unaligned: unaligned checkpoints do not support event time yet (spec.job.steps[0].source.eventTime)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unaligned_checkpoint_settings_are_validated_and_parsed() {
+    use serde_json::json;
+    use std::time::Duration;
+    let steps = json!([{"source": {"generator": {}}}, {"sink": {"discard": {}}}]);
+    // (mode, unaligned, alignedCheckpointTimeout) -> Ok(unaligned_after) or the field in error.
+    type Case = (
+        &'static str,
+        bool,
+        Option<&'static str>,
+        Result<Option<Duration>, &'static str>,
+    );
+    let cases: [Case; 7] = [
+        ("exactly-once", false, None, Ok(None)),
+        ("exactly-once", true, None, Ok(Some(Duration::ZERO))),
+        ("exactly-once", true, Some("2s"), Ok(Some(Duration::from_secs(2)))),
+        (
+            "exactly-once",
+            false,
+            Some("2s"),
+            Err("spec.checkpointing.alignedCheckpointTimeout: applies only with `unaligned: true`"),
+        ),
+        (
+            "exactly-once",
+            true,
+            Some("soon"),
+            Err("spec.checkpointing.alignedCheckpointTimeout: `soon` is not a duration"),
+        ),
+        (
+            "at-least-once",
+            true,
+            None,
+            Err("spec.checkpointing.unaligned: unaligned checkpoints apply to `mode: exactly-once` only"),
+        ),
+        ("at-most-once", true, None, Err("spec.checkpointing.unaligned:")),
+    ];
+    for (mode, unaligned, timeout, want) in cases {
+        let mut s = spec(steps.clone());
+        s.checkpointing.mode = serde_json::from_value(json!(mode)).unwrap();
+        s.checkpointing.unaligned = unaligned;
+        s.checkpointing.aligned_checkpoint_timeout = timeout.map(str::to_string);
+        match (Job::from_spec("t", s), want) {
+            (Ok(job), Ok(after)) => assert_eq!(job.unaligned_after(), after, "{mode} {unaligned} {timeout:?}"),
+            (Err(e), Err(prefix)) => assert!(e.to_string().starts_with(prefix), "{e}"),
+            (got, want) => panic!("{mode} {unaligned} {timeout:?}: got {got:?}, want {want:?}"),
+        }
+    }
+    let mut s = spec(steps);
+    s.checkpointing.unaligned = true;
+    let e = Job::from_spec("t", s).unwrap().check_distributed().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("spec.checkpointing.unaligned: {UNALIGNED_ONLY_LOCAL}")
+    );
+}
+
+#[test]
+fn a_discard_sink_throttle_must_be_at_least_one() {
+    use serde_json::json;
+    let throttled =
+        |rate: u64| spec(json!([{"source": {"generator": {}}}, {"sink": {"discard": {"maxRecordsPerSecond": rate}}}]));
+    assert!(Job::from_spec("t", throttled(10)).is_ok());
+    assert!(err(throttled(0)).starts_with("spec.job.steps[1].sink.discard.maxRecordsPerSecond: must be at least 1"));
+}

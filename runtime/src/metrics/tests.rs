@@ -21,6 +21,12 @@ fn stats(id: u64, completed_at_ms: u64) -> CheckpointStats {
         max_async_ms: 2,
         max_alignment_ms: 3,
         size_bytes: 4096,
+        alignment: crate::control::api::CheckpointAlignment {
+            unaligned: true,
+            alignment_ms: 1500,
+            channel_state_bytes: 2048,
+            subtasks: vec![],
+        },
     }
 }
 
@@ -70,6 +76,9 @@ fn every_metric_carries_the_job_and_subtask_metrics_their_operator() {
         r#"weir_last_checkpoint_age_seconds{job="wordcount"} 4.0"#,
         r#"weir_last_checkpoint_size_bytes{job="wordcount"} 4096"#,
         r#"weir_last_checkpoint_duration_seconds{job="wordcount"} 0.25"#,
+        r#"weir_last_checkpoint_alignment_seconds{job="wordcount"} 1.5"#,
+        r#"weir_last_checkpoint_channel_state_bytes{job="wordcount"} 2048"#,
+        r#"weir_last_checkpoint_unaligned{job="wordcount"} 1"#,
         r#"weir_records_in_total{job="wordcount",task="gen-0 -> keyBy-1",operator="gen-0",subtask="0"} 10"#,
         r#"weir_records_out_total{job="wordcount",task="gen-0 -> keyBy-1",operator="keyBy-1",subtask="0"} 10"#,
         r#"weir_records_in_total{job="wordcount",task="count-2 -> sink-file-3",operator="count-2",subtask="1"} 10"#,

@@ -298,6 +298,7 @@ mod tests {
             stop: false,
             target,
             triggered_at_ms: 0,
+            is_final: false,
         }
     }
 

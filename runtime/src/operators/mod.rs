@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod discard;
 pub mod sink;
 pub mod source;
+pub mod throttle;
 pub mod transform;
 pub mod window;
 

@@ -165,6 +165,15 @@ pub struct CheckpointMetadata {
     pub run_id: Option<String>,
     /// Stateful operators.
     pub operators: Vec<OperatorMetadata>,
+    /// Channel state of an unaligned checkpoint, one entry per stage that recorded any, named
+    /// by the uid of the stage's first operator (kind `channel-state`): the records that were
+    /// in flight into its subtasks, keyed blocks by key group when they crossed a keyed
+    /// exchange. Absent in aligned checkpoints and in older `_metadata`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channel_state: Vec<OperatorMetadata>,
+    /// Aligned or unaligned, alignment time, channel-state bytes, per-subtask sizes.
+    #[serde(default)]
+    pub alignment: crate::control::api::CheckpointAlignment,
 }
 
 impl CheckpointMetadata {
@@ -194,6 +203,7 @@ impl CheckpointMetadata {
                     entries: o.handles.iter().map(|h| h.entries).sum(),
                 })
                 .collect(),
+            alignment: self.alignment.clone(),
         }
     }
 }
@@ -308,6 +318,8 @@ mod tests {
             completed_at_ms: 2,
             run_id: None,
             operators: vec![],
+            channel_state: vec![],
+            alignment: Default::default(),
         };
         let bytes = encode_metadata(&m);
         assert_eq!(decode_metadata("m", &bytes).unwrap(), m);

@@ -124,6 +124,7 @@ fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) ->
             max_async_ms: 0,
             max_alignment_ms: 0,
             size_bytes: 1,
+            alignment: Default::default(),
         }),
         subtasks: vec![],
         failure: None,
@@ -140,6 +141,7 @@ fn info(uids: &[&str]) -> SnapshotInfo {
         kind: SnapshotKind::Savepoint,
         max_parallelism: 128,
         parallelism: 2,
+        alignment: Default::default(),
         operators: uids
             .iter()
             .map(|u| OperatorStateInfo {

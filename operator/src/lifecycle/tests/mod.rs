@@ -252,6 +252,7 @@ fn info(uids: &[&str]) -> SnapshotInfo {
         kind: SnapshotKind::Savepoint,
         max_parallelism: 128,
         parallelism: 2,
+        alignment: Default::default(),
         operators: uids
             .iter()
             .map(|u| OperatorStateInfo {

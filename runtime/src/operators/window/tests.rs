@@ -36,6 +36,7 @@ fn barrier() -> Barrier {
         stop: false,
         target,
         triggered_at_ms: 0,
+        is_final: false,
     }
 }
 

@@ -1,0 +1,504 @@
+//! An input subtask's loop: inputs → barrier alignment → chain → output, with unaligned
+//! checkpoints.
+//!
+//! Design (bounded tokio mpsc channels cannot be searched or reordered): every data channel
+//! has a companion *priority lane*, one unbounded channel per subtask that carries only
+//! barriers. A subtask that snapshots a checkpoint unaligned sends the barrier on its
+//! downstream subtasks' priority lanes, then in band. A downstream subtask takes the priority
+//! barrier before any queued record, snapshots at once, forwards it the same way, and from
+//! then on *records* each input until that input's in-band barrier arrives: those records were
+//! sent before the upstream snapshot and are processed after this one, so they are the
+//! checkpoint's channel state ([`super::channel_state`]), in exactly one subtask. While
+//! recording, the subtask drains its recording inputs into a local queue so the in-band
+//! barriers arrive without waiting for the (slow) processing of the records ahead of them; it
+//! processes the queue in order afterwards. What it drains is bounded by what the upstream
+//! subtask sent before its own snapshot: the channel's capacity plus the one batch it was
+//! sending (a blocked send is interrupted by the priority barrier, [`super::send`]). The
+//! acknowledgement, with the channel-state file, goes out when every live input delivered its
+//! in-band barrier.
+
+use super::alignment::{Alignment, BarrierAction};
+use super::messages::Element;
+use super::send::{Interrupt, recv_lane, sleep_until};
+use super::task::{Flow, SnapshotParts, TaskCore, UploadExtras};
+use super::watermark::InputWatermarks;
+use crate::checkpoint::Barrier;
+use crate::job::CheckpointMode;
+use crate::operators::{TaskError, TaskResult};
+use crate::record::{BATCH_SIZE, Record};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+
+/// How an input subtask is wired.
+pub struct InputSetup {
+    /// One receiver per upstream subtask, ordered by stage input then upstream subtask.
+    pub inputs: Vec<Receiver<Element>>,
+    /// The guarantee (whether inputs are held for alignment).
+    pub mode: CheckpointMode,
+    /// This subtask's priority lane (unaligned checkpoints), `None` when aligned.
+    pub priority: Option<UnboundedReceiver<Barrier>>,
+    /// Uid of the stage's first operator: names the channel state.
+    pub channel_uid: String,
+    /// Channel state of the restore point for this subtask, replayed before any input.
+    pub replay: Vec<Record>,
+}
+
+/// Runs an input subtask with aligned checkpoints until shutdown.
+pub async fn run_inputs(core: TaskCore, inputs: Vec<Receiver<Element>>, mode: CheckpointMode) -> TaskResult<()> {
+    run_inputs_with(
+        core,
+        InputSetup {
+            inputs,
+            mode,
+            priority: None,
+            channel_uid: String::new(),
+            replay: vec![],
+        },
+    )
+    .await
+}
+
+/// A snapshot taken unaligned whose channel state is still being recorded.
+struct PendingUnaligned {
+    barrier: Barrier,
+    parts: SnapshotParts,
+    sync_ms: u64,
+    alignment: Duration,
+    records: Vec<Record>,
+}
+
+/// The loop's state besides the channels.
+struct InputState {
+    mode: CheckpointMode,
+    live: Vec<bool>,
+    align: Alignment,
+    queued: Vec<VecDeque<Element>>,
+    pending: Option<PendingUnaligned>,
+    channel_uid: String,
+    /// The subtask's event-time watermark: the minimum over its inputs'.
+    watermarks: InputWatermarks,
+}
+
+enum Event {
+    Control(Option<super::messages::Control>),
+    Priority(Barrier),
+    Deadline,
+    Input(usize, Option<Element>),
+}
+
+/// Polls the inputs that are not skipped, round-robin from `start`.
+fn poll_inputs(
+    inputs: &mut [Receiver<Element>],
+    skip: &[bool],
+    start: usize,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<(usize, Option<Element>)> {
+    let n = inputs.len();
+    for k in 0..n {
+        let i = (start + k) % n;
+        if skip[i] {
+            continue;
+        }
+        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
+            return Poll::Ready((i, el));
+        }
+    }
+    Poll::Pending
+}
+
+/// Runs an input subtask until shutdown: replays its channel state, then reads its inputs.
+pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResult<()> {
+    let InputSetup {
+        mut inputs,
+        mode,
+        priority,
+        channel_uid,
+        replay,
+    } = setup;
+    let n = inputs.len();
+    core.interrupt_lane = priority;
+    let mut st = InputState {
+        mode,
+        live: vec![true; n],
+        align: Alignment::with_policy(core.unaligned_after),
+        queued: (0..n).map(|_| VecDeque::new()).collect(),
+        pending: None,
+        channel_uid,
+        watermarks: InputWatermarks::new(n),
+    };
+    if !replay.is_empty() {
+        tracing::info!(target: "weir", task = core.index, records = replay.len(), "replaying channel state");
+    }
+    for chunk in replay.chunks(BATCH_SIZE) {
+        core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        st.process(&mut core, chunk.to_vec()).await?;
+    }
+    let mut rr = 0usize;
+    loop {
+        if let Some(c) = core.deferred.pop_front() {
+            if let Flow::Exit = core.on_control(c).await? {
+                return Ok(());
+            }
+            continue;
+        }
+        if st.align.recording_id().is_some() {
+            st.drain(&core, &mut inputs);
+        }
+        // Between queued elements too, control messages and priority barriers come first.
+        if let Ok(c) = core.control.try_recv() {
+            if let Flow::Exit = core.on_control(c).await? {
+                return Ok(());
+            }
+            continue;
+        }
+        if let Some(b) = core.interrupt_lane.as_mut().and_then(|lane| lane.try_recv().ok()) {
+            let action = st.align.on_priority_barrier(b, &st.live, Instant::now());
+            st.act(&mut core, action).await?;
+            continue;
+        }
+        if st.align.deadline().is_some_and(|d| Instant::now() >= d) {
+            let action = st.align.check(&st.live, Instant::now());
+            st.act(&mut core, action).await?;
+        }
+        if let Some(i) = st.next_queued(rr) {
+            let el = st.queued[i].pop_front().expect("a non-empty queue");
+            if st.handle(&mut core, i, el).await? {
+                return core.drain_until_shutdown().await;
+            }
+            continue;
+        }
+        let skip: Vec<bool> = (0..n)
+            .map(|i| !st.live[i] || st.align.is_held(i, mode) || !st.queued[i].is_empty())
+            .collect();
+        let deadline = st.align.deadline();
+        let event = {
+            let inputs = &mut inputs;
+            let skip = &skip;
+            tokio::select! {
+                biased;
+                c = core.control.recv() => Event::Control(c),
+                Some(b) = recv_lane(&mut core.interrupt_lane) => Event::Priority(b),
+                _ = sleep_until(deadline) => Event::Deadline,
+                r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Event::Input(r.0, r.1),
+            }
+        };
+        rr = rr.wrapping_add(1);
+        match event {
+            Event::Control(None) => return Ok(()),
+            Event::Control(Some(c)) => {
+                if let Flow::Exit = core.on_control(c).await? {
+                    return Ok(());
+                }
+            }
+            Event::Priority(b) => {
+                let action = st.align.on_priority_barrier(b, &st.live, Instant::now());
+                st.act(&mut core, action).await?;
+            }
+            Event::Deadline => {
+                let action = st.align.check(&st.live, Instant::now());
+                st.act(&mut core, action).await?;
+            }
+            Event::Input(i, Some(el)) => st.intake(&core, i, el),
+            Event::Input(i, None) => {
+                return Err(TaskError(format!(
+                    "input {i} closed without end-of-stream (upstream lost)"
+                )));
+            }
+        }
+    }
+}
+
+impl InputState {
+    /// The next input (round-robin from `start`) with a queued element that is not held.
+    fn next_queued(&self, start: usize) -> Option<usize> {
+        let n = self.queued.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| !self.queued[i].is_empty() && !self.align.is_held(i, self.mode))
+    }
+
+    /// Moves what the recording inputs have queued in their channels into the local queues,
+    /// up to their in-band barrier.
+    fn drain(&mut self, core: &TaskCore, inputs: &mut [Receiver<Element>]) {
+        for (i, input) in inputs.iter_mut().enumerate() {
+            while self.align.is_recording(i) {
+                match input.try_recv() {
+                    Ok(el) => self.intake(core, i, el),
+                    // Empty, or closed (the closing is found by the next poll).
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// An element received on input `i`: recorded as channel state while input `i` is being
+    /// recorded; the in-band barrier that ends the recording is consumed here; everything else
+    /// is queued for processing in order.
+    fn intake(&mut self, core: &TaskCore, i: usize, el: Element) {
+        if self.align.is_recording(i) {
+            match &el {
+                Element::Records(batch) => {
+                    if let Some(p) = &mut self.pending {
+                        p.records.extend(batch.iter().cloned());
+                    }
+                }
+                Element::Barrier(b) if Some(b.id) == self.align.recording_id() => {
+                    if let BarrierAction::ChannelStateComplete(id) =
+                        self.align.on_barrier(i, b.clone(), &self.live, Instant::now())
+                    {
+                        self.finish(core, id);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.queued[i].push_back(el);
+    }
+
+    /// Processes element `el` of input `i`; `true` when every input has ended (end-of-stream
+    /// forwarded).
+    async fn handle(&mut self, core: &mut TaskCore, i: usize, el: Element) -> TaskResult<bool> {
+        match el {
+            Element::Records(batch) => {
+                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.process(core, batch).await?;
+            }
+            Element::Watermark(w) => {
+                if let Some(forward) = self.watermarks.on_watermark(i, w) {
+                    core.process_watermark(forward).await?;
+                }
+            }
+            Element::Barrier(b) => {
+                let action = self.align.on_barrier(i, b, &self.live, Instant::now());
+                self.act(core, action).await?;
+            }
+            Element::End => {
+                self.live[i] = false;
+                let action = self.align.check(&self.live, Instant::now());
+                self.act(core, action).await?;
+                if self.live.iter().all(|l| !l) {
+                    core.broadcast_in_band(|| Element::End).await?;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Runs `batch` through the chain; a send interrupted by a priority barrier or the alignment
+    /// deadline is handled (an unaligned snapshot may be taken mid-send), then the rest is sent.
+    async fn process(&mut self, core: &mut TaskCore, batch: Vec<Record>) -> TaskResult<()> {
+        let mut interrupt = core.process(batch, self.align.deadline()).await?;
+        while let Some(x) = interrupt {
+            let action = match x {
+                Interrupt::Barrier(b) => self.align.on_priority_barrier(b, &self.live, Instant::now()),
+                Interrupt::Deadline => self.align.check(&self.live, Instant::now()),
+            };
+            self.act(core, action).await?;
+            interrupt = core.flush(self.align.deadline(), true).await?;
+        }
+        Ok(())
+    }
+
+    /// Carries out an alignment decision.
+    async fn act(&mut self, core: &mut TaskCore, action: BarrierAction) -> TaskResult<()> {
+        match action {
+            BarrierAction::Wait | BarrierAction::Stale => {}
+            BarrierAction::Snapshot(b, waited) => {
+                self.abandon_older(b.id);
+                core.snapshot_and_forward(b, None, waited).await?;
+            }
+            BarrierAction::SnapshotUnaligned(b, waited) => {
+                self.abandon_older(b.id);
+                let (parts, sync_ms) = core.snapshot_chain(&b, None).await?;
+                core.forward_barrier(&b, true).await?;
+                let id = b.id;
+                self.pending = Some(PendingUnaligned {
+                    barrier: b,
+                    parts,
+                    sync_ms,
+                    alignment: waited,
+                    records: vec![],
+                });
+                self.record_queued(core, id);
+                if let BarrierAction::ChannelStateComplete(id) = self.align.check(&self.live, Instant::now()) {
+                    self.finish(core, id);
+                }
+            }
+            BarrierAction::ChannelStateComplete(id) => self.finish(core, id),
+        }
+        Ok(())
+    }
+
+    /// At an unaligned snapshot of checkpoint `id`: what the recording inputs already have in
+    /// their local queues was received before their barrier `id` and is not processed yet, so
+    /// it is channel state too (up to that barrier, if it is already queued: it ends the
+    /// recording of that input and leaves the queue).
+    fn record_queued(&mut self, core: &TaskCore, id: u64) {
+        for i in 0..self.queued.len() {
+            if !self.align.is_recording(i) {
+                continue;
+            }
+            let marker = self.queued[i]
+                .iter()
+                .position(|el| matches!(el, Element::Barrier(b) if b.id == id));
+            let upto = marker.unwrap_or(self.queued[i].len());
+            if let Some(p) = &mut self.pending {
+                for el in self.queued[i].iter().take(upto) {
+                    if let Element::Records(batch) = el {
+                        p.records.extend(batch.iter().cloned());
+                    }
+                }
+            }
+            if let Some(k) = marker
+                && let Some(Element::Barrier(b)) = self.queued[i].remove(k)
+                && let BarrierAction::ChannelStateComplete(done) =
+                    self.align.on_barrier(i, b, &self.live, Instant::now())
+            {
+                self.finish(core, done);
+            }
+        }
+    }
+
+    /// Drops an unaligned snapshot older than `id` whose channel state never completed (the
+    /// coordinator declines or times it out).
+    fn abandon_older(&mut self, id: u64) {
+        if let Some(p) = self.pending.take_if(|p| p.barrier.id < id) {
+            tracing::debug!(
+                checkpoint = p.barrier.id,
+                "unaligned snapshot abandoned before its channel state was complete"
+            );
+        }
+    }
+
+    /// Channel state of checkpoint `id` complete: upload it with the snapshot and acknowledge.
+    fn finish(&mut self, core: &TaskCore, id: u64) {
+        let Some(p) = self.pending.take_if(|p| p.barrier.id == id) else {
+            return;
+        };
+        core.spawn_upload(
+            p.barrier,
+            p.parts,
+            UploadExtras {
+                alignment: p.alignment,
+                sync_ms: p.sync_ms,
+                channel_state: Some((self.channel_uid.clone(), p.records)),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::SnapshotTarget;
+    use crate::control::api::SnapshotKind;
+    use crate::exec::messages::{Control, TaskEvent};
+    use crate::exec::task::Output;
+    use crate::job::validate::AggregateFn;
+    use crate::operators::aggregate::Aggregate;
+    use crate::record::{Key, KeyedBy};
+    use crate::state::key_group::key_group_range;
+    use crate::storage::LocalStore;
+    use std::sync::Arc;
+
+    fn word(w: &str) -> Record {
+        Record {
+            row: crate::record::Row::from_json(serde_json::json!({ "word": w })),
+            keyed: Some(KeyedBy::new(Key::Str(w.into()), 128)),
+        }
+    }
+
+    /// Two inputs into a keyed count with unaligned checkpoints. The priority barrier of
+    /// checkpoint 1 is there before anything: the snapshot holds no word, and every record
+    /// queued ahead of its input's in-band barrier is channel state; "after" follows the
+    /// barrier on input 0 and is in neither.
+    #[tokio::test]
+    async fn a_priority_barrier_snapshots_at_once_and_records_the_overtaken_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let barrier = Barrier {
+            id: 1,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target: Arc::new(SnapshotTarget {
+                store: store.clone(),
+                dir: "chk-1".into(),
+            }),
+            triggered_at_ms: 0,
+            is_final: false,
+        };
+        let range = key_group_range(0, 1, 128);
+        let count = Aggregate::new(
+            "counts",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            range,
+            Default::default(),
+        )
+        .unwrap();
+        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
+        let core = TaskCore {
+            index: 0,
+            subtask: 0,
+            parallelism: 1,
+            chain: vec![Box::new(count)],
+            chain_ids: vec![("counts".into(), "count".into())],
+            output: Output::None,
+            control: ctl_rx,
+            events: ev_tx,
+            metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after: Some(Duration::ZERO),
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
+        };
+        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
+        let (tx1, rx1) = tokio::sync::mpsc::channel(8);
+        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
+        lane_tx.send(barrier.clone()).unwrap();
+        tx0.send(Element::Records(vec![word("a0")])).await.unwrap();
+        tx0.send(Element::Barrier(barrier.clone())).await.unwrap();
+        tx0.send(Element::Records(vec![word("after")])).await.unwrap();
+        tx1.send(Element::Records(vec![word("b0"), word("b1")])).await.unwrap();
+        tx1.send(Element::Barrier(barrier)).await.unwrap();
+        let setup = InputSetup {
+            inputs: vec![rx0, rx1],
+            mode: CheckpointMode::ExactlyOnce,
+            priority: Some(lane_rx),
+            channel_uid: "counts".into(),
+            replay: vec![],
+        };
+        let task = tokio::spawn(run_inputs_with(core, setup));
+        let ack = match ev_rx.recv().await.unwrap() {
+            TaskEvent::Ack(a) => a,
+            other => panic!("unexpected {other:?}"),
+        };
+        ctl_tx.send(Control::Shutdown).unwrap();
+        task.await.unwrap().unwrap();
+        assert!(ack.unaligned);
+        let state = &ack.operators[0].handle;
+        assert_eq!(state.entries, 0, "snapshot taken before any record was processed");
+        let channel = ack.channel_state.expect("channel state");
+        assert_eq!(channel.handle.entries, 3);
+        let bytes = store.get(&format!("chk-1/{}", channel.handle.file)).await.unwrap();
+        let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
+        let mut words: Vec<String> = file
+            .key_groups
+            .iter()
+            .flat_map(|b| crate::cluster::record_codec::decode(&b.data).unwrap())
+            .map(|r| r.row.get("word").unwrap().to_string())
+            .collect();
+        words.sort();
+        assert_eq!(words, ["\"a0\"", "\"b0\"", "\"b1\""].map(String::from));
+    }
+}

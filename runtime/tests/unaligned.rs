@@ -1,0 +1,301 @@
+//! Unaligned checkpoints and the alignment timeout end to end, over two real text files merged
+//! by a union (moby_dick.txt and tinyshakespeare.txt) with a throttled sink:
+//! - under backpressure, unaligned checkpoints keep completing while aligned ones stall
+//!   (compared in the same test, counts with wide margins, no timing assertion);
+//! - kill -9 at random moments with unaligned checkpoints: the output equals the failure-free
+//!   output record by record;
+//! - rescale through unaligned checkpoints holding channel state, p 2 → 3 → 1: the in-flight
+//!   records are replayed by key group by the subtasks that now own them, and the output is
+//!   exactly the independent word count.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The union word count: two file sources, lower-cased, merged, split into words, counted by
+/// word, into a file sink taking at most `sink_rate` records per second per subtask (or a
+/// throttled discard sink when `discard`). `checkpointing` is the inside of the
+/// `checkpointing` mapping after interval and storage.
+fn manifest(dir: &Path, parallelism: u32, checkpointing: &str, sink: &str) -> PathBuf {
+    let data = data_dir();
+    let paths = Paths::local(dir);
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: unaligned-wordcount }}
+spec:
+  parallelism: {parallelism}
+  checkpointing: {{ storage: "{ckpt}", retained: 3{checkpointing} }}
+  job:
+    steps:
+      - name: moby
+        uid: moby-lines
+        source: {{ file: {{ path: "{data}/text/moby_dick.txt" }} }}
+      - name: shakespeare
+        uid: shakespeare-lines
+        source: {{ file: {{ path: "{data}/text/tinyshakespeare.txt" }} }}
+      - name: lines
+        uid: lines
+        union: {{}}
+        inputs: [moby, shakespeare]
+      - map: {{ expression: "{{'line': line.lower()}}" }}
+      - flatMap: {{ field: line, pattern: '\W+', as: word }}
+      - keyBy: {{ expression: word, as: word }}
+      - uid: counts
+        count: {{}}
+      - uid: output
+        sink: {sink}
+"#,
+        data = data.display(),
+        ckpt = paths.checkpoints,
+    );
+    let f = dir.join("job.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+fn file_sink(dir: &Path, rate: u64) -> String {
+    format!(
+        r#"{{ file: {{ path: "{}", maxRecordsPerSecond: {rate} }} }}"#,
+        dir.join("output").display()
+    )
+}
+
+fn job_status(api: &str) -> Value {
+    let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
+/// Runs `m`; once it has been RUNNING for `warmup` (the channels have filled up), counts the
+/// checkpoints completed during `window`, then kill -9. Returns (that count, the last completed
+/// checkpoint's statistics).
+fn checkpoints_within(m: &Path, warmup: Duration, window: Duration) -> (u64, Value) {
+    let completed = |job: &Value| job["summary"]["checkpointsCompleted"].as_u64().unwrap_or(0);
+    let w = Weir::run(m, &[], &[]);
+    let api = w.api();
+    wait_running(&api);
+    std::thread::sleep(warmup);
+    let before = completed(&job_status(&api));
+    std::thread::sleep(window);
+    let job = job_status(&api);
+    w.kill9();
+    (completed(&job) - before, job["lastCompletedCheckpoint"].clone())
+}
+
+#[test]
+fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() {
+    // One subtask per stage; the sink takes 10 000 words/s while the sources read as fast as
+    // they can, so every channel stays full: an aligned barrier waits behind 8 queued batches
+    // of 1024 lines (about 10 000 words each) in each channel, well over 10 s of sink time;
+    // an unaligned one overtakes them and waits for the batch in progress (1 s) at most.
+    let (warmup, window) = (Duration::from_secs(3), Duration::from_secs(15));
+    let mut completed = vec![];
+    let mut last_timeout = Value::Null;
+    for (name, checkpointing) in [
+        ("aligned", ", interval: 200ms"),
+        ("unaligned", ", interval: 200ms, unaligned: true"),
+        (
+            "alignedCheckpointTimeout 1s",
+            ", interval: 200ms, unaligned: true, alignedCheckpointTimeout: 1s",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = "{ discard: { maxRecordsPerSecond: 10000 } }";
+        let m = manifest(dir.path(), 1, checkpointing, sink);
+        let (n, last) = checkpoints_within(&m, warmup, window);
+        eprintln!("{name}: {n} checkpoints in {window:?}; last: {last}");
+        if name != "aligned" && n > 0 {
+            assert_eq!(last["alignment"]["unaligned"], true, "{name}: {last}");
+            assert!(
+                last["alignment"]["channelStateBytes"].as_u64().unwrap() > 0,
+                "{name}: an unaligned checkpoint under backpressure holds in-flight records: {last}"
+            );
+        }
+        if name == "aligned" && n > 0 {
+            assert_eq!(last["alignment"]["unaligned"], false, "{last}");
+            assert_eq!(last["alignment"]["channelStateBytes"], 0, "{last}");
+        }
+        completed.push(n);
+        last_timeout = last;
+    }
+    let (aligned, unaligned, timeout) = (completed[0], completed[1], completed[2]);
+    assert!(
+        unaligned >= 3 && unaligned >= aligned + 2,
+        "unaligned {unaligned} vs aligned {aligned} checkpoints in {window:?}"
+    );
+    // The timeout run switched to unaligned after aligning for the timeout.
+    assert!(timeout >= 1, "alignment timeout: {timeout} checkpoints in {window:?}");
+    assert!(
+        last_timeout["alignment"]["alignmentMs"].as_u64().unwrap() >= 1000,
+        "switched only after aligning for alignedCheckpointTimeout: {last_timeout}"
+    );
+}
+
+#[test]
+fn kill_9_with_unaligned_checkpoints_is_exactly_once() {
+    let mut rng = Rng(seed());
+    let reference = tempfile::tempdir().unwrap();
+    let m = manifest(
+        reference.path(),
+        2,
+        ", interval: 200ms",
+        &file_sink(reference.path(), 1_000_000),
+    );
+    Weir::run(&m, &[], &[]).wait_ok();
+    let failure_free = local_output(&reference.path().join("output"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(
+        dir.path(),
+        2,
+        ", interval: 200ms, unaligned: true",
+        &file_sink(dir.path(), 60_000),
+    );
+    run_with_kills(&m, 3, &[], &mut rng);
+    let recovered = local_output(&dir.path().join("output"));
+    assert_same_multiset(&recovered, &failure_free, "unaligned checkpoints with 3 kill -9");
+    assert_same_multiset(&recovered, &expected_wordcount(), "against the independent count");
+    // The retained checkpoints: periodic ones unaligned, the final one of the bounded job aligned.
+    let kinds: Vec<bool> = checkpoints(dir.path())
+        .iter()
+        .map(|m| m["alignment"]["unaligned"].as_bool().unwrap())
+        .collect();
+    assert!(
+        kinds.len() >= 2 && kinds[..kinds.len() - 1].iter().all(|u| *u),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&false), "the final checkpoint is aligned: {kinds:?}");
+}
+
+/// Every `stderr-*.log` of the runs in `dir`, concatenated.
+fn all_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_string_lossy().starts_with("stderr-") {
+            out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// The `_metadata` bodies of the completed checkpoints in `dir`'s checkpoint storage, oldest
+/// first.
+fn checkpoints(dir: &Path) -> Vec<Value> {
+    let job_dir = dir.join("checkpoints/unaligned-wordcount");
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            let id: u64 = p.file_name()?.to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            p.join("_metadata").exists().then_some((id, p))
+        })
+        .collect();
+    found.sort();
+    found
+        .iter()
+        .map(|(_, p)| {
+            let text = std::fs::read_to_string(p.join("_metadata")).unwrap();
+            serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+        })
+        .collect()
+}
+
+/// The `_metadata` body of the newest completed checkpoint in `dir`'s checkpoint storage.
+fn newest_checkpoint(dir: &Path) -> Value {
+    checkpoints(dir).pop().expect("a completed checkpoint")
+}
+
+/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
+/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
+fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
+    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
+    let api = w.api();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let last = &job_status(&api)["lastCompletedCheckpoint"];
+        if let Some(id) = last["id"].as_u64()
+            && id > after_id
+            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
+        {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no unaligned checkpoint with channel state: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    w.kill9();
+    id
+}
+
+#[test]
+fn rescale_2_to_3_to_1_through_unaligned_checkpoints_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sources read at full speed, the sink takes 40k words/s per subtask: channels stay full,
+    // so every unaligned checkpoint holds in-flight records, keyed ones by key group.
+    let m = manifest(
+        dir.path(),
+        2,
+        ", interval: 300ms, unaligned: true",
+        &file_sink(dir.path(), 40_000),
+    );
+    let first = run_until_channel_state(&m, "2", 0);
+    let restored = newest_checkpoint(dir.path());
+    assert_eq!(restored["parallelism"], 2);
+    let channel = restored["channelState"].as_array().expect("channel state in _metadata");
+    assert!(
+        channel.iter().any(|c| c["uid"] == "counts"),
+        "keyed channel state of the count stage: {restored}"
+    );
+    let second = run_until_channel_state(&m, "3", first.max(restored["checkpointId"].as_u64().unwrap()));
+    let restored = newest_checkpoint(dir.path());
+    assert_eq!(restored["parallelism"], 3);
+    assert!(restored["checkpointId"].as_u64().unwrap() >= second);
+    // Finish at parallelism 1 without a throttle bottleneck on the last run's tail.
+    Weir::run(&m, &["--parallelism", "1", "--restore", "latest"], &[]).wait_ok();
+    let logs = all_logs(dir.path());
+    assert!(logs.contains("replaying channel state"), "{logs}");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "2 → 3 → 1 through unaligned checkpoints",
+    );
+}
+
+#[test]
+fn the_cluster_refuses_unaligned_checkpoints_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("job.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: single-line }}
+spec:
+  parallelism: 1
+  checkpointing: {{ storage: "{}/checkpoints", unaligned: true }}
+  job:
+    steps:
+      - source: {{ generator: {{ count: 10 }} }}
+      - sink: {{ discard: {{}} }}
+"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (accepted, stderr) = coordinator_refusal(&m);
+    assert!(!accepted, "the coordinator accepted unaligned checkpoints: {stderr}");
+    assert!(
+        stderr.contains("spec.checkpointing.unaligned: unaligned checkpoints run with weir run only so far"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("checkpoints").exists(),
+        "the refused job touched its storage"
+    );
+}
