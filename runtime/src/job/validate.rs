@@ -68,6 +68,8 @@ pub enum OperatorKind {
     FileSource(FileSourceSpec),
     /// Generator source.
     Generator(GeneratorSpec),
+    /// Kafka source.
+    KafkaSource(KafkaSourceSpec),
     /// CEL filter.
     Filter(String),
     /// CEL map.
@@ -84,6 +86,8 @@ pub enum OperatorKind {
     },
     /// Transactional file sink.
     FileSink(FileSinkSpec),
+    /// Kafka sink.
+    KafkaSink(KafkaSinkSpec),
     /// Stdout sink.
     PrintSink,
     /// Discard sink: counts and drops records.
@@ -98,12 +102,14 @@ impl OperatorKind {
         match self {
             OperatorKind::FileSource(_) => "source-file",
             OperatorKind::Generator(_) => "source-generator",
+            OperatorKind::KafkaSource(_) => "source-kafka",
             OperatorKind::Filter(_) => "filter",
             OperatorKind::Map(_) => "map",
             OperatorKind::FlatMap(_) => "flatMap",
             OperatorKind::KeyBy { .. } => "keyBy",
             OperatorKind::Aggregate { func, .. } => func.name(),
             OperatorKind::FileSink(_) => "sink-file",
+            OperatorKind::KafkaSink(_) => "sink-kafka",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
             OperatorKind::Union => "union",
@@ -116,21 +122,29 @@ impl OperatorKind {
             self,
             OperatorKind::FileSource(_)
                 | OperatorKind::Generator(_)
+                | OperatorKind::KafkaSource(_)
                 | OperatorKind::Aggregate { .. }
                 | OperatorKind::FileSink(_)
+                | OperatorKind::KafkaSink(_)
         )
     }
 
     /// Whether the operator is a source (reads no input).
     pub fn is_source(&self) -> bool {
-        matches!(self, OperatorKind::FileSource(_) | OperatorKind::Generator(_))
+        matches!(
+            self,
+            OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::KafkaSource(_)
+        )
     }
 
     /// Whether the operator is a sink (has no output).
     pub fn is_sink(&self) -> bool {
         matches!(
             self,
-            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
+            OperatorKind::FileSink(_)
+                | OperatorKind::PrintSink
+                | OperatorKind::DiscardSink
+                | OperatorKind::KafkaSink(_)
         )
     }
 }
@@ -289,15 +303,19 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     let at = format!("spec.job.steps[{i}]");
     let mut kinds = Vec::new();
     if let Some(s) = &step.source {
-        kinds.push(match (&s.file, &s.generator) {
-            (Some(f), None) => {
+        kinds.push(match (&s.file, &s.generator, &s.kafka) {
+            (None, None, Some(k)) => {
+                super::validate_kafka::check_source(&format!("{at}.source.kafka"), k)?;
+                OperatorKind::KafkaSource(k.clone())
+            }
+            (Some(f), None, None) => {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
                 }
                 check_rate_limit(&format!("{at}.source.file"), f.max_records_per_second)?;
                 OperatorKind::FileSource(f.clone())
             }
-            (None, Some(g)) => {
+            (None, Some(g), None) => {
                 let at = format!("{at}.source.generator");
                 check_at_least_one(&format!("{at}.splits"), g.splits.map(u64::from))?;
                 check_at_least_one(&format!("{at}.keys"), g.keys)?;
@@ -307,7 +325,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             _ => {
                 return Err(JobError::new(
                     format!("{at}.source"),
-                    "set exactly one of `file`, `generator`",
+                    "set exactly one of `file`, `generator`, `kafka`",
                 ));
             }
         });
@@ -363,19 +381,23 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         kinds.push(OperatorKind::Union);
     }
     if let Some(s) = &step.sink {
-        kinds.push(match (&s.file, &s.print, &s.discard) {
-            (Some(f), None, None) => {
+        kinds.push(match (&s.file, &s.print, &s.discard, &s.kafka) {
+            (None, None, None, Some(k)) => {
+                super::validate_kafka::check_sink(&format!("{at}.sink.kafka"), k)?;
+                OperatorKind::KafkaSink(k.clone())
+            }
+            (Some(f), None, None, None) => {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
                 OperatorKind::FileSink(f.clone())
             }
-            (None, Some(_), None) => OperatorKind::PrintSink,
-            (None, None, Some(_)) => OperatorKind::DiscardSink,
+            (None, Some(_), None, None) => OperatorKind::PrintSink,
+            (None, None, Some(_), None) => OperatorKind::DiscardSink,
             _ => {
                 return Err(JobError::new(
                     format!("{at}.sink"),
-                    "set exactly one of `file`, `print`, `discard`",
+                    "set exactly one of `file`, `print`, `discard`, `kafka`",
                 ));
             }
         });
@@ -432,11 +454,8 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     for (i, step) in steps.iter().enumerate() {
         let kind = step_kind(i, step)?;
         let at = format!("spec.job.steps[{i}]");
-        let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
-        let is_sink = matches!(
-            kind,
-            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
-        );
+        let is_source = kind.is_source();
+        let is_sink = kind.is_sink();
         if (i == 0) != is_source {
             return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
         }
