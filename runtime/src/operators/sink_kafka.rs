@@ -231,7 +231,7 @@ impl KafkaSink {
         self.spec.delivery_guarantee == DeliveryGuarantee::ExactlyOnce
     }
 
-    fn to_kafka(&mut self, record: &Record) -> KafkaRecord {
+    fn encode_record(&mut self, record: &Record) -> KafkaRecord {
         self.scratch.clear();
         write_json_line(&record.row, &mut self.scratch);
         self.scratch.pop();
@@ -347,7 +347,7 @@ fn recover(
 impl StreamOperator for KafkaSink {
     async fn process(&mut self, input: Vec<Record>, _out: &mut Vec<Record>) -> TaskResult<()> {
         self.errors.check(&self.spec.topic)?;
-        let records: Vec<KafkaRecord> = input.iter().map(|r| self.to_kafka(r)).collect();
+        let records: Vec<KafkaRecord> = input.iter().map(|r| self.encode_record(r)).collect();
         if !self.exactly_once() {
             for r in &records {
                 send(&self.producer, &self.spec.topic, r).await?;
