@@ -283,3 +283,43 @@ fn kafka_at_least_once_loses_nothing_through_kill_9() {
         got.len() - expected.len()
     );
 }
+
+/// What the exactly-once proof needs from the broker: a committed transaction is visible to a
+/// `read_committed` consumer, an aborted one is not, and a transaction left open by a producer
+/// that died is aborted when a new producer with the same transactional id starts.
+#[test]
+fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
+    let Some(servers) = broker() else { return };
+    let topic = unique("weir-txn-probe");
+    create_topic(&servers, &topic, 1);
+    let id = unique("weir-probe");
+    let producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let send = |p: &BaseProducer, value: &str| {
+        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    let first = producer(&id);
+    first.begin_transaction().unwrap();
+    send(&first, "committed");
+    first.commit_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "aborted");
+    first.abort_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "left-open");
+    // A new producer with the same id fences the first and aborts its open transaction.
+    let second = producer(&id);
+    second.begin_transaction().unwrap();
+    send(&second, "after-fencing");
+    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    let got = read_topic(&servers, &topic, "read_committed", 2);
+    assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
