@@ -11,7 +11,7 @@
 
 use super::guarantee::{self, SourcePositions};
 use super::restore::RestoreFrom;
-use crate::job::{Job, OperatorKind};
+use crate::job::Job;
 use crate::state::snapshot::{StateFile, decode_state_file, encode_state_file};
 use crate::storage::{Store, join};
 use std::collections::HashMap;
@@ -111,10 +111,7 @@ pub async fn for_run(
     }
     let dir = log_dir(&job.name, lineage);
     if restored && guarantee::source_positions(mode, restore) == SourcePositions::FurthestRead {
-        let sources = job
-            .operators
-            .iter()
-            .filter(|o| matches!(o.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_)));
+        let sources = job.operators.iter().filter(|o| o.kind.is_source());
         for op in sources {
             let items = load(store, &dir, &op.uid).await?;
             if !items.is_empty() {

@@ -318,7 +318,7 @@ pub async fn build_task(
     let range = key_group_range(sub, p, max_p);
     let snapshot = ctx.snapshot.as_deref();
     let first = &job.operators[stage[0]];
-    let is_source = matches!(first.kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
+    let is_source = first.kind.is_source();
     let failed_prefix = match &ctx.worker_id {
         Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
         None => format!("{} failed", subtask_label(spec, p)),
@@ -382,9 +382,23 @@ pub async fn build_task(
                     .await
                     .map_err(ctx_err)?,
             ),
+            OperatorKind::KafkaSink(spec) => Box::new(
+                crate::operators::sink_kafka::KafkaSink::new(
+                    spec,
+                    &format!("weir-{}-{}", job.name, op.uid),
+                    sub,
+                    p,
+                    restore_state,
+                )
+                .await
+                .map_err(ctx_err)?,
+            ),
             OperatorKind::PrintSink => Box::new(PrintSink),
             OperatorKind::DiscardSink => Box::new(DiscardSink),
-            OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::Union => {
+            OperatorKind::FileSource(_)
+            | OperatorKind::Generator(_)
+            | OperatorKind::KafkaSource(_)
+            | OperatorKind::Union => {
                 return Err(format!("operator {}: must head its stage", op.uid));
             }
         };

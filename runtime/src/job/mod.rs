@@ -7,8 +7,10 @@ pub mod event_time;
 pub mod fields;
 pub mod schema;
 pub mod spec;
+pub mod spec_kafka;
 pub mod types;
 pub mod validate;
+mod validate_kafka;
 
 pub use spec::*;
 pub use validate::{

@@ -322,6 +322,8 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
                     .collect(),
             ),
             OperatorKind::FileSource(spec) => file_source_schema(&at, spec, samples.get(i).copied().flatten())?,
+            // JSON values whose fields are only known when read.
+            OperatorKind::KafkaSource(_) => None,
             OperatorKind::Union => union_schema(&at, &op.inputs, operators, &schemas)?,
             OperatorKind::Filter(e) => {
                 let path = format!("{at}.filter.expression");
@@ -402,7 +404,10 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
                 };
                 Some(window_output(&at, def, &key_field, key_type, input.as_deref())?)
             }
-            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink => input,
+            OperatorKind::FileSink(_)
+            | OperatorKind::PrintSink
+            | OperatorKind::DiscardSink
+            | OperatorKind::KafkaSink(_) => input,
         };
         schemas.push(schema);
         key_types.push(key_type);

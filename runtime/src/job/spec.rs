@@ -7,6 +7,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::spec_kafka::{DeliveryGuarantee, KafkaSinkSpec, KafkaSourceSpec, StartingOffsets};
+
 /// The API version of the `StreamJob` resource.
 pub const API_VERSION: &str = "weir.dev/v1alpha1";
 /// The kind of the resource.
@@ -281,7 +283,7 @@ pub struct Step {
     pub sink: Option<SinkSpec>,
 }
 
-/// A source. Exactly one of `file`, `generator`; optionally `eventTime`.
+/// A source. Exactly one of `file`, `generator`, `kafka`; optionally `eventTime`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSpec {
@@ -297,6 +299,9 @@ pub struct SourceSpec {
     /// Seeded deterministic generator, replayable by record index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<GeneratorSpec>,
+    /// Replayable Kafka source (offsets in the checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaSourceSpec>,
 }
 
 /// File formats a file source reads.
@@ -535,7 +540,7 @@ pub enum WindowAggregate {
 #[serde(rename_all = "camelCase")]
 pub struct UnionSpec {}
 
-/// A sink. Exactly one of `file`, `print`, `discard`.
+/// A sink. Exactly one of `file`, `print`, `discard`, `kafka`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkSpec {
@@ -549,6 +554,9 @@ pub struct SinkSpec {
     /// tests. Nothing to commit, so exactly-once holds trivially.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discard: Option<DiscardSinkSpec>,
+    /// Kafka sink: transactional (exactly-once), at-least-once or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaSinkSpec>,
 }
 
 /// Transactional file sink (two-phase commit): each subtask writes one part file per

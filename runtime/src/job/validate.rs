@@ -68,6 +68,8 @@ pub enum OperatorKind {
     FileSource(FileSourceSpec),
     /// Generator source.
     Generator(GeneratorSpec),
+    /// Kafka source.
+    KafkaSource(KafkaSourceSpec),
     /// CEL filter.
     Filter(String),
     /// CEL map.
@@ -88,6 +90,8 @@ pub enum OperatorKind {
     Window(super::event_time::WindowDef),
     /// Transactional file sink.
     FileSink(FileSinkSpec),
+    /// Kafka sink.
+    KafkaSink(KafkaSinkSpec),
     /// Stdout sink.
     PrintSink,
     /// Discard sink: counts and drops records.
@@ -102,6 +106,7 @@ impl OperatorKind {
         match self {
             OperatorKind::FileSource(_) => "source-file",
             OperatorKind::Generator(_) => "source-generator",
+            OperatorKind::KafkaSource(_) => "source-kafka",
             OperatorKind::Filter(_) => "filter",
             OperatorKind::Map(_) => "map",
             OperatorKind::FlatMap(_) => "flatMap",
@@ -109,6 +114,7 @@ impl OperatorKind {
             OperatorKind::Aggregate { func, .. } => func.name(),
             OperatorKind::Window(_) => "window",
             OperatorKind::FileSink(_) => "sink-file",
+            OperatorKind::KafkaSink(_) => "sink-kafka",
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
             OperatorKind::Union => "union",
@@ -121,9 +127,11 @@ impl OperatorKind {
             self,
             OperatorKind::FileSource(_)
                 | OperatorKind::Generator(_)
+                | OperatorKind::KafkaSource(_)
                 | OperatorKind::Aggregate { .. }
                 | OperatorKind::Window(_)
                 | OperatorKind::FileSink(_)
+                | OperatorKind::KafkaSink(_)
         )
     }
 
@@ -134,14 +142,20 @@ impl OperatorKind {
 
     /// Whether the operator is a source (reads no input).
     pub fn is_source(&self) -> bool {
-        matches!(self, OperatorKind::FileSource(_) | OperatorKind::Generator(_))
+        matches!(
+            self,
+            OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::KafkaSource(_)
+        )
     }
 
     /// Whether the operator is a sink (has no output).
     pub fn is_sink(&self) -> bool {
         matches!(
             self,
-            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
+            OperatorKind::FileSink(_)
+                | OperatorKind::PrintSink
+                | OperatorKind::DiscardSink
+                | OperatorKind::KafkaSink(_)
         )
     }
 }
@@ -355,15 +369,19 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         if let Some(et) = &s.event_time {
             super::event_time::event_time(&format!("{at}.source.eventTime"), et)?;
         }
-        kinds.push(match (&s.file, &s.generator) {
-            (Some(f), None) => {
+        kinds.push(match (&s.file, &s.generator, &s.kafka) {
+            (None, None, Some(k)) => {
+                super::validate_kafka::check_source(&format!("{at}.source.kafka"), k)?;
+                OperatorKind::KafkaSource(k.clone())
+            }
+            (Some(f), None, None) => {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.source.file.path"), "must not be empty"));
                 }
                 check_rate_limit(&format!("{at}.source.file"), f.max_records_per_second)?;
                 OperatorKind::FileSource(f.clone())
             }
-            (None, Some(g)) => {
+            (None, Some(g), None) => {
                 let at = format!("{at}.source.generator");
                 check_at_least_one(&format!("{at}.splits"), g.splits.map(u64::from))?;
                 check_at_least_one(&format!("{at}.keys"), g.keys)?;
@@ -373,7 +391,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             _ => {
                 return Err(JobError::new(
                     format!("{at}.source"),
-                    "set exactly one of `file`, `generator`",
+                    "set exactly one of `file`, `generator`, `kafka`",
                 ));
             }
         });
@@ -440,23 +458,27 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         kinds.push(OperatorKind::Union);
     }
     if let Some(s) = &step.sink {
-        kinds.push(match (&s.file, &s.print, &s.discard) {
-            (Some(f), None, None) => {
+        kinds.push(match (&s.file, &s.print, &s.discard, &s.kafka) {
+            (None, None, None, Some(k)) => {
+                super::validate_kafka::check_sink(&format!("{at}.sink.kafka"), k)?;
+                OperatorKind::KafkaSink(k.clone())
+            }
+            (Some(f), None, None, None) => {
                 if f.path.trim().is_empty() {
                     return Err(JobError::new(format!("{at}.sink.file.path"), "must not be empty"));
                 }
                 check_rate_limit(&format!("{at}.sink.file"), f.max_records_per_second)?;
                 OperatorKind::FileSink(f.clone())
             }
-            (None, Some(_), None) => OperatorKind::PrintSink,
-            (None, None, Some(d)) => {
+            (None, Some(_), None, None) => OperatorKind::PrintSink,
+            (None, None, Some(d), None) => {
                 check_rate_limit(&format!("{at}.sink.discard"), d.max_records_per_second)?;
                 OperatorKind::DiscardSink
             }
             _ => {
                 return Err(JobError::new(
                     format!("{at}.sink"),
-                    "set exactly one of `file`, `print`, `discard`",
+                    "set exactly one of `file`, `print`, `discard`, `kafka`",
                 ));
             }
         });
@@ -541,11 +563,8 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
     for (i, step) in steps.iter().enumerate() {
         let kind = step_kind(i, step)?;
         let at = format!("spec.job.steps[{i}]");
-        let is_source = matches!(kind, OperatorKind::FileSource(_) | OperatorKind::Generator(_));
-        let is_sink = matches!(
-            kind,
-            OperatorKind::FileSink(_) | OperatorKind::PrintSink | OperatorKind::DiscardSink
-        );
+        let is_source = kind.is_source();
+        let is_sink = kind.is_sink();
         if (i == 0) != is_source {
             return Err(JobError::new(at, "the first step, and only it, must be a `source`"));
         }

@@ -8,6 +8,8 @@
 pub mod aggregate;
 pub mod discard;
 pub mod sink;
+pub mod sink_kafka;
+pub mod sink_kafka_recovery;
 pub mod source;
 pub mod throttle;
 pub mod transform;

@@ -4,6 +4,8 @@
 
 pub mod file;
 pub mod generator;
+pub mod kafka;
+pub mod kafka_assign;
 
 use super::{EncodedState, OperatorRestore, TaskResult};
 use crate::job::{OperatorKind, validate::Operator};
@@ -61,6 +63,11 @@ pub async fn build(
             generator::Generator::new(spec, subtask, parallelism, restore)
                 .map_err(|e| e.context(format!("operator {}", op.uid)))?,
         )),
+        OperatorKind::KafkaSource(spec) => Ok(Box::new(
+            kafka::KafkaSource::new(spec, subtask, parallelism, restore)
+                .await
+                .map_err(|e| e.context(format!("operator {}", op.uid)))?,
+        )),
         other => Err(super::TaskError(format!(
             "operator {} ({}) is not a source",
             op.uid,
@@ -102,6 +109,17 @@ pub fn furthest_positions(kind: &OperatorKind, items: &[Vec<u8>]) -> TaskResult<
             }
             by_index.values().map(|s| Ok(postcard::to_stdvec(s)?)).collect()
         }
+        OperatorKind::KafkaSource(_) => kafka_assign::restored_offsets(items)
+            .map_err(super::TaskError)?
+            .into_iter()
+            .map(|((topic, partition), next_offset)| {
+                Ok(postcard::to_stdvec(&kafka_assign::KafkaSplit {
+                    topic,
+                    partition,
+                    next_offset,
+                })?)
+            })
+            .collect(),
         other => Err(super::TaskError(format!("{} is not a source", other.name()))),
     }
 }

@@ -1,0 +1,215 @@
+//! Pure decisions of the exactly-once Kafka sink's recovery: which transactional ids a new
+//! subtask fences (so the transactions a failed attempt left open are aborted), which old
+//! subtasks' pre-committed transactions it takes over, and which of those it must write again.
+//!
+//! Protocol (docs/concepts.md, "Kafka"): subtask `i` writes through transactional id
+//! `<prefix>-<i>`, one transaction at a time. At barrier `n` the open transaction is flushed
+//! (pre-commit) and, inside it, offset `n` is committed for partition 0 of the output topic in
+//! the consumer group `<prefix>-<i>` (the commit marker: it becomes visible exactly when the
+//! transaction commits). The transaction's records are also kept in the checkpoint (write-ahead),
+//! and it is committed when checkpoint `n` completes. librdkafka cannot resume another
+//! process's transaction (Flink's KafkaSink does so through producer internals), so after a
+//! failure the open transactions are aborted by fencing their ids, and every pre-committed
+//! transaction of the restore point whose marker shows it was not committed is written again in
+//! a new transaction that also moves the marker. Reference: Flink's `KafkaSink` transactional-id
+//! pool and its abort of lingering transactions on restore (`TransactionAborter`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One record as the sink writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaRecord {
+    /// Message key, if the sink has a `keyField`.
+    pub key: Option<Vec<u8>>,
+    /// Message value: the record's JSON text.
+    pub value: Vec<u8>,
+}
+
+/// An item of the exactly-once sink's operator state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SinkStateItem {
+    /// Written by every subtask at every checkpoint: who wrote the state, at which parallelism
+    /// (so a restore knows which transactional ids existed).
+    Subtask {
+        /// Subtask index.
+        subtask: u32,
+        /// The job's parallelism then.
+        parallelism: u32,
+    },
+    /// A transaction pre-committed at barrier `checkpoint_id` and not known to be committed.
+    Pending(PendingTransaction),
+}
+
+/// A pre-committed transaction: its records, kept so that a restore can write them again if
+/// the commit never happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTransaction {
+    /// The subtask that wrote it (its transactional id is `<prefix>-<subtask>`).
+    pub subtask: u32,
+    /// The checkpoint whose completion commits it.
+    pub checkpoint_id: u64,
+    /// Its records, in order.
+    pub records: Vec<KafkaRecord>,
+}
+
+/// The transactional id of subtask `subtask`: `<prefix>-<subtask>`.
+pub fn transactional_id(prefix: &str, subtask: u32) -> String {
+    format!("{prefix}-{subtask}")
+}
+
+/// The consumer group holding subtask `subtask`'s commit marker (same name as its id).
+pub fn marker_group(prefix: &str, subtask: u32) -> String {
+    transactional_id(prefix, subtask)
+}
+
+/// What a new subtask does before it writes anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// Old subtasks whose pending transactions this subtask takes over (their markers are
+    /// read, their uncommitted transactions written again): `s` with `s mod parallelism ==
+    /// subtask`, for `s` below the old parallelism.
+    pub adopted: Vec<u32>,
+    /// Transactional ids to fence, besides the subtask's own (fenced when its producer
+    /// starts): those of adopted old subtasks that no longer exist.
+    pub fence_ids: Vec<String>,
+}
+
+/// Decides the recovery of `subtask` of `parallelism` from state written at
+/// `old_parallelism` (`None`: a first start, nothing to take over).
+pub fn recovery_plan(prefix: &str, old_parallelism: Option<u32>, parallelism: u32, subtask: u32) -> RecoveryPlan {
+    let parallelism = parallelism.max(1);
+    let adopted: Vec<u32> = (0..old_parallelism.unwrap_or(0))
+        .filter(|s| s % parallelism == subtask)
+        .collect();
+    let fence_ids = adopted
+        .iter()
+        .filter(|&&s| s != subtask)
+        .map(|&s| transactional_id(prefix, s))
+        .collect();
+    RecoveryPlan { adopted, fence_ids }
+}
+
+/// The old parallelism and the pending transactions in restored state (items of all old
+/// subtasks, pooled). Errors: an item that does not decode.
+pub fn decode_state(items: &[Vec<u8>]) -> Result<(Option<u32>, Vec<PendingTransaction>), String> {
+    let mut parallelism = None;
+    let mut pending = Vec::new();
+    for item in items {
+        match postcard::from_bytes::<SinkStateItem>(item) {
+            Ok(SinkStateItem::Subtask { parallelism: p, .. }) => parallelism = parallelism.max(Some(p)),
+            Ok(SinkStateItem::Pending(t)) => pending.push(t),
+            Err(e) => return Err(format!("Kafka sink state does not decode: {e}")),
+        }
+    }
+    Ok((parallelism, pending))
+}
+
+/// The pending transactions to write again, in order (by old subtask, then checkpoint): those
+/// of adopted subtasks whose checkpoint is above that subtask's committed marker (`None` or
+/// missing: nothing of it was ever committed).
+pub fn to_replay<'p>(
+    pending: &'p [PendingTransaction],
+    adopted: &[u32],
+    committed: &BTreeMap<u32, Option<u64>>,
+) -> Vec<&'p PendingTransaction> {
+    let mut out: Vec<&PendingTransaction> = pending
+        .iter()
+        .filter(|t| adopted.contains(&t.subtask))
+        .filter(|t| {
+            committed
+                .get(&t.subtask)
+                .copied()
+                .flatten()
+                .is_none_or(|m| t.checkpoint_id > m)
+        })
+        .collect();
+    out.sort_by_key(|t| (t.subtask, t.checkpoint_id));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_by_old_and_new_parallelism() {
+        let ids = |v: &[u32]| v.iter().map(|&s| transactional_id("p", s)).collect::<Vec<_>>();
+        for (old, new, subtask, adopted, fenced) in [
+            // First start: nothing to take over; the own id is fenced by the producer itself.
+            (None, 2, 0, vec![], vec![]),
+            // Same parallelism: each subtask takes over its own id only.
+            (Some(2), 2, 1, vec![1], vec![]),
+            // Scale in 4 → 2: subtask 0 takes over 0 and 2, fencing 2.
+            (Some(4), 2, 0, vec![0, 2], vec![2]),
+            (Some(4), 2, 1, vec![1, 3], vec![3]),
+            // Scale in 3 → 1: everything.
+            (Some(3), 1, 0, vec![0, 1, 2], vec![1, 2]),
+            // Scale out 2 → 4: subtasks 2 and 3 are new and take over nothing.
+            (Some(2), 4, 1, vec![1], vec![]),
+            (Some(2), 4, 3, vec![], vec![]),
+        ] {
+            let plan = recovery_plan("p", old, new, subtask);
+            assert_eq!(plan.adopted, adopted, "{old:?} → {new}, subtask {subtask}");
+            assert_eq!(plan.fence_ids, ids(&fenced), "{old:?} → {new}, subtask {subtask}");
+        }
+    }
+
+    fn txn(subtask: u32, checkpoint_id: u64) -> PendingTransaction {
+        PendingTransaction {
+            subtask,
+            checkpoint_id,
+            records: vec![KafkaRecord {
+                key: None,
+                value: format!("{subtask}/{checkpoint_id}").into_bytes(),
+            }],
+        }
+    }
+
+    #[test]
+    fn replays_what_the_marker_does_not_cover() {
+        let pending = vec![txn(2, 7), txn(0, 7), txn(0, 6), txn(1, 7)];
+        let at = |v: Vec<&PendingTransaction>| v.iter().map(|t| (t.subtask, t.checkpoint_id)).collect::<Vec<_>>();
+        for (adopted, committed, want) in [
+            // The commit of 7 happened for subtask 0 (marker 7): nothing of it again.
+            (vec![0], vec![(0, Some(7))], vec![]),
+            // Marker 6: checkpoint 7's transaction was aborted: write it again.
+            (vec![0], vec![(0, Some(6))], vec![(0, 7)]),
+            // No marker at all: both, in checkpoint order.
+            (vec![0], vec![(0, None)], vec![(0, 6), (0, 7)]),
+            (vec![0], vec![], vec![(0, 6), (0, 7)]),
+            // Adopted subtasks only, ordered by subtask.
+            (vec![0, 2], vec![(0, Some(7)), (2, Some(3))], vec![(2, 7)]),
+            (vec![1], vec![(1, Some(8))], vec![]),
+            (vec![3], vec![], vec![]),
+        ] {
+            let committed: BTreeMap<u32, Option<u64>> = committed.into_iter().collect();
+            assert_eq!(
+                at(to_replay(&pending, &adopted, &committed)),
+                want,
+                "{adopted:?} {committed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn state_round_trip() {
+        let items: Vec<Vec<u8>> = [
+            SinkStateItem::Subtask {
+                subtask: 0,
+                parallelism: 3,
+            },
+            SinkStateItem::Pending(txn(0, 4)),
+            SinkStateItem::Subtask {
+                subtask: 1,
+                parallelism: 3,
+            },
+        ]
+        .iter()
+        .map(|i| postcard::to_stdvec(i).unwrap())
+        .collect();
+        assert_eq!(decode_state(&items).unwrap(), (Some(3), vec![txn(0, 4)]));
+        assert_eq!(decode_state(&[]).unwrap(), (None, vec![]));
+        assert!(decode_state(&[vec![9, 9, 9]]).is_err());
+    }
+}

@@ -1,0 +1,170 @@
+//! Pure decisions of the Kafka source: which subtask reads a partition, and where each of a
+//! subtask's partitions starts (checkpointed offset or the starting-offsets rule).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The position of one partition as the source's operator state holds it: the offset of the
+/// next record to read (Kafka's "committed offset" convention: last read + 1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaSplit {
+    /// Topic name.
+    pub topic: String,
+    /// Partition number.
+    pub partition: i32,
+    /// Offset of the next record to read.
+    pub next_offset: i64,
+}
+
+/// Java's `String.hashCode` (`s[0]*31^(n-1) + … + s[n-1]` over UTF-16 code units, wrapping in
+/// 32 bits), as Flink's enumerator hashes topic names.
+pub fn java_string_hash(text: &str) -> i32 {
+    text.encode_utf16()
+        .fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)))
+}
+
+/// The source subtask (of `parallelism`) that reads `partition` of `topic`: Flink's
+/// `KafkaSourceEnumerator.getSplitOwner`,
+/// `startIndex = ((topic.hashCode() * 31) & 0x7FFFFFFF) % parallelism`, owner
+/// `(startIndex + partition) % parallelism`. Partitions of one topic go round-robin from a
+/// topic-dependent start, so several topics spread over the subtasks. `parallelism` ≥ 1.
+pub fn partition_owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
+    let parallelism = i64::from(parallelism.max(1));
+    let start = i64::from(java_string_hash(topic).wrapping_mul(31) & 0x7fff_ffff) % parallelism;
+    ((start + i64::from(partition.max(0))) % parallelism) as u32
+}
+
+/// The offsets in restored source state (items of all old subtasks, pooled), by
+/// (topic, partition). A partition listed more than once (the read-position log of
+/// at-most-once) keeps its largest offset.
+///
+/// Errors: an item that does not decode as a [`KafkaSplit`].
+pub fn restored_offsets(items: &[Vec<u8>]) -> Result<BTreeMap<(String, i32), i64>, String> {
+    let mut offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for item in items {
+        let split: KafkaSplit =
+            postcard::from_bytes(item).map_err(|e| format!("Kafka source state does not decode: {e}"))?;
+        let slot = offsets
+            .entry((split.topic, split.partition))
+            .or_insert(split.next_offset);
+        *slot = (*slot).max(split.next_offset);
+    }
+    Ok(offsets)
+}
+
+/// Where a partition starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The checkpointed offset (restore).
+    Restored(i64),
+    /// The source's `startingOffsets` rule (first start of the job).
+    StartingOffsets,
+    /// The earliest offset: a partition that appeared after the job first started (discovered
+    /// now, or missing from the restored state), so nothing written to it is skipped.
+    Earliest,
+}
+
+/// Decides where `(topic, partition)` starts: its restored offset if the state has one; else
+/// `startingOffsets` on the job's first start (`restored` empty and not `discovered_later`);
+/// else the earliest offset.
+pub fn start_from(
+    restored: &BTreeMap<(String, i32), i64>,
+    topic: &str,
+    partition: i32,
+    discovered_later: bool,
+) -> StartFrom {
+    match restored.get(&(topic.to_string(), partition)) {
+        Some(&offset) => StartFrom::Restored(offset),
+        None if restored.is_empty() && !discovered_later => StartFrom::StartingOffsets,
+        None => StartFrom::Earliest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_matches_java() {
+        // Java's `"hello world".hashCode()` is 1794106052; the others follow the same formula.
+        for (text, want) in [
+            ("", 0),
+            ("a", 97),
+            ("topic", 110_546_223),
+            ("wordcount-in", -1_073_761_363),
+            ("hello world", 1_794_106_052),
+        ] {
+            assert_eq!(java_string_hash(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn partitions_go_round_robin_from_a_topic_start() {
+        // topic "a": hash 97, 97*31 = 3007; start = 3007 % p.
+        for (topic, partition, parallelism, want) in [
+            ("a", 0, 1, 0),
+            ("a", 5, 1, 0),
+            ("a", 0, 2, 1), // 3007 % 2 = 1
+            ("a", 1, 2, 0),
+            ("a", 0, 4, 3), // 3007 % 4 = 3
+            ("a", 1, 4, 0),
+            ("a", 2, 4, 1),
+            ("a", 0, 3, 1), // 3007 % 3 = 1
+            ("a", 2, 3, 0),
+            ("", 0, 3, 0),
+            ("", 4, 3, 1),
+        ] {
+            assert_eq!(
+                partition_owner(topic, partition, parallelism),
+                want,
+                "{topic}/{partition} of {parallelism}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_partition_has_one_owner_and_the_load_is_even() {
+        for parallelism in 1..=5u32 {
+            let mut load = vec![0u32; parallelism as usize];
+            for partition in 0..12 {
+                load[partition_owner("events", partition, parallelism) as usize] += 1;
+            }
+            let (min, max) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+            assert!(max - min <= 1, "p={parallelism}: {load:?}");
+        }
+    }
+
+    fn item(topic: &str, partition: i32, next_offset: i64) -> Vec<u8> {
+        postcard::to_stdvec(&KafkaSplit {
+            topic: topic.into(),
+            partition,
+            next_offset,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn restored_offsets_pool_old_subtasks_and_keep_the_furthest() {
+        let got = restored_offsets(&[item("t", 0, 10), item("t", 1, 4), item("u", 0, 7), item("t", 0, 12)]).unwrap();
+        let want: BTreeMap<(String, i32), i64> =
+            [(("t".into(), 0), 12), (("t".into(), 1), 4), (("u".into(), 0), 7)].into();
+        assert_eq!(got, want);
+        assert!(restored_offsets(&[vec![0xff]]).is_err());
+    }
+
+    #[test]
+    fn start_positions() {
+        let restored: BTreeMap<(String, i32), i64> = [(("t".into(), 0), 42)].into();
+        let none = BTreeMap::new();
+        for (state, partition, later, want) in [
+            (&restored, 0, false, StartFrom::Restored(42)),
+            (&restored, 0, true, StartFrom::Restored(42)),
+            // A partition the checkpoint does not know appeared after it: from the start.
+            (&restored, 1, false, StartFrom::Earliest),
+            (&none, 0, false, StartFrom::StartingOffsets),
+            (&none, 3, true, StartFrom::Earliest),
+        ] {
+            assert_eq!(start_from(state, "t", partition, later), want, "{partition} {later}");
+        }
+    }
+}

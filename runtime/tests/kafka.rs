@@ -1,0 +1,344 @@
+//! Kafka end to end against a real broker: the text is produced into a topic with several
+//! partitions, `weir` runs Kafka → word count → Kafka, is killed with kill -9 at random moments
+//! and rescaled through a savepoint, and the output topic is compared with an independent word
+//! count, record by record (as multisets).
+//!
+//! The broker is the one at `WEIR_TEST_KAFKA` (default `127.0.0.1:9092`). Every test here is
+//! `#[ignore]`d (not counted as passing) and runs with `--ignored`: `.ci/run` does not start a
+//! broker, because building tansu (the only Kafka-compatible broker the machine's registries
+//! offer) costs 10+ minutes of CI for the one test it could pass (see docs/concepts.md, Kafka).
+//! Run with `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it
+//! did nothing.
+//!
+//! tansu 0.6.0 (the newest on crates.io) accepts InitProducerId but has no EndTxn handler, so
+//! librdkafka refuses `commit_transaction` ("EndTxnRequest (KIP-98) not supported by broker");
+//! its fetch also always reports an empty `aborted_transactions` list, so `read_committed`
+//! clients could not filter aborted records even with EndTxn. The exactly-once tests are
+//! therefore `#[ignore]`d (not counted as passing): run them with `--ignored` against a broker
+//! with transactions. tansu 0.6 also reports a partition's high watermark as the base offset of
+//! its last batch + 1 (all records are there), which cuts a bounded source short: the tests
+//! produce one record per batch.
+
+mod common;
+use common::*;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Lines of the text the tests produce (the first ones of the sorted text files).
+const LINES: usize = 6_000;
+
+/// The broker address, or `None` (locally, with a message) when nothing listens there.
+fn broker() -> Option<String> {
+    let addr = std::env::var("WEIR_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let reachable = addr
+        .parse()
+        .ok()
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if reachable {
+        return Some(addr);
+    }
+    let message = format!(
+        "no Kafka broker at {addr} (WEIR_TEST_KAFKA): start one, e.g. `tansu broker --storage-engine memory://tansu/ \
+         --kafka-listener-url tcp://127.0.0.1:9092 --kafka-advertised-listener-url tcp://127.0.0.1:9092` (see .ci/run)"
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+    eprintln!("kafka tests did nothing: {message}");
+    None
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+fn create_topic(servers: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let results = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap();
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+/// The first `LINES` lines of the text, in file order.
+fn text_lines() -> Vec<String> {
+    let mut files: Vec<_> = std::fs::read_dir(data_dir().join("text"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .take(LINES)
+        .collect()
+}
+
+/// Produces every line as `{"line": …}` (no key: spread over the partitions).
+fn produce_lines(servers: &str, topic: &str, lines: &[String]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        // One record per batch: tansu 0.6 reports a partition's high watermark as the base
+        // offset of its last batch + 1, which would cut a bounded source short.
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .create()
+        .unwrap();
+    for line in lines {
+        let value = serde_json::json!({ "line": line }).to_string();
+        loop {
+            match producer.send(BaseRecord::<(), str>::to(topic).payload(&value)) {
+                Ok(()) => break,
+                Err(_) => {
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// The running word count of `lines`, computed independently of Weir: every `(word, k)` for
+/// k = 1..N(word), as `{"word":"<w>","count":<k>}`, sorted.
+fn expected_counts(lines: &[String]) -> Vec<String> {
+    let re = regex::Regex::new(r"\W+").unwrap();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for line in lines {
+        for w in re.split(&line.to_lowercase()).filter(|w| !w.is_empty()) {
+            *counts.entry(w.to_string()).or_default() += 1;
+        }
+    }
+    let mut out = vec![];
+    for (w, n) in counts {
+        out.extend((1..=n).map(|k| serde_json::json!({"word": w, "count": k}).to_string()));
+    }
+    out.sort();
+    out
+}
+
+/// Every record of `topic` (all partitions, from the start) as `isolation` reads it, once no
+/// record arrived for 3 s after at least `at_least` were read (or 120 s passed); sorted.
+fn read_topic(servers: &str, topic: &str, isolation: &str, at_least: usize) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", unique("weir-test-reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
+        .create()
+        .unwrap();
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in metadata.topics()[0].partitions() {
+        list.add_partition_offset(topic, p.id(), Offset::Beginning).unwrap();
+    }
+    consumer.assign(&list).unwrap();
+    let mut out = vec![];
+    let started = Instant::now();
+    let mut last = Instant::now();
+    while started.elapsed() < Duration::from_secs(120)
+        && (out.len() < at_least || last.elapsed() < Duration::from_secs(3))
+    {
+        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
+            let m = m.unwrap();
+            out.push(String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap());
+            last = Instant::now();
+        }
+    }
+    out.sort();
+    out
+}
+
+fn kafka_manifest(
+    dir: &Path,
+    servers: &str,
+    input: &str,
+    output: &str,
+    guarantee: &str,
+    rate: u64,
+) -> std::path::PathBuf {
+    let paths = Paths::local(dir);
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: wordcount }}
+spec:
+  parallelism: 2
+  checkpointing: {{ interval: 300ms, mode: exactly-once, storage: "{ckpt}", retained: 2 }}
+  savepoints: {{ directory: "{svp}" }}
+  job:
+    steps:
+      - uid: lines
+        source:
+          kafka:
+            bootstrapServers: "{servers}"
+            topics: ["{input}"]
+            bounded: true
+            maxRecordsPerSecond: {rate}
+      - map: {{ expression: "{{'line': line.lower()}}" }}
+      - flatMap: {{ field: line, pattern: '\W+', as: word }}
+      - keyBy: {{ expression: word, as: word }}
+      - uid: counts
+        count: {{}}
+      - uid: output
+        sink:
+          kafka:
+            bootstrapServers: "{servers}"
+            topic: "{output}"
+            deliveryGuarantee: {guarantee}
+            transactionalIdPrefix: "{output}"
+"#,
+        ckpt = paths.checkpoints,
+        svp = paths.savepoints,
+    );
+    let f = dir.join("job.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+/// Input topic (4 partitions) with the text, an empty output topic (3 partitions), a manifest.
+fn setup(servers: &str, dir: &Path, guarantee: &str, rate: u64) -> (std::path::PathBuf, String, Vec<String>) {
+    let (input, output) = (unique("weir-in"), unique("weir-out"));
+    create_topic(servers, &input, 4);
+    create_topic(servers, &output, 3);
+    let lines = text_lines();
+    produce_lines(servers, &input, &lines);
+    (
+        kafka_manifest(dir, servers, &input, &output, guarantee, rate),
+        output,
+        lines,
+    )
+}
+
+#[test]
+#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+fn kafka_failure_free_run_matches_an_independent_word_count() {
+    let Some(servers) = broker() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, lines) = setup(&servers, dir.path(), "exactly-once", 100_000);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let expected = expected_counts(&lines);
+    let got = read_topic(&servers, &output, "read_committed", expected.len());
+    assert_same_multiset(&got, &expected, "Kafka → count → Kafka, no failure");
+}
+
+#[test]
+#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+fn kafka_exactly_once_through_kill_9_and_rescale() {
+    let Some(servers) = broker() else { return };
+    let mut rng = Rng(seed());
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, lines) = setup(&servers, dir.path(), "exactly-once", 500);
+    // Parallelism 2, stopped with a savepoint mid-input, restored at 3 and killed at random
+    // moments, restored from the latest checkpoint until it finishes.
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1200));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &savepoint], &[]);
+    let _ = w.api();
+    std::thread::sleep(Duration::from_millis(rng.range(400, 1500)));
+    w.kill9();
+    run_with_kills(&m, 2, &[], &mut rng);
+    let expected = expected_counts(&lines);
+    let got = read_topic(&servers, &output, "read_committed", expected.len());
+    assert_same_multiset(
+        &got,
+        &expected,
+        "read_committed output after kill -9 ×3 and rescale 2 → 3",
+    );
+}
+
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA (tansu 0.6 passes it); not started by .ci/run"]
+fn kafka_at_least_once_loses_nothing_through_kill_9() {
+    let Some(servers) = broker() else { return };
+    let mut rng = Rng(seed());
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, lines) = setup(&servers, dir.path(), "at-least-once", 500);
+    run_with_kills(&m, 2, &[], &mut rng);
+    let expected = expected_counts(&lines);
+    let got = read_topic(&servers, &output, "read_uncommitted", expected.len());
+    let mut have: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &got {
+        *have.entry(r.as_str()).or_default() += 1;
+    }
+    let missing: Vec<&String> = expected.iter().filter(|e| !have.contains_key(e.as_str())).collect();
+    assert!(
+        missing.is_empty(),
+        "{} records lost, first {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    eprintln!(
+        "at-least-once: {} records, {} expected, {} duplicates",
+        got.len(),
+        expected.len(),
+        got.len() - expected.len()
+    );
+}
+
+/// What the exactly-once proof needs from the broker: a committed transaction is visible to a
+/// `read_committed` consumer, an aborted one is not, and a transaction left open by a producer
+/// that died is aborted when a new producer with the same transactional id starts.
+#[test]
+#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
+    let Some(servers) = broker() else { return };
+    let topic = unique("weir-txn-probe");
+    create_topic(&servers, &topic, 1);
+    let id = unique("weir-probe");
+    let producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let send = |p: &BaseProducer, value: &str| {
+        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    let first = producer(&id);
+    first.begin_transaction().unwrap();
+    send(&first, "committed");
+    first.commit_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "aborted");
+    first.abort_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "left-open");
+    // A new producer with the same id fences the first and aborts its open transaction.
+    let second = producer(&id);
+    second.begin_transaction().unwrap();
+    send(&second, "after-fencing");
+    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    let got = read_topic(&servers, &topic, "read_committed", 2);
+    assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
