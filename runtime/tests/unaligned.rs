@@ -84,8 +84,18 @@ fn checkpoints_within(m: &Path, warmup: Duration, window: Duration) -> (u64, Val
     (completed(&job) - before, job["lastCompletedCheckpoint"].clone())
 }
 
+/// The backpressure comparison counts checkpoints over wall time: it holds this lock so the
+/// other tests of this file (kill -9 and rescale, each running jobs flat out) do not share the
+/// machine's cores with it; they take it too, for as long as they run.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn machine() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() {
+    let _alone = machine();
     // One subtask per stage; the sink takes 10 000 words/s while the sources read as fast as
     // they can, so every channel stays full: an aligned barrier waits behind 8 queued batches
     // of 1024 lines (about 10 000 words each) in each channel, well over 10 s of sink time;
@@ -135,6 +145,7 @@ fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() 
 
 #[test]
 fn kill_9_with_unaligned_checkpoints_is_exactly_once() {
+    let _alone = machine();
     let mut rng = Rng(seed());
     let reference = tempfile::tempdir().unwrap();
     let m = manifest(
@@ -234,6 +245,7 @@ fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
 
 #[test]
 fn rescale_2_to_3_to_1_through_unaligned_checkpoints_is_exactly_once() {
+    let _alone = machine();
     let dir = tempfile::tempdir().unwrap();
     // Sources read at full speed, the sink takes 40k words/s per subtask: channels stay full,
     // so every unaligned checkpoint holds in-flight records, keyed ones by key group.
@@ -268,6 +280,7 @@ fn rescale_2_to_3_to_1_through_unaligned_checkpoints_is_exactly_once() {
 
 #[test]
 fn the_cluster_refuses_unaligned_checkpoints_naming_the_field() {
+    let _alone = machine();
     let dir = tempfile::tempdir().unwrap();
     let m = dir.path().join("job.yaml");
     std::fs::write(

@@ -245,7 +245,7 @@ fn window_steps_need_event_time_and_are_type_checked() {
 fn unaligned_checkpoints_refuse_event_time_naming_both_fields() {
     use serde_json::json;
     let mut s = spec(json!([
-        {"source": {"file": {"path": "events.jsonl", "format": "json"}, "eventTime": {"field": "dt", "maxOutOfOrderness": "5s"}}},
+        {"source": {"file": {"path": "events.jsonl", "format": "jsonl"}, "eventTime": {"field": "dt", "maxOutOfOrderness": "5s"}}},
         {"sink": {"discard": {}}}
     ]));
     s.checkpointing.unaligned = true;
