@@ -119,7 +119,6 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
         replay,
     } = setup;
     let n = inputs.len();
-    core.interrupt_lane = priority;
     let mut st = InputState {
         mode,
         live: vec![true; n],
@@ -132,10 +131,15 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
     if !replay.is_empty() {
         tracing::info!(target: "weir", task = core.index, records = replay.len(), "replaying channel state");
     }
+    // The replay is not interruptible: a snapshot taken halfway would hold neither the records
+    // not yet replayed (they come from no input, so they would not be recorded as channel state)
+    // nor their effect on state, and a restore from it would lose them. Priority barriers wait
+    // in the lane, which is attached only once the replay is done.
     for chunk in replay.chunks(BATCH_SIZE) {
         core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         st.process(&mut core, chunk.to_vec()).await?;
     }
+    core.interrupt_lane = priority;
     let mut rr = 0usize;
     loop {
         if let Some(c) = core.deferred.pop_front() {
