@@ -505,4 +505,88 @@ mod tests {
         words.sort();
         assert_eq!(words, ["\"a0\"", "\"b0\"", "\"b1\""].map(String::from));
     }
+
+    /// A restore replays 1,500 records of channel state (two chunks of at most `BATCH_SIZE`)
+    /// into a count whose output channel is full, while the priority barrier of checkpoint 1
+    /// already waits in the lane. The replay must finish before the snapshot: a snapshot taken
+    /// when the first chunk's send blocked would hold 1,024 keys, and the 476 records not yet
+    /// replayed would be in neither the state nor the channel state (lost by a restore from it).
+    #[tokio::test]
+    async fn a_priority_barrier_waits_for_the_channel_state_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let barrier = Barrier {
+            id: 1,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target: Arc::new(SnapshotTarget {
+                store: store.clone(),
+                dir: "chk-1".into(),
+            }),
+            triggered_at_ms: 0,
+            is_final: false,
+        };
+        let count = Aggregate::new(
+            "counts",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            key_group_range(0, 1, 128),
+            Default::default(),
+        )
+        .unwrap();
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(1);
+        out_tx.send(Element::Records(vec![])).await.unwrap();
+        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
+        let core = TaskCore {
+            index: 0,
+            subtask: 0,
+            parallelism: 1,
+            chain: vec![Box::new(count)],
+            chain_ids: vec![("counts".into(), "count".into())],
+            output: Output::Forward(out_tx),
+            control: ctl_rx,
+            events: ev_tx,
+            metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after: Some(Duration::ZERO),
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
+        };
+        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
+        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
+        lane_tx.send(barrier.clone()).unwrap();
+        tx0.send(Element::Barrier(barrier)).await.unwrap();
+        let replay: Vec<Record> = (0..1500).map(|i| word(&format!("w{i}"))).collect();
+        let setup = InputSetup {
+            inputs: vec![rx0],
+            mode: CheckpointMode::ExactlyOnce,
+            priority: Some(lane_rx),
+            channel_uid: "counts".into(),
+            replay,
+        };
+        let task = tokio::spawn(run_inputs_with(core, setup));
+        // The consumer downstream starts late, so the replay's first send finds the channel full.
+        let drain = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            while out_rx.recv().await.is_some() {}
+        });
+        let ack = match ev_rx.recv().await.unwrap() {
+            TaskEvent::Ack(a) => a,
+            other => panic!("unexpected {other:?}"),
+        };
+        ctl_tx.send(Control::Shutdown).unwrap();
+        task.await.unwrap().unwrap();
+        drain.abort();
+        assert_eq!(ack.checkpoint_id, 1);
+        assert_eq!(
+            ack.operators[0].handle.entries, 1500,
+            "the snapshot holds every replayed record's key"
+        );
+        assert_eq!(ack.channel_state.map_or(0, |c| c.handle.entries), 0);
+    }
 }
