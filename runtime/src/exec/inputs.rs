@@ -399,14 +399,9 @@ impl InputState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::SnapshotTarget;
-    use crate::control::api::SnapshotKind;
     use crate::exec::messages::{Control, TaskEvent};
     use crate::exec::task::Output;
-    use crate::job::validate::AggregateFn;
-    use crate::operators::aggregate::Aggregate;
     use crate::record::{Key, KeyedBy};
-    use crate::state::key_group::key_group_range;
     use crate::storage::LocalStore;
     use std::sync::Arc;
 
@@ -425,47 +420,8 @@ mod tests {
     async fn a_priority_barrier_snapshots_at_once_and_records_the_overtaken_records() {
         let dir = tempfile::tempdir().unwrap();
         let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let barrier = Barrier {
-            id: 1,
-            kind: SnapshotKind::Checkpoint,
-            stop: false,
-            target: Arc::new(SnapshotTarget {
-                store: store.clone(),
-                dir: "chk-1".into(),
-            }),
-            triggered_at_ms: 0,
-            is_final: false,
-        };
-        let range = key_group_range(0, 1, 128);
-        let count = Aggregate::new(
-            "counts",
-            AggregateFn::Count,
-            None,
-            "word",
-            "count",
-            range,
-            Default::default(),
-        )
-        .unwrap();
-        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
-        let core = TaskCore {
-            index: 0,
-            subtask: 0,
-            parallelism: 1,
-            chain: vec![Box::new(count)],
-            chain_ids: vec![("counts".into(), "count".into())],
-            output: Output::None,
-            control: ctl_rx,
-            events: ev_tx,
-            metrics: Arc::default(),
-            priority_outputs: vec![],
-            unaligned_after: Some(Duration::ZERO),
-            unsent: Default::default(),
-            deferred: Default::default(),
-            interrupt_lane: None,
-            interruptible_by_trigger: false,
-        };
+        let (core, ctl_tx, mut ev_rx, barrier) =
+            super::super::task::tests::count_core(&store, Output::None, Some(Duration::ZERO));
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);
         let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -513,50 +469,12 @@ mod tests {
     /// replayed would be in neither the state nor the channel state (lost by a restore from it).
     #[tokio::test]
     async fn a_priority_barrier_waits_for_the_channel_state_replay() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let barrier = Barrier {
-            id: 1,
-            kind: SnapshotKind::Checkpoint,
-            stop: false,
-            target: Arc::new(SnapshotTarget {
-                store: store.clone(),
-                dir: "chk-1".into(),
-            }),
-            triggered_at_ms: 0,
-            is_final: false,
-        };
-        let count = Aggregate::new(
-            "counts",
-            AggregateFn::Count,
-            None,
-            "word",
-            "count",
-            key_group_range(0, 1, 128),
-            Default::default(),
-        )
-        .unwrap();
         let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(1);
         out_tx.send(Element::Records(vec![])).await.unwrap();
-        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
-        let core = TaskCore {
-            index: 0,
-            subtask: 0,
-            parallelism: 1,
-            chain: vec![Box::new(count)],
-            chain_ids: vec![("counts".into(), "count".into())],
-            output: Output::Forward(out_tx),
-            control: ctl_rx,
-            events: ev_tx,
-            metrics: Arc::default(),
-            priority_outputs: vec![],
-            unaligned_after: Some(Duration::ZERO),
-            unsent: Default::default(),
-            deferred: Default::default(),
-            interrupt_lane: None,
-            interruptible_by_trigger: false,
-        };
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let (core, ctl_tx, mut ev_rx, barrier) =
+            super::super::task::tests::count_core(&store, Output::Forward(out_tx), Some(Duration::ZERO));
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
         lane_tx.send(barrier.clone()).unwrap();

@@ -551,7 +551,7 @@ pub async fn run_source(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::checkpoint::SnapshotTarget;
     use crate::control::api::SnapshotKind;
@@ -562,6 +562,63 @@ mod tests {
     use crate::state::key_group::key_group_range;
     use crate::storage::LocalStore;
     use serde_json::json;
+
+    /// Test support: a keyed word count subtask (key groups 0..128 of one subtask) with output
+    /// `output` and unaligned policy `unaligned_after`, and barrier 1 of a checkpoint into
+    /// `store` under `chk-1`. Returns the core, its control sender, its event receiver and the
+    /// barrier.
+    pub(in crate::exec) fn count_core(
+        store: &crate::storage::Store,
+        output: Output,
+        unaligned_after: Option<Duration>,
+    ) -> (
+        TaskCore,
+        tokio::sync::mpsc::UnboundedSender<Control>,
+        tokio::sync::mpsc::UnboundedReceiver<TaskEvent>,
+        Barrier,
+    ) {
+        let barrier = Barrier {
+            id: 1,
+            kind: SnapshotKind::Checkpoint,
+            stop: false,
+            target: Arc::new(SnapshotTarget {
+                store: store.clone(),
+                dir: "chk-1".into(),
+            }),
+            triggered_at_ms: 0,
+            is_final: false,
+        };
+        let count = Aggregate::new(
+            "counts",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            key_group_range(0, 1, 128),
+            Default::default(),
+        )
+        .unwrap();
+        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ev_tx, ev_rx) = tokio::sync::mpsc::unbounded_channel();
+        let core = TaskCore {
+            index: 0,
+            subtask: 0,
+            parallelism: 1,
+            chain: vec![Box::new(count)],
+            chain_ids: vec![("counts".into(), "count".into())],
+            output,
+            control: ctl_rx,
+            events: ev_tx,
+            metrics: Arc::default(),
+            priority_outputs: vec![],
+            unaligned_after,
+            unsent: Default::default(),
+            deferred: Default::default(),
+            interrupt_lane: None,
+            interruptible_by_trigger: false,
+        };
+        (core, ctl_tx, ev_rx, barrier)
+    }
 
     fn word(w: &str) -> Record {
         Record {
@@ -577,48 +634,7 @@ mod tests {
     async fn state_at_checkpoint_1(mode: CheckpointMode) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let target = Arc::new(SnapshotTarget {
-            store: store.clone(),
-            dir: "chk-1".into(),
-        });
-        let barrier = Barrier {
-            id: 1,
-            kind: SnapshotKind::Checkpoint,
-            stop: false,
-            target,
-            triggered_at_ms: 0,
-            is_final: false,
-        };
-        let range = key_group_range(0, 1, 128);
-        let count = Aggregate::new(
-            "counts",
-            AggregateFn::Count,
-            None,
-            "word",
-            "count",
-            range,
-            Default::default(),
-        )
-        .unwrap();
-        let (ctl_tx, ctl_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel();
-        let core = TaskCore {
-            index: 0,
-            subtask: 0,
-            parallelism: 1,
-            chain: vec![Box::new(count)],
-            chain_ids: vec![("counts".into(), "count".into())],
-            output: Output::None,
-            control: ctl_rx,
-            events: ev_tx,
-            metrics: Arc::default(),
-            priority_outputs: vec![],
-            unaligned_after: None,
-            unsent: Default::default(),
-            deferred: Default::default(),
-            interrupt_lane: None,
-            interruptible_by_trigger: false,
-        };
+        let (core, ctl_tx, mut ev_rx, barrier) = count_core(&store, Output::None, None);
         let (tx0, rx0) = tokio::sync::mpsc::channel(8);
         let (tx1, rx1) = tokio::sync::mpsc::channel(8);
         // Everything is queued before the task starts, so the order seen is the order sent.
