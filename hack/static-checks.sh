@@ -6,6 +6,7 @@
 #
 # 1. tools (hack/install-tools.sh: kubectl, helm, kubernetes-validate, shellcheck into .tools/)
 # 2. CRDs in sync: crds/ and the chart's crds/ equal `weir-operator crdgen` output (once they exist)
+#    and one feature set: `cargo run -p` a member picks the workspace build's crate features
 # 3. helm lint --strict, with the default values and with the other RBAC/leader-election shapes
 # 4. helm template --include-crds validated offline: kubernetes-validate --strict -k 1.35.0
 # 5. chart assertions (hack/chart-test.sh)
@@ -67,6 +68,7 @@ have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.y
 # crds/ arrives with the operator's crdgen; from then on both copies must equal its output.
 check "chart CRDs equal crds/ (hack/gen-crds.sh --check; crds/ vs crdgen is a cargo test)" bash hack/gen-crds.sh --check
 check "CRD reference docs in sync (hack/gen-crd-docs.py --check)" python3 hack/gen-crd-docs.py --check
+check "one feature set: cargo run -p <member> builds what cargo build --workspace built (hack/check-feature-unification.py)" python3 hack/check-feature-unification.py
 
 # --- 3. helm lint ----------------------------------------------------------------------------------
 for vs in "${VALUE_SETS[@]}"; do
