@@ -19,61 +19,16 @@
 //! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
+use common::kafka::{broker, create_topic, read_topic, unique};
 use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Lines of the text the tests produce (the first ones of the sorted text files).
 const LINES: usize = 6_000;
-
-/// The broker address, or `None` (locally, with a message) when nothing listens there.
-fn broker() -> Option<String> {
-    let addr = std::env::var("WEIR_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".into());
-    let reachable = addr
-        .parse()
-        .ok()
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if reachable {
-        return Some(addr);
-    }
-    let message = format!(
-        "no Kafka broker at {addr} (WEIR_TEST_KAFKA): start one, e.g. `tansu broker --storage-engine memory://tansu/ \
-         --kafka-listener-url tcp://127.0.0.1:9092 --kafka-advertised-listener-url tcp://127.0.0.1:9092` (see .ci/run)"
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-    eprintln!("kafka tests did nothing: {message}");
-    None
-}
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-fn create_topic(servers: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let results = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        ))
-        .unwrap();
-    for r in results {
-        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-    }
-}
 
 /// The first `LINES` lines of the text, in file order.
 fn text_lines() -> Vec<String> {
@@ -134,38 +89,6 @@ fn expected_counts(lines: &[String]) -> Vec<String> {
     let mut out = vec![];
     for (w, n) in counts {
         out.extend((1..=n).map(|k| serde_json::json!({"word": w, "count": k}).to_string()));
-    }
-    out.sort();
-    out
-}
-
-/// Every record of `topic` (all partitions, from the start) as `isolation` reads it, once no
-/// record arrived for 3 s after at least `at_least` were read (or 120 s passed); sorted.
-fn read_topic(servers: &str, topic: &str, isolation: &str, at_least: usize) -> Vec<String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", unique("weir-test-reader"))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", isolation)
-        .create()
-        .unwrap();
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
-    let mut list = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        list.add_partition_offset(topic, p.id(), Offset::Beginning).unwrap();
-    }
-    consumer.assign(&list).unwrap();
-    let mut out = vec![];
-    let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < Duration::from_secs(120)
-        && (out.len() < at_least || last.elapsed() < Duration::from_secs(3))
-    {
-        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
-            let m = m.unwrap();
-            out.push(String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap());
-            last = Instant::now();
-        }
     }
     out.sort();
     out
