@@ -299,3 +299,61 @@ spec:
         assert_eq!(r.key.as_deref(), Some(format!("u{}", n % 7).as_str()), "{r:?}");
     }
 }
+
+/// The Kafka timestamp as event time: `timestampField` feeds a 10 s tumbling window; one
+/// result per key and window, equal to a count computed here.
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn kafka_timestamps_as_event_time_in_tumbling_windows() {
+    let Some(servers) = broker() else { return };
+    let topic = topic_with(&servers, 2, 40);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: kafka-windows }}
+spec:
+  parallelism: 2
+  checkpointing: {{ interval: 300ms, mode: exactly-once, storage: "{ckpt}" }}
+  job:
+    steps:
+      - uid: input
+        source:
+          kafka: {{ bootstrapServers: "{servers}", topics: ["{topic}"], bounded: true, timestampField: ts }}
+          eventTime: {{ field: ts, maxOutOfOrderness: 60s }}
+      - keyBy: {{ expression: "n % 2", as: parity }}
+      - uid: per-10s
+        window: {{ type: tumbling, size: 10s, aggregate: count, as: records }}
+      - uid: output
+        sink: {{ file: {{ path: "{out}" }} }}
+"#,
+        ckpt = paths.checkpoints,
+        out = paths.output,
+    );
+    let m = dir.path().join("job.yaml");
+    std::fs::write(&m, yaml).unwrap();
+    Weir::run(&m, &[], &[]).wait_ok();
+    // Record n has timestamp T0 + n s (T0 is a multiple of 10 s): window k holds n in
+    // 10k..10k+10, five of each parity.
+    let mut expected: Vec<Value> = (0..4)
+        .flat_map(|k| {
+            (0..2).map(move |parity| {
+                json!({ "parity": parity, "window_start": T0 + k * 10_000,
+                        "window_end": T0 + (k + 1) * 10_000, "records": 5 })
+            })
+        })
+        .collect();
+    let mut got: Vec<Value> = local_output(&paths_output(dir.path()))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let order = |v: &Value| (v["window_start"].as_i64(), v["parity"].as_i64());
+    got.sort_by_key(order);
+    expected.sort_by_key(order);
+    assert_eq!(got, expected);
+}
+
+fn paths_output(dir: &Path) -> PathBuf {
+    dir.join("output")
+}
