@@ -232,7 +232,7 @@ fn offsets_survive_kill_9_and_rescale_through_a_savepoint() {
     let m = manifest(dir.path(), 2, &source);
     let w = Weir::run(&m, &[], &[]);
     let api = w.api();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_output(dir.path(), 50);
     let savepoint = stop_with_savepoint(&api, &[]);
     w.wait_ok();
     let before = output(dir.path()).len();
