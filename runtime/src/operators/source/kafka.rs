@@ -8,15 +8,16 @@
 //! Broker calls that block (metadata, watermarks, offset look-ups) run on tokio's blocking pool.
 
 use super::Source;
-use super::kafka_assign::{KafkaSplit, StartFrom, partition_owner, restored_offsets, start_from};
+use super::kafka_assign::{KafkaSplit, StartFrom, newly_owned, restored_offsets};
 use crate::job::{KafkaSourceSpec, StartingOffsets};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::record::json::parse_json_row;
-use crate::record::{Record, SchemaCache};
+use crate::record::row::RowBuilder;
+use crate::record::{Datum, Record, Row, SchemaCache};
 use async_trait::async_trait;
 use futures::FutureExt;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
-use rdkafka::message::Message;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -45,8 +46,17 @@ pub struct KafkaSource {
     consumer: StreamConsumer,
     assigned: BTreeMap<(String, i32), Assigned>,
     schemas: SchemaCache,
+    /// Schemas of rows with the metadata fields added.
+    with_metadata: SchemaCache,
     next_discovery: Option<Instant>,
+    /// With a `groupId`: the positions of each checkpoint taken and not completed yet, to
+    /// commit to the group when it completes (monitoring only).
+    taken: BTreeMap<u64, TopicPartitionList>,
 }
+
+/// At most this many checkpoints' positions wait for completion (older ones are dropped: a
+/// later completion commits newer positions anyway).
+const MAX_TAKEN: usize = 16;
 
 fn client_config(spec: &KafkaSourceSpec) -> ClientConfig {
     let mut config = ClientConfig::new();
@@ -166,14 +176,8 @@ async fn discover(
         let consumer: BaseConsumer = client_config(&spec)
             .create()
             .map_err(kafka_error("creating a consumer", &spec.bootstrap_servers))?;
-        let owned: Vec<((String, i32), StartFrom)> = list_partitions(&consumer, &spec)?
-            .into_iter()
-            .filter(|(t, p)| partition_owner(t, *p, parallelism) == subtask && !known.contains(&(t.clone(), *p)))
-            .map(|(t, p)| {
-                let from = start_from(&restored, &t, p, !first);
-                ((t, p), from)
-            })
-            .collect();
+        let listed = list_partitions(&consumer, &spec)?;
+        let owned = newly_owned(listed, &known, &restored, subtask, parallelism, !first);
         resolve(&consumer, &spec, &owned)
     })
     .await
@@ -201,7 +205,9 @@ impl KafkaSource {
             consumer,
             assigned: BTreeMap::new(),
             schemas: SchemaCache::default(),
+            with_metadata: SchemaCache::default(),
             next_discovery: None,
+            taken: BTreeMap::new(),
         };
         let found = discover(spec, subtask, parallelism, vec![], restored, true).await?;
         source.add(found)?;
@@ -238,14 +244,8 @@ impl KafkaSource {
 
     /// Handles one message: advances its partition and appends the record (bounded: records
     /// at or past the end offset are dropped).
-    fn take(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-        payload: Option<&[u8]>,
-        out: &mut Vec<Record>,
-    ) -> TaskResult<()> {
+    fn take(&mut self, message: &OwnedMessage, out: &mut Vec<Record>) -> TaskResult<()> {
+        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
         let Some(a) = self.assigned.get_mut(&(topic.to_string(), partition)) else {
             return Ok(());
         };
@@ -253,23 +253,91 @@ impl KafkaSource {
             return Ok(());
         }
         a.split.next_offset = offset + 1;
-        let Some(bytes) = payload else { return Ok(()) };
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            TaskError(format!(
-                "topic {topic} partition {partition} offset {offset}: value is not UTF-8: {e}"
-            ))
-        })?;
+        let Some(bytes) = message.payload() else { return Ok(()) };
+        let at = || format!("topic {topic} partition {partition} offset {offset}");
+        let text = std::str::from_utf8(bytes).map_err(|e| TaskError(format!("{}: value is not UTF-8: {e}", at())))?;
         if text.trim().is_empty() {
             return Ok(());
         }
-        let row = parse_json_row(text, &mut self.schemas).map_err(|e| {
-            TaskError(format!(
-                "topic {topic} partition {partition} offset {offset}: value is not a JSON object: {e}"
-            ))
-        })?;
+        let row = parse_json_row(text, &mut self.schemas)
+            .map_err(|e| TaskError(format!("{}: value is not a JSON object: {e}", at())))?;
+        let metadata = MessageMetadata {
+            key: message.key(),
+            partition,
+            offset,
+            timestamp_ms: message.timestamp().to_millis(),
+        };
+        let row = add_metadata(row, &self.spec, &metadata, &mut self.with_metadata)
+            .map_err(|e| TaskError(format!("{}: {e}", at())))?;
         out.push(Record::new(row));
         Ok(())
     }
+}
+
+/// What the broker says about a message besides its value.
+#[derive(Clone, Copy, Debug)]
+pub struct MessageMetadata<'m> {
+    /// The message key (bytes), if any.
+    pub key: Option<&'m [u8]>,
+    /// Partition number.
+    pub partition: i32,
+    /// Offset in the partition.
+    pub offset: i64,
+    /// Kafka timestamp in milliseconds since the Unix epoch, if the broker gave one.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Adds the source's metadata fields (`keyField`, `partitionField`, `offsetField`,
+/// `timestampField`) to `row`; a row with none configured is returned as it is. The key is
+/// text (invalid UTF-8 replaced by U+FFFD); a missing key or timestamp is null. Errors: the
+/// value already has a field of that name, or is not a JSON object.
+pub fn add_metadata(
+    row: Row,
+    spec: &KafkaSourceSpec,
+    metadata: &MessageMetadata<'_>,
+    cache: &mut SchemaCache,
+) -> Result<Row, String> {
+    let added = [
+        (
+            "keyField",
+            &spec.key_field,
+            metadata
+                .key
+                .map_or(Datum::Null, |k| Datum::Str(String::from_utf8_lossy(k).as_ref().into())),
+        ),
+        (
+            "partitionField",
+            &spec.partition_field,
+            Datum::Int(metadata.partition.into()),
+        ),
+        ("offsetField", &spec.offset_field, Datum::Int(metadata.offset)),
+        (
+            "timestampField",
+            &spec.timestamp_field,
+            metadata.timestamp_ms.map_or(Datum::Null, Datum::Int),
+        ),
+    ];
+    if added.iter().all(|(_, name, _)| name.is_none()) {
+        return Ok(row);
+    }
+    if row.schema().is_bare() {
+        return Err("the value is not a JSON object, so metadata fields cannot be added to it".into());
+    }
+    let (schema, values) = row.into_parts();
+    let mut builder = RowBuilder::with_capacity(values.len() + added.len());
+    for (name, value) in schema.names().iter().zip(values) {
+        builder.push(name.clone(), value);
+    }
+    for (setting, name, value) in added {
+        let Some(name) = name else { continue };
+        if schema.index_of(name).is_some() {
+            return Err(format!(
+                "the value already has a field `{name}` (source.kafka.{setting}): choose another name"
+            ));
+        }
+        builder.push(name.as_str().into(), value);
+    }
+    Ok(builder.finish(cache))
 }
 
 impl Assigned {
@@ -307,7 +375,7 @@ impl Source for KafkaSource {
         };
         let mut message = Some(first);
         while let Some(m) = message.take() {
-            self.take(m.topic(), m.partition(), m.offset(), m.payload(), out)?;
+            self.take(&m, out)?;
             if out.len() >= max {
                 break;
             }
@@ -333,5 +401,116 @@ impl Source for KafkaSource {
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.spec.max_records_per_second
+    }
+
+    fn snapshot_taken(&mut self, checkpoint_id: u64) {
+        if self.spec.group_id.is_none() {
+            return;
+        }
+        let mut list = TopicPartitionList::new();
+        for a in self.assigned.values() {
+            // Cannot fail for an offset (only for an unknown partition handle).
+            let _ = list.add_partition_offset(&a.split.topic, a.split.partition, Offset::Offset(a.split.next_offset));
+        }
+        self.taken.insert(checkpoint_id, list);
+        while self.taken.len() > MAX_TAKEN {
+            self.taken.pop_first();
+        }
+    }
+
+    /// Commits the positions of checkpoint `checkpoint_id` to the consumer group, as Flink's
+    /// `KafkaSource` does on checkpoint completion: for lag monitoring only (a restore never
+    /// reads them back); a failed commit is logged, not fatal.
+    async fn checkpoint_complete(&mut self, checkpoint_id: u64) {
+        let Some(list) = self.taken.remove(&checkpoint_id) else {
+            return;
+        };
+        self.taken.retain(|id, _| *id > checkpoint_id);
+        if list.count() == 0 {
+            return;
+        }
+        if let Err(e) = self.consumer.commit(&list, CommitMode::Async) {
+            tracing::warn!(
+                subtask = self.subtask, checkpoint_id, error = %e,
+                "Kafka source: committing offsets to the consumer group failed (monitoring only)"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(
+        key: Option<&str>,
+        partition: Option<&str>,
+        offset: Option<&str>,
+        timestamp: Option<&str>,
+    ) -> KafkaSourceSpec {
+        KafkaSourceSpec {
+            key_field: key.map(String::from),
+            partition_field: partition.map(String::from),
+            offset_field: offset.map(String::from),
+            timestamp_field: timestamp.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn metadata_fields_are_added_as_configured() {
+        let all = spec(Some("k"), Some("p"), Some("o"), Some("ts"));
+        let meta = |key: Option<&'static [u8]>, ts: Option<i64>| MessageMetadata {
+            key,
+            partition: 3,
+            offset: 41,
+            timestamp_ms: ts,
+        };
+        let cases: Vec<(&str, KafkaSourceSpec, MessageMetadata<'static>, Result<&str, &str>)> = vec![
+            (
+                r#"{"a":1}"#,
+                spec(None, None, None, None),
+                meta(Some(b"x"), Some(5)),
+                Ok(r#"{"a":1}"#),
+            ),
+            (
+                r#"{"a":1}"#,
+                all.clone(),
+                meta(Some(b"user-7"), Some(1_700_000_000_000)),
+                Ok(r#"{"a":1,"k":"user-7","p":3,"o":41,"ts":1700000000000}"#),
+            ),
+            (
+                r#"{"a":1}"#,
+                all.clone(),
+                meta(None, None),
+                Ok(r#"{"a":1,"k":null,"p":3,"o":41,"ts":null}"#),
+            ),
+            (
+                r#"{"a":1}"#,
+                spec(None, None, Some("o"), None),
+                meta(None, None),
+                Ok(r#"{"a":1,"o":41}"#),
+            ),
+            (
+                r#"{"k":1}"#,
+                all.clone(),
+                meta(None, None),
+                Err("already has a field `k` (source.kafka.keyField)"),
+            ),
+            (r#"7"#, all, meta(None, None), Err("not a JSON object")),
+        ];
+        for (value, spec, metadata, want) in cases {
+            let row = parse_json_row(value, &mut SchemaCache::default()).unwrap();
+            let got = add_metadata(row, &spec, &metadata, &mut SchemaCache::default()).map(|r| {
+                let mut out = Vec::new();
+                crate::record::json::write_json_line(&r, &mut out);
+                String::from_utf8(out).unwrap().trim_end().to_string()
+            });
+            match (&got, want) {
+                (Ok(text), Ok(w)) => assert_eq!(text, w, "{value}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{value}: {e}"),
+                _ => panic!("{value}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 }

@@ -80,6 +80,27 @@ pub fn start_from(
     }
 }
 
+/// The partitions of `listed` (the cluster's, in listing order) that subtask `subtask` of
+/// `parallelism` owns ([`partition_owner`]) and does not read yet (`known`), each with where
+/// it starts ([`start_from`]; `discovered_later` for every discovery after the first).
+pub fn newly_owned(
+    listed: Vec<(String, i32)>,
+    known: &[(String, i32)],
+    restored: &BTreeMap<(String, i32), i64>,
+    subtask: u32,
+    parallelism: u32,
+    discovered_later: bool,
+) -> Vec<((String, i32), StartFrom)> {
+    listed
+        .into_iter()
+        .filter(|(t, p)| partition_owner(t, *p, parallelism) == subtask && !known.contains(&(t.clone(), *p)))
+        .map(|(t, p)| {
+            let from = start_from(restored, &t, p, discovered_later);
+            ((t, p), from)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +187,41 @@ mod tests {
         ] {
             assert_eq!(start_from(state, "t", partition, later), want, "{partition} {later}");
         }
+    }
+
+    /// Partition discovery: a partition added to a topic goes to its owner by the formula and
+    /// starts at the earliest offset; the ones a subtask reads already are not assigned again.
+    #[test]
+    fn discovery_assigns_new_partitions_to_their_owner_from_the_start() {
+        let listed = |n: i32| (0..n).map(|p| ("t".to_string(), p)).collect::<Vec<_>>();
+        let none = BTreeMap::new();
+        // First start, 2 partitions, parallelism 2: each subtask takes its owned one by
+        // `startingOffsets`.
+        let start = partition_owner("t", 0, 2);
+        let first = newly_owned(listed(2), &[], &none, start, 2, false);
+        assert_eq!(first, vec![(("t".to_string(), 0), StartFrom::StartingOffsets)]);
+        // Later discovery: the topic grew to 5; subtask `start` already reads partition 0.
+        let known = vec![("t".to_string(), 0)];
+        let later = newly_owned(listed(5), &known, &none, start, 2, true);
+        let want: Vec<_> = (1..5)
+            .filter(|p| partition_owner("t", *p, 2) == start)
+            .map(|p| (("t".to_string(), p), StartFrom::Earliest))
+            .collect();
+        assert_eq!(later, want);
+        assert_eq!(want.len(), 2, "partitions 2 and 4 go to the subtask of partition 0");
+        // Every new partition has exactly one owner among the subtasks.
+        let mut all: Vec<_> = (0..2)
+            .flat_map(|s| newly_owned(listed(5), &known, &none, s, 2, true))
+            .map(|((_, p), _)| p)
+            .collect();
+        all.sort();
+        assert_eq!(all, vec![1, 2, 3, 4]);
+        // After a restore, a partition in the checkpoint resumes at its offset.
+        let restored: BTreeMap<(String, i32), i64> = [(("t".into(), 2), 17)].into();
+        let resumed = newly_owned(listed(3), &[], &restored, partition_owner("t", 2, 2), 2, false);
+        assert!(
+            resumed.contains(&(("t".to_string(), 2), StartFrom::Restored(17))),
+            "{resumed:?}"
+        );
     }
 }

@@ -26,6 +26,15 @@ pub trait Source: Send {
     /// Optional rate limit in records per second for this subtask.
     fn max_records_per_second(&self) -> Option<u64>;
 
+    /// Called right after [`Source::snapshot`] captured the positions of checkpoint
+    /// `checkpoint_id` (a source that acts on completion remembers them here).
+    fn snapshot_taken(&mut self, _checkpoint_id: u64) {}
+
+    /// Checkpoint `checkpoint_id` completed (Flink's `notifyCheckpointComplete`). Nothing here
+    /// may matter for correctness: a restore starts from the checkpoint, not from what this
+    /// did (the Kafka source commits its offsets to its consumer group, for lag monitoring).
+    async fn checkpoint_complete(&mut self, _checkpoint_id: u64) {}
+
     /// What this subtask has not read yet (Flink's `pendingRecords` / `pendingBytes` source
     /// metrics, FLIP-33), or `None` when it cannot be known (an unbounded generator, a
     /// compressed or S3 file).
