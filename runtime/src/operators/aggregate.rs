@@ -228,11 +228,17 @@ impl StreamOperator for Aggregate {
             let func = self.func;
             let value = self
                 .state
-                .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, |current| match current {
-                    Some(old) => old.combine(func, x),
-                    None if func == AggregateFn::Count => Num::Int(1),
-                    None => x,
-                })
+                .update(
+                    keyed.key_group,
+                    keyed.hash,
+                    &keyed.key,
+                    now_ms,
+                    |current| match current {
+                        Some(old) => old.combine(func, x),
+                        None if func == AggregateFn::Count => Num::Int(1),
+                        None => x,
+                    },
+                )
                 .map_err(state_err)?;
             updated.push(value);
         }

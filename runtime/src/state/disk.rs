@@ -210,7 +210,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// expired at `now_ms`. Errors: the store fails to read.
     pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
         let found = self.read(&store_key(key_group, hash, key))?;
-        Ok(found.filter(|(_, written)| !expired(self.ttl, *written, now_ms)).map(|(v, _)| v))
+        Ok(found
+            .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
+            .map(|(v, _)| v))
     }
 
     /// Read-modify-write of `key` (whose [`key_hash`] is `hash`) in `key_group` at `now_ms`:

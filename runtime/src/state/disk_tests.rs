@@ -49,8 +49,10 @@ fn all() -> KeyGroupRange {
 fn add(s: &mut DiskKeyedState<i64>, i: i64, by: i64, now: u64) -> i64 {
     let k = key(i);
     let h = key_hash(&k);
-    s.update(key_group_of_hash(h, MAX_P), h, &k, now, |old| old.copied().unwrap_or(0) + by)
-        .unwrap()
+    s.update(key_group_of_hash(h, MAX_P), h, &k, now, |old| {
+        old.copied().unwrap_or(0) + by
+    })
+    .unwrap()
 }
 
 fn get(s: &DiskKeyedState<i64>, i: i64, now: u64) -> Option<i64> {
@@ -93,7 +95,12 @@ fn update_get_remove_table() {
     use Op::*;
     let rows: [(&str, Vec<Op>, Vec<(i64, Option<i64>)>, usize); 4] = [
         ("empty", vec![], vec![(1, None)], 0),
-        ("adds accumulate", vec![Add(1, 2), Add(1, 3), Add(2, 5)], vec![(1, Some(5)), (2, Some(5))], 2),
+        (
+            "adds accumulate",
+            vec![Add(1, 2), Add(1, 3), Add(2, 5)],
+            vec![(1, Some(5)), (2, Some(5))],
+            2,
+        ),
         (
             "remove then add starts over",
             vec![Add(1, 2), Remove(1, true), Remove(1, false), Add(1, 7)],
@@ -146,7 +153,11 @@ fn ttl_expires_keys_cleans_them_up_and_leaves_them_out_of_snapshots() {
         f.state.maintain(now, 40).unwrap();
     }
     assert_eq!(f.state.len(), 2);
-    assert_eq!(f.state.keyspace.iter().count(), 2, "expired entries deleted from the store");
+    assert_eq!(
+        f.state.keyspace.iter().count(),
+        2,
+        "expired entries deleted from the store"
+    );
 }
 
 #[test]
@@ -194,7 +205,10 @@ fn blocks_are_backend_independent() {
         // Disk blocks into heap, heap blocks into disk, and each split over two subtasks.
         let mut heap_again = HeapKeyedState::<i64>::new(all(), ttl);
         heap_again.restore(from_disk.clone(), 6_000).unwrap();
-        assert_eq!(decode(&heap_again.snapshot(6_000).encode().unwrap()), decode(&from_heap));
+        assert_eq!(
+            decode(&heap_again.snapshot(6_000).encode().unwrap()),
+            decode(&from_heap)
+        );
         let mut total = 0;
         for subtask in 0..2 {
             let mut part = open(None, key_group_range(subtask, 2, MAX_P));
@@ -218,7 +232,10 @@ fn restore_drops_expired_entries_and_the_directory_is_scratch() {
     std::fs::create_dir_all(path.join("leftover")).unwrap();
     let ttl = Some(StateTtl::new(Duration::from_secs(10)));
     let mut s = DiskKeyedState::<i64>::open(&path, all(), ttl, DiskStateOptions::default()).unwrap();
-    assert!(!path.join("leftover").exists(), "an earlier run's files are deleted on open");
+    assert!(
+        !path.join("leftover").exists(),
+        "an earlier run's files are deleted on open"
+    );
     let k = key(1);
     let h = key_hash(&k);
     let v2 = keyed_block::encode_v2(&[(&k, &7i64, 1_000)]).unwrap();
