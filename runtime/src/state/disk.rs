@@ -246,7 +246,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
         if held {
             self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
-            self.len -= 1;
+            self.len = self.len.saturating_sub(1);
         }
         Ok(held)
     }
@@ -298,7 +298,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
         for key in expired_keys {
             self.keyspace.remove(key).map_err(|e| self.err(e))?;
-            self.len -= 1;
+            self.len = self.len.saturating_sub(1);
         }
         Ok(())
     }
