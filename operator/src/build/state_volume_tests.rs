@@ -100,9 +100,9 @@ fn state_volume_table() {
 
 #[test]
 fn an_unknown_backend_is_refused_naming_the_field() {
-    let err = serde_yaml::from_str::<StreamJob>(&format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: wc}}\nspec:\n  stateBackend: rocksdb\n  job: {{steps: []}}\n"
-    ))
+    let err = serde_yaml::from_str::<StreamJob>(
+        "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {name: wc}\nspec:\n  stateBackend: rocksdb\n  job: {steps: []}\n",
+    )
     .unwrap_err()
     .to_string();
     assert!(

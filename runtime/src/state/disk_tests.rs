@@ -93,7 +93,9 @@ fn update_get_remove_table() {
         Remove(i64, bool),
     }
     use Op::*;
-    let rows: [(&str, Vec<Op>, Vec<(i64, Option<i64>)>, usize); 4] = [
+    /// (case, operations, expected value per key, expected len).
+    type Row = (&'static str, Vec<Op>, Vec<(i64, Option<i64>)>, usize);
+    let rows: [Row; 4] = [
         ("empty", vec![], vec![(1, None)], 0),
         (
             "adds accumulate",
