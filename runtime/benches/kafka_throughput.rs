@@ -197,6 +197,7 @@ spec:
         let options = RunOptions {
             restore: RestoreFrom::None,
             checkpoint_storage: None,
+            state_dir: None,
         };
         let prepared = prepare(job, options).await.unwrap();
         let handle = prepared.handle.clone();

@@ -38,6 +38,7 @@ fn run(manifest: &str, n: u64, counted_task: &str) -> f64 {
             RunOptions {
                 restore: RestoreFrom::None,
                 checkpoint_storage: None,
+                state_dir: None,
             },
         )
         .await

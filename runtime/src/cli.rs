@@ -136,6 +136,10 @@ pub struct RunArgs {
     /// Require the bearer token on `/metrics` too (`/healthz` stays open).
     #[arg(long, env = "WEIR_METRICS_AUTH")]
     pub metrics_auth: bool,
+    /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
+    /// start; default `<system temp dir>/weir-state`).
+    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `weir coordinator`.
@@ -229,6 +233,10 @@ pub struct WorkerArgs {
     /// coordinator and to other workers. Default `./weir-data/job.secret`.
     #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
+    /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
+    /// start; default `<system temp dir>/weir-state`).
+    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `weir savepoint ...`.
@@ -392,6 +400,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     let opts = RunOptions {
         restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
+        state_dir: a.state_dir.clone(),
     };
     let prepared = tokio::select! {
         p = exec::prepare(job, opts) => p?,
@@ -540,6 +549,7 @@ async fn worker(a: WorkerArgs) -> Result<(), String> {
         listen: (a.listen != "none").then_some(a.listen),
         secret: secret::for_client(a.secret_file.as_deref())?,
         stop: crate::signals::install()?,
+        state_dir: a.state_dir,
     })
     .await
 }

@@ -130,6 +130,38 @@ fn typos_in_the_manifest_and_in_set_paths_are_errors_with_a_suggestion() {
 }
 
 #[test]
+fn state_backend_is_heap_or_disk_and_its_directory_must_be_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "\n  stateBackend: rocksdb");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    let want = "job.yaml: spec.stateBackend: unknown variant `rocksdb`, expected `heap` or `disk`";
+    assert!(err.contains(want), "want `{want}` in {err}");
+    // A state directory under a regular file cannot be created.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let m = generator_manifest(dir.path(), "", "\n  stateBackend: disk");
+    let (code, err) = run(&m, &["--state-dir", file.join("state").to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("disk state backend: cannot write") && err.contains("point --state-dir (or WEIR_STATE_DIR)"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // A writable one: the job runs and leaves only its run directory (its stores are deleted).
+    let state = dir.path().join("state");
+    let (code, err) = run(&m, &["--state-dir", state.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let runs: Vec<_> = std::fs::read_dir(&state).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let left: Vec<_> = std::fs::read_dir(&runs[0])
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["owner.pid"], "stores are deleted when their subtasks end");
+}
+
+#[test]
 fn schema_errors_name_the_file_and_the_field_path() {
     let dir = tempfile::tempdir().unwrap();
     let m = generator_manifest(dir.path(), "", "");

@@ -41,6 +41,34 @@ fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
     );
 }
 
+/// The same with keyed state on the disk backend: the replacement worker builds its subtasks'
+/// stores from the checkpoint, and the killed worker's directories are never read.
+#[test]
+fn kill_9_of_a_worker_on_the_disk_backend_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    set_state_backend(&m, "disk");
+    let state_dir = state.path().display().to_string();
+    let env = [("WEIR_STATE_DIR", state_dir.as_str())];
+    let mut c = Cluster::start(dir.path(), &m, &[], &env);
+    let first = c.wait_checkpoint_after(0);
+    assert!(
+        state.path().read_dir().unwrap().next().is_some(),
+        "workers keep state on disk"
+    );
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &env);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "worker kill -9 on the disk backend",
+    );
+}
+
 #[test]
 fn kill_9_of_the_coordinator_then_a_restart_is_exactly_once() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,7 @@ async fn run(dir: &std::path::Path, parallelism: u32, steps: &str, task_prefix: 
         RunOptions {
             restore: RestoreFrom::None,
             checkpoint_storage: None,
+            state_dir: None,
         },
     )
     .await

@@ -13,11 +13,42 @@ fn rescale_2_to_3_to_1_through_savepoints_gives_the_same_counts() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
-    rescale_2_3_1(&m, &[]);
+    rescale_2_3_1(&m, &[], ["heap"; 3]);
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
         "2 → 3 → 1 rescale",
+    );
+}
+
+/// The same rescale with keyed state on the disk backend in every run.
+#[test]
+fn rescale_2_to_3_to_1_on_the_disk_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    rescale_2_3_1(&m, &state_dir_env(&dir.path().join("state")), ["disk"; 3]);
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "2 → 3 → 1 rescale on disk",
+    );
+    // The runs kept their keyed state under the state directory.
+    assert!(dir.path().join("state").read_dir().unwrap().next().is_some());
+}
+
+/// A savepoint is backend-independent: heap at parallelism 2, restored on disk at 3, restored
+/// on heap at 1; the output equals an uninterrupted run's.
+#[test]
+fn savepoints_move_from_heap_to_disk_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    rescale_2_3_1(&m, &state_dir_env(&dir.path().join("state")), ["heap", "disk", "heap"]);
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "heap → disk → heap",
     );
 }
 
@@ -30,7 +61,7 @@ fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
     let dir = tempfile::tempdir().unwrap();
     let paths = s3_paths(&b);
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
-    rescale_2_3_1(&m, &env);
+    rescale_2_3_1(&m, &env, ["heap"; 3]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let opts = S3Options {
         endpoint: Some(moto.endpoint()),
@@ -44,8 +75,10 @@ fn rescale_2_to_3_to_1_with_s3_storage_and_sink() {
 }
 
 /// Runs at parallelism 2, stops with a savepoint mid-input, restores at 3, stops again,
-/// restores at 1 and finishes; checks the parallelism-3 savepoint's key-group split.
-fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
+/// restores at 1 and finishes, each run on the state backend of `backends`; checks the
+/// parallelism-3 savepoint's key-group split.
+fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)], backends: [&str; 3]) {
+    set_state_backend(m, backends[0]);
     let w = Weir::run(m, &[], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
@@ -54,6 +87,7 @@ fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
     assert!(log.contains("stopped with savepoint"), "{log}");
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
 
+    set_state_backend(m, backends[1]);
     let w = Weir::run(m, &["--parallelism", "3", "--restore", &sp1], env);
     let api = w.api();
     std::thread::sleep(Duration::from_millis(1500));
@@ -80,6 +114,7 @@ fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)]) {
         serde_json::json!([[0, 42], [43, 85], [86, 127]])
     );
 
+    set_state_backend(m, backends[2]);
     Weir::run(m, &["--parallelism", "1", "--restore", &sp2], env).wait_ok();
 }
 

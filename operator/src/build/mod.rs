@@ -27,6 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use weir_runtime::job::StateBackend;
 
 /// Field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "weir-operator";
@@ -53,6 +54,11 @@ pub const WORKER_HTTP_PORT: i32 = 8082;
 pub const CONTAINER: &str = "weir";
 /// Where the ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/etc/weir";
+/// The worker pods' volume for `stateBackend: disk` (an emptyDir; a `worker.podTemplate`
+/// volume of this name replaces its settings, e.g. a `sizeLimit`).
+pub const STATE_VOLUME: &str = "weir-state";
+/// Where the state volume is mounted: the runtime's `--state-dir` (env `WEIR_STATE_DIR`).
+pub const STATE_DIR: &str = "/var/lib/weir/state";
 /// Key of the job file in the ConfigMap.
 pub const JOB_FILE_KEY: &str = "job.yaml";
 /// UID/GID the runtime runs as (non-root).
@@ -366,7 +372,7 @@ fn pod_template(t: &Target, component: Component, container: Value, resources: O
         // The label holds the shortened key; watches map pods back to the job by this.
         annotations[ANNOTATION_JOB_NAME] = json!(name);
     }
-    let pod = json!({
+    let mut pod = json!({
         "metadata": {
             "labels": labels(&name, component, t.deploy_generation),
             "annotations": annotations,
@@ -388,6 +394,13 @@ fn pod_template(t: &Target, component: Component, container: Value, resources: O
             ],
         },
     });
+    if component == Component::Worker && t.spec.state_backend == StateBackend::Disk {
+        // Disk keyed state: scratch, recreated on every start (the checkpoint is the truth).
+        pod["spec"]["volumes"]
+            .as_array_mut()
+            .expect("volumes is a list")
+            .push(json!({"name": STATE_VOLUME, "emptyDir": {}}));
+    }
     let generated: PodTemplateSpec = from_json(strip_nulls(pod));
     let component_spec = match component {
         Component::Coordinator => t.spec.coordinator.as_ref(),
@@ -423,6 +436,19 @@ fn volume_mounts() -> Value {
         {"name": JOB_SECRET_VOLUME, "mountPath": JOB_SECRET_DIR, "readOnly": true},
         {"name": "tmp", "mountPath": "/tmp"},
     ])
+}
+
+/// Mounts the state volume at [`STATE_DIR`] in the worker container and points the runtime's
+/// `WEIR_STATE_DIR` at it.
+fn add_state_volume_mount(container: &mut Value) {
+    container["volumeMounts"]
+        .as_array_mut()
+        .expect("volumeMounts is a list")
+        .push(json!({"name": STATE_VOLUME, "mountPath": STATE_DIR}));
+    container["env"]
+        .as_array_mut()
+        .expect("env is a list")
+        .push(json!({"name": weir_runtime::state::local_dir::STATE_DIR_ENV, "value": STATE_DIR}));
 }
 
 /// The role's resources: the spec's, else the operator default, else none.
@@ -551,6 +577,10 @@ pub fn worker_statefulset(t: &Target) -> StatefulSet {
         "securityContext": container_security_context(t),
         "volumeMounts": volume_mounts(),
     });
+    let mut container = container;
+    if t.spec.state_backend == StateBackend::Disk {
+        add_state_volume_mount(&mut container);
+    }
     let template = pod_template(
         t,
         Component::Worker,
@@ -590,3 +620,6 @@ pub fn worker_service(t: &Target) -> Service {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod state_volume_tests;

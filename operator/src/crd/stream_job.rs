@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use weir_runtime::job::{CheckpointingSpec, PipelineSpec, S3Spec, SavepointsSpec};
+use weir_runtime::job::{CheckpointingSpec, PipelineSpec, S3Spec, SavepointsSpec, StateBackend};
 
 /// Desired state of a Weir streaming job.
 #[derive(CustomResource, KubeSchema, Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -129,6 +129,14 @@ pub struct StreamJobSpec {
     /// false: such an upgrade is refused with a status error.
     #[serde(default)]
     pub allow_non_restored_state: bool,
+    /// Where keyed state lives: `heap` (default; in memory, Flink's `hashmap`) or `disk` (an
+    /// embedded LSM store per subtask, Flink's `rocksdb`: state larger than memory). With
+    /// `disk` the worker pods get an emptyDir volume `weir-state` mounted at
+    /// `/var/lib/weir/state`; size it with a volume of that name in `worker.podTemplate`
+    /// (e.g. `emptyDir: {sizeLimit: 20Gi}`). Savepoints restore on either backend; changing
+    /// it is an upgrade.
+    #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
+    pub state_backend: StateBackend,
     /// Change to any new value to force a restart through the upgrade cycle (like FKO's
     /// `restartNonce`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -50,6 +50,9 @@ pub struct WorkerConfig {
     /// SIGTERM / SIGINT: leave the job (the coordinator sees the worker leave and restarts
     /// its subtasks elsewhere from the latest checkpoint) and exit.
     pub stop: crate::signals::StopSignal,
+    /// Root of the disk state backend's local directories (`--state-dir`; `None`: the
+    /// default of [`crate::state::local_dir::root`]).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 struct Running {
@@ -193,7 +196,7 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                             let attempt = d.attempt;
-                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret).await {
+                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret, cfg.state_dir.as_deref()).await {
                                 Ok(r) => {
                                     *health_metrics.lock().expect("lock") = (r.job.clone(), r.named_metrics.clone());
                                     running = Some(r);
@@ -287,6 +290,7 @@ async fn deploy(
     out: mpsc::UnboundedSender<ToCoordinator>,
     worker_id: &str,
     secret: &JobSecret,
+    state_root: Option<&std::path::Path>,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
     // The coordinator refuses such a job before deploying it; a worker checks again rather
@@ -300,6 +304,8 @@ async fn deploy(
         }
         None => None,
     };
+    // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
+    let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3: s3.clone(),
@@ -310,6 +316,7 @@ async fn deploy(
         // At-most-once is refused by `check_distributed` above.
         read_log: None,
         furthest_read: Default::default(),
+        state_dir,
     };
     let p = ctx.job.parallelism as usize;
     let n_stages = plan_stages(&ctx.job).len();

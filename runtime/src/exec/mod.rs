@@ -26,7 +26,10 @@ use crate::operators::sink::{FileSink, PrintSink, commit_restored};
 use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
 use crate::operators::window::WindowOperator;
 use crate::operators::{StreamOperator, TaskError, source};
+use crate::state::backend::BackendChoice;
+use crate::state::disk::DiskStateOptions;
 use crate::state::key_group::key_group_range;
+use crate::state::local_dir;
 use crate::storage::{self, S3Options};
 pub use lanes::PriorityLanes;
 use messages::{Control, Element, TaskEvent};
@@ -51,6 +54,9 @@ pub struct RunOptions {
     pub restore: RestoreFrom,
     /// Overrides `spec.checkpointing.storage`.
     pub checkpoint_storage: Option<String>,
+    /// Root of the disk state backend's local directories (`--state-dir`; `None`: the
+    /// default of [`crate::state::local_dir::root`]).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// A running job's handle for the control API.
@@ -140,6 +146,9 @@ pub struct RunContext {
     /// At-most-once restore: the positions recorded in the read-position log, by source uid,
     /// merged with the restore point's so each split resumes at its furthest read position.
     pub furthest_read: HashMap<String, Vec<Vec<u8>>>,
+    /// This run's directory for disk keyed state (`spec.stateBackend: disk`), created by
+    /// [`crate::state::local_dir::prepare_run_dir`] when the job uses it.
+    pub state_dir: std::path::PathBuf,
 }
 
 /// One subtask of the plan.
@@ -289,6 +298,29 @@ pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), 
     Ok(())
 }
 
+/// The run directory of disk keyed state under `root` (`--state-dir`), prepared (stale
+/// siblings swept, created) when the job uses `stateBackend: disk`. Errors: it cannot be
+/// written, naming it and the flag.
+pub fn local_state_dir(job: &Job, root: Option<&std::path::Path>, run: &str) -> Result<std::path::PathBuf, String> {
+    let dir = local_dir::run_dir(&local_dir::root(root), &job.name, run);
+    if job.spec.state_backend == crate::job::StateBackend::Disk {
+        local_dir::prepare_run_dir(&dir)?;
+    }
+    Ok(dir)
+}
+
+/// The backend of stateful step `uid`'s subtask `subtask`: the job's `stateBackend`, a disk
+/// store in its own directory under the run's.
+fn backend_choice(ctx: &RunContext, uid: &str, subtask: u32) -> BackendChoice {
+    match ctx.job.spec.state_backend {
+        crate::job::StateBackend::Heap => BackendChoice::Heap,
+        crate::job::StateBackend::Disk => BackendChoice::Disk {
+            dir: local_dir::store_dir(&ctx.state_dir, uid, subtask),
+            options: DiskStateOptions::default(),
+        },
+    }
+}
+
 /// A subtask ready to start.
 pub struct BuiltTask {
     /// Starts it; the task reports failure as [`TaskEvent::Failed`].
@@ -353,6 +385,7 @@ pub async fn build_task(
                 };
                 let state = KeyedStateInit {
                     ttl: *ttl,
+                    backend: backend_choice(ctx, &op.uid, sub),
                     ..KeyedStateInit::new(range, restore_state)
                 };
                 Box::new(
@@ -555,6 +588,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         .unwrap_or_else(|| run_id.clone());
     let (read_log, furthest_read) =
         read_positions::for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
+    let state_dir = local_state_dir(&job, opts.state_dir.as_deref(), &run_id)?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3,
@@ -564,6 +598,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         worker_id: None,
         read_log,
         furthest_read,
+        state_dir,
     };
     let job = ctx.job.clone();
     let p = job.parallelism as usize;

@@ -67,8 +67,37 @@ pub struct JobSpec {
     /// has (that state is dropped). Default false: such a restore is refused.
     #[serde(default)]
     pub allow_non_restored_state: bool,
+    /// Where keyed state (aggregations) lives: `heap` (default; in memory, Flink's `hashmap`)
+    /// or `disk` (an embedded LSM store per subtask on local disk, Flink's `rocksdb`: state
+    /// larger than memory, memory bounded by the store's cache). Checkpoints and savepoints
+    /// have the same format on both, so a savepoint of one restores on the other. See
+    /// docs/runtime/state-backends.md.
+    #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
+    pub state_backend: StateBackend,
     /// The pipeline.
     pub job: PipelineSpec,
+}
+
+/// The keyed state backend (`spec.stateBackend`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum StateBackend {
+    /// Keyed state in memory with copy-on-write snapshots (Flink's `hashmap`): fastest while
+    /// state fits in memory comfortably.
+    #[default]
+    #[serde(rename = "heap")]
+    Heap,
+    /// Keyed state in an embedded LSM store per subtask under the runtime's local state
+    /// directory (`weir run --state-dir`, `WEIR_STATE_DIR`; Flink's `rocksdb`): state larger
+    /// than memory.
+    #[serde(rename = "disk")]
+    Disk,
+}
+
+impl StateBackend {
+    /// Whether this is the default, [`StateBackend::Heap`].
+    pub fn is_heap(&self) -> bool {
+        *self == StateBackend::Heap
+    }
 }
 
 fn default_parallelism() -> u32 {

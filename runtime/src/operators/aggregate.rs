@@ -1,9 +1,11 @@
-//! Keyed running aggregations (`count`, `sum`, `min`, `max`) on heap keyed state.
+//! Keyed running aggregations (`count`, `sum`, `min`, `max`) on keyed state.
 //!
-//! State lives in a [`HeapKeyedState`]: one copy-on-write hash table per key group of the
-//! subtask's [`KeyGroupRange`], so a snapshot freezes the tables without copying them, writes
-//! per-key-group blocks off the task thread, and a restore at another parallelism takes exactly
-//! the groups it now owns. With a `ttl`, a key not written for that long starts over.
+//! State lives in a [`KeyedState`] on the job's backend: on heap, one copy-on-write hash table
+//! per key group of the subtask's [`KeyGroupRange`], so a snapshot freezes the tables without
+//! copying them; on disk, an LSM store whose snapshot is an MVCC read view. Either way the
+//! snapshot writes per-key-group blocks off the task thread, and a restore at another
+//! parallelism takes exactly the groups it now owns. With a `ttl`, a key not written for that
+//! long starts over.
 //!
 //! Tables are found by the key's stable hash, which `keyBy` computed once
 //! ([`KeyedBy::hash`](crate::record::KeyedBy)): the aggregation neither hashes nor copies
@@ -14,7 +16,7 @@ use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Record, Row, Schema};
-use crate::state::heap::HeapKeyedState;
+use crate::state::backend::{BackendChoice, KeyedState};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::ttl::{Clock, StateTtl, SystemClock};
 use async_trait::async_trait;
@@ -83,7 +85,7 @@ pub struct Aggregate {
     output: Arc<Schema>,
     range: KeyGroupRange,
     /// The running values by key.
-    state: HeapKeyedState<Num>,
+    state: KeyedState<Num>,
     /// Processing time for TTL and write timestamps.
     clock: Arc<dyn Clock>,
 }
@@ -99,6 +101,8 @@ pub struct KeyedStateInit {
     pub ttl: Option<Duration>,
     /// Processing time (the system clock outside tests).
     pub clock: Arc<dyn Clock>,
+    /// The state backend (heap unless the job says `stateBackend: disk`).
+    pub backend: BackendChoice,
 }
 
 impl KeyedStateInit {
@@ -109,6 +113,7 @@ impl KeyedStateInit {
             restore,
             ttl: None,
             clock: Arc::new(SystemClock),
+            backend: BackendChoice::Heap,
         }
     }
 }
@@ -138,7 +143,8 @@ impl Aggregate {
 
     /// Creates the operator with the keyed state of `init`: restored blocks are loaded
     /// (entries already expired under the TTL dropped). Errors: the expression does not
-    /// compile; a block does not decode (named by operator and key group).
+    /// compile; a block does not decode (named by operator and key group); the disk store
+    /// cannot be created.
     pub fn with_state(
         uid: &str,
         func: AggregateFn,
@@ -151,7 +157,8 @@ impl Aggregate {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        let mut state = HeapKeyedState::new(init.range, init.ttl.map(StateTtl::new));
+        let mut state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
         state
             .restore(init.restore.key_groups, init.clock.now_ms())
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
@@ -188,7 +195,9 @@ impl StreamOperator for Aggregate {
         // misses on large state) the CPU can overlap across records; the second builds the
         // output rows.
         let now_ms = self.clock.now_ms();
-        self.state.maintain(now_ms, input.len());
+        let uid = &self.uid;
+        let state_err = |e: crate::state::disk::DiskStateError| TaskError(format!("operator {uid}: {e}"));
+        self.state.maintain(now_ms, input.len()).map_err(state_err)?;
         let mut updated = Vec::with_capacity(input.len());
         for r in &input {
             let keyed = r.keyed.as_ref().ok_or_else(|| {
@@ -217,17 +226,20 @@ impl StreamOperator for Aggregate {
                 }
             };
             let func = self.func;
-            let value = self.state.update(
-                keyed.key_group,
-                keyed.hash,
-                &keyed.key,
-                now_ms,
-                |current| match current {
-                    Some(old) => old.combine(func, x),
-                    None if func == AggregateFn::Count => Num::Int(1),
-                    None => x,
-                },
-            );
+            let value = self
+                .state
+                .update(
+                    keyed.key_group,
+                    keyed.hash,
+                    &keyed.key,
+                    now_ms,
+                    |current| match current {
+                        Some(old) => old.combine(func, x),
+                        None if func == AggregateFn::Count => Num::Int(1),
+                        None => x,
+                    },
+                )
+                .map_err(state_err)?;
             updated.push(value);
         }
         out.reserve(input.len());
@@ -243,14 +255,15 @@ impl StreamOperator for Aggregate {
     }
 
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
-        // Synchronous part: freeze the key-group tables (no copy); encode on the encoder thread.
+        // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's read
+        // view (disk, O(1)); encode on the encoder thread.
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {
             Ok(EncodedState {
                 state_names: vec!["keyed:aggregate".into()],
                 key_group_range: Some(range),
-                key_groups: view.encode()?,
+                key_groups: view.encode().map_err(TaskError)?,
                 operator_state: vec![],
             })
         })))

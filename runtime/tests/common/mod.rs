@@ -154,6 +154,22 @@ spec:
     f
 }
 
+/// Sets `spec.stateBackend` (`heap`, `disk`) of a manifest whose `spec:` line starts a line
+/// (as [`wordcount_manifest`] writes it), replacing an earlier setting.
+pub fn set_state_backend(manifest: &Path, backend: &str) {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with("  stateBackend:")).collect();
+    let text = kept.join("\n") + "\n";
+    let with = text.replacen("\nspec:\n", &format!("\nspec:\n  stateBackend: {backend}\n"), 1);
+    assert_ne!(with, text, "no `spec:` line in {}", manifest.display());
+    std::fs::write(manifest, with).unwrap();
+}
+
+/// The environment pointing `weir run`'s disk state directory (`WEIR_STATE_DIR`) at `dir`.
+pub fn state_dir_env(dir: &Path) -> Vec<(String, String)> {
+    vec![("WEIR_STATE_DIR".into(), dir.display().to_string())]
+}
+
 /// A running `weir` child; its stderr goes to a file.
 pub struct Weir {
     pub child: Child,

@@ -1,0 +1,142 @@
+//! The keyed state of a stateful step on either backend (`spec.stateBackend`): heap
+//! ([`HeapKeyedState`], Flink's `hashmap`) or disk ([`DiskKeyedState`], Flink's `rocksdb`).
+//! Both write the same per-key-group blocks, so a savepoint taken on one restores on the other.
+
+use crate::record::Key;
+use crate::state::disk::{DiskKeyedState, DiskSnapshot, DiskStateError, DiskStateOptions};
+use crate::state::heap::{HeapKeyedState, HeapSnapshot};
+use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::KeyGroupBlock;
+use crate::state::ttl::StateTtl;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+
+/// Where a step's keyed state lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// In memory (the default).
+    #[default]
+    Heap,
+    /// In an LSM store under the given local scratch directory (one per subtask and step).
+    Disk {
+        /// The store's directory (recreated empty on open).
+        dir: PathBuf,
+        /// Memory limits of the store.
+        options: DiskStateOptions,
+    },
+}
+
+/// One subtask's keyed state of `V` on the chosen backend. Heap operations never fail; disk
+/// operations fail only when the local store does ([`DiskStateError`]).
+pub enum KeyedState<V> {
+    /// Heap backend.
+    Heap(HeapKeyedState<V>),
+    /// Disk backend.
+    Disk(DiskKeyedState<V>),
+}
+
+/// A snapshot of a [`KeyedState`] as of a barrier, to encode off the task thread.
+pub enum KeyedSnapshot<V> {
+    /// Frozen heap tables.
+    Heap(HeapSnapshot<V>),
+    /// The store's read view.
+    Disk(DiskSnapshot),
+}
+
+impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState<V> {
+    /// Empty state for `range` on `backend`, expiring entries after `ttl` if set. Errors: the
+    /// disk store cannot be created.
+    pub fn open(backend: &BackendChoice, range: KeyGroupRange, ttl: Option<StateTtl>) -> Result<Self, DiskStateError> {
+        Ok(match backend {
+            BackendChoice::Heap => KeyedState::Heap(HeapKeyedState::new(range, ttl)),
+            BackendChoice::Disk { dir, options } => KeyedState::Disk(DiskKeyedState::open(dir, range, ttl, *options)?),
+        })
+    }
+
+    /// Entries held, expired ones included until cleanup removes them.
+    pub fn len(&self) -> usize {
+        match self {
+            KeyedState::Heap(s) => s.len(),
+            KeyedState::Disk(s) => s.len(),
+        }
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Loads restored blocks (see [`HeapKeyedState::restore`]). Errors: a block that does not
+    /// decode (named by key group), a store write failure.
+    pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        match self {
+            KeyedState::Heap(s) => s.restore(blocks, now_ms),
+            KeyedState::Disk(s) => s.restore(blocks, now_ms),
+        }
+    }
+
+    /// The live value of `key` at `now_ms` (cloned). Errors: the disk store fails.
+    pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => Ok(s.get(key_group, hash, key, now_ms).cloned()),
+            KeyedState::Disk(s) => s.get(key_group, hash, key, now_ms),
+        }
+    }
+
+    /// Read-modify-write of `key` at `now_ms` (see [`HeapKeyedState::update`]). Errors: the
+    /// disk store fails.
+    #[inline]
+    pub fn update(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+    ) -> Result<V, DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => Ok(s.update(key_group, hash, key, now_ms, f)),
+            KeyedState::Disk(s) => s.update(key_group, hash, key, now_ms, f),
+        }
+    }
+
+    /// Removes `key`; whether an entry was held. Errors: the disk store fails.
+    pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => Ok(s.remove(key_group, hash, key)),
+            KeyedState::Disk(s) => s.remove(key_group, hash, key),
+        }
+    }
+
+    /// Housekeeping between batches (snapshot release, incremental TTL cleanup). Errors: the
+    /// disk store fails.
+    pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => {
+                s.maintain(now_ms, records);
+                Ok(())
+            }
+            KeyedState::Disk(s) => s.maintain(now_ms, records),
+        }
+    }
+
+    /// The synchronous part of a snapshot at `now_ms`: O(key groups) on heap, O(1) on disk.
+    pub fn snapshot(&mut self, now_ms: u64) -> KeyedSnapshot<V> {
+        match self {
+            KeyedState::Heap(s) => KeyedSnapshot::Heap(s.snapshot(now_ms)),
+            KeyedState::Disk(s) => KeyedSnapshot::Disk(s.snapshot(now_ms)),
+        }
+    }
+}
+
+impl<V: Serialize> KeyedSnapshot<V> {
+    /// One block per key group with live entries, in the same format on both backends.
+    /// Errors: encoding (heap) or reading the store (disk) failed.
+    pub fn encode(self) -> Result<Vec<KeyGroupBlock>, String> {
+        match self {
+            KeyedSnapshot::Heap(s) => s.encode().map_err(|e| e.to_string()),
+            KeyedSnapshot::Disk(s) => s.encode().map_err(|e| e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! Disk keyed state on an embedded LSM store (Flink's RocksDB state backend; here `fjall`, a
+//! pure-Rust LSM tree with MVCC snapshots).
+//!
+//! [`DiskKeyedState`] keeps one subtask's keyed state in a store of its own under a local
+//! scratch directory: state larger than memory stays on disk, and memory is bounded by the
+//! store's block cache and write buffers ([`DiskStateOptions`]), not by the key count. The
+//! directory is scratch: it is recreated empty on every start and removed when the state is
+//! dropped; the checkpoint is the source of truth.
+//!
+//! **Layout.** Store key: the key group as a big-endian `u32`, the key's stable hash
+//! ([`key_hash`]) as a big-endian `u64`, then the postcard encoding of the [`Key`]; so one key
+//! group's entries are one contiguous key range, and a snapshot or incremental cleanup walks
+//! the groups in order. Store value: the last write as a little-endian `u64` (ms since the Unix
+//! epoch), then the postcard encoding of the value.
+//!
+//! **Snapshots** are the store's MVCC read view: [`DiskKeyedState::snapshot`] is O(1) on the
+//! task thread; [`DiskSnapshot::encode`] iterates the view off the task thread and writes the
+//! same [`KeyGroupBlock`]s as the heap backend (byte for byte the same block format, so a
+//! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
+
+use crate::record::Key;
+use crate::state::key_group::{KeyGroupRange, key_hash};
+use crate::state::keyed_block::{self, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::snapshot::KeyGroupBlock;
+use crate::state::ttl::{StateTtl, expired};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+/// Entries examined by incremental TTL cleanup per record processed (as the heap backend,
+/// Flink's default of 5 entries per state access).
+pub const CLEANUP_ENTRIES_PER_RECORD: usize = crate::state::heap::CLEANUP_ENTRIES_PER_RECORD;
+
+/// Bytes of a store key before the encoded [`Key`]: key group (4) and hash (8).
+const KEY_PREFIX_LEN: usize = 12;
+/// Bytes of a store value before the encoded value: the write time.
+const VALUE_PREFIX_LEN: usize = 8;
+
+/// A disk state failure: the store's directory and what failed. Never caused by user input;
+/// the subtask fails and restarts from its checkpoint.
+#[derive(Debug, thiserror::Error)]
+#[error("disk state backend at {dir}: {problem}")]
+pub struct DiskStateError {
+    /// The store's local directory.
+    pub dir: PathBuf,
+    /// What failed (an I/O error of the store, an entry that does not decode).
+    pub problem: String,
+}
+
+/// Memory limits of one subtask's store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskStateOptions {
+    /// Block cache, bytes.
+    pub cache_bytes: u64,
+    /// In-memory write buffer (memtable) before it is flushed to a file, bytes (at least
+    /// 1 MiB; the store may hold a few sealed ones while they are being flushed).
+    pub write_buffer_bytes: u64,
+}
+
+impl Default for DiskStateOptions {
+    /// 32 MiB of block cache and 16 MiB of write buffer per subtask.
+    fn default() -> DiskStateOptions {
+        DiskStateOptions {
+            cache_bytes: 32 << 20,
+            write_buffer_bytes: 16 << 20,
+        }
+    }
+}
+
+/// The store key of `key` (whose [`key_hash`] is `hash`) in `key_group`: see the module doc.
+pub fn store_key(key_group: u32, hash: u64, key: &Key) -> Vec<u8> {
+    let mut out = Vec::with_capacity(KEY_PREFIX_LEN + 16);
+    out.extend_from_slice(&key_group.to_be_bytes());
+    out.extend_from_slice(&hash.to_be_bytes());
+    postcard::to_extend(key, out).expect("a key encodes")
+}
+
+/// The key group of a store key (its first 4 bytes, big-endian), if it has them.
+pub fn store_key_group(store_key: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(store_key.get(..4)?.try_into().ok()?))
+}
+
+/// Keyed state of one subtask in an LSM store under a local scratch directory, with an
+/// optional TTL. The same operations as [`HeapKeyedState`](crate::state::heap::HeapKeyedState).
+pub struct DiskKeyedState<V> {
+    range: KeyGroupRange,
+    ttl: Option<StateTtl>,
+    dir: PathBuf,
+    db: Database,
+    keyspace: Keyspace,
+    /// Entries held (expired ones included until cleaned up).
+    len: usize,
+    /// Store key where incremental TTL cleanup continues (empty: from the start).
+    cleanup_cursor: Vec<u8>,
+    /// Entries incremental cleanup may examine now.
+    cleanup_credit: usize,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedState<V> {
+    /// Empty state for `range` in a new store at `dir` (anything already there is deleted
+    /// first: scratch from an earlier run), expiring entries after `ttl` if set. Errors: the
+    /// directory cannot be created or the store cannot open there.
+    pub fn open(
+        dir: &Path,
+        range: KeyGroupRange,
+        ttl: Option<StateTtl>,
+        options: DiskStateOptions,
+    ) -> Result<DiskKeyedState<V>, DiskStateError> {
+        let err = |problem: String| DiskStateError {
+            dir: dir.to_path_buf(),
+            problem,
+        };
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| err(format!("cannot remove the previous run's state: {e}")))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the directory: {e}")))?;
+        let db = Database::builder(dir)
+            .temporary(true)
+            .manual_journal_persist(true)
+            .worker_threads(1)
+            .cache_size(options.cache_bytes)
+            .open()
+            .map_err(|e| err(format!("cannot open the store: {e}")))?;
+        let memtable = options.write_buffer_bytes.max(1 << 20);
+        let keyspace = db
+            .keyspace("keyed", || KeyspaceCreateOptions::default().max_memtable_size(memtable))
+            .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
+        Ok(DiskKeyedState {
+            range,
+            ttl,
+            dir: dir.to_path_buf(),
+            db,
+            keyspace,
+            len: 0,
+            cleanup_cursor: Vec::new(),
+            cleanup_credit: 0,
+            _value: PhantomData,
+        })
+    }
+
+    fn err(&self, problem: impl std::fmt::Display) -> DiskStateError {
+        DiskStateError {
+            dir: self.dir.clone(),
+            problem: problem.to_string(),
+        }
+    }
+
+    /// The key groups held.
+    pub fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    /// The store's local directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Entries held, expired ones included until cleanup removes them.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Loads `blocks` (of any block version) into the store; blocks of key groups outside the
+    /// range are skipped, entries expired at `now_ms` are dropped, entries of a block without
+    /// timestamps count as written at `now_ms`. Errors: the key group and why its block does
+    /// not decode; a store write failure.
+    pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        for block in blocks {
+            if !self.range.contains(block.key_group) {
+                continue;
+            }
+            let entries = keyed_block::decode::<V>(&block.data)
+                .map_err(|e| format!("key group {} does not decode: {e}", block.key_group))?;
+            let mut batch = self.db.batch();
+            let mut added = 0;
+            for (key, value, written_ms) in entries {
+                let written_ms = written_ms.unwrap_or(now_ms);
+                if expired(self.ttl, written_ms, now_ms) {
+                    continue;
+                }
+                batch.insert(
+                    &self.keyspace,
+                    store_key(block.key_group, key_hash(&key), &key),
+                    encode_value(&value, written_ms),
+                );
+                added += 1;
+            }
+            batch.commit().map_err(|e| self.err(e).to_string())?;
+            self.len += added;
+        }
+        Ok(())
+    }
+
+    fn read(&self, store_key: &[u8]) -> Result<Option<(V, u64)>, DiskStateError> {
+        match self.keyspace.get(store_key).map_err(|e| self.err(e))? {
+            None => Ok(None),
+            Some(bytes) => decode_value::<V>(&bytes).map(Some).map_err(|e| self.err(e)),
+        }
+    }
+
+    /// The live value of `key` (whose [`key_hash`] is `hash`) in `key_group`, if any and not
+    /// expired at `now_ms`. Errors: the store fails to read.
+    pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
+        let found = self.read(&store_key(key_group, hash, key))?;
+        Ok(found
+            .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
+            .map(|(v, _)| v))
+    }
+
+    /// Read-modify-write of `key` (whose [`key_hash`] is `hash`) in `key_group` at `now_ms`:
+    /// stores `f(current live value)` written at `now_ms` and returns it. An expired value is
+    /// passed as `None` (the key starts over). Errors: the store fails to read or write.
+    pub fn update(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+    ) -> Result<V, DiskStateError> {
+        let store_key = store_key(key_group, hash, key);
+        let found = self.read(&store_key)?;
+        if found.is_none() {
+            self.len += 1;
+        }
+        let live = found.filter(|(_, written)| !expired(self.ttl, *written, now_ms));
+        let value = f(live.as_ref().map(|(v, _)| v));
+        self.keyspace
+            .insert(store_key, encode_value(&value, now_ms))
+            .map_err(|e| self.err(e))?;
+        Ok(value)
+    }
+
+    /// Removes `key` from `key_group`. Returns whether an entry was held. Errors: the store
+    /// fails to read or write.
+    pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
+        let store_key = store_key(key_group, hash, key);
+        let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
+        if held {
+            self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
+            self.len = self.len.saturating_sub(1);
+        }
+        Ok(held)
+    }
+
+    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
+    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
+    /// continuing in key order where the last call stopped and wrapping around, and removes
+    /// the expired ones (at most one pass over the store per call). Errors: the store fails.
+    pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
+        let Some(ttl) = self.ttl else { return Ok(()) };
+        let budget = self
+            .cleanup_credit
+            .saturating_add(records.saturating_mul(CLEANUP_ENTRIES_PER_RECORD))
+            .min(self.len.max(1));
+        self.cleanup_credit = 0;
+        let mut examined = 0;
+        let mut expired_keys = Vec::new();
+        let mut wrapped = self.cleanup_cursor.is_empty();
+        let mut next_cursor = None;
+        while examined < budget {
+            let mut reached_end = true;
+            for guard in self.keyspace.range(self.cleanup_cursor.as_slice()..) {
+                let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
+                examined += 1;
+                let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
+                if ttl.is_expired(written, now_ms) {
+                    expired_keys.push(key.to_vec());
+                }
+                if examined >= budget {
+                    let mut after = key.to_vec();
+                    after.push(0);
+                    next_cursor = Some(after);
+                    reached_end = false;
+                    break;
+                }
+            }
+            if !reached_end {
+                break;
+            }
+            // The end of the store: start over from the first key, once per call.
+            self.cleanup_cursor.clear();
+            if wrapped {
+                break;
+            }
+            wrapped = true;
+        }
+        if let Some(cursor) = next_cursor {
+            self.cleanup_cursor = cursor;
+        }
+        for key in expired_keys {
+            self.keyspace.remove(key).map_err(|e| self.err(e))?;
+            self.len = self.len.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// The synchronous part of a snapshot at `now_ms`: the store's MVCC read view (O(1), no
+    /// entry read). Encode it with [`DiskSnapshot::encode`] off the task thread.
+    pub fn snapshot(&self, now_ms: u64) -> DiskSnapshot {
+        DiskSnapshot {
+            view: self.db.snapshot(),
+            keyspace: self.keyspace.clone(),
+            dir: self.dir.clone(),
+            ttl: self.ttl,
+            now_ms,
+        }
+    }
+}
+
+/// The store value of `value` written at `written_ms`: see the module doc.
+fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(VALUE_PREFIX_LEN + 16);
+    out.extend_from_slice(&written_ms.to_le_bytes());
+    postcard::to_extend(value, out).expect("a state value encodes")
+}
+
+fn value_written_ms(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(..VALUE_PREFIX_LEN)?.try_into().ok()?))
+}
+
+fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
+    let written = value_written_ms(bytes).ok_or("a stored value shorter than its write time")?;
+    let value = postcard::from_bytes(&bytes[VALUE_PREFIX_LEN..]).map_err(|e| format!("a stored value: {e}"))?;
+    Ok((value, written))
+}
+
+/// Appends `n` as a postcard varint (the length prefix of a sequence, and every `u64`).
+fn push_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// One key group's block being assembled from stored bytes.
+struct BlockBuilder {
+    key_group: u32,
+    entries: u64,
+    body: Vec<u8>,
+}
+
+impl BlockBuilder {
+    /// The block: `Vec<(Key, V)>` (version 1) or `Vec<(Key, V, u64)>` after the versioned
+    /// prefix (version 2), as [`keyed_block`] encodes them: postcard writes a sequence as its
+    /// varint length followed by its elements, and a tuple as its fields in order.
+    fn finish(self, with_times: bool) -> KeyGroupBlock {
+        let mut data = Vec::with_capacity(self.body.len() + 24);
+        if with_times {
+            data.extend_from_slice(&VERSIONED_PREFIX);
+            data.push(BLOCK_VERSION_TTL);
+        }
+        push_varint(&mut data, self.entries);
+        data.extend_from_slice(&self.body);
+        KeyGroupBlock {
+            key_group: self.key_group,
+            entries: self.entries,
+            data,
+        }
+    }
+}
+
+/// The state of a subtask as of a barrier: an MVCC read view of its store (`Send` to an
+/// encoder thread). Dropping it lets the store discard versions only it still needed.
+pub struct DiskSnapshot {
+    view: fjall::Snapshot,
+    keyspace: Keyspace,
+    dir: PathBuf,
+    ttl: Option<StateTtl>,
+    now_ms: u64,
+}
+
+impl DiskSnapshot {
+    /// Encodes one block per key group with live entries, in key-group order: version 1
+    /// without a TTL, version 2 (with write times) with one, exactly as the heap backend.
+    /// Entries expired at the barrier are left out. Errors: the store fails to read, or holds
+    /// an entry it did not write.
+    pub fn encode(self) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        let err = |problem: String| DiskStateError {
+            dir: self.dir.clone(),
+            problem,
+        };
+        let with_times = self.ttl.is_some();
+        let mut blocks = Vec::new();
+        let mut current: Option<BlockBuilder> = None;
+        for guard in self.view.iter(&self.keyspace) {
+            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
+            let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
+                return Err(err("an entry the disk backend did not write".into()));
+            };
+            if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
+                continue;
+            }
+            if current.as_ref().is_some_and(|b| b.key_group != key_group) {
+                blocks.extend(current.take().map(|b| b.finish(with_times)));
+            }
+            let block = current.get_or_insert_with(|| BlockBuilder {
+                key_group,
+                entries: 0,
+                body: Vec::new(),
+            });
+            block.entries += 1;
+            block.body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
+            block.body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
+            if with_times {
+                push_varint(&mut block.body, written);
+            }
+        }
+        blocks.extend(current.map(|b| b.finish(with_times)));
+        Ok(blocks)
+    }
+}
+
+#[cfg(test)]
+#[path = "disk_tests.rs"]
+mod tests;

@@ -1,0 +1,257 @@
+//! Table tests of the disk keyed state: operations, TTL with an injected time, snapshot
+//! isolation, and block compatibility with the heap backend both ways.
+
+use super::*;
+use crate::state::heap::HeapKeyedState;
+use crate::state::key_group::{key_group_of_hash, key_group_range};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const MAX_P: u32 = 8;
+
+fn key(i: i64) -> Key {
+    if i % 2 == 0 {
+        Key::Int(i)
+    } else {
+        Key::Str(format!("key-{i}").into())
+    }
+}
+
+fn key_id(k: &Key) -> i64 {
+    match k {
+        Key::Int(i) => *i,
+        Key::Str(s) => s.strip_prefix("key-").unwrap().parse().unwrap(),
+        other => panic!("unexpected key {other:?}"),
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    state: DiskKeyedState<i64>,
+}
+
+fn open(ttl: Option<Duration>, range: KeyGroupRange) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let state = DiskKeyedState::open(
+        &dir.path().join("count-0"),
+        range,
+        ttl.map(StateTtl::new),
+        DiskStateOptions::default(),
+    )
+    .unwrap();
+    Fixture { _dir: dir, state }
+}
+
+fn all() -> KeyGroupRange {
+    key_group_range(0, 1, MAX_P)
+}
+
+fn add(s: &mut DiskKeyedState<i64>, i: i64, by: i64, now: u64) -> i64 {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.update(key_group_of_hash(h, MAX_P), h, &k, now, |old| {
+        old.copied().unwrap_or(0) + by
+    })
+    .unwrap()
+}
+
+fn get(s: &DiskKeyedState<i64>, i: i64, now: u64) -> Option<i64> {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.get(key_group_of_hash(h, MAX_P), h, &k, now).unwrap()
+}
+
+fn remove(s: &mut DiskKeyedState<i64>, i: i64) -> bool {
+    let k = key(i);
+    let h = key_hash(&k);
+    s.remove(key_group_of_hash(h, MAX_P), h, &k).unwrap()
+}
+
+/// Decodes blocks into key id → (value, write time), checking entry counts, key groups and
+/// that no key is in two blocks.
+fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, (i64, Option<u64>)> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        let entries = keyed_block::decode::<i64>(&b.data).unwrap();
+        assert_eq!(entries.len() as u64, b.entries, "key group {}", b.key_group);
+        for (k, v, t) in entries {
+            assert_eq!(key_group_of_hash(key_hash(&k), MAX_P), b.key_group);
+            assert!(out.insert(key_id(&k), (v, t)).is_none(), "{k:?} in two blocks");
+        }
+    }
+    out
+}
+
+fn values(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, i64> {
+    decode(blocks).into_iter().map(|(k, (v, _))| (k, v)).collect()
+}
+
+#[test]
+fn update_get_remove_table() {
+    enum Op {
+        Add(i64, i64),
+        Remove(i64, bool),
+    }
+    use Op::*;
+    /// (case, operations, expected value per key, expected len).
+    type Row = (&'static str, Vec<Op>, Vec<(i64, Option<i64>)>, usize);
+    let rows: [Row; 4] = [
+        ("empty", vec![], vec![(1, None)], 0),
+        (
+            "adds accumulate",
+            vec![Add(1, 2), Add(1, 3), Add(2, 5)],
+            vec![(1, Some(5)), (2, Some(5))],
+            2,
+        ),
+        (
+            "remove then add starts over",
+            vec![Add(1, 2), Remove(1, true), Remove(1, false), Add(1, 7)],
+            vec![(1, Some(7))],
+            1,
+        ),
+        ("remove of a missing key", vec![Remove(9, false)], vec![(9, None)], 0),
+    ];
+    for (name, ops, want, len) in rows {
+        let mut f = open(None, all());
+        for op in ops {
+            match op {
+                Add(i, by) => {
+                    add(&mut f.state, i, by, 0);
+                }
+                Remove(i, held) => assert_eq!(remove(&mut f.state, i), held, "{name}: remove {i}"),
+            }
+        }
+        for (i, v) in want {
+            assert_eq!(get(&f.state, i, 0), v, "{name}: key {i}");
+        }
+        assert_eq!(f.state.len(), len, "{name}");
+    }
+}
+
+#[test]
+fn ttl_expires_keys_cleans_them_up_and_leaves_them_out_of_snapshots() {
+    let day = Duration::from_secs(86_400);
+    let mut f = open(Some(day), all());
+    let t0 = 1_000_000;
+    for i in 0..200 {
+        add(&mut f.state, i, 1, t0);
+    }
+    add(&mut f.state, 1_000, 1, t0 + 1_000);
+    // Just before the TTL: all live; at the TTL: keys 0..200 expired, key 1000 not.
+    assert_eq!(get(&f.state, 5, t0 + 86_399_999), Some(1));
+    assert_eq!(get(&f.state, 5, t0 + 86_400_000), None);
+    assert_eq!(get(&f.state, 1_000, t0 + 86_400_000), Some(1));
+    // An update of an expired key starts over from nothing.
+    assert_eq!(add(&mut f.state, 5, 10, t0 + 86_400_000), 10);
+    let now = t0 + 86_400_000;
+    let snap = decode(&f.state.snapshot(now).encode().unwrap());
+    assert_eq!(snap.keys().copied().collect::<Vec<_>>(), vec![5, 1_000]);
+    assert_eq!(snap[&5], (10, Some(now)), "write time carried in the block");
+    assert_eq!(f.state.len(), 201, "expired keys held until cleanup");
+    // Incremental cleanup: 5 entries per record, so 40 records examine every entry once.
+    f.state.maintain(now, 10).unwrap();
+    assert!(f.state.len() > 150, "a small budget removes a few: {}", f.state.len());
+    for _ in 0..10 {
+        f.state.maintain(now, 40).unwrap();
+    }
+    assert_eq!(f.state.len(), 2);
+    assert_eq!(
+        f.state.keyspace.iter().count(),
+        2,
+        "expired entries deleted from the store"
+    );
+}
+
+#[test]
+fn a_snapshot_sees_the_state_at_its_barrier_only() {
+    let mut f = open(None, all());
+    for i in 0..100 {
+        add(&mut f.state, i, i, 0);
+    }
+    let first = f.state.snapshot(0);
+    // After the barrier: changes, removals and new keys, none of which the snapshot may see.
+    for i in 0..50 {
+        add(&mut f.state, i, 1_000, 0);
+    }
+    assert!(remove(&mut f.state, 99));
+    add(&mut f.state, 500, 1, 0);
+    let second = f.state.snapshot(0);
+    add(&mut f.state, 501, 1, 0);
+    let want_first: BTreeMap<i64, i64> = (0..100).map(|i| (i, i)).collect();
+    let mut want_second: BTreeMap<i64, i64> = (0..99).map(|i| (i, if i < 50 { i + 1_000 } else { i })).collect();
+    want_second.insert(500, 1);
+    // Encode in the opposite order of taking them, as encoder threads may.
+    assert_eq!(values(&second.encode().unwrap()), want_second);
+    assert_eq!(values(&first.encode().unwrap()), want_first);
+    assert_eq!(f.state.len(), 101);
+}
+
+/// Blocks written by either backend restore on the other with the same contents, with and
+/// without TTL (block versions 2 and 1), and a restore at parallelism 2 splits the keys.
+#[test]
+fn blocks_are_backend_independent() {
+    for ttl in [None, Some(StateTtl::new(Duration::from_secs(3_600)))] {
+        let mut heap = HeapKeyedState::<i64>::new(all(), ttl);
+        let mut f = open(ttl.map(|t| Duration::from_millis(t.ttl_ms)), all());
+        for i in 0..1_000 {
+            let k = key(i);
+            let h = key_hash(&k);
+            let kg = key_group_of_hash(h, MAX_P);
+            heap.update(kg, h, &k, 5_000 + i as u64, |_| i * 3);
+            f.state.update(kg, h, &k, 5_000 + i as u64, |_| i * 3).unwrap();
+        }
+        let from_heap = heap.snapshot(6_000).encode().unwrap();
+        let from_disk = f.state.snapshot(6_000).encode().unwrap();
+        assert_eq!(decode(&from_heap), decode(&from_disk), "ttl {ttl:?}");
+        assert_eq!(from_disk.len(), MAX_P as usize);
+        // Disk blocks into heap, heap blocks into disk, and each split over two subtasks.
+        let mut heap_again = HeapKeyedState::<i64>::new(all(), ttl);
+        heap_again.restore(from_disk.clone(), 6_000).unwrap();
+        assert_eq!(
+            decode(&heap_again.snapshot(6_000).encode().unwrap()),
+            decode(&from_heap)
+        );
+        let mut total = 0;
+        for subtask in 0..2 {
+            let mut part = open(None, key_group_range(subtask, 2, MAX_P));
+            part.state.ttl = ttl;
+            part.state.restore(from_heap.clone(), 6_000).unwrap();
+            let blocks = part.state.snapshot(6_000).encode().unwrap();
+            assert!(blocks.iter().all(|b| part.state.range().contains(b.key_group)));
+            total += part.state.len();
+            for (k, v) in values(&blocks) {
+                assert_eq!(v, k * 3);
+            }
+        }
+        assert_eq!(total, 1_000);
+    }
+}
+
+#[test]
+fn restore_drops_expired_entries_and_the_directory_is_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("count-0");
+    std::fs::create_dir_all(path.join("leftover")).unwrap();
+    let ttl = Some(StateTtl::new(Duration::from_secs(10)));
+    let mut s = DiskKeyedState::<i64>::open(&path, all(), ttl, DiskStateOptions::default()).unwrap();
+    assert!(
+        !path.join("leftover").exists(),
+        "an earlier run's files are deleted on open"
+    );
+    let k = key(1);
+    let h = key_hash(&k);
+    let v2 = keyed_block::encode_v2(&[(&k, &7i64, 1_000)]).unwrap();
+    let block = KeyGroupBlock {
+        key_group: key_group_of_hash(h, MAX_P),
+        entries: 1,
+        data: v2,
+    };
+    s.restore(vec![block.clone()], 5_000).unwrap();
+    assert_eq!(s.len(), 1);
+    assert_eq!(get(&s, 1, 5_000), Some(7));
+    let mut late = open(ttl.map(|t| Duration::from_millis(t.ttl_ms)), all());
+    late.state.restore(vec![block], 11_000).unwrap();
+    assert_eq!(late.state.len(), 0, "expired at the restore");
+    drop(s);
+    assert!(!path.exists(), "the store's directory is deleted with it");
+}

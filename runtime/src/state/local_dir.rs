@@ -1,0 +1,176 @@
+//! The local scratch directory of the disk state backend.
+//!
+//! Layout: `<root>/<job>-<run>/<operator uid>-<subtask>/`, one LSM store per subtask and
+//! stateful step. `<root>` is `weir run --state-dir` / `weir worker --state-dir` (env
+//! `WEIR_STATE_DIR`), by default `<system temp dir>/weir-state`; in a pod the operator mounts an
+//! emptyDir there. Everything below it is scratch: a store is recreated empty on every start
+//! (the checkpoint is the source of truth) and deleted when its subtask ends. A process killed
+//! with `kill -9` cannot delete its directories, so each run directory holds the pid of the
+//! process that owns it and a token drawn once per process (`owner.pid`), and a starting
+//! process deletes the run directories whose owner is no longer alive ([`sweep_stale`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The environment variable naming the root directory (also read by `--state-dir`).
+pub const STATE_DIR_ENV: &str = "WEIR_STATE_DIR";
+
+/// The file in a run directory naming the process that owns it: `<pid> <token>`.
+pub const OWNER_FILE: &str = "owner.pid";
+
+/// The owner of a run directory: pid and a random token drawn once per process, so a new
+/// process that got the same pid (a container restarted in its pod is pid 1 again) is told
+/// apart from the one that wrote the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// Process id.
+    pub pid: u32,
+    /// Random per process.
+    pub token: u64,
+}
+
+impl Owner {
+    /// This process.
+    pub fn this_process() -> Owner {
+        static TOKEN: OnceLock<u64> = OnceLock::new();
+        Owner {
+            pid: std::process::id(),
+            token: *TOKEN.get_or_init(rand::random),
+        }
+    }
+
+    /// Parses the owner file's text (`<pid> <token>`); `None` if it is not that.
+    pub fn parse(text: &str) -> Option<Owner> {
+        let mut parts = text.split_whitespace();
+        let owner = Owner {
+            pid: parts.next()?.parse().ok()?,
+            token: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(owner)
+    }
+}
+
+/// The root directory: `explicit` if given, else `<system temp dir>/weir-state`.
+pub fn root(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| std::env::temp_dir().join("weir-state"))
+}
+
+/// The directory of one run (`<root>/<job>-<run>`), where `run` is the run id (and, in the
+/// distributed runtime, the deployment attempt). Both are generated names without `/`.
+pub fn run_dir(root: &Path, job: &str, run: &str) -> PathBuf {
+    root.join(format!("{job}-{run}"))
+}
+
+/// The store directory of subtask `subtask` of step `uid` in `run_dir`.
+pub fn store_dir(run_dir: &Path, uid: &str, subtask: u32) -> PathBuf {
+    run_dir.join(format!("{uid}-{subtask}"))
+}
+
+/// Whether a run directory whose owner file says `owner` (`None`: missing or unreadable) is
+/// stale for the process `own`, given whether a pid is alive: its owner is dead, or its pid is
+/// ours but its token is not (an earlier process with our pid). A directory without an owner
+/// file is left alone (not ours, or being created right now), and so are our own.
+pub fn is_stale(owner: Option<Owner>, own: Owner, alive: impl Fn(u32) -> bool) -> bool {
+    match owner {
+        None => false,
+        Some(o) if o.pid == own.pid => o.token != own.token,
+        Some(o) => !alive(o.pid),
+    }
+}
+
+/// Whether process `pid` exists (Linux: `/proc/<pid>`; elsewhere every process counts as
+/// alive, so nothing is swept).
+pub fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// Deletes the run directories under `root` left by dead processes ([`is_stale`]); returns
+/// the ones deleted. A missing `root` is not an error; a directory that cannot be deleted is
+/// skipped with a warning (it only costs disk).
+pub fn sweep_stale(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let own = Owner::this_process();
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let owner = std::fs::read_to_string(dir.join(OWNER_FILE))
+            .ok()
+            .and_then(|s| Owner::parse(&s));
+        if is_stale(owner, own, process_alive) {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => removed.push(dir),
+                Err(e) => tracing::warn!(dir = %dir.display(), "cannot delete stale disk state: {e}"),
+            }
+        }
+    }
+    removed
+}
+
+/// Prepares the run directory `dir` for this process: sweeps stale siblings, then creates
+/// `dir` with its owner file. Errors: the directory or the file cannot be written, naming it
+/// and the flag that chooses it.
+pub fn prepare_run_dir(dir: &Path) -> Result<(), String> {
+    if let Some(root) = dir.parent() {
+        for removed in sweep_stale(root) {
+            tracing::info!(dir = %removed.display(), "deleted disk state of a run that is gone");
+        }
+    }
+    let err = |e: std::io::Error| {
+        format!(
+            "disk state backend: cannot write {}: {e}; point --state-dir (or {STATE_DIR_ENV}) at a writable directory",
+            dir.display()
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let owner = Owner::this_process();
+    std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token)).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_table() {
+        let alive = |pid: u32| pid == 10 || pid == 7;
+        let own = Owner { pid: 7, token: 1 };
+        let rows = [
+            (None, false),
+            (Some(Owner { pid: 7, token: 1 }), false),
+            (Some(Owner { pid: 7, token: 2 }), true),
+            (Some(Owner { pid: 10, token: 1 }), false),
+            (Some(Owner { pid: 11, token: 1 }), true),
+        ];
+        for (owner, want) in rows {
+            assert_eq!(is_stale(owner, own, alive), want, "{owner:?}");
+        }
+        assert_eq!(Owner::parse("12 34\n"), Some(Owner { pid: 12, token: 34 }));
+        assert_eq!(Owner::parse("12"), None);
+        assert_eq!(Owner::parse("12 34 56"), None);
+    }
+
+    #[test]
+    fn sweep_deletes_dead_owners_only() {
+        let root = tempfile::tempdir().unwrap();
+        let mine = run_dir(root.path(), "job", "mine");
+        prepare_run_dir(&mine).unwrap();
+        // A pid above Linux's pid_max (2^22) is never alive.
+        let dead = run_dir(root.path(), "job", "dead");
+        std::fs::create_dir_all(dead.join("count-0")).unwrap();
+        std::fs::write(dead.join(OWNER_FILE), "99999999 5").unwrap();
+        let foreign = root.path().join("not-a-run");
+        std::fs::create_dir_all(&foreign).unwrap();
+        let removed = sweep_stale(root.path());
+        assert_eq!(removed, vec![dead.clone()]);
+        assert!(!dead.exists() && foreign.exists() && mine.exists());
+        assert_eq!(sweep_stale(&root.path().join("missing")), Vec::<PathBuf>::new());
+    }
+}
