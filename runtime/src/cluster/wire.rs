@@ -132,6 +132,9 @@ pub struct WireBarrier {
     pub dir: String,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// [`Barrier::incremental`].
+    #[serde(default)]
+    pub incremental: Option<Option<u64>>,
 }
 
 impl WireBarrier {
@@ -144,6 +147,7 @@ impl WireBarrier {
             store_url: b.target.store.url(""),
             dir: b.target.dir.clone(),
             triggered_at_ms: b.triggered_at_ms,
+            incremental: b.incremental,
         }
     }
 }
@@ -186,6 +190,7 @@ impl StoreCache {
             triggered_at_ms: w.triggered_at_ms,
             // Only unaligned checkpoints read it, and the distributed runtime refuses them.
             is_final: false,
+            incremental: w.incremental,
         })
     }
 }

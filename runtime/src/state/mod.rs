@@ -1,4 +1,5 @@
 pub mod heap;
+pub mod incremental;
 pub mod key_group;
 pub mod keyed_block;
 pub mod snapshot;
