@@ -12,6 +12,7 @@ pub mod lineage;
 pub mod read_positions;
 pub mod restore;
 pub mod retention;
+pub mod shared_files;
 pub mod suspend;
 
 use crate::control::api::SnapshotKind;
