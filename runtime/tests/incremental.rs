@@ -11,14 +11,26 @@ use std::time::{Duration, Instant};
 use weir_runtime::operators::aggregate::Num;
 use weir_runtime::state::heap::HeapKeyedState;
 use weir_runtime::state::key_group::key_group_range;
-use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata};
+use weir_runtime::state::keyed_block::is_delta;
+use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata, decode_state_file};
 
 /// The word-count manifest with incremental checkpoints every 200 ms.
 fn incremental_manifest(dir: &Path, parallelism: u32) -> PathBuf {
-    let m = wordcount_manifest(dir, &Paths::local(dir), parallelism, "exactly-once", "200ms", Some(5000), None);
+    let m = wordcount_manifest(
+        dir,
+        &Paths::local(dir),
+        parallelism,
+        "exactly-once",
+        "200ms",
+        Some(5000),
+        None,
+    );
     let yaml = std::fs::read_to_string(&m).unwrap();
     let changed = yaml.replace("retained: 2 }", "retained: 2, incremental: true }");
-    assert_ne!(yaml, changed, "the manifest's checkpointing line changed; update this test");
+    assert_ne!(
+        yaml, changed,
+        "the manifest's checkpointing line changed; update this test"
+    );
     std::fs::write(&m, changed).unwrap();
     m
 }
@@ -30,7 +42,9 @@ fn job_dir(dir: &Path) -> PathBuf {
 /// The completed checkpoints in the local store, oldest first.
 fn completed(dir: &Path) -> Vec<CheckpointMetadata> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(job_dir(dir)) else { return out };
+    let Ok(entries) = std::fs::read_dir(job_dir(dir)) else {
+        return out;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
         if !name.starts_with("chk-") {
@@ -55,7 +69,9 @@ fn has_delta(m: &CheckpointMetadata) -> bool {
 }
 
 fn shared_files(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(job_dir(dir).join("shared")) else { return vec![] };
+    let Ok(entries) = std::fs::read_dir(job_dir(dir).join("shared")) else {
+        return vec![];
+    };
     let mut out: Vec<String> = entries
         .flatten()
         .map(|e| e.file_name().to_string_lossy().to_string())
@@ -71,20 +87,17 @@ fn shared_files(dir: &Path) -> Vec<String> {
 fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: u32) -> u64 {
     let p = parallelism.to_string();
     for attempt in 0..6 {
+        let before = completed(dir).last().map_or(0, |c| c.checkpoint_id);
+        let wanted = |c: &CheckpointMetadata| c.checkpoint_id > before && c.parallelism == parallelism && has_delta(c);
         let w = Weir::run(m, &["--restore", "latest", "--parallelism", &p], &[]);
         let _ = w.api();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            let newest = completed(dir).pop();
-            if newest.is_some_and(|n| n.parallelism == parallelism && has_delta(&n)) {
-                break;
-            }
+        while Instant::now() < deadline && !completed(dir).last().is_some_and(wanted) {
             std::thread::sleep(Duration::from_millis(20));
         }
         w.kill9();
-        if let Some(newest) = completed(dir).pop()
-            && newest.parallelism == parallelism
-            && has_delta(&newest)
+        if let Some(newest) = completed(dir).last()
+            && wanted(newest)
         {
             return newest.checkpoint_id;
         }
@@ -129,7 +142,10 @@ fn kill_9_with_incremental_checkpoints_is_exactly_once() {
         deltas_seen += completed(dir.path()).iter().filter(|c| has_delta(c)).count();
     }
     Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
-    assert!(deltas_seen > 0, "no retained checkpoint held a delta: the test did not test incremental restores");
+    assert!(
+        deltas_seen > 0,
+        "no retained checkpoint held a delta: the test did not test incremental restores"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
@@ -165,11 +181,15 @@ fn rescale_2_to_3_to_1_through_incremental_checkpoints() {
 fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
     let dir = tempfile::tempdir().unwrap();
     let m = incremental_manifest(dir.path(), 2);
-    // Checkpoint 6 is acknowledged (its files uploaded) but `_metadata` is never written.
-    const UNCONFIRMED: u64 = 6;
+    // Checkpoint 20 (about 4 s in, when the chains hold deltas) is acknowledged, its files
+    // uploaded, but `_metadata` is never written.
+    const UNCONFIRMED: u64 = 20;
     let env = [("WEIR_FAILPOINT".to_string(), format!("before-metadata:{UNCONFIRMED}"))];
     let (ok, stderr) = Weir::run(&m, &[], &env).wait();
-    assert!(!ok && stderr.contains("failpoint before-metadata:6 reached"), "{stderr}");
+    assert!(
+        !ok && stderr.contains(&format!("failpoint before-metadata:{UNCONFIRMED} reached")),
+        "{stderr}"
+    );
     let orphans = |files: &[String]| -> Vec<String> {
         files
             .iter()
@@ -183,9 +203,17 @@ fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_e
         "both counts subtasks uploaded checkpoint {UNCONFIRMED}: {:?}",
         shared_files(dir.path())
     );
+    let unconfirmed_deltas = orphans(&shared_files(dir.path()))
+        .iter()
+        .filter(|f| {
+            let path = job_dir(dir.path()).join("shared").join(f);
+            let file = decode_state_file(f, &std::fs::read(path).unwrap()).unwrap();
+            file.key_groups.iter().any(|b| is_delta(&b.data))
+        })
+        .count();
     assert!(
-        completed(dir.path()).iter().any(has_delta),
-        "checkpoints before the crash held deltas"
+        unconfirmed_deltas > 0 || completed(dir.path()).iter().any(has_delta),
+        "the chains held deltas before the crash"
     );
 
     let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2);

@@ -16,8 +16,8 @@ use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
-use crate::state::key_group::subtask_for_key_group;
 use crate::state::incremental::{Form, shared_state_file};
+use crate::state::key_group::subtask_for_key_group;
 use crate::state::snapshot::{ChainLink, StateFile, StateHandle, encode_state_file};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -395,20 +395,27 @@ async fn upload(
     let mut out = Vec::with_capacity(parts.len());
     for (uid, kind, enc) in parts {
         let uid2 = uid.clone();
-        let (state_names, key_group_range, entries, incremental, bytes) = tokio::task::spawn_blocking(move || -> TaskResult<_> {
-            let st = enc()?;
-            let incremental = st.incremental;
-            let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
-            let file = StateFile {
-                uid: uid2,
-                subtask,
-                key_groups: st.key_groups,
-                operator_state: st.operator_state,
-            };
-            Ok((st.state_names, st.key_group_range, entries, incremental, encode_state_file(&file)))
-        })
-        .await
-        .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
+        let (state_names, key_group_range, entries, incremental, bytes) =
+            tokio::task::spawn_blocking(move || -> TaskResult<_> {
+                let st = enc()?;
+                let incremental = st.incremental;
+                let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
+                let file = StateFile {
+                    uid: uid2,
+                    subtask,
+                    key_groups: st.key_groups,
+                    operator_state: st.operator_state,
+                };
+                Ok((
+                    st.state_names,
+                    st.key_group_range,
+                    entries,
+                    incremental,
+                    encode_state_file(&file),
+                ))
+            })
+            .await
+            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
         let size = bytes.len() as u64;
         let crc = crc32fast::hash(&bytes);
         let (name, path, chain, delta_of) = match incremental {

@@ -255,9 +255,13 @@ impl StreamOperator for Aggregate {
             self.state.track_changes();
         }
         let changes = self.state.take_changes();
-        let plan = self
-            .incremental
-            .plan(barrier.id, barrier.incremental, changes, self.state.len() as u64, DEFAULT_POLICY);
+        let plan = self.incremental.plan(
+            barrier.id,
+            barrier.incremental,
+            changes,
+            self.state.len() as u64,
+            DEFAULT_POLICY,
+        );
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {

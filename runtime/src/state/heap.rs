@@ -84,7 +84,11 @@ impl ChangedKeys {
 
     /// Records `key` of `key_group` as changed.
     pub fn insert(&mut self, key_group: u32, key: &Key) {
-        record_change(self.groups.entry(key_group).or_default(), table_hash(key_hash(key)), key);
+        record_change(
+            self.groups.entry(key_group).or_default(),
+            table_hash(key_hash(key)),
+            key,
+        );
     }
 
     /// Number of keys (per key group, each key once).
@@ -604,10 +608,12 @@ impl<V: Serialize> HeapSnapshot<V> {
                 .map(|i| &self.views[i]);
             let entries: Vec<(&Key, Option<&V>, u64)> = keys
                 .iter()
-                .map(|(hash, key)| match view.and_then(|v| v.get(self.ttl, self.now_ms, *hash, key)) {
-                    Some(stamped) => (key, Some(&stamped.value), stamped.written_ms),
-                    None => (key, None, 0),
-                })
+                .map(
+                    |(hash, key)| match view.and_then(|v| v.get(self.ttl, self.now_ms, *hash, key)) {
+                        Some(stamped) => (key, Some(&stamped.value), stamped.written_ms),
+                        None => (key, None, 0),
+                    },
+                )
                 .collect();
             blocks.push(KeyGroupBlock {
                 key_group: *key_group,

@@ -47,8 +47,15 @@ pub const DEFAULT_POLICY: CompactionPolicy = CompactionPolicy {
 pub fn shared_state_file(snapshot_dir: &str, uid: &str, subtask: u32, checkpoint_id: u64) -> (String, String) {
     let file = format!("{uid}-{subtask}-chk{checkpoint_id}.state");
     let name = format!("../{SHARED_DIR}/{file}");
-    let parent = snapshot_dir.trim_end_matches('/').rsplit_once('/').map(|(p, _)| p).unwrap_or("");
-    (name, crate::storage::join(&crate::storage::join(parent, SHARED_DIR), &file))
+    let parent = snapshot_dir
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .map(|(p, _)| p)
+        .unwrap_or("");
+    (
+        name,
+        crate::storage::join(&crate::storage::join(parent, SHARED_DIR), &file),
+    )
 }
 
 /// The directory of a job's checkpoint store holding the files of incremental chains.
@@ -149,7 +156,11 @@ pub fn choose_form(base: Option<(u64, ChainShape)>, changed_entries: u64, policy
     };
     let too_long = shape.deltas + 1 > policy.max_deltas;
     let too_big = (shape.delta_entries + changed_entries) as f64 > policy.max_delta_ratio * shape.base_entries as f64;
-    if too_long || too_big { Form::Base } else { Form::Delta { over } }
+    if too_long || too_big {
+        Form::Base
+    } else {
+        Form::Delta { over }
+    }
 }
 
 /// The chain shape after writing `form` with `entries` entries (all live entries for a base,

@@ -75,10 +75,7 @@ pub type EntryOrRemoval<V> = (Key, Option<V>, Option<u64>);
 pub fn decode_with_removals<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<EntryOrRemoval<V>>, String> {
     if let Some([BLOCK_VERSION_DELTA, body @ ..]) = data.strip_prefix(&VERSIONED_PREFIX[..]) {
         let entries: Vec<(Key, Option<V>, u64)> = postcard::from_bytes(body).map_err(|e| e.to_string())?;
-        return Ok(entries
-            .into_iter()
-            .map(|(k, v, t)| (k, v, Some(t)))
-            .collect());
+        return Ok(entries.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect());
     }
     Ok(decode(data)?.into_iter().map(|(k, v, t)| (k, Some(v), t)).collect())
 }
@@ -154,8 +151,14 @@ mod tests {
             decode_with_removals::<i64>(&delta).unwrap(),
             vec![(a.clone(), Some(5), Some(30)), (b.clone(), None, Some(0))]
         );
-        assert_eq!(decode_with_removals::<i64>(&v2).unwrap(), vec![(a.clone(), Some(1), Some(10))]);
-        assert_eq!(decode_with_removals::<i64>(&v1).unwrap(), vec![(a.clone(), Some(1), None)]);
+        assert_eq!(
+            decode_with_removals::<i64>(&v2).unwrap(),
+            vec![(a.clone(), Some(1), Some(10))]
+        );
+        assert_eq!(
+            decode_with_removals::<i64>(&v1).unwrap(),
+            vec![(a.clone(), Some(1), None)]
+        );
         let refused = decode::<i64>(&delta).unwrap_err();
         assert!(refused.contains("delta of an incremental checkpoint"), "{refused}");
     }
