@@ -240,6 +240,8 @@ impl WireControl {
 
 /// Subtask → coordinator events, on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+// An acknowledgement (a few per checkpoint) is the large variant; boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum WireEvent {
     /// Snapshot acknowledged.
     Ack(Ack),

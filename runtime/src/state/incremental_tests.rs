@@ -24,7 +24,8 @@ fn when_to_compact_table() {
         max_delta_ratio: 0.5,
     };
     // (confirmed chain, changed entries, expected form)
-    let rows: [(Option<(u64, ChainShape)>, u64, Form); 7] = [
+    type Row = (Option<(u64, ChainShape)>, u64, Form);
+    let rows: [Row; 7] = [
         (None, 5, Form::Base),
         (Some((4, shape(0, 100, 0))), 10, Form::Delta { over: 4 }),
         (Some((4, shape(2, 100, 30))), 10, Form::Delta { over: 4 }),
