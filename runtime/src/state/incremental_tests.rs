@@ -157,3 +157,89 @@ fn chain_shape_follows_the_form() {
         vec![Form::Base, Form::Delta { over: 1 }, Form::Delta { over: 2 }, Form::Base]
     );
 }
+
+#[test]
+fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
+    use crate::state::snapshot::{ChainLink, OperatorMetadata};
+    let link = |id: u64, base: bool| ChainLink {
+        file: format!("../shared/c-1-chk{id}.state"),
+        checkpoint_id: id,
+        base,
+        size: 10,
+        crc32: 0,
+        entries: 1,
+    };
+    let handle = |chain: Vec<ChainLink>| StateHandle {
+        file: chain
+            .last()
+            .map(|l| l.file.clone())
+            .unwrap_or_else(|| "c-1.state".into()),
+        subtask: 1,
+        key_group_range: None,
+        size: 10,
+        crc32: 0,
+        entries: 1,
+        chain,
+    };
+    let metadata = |id: u64, handles: Vec<StateHandle>| CheckpointMetadata {
+        format_version: 1,
+        job_name: "j".into(),
+        checkpoint_id: id,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        max_parallelism: 128,
+        parallelism: 2,
+        triggered_at_ms: 0,
+        completed_at_ms: 0,
+        run_id: None,
+        operators: vec![OperatorMetadata {
+            uid: "c".into(),
+            kind: "count".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles,
+        }],
+        channel_state: vec![],
+        alignment: Default::default(),
+    };
+    let base4 = metadata(4, vec![handle(vec![link(3, true), link(4, false)])]);
+    let own = handle(vec![link(5, false)]);
+    // (what, base metadata, delta_of, expected chain ids or error)
+    type Row<'a> = (
+        &'a str,
+        Option<&'a CheckpointMetadata>,
+        Option<u64>,
+        Result<Vec<u64>, &'a str>,
+    );
+    let full4 = metadata(4, vec![handle(vec![])]);
+    let rows: Vec<Row> = vec![
+        ("a base stays as it is", None, None, Ok(vec![5])),
+        (
+            "a delta over 4 gets 4's chain",
+            Some(&base4),
+            Some(4),
+            Ok(vec![3, 4, 5]),
+        ),
+        (
+            "the coordinator holds another checkpoint",
+            Some(&base4),
+            Some(2),
+            Err("does not hold"),
+        ),
+        ("no base at all", None, Some(4), Err("delta over checkpoint 4")),
+        (
+            "the base was self-contained",
+            Some(&full4),
+            Some(4),
+            Err("does not hold"),
+        ),
+    ];
+    for (what, base, delta_of, want) in rows {
+        let got = extend_chain(base, "c", own.clone(), delta_of)
+            .map(|h| h.chain.iter().map(|l| l.checkpoint_id).collect::<Vec<_>>());
+        match (got, want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{what}"),
+            (Err(got), Err(want)) => assert!(got.contains(want), "{what}: {got}"),
+            (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+        }
+    }
+}
