@@ -5,6 +5,11 @@
 //! 2. Updates while a snapshot is in flight (writes go to the delta) vs with none in flight.
 //! 3. Encoding (off the task thread) vs postcard-encoding the same entries from a plain `Vec`.
 //! 4. Merge of the deltas after the encoder released the groups.
+//! 5. Bytes written per checkpoint, incremental (`checkpointing.incremental: true`: base and
+//!    deltas, compacted by the default policy) vs full, over `WEIR_BENCH_CHECKPOINTS`
+//!    checkpoints (default 20) of a skewed, slowly growing key set: between two checkpoints
+//!    `WEIR_BENCH_INTERVAL_UPDATES` updates (default 200,000), 90 % to a hot 1 % of the keys,
+//!    10 % spread over all keys, and 0.1 % of the key count new keys.
 //!
 //! Run: `cargo bench -p weir-runtime --bench keyed_state`. Environment: `WEIR_BENCH_KEYS`
 //! (distinct keys; default 5,000,000), `WEIR_BENCH_UPDATES` (updates timed in part 2; default
@@ -127,4 +132,79 @@ fn main() {
         merge_s / clone_s
     );
     assert_eq!(state.len() as u64, keys);
+    drop(state);
+    incremental_vs_full(&all);
+}
+
+/// Part 5: bytes per checkpoint, incremental vs full, on the same state and the same updates.
+fn incremental_vs_full(all: &[Keyed]) {
+    use weir_runtime::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
+    let checkpoints = env_u64("WEIR_BENCH_CHECKPOINTS", 20);
+    let per_interval = env_u64("WEIR_BENCH_INTERVAL_UPDATES", 200_000);
+    let keys = all.len() as u64;
+    let mut state: HeapKeyedState<i64> = HeapKeyedState::new(key_group_range(0, 1, MAX_P), None);
+    state.track_changes();
+    for k in all {
+        add(&mut state, k);
+    }
+    let mut tracker = IncrementalTracker::default();
+    // xorshift64*: deterministic, no dependency.
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let (mut full_bytes, mut incremental_bytes, mut deltas, mut full_s, mut incremental_s) = (0u64, 0u64, 0, 0.0, 0.0);
+    let mut grown = keys;
+    for id in 1..=checkpoints {
+        if id > 1 {
+            let hot = (keys / 100).max(1);
+            for _ in 0..per_interval {
+                let r = next();
+                let n = if r % 10 < 9 { r / 10 % hot } else { r / 10 % keys };
+                add(&mut state, &all[n as usize]);
+            }
+            for _ in 0..(keys / 1000) {
+                add(&mut state, &keyed(grown));
+                grown += 1;
+            }
+        }
+        let changes = state.take_changes();
+        let confirmed = (id > 1).then_some(id - 1);
+        let plan = tracker.plan(id, Some(confirmed), changes, state.len() as u64, DEFAULT_POLICY);
+        let t = Instant::now();
+        let blocks = match plan.form {
+            Form::Delta { .. } => {
+                deltas += 1;
+                state.snapshot(0).encode_delta(&plan.changes).unwrap()
+            }
+            _ => state.snapshot(0).encode().unwrap(),
+        };
+        incremental_s += secs(t);
+        incremental_bytes += blocks.iter().map(|b| b.data.len() as u64).sum::<u64>();
+        drop(blocks);
+        tracker.confirm(id);
+        state.maintain(0, 0);
+        let t = Instant::now();
+        let full = state.snapshot(0).encode().unwrap();
+        full_s += secs(t);
+        full_bytes += full.iter().map(|b| b.data.len() as u64).sum::<u64>();
+        drop(full);
+        state.maintain(0, 0);
+    }
+    let mb = |b: u64| b as f64 / checkpoints as f64 / 1e6;
+    println!(
+        "{:<52} {:>12.2} {:>12.2} {:>10.3}",
+        format!("5. MB per checkpoint: full vs incremental ({deltas}/{checkpoints} deltas)"),
+        mb(full_bytes),
+        mb(incremental_bytes),
+        incremental_bytes as f64 / full_bytes as f64
+    );
+    println!(
+        "{:<52} {full_s:>12.3} {incremental_s:>12.3} {:>10.3}",
+        "5. encode s, all checkpoints: full vs incremental",
+        incremental_s / full_s
+    );
 }

@@ -25,7 +25,9 @@ pub struct SnapshotRow {
     pub completed: bool,
     /// Completion time, RFC 3339 UTC (`None` when incomplete or unknown).
     pub completed_at: Option<String>,
-    /// Bytes of its files (state files, `_metadata`); `None` when they cannot be listed.
+    /// Bytes of its files (state files, `_metadata`, and for an incremental checkpoint the
+    /// files it uploaded to `shared/`: what it wrote, not what it references); `None` when
+    /// they cannot be listed.
     pub size_bytes: Option<u64>,
     /// The run that wrote it (`None` when unknown).
     pub run_id: Option<String>,
@@ -43,6 +45,18 @@ pub fn size_under(objects: &[ObjectMeta], dir: &str) -> u64 {
         .iter()
         .filter(|o| o.path.starts_with(&prefix))
         .map(|o| o.size)
+        .sum()
+}
+
+/// Bytes checkpoint `id` of `job` uploaded to the shared directory of incremental
+/// checkpoints (`<job>/shared/...-chk<id>.state`).
+pub fn shared_size_of(objects: &[ObjectMeta], job: &str, id: u64) -> u64 {
+    let prefix = format!("{job}/{}/", crate::state::incremental::SHARED_DIR);
+    objects
+        .iter()
+        .filter_map(|o| o.path.strip_prefix(&prefix).map(|name| (name, o.size)))
+        .filter(|(name, _)| crate::state::incremental::shared_file_checkpoint(name) == Some(id))
+        .map(|(_, size)| size)
         .sum()
 }
 
@@ -162,7 +176,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
         kind: SnapshotKind::Checkpoint,
         completed: seen.completed,
         completed_at: metadata.as_ref().and_then(|m| rfc3339(m.completed_at_ms)),
-        size_bytes: Some(size_under(objects, &dir)),
+        size_bytes: Some(size_under(objects, &dir) + shared_size_of(objects, job, seen.id)),
         alignment: metadata.as_ref().map(|m| m.alignment.clone()),
         run_id: metadata.and_then(|m| m.run_id),
         location: store.url(&dir),
@@ -278,6 +292,23 @@ mod tests {
         assert_eq!(size_under(&objects, "wc/chk-1"), 1000);
         assert_eq!(size_under(&objects, "wc/chk-10"), 7);
         assert_eq!(size_under(&objects, "wc/chk-3"), 0);
+    }
+
+    #[test]
+    fn incremental_sizes_count_the_shared_files_the_checkpoint_wrote() {
+        let objects = [
+            object("wc/chk-4/_metadata", 100),
+            object("wc/shared/counts-0-chk4.state", 40),
+            object("wc/shared/counts-1-chk4.state", 2),
+            object("wc/shared/counts-0-chk14.state", 900),
+            object("wc/shared/counts-0-chk3.state", 900),
+        ];
+        assert_eq!(
+            size_under(&objects, "wc/chk-4") + shared_size_of(&objects, "wc", 4),
+            142
+        );
+        assert_eq!(shared_size_of(&objects, "wc", 14), 900);
+        assert_eq!(shared_size_of(&objects, "other", 4), 0);
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct CoordinatorConfig {
     /// (Flink's `execution.checkpointing.tolerable-failed-checkpoints`, default 0). Savepoints,
     /// and checkpoints aborted for a stop-with-savepoint, do not count.
     pub tolerable_failures: u32,
+    /// Incremental checkpoints (`checkpointing.incremental`): barriers name the newest
+    /// completed checkpoint as the base of deltas, and `_metadata` lists each subtask's chain.
+    pub incremental: bool,
 }
 
 /// How long the retention worker may go on deleting when the job ends.
@@ -174,6 +177,8 @@ pub async fn run(
     });
     let mut retention = Some(retention);
     let mut failures = FailureCount::default();
+    // The newest completed snapshot's metadata: the base of the next deltas if a checkpoint.
+    let mut last_completed: Option<CheckpointMetadata> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();
@@ -262,8 +267,9 @@ pub async fn run(
                 PendingState::AllAcked => {
                     let p = pending.take().expect("checked");
                     let id = p.barrier.id;
-                    match complete(&cfg, &p, &shared).await {
-                        Ok(stats) => {
+                    match complete(&cfg, &p, &shared, last_completed.as_ref()).await {
+                        Ok((stats, metadata)) => {
+                            last_completed = Some(metadata);
                             last_completion = Some(Instant::now());
                             failures.completed(&p);
                             send_all(&|| Control::Complete(id));
@@ -369,6 +375,8 @@ pub async fn run(
                             target: Arc::new(target),
                             triggered_at_ms: now_ms(),
                             is_final,
+                            incremental: (cfg.incremental && kind == SnapshotKind::Checkpoint)
+                                .then(|| incremental_base(last_completed.as_ref())),
                         };
                         if stop {
                             shared.lock().expect("lock").state = JobState::Stopping;
@@ -492,15 +500,26 @@ impl FailureCount {
     }
 }
 
+/// The base that deltas of the next checkpoint may extend: the newest completed snapshot if
+/// it is a checkpoint (a savepoint is self-contained and never a base).
+fn incremental_base(last_completed: Option<&CheckpointMetadata>) -> Option<u64> {
+    last_completed
+        .filter(|m| m.kind == SnapshotKind::Checkpoint)
+        .map(|m| m.checkpoint_id)
+}
+
 /// Writes `_metadata` for a fully acknowledged checkpoint and records its statistics.
+/// `base`: the newest completed snapshot, whose chains deltas extend.
 async fn complete(
     cfg: &CoordinatorConfig,
     p: &Pending,
     shared: &Arc<Mutex<Shared>>,
-) -> Result<CheckpointStats, String> {
+    base: Option<&CheckpointMetadata>,
+) -> Result<(CheckpointStats, CheckpointMetadata), String> {
     let mut ops: BTreeMap<String, OperatorMetadata> = BTreeMap::new();
     for a in &p.acks {
         for o in &a.operators {
+            let handle = crate::state::incremental::extend_chain(base, &o.uid, o.handle.clone(), o.delta_of)?;
             let e = ops.entry(o.uid.clone()).or_insert_with(|| OperatorMetadata {
                 uid: o.uid.clone(),
                 kind: o.kind.clone(),
@@ -508,7 +527,7 @@ async fn complete(
                 state_names: o.state_names.clone(),
                 handles: vec![],
             });
-            e.handles.push(o.handle.clone());
+            e.handles.push(handle);
         }
     }
     for o in ops.values_mut() {
@@ -596,7 +615,7 @@ async fn complete(
         t.path = Some(stats.path.clone());
         t.checkpoint_id = Some(stats.id);
     }
-    Ok(stats)
+    Ok((stats, meta))
 }
 
 /// Test hook for the two-phase-commit windows: `WEIR_FAILPOINT=<point>:<checkpoint id>`

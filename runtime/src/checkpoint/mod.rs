@@ -12,6 +12,7 @@ pub mod lineage;
 pub mod read_positions;
 pub mod restore;
 pub mod retention;
+pub mod shared_files;
 pub mod suspend;
 
 use crate::control::api::SnapshotKind;
@@ -53,6 +54,12 @@ pub struct Barrier {
     /// aligned, like a savepoint: no later checkpoint would commit the sink output of the
     /// records an unaligned snapshot leaves in its channel state.
     pub is_final: bool,
+    /// A checkpoint of a job with `checkpointing.incremental: true`: `Some(confirmed)`, where
+    /// `confirmed` is the newest completed checkpoint, the only base a delta may extend
+    /// (`None` after a savepoint completed, or before the first checkpoint of the run).
+    /// `None` for savepoints and jobs without incremental checkpoints. See
+    /// [`crate::state::incremental`].
+    pub incremental: Option<Option<u64>>,
 }
 
 /// A subtask's acknowledgement of a barrier: its state handles and timings.
@@ -92,6 +99,10 @@ pub struct AckedOperator {
     pub state_names: Vec<String>,
     /// The file written.
     pub handle: StateHandle,
+    /// Incremental checkpoints: the handle is a delta over the chain of this checkpoint; the
+    /// coordinator prepends that chain when it writes `_metadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_of: Option<u64>,
 }
 
 /// Milliseconds since the Unix epoch.

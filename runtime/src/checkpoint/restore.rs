@@ -74,38 +74,76 @@ pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadat
     Ok(decode_metadata(&store.url(&meta_path), &bytes)?)
 }
 
-/// Loads `<dir>/_metadata` and every state file it references, verifying sizes and checksums.
+/// Loads `<dir>/_metadata` and every state file it references (an incremental checkpoint's
+/// chains included, up to [`PARALLEL_READS`] files at a time), verifying sizes and checksums.
 pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
     let metadata = load_metadata(store, dir).await?;
-    let mut files = HashMap::new();
+    load_files(store, dir, metadata).await
+}
+
+/// State files read at the same time by a restore.
+pub const PARALLEL_READS: usize = 8;
+
+async fn load_files(store: &Store, dir: &str, metadata: CheckpointMetadata) -> Result<LoadedSnapshot, RestoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
-            let path = join(dir, &h.file);
-            let url = store.url(&path);
-            let bytes = lineage::with_retries(&url, || store.get(&path)).await?;
-            if bytes.len() as u64 != h.size {
-                return Err(FormatError {
-                    path: url,
-                    problem: format!("size {} bytes, _metadata says {}", bytes.len(), h.size),
+            for (file, size, crc) in h.files() {
+                if !wanted.iter().any(|(f, _, _)| f == file) {
+                    wanted.push((file.to_string(), size, crc));
                 }
-                .into());
             }
-            let crc = crc32fast::hash(&bytes);
-            if crc != h.crc32 {
-                return Err(FormatError {
-                    path: url,
-                    problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}", h.crc32),
-                }
-                .into());
-            }
-            files.insert(h.file.clone(), decode_state_file(&url, &bytes)?);
         }
     }
+    let files: HashMap<String, StateFile> = futures::stream::iter(wanted)
+        .map(|(file, size, crc)| read_state_file(store, dir, file, size, crc))
+        .buffer_unordered(PARALLEL_READS)
+        .try_collect()
+        .await?;
     Ok(LoadedSnapshot {
         url: store.url(dir),
         metadata,
         files,
     })
+}
+
+/// Reads and verifies one state file `file` (relative to `dir`) against its handle.
+async fn read_state_file(
+    store: &Store,
+    dir: &str,
+    file: String,
+    size: u64,
+    crc32: u32,
+) -> Result<(String, StateFile), RestoreError> {
+    let path = crate::state::incremental::resolve_relative(dir, &file).ok_or_else(|| FormatError {
+        path: store.url(dir),
+        problem: format!(
+            "_metadata references `{file}`, outside the store; an incremental checkpoint is restored \
+             from its place in the job's checkpoint directory (or take a savepoint, which is self-contained)"
+        ),
+    })?;
+    let url = store.url(&path);
+    let bytes = lineage::with_retries(&url, || store.get(&path)).await?;
+    if bytes.len() as u64 != size {
+        return Err(FormatError {
+            path: url,
+            problem: format!("size {} bytes, _metadata says {size}", bytes.len()),
+        }
+        .into());
+    }
+    let crc = crc32fast::hash(&bytes);
+    if crc != crc32 {
+        return Err(FormatError {
+            path: url,
+            problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {crc32:08x}"),
+        }
+        .into());
+    }
+    let decoded = tokio::task::spawn_blocking(move || decode_state_file(&url, &bytes))
+        .await
+        .map_err(|e| RestoreError::Incompatible(format!("state file decoder panicked: {e}")))??;
+    Ok((file, decoded))
 }
 
 /// Resolves and loads the restore point by the one restore rule
@@ -181,7 +219,17 @@ pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, Resto
         .map(|u| u.trim_end_matches('/'))
         .unwrap_or(url);
     let store = storage::open(url, s3).await?;
-    load(&store, "").await
+    let metadata = load_metadata(&store, "").await?;
+    // An incremental checkpoint's chains live next to it (`../shared/`): read from the parent.
+    if crate::state::incremental::references_outside(&metadata)
+        && let Some((parent, name)) = url.rsplit_once('/')
+        && !parent.is_empty()
+        && !parent.ends_with('/')
+    {
+        let parent_store = storage::open(parent, s3).await?;
+        return load_files(&parent_store, name, metadata).await;
+    }
+    load_files(&store, "", metadata).await
 }
 
 /// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and
@@ -268,15 +316,21 @@ pub fn operator_restore(snapshot: Option<&LoadedSnapshot>, uid: &str, range: Opt
         return out;
     };
     for h in &op.handles {
-        let Some(file) = s.files.get(&h.file) else {
-            continue;
-        };
+        // An incremental handle's chain: base first, then the deltas in order (the keyed
+        // state applies them in that order); operator state is in the newest file only.
         if let (Some(r), Some(hr)) = (range, h.key_group_range)
             && r.intersects(&hr)
         {
-            out.key_groups
-                .extend(file.key_groups.iter().filter(|b| r.contains(b.key_group)).cloned());
+            for (name, _, _) in h.files() {
+                if let Some(file) = s.files.get(name) {
+                    out.key_groups
+                        .extend(file.key_groups.iter().filter(|b| r.contains(b.key_group)).cloned());
+                }
+            }
         }
+        let Some(file) = s.files.get(&h.file) else {
+            continue;
+        };
         out.operator_state.extend(file.operator_state.iter().cloned());
     }
     out

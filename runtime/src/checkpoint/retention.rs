@@ -1,7 +1,9 @@
 //! Retention off the checkpoint path: one background worker per run that deletes checkpoints
 //! (and savepoint pointers) beyond `checkpointing.retained`. Completions only signal it; while a
 //! pass runs, further signals coalesce into one more pass (FLINK-17988: synchronous deletes
-//! slowed new checkpoints; unbounded concurrent deletes are worse).
+//! slowed new checkpoints; unbounded concurrent deletes are worse). Each pass then deletes
+//! the shared files of incremental checkpoints that no remaining checkpoint references
+//! ([`super::shared_files`]).
 
 use super::decide::{self, SeenCheckpoint};
 use super::lineage::{self, POINTER_FILE};
@@ -107,5 +109,11 @@ async fn pass(scope: &RetentionScope) {
         if let Err(e) = deleted {
             tracing::warn!(snapshot = id, error = %e, "retention: delete failed");
         }
+    }
+    // Then the shared files of incremental checkpoints that no remaining checkpoint references.
+    match super::shared_files::collect(&scope.store, &scope.job).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(files = n, "retention: deleted unreferenced shared state files"),
+        Err(e) => tracing::warn!(error = %e, "retention: shared state files not collected"),
     }
 }

@@ -132,6 +132,9 @@ pub struct WireBarrier {
     pub dir: String,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
+    /// [`Barrier::incremental`].
+    #[serde(default)]
+    pub incremental: Option<Option<u64>>,
 }
 
 impl WireBarrier {
@@ -144,6 +147,7 @@ impl WireBarrier {
             store_url: b.target.store.url(""),
             dir: b.target.dir.clone(),
             triggered_at_ms: b.triggered_at_ms,
+            incremental: b.incremental,
         }
     }
 }
@@ -186,6 +190,7 @@ impl StoreCache {
             triggered_at_ms: w.triggered_at_ms,
             // Only unaligned checkpoints read it, and the distributed runtime refuses them.
             is_final: false,
+            incremental: w.incremental,
         })
     }
 }
@@ -235,6 +240,8 @@ impl WireControl {
 
 /// Subtask → coordinator events, on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+// An acknowledgement (a few per checkpoint) is the large variant; boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum WireEvent {
     /// Snapshot acknowledged.
     Ack(Ack),

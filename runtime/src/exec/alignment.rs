@@ -265,6 +265,7 @@ mod tests {
             target: target.clone(),
             triggered_at_ms: 0,
             is_final: false,
+            incremental: None,
         };
         (dir, make)
     }

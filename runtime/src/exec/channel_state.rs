@@ -131,7 +131,9 @@ pub async fn upload(
             size,
             crc32,
             entries,
+            chain: vec![],
         },
+        delta_of: None,
     })
 }
 
@@ -203,6 +205,7 @@ mod tests {
                 size: 0,
                 crc32: 0,
                 entries: rs.len() as u64,
+                chain: vec![],
             });
         }
         let snapshot = LoadedSnapshot {

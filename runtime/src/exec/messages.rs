@@ -39,6 +39,8 @@ pub enum Control {
 
 /// Subtask → coordinator.
 #[derive(Debug)]
+// An acknowledgement (a few per checkpoint) is the large variant; boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum TaskEvent {
     /// Snapshot written.
     Ack(Ack),

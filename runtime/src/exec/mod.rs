@@ -563,6 +563,7 @@ pub fn coordinator_config(
         run_id: run_id.to_string(),
         fence: None,
         tolerable_failures: job.spec.checkpointing.tolerable_failed_checkpoints,
+        incremental: job.spec.checkpointing.incremental,
     }
 }
 

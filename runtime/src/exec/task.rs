@@ -16,8 +16,9 @@ use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
+use crate::state::incremental::{Form, shared_state_file};
 use crate::state::key_group::subtask_for_key_group;
-use crate::state::snapshot::{StateFile, StateHandle, encode_state_file};
+use crate::state::snapshot::{ChainLink, StateFile, StateHandle, encode_state_file};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -394,23 +395,52 @@ async fn upload(
     let mut out = Vec::with_capacity(parts.len());
     for (uid, kind, enc) in parts {
         let uid2 = uid.clone();
-        let (state_names, key_group_range, entries, bytes) = tokio::task::spawn_blocking(move || -> TaskResult<_> {
-            let st = enc()?;
-            let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
-            let file = StateFile {
-                uid: uid2,
-                subtask,
-                key_groups: st.key_groups,
-                operator_state: st.operator_state,
-            };
-            Ok((st.state_names, st.key_group_range, entries, encode_state_file(&file)))
-        })
-        .await
-        .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
-        let name = format!("{uid}-{subtask}.state");
+        let (state_names, key_group_range, entries, incremental, bytes) =
+            tokio::task::spawn_blocking(move || -> TaskResult<_> {
+                let st = enc()?;
+                let incremental = st.incremental;
+                let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
+                let file = StateFile {
+                    uid: uid2,
+                    subtask,
+                    key_groups: st.key_groups,
+                    operator_state: st.operator_state,
+                };
+                Ok((
+                    st.state_names,
+                    st.key_group_range,
+                    entries,
+                    incremental,
+                    encode_state_file(&file),
+                ))
+            })
+            .await
+            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
         let size = bytes.len() as u64;
         let crc = crc32fast::hash(&bytes);
-        let path = crate::storage::join(&barrier.target.dir, &name);
+        let (name, path, chain, delta_of) = match incremental {
+            None | Some(Form::SelfContained) => {
+                let name = format!("{uid}-{subtask}.state");
+                let path = crate::storage::join(&barrier.target.dir, &name);
+                (name, path, vec![], None)
+            }
+            Some(form) => {
+                let (name, path) = shared_state_file(&barrier.target.dir, &uid, subtask, barrier.id);
+                let link = ChainLink {
+                    file: name.clone(),
+                    checkpoint_id: barrier.id,
+                    base: form == Form::Base,
+                    size,
+                    crc32: crc,
+                    entries,
+                };
+                let delta_of = match form {
+                    Form::Delta { over } => Some(over),
+                    _ => None,
+                };
+                (name, path, vec![link], delta_of)
+            }
+        };
         barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
         out.push(AckedOperator {
             uid,
@@ -424,7 +454,9 @@ async fn upload(
                 size,
                 crc32: crc,
                 entries,
+                chain,
             },
+            delta_of,
         });
     }
     Ok(out)
@@ -592,6 +624,7 @@ pub(super) mod tests {
             }),
             triggered_at_ms: 0,
             is_final: false,
+            incremental: None,
         };
         let count = Aggregate::new(
             "counts",

@@ -17,6 +17,7 @@ use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Record, Row, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
+use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::ttl::{Clock, StateTtl, SystemClock};
 use async_trait::async_trait;
@@ -88,6 +89,9 @@ pub struct Aggregate {
     state: KeyedState<Num>,
     /// Processing time for TTL and write timestamps.
     clock: Arc<dyn Clock>,
+    /// Incremental checkpoints: the confirmed chain and the changes since
+    /// (tracked from the first barrier of an incremental checkpoint on).
+    incremental: IncrementalTracker,
 }
 
 /// How an [`Aggregate`]'s keyed state starts: the key groups it owns, what to restore, its
@@ -174,6 +178,7 @@ impl Aggregate {
             range: init.range,
             state,
             clock: init.clock,
+            incremental: IncrementalTracker::default(),
         })
     }
 
@@ -254,19 +259,48 @@ impl StreamOperator for Aggregate {
         Ok(())
     }
 
-    async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
+    async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's read
-        // view (disk, O(1)); encode on the encoder thread.
+        // view (disk, O(1)) and, for an incremental checkpoint, take the changed keys
+        // (O(changed keys)); encode on the encoder thread. The disk backend writes every
+        // checkpoint in full: to the tracker it is a job without incremental checkpoints.
+        let incremental = barrier.incremental.filter(|_| self.state.writes_deltas());
+        if incremental.is_some() {
+            // The first incremental checkpoint is a full base: changes before it do not matter.
+            self.state.track_changes();
+        }
+        let changes = self.state.take_changes();
+        let plan = self.incremental.plan(
+            barrier.id,
+            incremental,
+            changes,
+            self.state.len() as u64,
+            DEFAULT_POLICY,
+        );
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {
+            let (key_groups, incremental) = match plan.form {
+                Form::SelfContained => (view.encode().map_err(TaskError)?, None),
+                Form::Base => (view.encode().map_err(TaskError)?, Some(Form::Base)),
+                Form::Delta { over } => (
+                    view.encode_delta(&plan.changes).map_err(TaskError)?,
+                    Some(Form::Delta { over }),
+                ),
+            };
             Ok(EncodedState {
+                incremental,
                 state_names: vec!["keyed:aggregate".into()],
                 key_group_range: Some(range),
-                key_groups: view.encode().map_err(TaskError)?,
+                key_groups,
                 operator_state: vec![],
             })
         })))
+    }
+
+    async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
+        self.incremental.confirm(id);
+        Ok(())
     }
 }
 
@@ -312,6 +346,7 @@ mod tests {
             target,
             triggered_at_ms: 0,
             is_final: false,
+            incremental: None,
         }
     }
 

@@ -61,6 +61,9 @@ pub struct EncodedState {
     pub key_groups: Vec<KeyGroupBlock>,
     /// Operator state items.
     pub operator_state: Vec<Vec<u8>>,
+    /// The keyed state's form in an incremental checkpoint ([`crate::state::incremental`]):
+    /// `None` writes a self-contained file into the snapshot directory.
+    pub incremental: Option<crate::state::incremental::Form>,
 }
 
 /// The asynchronous part of a snapshot: a closure that encodes the captured view.

@@ -447,6 +447,7 @@ impl StreamOperator for KafkaSink {
         }
         Ok(Some(Box::new(move || {
             Ok(EncodedState {
+                incremental: None,
                 state_names: vec!["operator:kafka-transactions".into()],
                 key_group_range: None,
                 key_groups: vec![],

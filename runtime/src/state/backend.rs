@@ -4,7 +4,7 @@
 
 use crate::record::Key;
 use crate::state::disk::{DiskKeyedState, DiskSnapshot, DiskStateError, DiskStateOptions};
-use crate::state::heap::{HeapKeyedState, HeapSnapshot};
+use crate::state::heap::{ChangedKeys, HeapKeyedState, HeapSnapshot};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::StateTtl;
@@ -121,6 +121,29 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// Whether this backend writes incremental checkpoints (heap: yes; disk: not yet, every
+    /// checkpoint is full — docs/runtime/state-backends.md).
+    pub fn writes_deltas(&self) -> bool {
+        matches!(self, KeyedState::Heap(_))
+    }
+
+    /// Starts recording changed keys for incremental checkpoints (heap only; see
+    /// [`HeapKeyedState::track_changes`]).
+    pub fn track_changes(&mut self) {
+        if let KeyedState::Heap(s) = self {
+            s.track_changes();
+        }
+    }
+
+    /// The keys changed since the previous call (heap only; empty on disk, which never
+    /// writes a delta: [`KeyedState::writes_deltas`]).
+    pub fn take_changes(&mut self) -> ChangedKeys {
+        match self {
+            KeyedState::Heap(s) => s.take_changes(),
+            KeyedState::Disk(_) => ChangedKeys::default(),
+        }
+    }
+
     /// The synchronous part of a snapshot at `now_ms`: O(key groups) on heap, O(1) on disk.
     pub fn snapshot(&mut self, now_ms: u64) -> KeyedSnapshot<V> {
         match self {
@@ -137,6 +160,15 @@ impl<V: Serialize> KeyedSnapshot<V> {
         match self {
             KeyedSnapshot::Heap(s) => s.encode().map_err(|e| e.to_string()),
             KeyedSnapshot::Disk(s) => s.encode().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// One delta block per key group in `changes` (heap only). Errors: encoding failed; a
+    /// disk snapshot, which never writes deltas ([`KeyedState::writes_deltas`]).
+    pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
+        match self {
+            KeyedSnapshot::Heap(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
+            KeyedSnapshot::Disk(_) => Err("the disk state backend writes no delta blocks".into()),
         }
     }
 }

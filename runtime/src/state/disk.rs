@@ -177,24 +177,33 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             if !self.range.contains(block.key_group) {
                 continue;
             }
-            let entries = keyed_block::decode::<V>(&block.data)
+            // A delta block (an incremental heap checkpoint) applies over the blocks restored
+            // before it: its keys may be held already, and a `None` value removes one.
+            let delta = keyed_block::is_delta(&block.data);
+            let entries = keyed_block::decode_with_removals::<V>(&block.data)
                 .map_err(|e| format!("key group {} does not decode: {e}", block.key_group))?;
             let mut batch = self.db.batch();
-            let mut added = 0;
+            let mut added = 0usize;
+            let mut removed = 0usize;
             for (key, value, written_ms) in entries {
                 let written_ms = written_ms.unwrap_or(now_ms);
-                if expired(self.ttl, written_ms, now_ms) {
-                    continue;
+                let live = value.filter(|_| !expired(self.ttl, written_ms, now_ms));
+                let key = store_key(block.key_group, key_hash(&key), &key);
+                let held = delta && self.keyspace.contains_key(&key).map_err(|e| self.err(e).to_string())?;
+                match live {
+                    Some(value) => {
+                        batch.insert(&self.keyspace, key, encode_value(&value, written_ms));
+                        added += usize::from(!held);
+                    }
+                    None if held => {
+                        batch.remove(&self.keyspace, key);
+                        removed += 1;
+                    }
+                    None => {}
                 }
-                batch.insert(
-                    &self.keyspace,
-                    store_key(block.key_group, key_hash(&key), &key),
-                    encode_value(&value, written_ms),
-                );
-                added += 1;
             }
             batch.commit().map_err(|e| self.err(e).to_string())?;
-            self.len += added;
+            self.len = self.len + added - removed;
         }
         Ok(())
     }

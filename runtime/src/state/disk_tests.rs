@@ -255,3 +255,56 @@ fn restore_drops_expired_entries_and_the_directory_is_scratch() {
     drop(s);
     assert!(!path.exists(), "the store's directory is deleted with it");
 }
+
+/// An incremental heap checkpoint (a base, then deltas that overwrite, add and remove keys)
+/// restores on the disk backend to exactly the heap's state at the last barrier, also split
+/// over two subtasks; the entry count follows removals and overwrites.
+#[test]
+fn an_incremental_heap_chain_restores_on_disk() {
+    let mut heap = HeapKeyedState::<i64>::new(all(), None);
+    heap.track_changes();
+    let write = |heap: &mut HeapKeyedState<i64>, i: i64, v: i64| {
+        let k = key(i);
+        let h = key_hash(&k);
+        heap.update(key_group_of_hash(h, MAX_P), h, &k, 1, |_| v);
+    };
+    for i in 0..300 {
+        write(&mut heap, i, i);
+    }
+    heap.take_changes();
+    let mut chain = heap.snapshot(1).encode().unwrap();
+    for round in 0..3i64 {
+        for i in (round * 20)..(round * 20 + 10) {
+            write(&mut heap, i, -i);
+        }
+        for i in (200 + round * 10)..(205 + round * 10) {
+            let k = key(i);
+            let h = key_hash(&k);
+            assert!(heap.remove(key_group_of_hash(h, MAX_P), h, &k));
+        }
+        write(&mut heap, 1_000 + round, 7);
+        let changes = heap.take_changes();
+        let delta = heap.snapshot(1).encode_delta(&changes).unwrap();
+        assert!(delta.iter().all(|b| keyed_block::is_delta(&b.data)));
+        chain.extend(delta);
+    }
+    let want = values(&heap.snapshot(2).encode().unwrap());
+    assert_eq!(want.len(), 300 - 15 + 3);
+    assert_eq!(want.get(&25), Some(&-25), "overwritten in round 1");
+    assert_eq!(want.get(&212), None, "removed in round 1");
+
+    let mut whole = open(None, all());
+    whole.state.restore(chain.clone(), 2).unwrap();
+    assert_eq!(whole.state.len(), want.len(), "removals and overwrites keep the count");
+    assert_eq!(values(&whole.state.snapshot(2).encode().unwrap()), want);
+
+    let mut union = BTreeMap::new();
+    for subtask in 0..2 {
+        let mut part = open(None, key_group_range(subtask, 2, MAX_P));
+        part.state.restore(chain.clone(), 2).unwrap();
+        let got = values(&part.state.snapshot(2).encode().unwrap());
+        assert_eq!(part.state.len(), got.len());
+        union.extend(got);
+    }
+    assert_eq!(union, want);
+}

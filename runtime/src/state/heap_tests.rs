@@ -364,3 +364,69 @@ fn ttl_blocks_split_by_key_group_on_rescale() {
         "keys written at 0 s expired at 10 s, after the rescale"
     );
 }
+
+/// A base, then deltas written while earlier snapshots are still being encoded (frozen
+/// layers), with removals and keys removed from a now-empty key group: the chain restores to
+/// exactly the state at the last barrier, and each delta holds only the changed keys.
+#[test]
+fn a_chain_of_deltas_restores_the_state_at_the_last_barrier() {
+    let mut s = state(None);
+    s.track_changes();
+    for i in 0..200 {
+        add(&mut s, i, i, 1);
+    }
+    s.take_changes();
+    let base = s.snapshot(1).encode().unwrap();
+    let mut blocks = base.clone();
+    let mut in_flight = Vec::new();
+    for round in 0..3i64 {
+        for i in (round * 10)..(round * 10 + 5) {
+            add(&mut s, i, 1000, 2);
+        }
+        remove(&mut s, 100 + round);
+        add(&mut s, 500 + round, 7, 2);
+        let changes = s.take_changes();
+        assert_eq!(changes.len(), 7, "round {round}: 5 writes, 1 removal, 1 new key");
+        // Keep the snapshot of the previous round alive: writes go to frozen layers.
+        let view = s.snapshot(2);
+        let delta = view.encode_delta(&changes).unwrap();
+        assert_eq!(delta.iter().map(|b| b.entries).sum::<u64>(), 7, "round {round}");
+        assert!(delta.iter().all(|b| keyed_block::is_delta(&b.data)));
+        blocks.extend(delta);
+        in_flight.push(s.snapshot(2));
+    }
+    // A key added after a full snapshot and then removed: the delta removes it.
+    let lonely = (1000..).find(|i| get(&s, *i, 2).is_none()).unwrap();
+    add(&mut s, lonely, 1, 2);
+    s.take_changes();
+    let with_lonely = s.snapshot(2).encode().unwrap();
+    let mut blocks2 = with_lonely.clone();
+    remove(&mut s, lonely);
+    blocks2.extend(s.snapshot(2).encode_delta(&s.take_changes()).unwrap_or_default());
+    drop(in_flight);
+
+    let want = decode(&s.snapshot(3).encode().unwrap());
+    let mut restored = state(None);
+    restored.restore(blocks, 3).unwrap();
+    assert_eq!(decode(&restored.snapshot(3).encode().unwrap()), want);
+    assert_eq!(want.get(&0), Some(&1000), "written in round 0");
+    assert_eq!(want.get(&101), None, "removed in round 1");
+    assert_eq!(want.get(&502), Some(&7));
+
+    let mut restored2 = state(None);
+    restored2.restore(blocks2, 3).unwrap();
+    assert_eq!(decode(&restored2.snapshot(3).encode().unwrap()), want);
+}
+
+#[test]
+fn changes_are_recorded_only_when_tracked() {
+    let mut s = state(None);
+    add(&mut s, 1, 1, 1);
+    assert!(s.take_changes().is_empty());
+    s.track_changes();
+    add(&mut s, 1, 1, 1);
+    add(&mut s, 1, 1, 1);
+    remove(&mut s, 2);
+    assert_eq!(s.take_changes().len(), 2, "key 1 once, key 2's removal");
+    assert!(s.take_changes().is_empty(), "taken");
+}

@@ -10,6 +10,13 @@
 //!   encoding of `Vec<(Key, V, u64)>`, the `u64` being the entry's last write in ms since the
 //!   Unix epoch.
 //!
+//! - version 3 (a delta block of an incremental checkpoint, see `state/incremental.rs`):
+//!   the same prefix, the version byte `3`, then the postcard encoding of
+//!   `Vec<(Key, Option<V>, u64)>`: every key written or removed since the chain's previous
+//!   link, `None` for a removed key, the `u64` the entry's last write (ms since the Unix epoch;
+//!   0 for a removal). A delta only means something applied in order over its chain's base
+//!   block: [`decode`] refuses it, [`decode_with_removals`] returns it.
+//!
 //! A later version takes the next version byte after the same prefix; a build that does not
 //! know it says so.
 
@@ -19,6 +26,9 @@ use serde::de::DeserializeOwned;
 
 /// The version byte of blocks with write timestamps.
 pub const BLOCK_VERSION_TTL: u8 = 2;
+
+/// The version byte of delta blocks (incremental checkpoints).
+pub const BLOCK_VERSION_DELTA: u8 = 3;
 
 /// The start of every block of version 2 or later: not a valid postcard varint, so never the
 /// start of a version-1 block.
@@ -41,7 +51,36 @@ pub fn encode_v2<V: Serialize>(entries: &[(&Key, &V, u64)]) -> Result<Vec<u8>, p
     postcard::to_extend(entries, data)
 }
 
-/// Decodes a block of either version. Errors: the reason (unknown version, undecodable
+/// Encodes version 3 (a delta): every changed key with its value and last write, or `None`
+/// for a removed key.
+pub fn encode_delta<V: Serialize>(entries: &[(&Key, Option<&V>, u64)]) -> Result<Vec<u8>, postcard::Error> {
+    let mut data = Vec::with_capacity(VERSIONED_PREFIX.len() + 1 + entries.len() * 16);
+    data.extend_from_slice(&VERSIONED_PREFIX);
+    data.push(BLOCK_VERSION_DELTA);
+    postcard::to_extend(entries, data)
+}
+
+/// Whether `data` is a delta block (version 3).
+pub fn is_delta(data: &[u8]) -> bool {
+    data.strip_prefix(&VERSIONED_PREFIX[..])
+        .is_some_and(|rest| rest.first() == Some(&BLOCK_VERSION_DELTA))
+}
+
+/// One entry of any block version: key, value (`None`: the key was removed, delta blocks
+/// only) and last write (ms since the Unix epoch) if the block records it.
+pub type EntryOrRemoval<V> = (Key, Option<V>, Option<u64>);
+
+/// Decodes a block of any version, delta blocks included: apply the result over the state
+/// restored so far (a `None` value removes the key). Errors as [`decode`].
+pub fn decode_with_removals<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<EntryOrRemoval<V>>, String> {
+    if let Some([BLOCK_VERSION_DELTA, body @ ..]) = data.strip_prefix(&VERSIONED_PREFIX[..]) {
+        let entries: Vec<(Key, Option<V>, u64)> = postcard::from_bytes(body).map_err(|e| e.to_string())?;
+        return Ok(entries.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect());
+    }
+    Ok(decode(data)?.into_iter().map(|(k, v, t)| (k, Some(v), t)).collect())
+}
+
+/// Decodes a full block of either version 1 or 2. Errors: the reason (unknown version, undecodable
 /// body); the caller names the operator and key group.
 pub fn decode<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<DecodedEntry<V>>, String> {
     let versioned = data.strip_prefix(&VERSIONED_PREFIX[..]);
@@ -50,8 +89,13 @@ pub fn decode<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<DecodedEntry<V>>, 
             let entries: Vec<(Key, V, u64)> = postcard::from_bytes(body).map_err(|e| e.to_string())?;
             Ok(entries.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect())
         }
+        Some([BLOCK_VERSION_DELTA, ..]) => Err(
+            "keyed state block is a delta of an incremental checkpoint (version 3); it must be applied over its \
+             base with keyed_block::decode_with_removals"
+                .into(),
+        ),
         Some([version, ..]) => Err(format!(
-            "keyed state block version {version} is unknown to this build (it reads 1 and {BLOCK_VERSION_TTL}); \
+            "keyed state block version {version} is unknown to this build (it reads 1, {BLOCK_VERSION_TTL} and {BLOCK_VERSION_DELTA}); \
              restore with the Weir version that wrote it or newer"
         )),
         Some([]) => Err("keyed state block ends after its version prefix".into()),
@@ -92,5 +136,30 @@ mod tests {
                 (got, want) => panic!("{data:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn delta_blocks_carry_removals_and_full_decode_refuses_them() {
+        let a = Key::Str("a".into());
+        let b = Key::Int(7);
+        let delta = encode_delta(&[(&a, Some(&5i64), 30), (&b, None, 0)]).unwrap();
+        assert!(is_delta(&delta));
+        let v2 = encode_v2(&[(&a, &1i64, 10)]).unwrap();
+        let v1 = encode_v1(&[(&a, &1i64)]).unwrap();
+        assert!(!is_delta(&v2) && !is_delta(&v1));
+        assert_eq!(
+            decode_with_removals::<i64>(&delta).unwrap(),
+            vec![(a.clone(), Some(5), Some(30)), (b.clone(), None, Some(0))]
+        );
+        assert_eq!(
+            decode_with_removals::<i64>(&v2).unwrap(),
+            vec![(a.clone(), Some(1), Some(10))]
+        );
+        assert_eq!(
+            decode_with_removals::<i64>(&v1).unwrap(),
+            vec![(a.clone(), Some(1), None)]
+        );
+        let refused = decode::<i64>(&delta).unwrap_err();
+        assert!(refused.contains("delta of an incremental checkpoint"), "{refused}");
     }
 }

@@ -1,6 +1,7 @@
 pub mod backend;
 pub mod disk;
 pub mod heap;
+pub mod incremental;
 pub mod key_group;
 pub mod keyed_block;
 pub mod local_dir;

@@ -120,6 +120,42 @@ pub struct StateHandle {
     pub crc32: u32,
     /// Entries: keys for keyed state, items for operator state.
     pub entries: u64,
+    /// Incremental checkpoints only: the state files this subtask's keyed state is made of,
+    /// oldest first: a full base, then deltas to apply in order (the last one is `file`,
+    /// which also holds the operator state). Paths are relative to the snapshot directory
+    /// and point into the job's shared directory (`../shared/<file>`), so several
+    /// checkpoints share them. Empty for a self-contained handle (every savepoint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ChainLink>,
+}
+
+/// One state file of an incremental chain ([`StateHandle::chain`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChainLink {
+    /// Path relative to the snapshot directory (`../shared/<uid>-<subtask>-chk<id>.state`).
+    pub file: String,
+    /// The checkpoint that wrote it.
+    pub checkpoint_id: u64,
+    /// Whether it is the chain's full base (else a delta).
+    pub base: bool,
+    /// File size in bytes.
+    pub size: u64,
+    /// CRC-32 of the whole file.
+    pub crc32: u32,
+    /// Entries in the file (for a delta: keys written or removed).
+    pub entries: u64,
+}
+
+impl StateHandle {
+    /// The files to read for this handle, in the order to apply them: its chain, or `file`.
+    pub fn files(&self) -> Vec<(&str, u64, u32)> {
+        if self.chain.is_empty() {
+            vec![(self.file.as_str(), self.size, self.crc32)]
+        } else {
+            self.chain.iter().map(|l| (l.file.as_str(), l.size, l.crc32)).collect()
+        }
+    }
 }
 
 /// One operator's state in a snapshot.

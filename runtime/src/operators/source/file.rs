@@ -502,6 +502,7 @@ impl Source for FileSource {
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
         Ok(EncodedState {
+            incremental: None,
             state_names: vec!["operator:splits".into()],
             key_group_range: None,
             key_groups: vec![],

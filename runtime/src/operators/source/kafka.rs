@@ -388,6 +388,7 @@ impl Source for KafkaSource {
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
         Ok(EncodedState {
+            incremental: None,
             state_names: vec!["operator:kafka-offsets".into()],
             key_group_range: None,
             key_groups: vec![],

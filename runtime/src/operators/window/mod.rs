@@ -331,6 +331,7 @@ impl StreamOperator for WindowOperator {
                 });
             }
             Ok(EncodedState {
+                incremental: None,
                 state_names: vec!["keyed:window".into()],
                 key_group_range: Some(range),
                 key_groups: blocks,

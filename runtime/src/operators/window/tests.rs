@@ -37,6 +37,7 @@ fn barrier() -> Barrier {
         target,
         triggered_at_ms: 0,
         is_final: false,
+        incremental: None,
     }
 }
 

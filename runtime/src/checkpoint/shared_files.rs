@@ -1,0 +1,188 @@
+//! Retention of the shared files of incremental checkpoints (`<job>/shared/`): a file is
+//! deleted only when no completed checkpoint in the store references it. The references are
+//! recomputed from the `_metadata` files at every retention pass, never kept in memory, so a
+//! crash at any point (between an upload and `_metadata`, in the middle of a pass) leaves
+//! nothing to reconcile: the next pass of the next run sees the same files and decides the
+//! same way.
+//!
+//! A file no `_metadata` references is either an orphan (its checkpoint failed, or was
+//! dropped by retention and nothing newer shares it) or belongs to the checkpoint in flight.
+//! The file name carries the checkpoint that wrote it
+//! ([`shared_file_checkpoint`](crate::state::incremental::shared_file_checkpoint)); a file is
+//! deleted only when that checkpoint is older than the newest completed snapshot, so it
+//! settled (one checkpoint is in flight at a time, and ids grow). A checkpoint in flight
+//! extends only the chains of the newest completed checkpoint, which retention always keeps.
+
+use super::lineage;
+use super::{METADATA_FILE, checkpoint_dir};
+use crate::state::incremental::{SHARED_DIR, resolve_relative, shared_file_checkpoint};
+use crate::state::snapshot::CheckpointMetadata;
+use crate::storage::{Store, join};
+use std::collections::BTreeSet;
+
+/// The store paths of the state files that `metadata` (of the snapshot directory `dir`)
+/// references outside its directory.
+pub fn referenced_files(dir: &str, metadata: &CheckpointMetadata) -> BTreeSet<String> {
+    metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.files())
+        .filter(|(file, _, _)| file.starts_with("../"))
+        .filter_map(|(file, _, _)| resolve_relative(dir, file))
+        .collect()
+}
+
+/// The shared files (store paths) that may be deleted: those no completed checkpoint
+/// references (`referenced`), written by a checkpoint older than `newest_completed` (the
+/// newest completed snapshot's id). A file whose name carries no checkpoint id is not Weir's
+/// and is left alone.
+pub fn deletable(shared: &[String], referenced: &BTreeSet<String>, newest_completed: u64) -> Vec<String> {
+    shared
+        .iter()
+        .filter(|path| !referenced.contains(*path))
+        .filter(|path| {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            shared_file_checkpoint(name).is_some_and(|id| id < newest_completed)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Deletes the shared files of `job` that no completed checkpoint references. If a
+/// `_metadata` cannot be read, nothing is deleted (its references are unknown). Returns the
+/// number of files deleted.
+pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
+    let shared_prefix = format!("{}/", join(job, SHARED_DIR));
+    let shared: Vec<String> = store
+        .list(&shared_prefix)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|o| o.path)
+        .collect();
+    if shared.is_empty() {
+        return Ok(0);
+    }
+    let seen = lineage::list_snapshots(store, job).await.map_err(|e| e.to_string())?;
+    let Some(newest_completed) = seen.iter().filter(|s| s.completed).map(|s| s.id).max() else {
+        return Ok(0);
+    };
+    let mut referenced = BTreeSet::new();
+    for snapshot in seen.iter().filter(|s| s.completed && !s.savepoint) {
+        let dir = checkpoint_dir(job, snapshot.id);
+        let metadata = super::restore::load_metadata(store, &dir)
+            .await
+            .map_err(|e| format!("{}: {e}; no shared file deleted", store.url(&join(&dir, METADATA_FILE))))?;
+        referenced.extend(referenced_files(&dir, &metadata));
+    }
+    let doomed = deletable(&shared, &referenced, newest_completed);
+    for path in &doomed {
+        store.delete(path).await.map_err(|e| e.to_string())?;
+    }
+    Ok(doomed.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_shared_files_are_deletable_table() {
+        let shared = |names: &[&str]| -> Vec<String> { names.iter().map(|n| format!("job/shared/{n}")).collect() };
+        let refs = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| format!("job/shared/{n}")).collect() };
+        // (what, shared files, referenced by retained _metadata, newest completed, deletable)
+        type Row = (&'static str, Vec<String>, BTreeSet<String>, u64, Vec<String>);
+        let rows: Vec<Row> = vec![
+            (
+                "a base still referenced by a retained delta chain is kept",
+                shared(&["c-0-chk3.state", "c-0-chk4.state", "c-0-chk5.state"]),
+                refs(&["c-0-chk3.state", "c-0-chk5.state"]),
+                5,
+                shared(&["c-0-chk4.state"]),
+            ),
+            (
+                "an unconfirmed checkpoint's files (killed before _metadata) go once a newer one completed",
+                shared(&["c-0-chk7.state", "c-1-chk7.state", "c-0-chk8.state"]),
+                refs(&["c-0-chk8.state"]),
+                8,
+                shared(&["c-0-chk7.state", "c-1-chk7.state"]),
+            ),
+            (
+                "files of the checkpoint in flight (newer than every completed one) are kept",
+                shared(&["c-0-chk8.state", "c-0-chk9.state"]),
+                refs(&["c-0-chk8.state"]),
+                8,
+                vec![],
+            ),
+            (
+                "a file without a checkpoint id in its name is not ours",
+                shared(&["notes.txt", "c-0-chkX.state"]),
+                refs(&[]),
+                8,
+                vec![],
+            ),
+        ];
+        for (what, files, referenced, newest, want) in rows {
+            assert_eq!(deletable(&files, &referenced, newest), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn references_resolve_from_the_checkpoint_directory() {
+        use crate::state::snapshot::{ChainLink, OperatorMetadata, StateHandle};
+        let link = |id: u64| ChainLink {
+            file: format!("../shared/c-0-chk{id}.state"),
+            checkpoint_id: id,
+            base: id == 3,
+            size: 1,
+            crc32: 0,
+            entries: 1,
+        };
+        let metadata = CheckpointMetadata {
+            format_version: 1,
+            job_name: "job".into(),
+            checkpoint_id: 5,
+            kind: crate::control::api::SnapshotKind::Checkpoint,
+            max_parallelism: 128,
+            parallelism: 1,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            run_id: None,
+            operators: vec![OperatorMetadata {
+                uid: "c".into(),
+                kind: "count".into(),
+                parallelism: 1,
+                state_names: vec![],
+                handles: vec![
+                    StateHandle {
+                        file: "../shared/c-0-chk5.state".into(),
+                        subtask: 0,
+                        key_group_range: None,
+                        size: 1,
+                        crc32: 0,
+                        entries: 1,
+                        chain: vec![link(3), link(5)],
+                    },
+                    StateHandle {
+                        file: "src-0.state".into(),
+                        subtask: 0,
+                        key_group_range: None,
+                        size: 1,
+                        crc32: 0,
+                        entries: 1,
+                        chain: vec![],
+                    },
+                ],
+            }],
+            channel_state: vec![],
+            alignment: Default::default(),
+        };
+        let want: BTreeSet<String> = ["job/shared/c-0-chk3.state", "job/shared/c-0-chk5.state"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(referenced_files("job/chk-5", &metadata), want);
+        assert_eq!(resolve_relative("", "../shared/x"), None);
+    }
+}

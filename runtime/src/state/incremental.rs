@@ -1,0 +1,284 @@
+//! Incremental checkpoints of keyed state (`checkpointing.incremental: true`, Flink's
+//! `execution.checkpointing.incremental`): what an operator subtask writes at a barrier.
+//!
+//! A subtask's keyed state in an incremental checkpoint is a **chain** of state files in the
+//! job's `shared/` directory: one full base, then deltas, each delta holding the keys written
+//! or removed since the previous link ([`keyed_block`](crate::state::keyed_block) version 3).
+//! A delta extends only the chain of a **confirmed** checkpoint: the newest completed
+//! checkpoint, which the coordinator names in the barrier ([`Barrier::incremental`]). Changes
+//! are accumulated from the confirmed checkpoint on, so a checkpoint that failed or whose
+//! `_metadata` was never written is never a base (Flink's SharedStateRegistry registers only
+//! completed checkpoints for the same reason).
+//!
+//! A chain is compacted (the next link is a full base again) when it would hold more than
+//! [`CompactionPolicy::max_deltas`] deltas, or when its deltas would hold more entries than
+//! [`CompactionPolicy::max_delta_ratio`] times its base's: a restore then reads at most
+//! `max_deltas + 1` files per subtask and at most `1 + max_delta_ratio` times the entries of
+//! a full snapshot. The decisions are the pure functions [`choose_form`] and
+//! [`IncrementalTracker`]'s bookkeeping, tested by tables below; docs/architecture.md,
+//! "Incremental checkpoints", gives the reasoning.
+//!
+//! [`Barrier::incremental`]: crate::checkpoint::Barrier::incremental
+
+use crate::state::heap::ChangedKeys;
+use crate::state::snapshot::{CheckpointMetadata, StateHandle};
+
+/// When a chain is compacted into a new full base.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompactionPolicy {
+    /// Most deltas after one base (a restore reads at most this many files plus one).
+    pub max_deltas: u32,
+    /// Most entries in the deltas of a chain, as a fraction of the entries of its base.
+    pub max_delta_ratio: f64,
+}
+
+/// The policy of every incremental checkpoint: at most 8 deltas, holding at most half as
+/// many entries as the base (a restore reads at most 1.5 times a full snapshot's entries; a
+/// slowly changing state uploads about an eighth of its size per checkpoint at worst).
+pub const DEFAULT_POLICY: CompactionPolicy = CompactionPolicy {
+    max_deltas: 8,
+    max_delta_ratio: 0.5,
+};
+
+/// Where a state file of an incremental checkpoint goes: `(name relative to the snapshot
+/// directory, path in the store)`, the file being `<job>/shared/<uid>-<subtask>-chk<id>.state`
+/// for the snapshot directory `<job>/chk-<id>`. The checkpoint id in the name lets retention
+/// tell a file of a checkpoint still in flight from an orphan ([`shared_file_checkpoint`]).
+pub fn shared_state_file(snapshot_dir: &str, uid: &str, subtask: u32, checkpoint_id: u64) -> (String, String) {
+    let file = format!("{uid}-{subtask}-chk{checkpoint_id}.state");
+    let name = format!("../{SHARED_DIR}/{file}");
+    let parent = snapshot_dir
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .map(|(p, _)| p)
+        .unwrap_or("");
+    (
+        name,
+        crate::storage::join(&crate::storage::join(parent, SHARED_DIR), &file),
+    )
+}
+
+/// The directory of a job's checkpoint store holding the files of incremental chains.
+pub const SHARED_DIR: &str = "shared";
+
+/// The store path of `file` (relative to the snapshot directory `dir`, possibly starting with
+/// `../`), or `None` when it leaves the store's root.
+pub fn resolve_relative(dir: &str, file: &str) -> Option<String> {
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for part in file.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Whether a snapshot references files outside its own directory (an incremental checkpoint),
+/// so it cannot be moved.
+pub fn references_outside(metadata: &CheckpointMetadata) -> bool {
+    metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.files())
+        .any(|(file, _, _)| file.starts_with("../"))
+}
+
+/// The checkpoint that wrote a shared state file, from its name (`...-chk<id>.state`).
+pub fn shared_file_checkpoint(name: &str) -> Option<u64> {
+    name.strip_suffix(".state")?.rsplit_once("-chk")?.1.parse().ok()
+}
+
+/// The handle `_metadata` records for `handle`, which operator `uid` acknowledged: a delta
+/// over checkpoint `delta_of` gets that checkpoint's chain of the same subtask in front of its
+/// own file. Errors (the checkpoint then fails) when `base` is not that checkpoint or holds no
+/// chain for the subtask.
+pub fn extend_chain(
+    base: Option<&CheckpointMetadata>,
+    uid: &str,
+    mut handle: StateHandle,
+    delta_of: Option<u64>,
+) -> Result<StateHandle, String> {
+    let Some(over) = delta_of else { return Ok(handle) };
+    let earlier = base
+        .filter(|m| m.checkpoint_id == over)
+        .and_then(|m| m.operators.iter().find(|o| o.uid == uid))
+        .and_then(|o| o.handles.iter().find(|h| h.subtask == handle.subtask))
+        .filter(|h| !h.chain.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "operator {uid} subtask {}: incremental state is a delta over checkpoint {over}, \
+                 whose chain for this subtask the coordinator does not hold",
+                handle.subtask
+            )
+        })?;
+    let mut chain = earlier.chain.clone();
+    chain.append(&mut handle.chain);
+    handle.chain = chain;
+    Ok(handle)
+}
+
+/// The shape of a subtask's chain: its deltas and the entries of its base and of its deltas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainShape {
+    /// Deltas after the base.
+    pub deltas: u32,
+    /// Entries (keys) of the base.
+    pub base_entries: u64,
+    /// Entries of all deltas together (a key changed in two deltas counts twice).
+    pub delta_entries: u64,
+}
+
+/// What a snapshot of keyed state is written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Every live entry, self-contained (savepoints; checkpoints without `incremental`).
+    SelfContained,
+    /// Every live entry, as the base of a new chain in `shared/`.
+    Base,
+    /// The keys changed since checkpoint `over`, extending its chain.
+    Delta {
+        /// The confirmed checkpoint whose chain this delta extends.
+        over: u64,
+    },
+}
+
+/// Chooses the form of an incremental checkpoint's keyed state: a delta over `base` (the
+/// confirmed checkpoint and its chain, when this subtask wrote it), unless the chain would
+/// then break `policy` with `changed_entries` more entries; otherwise a new base.
+pub fn choose_form(base: Option<(u64, ChainShape)>, changed_entries: u64, policy: CompactionPolicy) -> Form {
+    let Some((over, shape)) = base else {
+        return Form::Base;
+    };
+    let too_long = shape.deltas + 1 > policy.max_deltas;
+    let too_big = (shape.delta_entries + changed_entries) as f64 > policy.max_delta_ratio * shape.base_entries as f64;
+    if too_long || too_big {
+        Form::Base
+    } else {
+        Form::Delta { over }
+    }
+}
+
+/// The chain shape after writing `form` with `entries` entries (all live entries for a base,
+/// the changed keys for a delta) over `base`.
+fn shape_after(form: Form, base: Option<ChainShape>, entries: u64) -> Option<ChainShape> {
+    match (form, base) {
+        (Form::SelfContained, _) => None,
+        (Form::Delta { .. }, Some(b)) => Some(ChainShape {
+            deltas: b.deltas + 1,
+            base_entries: b.base_entries,
+            delta_entries: b.delta_entries + entries,
+        }),
+        (Form::Base, _) | (Form::Delta { .. }, None) => Some(ChainShape {
+            deltas: 0,
+            base_entries: entries,
+            delta_entries: 0,
+        }),
+    }
+}
+
+/// A snapshot of this subtask not yet known to be confirmed.
+struct PendingSnapshot {
+    id: u64,
+    /// Keys changed between the previous snapshot and this one.
+    changes: ChangedKeys,
+    /// The chain it wrote, if an incremental checkpoint.
+    chain: Option<ChainShape>,
+}
+
+/// What to write at a barrier, from [`IncrementalTracker::plan`].
+#[derive(Debug)]
+pub struct SnapshotPlan {
+    /// The form.
+    pub form: Form,
+    /// For [`Form::Delta`]: the keys changed since the base checkpoint (empty otherwise).
+    pub changes: ChangedKeys,
+}
+
+/// One operator subtask's bookkeeping of incremental checkpoints: the confirmed checkpoint
+/// and its chain, and the changes of every snapshot since, kept until a checkpoint after them
+/// is confirmed (memory O(keys changed since the confirmed checkpoint)).
+#[derive(Default)]
+pub struct IncrementalTracker {
+    pending: Vec<PendingSnapshot>,
+    confirmed: Option<(u64, ChainShape)>,
+}
+
+impl IncrementalTracker {
+    /// Checkpoint `id` completed (its `_metadata` is written): it becomes the base of the
+    /// next delta if this subtask wrote it as part of a chain, and the changes up to it are
+    /// dropped. Any other completion (a savepoint, a snapshot this subtask did not take)
+    /// leaves no base: the next incremental checkpoint writes a new one. Repeating a
+    /// confirmation, or confirming one older than the confirmed checkpoint, changes nothing.
+    pub fn confirm(&mut self, id: u64) {
+        if self.confirmed.is_some_and(|(c, _)| c >= id) {
+            return;
+        }
+        let chain = self.pending.iter().find(|p| p.id == id).and_then(|p| p.chain);
+        self.pending.retain(|p| p.id > id);
+        self.confirmed = chain.map(|c| (id, c));
+    }
+
+    /// Decides what the snapshot `id` at a barrier writes and records its changes.
+    /// `incremental`: `Some(confirmed)` for a checkpoint of a job with incremental
+    /// checkpoints (`confirmed`: the newest completed checkpoint, per the coordinator),
+    /// `None` for a savepoint or a job without them. `changes`: keys changed since the
+    /// previous snapshot; `live_entries`: entries held now.
+    pub fn plan(
+        &mut self,
+        id: u64,
+        incremental: Option<Option<u64>>,
+        changes: ChangedKeys,
+        live_entries: u64,
+        policy: CompactionPolicy,
+    ) -> SnapshotPlan {
+        let Some(confirmed) = incremental else {
+            self.pending.push(PendingSnapshot {
+                id,
+                changes,
+                chain: None,
+            });
+            return SnapshotPlan {
+                form: Form::SelfContained,
+                changes: ChangedKeys::default(),
+            };
+        };
+        if let Some(c) = confirmed {
+            self.confirm(c);
+        }
+        // The coordinator composes a delta's chain from the checkpoint it names: only that
+        // one may be the base.
+        let base = self.confirmed.filter(|(c, _)| Some(*c) == confirmed);
+        let mut since_base = ChangedKeys::default();
+        if base.is_some() {
+            for p in &self.pending {
+                since_base.merge(&p.changes);
+            }
+            since_base.merge(&changes);
+        }
+        let form = choose_form(base, since_base.len() as u64, policy);
+        let entries = match form {
+            Form::Delta { .. } => since_base.len() as u64,
+            _ => live_entries,
+        };
+        self.pending.push(PendingSnapshot {
+            id,
+            changes,
+            chain: shape_after(form, base.map(|(_, s)| s), entries),
+        });
+        let changes = if matches!(form, Form::Delta { .. }) {
+            since_base
+        } else {
+            ChangedKeys::default()
+        };
+        SnapshotPlan { form, changes }
+    }
+}
+
+#[cfg(test)]
+#[path = "incremental_tests.rs"]
+mod tests;

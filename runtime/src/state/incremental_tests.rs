@@ -1,0 +1,245 @@
+use super::*;
+use crate::record::Key;
+
+fn shape(deltas: u32, base_entries: u64, delta_entries: u64) -> ChainShape {
+    ChainShape {
+        deltas,
+        base_entries,
+        delta_entries,
+    }
+}
+
+fn keys(list: &[(u32, i64)]) -> ChangedKeys {
+    let mut out = ChangedKeys::default();
+    for (key_group, k) in list {
+        out.insert(*key_group, &Key::Int(*k));
+    }
+    out
+}
+
+#[test]
+fn when_to_compact_table() {
+    let policy = CompactionPolicy {
+        max_deltas: 3,
+        max_delta_ratio: 0.5,
+    };
+    // (confirmed chain, changed entries, expected form)
+    type Row = (Option<(u64, ChainShape)>, u64, Form);
+    let rows: [Row; 7] = [
+        (None, 5, Form::Base),
+        (Some((4, shape(0, 100, 0))), 10, Form::Delta { over: 4 }),
+        (Some((4, shape(2, 100, 30))), 10, Form::Delta { over: 4 }),
+        // the fourth delta would exceed max_deltas
+        (Some((4, shape(3, 100, 30))), 1, Form::Base),
+        // deltas would hold 51 entries > 0.5 * 100
+        (Some((4, shape(1, 100, 41))), 10, Form::Base),
+        // exactly at the ratio: still a delta
+        (Some((4, shape(1, 100, 40))), 10, Form::Delta { over: 4 }),
+        // an empty base: any change compacts (a new base is as small)
+        (Some((4, shape(0, 0, 0))), 1, Form::Base),
+    ];
+    for (i, (base, changed, want)) in rows.into_iter().enumerate() {
+        assert_eq!(choose_form(base, changed, policy), want, "row {i}");
+    }
+}
+
+/// A scripted run of one subtask: (event, expected form of a snapshot or none).
+enum Step {
+    /// Snapshot `id`, barrier names `confirmed` (`None` = savepoint), changed keys.
+    Snap(u64, Option<Option<u64>>, &'static [(u32, i64)], Form, usize),
+    /// Notification that `id` completed.
+    Confirm(u64),
+}
+
+#[test]
+fn which_checkpoint_is_the_base_table() {
+    use Step::*;
+    let policy = CompactionPolicy {
+        max_deltas: 8,
+        max_delta_ratio: 10.0,
+    };
+    let scripts: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "first checkpoint is a base, the next a delta over it",
+            vec![
+                Snap(1, Some(None), &[(0, 1), (0, 2)], Form::Base, 0),
+                Confirm(1),
+                Snap(2, Some(Some(1)), &[(0, 2)], Form::Delta { over: 1 }, 1),
+            ],
+        ),
+        (
+            "a failed checkpoint is never a base: its changes carry into the next delta",
+            vec![
+                Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
+                Confirm(1),
+                Snap(2, Some(Some(1)), &[(0, 2)], Form::Delta { over: 1 }, 1),
+                // 2 never completed (killed before _metadata): the barrier of 3 names 1
+                Snap(3, Some(Some(1)), &[(1, 3)], Form::Delta { over: 1 }, 2),
+            ],
+        ),
+        (
+            "the barrier confirms before the notification arrives",
+            vec![
+                Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
+                Snap(2, Some(Some(1)), &[(0, 2), (0, 1)], Form::Delta { over: 1 }, 2),
+                Confirm(1),
+                Confirm(2),
+                Snap(3, Some(Some(2)), &[(0, 9)], Form::Delta { over: 2 }, 1),
+            ],
+        ),
+        (
+            "a savepoint is self-contained and its changes still reach the next delta",
+            vec![
+                Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
+                Confirm(1),
+                Snap(2, None, &[(0, 2)], Form::SelfContained, 0),
+                Snap(3, Some(Some(1)), &[(0, 3)], Form::Delta { over: 1 }, 2),
+            ],
+        ),
+        (
+            "after a savepoint completed the coordinator names no base: a new base",
+            vec![
+                Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
+                Confirm(1),
+                Snap(2, None, &[(0, 2)], Form::SelfContained, 0),
+                Confirm(2),
+                Snap(3, Some(None), &[(0, 3)], Form::Base, 0),
+            ],
+        ),
+        (
+            "a base named by the coordinator that this subtask did not write (restored after it)",
+            vec![Snap(7, Some(Some(6)), &[(0, 3)], Form::Base, 0)],
+        ),
+        (
+            "a stale confirmation changes nothing",
+            vec![
+                Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
+                Snap(2, Some(Some(1)), &[(0, 2)], Form::Delta { over: 1 }, 1),
+                Confirm(2),
+                Confirm(1),
+                Snap(3, Some(Some(2)), &[(0, 3)], Form::Delta { over: 2 }, 1),
+            ],
+        ),
+    ];
+    for (name, steps) in scripts {
+        let mut tracker = IncrementalTracker::default();
+        for (i, step) in steps.into_iter().enumerate() {
+            match step {
+                Snap(id, incremental, changed, want, want_keys) => {
+                    let plan = tracker.plan(id, incremental, keys(changed), 100, policy);
+                    assert_eq!(plan.form, want, "{name}: step {i}");
+                    assert_eq!(plan.changes.len(), want_keys, "{name}: step {i}");
+                }
+                Confirm(id) => tracker.confirm(id),
+            }
+        }
+    }
+}
+
+#[test]
+fn chain_shape_follows_the_form() {
+    let policy = CompactionPolicy {
+        max_deltas: 2,
+        max_delta_ratio: 100.0,
+    };
+    let mut tracker = IncrementalTracker::default();
+    let forms: Vec<Form> = (1..=4u64)
+        .map(|id| {
+            let confirmed = (id > 1).then_some(id - 1);
+            let plan = tracker.plan(id, Some(confirmed), keys(&[(0, id as i64)]), 10, policy);
+            tracker.confirm(id);
+            plan.form
+        })
+        .collect();
+    // base, delta, delta, then the third delta would exceed max_deltas: compacted
+    assert_eq!(
+        forms,
+        vec![Form::Base, Form::Delta { over: 1 }, Form::Delta { over: 2 }, Form::Base]
+    );
+}
+
+#[test]
+fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
+    use crate::state::snapshot::{ChainLink, OperatorMetadata};
+    let link = |id: u64, base: bool| ChainLink {
+        file: format!("../shared/c-1-chk{id}.state"),
+        checkpoint_id: id,
+        base,
+        size: 10,
+        crc32: 0,
+        entries: 1,
+    };
+    let handle = |chain: Vec<ChainLink>| StateHandle {
+        file: chain
+            .last()
+            .map(|l| l.file.clone())
+            .unwrap_or_else(|| "c-1.state".into()),
+        subtask: 1,
+        key_group_range: None,
+        size: 10,
+        crc32: 0,
+        entries: 1,
+        chain,
+    };
+    let metadata = |id: u64, handles: Vec<StateHandle>| CheckpointMetadata {
+        format_version: 1,
+        job_name: "j".into(),
+        checkpoint_id: id,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        max_parallelism: 128,
+        parallelism: 2,
+        triggered_at_ms: 0,
+        completed_at_ms: 0,
+        run_id: None,
+        operators: vec![OperatorMetadata {
+            uid: "c".into(),
+            kind: "count".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles,
+        }],
+        channel_state: vec![],
+        alignment: Default::default(),
+    };
+    let base4 = metadata(4, vec![handle(vec![link(3, true), link(4, false)])]);
+    let own = handle(vec![link(5, false)]);
+    // (what, base metadata, delta_of, expected chain ids or error)
+    type Row<'a> = (
+        &'a str,
+        Option<&'a CheckpointMetadata>,
+        Option<u64>,
+        Result<Vec<u64>, &'a str>,
+    );
+    let full4 = metadata(4, vec![handle(vec![])]);
+    let rows: Vec<Row> = vec![
+        ("a base stays as it is", None, None, Ok(vec![5])),
+        (
+            "a delta over 4 gets 4's chain",
+            Some(&base4),
+            Some(4),
+            Ok(vec![3, 4, 5]),
+        ),
+        (
+            "the coordinator holds another checkpoint",
+            Some(&base4),
+            Some(2),
+            Err("does not hold"),
+        ),
+        ("no base at all", None, Some(4), Err("delta over checkpoint 4")),
+        (
+            "the base was self-contained",
+            Some(&full4),
+            Some(4),
+            Err("does not hold"),
+        ),
+    ];
+    for (what, base, delta_of, want) in rows {
+        let got = extend_chain(base, "c", own.clone(), delta_of)
+            .map(|h| h.chain.iter().map(|l| l.checkpoint_id).collect::<Vec<_>>());
+        match (got, want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{what}"),
+            (Err(got), Err(want)) => assert!(got.contains(want), "{what}: {got}"),
+            (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+        }
+    }
+}
