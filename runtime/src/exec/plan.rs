@@ -1,9 +1,11 @@
 //! The physical plan (pure): operators grouped into stages of chained operators, and the
 //! exchanges between stages.
 //!
-//! A stage starts at a source, at a union (an operator with several inputs is never chained
-//! to one of them, as in Flink) and after a `keyBy` (a keyed exchange); any other operator is
-//! chained into the stage of its one input. Every stage runs `parallelism` subtasks; stage `s`
+//! A stage starts at a source, at a union or a join (an operator with several inputs is never
+//! chained to one of them, as in Flink) and after a `keyBy` (a keyed exchange); any other
+//! operator is chained into the stage of its one input. Both inputs of a join cross a keyed
+//! exchange: the stage of each ends with the join's key selector for that side
+//! ([`crate::operators::join::JoinSide`]). Every stage runs `parallelism` subtasks; stage `s`
 //! subtask `k` is task `s × parallelism + k`.
 
 use crate::job::{Job, OperatorKind};
@@ -12,7 +14,7 @@ use crate::job::{Job, OperatorKind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exchange {
     /// Hash exchange by key group: every upstream subtask has a channel to every downstream
-    /// subtask (after a `keyBy`).
+    /// subtask (after a `keyBy`, and into a join).
     Keyed,
     /// Upstream subtask k → downstream subtask k, one channel (same parallelism, no
     /// repartitioning): the inputs of a union.
@@ -36,8 +38,8 @@ pub fn plan_graph(job: &Job) -> Vec<Stage> {
     let mut stages: Vec<Stage> = Vec::new();
     let mut stage_of: Vec<usize> = Vec::with_capacity(job.operators.len());
     for (i, op) in job.operators.iter().enumerate() {
-        let exchange_from = |j: usize| match job.operators[j].kind {
-            OperatorKind::KeyBy { .. } => Exchange::Keyed,
+        let exchange_from = |j: usize| match (&job.operators[j].kind, &op.kind) {
+            (OperatorKind::KeyBy { .. }, _) | (_, OperatorKind::Join(_)) => Exchange::Keyed,
             _ => Exchange::Forward,
         };
         let chained_into = match op.inputs.as_slice() {

@@ -5,8 +5,10 @@
 pub mod dataflow;
 pub mod event_time;
 pub mod fields;
+pub mod join;
 pub mod schema;
 pub mod spec;
+pub mod spec_join;
 pub mod spec_kafka;
 pub mod types;
 pub mod validate;

@@ -98,6 +98,8 @@ pub enum OperatorKind {
     DiscardSink,
     /// Merge of several inputs (no state, records pass unchanged).
     Union,
+    /// Keyed two-input inner join, both sides in keyed state.
+    Join(super::join::JoinDef),
 }
 
 impl OperatorKind {
@@ -118,6 +120,7 @@ impl OperatorKind {
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
             OperatorKind::Union => "union",
+            OperatorKind::Join(_) => "join",
         }
     }
 
@@ -130,6 +133,7 @@ impl OperatorKind {
                 | OperatorKind::KafkaSource(_)
                 | OperatorKind::Aggregate { .. }
                 | OperatorKind::Window(_)
+                | OperatorKind::Join(_)
                 | OperatorKind::FileSink(_)
                 | OperatorKind::KafkaSink(_)
         )
@@ -170,7 +174,8 @@ pub struct Operator {
     /// What it does.
     pub kind: OperatorKind,
     /// Indexes (into [`Job::operators`]) of the operators it reads, each lower than its own:
-    /// none for a source, one for most steps, two or more for a union.
+    /// none for a source, one for most steps, two or more for a union, two for a join (left,
+    /// right).
     pub inputs: Vec<usize>,
 }
 
@@ -457,6 +462,9 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     if step.union.is_some() {
         kinds.push(OperatorKind::Union);
     }
+    if let Some(j) = &step.join {
+        kinds.push(OperatorKind::Join(super::join::join_def(&at, j, check_cel, parse_ttl)?));
+    }
     if let Some(s) = &step.sink {
         kinds.push(match (&s.file, &s.print, &s.discard, &s.kafka) {
             (None, None, None, Some(k)) => {
@@ -487,7 +495,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, join, sink",
         )),
         _ => Err(JobError::new(
             at,
