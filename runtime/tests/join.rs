@@ -6,9 +6,12 @@
 //! - after random kill -9 and `--restore latest`;
 //! - rescaled p 2 → 3 → 1 through savepoints;
 //! - with unaligned checkpoints and a slow sink, killed -9 and rescaled 2 → 3 → 1 through
-//!   checkpoints that hold the join's in-flight input records (both sides) as channel state.
+//!   checkpoints that hold the join's in-flight input records (both sides) as channel state;
+//! - on the distributed runtime (p = 4 over three workers, remote keyed channels into the
+//!   join from both sides) through the kill -9 of a worker and a replacement.
 
 mod common;
+use common::cluster::Cluster;
 use common::*;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -22,6 +25,17 @@ const RIGHT_FILE: &str = "gharchive/2015-02-22-22.jsonl";
 /// The join job. `checkpointing` goes inside the `checkpointing` mapping after the storage;
 /// `source_rate` and `sink_rate` throttle per subtask.
 fn manifest(dir: &Path, checkpointing: &str, source_rate: Option<u64>, sink_rate: Option<u64>) -> PathBuf {
+    manifest_at(dir, 2, checkpointing, source_rate, sink_rate)
+}
+
+/// [`manifest`] at `parallelism`.
+fn manifest_at(
+    dir: &Path,
+    parallelism: u32,
+    checkpointing: &str,
+    source_rate: Option<u64>,
+    sink_rate: Option<u64>,
+) -> PathBuf {
     let data = data_dir();
     let paths = Paths::local(dir);
     let source_rate = source_rate
@@ -35,7 +49,7 @@ fn manifest(dir: &Path, checkpointing: &str, source_rate: Option<u64>, sink_rate
 kind: StreamJob
 metadata: {{ name: {JOB} }}
 spec:
-  parallelism: 2
+  parallelism: {parallelism}
   checkpointing: {{ storage: "{ckpt}", retained: 3{checkpointing} }}
   savepoints: {{ directory: "{svp}" }}
   job:
@@ -232,5 +246,28 @@ fn kill_9_and_rescale_2_to_3_to_1_through_unaligned_checkpoints_of_a_join_is_exa
         &output(dir.path()),
         &expected_join(),
         "join with unaligned checkpoints, kill -9 at p=2 and p=3, finished at p=1",
+    );
+}
+
+#[test]
+fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    // p = 4 on three workers of two slots: subtasks 0-1 on one worker, 2-3 on another, so
+    // both sides reach the join over remote keyed channels. 3000 lines/s per source subtask
+    // (each file is one split): the kill lands mid-file.
+    let m = manifest_at(dir.path(), 4, ", interval: 300ms", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(log.contains("restarting in"), "{log}");
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        "join on the cluster, worker kill -9",
     );
 }

@@ -200,10 +200,6 @@ pub struct Job {
     pub operators: Vec<Operator>,
 }
 
-/// The error the distributed runtime (and so the operator) gives for a job with several
-/// sources or a union.
-pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir run only so far";
-
 /// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
@@ -325,16 +321,13 @@ impl Job {
     }
 
     /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
-    /// operator) cannot run yet: a multi-input dataflow, or `at-most-once` mode (its
-    /// read-position log is written by `weir run` only).
+    /// operator) cannot run yet: `at-most-once` mode (its read-position log is written by
+    /// `weir run` only) or unaligned checkpoints. Multi-input dataflows (union, join) run
+    /// distributed, wired by the same plan as `weir run`.
     ///
-    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`UNALIGNED_ONLY_LOCAL`], on
-    /// `spec.checkpointing.unaligned`.
+    /// Errors: [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`;
+    /// [`UNALIGNED_ONLY_LOCAL`], on `spec.checkpointing.unaligned`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
-        if self.is_multi_input() {
-            return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
-        }
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
         }
