@@ -1,7 +1,7 @@
 //! A two-source dataflow end to end: two text files, each its own file source, merged by a
 //! `union` into one word count. Checked against the independent word count of both files, and
 //! under kill -9 + `--restore latest` against a failure-free run, record by record. The
-//! distributed runtime refuses the job at plan time.
+//! distributed runtime runs it too (tests/join.rs).
 
 mod common;
 use common::*;
@@ -135,23 +135,6 @@ fn kill_9_during_a_union_job_then_restore_latest_is_exactly_once() {
             assert!(chk.join(file).is_file(), "{} lacks {file}", chk.display());
         }
     }
-}
-
-#[test]
-fn the_distributed_runtime_refuses_a_multi_input_job_at_plan_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = union_manifest(dir.path(), &paths, 2, "1s", None);
-    let (accepted, stderr) = coordinator_refusal(&m);
-    assert!(!accepted, "the coordinator accepted a union job: {stderr}");
-    assert!(
-        stderr.contains("spec.job.steps: multi-input dataflows run with weir run only so far"),
-        "{stderr}"
-    );
-    assert!(
-        !dir.path().join("checkpoints").exists(),
-        "the refused job touched its storage"
-    );
 }
 
 #[test]

@@ -432,7 +432,8 @@ async fn run_attempt(
             }
         }));
     }
-    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, (0..p).collect(), &opts.run_id);
+    let sources = exec::plan::source_tasks(&exec::plan::plan_graph(job), p);
+    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, sources, &opts.run_id);
     cfg.fence = Some(fence.clone());
     drop(ev_tx);
     let outcome = ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await;

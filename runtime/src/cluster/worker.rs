@@ -12,7 +12,7 @@ use super::worker_health::{SharedMetrics, serve_health};
 use crate::checkpoint::restore;
 use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::task::TaskMetrics;
-use crate::exec::{self, CHANNEL_CAPACITY, RunContext, plan_stages, task_specs};
+use crate::exec::{self, CHANNEL_CAPACITY, RunContext, task_specs};
 use crate::job;
 use crate::security::handshake;
 use crate::security::secret::JobSecret;
@@ -319,7 +319,6 @@ async fn deploy(
         state_dir,
     };
     let p = ctx.job.parallelism as usize;
-    let n_stages = plan_stages(&ctx.job).len();
     let specs = task_specs(&ctx.job);
     let local: HashSet<usize> = d.tasks.iter().copied().collect();
     let stores = StoreCache::new(s3);
@@ -327,17 +326,14 @@ async fn deploy(
     let mut handles = Vec::new();
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
 
-    // Inputs first: local pairs and inbound registrations.
+    // Inputs first: local pairs and inbound registrations, by the plan's exchanges (a
+    // subtask's receivers by stage input, then upstream subtask, as `exec::prepare` wires them).
+    let graph = exec::plan::plan_graph(&ctx.job);
     let mut local_senders: HashMap<(usize, usize), mpsc::Sender<Element>> = HashMap::new();
     let mut inputs: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
     let mut registered = HashMap::new();
     for &t in &d.tasks {
-        let stage = t / p;
-        if stage == 0 {
-            continue;
-        }
-        for up in 0..p {
-            let u = (stage - 1) * p + up;
+        for u in exec::plan::upstream_tasks(&graph, p, t) {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             if local.contains(&u) {
                 local_senders.insert((u, t), tx);
@@ -356,12 +352,7 @@ async fn deploy(
     // Outputs: local senders or network writers.
     let mut outputs: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
     for &t in &d.tasks {
-        let stage = t / p;
-        if stage + 1 >= n_stages {
-            continue;
-        }
-        for down in 0..p {
-            let dn = (stage + 1) * p + down;
+        for dn in exec::plan::downstream_tasks(&graph, p, t) {
             let tx = match local_senders.remove(&(t, dn)) {
                 Some(tx) => tx,
                 None => {

@@ -410,6 +410,16 @@ pub async fn build_task(
                     .map_err(ctx_err)?,
                 )
             }
+            OperatorKind::Join(def) => Box::new(
+                crate::operators::join::Join::new(
+                    &op.uid,
+                    def,
+                    range,
+                    restore_state,
+                    Arc::new(crate::state::ttl::SystemClock),
+                )
+                .map_err(ctx_err)?,
+            ),
             OperatorKind::FileSink(spec) => Box::new(
                 FileSink::new(&spec.path, sub, &ctx.run_id, &ctx.s3)
                     .await
@@ -441,6 +451,18 @@ pub async fn build_task(
         );
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
+    }
+    if let Some((join, side)) = feeds_join(job, stage) {
+        let OperatorKind::Join(def) = &join.kind else {
+            unreachable!("feeds_join returns a join")
+        };
+        let side_op = crate::operators::join::JoinSide::new(&join.uid, def, side, max_p)
+            .map_err(|e| e.context(format!("operator {}", join.uid)).0)?;
+        chain.push(Box::new(side_op));
+        chain_ids.push((
+            crate::operators::join::JoinSide::uid(&join.uid, side),
+            "joinSide".to_string(),
+        ));
     }
     let output = match (outputs, plan::output_exchange(&graph, spec.stage)) {
         (Some(senders), Some(plan::Exchange::Keyed)) => Output::Keyed {
@@ -530,6 +552,20 @@ pub async fn build_task(
         start,
         metrics,
         is_source,
+    })
+}
+
+/// The join the stage of operators `stage` feeds, and as which side: its output then goes
+/// through that side's [`JoinSide`](crate::operators::join::JoinSide) before the exchange.
+fn feeds_join<'a>(job: &'a Job, stage: &[usize]) -> Option<(&'a crate::job::Operator, crate::job::join::Side)> {
+    let last = *stage.last()?;
+    job.operators.iter().find_map(|o| match o.kind {
+        OperatorKind::Join(_) => o
+            .inputs
+            .iter()
+            .position(|&j| j == last)
+            .map(|k| (o, crate::job::join::Side::of_input(k))),
+        _ => None,
     })
 }
 

@@ -6,7 +6,8 @@
 //!   are listed in data order, as a Flink program can use a `DataStream` only after creating
 //!   it, so a dataflow has no cycles: a cycle always contains a reference to a later step);
 //! - a step without `inputs` reads the step listed before it; a source reads nothing; a
-//!   `union` reads two or more; any other step one (merge streams with a `union`);
+//!   `union` reads two or more; a `join` exactly two (`[left, right]`, no `keyBy` before it:
+//!   it partitions both by its keys); any other step one (merge streams with a `union`);
 //! - a sink has no output, so it is nobody's input;
 //! - every step feeds at most one step (no branching yet) and every step but the sink feeds
 //!   one: a step whose output goes nowhere is an error (Flink would run such a branch and drop
@@ -161,6 +162,12 @@ fn resolve_inputs(
                 "a union needs `inputs`: the names of the two or more steps it merges",
             ));
         }
+        if matches!(kind, OperatorKind::Join(_)) {
+            return Err(JobError::new(
+                format!("{at}.inputs"),
+                "a join needs `inputs`: the names of its left and right steps, `[left, right]`",
+            ));
+        }
         return match i.checked_sub(1) {
             Some(previous) => Ok(vec![previous]),
             None => Err(JobError::new(
@@ -174,6 +181,13 @@ fn resolve_inputs(
             return Err(JobError::new(
                 format!("{at}.inputs"),
                 format!("a union merges two or more inputs, got {n}"),
+            ));
+        }
+        (OperatorKind::Join(_), 2) => {}
+        (OperatorKind::Join(_), n) => {
+            return Err(JobError::new(
+                format!("{at}.inputs"),
+                format!("a join reads exactly two inputs, `[left, right]`, got {n}"),
             ));
         }
         (OperatorKind::Union, _) | (_, 1) => {}
@@ -213,8 +227,18 @@ fn resolve_inputs(
     Ok(out)
 }
 
-/// An aggregation reads exactly a `keyBy`.
+/// An aggregation reads exactly a `keyBy`; a join reads no `keyBy` (it keys both inputs).
 fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[usize], ops: &[Operator]) -> Result<(), JobError> {
+    if matches!(kind, OperatorKind::Join(_))
+        && let Some(k) = inputs
+            .iter()
+            .position(|&j| matches!(ops[j].kind, OperatorKind::KeyBy { .. }))
+    {
+        return Err(JobError::new(
+            format!("{at}.inputs[{k}]"),
+            "a join partitions its inputs by `leftKey` and `rightKey` itself: read the step before the `keyBy` and remove the `keyBy`",
+        ));
+    }
     if kind.is_keyed() {
         let reads_key_by = matches!(inputs, [j] if matches!(ops[*j].kind, OperatorKind::KeyBy { .. }));
         if !reads_key_by {

@@ -5,8 +5,10 @@
 pub mod dataflow;
 pub mod event_time;
 pub mod fields;
+pub mod join;
 pub mod schema;
 pub mod spec;
+pub mod spec_join;
 pub mod spec_kafka;
 pub mod types;
 pub mod validate;
@@ -14,8 +16,7 @@ mod validate_kafka;
 
 pub use spec::*;
 pub use validate::{
-    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, MULTI_INPUT_ONLY_LOCAL, Operator, OperatorKind, UNALIGNED_ONLY_LOCAL,
-    default_max_parallelism,
+    AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, Operator, OperatorKind, UNALIGNED_ONLY_LOCAL, default_max_parallelism,
 };
 
 use std::path::Path;

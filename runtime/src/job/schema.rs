@@ -123,7 +123,11 @@ fn type_of(fields: &[Field], name: &str) -> FieldType {
 
 /// Checks the expression at `field_path` against `input` (when known): every field it reads
 /// exists, and it has no certain type error. Returns the type of its value (`any` if unknown).
-fn check_expression(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<FieldType, JobError> {
+pub(super) fn check_expression(
+    field_path: &str,
+    expression: &str,
+    input: Option<&[Field]>,
+) -> Result<FieldType, JobError> {
     // The expression compiled in step validation; a failure here is reported the same way.
     let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
     let Some(input) = input else {
@@ -325,6 +329,18 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
             // JSON values whose fields are only known when read.
             OperatorKind::KafkaSource(_) => None,
             OperatorKind::Union => union_schema(&at, &op.inputs, operators, &schemas)?,
+            OperatorKind::Join(def) => {
+                let sides: Vec<PlanSchema> = op.inputs.iter().map(|&j| schemas[j].clone()).collect();
+                let (left, right) = (sides[0].as_deref(), sides[1].as_deref());
+                let left_type = check_expression(&format!("{at}.join.leftKey"), &def.left_key, left)?;
+                let right_type = check_expression(&format!("{at}.join.rightKey"), &def.right_key, right)?;
+                Some(super::join::join_output(
+                    &at,
+                    def,
+                    [left, right],
+                    [left_type, right_type],
+                )?)
+            }
             OperatorKind::Filter(e) => {
                 let path = format!("{at}.filter.expression");
                 let t = check_expression(&path, e, input.as_deref())?;

@@ -7,6 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::spec_join::{JoinFieldSpec, JoinSpec};
 pub use super::spec_kafka::{DeliveryGuarantee, KafkaSinkSpec, KafkaSourceSpec, StartingOffsets};
 
 /// The API version of the `StreamJob` resource.
@@ -263,7 +264,7 @@ pub struct PipelineSpec {
 }
 
 /// One step of the pipeline. Exactly one of the step fields (`source`, `filter`, `map`,
-/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `window`, `union`, `sink`) is set.
+/// `flatMap`, `keyBy`, `count`, `sum`, `min`, `max`, `window`, `union`, `join`, `sink`) is set.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
@@ -318,6 +319,10 @@ pub struct Step {
     /// arrival order; checkpoint barriers are aligned across all inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub union: Option<UnionSpec>,
+    /// Keyed two-input inner join of the two steps in `inputs` (`[left, right]`), both sides
+    /// kept in keyed state (Flink SQL's regular join).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<JoinSpec>,
     /// Write records out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink: Option<SinkSpec>,

@@ -98,6 +98,8 @@ pub enum OperatorKind {
     DiscardSink,
     /// Merge of several inputs (no state, records pass unchanged).
     Union,
+    /// Keyed two-input inner join, both sides in keyed state.
+    Join(super::join::JoinDef),
 }
 
 impl OperatorKind {
@@ -118,6 +120,7 @@ impl OperatorKind {
             OperatorKind::PrintSink => "sink-print",
             OperatorKind::DiscardSink => "sink-discard",
             OperatorKind::Union => "union",
+            OperatorKind::Join(_) => "join",
         }
     }
 
@@ -130,6 +133,7 @@ impl OperatorKind {
                 | OperatorKind::KafkaSource(_)
                 | OperatorKind::Aggregate { .. }
                 | OperatorKind::Window(_)
+                | OperatorKind::Join(_)
                 | OperatorKind::FileSink(_)
                 | OperatorKind::KafkaSink(_)
         )
@@ -170,7 +174,8 @@ pub struct Operator {
     /// What it does.
     pub kind: OperatorKind,
     /// Indexes (into [`Job::operators`]) of the operators it reads, each lower than its own:
-    /// none for a source, one for most steps, two or more for a union.
+    /// none for a source, one for most steps, two or more for a union, two for a join (left,
+    /// right).
     pub inputs: Vec<usize>,
 }
 
@@ -194,10 +199,6 @@ pub struct Job {
     /// Steps in `spec.job.steps` order, which is a data order: inputs come first.
     pub operators: Vec<Operator>,
 }
-
-/// The error the distributed runtime (and so the operator) gives for a job with several
-/// sources or a union.
-pub const MULTI_INPUT_ONLY_LOCAL: &str = "multi-input dataflows run with weir run only so far";
 
 /// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
@@ -320,16 +321,13 @@ impl Job {
     }
 
     /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
-    /// operator) cannot run yet: a multi-input dataflow, or `at-most-once` mode (its
-    /// read-position log is written by `weir run` only).
+    /// operator) cannot run yet: `at-most-once` mode (its read-position log is written by
+    /// `weir run` only) or unaligned checkpoints. Multi-input dataflows (union, join) run
+    /// distributed, wired by the same plan as `weir run`.
     ///
-    /// Errors: [`MULTI_INPUT_ONLY_LOCAL`], on the field `spec.job.steps`;
-    /// [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`; [`UNALIGNED_ONLY_LOCAL`], on
-    /// `spec.checkpointing.unaligned`.
+    /// Errors: [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`;
+    /// [`UNALIGNED_ONLY_LOCAL`], on `spec.checkpointing.unaligned`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
-        if self.is_multi_input() {
-            return Err(JobError::new("spec.job.steps", MULTI_INPUT_ONLY_LOCAL));
-        }
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
         }
@@ -457,6 +455,9 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
     if step.union.is_some() {
         kinds.push(OperatorKind::Union);
     }
+    if let Some(j) = &step.join {
+        kinds.push(OperatorKind::Join(super::join::join_def(&at, j, check_cel, parse_ttl)?));
+    }
     if let Some(s) = &step.sink {
         kinds.push(match (&s.file, &s.print, &s.discard, &s.kafka) {
             (None, None, None, Some(k)) => {
@@ -487,7 +488,7 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         1 => Ok(kinds.pop().unwrap()),
         0 => Err(JobError::new(
             at,
-            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, sink",
+            "set exactly one of source, filter, map, flatMap, keyBy, count, sum, min, max, window, union, join, sink",
         )),
         _ => Err(JobError::new(
             at,

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod discard;
+pub mod join;
 pub mod sink;
 pub mod sink_kafka;
 pub mod sink_kafka_recovery;

@@ -1,0 +1,258 @@
+//! The keyed two-input inner join (`join` step): Flink SQL's regular join on heap keyed state.
+//!
+//! Each input's stage ends with a [`JoinSide`]: it evaluates that side's key selector, sets the
+//! record's key (so the keyed exchange routes both sides of a key to the same subtask, by the
+//! same key group), and projects the record to the fields the join outputs, tagged with its
+//! side in the first value. The tag travels in the row, so it survives the exchange, the wire
+//! between workers and the channel state of unaligned checkpoints, none of which know sides.
+//!
+//! [`Join`] keeps, per key, every row of each side seen so far ([`rows::JoinRows`]) in a
+//! [`HeapKeyedState`], so its state is snapshotted, restored and rescaled by key group as an
+//! aggregation's is. A left row is stored, then joined with every right row of its key so far
+//! (oldest first), and vice versa: every matching pair is emitted exactly once, when its later
+//! row arrives, so the output of a whole input is the full inner join whatever the order.
+//! With a `ttl`, a key's rows are forgotten when it has received no record for that long.
+
+pub mod rows;
+
+use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use crate::checkpoint::Barrier;
+use crate::job::join::{JoinDef, Side};
+use crate::record::cel::{self, Expr};
+use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema};
+use crate::state::heap::HeapKeyedState;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::ttl::{Clock, StateTtl};
+use async_trait::async_trait;
+use rows::JoinRows;
+use std::sync::Arc;
+
+/// Name of the side tag, the first field of a [`JoinSide`]'s output rows (never output by
+/// the join).
+pub const SIDE_FIELD: &str = "$joinSide";
+
+fn side_tag(side: Side) -> i64 {
+    match side {
+        Side::Left => 0,
+        Side::Right => 1,
+    }
+}
+
+/// The last operator of a join input's stage: keys each record by that side's key selector
+/// and projects it to `[side tag, fields the join takes from this side...]` (a field the record
+/// lacks becomes `null`).
+pub struct JoinSide {
+    join_uid: String,
+    side: Side,
+    key: Expr,
+    fields: Vec<String>,
+    schema: Arc<Schema>,
+    max_parallelism: u32,
+}
+
+impl JoinSide {
+    /// The `side` input of join `join_uid` defined by `def`. Errors: the key selector does not
+    /// compile.
+    pub fn new(join_uid: &str, def: &JoinDef, side: Side, max_parallelism: u32) -> TaskResult<JoinSide> {
+        let fields = def.projection(side);
+        let names = std::iter::once(SIDE_FIELD.to_string()).chain(fields.iter().cloned());
+        Ok(JoinSide {
+            join_uid: join_uid.to_string(),
+            side,
+            key: cel::compile(def.key_expression(side))?,
+            schema: Schema::new(names),
+            fields,
+            max_parallelism,
+        })
+    }
+
+    /// The uid under which the chain names this operator: `<join uid>.<side>`.
+    pub fn uid(join_uid: &str, side: Side) -> String {
+        format!("{join_uid}.{}", side.name())
+    }
+}
+
+#[async_trait]
+impl StreamOperator for JoinSide {
+    async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        out.reserve(input.len());
+        for r in input {
+            let key = Key::from_owned(self.key.eval(&r.row)?).map_err(|e| {
+                TaskError(format!(
+                    "join {} {}Key `{}`: {e}",
+                    self.join_uid,
+                    self.side.name(),
+                    self.key.source()
+                ))
+            })?;
+            let mut values = Vec::with_capacity(self.fields.len() + 1);
+            values.push(Datum::Int(side_tag(self.side)));
+            values.extend(self.fields.iter().map(|f| r.row.get(f).cloned().unwrap_or(Datum::Null)));
+            out.push(Record {
+                row: Row::new_unchecked(self.schema.clone(), values),
+                keyed: Some(KeyedBy::new(key, self.max_parallelism)),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where an output value comes from: the new record's side or the stored side, at a position
+/// of that side's projection.
+#[derive(Clone, Copy, Debug)]
+struct Source {
+    side: Side,
+    position: usize,
+}
+
+/// The keyed join of one subtask: both sides' rows by key, for the key groups it owns.
+pub struct Join {
+    uid: String,
+    /// The input fields each side's stored rows hold, `(left, right)` postcard-encoded: the
+    /// operator state of every snapshot, checked on restore.
+    kept: Vec<u8>,
+    output: Arc<Schema>,
+    sources: Vec<Source>,
+    range: KeyGroupRange,
+    state: HeapKeyedState<JoinRows>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Join {
+    /// The join `uid` of `def` for the subtask owning `range`, restoring `restore.key_groups`
+    /// (blocks of other key groups are ignored; rows expired under the TTL at `clock`'s time
+    /// are dropped). Errors: a block that does not decode, named by operator and key group;
+    /// a restore point whose join kept other input fields (its stored rows hold other values).
+    pub fn new(
+        uid: &str,
+        def: &JoinDef,
+        range: KeyGroupRange,
+        restore: OperatorRestore,
+        clock: Arc<dyn Clock>,
+    ) -> TaskResult<Join> {
+        let (left, right) = (def.projection(Side::Left), def.projection(Side::Right));
+        let kept = (left.clone(), right.clone());
+        for item in &restore.operator_state {
+            let stored: (Vec<String>, Vec<String>) = postcard::from_bytes(item).map_err(|e| {
+                TaskError(format!(
+                    "operator {uid}: the join's stored input fields do not decode: {e}"
+                ))
+            })?;
+            if stored != kept {
+                return Err(TaskError(format!(
+                    "operator {uid}: the restore point's join kept the input fields left {:?}, right {:?};                      this job's `fields` need left {:?}, right {:?}. Keep the join's `fields` when restoring,                      or give the join a new `uid` (and set spec.allowNonRestoredState) to start it empty",
+                    stored.0, stored.1, kept.0, kept.1
+                )));
+            }
+        }
+        let mut state = HeapKeyedState::new(range, def.ttl.map(StateTtl::new));
+        state
+            .restore(restore.key_groups, clock.now_ms())
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        let sources = def
+            .fields
+            .iter()
+            .map(|f| {
+                let projection = if f.side == Side::Left { &left } else { &right };
+                Source {
+                    side: f.side,
+                    position: projection.iter().position(|p| *p == f.from).expect("projected"),
+                }
+            })
+            .collect();
+        let names = std::iter::once(def.key_field.clone()).chain(def.fields.iter().map(|f| f.name.clone()));
+        Ok(Join {
+            kept: postcard::to_allocvec(&kept).map_err(|e| TaskError(e.to_string()))?,
+            uid: uid.to_string(),
+            output: Schema::new(names),
+            sources,
+            range,
+            state,
+            clock,
+        })
+    }
+
+    /// Number of keys held (expired keys included until incremental cleanup removes them).
+    pub fn len(&self) -> usize {
+        self.state.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The output row of the pair (`new` of `side`, `stored` of the other side) for `key`.
+    fn pair(&self, key: &Key, side: Side, new: &[Datum], stored: &[Datum]) -> Row {
+        let mut values = Vec::with_capacity(self.sources.len() + 1);
+        values.push(key.clone().into_datum());
+        for s in &self.sources {
+            let from = if s.side == side { new } else { stored };
+            values.push(from[s.position].clone());
+        }
+        Row::new_unchecked(self.output.clone(), values)
+    }
+}
+
+#[async_trait]
+impl StreamOperator for Join {
+    async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        let now_ms = self.clock.now_ms();
+        self.state.maintain(now_ms, input.len());
+        for r in input {
+            let Some(keyed) = r.keyed else {
+                return Err(TaskError(format!("operator {}: record without a join key", self.uid)));
+            };
+            if !self.range.contains(keyed.key_group) {
+                return Err(TaskError(format!(
+                    "operator {}: key group {} routed to the subtask owning {:?}",
+                    self.uid, keyed.key_group, self.range
+                )));
+            }
+            let (_, mut values) = r.row.into_parts();
+            let side = match values.first() {
+                Some(Datum::Int(0)) => Side::Left,
+                Some(Datum::Int(1)) => Side::Right,
+                _ => {
+                    return Err(TaskError(format!(
+                        "operator {}: record without its join side (`{SIDE_FIELD}`)",
+                        self.uid
+                    )));
+                }
+            };
+            values.remove(0);
+            let stored_row = values.clone();
+            let rows = self
+                .state
+                .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, |current| {
+                    current.cloned().unwrap_or_default().pushed(side, stored_row)
+                });
+            let other = match side {
+                Side::Left => Side::Right,
+                Side::Right => Side::Left,
+            };
+            for stored in rows.side(other).oldest_first() {
+                out.push(Record::new(self.pair(&keyed.key, side, &values, stored)));
+            }
+        }
+        Ok(())
+    }
+
+    async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
+        // Synchronous part: freeze the key-group tables (no copy); encode on the encoder thread.
+        let view = self.state.snapshot(self.clock.now_ms());
+        let range = self.range;
+        let kept = self.kept.clone();
+        Ok(Some(Box::new(move || {
+            Ok(EncodedState {
+                state_names: vec!["keyed:join".into(), "operator:join-fields".into()],
+                key_group_range: Some(range),
+                key_groups: view.encode()?,
+                operator_state: vec![kept],
+            })
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! The join operator: pairs emitted once each whatever the arrival order, state TTL, and
+//! snapshot/restore by key group at another parallelism.
+
+use super::*;
+use crate::job::join::{JoinDef, JoinField};
+use crate::state::key_group::key_group_range;
+use crate::state::ttl::ManualClock;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn def(ttl: Option<Duration>) -> JoinDef {
+    let field = |side, from: &str, name: &str| JoinField {
+        side,
+        from: from.into(),
+        name: name.into(),
+    };
+    JoinDef {
+        left_key: "repo".into(),
+        right_key: "name".into(),
+        key_field: "repo".into(),
+        fields: vec![
+            field(Side::Left, "actor", "actor"),
+            field(Side::Right, "owner", "owner"),
+            field(Side::Left, "n", "n"),
+        ],
+        ttl,
+    }
+}
+
+/// Runs `rows` (side, JSON) through that side's [`JoinSide`] then `join`, one batch each.
+async fn feed(join: &mut Join, rows: &[(Side, Value)]) -> Vec<Value> {
+    let d = def(None);
+    let mut out = Vec::new();
+    for (side, row) in rows {
+        let mut keyed = Vec::new();
+        JoinSide::new("j", &d, *side, 128)
+            .unwrap()
+            .process(vec![Record::new(Row::from_json(row.clone()))], &mut keyed)
+            .await
+            .unwrap();
+        let mut joined = Vec::new();
+        join.process(keyed, &mut joined).await.unwrap();
+        out.extend(joined.into_iter().map(|r| r.row.to_json()));
+    }
+    out
+}
+
+fn new_join(range: KeyGroupRange, restore: OperatorRestore, clock: Arc<dyn Clock>, ttl: Option<Duration>) -> Join {
+    Join::new("j", &def(ttl), range, restore, clock).unwrap()
+}
+
+fn left(repo: &str, actor: &str, n: i64) -> (Side, Value) {
+    (
+        Side::Left,
+        json!({"repo": repo, "actor": actor, "n": n, "ignored": true}),
+    )
+}
+
+fn right(name: &str, owner: &str) -> (Side, Value) {
+    (Side::Right, json!({"name": name, "owner": owner}))
+}
+
+fn sorted(mut v: Vec<Value>) -> Vec<String> {
+    let mut s: Vec<String> = v.drain(..).map(|x| x.to_string()).collect();
+    s.sort();
+    s
+}
+
+#[tokio::test]
+async fn every_matching_pair_is_emitted_once_when_its_later_row_arrives() {
+    let all = key_group_range(0, 1, 128);
+    let clock: Arc<dyn Clock> = ManualClock::new(1_000);
+    let mut join = new_join(all, OperatorRestore::default(), clock, None);
+    let out = feed(
+        &mut join,
+        &[
+            left("a", "ann", 1),
+            left("a", "bob", 2),
+            right("a", "org-a"),
+            right("b", "org-b"),
+            left("a", "cy", 3),
+            right("a", "org-a2"),
+            left("c", "dee", 4),
+        ],
+    )
+    .await;
+    let pair = |actor: &str, owner: &str, n: i64| json!({"repo": "a", "actor": actor, "owner": owner, "n": n});
+    // In arrival order: the right row meets both earlier left rows (oldest first), the third
+    // left row both right rows so far, the second right row all three left rows.
+    assert_eq!(
+        out,
+        vec![
+            pair("ann", "org-a", 1),
+            pair("bob", "org-a", 2),
+            pair("cy", "org-a", 3),
+            pair("ann", "org-a2", 1),
+            pair("bob", "org-a2", 2),
+            pair("cy", "org-a2", 3),
+        ]
+    );
+    assert_eq!(join.len(), 3);
+}
+
+#[tokio::test]
+async fn the_output_is_the_full_inner_join_in_any_arrival_order() {
+    let rows = vec![
+        left("a", "ann", 1),
+        left("a", "bob", 2),
+        right("a", "x"),
+        right("a", "y"),
+        left("b", "cy", 3),
+        right("b", "z"),
+        right("c", "w"),
+    ];
+    let all = key_group_range(0, 1, 128);
+    let mut reference = None;
+    // Forward, reversed, and rights first.
+    let mut orders = vec![rows.clone(), rows.iter().rev().cloned().collect::<Vec<_>>()];
+    let (l, r): (Vec<_>, Vec<_>) = rows.iter().cloned().partition(|(s, _)| *s == Side::Left);
+    orders.push(r.into_iter().chain(l).collect());
+    for order in orders {
+        let mut join = new_join(all, OperatorRestore::default(), ManualClock::new(0), None);
+        let out = sorted(feed(&mut join, &order).await);
+        assert_eq!(out.len(), 2 * 2 + 1);
+        match &reference {
+            None => reference = Some(out),
+            Some(want) => assert_eq!(&out, want),
+        }
+    }
+}
+
+#[tokio::test]
+async fn with_a_ttl_a_key_idle_longer_than_it_forgets_its_rows() {
+    let all = key_group_range(0, 1, 128);
+    let clock = ManualClock::new(1_000);
+    let ttl = Some(Duration::from_secs(10));
+    let mut join = Join::new("j", &def(ttl), all, OperatorRestore::default(), clock.clone()).unwrap();
+    assert!(
+        feed(&mut join, &[left("a", "ann", 1), left("b", "bob", 2)])
+            .await
+            .is_empty()
+    );
+    clock.advance(Duration::from_secs(6));
+    // `b` is written again (its TTL restarts); `a` is not.
+    assert!(feed(&mut join, &[left("b", "bo2", 3)]).await.is_empty());
+    clock.advance(Duration::from_secs(6));
+    let out = feed(&mut join, &[right("a", "late"), right("b", "in-time")]).await;
+    assert_eq!(
+        sorted(out),
+        sorted(vec![
+            json!({"repo": "b", "actor": "bob", "owner": "in-time", "n": 2}),
+            json!({"repo": "b", "actor": "bo2", "owner": "in-time", "n": 3}),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn state_restored_at_another_parallelism_keeps_every_key_on_its_owner() {
+    let clock: Arc<dyn Clock> = ManualClock::new(0);
+    let all = key_group_range(0, 1, 128);
+    let mut before = new_join(all, OperatorRestore::default(), clock.clone(), None);
+    let keys: Vec<String> = (0..40).map(|i| format!("repo-{i}")).collect();
+    let lefts: Vec<(Side, Value)> = keys.iter().map(|k| left(k, "ann", 1)).collect();
+    feed(&mut before, &lefts).await;
+    let barrier = Barrier {
+        id: 1,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        stop: false,
+        target: Arc::new(crate::checkpoint::SnapshotTarget {
+            store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
+            dir: "x".into(),
+        }),
+        triggered_at_ms: 0,
+        is_final: false,
+    };
+    let encoded = (before.snapshot(&barrier).await.unwrap().unwrap())().unwrap();
+    let mut joined = Vec::new();
+    for sub in 0..3 {
+        let range = key_group_range(sub, 3, 128);
+        let restore = OperatorRestore {
+            key_groups: encoded.key_groups.clone(),
+            operator_state: encoded.operator_state.clone(),
+        };
+        let mut after = new_join(range, restore, clock.clone(), None);
+        let mine: Vec<(Side, Value)> = keys
+            .iter()
+            .filter(|k| range.contains(KeyedBy::new(Key::Str(k.as_str().into()), 128).key_group))
+            .map(|k| right(k, "org"))
+            .collect();
+        let held = after.len();
+        assert_eq!(held, mine.len(), "subtask {sub} holds exactly the keys it owns");
+        joined.extend(feed(&mut after, &mine).await);
+    }
+    assert_eq!(joined.len(), keys.len(), "every key met its left row once: {joined:?}");
+    // A join that keeps other input fields refuses this state (its rows would be misread).
+    let mut other = def(None);
+    other.fields.pop();
+    let restore = OperatorRestore {
+        key_groups: encoded.key_groups.clone(),
+        operator_state: encoded.operator_state.clone(),
+    };
+    let e = Join::new("j", &other, all, restore, clock.clone())
+        .err()
+        .expect("refused");
+    assert!(
+        e.0.contains("operator j: the restore point's join kept the input fields"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_record_without_a_side_tag_or_key_is_an_error_naming_the_operator() {
+    let all = key_group_range(0, 1, 128);
+    let mut join = new_join(all, OperatorRestore::default(), ManualClock::new(0), None);
+    let mut out = Vec::new();
+    let unkeyed = Record::new(Row::from_json(json!({"repo": "a"})));
+    let e = join.process(vec![unkeyed], &mut out).await.unwrap_err();
+    assert!(e.0.contains("operator j: record without a join key"), "{e}");
+    let untagged = Record {
+        row: Row::from_json(json!({"repo": "a"})),
+        keyed: Some(KeyedBy::new(Key::Str("a".into()), 128)),
+    };
+    let e = join.process(vec![untagged], &mut out).await.unwrap_err();
+    assert!(e.0.contains("without its join side"), "{e}");
+    let mut side = JoinSide::new("j", &def(None), Side::Left, 128).unwrap();
+    let e = side
+        .process(vec![Record::new(Row::from_json(json!({"repo": 1.5})))], &mut out)
+        .await
+        .unwrap_err();
+    assert!(e.0.contains("join j leftKey `repo`"), "{e}");
+}

@@ -1,0 +1,273 @@
+//! The keyed two-input join end to end over real data: the pushes of one hour of GitHub
+//! events (`gharchive/2015-02-22-21.jsonl`) joined by repository with the pushes of the next
+//! hour (`2015-02-22-22.jsonl`), each side its own file source and filter. The output is
+//! compared record by record with the join computed here, independently of Weir:
+//! - failure-free at parallelism 2;
+//! - after random kill -9 and `--restore latest`;
+//! - rescaled p 2 → 3 → 1 through savepoints;
+//! - with unaligned checkpoints and a slow sink, killed -9 and rescaled 2 → 3 → 1 through
+//!   checkpoints that hold the join's in-flight input records (both sides) as channel state;
+//! - on the distributed runtime (p = 4 over three workers, remote keyed channels into the
+//!   join from both sides) through the kill -9 of a worker and a replacement.
+
+mod common;
+use common::cluster::Cluster;
+use common::*;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const JOB: &str = "later-pushes";
+const LEFT_FILE: &str = "gharchive/2015-02-22-21.jsonl";
+const RIGHT_FILE: &str = "gharchive/2015-02-22-22.jsonl";
+
+/// The join job. `checkpointing` goes inside the `checkpointing` mapping after the storage;
+/// `source_rate` and `sink_rate` throttle per subtask.
+fn manifest(dir: &Path, checkpointing: &str, source_rate: Option<u64>, sink_rate: Option<u64>) -> PathBuf {
+    manifest_at(dir, 2, checkpointing, source_rate, sink_rate)
+}
+
+/// [`manifest`] at `parallelism`.
+fn manifest_at(
+    dir: &Path,
+    parallelism: u32,
+    checkpointing: &str,
+    source_rate: Option<u64>,
+    sink_rate: Option<u64>,
+) -> PathBuf {
+    let data = data_dir();
+    let paths = Paths::local(dir);
+    let source_rate = source_rate
+        .map(|r| format!(", maxRecordsPerSecond: {r}"))
+        .unwrap_or_default();
+    let sink_rate = sink_rate
+        .map(|r| format!(", maxRecordsPerSecond: {r}"))
+        .unwrap_or_default();
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: {JOB} }}
+spec:
+  parallelism: {parallelism}
+  checkpointing: {{ storage: "{ckpt}", retained: 3{checkpointing} }}
+  savepoints: {{ directory: "{svp}" }}
+  job:
+    steps:
+      - name: hour21
+        uid: hour21
+        source: {{ file: {{ path: "{data}/{LEFT_FILE}", format: jsonl{source_rate} }} }}
+      - name: pushes21
+        filter: {{ expression: "type == 'push'" }}
+      - name: hour22
+        uid: hour22
+        source: {{ file: {{ path: "{data}/{RIGHT_FILE}", format: jsonl{source_rate} }} }}
+      - name: pushes22
+        filter: {{ expression: "type == 'push'" }}
+      - uid: pushes-joined
+        inputs: [pushes21, pushes22]
+        join:
+          leftKey: repo
+          rightKey: repo
+          as: repo
+          fields:
+            - {{ from: left.id, as: push }}
+            - {{ from: left.actor, as: pusher }}
+            - {{ from: right.id, as: laterPush }}
+            - {{ from: right.actor, as: laterPusher }}
+      - uid: output
+        sink: {{ file: {{ path: "{out}"{sink_rate} }} }}
+"#,
+        data = data.display(),
+        ckpt = paths.checkpoints,
+        svp = paths.savepoints,
+        out = paths.output,
+    );
+    let f = dir.join("join.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    f
+}
+
+/// The pushes of a GH Archive file: (repo, id, actor).
+fn pushes(file: &str) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(data_dir().join(file)).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "push")
+        .map(|e| {
+            let s = |f: &str| e[f].as_str().unwrap().to_string();
+            (s("repo"), s("id"), s("actor"))
+        })
+        .collect()
+}
+
+/// The inner join computed here: every (left push, right push) pair of the same repository,
+/// as normalized JSON text, sorted.
+fn expected_join() -> Vec<String> {
+    let mut right_by_repo: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    for (repo, id, actor) in pushes(RIGHT_FILE) {
+        right_by_repo.entry(repo).or_default().push((id, actor));
+    }
+    let mut out = Vec::new();
+    for (repo, id, actor) in pushes(LEFT_FILE) {
+        for (later_id, later_actor) in right_by_repo.get(&repo).into_iter().flatten() {
+            out.push(
+                serde_json::json!({
+                    "repo": repo, "push": id, "pusher": actor,
+                    "laterPush": later_id, "laterPusher": later_actor,
+                })
+                .to_string(),
+            );
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The committed output of the job in `dir`, each line parsed and written again (so key order
+/// is the same as [`expected_join`]'s), sorted.
+fn output(dir: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = local_output(&dir.join("output"))
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap().to_string())
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_join_of_two_hours_of_github_pushes_by_repository_equals_the_independent_join() {
+    let expected = expected_join();
+    assert_eq!(expected.len(), 30_485, "the data set changed");
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), ", interval: 300ms", None, None);
+    Weir::run(&m, &[], &[]).wait_ok();
+    assert_same_multiset(&output(dir.path()), &expected, "join, failure-free");
+}
+
+#[test]
+fn kill_9_during_a_join_then_restore_latest_is_exactly_once() {
+    let mut rng = Rng(seed());
+    let dir = tempfile::tempdir().unwrap();
+    // 8000 lines/s per source: each file takes 3 to 4 s, so the kills land mid-file.
+    let m = manifest(dir.path(), ", interval: 200ms", Some(8000), None);
+    run_with_kills(&m, 3, &[], &mut rng);
+    assert_same_multiset(&output(dir.path()), &expected_join(), "join with 3 kill -9");
+}
+
+#[test]
+fn a_join_rescales_2_to_3_to_1_through_savepoints_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), ", interval: 300ms", Some(6000), None);
+    let mut restore: Option<String> = None;
+    for parallelism in ["2", "3"] {
+        let mut args = vec!["--parallelism", parallelism];
+        if let Some(sp) = &restore {
+            args.extend(["--restore", sp.as_str()]);
+        }
+        let w = Weir::run(&m, &args, &[]);
+        let api = w.api();
+        std::thread::sleep(Duration::from_millis(1200));
+        let savepoint = stop_with_savepoint(&api, &[]);
+        let log = w.wait_ok();
+        assert!(log.contains("stopped with savepoint"), "p={parallelism}: {log}");
+        restore = Some(savepoint);
+    }
+    let sp = restore.unwrap();
+    Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &[]).wait_ok();
+    assert_same_multiset(&output(dir.path()), &expected_join(), "join rescaled 2 → 3 → 1");
+}
+
+fn job_status(api: &str) -> Value {
+    let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
+/// The `_metadata` body of the newest completed checkpoint of the job in `dir`.
+fn newest_checkpoint(dir: &Path) -> Value {
+    let job_dir = dir.join("checkpoints").join(JOB);
+    let newest = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            let id: u64 = p.file_name()?.to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            p.join("_metadata").exists().then_some((id, p))
+        })
+        .max()
+        .expect("a completed checkpoint");
+    let text = std::fs::read_to_string(newest.1.join("_metadata")).unwrap();
+    serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+}
+
+/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
+/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
+fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
+    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
+    let api = w.api();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let last = &job_status(&api)["lastCompletedCheckpoint"];
+        if let Some(id) = last["id"].as_u64()
+            && id > after_id
+            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
+        {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no unaligned checkpoint with channel state: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    w.kill9();
+    id
+}
+
+#[test]
+fn kill_9_and_rescale_2_to_3_to_1_through_unaligned_checkpoints_of_a_join_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sources at full speed, the sink takes 4000 joined records/s per subtask: the join's
+    // input channels (from both sides) stay full, so unaligned checkpoints hold their records.
+    let m = manifest(dir.path(), ", interval: 300ms, unaligned: true", None, Some(4000));
+    let first = run_until_channel_state(&m, "2", 0);
+    let restored = newest_checkpoint(dir.path());
+    assert_eq!(restored["parallelism"], 2);
+    let channel = restored["channelState"].as_array().expect("channel state in _metadata");
+    assert!(
+        channel.iter().any(|c| c["uid"] == "pushes-joined"),
+        "keyed channel state of the join stage: {restored}"
+    );
+    let second = run_until_channel_state(&m, "3", first.max(restored["checkpointId"].as_u64().unwrap()));
+    let restored = newest_checkpoint(dir.path());
+    assert_eq!(restored["parallelism"], 3);
+    assert!(restored["checkpointId"].as_u64().unwrap() >= second);
+    Weir::run(&m, &["--parallelism", "1", "--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        "join with unaligned checkpoints, kill -9 at p=2 and p=3, finished at p=1",
+    );
+}
+
+#[test]
+fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    // p = 4 on three workers of two slots: subtasks 0-1 on one worker, 2-3 on another, so
+    // both sides reach the join over remote keyed channels. 3000 lines/s per source subtask
+    // (each file is one split): the kill lands mid-file.
+    let m = manifest_at(dir.path(), 4, ", interval: 300ms", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = c.wait_checkpoint_after(0);
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &[]);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(log.contains("restarting in"), "{log}");
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        "join on the cluster, worker kill -9",
+    );
+}
