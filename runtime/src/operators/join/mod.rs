@@ -244,7 +244,9 @@ impl StreamOperator for Join {
         let range = self.range;
         let kept = self.kept.clone();
         Ok(Some(Box::new(move || {
+            // Full state every checkpoint: the join writes no delta blocks yet.
             Ok(EncodedState {
+                incremental: None,
                 state_names: vec!["keyed:join".into(), "operator:join-fields".into()],
                 key_group_range: Some(range),
                 key_groups: view.encode()?,

@@ -166,6 +166,7 @@ async fn state_restored_at_another_parallelism_keeps_every_key_on_its_owner() {
         id: 1,
         kind: crate::control::api::SnapshotKind::Checkpoint,
         stop: false,
+        incremental: None,
         target: Arc::new(crate::checkpoint::SnapshotTarget {
             store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
             dir: "x".into(),
