@@ -187,12 +187,17 @@ impl KeyBy {
 
 #[async_trait]
 impl StreamOperator for KeyBy {
-    async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
-        for mut r in input {
+    async fn process(&mut self, mut input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        // Keys are set in place and the batch handed on whole: no record is moved.
+        for r in &mut input {
             let key = Key::from_owned(self.expr.eval(&r.row)?)
                 .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?;
             r.keyed = Some(KeyedBy::new(key, self.max_parallelism));
-            out.push(r);
+        }
+        if out.is_empty() {
+            *out = input;
+        } else {
+            out.append(&mut input);
         }
         Ok(())
     }
