@@ -133,6 +133,13 @@ impl Output {
                 max_parallelism,
             } => {
                 let p = senders.len() as u32;
+                if p == 1 {
+                    // One downstream subtask: the batch goes whole, without moving each record.
+                    if batch.iter().any(|r| r.keyed.is_none()) {
+                        return Err(TaskError("record without a key at a keyed exchange".into()));
+                    }
+                    return Ok(vec![(0, Element::Records(batch))]);
+                }
                 let mut parts: Vec<Vec<Record>> = (0..p)
                     .map(|_| Vec::with_capacity(batch.len() / p as usize + 1))
                     .collect();

@@ -193,6 +193,22 @@ impl Aggregate {
     }
 }
 
+/// Input rows whose value vector has at most this capacity lend it to the output row.
+const REUSED_CAPACITY_MAX: usize = 8;
+
+/// The value vector of an output row: the input row's, emptied, when it is small (the input
+/// is dropped anyway, so this saves an allocation and a free per record; a larger one is
+/// freed rather than kept under a two-field row), else a new one with room for two values.
+fn reuse_values(input: Row) -> Vec<Datum> {
+    let (_, mut values) = input.into_parts();
+    if values.capacity() >= 2 && values.capacity() <= REUSED_CAPACITY_MAX {
+        values.clear();
+        values
+    } else {
+        Vec::with_capacity(2)
+    }
+}
+
 #[async_trait]
 impl StreamOperator for Aggregate {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
@@ -250,10 +266,14 @@ impl StreamOperator for Aggregate {
         out.reserve(input.len());
         let key_and_value = self.output.names().len() != 1;
         for (r, value) in input.into_iter().zip(updated) {
-            let values = match (key_and_value, r.keyed) {
-                (true, Some(keyed)) => vec![keyed.key.into_datum(), value.to_datum()],
-                _ => vec![value.to_datum()],
-            };
+            let mut values = reuse_values(r.row);
+            match (key_and_value, r.keyed) {
+                (true, Some(keyed)) => {
+                    values.push(keyed.key.into_datum());
+                    values.push(value.to_datum());
+                }
+                _ => values.push(value.to_datum()),
+            }
             out.push(Record::new(Row::new_unchecked(self.output.clone(), values)));
         }
         Ok(())
@@ -316,6 +336,23 @@ mod tests {
             row: Row::from_json(v),
             keyed: Some(KeyedBy::new(Key::Str(word.into()), 8)),
         }
+    }
+
+    #[test]
+    fn reuse_values_lends_small_vectors_and_empties_them() {
+        let schema = Schema::new(["a", "b", "c"]);
+        let small = Row::new(schema, vec![Datum::Int(1), Datum::Str("x".into()), Datum::Null]).unwrap();
+        let pointer = small.values().as_ptr();
+        let lent = reuse_values(small);
+        assert!(lent.is_empty());
+        assert_eq!(lent.as_ptr(), pointer, "the input's vector is reused");
+        let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+        let wide = Row::new(Schema::new(names), vec![Datum::Null; 20]).unwrap();
+        let fresh = reuse_values(wide);
+        assert!(fresh.is_empty());
+        assert!(fresh.capacity() < 20, "a wide row's vector is not kept");
+        let bare = reuse_values(Row::bare(Datum::Int(1)));
+        assert!(bare.is_empty() && bare.capacity() >= 2);
     }
 
     #[test]

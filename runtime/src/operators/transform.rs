@@ -3,6 +3,7 @@
 use super::{StreamOperator, TaskResult};
 use crate::job::FlatMapSpec;
 use crate::record::cel::{self, Expr};
+use crate::record::cel_fast::FastValue;
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema, SchemaCache};
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -185,14 +186,33 @@ impl KeyBy {
     }
 }
 
+impl KeyBy {
+    /// The key of `row`: straight from the borrowed value when a field read or the native
+    /// evaluator decides it (no intermediate `Datum`), else [`Key::from_owned`] of the
+    /// evaluated value, which also gives the errors (null, float, object keys).
+    fn key(&self, row: &Row) -> TaskResult<Key> {
+        Ok(match self.expr.eval_borrowed(row) {
+            Some(FastValue::Int(i)) => Key::Int(i),
+            Some(FastValue::Str(s)) => Key::Str(s.into()),
+            Some(FastValue::Bool(b)) => Key::Bool(b),
+            _ => Key::from_owned(self.expr.eval(row)?)
+                .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?,
+        })
+    }
+}
+
 #[async_trait]
 impl StreamOperator for KeyBy {
-    async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
-        for mut r in input {
-            let key = Key::from_owned(self.expr.eval(&r.row)?)
-                .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?;
+    async fn process(&mut self, mut input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        // Keys are set in place and the batch handed on whole: no record is moved.
+        for r in &mut input {
+            let key = self.key(&r.row)?;
             r.keyed = Some(KeyedBy::new(key, self.max_parallelism));
-            out.push(r);
+        }
+        if out.is_empty() {
+            *out = input;
+        } else {
+            out.append(&mut input);
         }
         Ok(())
     }
@@ -203,6 +223,46 @@ mod tests {
     use super::*;
     use crate::state::key_group::key_group;
     use serde_json::{Value, json};
+
+    /// The key from the borrowed fast path is the key of the evaluated value, for field reads,
+    /// native-evaluator expressions and interpreter-only ones; values that are no key are
+    /// errors naming the expression either way.
+    #[test]
+    fn keys_equal_the_keys_of_the_evaluated_values() {
+        let row = Row::from_json(json!({
+            "id": 123_456, "key": "key-7", "flag": true, "x": 1.5, "n": null, "big": u64::MAX,
+            "long": "a string longer than twenty-four bytes", "o": {"a": 1}
+        }));
+        let keys = [
+            "id",
+            "key",
+            "flag",
+            "long",
+            "id % 100000",
+            "-id",
+            "id > 3",
+            "key == 'key-7'",
+            "key + '!'",
+            "size(key)",
+            "x > 1.0 ? id : 0",
+        ];
+        for source in keys {
+            let by = KeyBy::new(source, 128).unwrap();
+            let want = Key::from_owned(by.expr.eval(&row).unwrap()).unwrap();
+            assert_eq!(by.key(&row).unwrap(), want, "{source}");
+        }
+        for (source, message) in [
+            ("x", "not an integer"),
+            ("n", "not a string, integer or boolean"),
+            ("big", "not an integer"),
+            ("o", "not a string, integer or boolean"),
+            ("x * 2.0", "not an integer"),
+            ("missing", "no field `missing`"),
+        ] {
+            let error = KeyBy::new(source, 128).unwrap().key(&row).unwrap_err().0;
+            assert!(error.contains(message), "{source}: {error}");
+        }
+    }
 
     async fn run(op: &mut dyn StreamOperator, input: Vec<Value>) -> Vec<Value> {
         let mut out = Vec::new();

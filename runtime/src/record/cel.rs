@@ -4,7 +4,7 @@
 //! for `map` (a CEL map becomes a row whose fields are its keys, sorted). Besides the standard library and the strings extension (`lowerAscii`, `split`,
 //! ...), `s.lower()` and `s.upper()` change case by Unicode rules.
 
-use super::cel_fast::{FastExpr, FastObject};
+use super::cel_fast::{FastExpr, FastObject, FastValue};
 use super::row::{Datum, Row, RowBuilder, SchemaCache};
 use cel::common::types::CelString;
 use compact_str::CompactString;
@@ -129,6 +129,17 @@ impl Expr {
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
         row.get(field)
             .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
+    }
+
+    /// The value for `row` when a plain field read or the native evaluator decides it,
+    /// borrowing strings from the row (no `Datum` built); `None` when [`Expr::eval`] must
+    /// decide (the interpreter, a missing field, nested JSON). When `Some`, it is the value
+    /// `eval` returns.
+    pub fn eval_borrowed<'a>(&'a self, row: &'a Row) -> Option<FastValue<'a>> {
+        if let Some(f) = &self.field {
+            return FastValue::of(row.get(f)?);
+        }
+        self.fast.as_ref()?.eval(row)
     }
 
     /// Evaluates against a row and returns the result as a value. Map results become

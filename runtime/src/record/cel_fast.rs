@@ -114,7 +114,20 @@ pub enum FastValue<'a> {
     Str(&'a str),
 }
 
-impl FastValue<'_> {
+impl<'a> FastValue<'a> {
+    /// A row value, borrowed; `None` for nested JSON, which the subset does not handle.
+    pub fn of(datum: &'a Datum) -> Option<FastValue<'a>> {
+        Some(match datum {
+            Datum::Null => FastValue::Null,
+            Datum::Bool(b) => FastValue::Bool(*b),
+            Datum::Int(i) => FastValue::Int(*i),
+            Datum::UInt(u) => FastValue::UInt(*u),
+            Datum::Float(f) => FastValue::Float(*f),
+            Datum::Str(s) => FastValue::Str(s.as_str()),
+            Datum::Json(_) => return None,
+        })
+    }
+
     /// The value as a row value (a non-finite double becomes `null`, as the interpreter's
     /// results do).
     pub fn to_datum(self) -> Datum {
@@ -164,15 +177,7 @@ impl FastExpr {
     /// Evaluates against `row`; `None` when the interpreter must decide (see the module docs).
     pub fn eval<'a>(&'a self, row: &'a Row) -> Option<FastValue<'a>> {
         Some(match self {
-            FastExpr::Field(name) => match row.get(name)? {
-                Datum::Null => FastValue::Null,
-                Datum::Bool(b) => FastValue::Bool(*b),
-                Datum::Int(i) => FastValue::Int(*i),
-                Datum::UInt(u) => FastValue::UInt(*u),
-                Datum::Float(f) => FastValue::Float(*f),
-                Datum::Str(s) => FastValue::Str(s.as_str()),
-                Datum::Json(_) => return None,
-            },
+            FastExpr::Field(name) => FastValue::of(row.get(name)?)?,
             FastExpr::Int(i) => FastValue::Int(*i),
             FastExpr::Float(f) => FastValue::Float(*f),
             FastExpr::Str(s) => FastValue::Str(s),
