@@ -21,11 +21,26 @@ pub enum Mode {
     /// `weir run` on S3 behind a proxy that injects 5xx, SlowDown, lost responses, slow
     /// deletes and truncated reads, with kills.
     StorageFaults,
+    /// `weir run` of a union word count (two file sources) with unaligned checkpoints (or an
+    /// `alignedCheckpointTimeout`) and a throttled sink, so barriers overtake queued records:
+    /// kill -9, savepoint-then-kill and stop-with-savepoint with restore at another parallelism.
+    Unaligned,
+    /// `weir run` of an event-time window job (tumbling, sliding or session counts per
+    /// repository over GitHub events): kill -9, savepoint-then-kill, rescale through a savepoint.
+    Windows,
 }
 
 impl Mode {
     /// Every mode, in the order `--mode all` runs them.
-    pub const ALL: [Mode; 5] = [Mode::Local, Mode::S3, Mode::Cluster, Mode::Rescale, Mode::StorageFaults];
+    pub const ALL: [Mode; 7] = [
+        Mode::Local,
+        Mode::S3,
+        Mode::Cluster,
+        Mode::Rescale,
+        Mode::StorageFaults,
+        Mode::Unaligned,
+        Mode::Windows,
+    ];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -35,6 +50,8 @@ impl Mode {
             Mode::Cluster => "cluster",
             Mode::Rescale => "rescale",
             Mode::StorageFaults => "storage-faults",
+            Mode::Unaligned => "unaligned",
+            Mode::Windows => "windows",
         }
     }
 
@@ -61,6 +78,30 @@ pub enum Step {
     SavepointThenKillWorker { after_ms: u64, kill_ms: u64, worker: usize },
 }
 
+/// The event-time window of the `windows` mode (sizes in milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowKind {
+    /// Tumbling windows of `size`.
+    Tumbling { size: i64 },
+    /// Sliding windows of `size`, one starting every `slide`.
+    Sliding { size: i64, slide: i64 },
+    /// Session windows closed by `gap` without events.
+    Session { gap: i64 },
+}
+
+/// The job a trial runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The word count of `examples/wordcount.yaml` (one file source over every input file).
+    WordCount,
+    /// The word count over a union of two file sources with unaligned checkpoints; with
+    /// `timeout_ms` they start aligned and switch after `alignedCheckpointTimeout`; the sink
+    /// takes at most `sink_rate` records per second per subtask (backpressure).
+    UnionUnaligned { timeout_ms: Option<u64>, sink_rate: u64 },
+    /// Event-time window counts per repository over GitHub events.
+    Windowed { window: WindowKind },
+}
+
 /// Everything a trial decides before it starts.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -78,6 +119,8 @@ pub struct Plan {
     pub faults: Option<FaultPlan>,
     /// Seed of the slice choice and of the proxy's per-request fault draws.
     pub sub_seed: u64,
+    /// The job.
+    pub shape: Shape,
 }
 
 /// The plan of trial `seed` in `mode`. Pure: the same (mode, seed) gives the same plan.
@@ -93,7 +136,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     };
     let mut steps = vec![];
     let n = match mode {
-        Mode::Rescale => rng.random_range(2..=4),
+        Mode::Rescale | Mode::Unaligned | Mode::Windows => rng.random_range(2..=4),
         Mode::Cluster => rng.random_range(1..=3),
         Mode::StorageFaults => rng.random_range(1..=4),
         _ => rng.random_range(1..=4),
@@ -113,6 +156,10 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 worker: rng.random_range(0..8),
             },
             Mode::Rescale if roll < 55 => Step::StopAndRescale {
+                after_ms,
+                parallelism: rng.random_range(1..=4),
+            },
+            Mode::Unaligned | Mode::Windows if roll < 30 => Step::StopAndRescale {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
@@ -148,7 +195,30 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             slow_delete_ms: rng.random_range(500..=4000),
         }
     });
+    // Drawn last, only in the modes that have it, so the other modes' plans stay as they were.
+    let shape = match mode {
+        Mode::Unaligned => Shape::UnionUnaligned {
+            timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
+            sink_rate: rng.random_range(4000..=15000),
+        },
+        Mode::Windows => Shape::Windowed {
+            window: match rng.random_range(0..3) {
+                0 => WindowKind::Tumbling {
+                    size: rng.random_range(1..=6) * 10_000,
+                },
+                1 => WindowKind::Sliding {
+                    size: 60_000,
+                    slide: [10_000, 20_000, 30_000][rng.random_range(0..3)],
+                },
+                _ => WindowKind::Session {
+                    gap: rng.random_range(1..=6) * 5_000,
+                },
+            },
+        },
+        _ => Shape::WordCount,
+    };
     Plan {
+        shape,
         lines_per_file,
         rate,
         interval_ms,
@@ -198,6 +268,18 @@ mod tests {
             let faults = plan(Mode::StorageFaults, seed).faults.expect("faults");
             assert!(!faults.kinds.is_empty() && (50..=150).contains(&faults.per_mille));
             assert!(plan(Mode::S3, seed).faults.is_none());
+            assert_eq!(local.shape, Shape::WordCount);
+            let unaligned = plan(Mode::Unaligned, seed);
+            assert!(matches!(unaligned.shape, Shape::UnionUnaligned { .. }));
+            let windows = plan(Mode::Windows, seed);
+            assert!(matches!(windows.shape, Shape::Windowed { .. }));
+            for p in [unaligned, windows] {
+                assert!(p.faults.is_none() && (2..=4).contains(&p.steps.len()));
+                assert!(p.steps.iter().all(|s| matches!(
+                    s,
+                    Step::Kill { .. } | Step::SavepointThenKill { .. } | Step::StopAndRescale { .. }
+                )));
+            }
         }
     }
 }

@@ -4,11 +4,11 @@
 
 use crate::expected::{self, Diff};
 use crate::moto::S3Env;
-use crate::plan::{Mode, Plan, Step};
+use crate::plan::{Mode, Plan, Shape, Step};
 use crate::procs::{self, Proc};
 use crate::proxy::FaultCounts;
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ pub struct Env<'a> {
     pub weir: PathBuf,
     /// The source texts: (file name, content).
     pub texts: &'a [(String, String)],
+    /// The GitHub event files (`gharchive/*.jsonl`, sorted by name: by time), for the windows
+    /// mode: (file name, content); empty when no trial needs them.
+    pub events: &'a [(String, String)],
     /// moto and the fault proxy, for the S3 modes.
     pub s3: Option<&'a S3Env>,
     /// Client for control APIs (it sends the job secret as a bearer token).
@@ -86,6 +89,16 @@ impl Ctx<'_> {
 }
 
 fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
+    let local = |name: &str| format!("{}/{name}", dir.display());
+    let paths = (local("checkpoints"), local("savepoints"), local("output"));
+    let input = local("input");
+    match plan.shape {
+        Shape::WordCount => {}
+        Shape::UnionUnaligned { timeout_ms, sink_rate } => {
+            return crate::shapes::union_unaligned_manifest(plan, &input, &paths, timeout_ms, sink_rate);
+        }
+        Shape::Windowed { window } => return crate::shapes::windowed_manifest(plan, &input, &paths, window),
+    }
     let (ckpt, svp, out) = match bucket {
         Some(b) => (
             format!("s3://{b}/checkpoints"),
@@ -152,12 +165,27 @@ fn local_lines(dir: &Path) -> Result<Vec<String>, String> {
 /// remove). Setup errors (moto, disk) are returned; everything the job does is in the outcome.
 pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Outcome, String> {
     let plan = crate::plan::plan(mode, seed);
-    let inputs = expected::slice_inputs(
-        &mut StdRng::seed_from_u64(plan.sub_seed),
-        env.texts,
-        plan.lines_per_file,
-    );
-    let expected = expected::expected_records(&inputs);
+    let mut slice_rng = StdRng::seed_from_u64(plan.sub_seed);
+    let (inputs, expected) = match plan.shape {
+        Shape::Windowed { window } => {
+            // Two of the event files, in time order (one source subtask reads them in name
+            // order, so no record is late), a slice of each.
+            if env.events.len() < 2 {
+                return Err("the windows mode needs two or more gharchive/*.jsonl files".into());
+            }
+            let first = slice_rng.random_range(0..env.events.len() - 1);
+            let second = slice_rng.random_range(first + 1..env.events.len());
+            let chosen = [env.events[first].clone(), env.events[second].clone()];
+            let inputs = expected::slice_inputs(&mut slice_rng, &chosen, plan.lines_per_file);
+            let expected = crate::shapes::expected_windows(&inputs, window);
+            (inputs, expected)
+        }
+        _ => {
+            let inputs = expected::slice_inputs(&mut slice_rng, env.texts, plan.lines_per_file);
+            let expected = expected::expected_records(&inputs);
+            (inputs, expected)
+        }
+    };
     std::fs::create_dir_all(dir.join("input")).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for f in &inputs {
         std::fs::write(dir.join("input").join(&f.name), &f.text).map_err(|e| format!("writing input: {e}"))?;
@@ -187,8 +215,8 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         t0: Instant::now(),
     };
     ctx.note(format!(
-        "plan: p={} rate={}/s interval={}ms lines/file={} faults={:?} steps={:?}",
-        plan.parallelism, plan.rate, plan.interval_ms, plan.lines_per_file, plan.faults, plan.steps
+        "plan: p={} rate={}/s interval={}ms lines/file={} faults={:?} steps={:?} shape={:?}",
+        plan.parallelism, plan.rate, plan.interval_ms, plan.lines_per_file, plan.faults, plan.steps, plan.shape
     ));
     if let Some(s3) = s3 {
         s3.proxy.take_counts();
@@ -216,7 +244,10 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         (Some(s3), Some(b)) => s3.committed_lines(b).await?,
         _ => local_lines(&dir.join("output"))?,
     };
-    ctx.out.diff = expected::compare(&expected, lines);
+    ctx.out.diff = match plan.shape {
+        Shape::Windowed { .. } => expected::compare(&expected, lines.into_iter().map(crate::shapes::normalize_result)),
+        _ => expected::compare(&expected, lines),
+    };
     Ok(ctx.out)
 }
 
