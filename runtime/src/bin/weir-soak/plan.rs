@@ -199,7 +199,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     let shape = match mode {
         Mode::Unaligned => Shape::UnionUnaligned {
             timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
-            sink_rate: rng.random_range(4000..=15000),
+            sink_rate: rng.random_range(1500..=6000),
         },
         Mode::Windows => Shape::Windowed {
             window: match rng.random_range(0..3) {
