@@ -68,6 +68,9 @@ pub enum Step {
     Kill { after_ms: u64 },
     /// A savepoint that does not stop the job, then kill -9 `kill_ms` after it returned.
     SavepointThenKill { after_ms: u64, kill_ms: u64 },
+    /// kill -9 the `weir run` process; the next start restores `latest` (a checkpoint, unaligned
+    /// in the `unaligned` mode, so its channel state is redistributed) at `parallelism`.
+    KillThenRescale { after_ms: u64, parallelism: u32 },
     /// Stop-with-savepoint; the next start restores it at `parallelism`.
     StopAndRescale { after_ms: u64, parallelism: u32 },
     /// kill -9 a worker (index modulo the live workers) and start a replacement.
@@ -145,6 +148,12 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         let after_ms = rng.random_range(100..=2500);
         let roll = rng.random_range(0..100);
         let step = match mode {
+            // Restores from a checkpoint at another parallelism, sometimes killed again within
+            // 100 ms of RUNNING (while the channel state is replayed).
+            Mode::Unaligned | Mode::Windows if roll < 25 => Step::KillThenRescale {
+                after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
+                parallelism: rng.random_range(1..=4),
+            },
             Mode::Cluster if roll < 40 => Step::KillWorker {
                 after_ms,
                 worker: rng.random_range(0..8),
@@ -277,7 +286,10 @@ mod tests {
                 assert!(p.faults.is_none() && (2..=4).contains(&p.steps.len()));
                 assert!(p.steps.iter().all(|s| matches!(
                     s,
-                    Step::Kill { .. } | Step::SavepointThenKill { .. } | Step::StopAndRescale { .. }
+                    Step::Kill { .. }
+                        | Step::SavepointThenKill { .. }
+                        | Step::StopAndRescale { .. }
+                        | Step::KillThenRescale { .. }
                 )));
             }
         }

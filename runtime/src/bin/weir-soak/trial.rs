@@ -315,7 +315,8 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             | Step::SavepointThenKill { after_ms, .. }
             | Step::KillWorker { after_ms, .. }
             | Step::KillCoordinator { after_ms }
-            | Step::SavepointThenKillWorker { after_ms, .. } => {
+            | Step::SavepointThenKillWorker { after_ms, .. }
+            | Step::KillThenRescale { after_ms, .. } => {
                 if proc.sleep_or_exit(after_ms).await.is_some() {
                     if ctx.note_exit(&mut proc, "run") {
                         return true;
@@ -336,6 +337,9 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
                 if proc.kill9().await {
                     ctx.out.kills += 1;
                     ctx.note("kill -9 run");
+                }
+                if let Step::KillThenRescale { parallelism, .. } = *step {
+                    p = parallelism;
                 }
             }
             Step::StopAndRescale { after_ms, parallelism } => {
