@@ -71,6 +71,9 @@ pub enum Step {
     /// kill -9 the `weir run` process; the next start restores `latest` (a checkpoint, unaligned
     /// in the `unaligned` mode, so its channel state is redistributed) at `parallelism`.
     KillThenRescale { after_ms: u64, parallelism: u32 },
+    /// Stop-with-savepoint, and kill -9 `kill_ms` after it was triggered (while the final
+    /// savepoint may still be in progress); the next start restores `latest`.
+    KillDuringStop { after_ms: u64, kill_ms: u64 },
     /// Stop-with-savepoint; the next start restores it at `parallelism`.
     StopAndRescale { after_ms: u64, parallelism: u32 },
     /// kill -9 a worker (index modulo the live workers) and start a replacement.
@@ -168,7 +171,11 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
-            Mode::Unaligned | Mode::Windows if roll < 30 => Step::StopAndRescale {
+            Mode::Unaligned | Mode::Windows if roll < 35 => Step::KillDuringStop {
+                after_ms,
+                kill_ms: rng.random_range(0..=400),
+            },
+            Mode::Unaligned | Mode::Windows if roll < 50 => Step::StopAndRescale {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
@@ -290,6 +297,7 @@ mod tests {
                         | Step::SavepointThenKill { .. }
                         | Step::StopAndRescale { .. }
                         | Step::KillThenRescale { .. }
+                        | Step::KillDuringStop { .. }
                 )));
             }
         }

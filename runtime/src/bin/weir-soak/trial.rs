@@ -342,6 +342,27 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
                     p = parallelism;
                 }
             }
+            Step::KillDuringStop { after_ms, kill_ms } => {
+                if proc.sleep_or_exit(after_ms).await.is_some() {
+                    if ctx.note_exit(&mut proc, "run") {
+                        return true;
+                    }
+                    continue;
+                }
+                let stop = procs::trigger_savepoint(&weir, &api, true, &ctx.child_env);
+                let outcome = tokio::select! {
+                    r = stop => format!("stop-with-savepoint returned before the kill: {r:?}"),
+                    _ = tokio::time::sleep(Duration::from_millis(kill_ms)) => "stop-with-savepoint under way".into(),
+                };
+                ctx.note(outcome);
+                if proc.kill9().await {
+                    ctx.out.kills += 1;
+                    ctx.note("kill -9 run");
+                } else {
+                    // The stop finished first: the next start restores `latest`, its savepoint.
+                    ctx.note(format!("run had already exited: {}", proc.tail(1)));
+                }
+            }
             Step::StopAndRescale { after_ms, parallelism } => {
                 if proc.sleep_or_exit(after_ms).await.is_some() {
                     if ctx.note_exit(&mut proc, "run") {
