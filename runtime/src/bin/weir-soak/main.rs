@@ -39,8 +39,8 @@ struct Args {
     /// Seed of the first trial (trial i uses seed + i); default: from the clock (printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows, or all of
-    /// them in turn.
+    /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows,
+    /// at-least-once, at-most-once, or all of them in turn.
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
@@ -73,6 +73,8 @@ enum ModeArg {
     StorageFaults,
     Unaligned,
     Windows,
+    AtLeastOnce,
+    AtMostOnce,
     All,
 }
 
@@ -86,6 +88,8 @@ impl ModeArg {
             ModeArg::StorageFaults => vec![Mode::StorageFaults],
             ModeArg::Unaligned => vec![Mode::Unaligned],
             ModeArg::Windows => vec![Mode::Windows],
+            ModeArg::AtLeastOnce => vec![Mode::AtLeastOnce],
+            ModeArg::AtMostOnce => vec![Mode::AtMostOnce],
             ModeArg::All => Mode::ALL.to_vec(),
         }
     }

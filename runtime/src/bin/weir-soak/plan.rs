@@ -25,6 +25,12 @@ pub enum Mode {
     /// `alignedCheckpointTimeout`) and a throttled sink, so barriers overtake queued records:
     /// kill -9, savepoint-then-kill and stop-with-savepoint with restore at another parallelism.
     Unaligned,
+    /// `weir run` of the word count with `mode: at-least-once`: kills, savepoint-then-kill,
+    /// rescale; passes when nothing is lost (duplicates and over-counts are counted, allowed).
+    AtLeastOnce,
+    /// `weir run` of the word count with `mode: at-most-once`: kills, savepoint-then-kill,
+    /// rescale; passes when nothing is written twice (losses are counted, allowed).
+    AtMostOnce,
     /// `weir run` of an event-time window job (tumbling, sliding or session counts per
     /// repository over GitHub events): kill -9, savepoint-then-kill, rescale through a savepoint.
     Windows,
@@ -32,7 +38,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order `--mode all` runs them.
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Local,
         Mode::S3,
         Mode::Cluster,
@@ -40,6 +46,8 @@ impl Mode {
         Mode::StorageFaults,
         Mode::Unaligned,
         Mode::Windows,
+        Mode::AtLeastOnce,
+        Mode::AtMostOnce,
     ];
 
     /// The name used on the command line.
@@ -52,6 +60,8 @@ impl Mode {
             Mode::StorageFaults => "storage-faults",
             Mode::Unaligned => "unaligned",
             Mode::Windows => "windows",
+            Mode::AtLeastOnce => "at-least-once",
+            Mode::AtMostOnce => "at-most-once",
         }
     }
 
@@ -104,6 +114,8 @@ pub enum Shape {
     /// `timeout_ms` they start aligned and switch after `alignedCheckpointTimeout`; the sink
     /// takes at most `sink_rate` records per second per subtask (backpressure).
     UnionUnaligned { timeout_ms: Option<u64>, sink_rate: u64 },
+    /// The word count of `examples/wordcount.yaml` with another `mode`.
+    Guarantee { mode: &'static str },
     /// Event-time window counts per repository over GitHub events.
     Windowed { window: WindowKind },
 }
@@ -142,7 +154,9 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     };
     let mut steps = vec![];
     let n = match mode {
-        Mode::Rescale | Mode::Unaligned | Mode::Windows => rng.random_range(2..=4),
+        Mode::Rescale | Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce => {
+            rng.random_range(2..=4)
+        }
         Mode::Cluster => rng.random_range(1..=3),
         Mode::StorageFaults => rng.random_range(1..=4),
         _ => rng.random_range(1..=4),
@@ -153,10 +167,12 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         let step = match mode {
             // Restores from a checkpoint at another parallelism, sometimes killed again within
             // 100 ms of RUNNING (while the channel state is replayed).
-            Mode::Unaligned | Mode::Windows if roll < 25 => Step::KillThenRescale {
-                after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
-                parallelism: rng.random_range(1..=4),
-            },
+            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 25 => {
+                Step::KillThenRescale {
+                    after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
+                    parallelism: rng.random_range(1..=4),
+                }
+            }
             Mode::Cluster if roll < 40 => Step::KillWorker {
                 after_ms,
                 worker: rng.random_range(0..8),
@@ -171,14 +187,18 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
-            Mode::Unaligned | Mode::Windows if roll < 35 => Step::KillDuringStop {
-                after_ms,
-                kill_ms: rng.random_range(0..=400),
-            },
-            Mode::Unaligned | Mode::Windows if roll < 50 => Step::StopAndRescale {
-                after_ms,
-                parallelism: rng.random_range(1..=4),
-            },
+            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 35 => {
+                Step::KillDuringStop {
+                    after_ms,
+                    kill_ms: rng.random_range(0..=400),
+                }
+            }
+            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 50 => {
+                Step::StopAndRescale {
+                    after_ms,
+                    parallelism: rng.random_range(1..=4),
+                }
+            }
             _ if roll < 70 => Step::Kill { after_ms },
             _ => Step::SavepointThenKill {
                 after_ms,
@@ -231,6 +251,8 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 },
             },
         },
+        Mode::AtLeastOnce => Shape::Guarantee { mode: "at-least-once" },
+        Mode::AtMostOnce => Shape::Guarantee { mode: "at-most-once" },
         _ => Shape::WordCount,
     };
     Plan {

@@ -92,13 +92,14 @@ fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
     let local = |name: &str| format!("{}/{name}", dir.display());
     let paths = (local("checkpoints"), local("savepoints"), local("output"));
     let input = local("input");
-    match plan.shape {
-        Shape::WordCount => {}
+    let guarantee = match plan.shape {
+        Shape::WordCount => "exactly-once",
+        Shape::Guarantee { mode } => mode,
         Shape::UnionUnaligned { timeout_ms, sink_rate } => {
             return crate::shapes::union_unaligned_manifest(plan, &input, &paths, timeout_ms, sink_rate);
         }
         Shape::Windowed { window } => return crate::shapes::windowed_manifest(plan, &input, &paths, window),
-    }
+    };
     let (ckpt, svp, out) = match bucket {
         Some(b) => (
             format!("s3://{b}/checkpoints"),
@@ -120,7 +121,7 @@ kind: StreamJob
 metadata: {{ name: wordcount }}
 spec:
   parallelism: {p}
-  checkpointing: {{ interval: {i}ms, mode: exactly-once, storage: "{ckpt}", retained: 2 }}
+  checkpointing: {{ interval: {i}ms, mode: {guarantee}, storage: "{ckpt}", retained: 2 }}
   savepoints: {{ directory: "{svp}" }}
   job:
     steps:
