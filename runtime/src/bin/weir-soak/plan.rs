@@ -116,8 +116,9 @@ pub enum Shape {
     UnionUnaligned { timeout_ms: Option<u64>, sink_rate: u64 },
     /// The word count of `examples/wordcount.yaml` with another `mode`.
     Guarantee { mode: &'static str },
-    /// Event-time window counts per repository over GitHub events.
-    Windowed { window: WindowKind },
+    /// Event-time window counts per repository over GitHub events; with `union`, the two input
+    /// files are two sources (each with its own watermarks) merged by a `union` step.
+    Windowed { window: WindowKind, union: bool },
 }
 
 /// Everything a trial decides before it starts.
@@ -250,6 +251,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                     gap: rng.random_range(1..=6) * 5_000,
                 },
             },
+            union: rng.random_bool(0.5),
         },
         Mode::AtLeastOnce => Shape::Guarantee { mode: "at-least-once" },
         Mode::AtMostOnce => Shape::Guarantee { mode: "at-most-once" },

@@ -66,8 +66,44 @@ fn window_yaml(window: WindowKind) -> String {
 
 /// Event-time window counts per repository over the GitHub event slices in the input
 /// directory (`dt` the event time, 5 s out-of-orderness: the data's own disorder is at most
-/// 2 s, so no record is late).
-pub fn windowed_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &LocalPaths, window: WindowKind) -> String {
+/// 2 s, so no record is late). With `union`, `a-*` and `b-*` are two sources merged by a
+/// `union` (the window's watermark is the minimum of theirs).
+pub fn windowed_manifest(
+    plan: &Plan,
+    input: &str,
+    (ckpt, svp, out): &LocalPaths,
+    window: WindowKind,
+    union: bool,
+) -> String {
+    let source = |name: &str, glob: &str| {
+        format!(
+            r#"      - name: {name}
+        uid: {name}
+        source:
+          file: {{ path: "{input}/{glob}", format: jsonl, maxRecordsPerSecond: {rate} }}
+          eventTime: {{ field: dt, maxOutOfOrderness: 5s }}
+"#,
+            rate = plan.rate
+        )
+    };
+    // The two files' fields are inferred in the order they first appear, which may differ;
+    // a union needs the same fields in the same order, so each branch keeps repo and dt.
+    let project = |name: &str, input: &str| {
+        format!(
+            "      - name: {name}\n        inputs: [{input}]\n        map: {{ expression: \"{{'repo': repo, 'dt': dt}}\" }}\n"
+        )
+    };
+    let sources = if union {
+        format!(
+            "{}{}{}{}      - name: merged\n        uid: merged\n        union: {{}}\n        inputs: [first-projected, second-projected]\n",
+            source("first", "a-*"),
+            project("first-projected", "first"),
+            source("second", "b-*"),
+            project("second-projected", "second")
+        )
+    } else {
+        source("events", "*.jsonl")
+    };
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
@@ -78,11 +114,7 @@ spec:
   savepoints: {{ directory: "{svp}" }}
   job:
     steps:
-      - uid: events
-        source:
-          file: {{ path: "{input}/*.jsonl", format: jsonl, maxRecordsPerSecond: {rate} }}
-          eventTime: {{ field: dt, maxOutOfOrderness: 5s }}
-      - keyBy: {{ expression: repo, as: repo }}
+{sources}      - keyBy: {{ expression: repo, as: repo }}
       - uid: windows
         window: {w}
       - uid: output
@@ -90,7 +122,6 @@ spec:
 "#,
         p = plan.parallelism,
         i = plan.interval_ms,
-        rate = plan.rate,
         w = window_yaml(window),
     )
 }

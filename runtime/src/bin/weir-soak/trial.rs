@@ -98,7 +98,9 @@ fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
         Shape::UnionUnaligned { timeout_ms, sink_rate } => {
             return crate::shapes::union_unaligned_manifest(plan, &input, &paths, timeout_ms, sink_rate);
         }
-        Shape::Windowed { window } => return crate::shapes::windowed_manifest(plan, &input, &paths, window),
+        Shape::Windowed { window, union } => {
+            return crate::shapes::windowed_manifest(plan, &input, &paths, window, union);
+        }
     };
     let (ckpt, svp, out) = match bucket {
         Some(b) => (
@@ -168,7 +170,7 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
     let plan = crate::plan::plan(mode, seed);
     let mut slice_rng = StdRng::seed_from_u64(plan.sub_seed);
     let (inputs, expected) = match plan.shape {
-        Shape::Windowed { window } => {
+        Shape::Windowed { window, .. } => {
             // Two of the event files, in time order (one source subtask reads them in name
             // order, so no record is late), a slice of each.
             if env.events.len() < 2 {
