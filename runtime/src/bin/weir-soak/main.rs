@@ -40,7 +40,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows,
-    /// at-least-once, at-most-once, or all of them in turn.
+    /// timeouts, at-least-once, at-most-once, or all of them in turn.
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
@@ -73,6 +73,7 @@ enum ModeArg {
     StorageFaults,
     Unaligned,
     Windows,
+    Timeouts,
     AtLeastOnce,
     AtMostOnce,
     All,
@@ -88,6 +89,7 @@ impl ModeArg {
             ModeArg::StorageFaults => vec![Mode::StorageFaults],
             ModeArg::Unaligned => vec![Mode::Unaligned],
             ModeArg::Windows => vec![Mode::Windows],
+            ModeArg::Timeouts => vec![Mode::Timeouts],
             ModeArg::AtLeastOnce => vec![Mode::AtLeastOnce],
             ModeArg::AtMostOnce => vec![Mode::AtMostOnce],
             ModeArg::All => Mode::ALL.to_vec(),

@@ -25,6 +25,10 @@ pub enum Mode {
     /// `alignedCheckpointTimeout`) and a throttled sink, so barriers overtake queued records:
     /// kill -9, savepoint-then-kill and stop-with-savepoint with restore at another parallelism.
     Unaligned,
+    /// The `unaligned` mode's job with a checkpoint `timeout` of 150-1000 ms, so many
+    /// checkpoints time out and are declined (`tolerableFailedCheckpoints: 1000`), aligned or
+    /// unaligned, with the same steps.
+    Timeouts,
     /// `weir run` of the word count with `mode: at-least-once`: kills, savepoint-then-kill,
     /// rescale; passes when nothing is lost (duplicates and over-counts are counted, allowed).
     AtLeastOnce,
@@ -38,7 +42,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order `--mode all` runs them.
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Local,
         Mode::S3,
         Mode::Cluster,
@@ -46,6 +50,7 @@ impl Mode {
         Mode::StorageFaults,
         Mode::Unaligned,
         Mode::Windows,
+        Mode::Timeouts,
         Mode::AtLeastOnce,
         Mode::AtMostOnce,
     ];
@@ -60,6 +65,7 @@ impl Mode {
             Mode::StorageFaults => "storage-faults",
             Mode::Unaligned => "unaligned",
             Mode::Windows => "windows",
+            Mode::Timeouts => "timeouts",
             Mode::AtLeastOnce => "at-least-once",
             Mode::AtMostOnce => "at-most-once",
         }
@@ -113,7 +119,14 @@ pub enum Shape {
     /// The word count over a union of two file sources with unaligned checkpoints; with
     /// `timeout_ms` they start aligned and switch after `alignedCheckpointTimeout`; the sink
     /// takes at most `sink_rate` records per second per subtask (backpressure).
-    UnionUnaligned { timeout_ms: Option<u64>, sink_rate: u64 },
+    /// `unaligned: false` (the `timeouts` mode) keeps checkpoints aligned; with
+    /// `checkpoint_timeout_ms` checkpoints time out after that long (declined, tolerated).
+    UnionUnaligned {
+        timeout_ms: Option<u64>,
+        sink_rate: u64,
+        unaligned: bool,
+        checkpoint_timeout_ms: Option<u64>,
+    },
     /// The word count of `examples/wordcount.yaml` with another `mode`.
     Guarantee { mode: &'static str },
     /// Event-time window counts per repository over GitHub events; with `union`, the two input
@@ -155,7 +168,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     };
     let mut steps = vec![];
     let n = match mode {
-        Mode::Rescale | Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce => {
+        Mode::Rescale | Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce => {
             rng.random_range(2..=4)
         }
         Mode::Cluster => rng.random_range(1..=3),
@@ -168,7 +181,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         let step = match mode {
             // Restores from a checkpoint at another parallelism, sometimes killed again within
             // 100 ms of RUNNING (while the channel state is replayed).
-            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 25 => {
+            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 25 => {
                 Step::KillThenRescale {
                     after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
                     parallelism: rng.random_range(1..=4),
@@ -188,13 +201,13 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
-            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 35 => {
+            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 35 => {
                 Step::KillDuringStop {
                     after_ms,
                     kill_ms: rng.random_range(0..=400),
                 }
             }
-            Mode::Unaligned | Mode::Windows | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 50 => {
+            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 50 => {
                 Step::StopAndRescale {
                     after_ms,
                     parallelism: rng.random_range(1..=4),
@@ -237,7 +250,18 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         Mode::Unaligned => Shape::UnionUnaligned {
             timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
             sink_rate: rng.random_range(1500..=6000),
+            unaligned: true,
+            checkpoint_timeout_ms: None,
         },
+        Mode::Timeouts => {
+            let unaligned = rng.random_bool(0.5);
+            Shape::UnionUnaligned {
+                timeout_ms: (unaligned && rng.random_bool(0.5)).then(|| rng.random_range(0..=300)),
+                sink_rate: rng.random_range(1500..=6000),
+                unaligned,
+                checkpoint_timeout_ms: Some(rng.random_range(150..=1000)),
+            }
+        }
         Mode::Windows => Shape::Windowed {
             window: match rng.random_range(0..3) {
                 0 => WindowKind::Tumbling {

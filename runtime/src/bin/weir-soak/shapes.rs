@@ -2,7 +2,7 @@
 //! expected results computed here, independently of the runtime, from the trial's input.
 
 use crate::expected::InputFile;
-use crate::plan::{Plan, WindowKind};
+use crate::plan::{Plan, Shape, WindowKind};
 use std::collections::BTreeMap;
 
 /// Storage paths of a local trial: (checkpoints, savepoints, output).
@@ -11,21 +11,34 @@ pub type LocalPaths = (String, String, String);
 /// The union word count with unaligned checkpoints: `a-*` and `b-*` of the input directory are
 /// two file sources, merged by a `union`, lower-cased, split into words and counted by word
 /// into a file sink taking at most `sink_rate` records per second per subtask.
-pub fn union_unaligned_manifest(
-    plan: &Plan,
-    input: &str,
-    (ckpt, svp, out): &LocalPaths,
-    timeout_ms: Option<u64>,
-    sink_rate: u64,
-) -> String {
-    let timeout = timeout_ms.map_or(String::new(), |t| format!(", alignedCheckpointTimeout: {t}ms"));
+/// With the `timeouts` mode's checkpoint timeout, `tolerableFailedCheckpoints: 1000`.
+pub fn union_unaligned_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &LocalPaths) -> String {
+    let Shape::UnionUnaligned {
+        timeout_ms,
+        sink_rate,
+        unaligned,
+        checkpoint_timeout_ms,
+    } = plan.shape
+    else {
+        return String::new();
+    };
+    let mut extra = String::new();
+    if unaligned {
+        extra.push_str(", unaligned: true");
+    }
+    if let Some(t) = timeout_ms {
+        extra.push_str(&format!(", alignedCheckpointTimeout: {t}ms"));
+    }
+    if let Some(t) = checkpoint_timeout_ms {
+        extra.push_str(&format!(", timeout: {t}ms, tolerableFailedCheckpoints: 1000"));
+    }
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
 metadata: {{ name: union-unaligned }}
 spec:
   parallelism: {p}
-  checkpointing: {{ interval: {i}ms, mode: exactly-once, storage: "{ckpt}", retained: 2, unaligned: true{timeout} }}
+  checkpointing: {{ interval: {i}ms, mode: exactly-once, storage: "{ckpt}", retained: 2{extra} }}
   savepoints: {{ directory: "{svp}" }}
   job:
     steps:

@@ -95,9 +95,7 @@ fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
     let guarantee = match plan.shape {
         Shape::WordCount => "exactly-once",
         Shape::Guarantee { mode } => mode,
-        Shape::UnionUnaligned { timeout_ms, sink_rate } => {
-            return crate::shapes::union_unaligned_manifest(plan, &input, &paths, timeout_ms, sink_rate);
-        }
+        Shape::UnionUnaligned { .. } => return crate::shapes::union_unaligned_manifest(plan, &input, &paths),
         Shape::Windowed { window, union } => {
             return crate::shapes::windowed_manifest(plan, &input, &paths, window, union);
         }
