@@ -71,6 +71,15 @@ impl Mode {
         }
     }
 
+    /// Whether the mode draws the restore-path steps (kill then rescale, kill at start, kill
+    /// during a stop) besides kills, savepoints and rescale by savepoint.
+    pub fn has_restore_steps(self) -> bool {
+        matches!(
+            self,
+            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce
+        )
+    }
+
     /// Whether the trial's storage is S3 (through the proxy).
     pub fn uses_s3(self) -> bool {
         matches!(self, Mode::S3 | Mode::StorageFaults)
@@ -87,6 +96,9 @@ pub enum Step {
     /// kill -9 the `weir run` process; the next start restores `latest` (a checkpoint, unaligned
     /// in the `unaligned` mode, so its channel state is redistributed) at `parallelism`.
     KillThenRescale { after_ms: u64, parallelism: u32 },
+    /// kill -9 the `weir run` process `after_ms` after it was started, without waiting for
+    /// RUNNING: during its restore; the next start restores `latest` again.
+    KillAtStart { after_ms: u64 },
     /// Stop-with-savepoint, and kill -9 `kill_ms` after it was triggered (while the final
     /// savepoint may still be in progress); the next start restores `latest`.
     KillDuringStop { after_ms: u64, kill_ms: u64 },
@@ -168,9 +180,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     };
     let mut steps = vec![];
     let n = match mode {
-        Mode::Rescale | Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce => {
-            rng.random_range(2..=4)
-        }
+        m if m == Mode::Rescale || m.has_restore_steps() => rng.random_range(2..=4),
         Mode::Cluster => rng.random_range(1..=3),
         Mode::StorageFaults => rng.random_range(1..=4),
         _ => rng.random_range(1..=4),
@@ -181,12 +191,10 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         let step = match mode {
             // Restores from a checkpoint at another parallelism, sometimes killed again within
             // 100 ms of RUNNING (while the channel state is replayed).
-            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 25 => {
-                Step::KillThenRescale {
-                    after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
-                    parallelism: rng.random_range(1..=4),
-                }
-            }
+            m if m.has_restore_steps() && roll < 25 => Step::KillThenRescale {
+                after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
+                parallelism: rng.random_range(1..=4),
+            },
             Mode::Cluster if roll < 40 => Step::KillWorker {
                 after_ms,
                 worker: rng.random_range(0..8),
@@ -201,18 +209,17 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 after_ms,
                 parallelism: rng.random_range(1..=4),
             },
-            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 35 => {
-                Step::KillDuringStop {
-                    after_ms,
-                    kill_ms: rng.random_range(0..=400),
-                }
-            }
-            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce if roll < 50 => {
-                Step::StopAndRescale {
-                    after_ms,
-                    parallelism: rng.random_range(1..=4),
-                }
-            }
+            m if m.has_restore_steps() && roll < 32 => Step::KillAtStart {
+                after_ms: rng.random_range(0..=600),
+            },
+            m if m.has_restore_steps() && roll < 40 => Step::KillDuringStop {
+                after_ms,
+                kill_ms: rng.random_range(0..=400),
+            },
+            m if m.has_restore_steps() && roll < 50 => Step::StopAndRescale {
+                after_ms,
+                parallelism: rng.random_range(1..=4),
+            },
             _ if roll < 70 => Step::Kill { after_ms },
             _ => Step::SavepointThenKill {
                 after_ms,
@@ -346,6 +353,7 @@ mod tests {
                         | Step::StopAndRescale { .. }
                         | Step::KillThenRescale { .. }
                         | Step::KillDuringStop { .. }
+                        | Step::KillAtStart { .. }
                 )));
             }
         }

@@ -292,6 +292,19 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             return false;
         };
         restore = Some("latest".into());
+        if let Step::KillAtStart { after_ms } = *step {
+            // During the restore itself: loading the snapshot, committing its pending sink
+            // parts, replaying channel state.
+            if proc.sleep_or_exit(after_ms).await.is_some() {
+                if ctx.note_exit(&mut proc, "run") {
+                    return true;
+                }
+            } else if proc.kill9().await {
+                ctx.out.kills += 1;
+                ctx.note(format!("kill -9 run {after_ms} ms after its start"));
+            }
+            continue;
+        }
         let api = proc.api_url(Duration::from_secs(30)).await;
         let running = match &api {
             Some(api) => procs::wait_running(&http, api, &mut proc, None, Duration::from_secs(30)).await,
@@ -317,7 +330,8 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             | Step::KillWorker { after_ms, .. }
             | Step::KillCoordinator { after_ms }
             | Step::SavepointThenKillWorker { after_ms, .. }
-            | Step::KillThenRescale { after_ms, .. } => {
+            | Step::KillThenRescale { after_ms, .. }
+            | Step::KillAtStart { after_ms } => {
                 if proc.sleep_or_exit(after_ms).await.is_some() {
                     if ctx.note_exit(&mut proc, "run") {
                         return true;
