@@ -40,7 +40,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows,
-    /// timeouts, at-least-once, at-most-once, or all of them in turn.
+    /// timeouts, unaligned-faults, at-least-once, at-most-once, or all of them in turn.
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
@@ -74,6 +74,7 @@ enum ModeArg {
     Unaligned,
     Windows,
     Timeouts,
+    UnalignedFaults,
     AtLeastOnce,
     AtMostOnce,
     All,
@@ -90,6 +91,7 @@ impl ModeArg {
             ModeArg::Unaligned => vec![Mode::Unaligned],
             ModeArg::Windows => vec![Mode::Windows],
             ModeArg::Timeouts => vec![Mode::Timeouts],
+            ModeArg::UnalignedFaults => vec![Mode::UnalignedFaults],
             ModeArg::AtLeastOnce => vec![Mode::AtLeastOnce],
             ModeArg::AtMostOnce => vec![Mode::AtMostOnce],
             ModeArg::All => Mode::ALL.to_vec(),

@@ -29,6 +29,10 @@ pub enum Mode {
     /// checkpoints time out and are declined (`tolerableFailedCheckpoints: 1000`), aligned or
     /// unaligned, with the same steps.
     Timeouts,
+    /// The `unaligned` mode's job on S3 behind the fault proxy (faults as `storage-faults`),
+    /// half the trials with `tolerableFailedCheckpoints: 1000` so failed checkpoints are skipped
+    /// instead of failing the job.
+    UnalignedFaults,
     /// `weir run` of the word count with `mode: at-least-once`: kills, savepoint-then-kill,
     /// rescale; passes when nothing is lost (duplicates and over-counts are counted, allowed).
     AtLeastOnce,
@@ -42,7 +46,7 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order `--mode all` runs them.
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Local,
         Mode::S3,
         Mode::Cluster,
@@ -51,6 +55,7 @@ impl Mode {
         Mode::Unaligned,
         Mode::Windows,
         Mode::Timeouts,
+        Mode::UnalignedFaults,
         Mode::AtLeastOnce,
         Mode::AtMostOnce,
     ];
@@ -66,6 +71,7 @@ impl Mode {
             Mode::Unaligned => "unaligned",
             Mode::Windows => "windows",
             Mode::Timeouts => "timeouts",
+            Mode::UnalignedFaults => "unaligned-faults",
             Mode::AtLeastOnce => "at-least-once",
             Mode::AtMostOnce => "at-most-once",
         }
@@ -76,13 +82,18 @@ impl Mode {
     pub fn has_restore_steps(self) -> bool {
         matches!(
             self,
-            Mode::Unaligned | Mode::Windows | Mode::Timeouts | Mode::AtLeastOnce | Mode::AtMostOnce
+            Mode::Unaligned
+                | Mode::Windows
+                | Mode::Timeouts
+                | Mode::UnalignedFaults
+                | Mode::AtLeastOnce
+                | Mode::AtMostOnce
         )
     }
 
     /// Whether the trial's storage is S3 (through the proxy).
     pub fn uses_s3(self) -> bool {
-        matches!(self, Mode::S3 | Mode::StorageFaults)
+        matches!(self, Mode::S3 | Mode::StorageFaults | Mode::UnalignedFaults)
     }
 }
 
@@ -138,6 +149,7 @@ pub enum Shape {
         sink_rate: u64,
         unaligned: bool,
         checkpoint_timeout_ms: Option<u64>,
+        tolerable_failed: u32,
     },
     /// The word count of `examples/wordcount.yaml` with another `mode`.
     Guarantee { mode: &'static str },
@@ -234,7 +246,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             parallelism: rng.random_range(1..=4),
         };
     }
-    let faults = (mode == Mode::StorageFaults).then(|| {
+    let faults = matches!(mode, Mode::StorageFaults | Mode::UnalignedFaults).then(|| {
         let all = [
             FaultKind::InternalError,
             FaultKind::SlowDown,
@@ -259,6 +271,14 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             sink_rate: rng.random_range(1500..=6000),
             unaligned: true,
             checkpoint_timeout_ms: None,
+            tolerable_failed: 0,
+        },
+        Mode::UnalignedFaults => Shape::UnionUnaligned {
+            timeout_ms: rng.random_bool(0.3).then(|| rng.random_range(0..=300)),
+            sink_rate: rng.random_range(1500..=6000),
+            unaligned: true,
+            checkpoint_timeout_ms: None,
+            tolerable_failed: if rng.random_bool(0.5) { 1000 } else { 0 },
         },
         Mode::Timeouts => {
             let unaligned = rng.random_bool(0.5);
@@ -267,6 +287,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 sink_rate: rng.random_range(1500..=6000),
                 unaligned,
                 checkpoint_timeout_ms: Some(rng.random_range(150..=1000)),
+                tolerable_failed: 1000,
             }
         }
         Mode::Windows => Shape::Windowed {

@@ -11,13 +11,14 @@ pub type LocalPaths = (String, String, String);
 /// The union word count with unaligned checkpoints: `a-*` and `b-*` of the input directory are
 /// two file sources, merged by a `union`, lower-cased, split into words and counted by word
 /// into a file sink taking at most `sink_rate` records per second per subtask.
-/// With the `timeouts` mode's checkpoint timeout, `tolerableFailedCheckpoints: 1000`.
+/// With the shape's checkpoint timeout and `tolerableFailedCheckpoints` when set.
 pub fn union_unaligned_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &LocalPaths) -> String {
     let Shape::UnionUnaligned {
         timeout_ms,
         sink_rate,
         unaligned,
         checkpoint_timeout_ms,
+        tolerable_failed,
     } = plan.shape
     else {
         return String::new();
@@ -30,7 +31,10 @@ pub fn union_unaligned_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &Loc
         extra.push_str(&format!(", alignedCheckpointTimeout: {t}ms"));
     }
     if let Some(t) = checkpoint_timeout_ms {
-        extra.push_str(&format!(", timeout: {t}ms, tolerableFailedCheckpoints: 1000"));
+        extra.push_str(&format!(", timeout: {t}ms"));
+    }
+    if tolerable_failed > 0 {
+        extra.push_str(&format!(", tolerableFailedCheckpoints: {tolerable_failed}"));
     }
     format!(
         r#"apiVersion: weir.dev/v1alpha1

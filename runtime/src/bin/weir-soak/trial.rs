@@ -90,7 +90,14 @@ impl Ctx<'_> {
 
 fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
     let local = |name: &str| format!("{}/{name}", dir.display());
-    let paths = (local("checkpoints"), local("savepoints"), local("output"));
+    let paths = match bucket {
+        Some(b) => (
+            format!("s3://{b}/checkpoints"),
+            format!("s3://{b}/savepoints"),
+            format!("s3://{b}/output"),
+        ),
+        None => (local("checkpoints"), local("savepoints"), local("output")),
+    };
     let input = local("input");
     let guarantee = match plan.shape {
         Shape::WordCount => "exactly-once",
@@ -100,21 +107,7 @@ fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
             return crate::shapes::windowed_manifest(plan, &input, &paths, window, union);
         }
     };
-    let (ckpt, svp, out) = match bucket {
-        Some(b) => (
-            format!("s3://{b}/checkpoints"),
-            format!("s3://{b}/savepoints"),
-            format!("s3://{b}/output"),
-        ),
-        None => {
-            let d = dir.display();
-            (
-                format!("{d}/checkpoints"),
-                format!("{d}/savepoints"),
-                format!("{d}/output"),
-            )
-        }
-    };
+    let (ckpt, svp, out) = paths;
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
@@ -141,7 +134,6 @@ spec:
         p = plan.parallelism,
         i = plan.interval_ms,
         rate = plan.rate,
-        input = dir.join("input").display(),
     )
 }
 
