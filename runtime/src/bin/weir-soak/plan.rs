@@ -150,6 +150,9 @@ pub enum Shape {
         unaligned: bool,
         checkpoint_timeout_ms: Option<u64>,
         tolerable_failed: u32,
+        /// The count step's state TTL is 1 h (longer than any trial: nothing expires, but
+        /// the state is written, restored and rescaled with write times).
+        ttl: bool,
     },
     /// The word count of `examples/wordcount.yaml` with another `mode`.
     Guarantee { mode: &'static str },
@@ -272,6 +275,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             unaligned: true,
             checkpoint_timeout_ms: None,
             tolerable_failed: 0,
+            ttl: rng.random_bool(0.5),
         },
         Mode::UnalignedFaults => Shape::UnionUnaligned {
             timeout_ms: rng.random_bool(0.3).then(|| rng.random_range(0..=300)),
@@ -279,6 +283,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             unaligned: true,
             checkpoint_timeout_ms: None,
             tolerable_failed: if rng.random_bool(0.5) { 1000 } else { 0 },
+            ttl: rng.random_bool(0.5),
         },
         Mode::Timeouts => {
             let unaligned = rng.random_bool(0.5);
@@ -288,6 +293,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 unaligned,
                 checkpoint_timeout_ms: Some(rng.random_range(150..=1000)),
                 tolerable_failed: 1000,
+                ttl: rng.random_bool(0.5),
             }
         }
         Mode::Windows => Shape::Windowed {

@@ -19,6 +19,7 @@ pub fn union_unaligned_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &Loc
         unaligned,
         checkpoint_timeout_ms,
         tolerable_failed,
+        ttl,
     } = plan.shape
     else {
         return String::new();
@@ -36,6 +37,7 @@ pub fn union_unaligned_manifest(plan: &Plan, input: &str, (ckpt, svp, out): &Loc
     if tolerable_failed > 0 {
         extra.push_str(&format!(", tolerableFailedCheckpoints: {tolerable_failed}"));
     }
+    let count = if ttl { r#"{ ttl: "1h" }"# } else { "{}" };
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
@@ -60,7 +62,7 @@ spec:
       - flatMap: {{ field: line, pattern: '\W+', as: word }}
       - keyBy: {{ expression: word, as: word }}
       - uid: counts
-        count: {{}}
+        count: {count}
       - uid: output
         sink: {{ file: {{ path: "{out}", maxRecordsPerSecond: {sink_rate} }} }}
 "#,
