@@ -288,10 +288,10 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         Mode::Timeouts => {
             let unaligned = rng.random_bool(0.5);
             Shape::UnionUnaligned {
-                timeout_ms: (unaligned && rng.random_bool(0.5)).then(|| rng.random_range(0..=300)),
+                timeout_ms: (unaligned && rng.random_bool(0.5)).then(|| rng.random_range(0..=50)),
                 sink_rate: rng.random_range(1500..=6000),
                 unaligned,
-                checkpoint_timeout_ms: Some(rng.random_range(150..=1000)),
+                checkpoint_timeout_ms: Some(rng.random_range(60..=1000)),
                 tolerable_failed: 1000,
                 ttl: rng.random_bool(0.5),
             }
@@ -314,6 +314,13 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         Mode::AtLeastOnce => Shape::Guarantee { mode: "at-least-once" },
         Mode::AtMostOnce => Shape::Guarantee { mode: "at-most-once" },
         _ => Shape::WordCount,
+    };
+    // The timeouts mode checkpoints more often (20-150 ms), so checkpoints overlap with
+    // timed-out, declined and superseded ones.
+    let interval_ms = if mode == Mode::Timeouts {
+        rng.random_range(20..=150)
+    } else {
+        interval_ms
     };
     Plan {
         shape,
