@@ -203,6 +203,20 @@ fn union_inputs_must_have_the_same_fields_where_the_plan_knows_them() {
         "spec.job.steps[2].inputs[1]: a union merges streams of the same fields: spec.job.steps[0] has `line`, \
          but spec.job.steps[1] has `id`, `key`, `value`; make them equal with a `map` before the union"
     );
+    // The same names in another order: refused, and the message says that order is the
+    // difference (the two lists would otherwise look equal to the reader).
+    let events = |name: &str, fields: [&str; 2]| {
+        let schema: Vec<Value> = fields.iter().map(|f| json!({"name": f, "type": "string"})).collect();
+        json!({"name": name, "source": {"file": {"path": format!("{name}.jsonl"), "format": "jsonl", "schema": schema}}})
+    };
+    let steps = union_of(events("a", ["repo", "dt"]), events("b", ["dt", "repo"]));
+    let e = Job::from_spec("t", spec(steps)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "spec.job.steps[2].inputs[1]: a union merges streams of the same fields: spec.job.steps[0] has `repo`, `dt`, \
+         but spec.job.steps[1] has `dt`, `repo` (the same names in another order: a union needs the same order); \
+         make them equal with a `map` before the union"
+    );
     // Same fields, or one side known only at run time (JSON lines): accepted.
     let jsonl = json!({"name": "b", "source": {"file": {"path": "b.jsonl", "format": "jsonl"}}});
     for steps in [union_of(text("a"), text("b")), union_of(text("a"), jsonl)] {

@@ -242,10 +242,22 @@ fn union_schema(
                 let same_names = want.len() == fields.len() && want.iter().zip(fields).all(|(a, b)| a.name == b.name);
                 if !same_names {
                     let show = |v: &[Field]| quoted(v.iter().map(|x| &x.name));
+                    let names = |v: &[Field]| {
+                        let mut n: Vec<String> = v.iter().map(|x| x.name.to_string()).collect();
+                        n.sort_unstable();
+                        n
+                    };
+                    // Two JSON-lines files of one data set can list the same fields in another
+                    // order (inferred from their first lines): say so, or the lists look equal.
+                    let order_only = if names(want) == names(fields) {
+                        " (the same names in another order: a union needs the same order)"
+                    } else {
+                        ""
+                    };
                     return Err(JobError::new(
                         format!("{at}.inputs[{k}]"),
                         format!(
-                            "a union merges streams of the same fields: spec.job.steps[{}] has {}, but spec.job.steps[{}] has {}; \
+                            "a union merges streams of the same fields: spec.job.steps[{}] has {}, but spec.job.steps[{}] has {}{order_only}; \
                              make them equal with a `map` before the union",
                             operators[*f].index,
                             show(want),

@@ -184,7 +184,10 @@ pub async fn run(ctx: &mut Ctx<'_>, plan: &Plan, seed: u64) -> bool {
             Step::KillCoordinator { after_ms }
             | Step::Kill { after_ms }
             | Step::SavepointThenKill { after_ms, .. }
-            | Step::StopAndRescale { after_ms, .. } => {
+            | Step::StopAndRescale { after_ms, .. }
+            | Step::KillThenRescale { after_ms, .. }
+            | Step::KillDuringStop { after_ms, .. }
+            | Step::KillAtStart { after_ms } => {
                 if c.sleep(after_ms).await {
                     break;
                 }

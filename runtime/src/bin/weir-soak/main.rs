@@ -19,6 +19,7 @@ mod plan;
 mod procs;
 mod proxy;
 mod report;
+mod shapes;
 mod trial;
 
 use clap::Parser;
@@ -38,7 +39,8 @@ struct Args {
     /// Seed of the first trial (trial i uses seed + i); default: from the clock (printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// What to run: local, s3, cluster, rescale, storage-faults, or all of them in turn.
+    /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows,
+    /// timeouts, unaligned-faults, at-least-once, at-most-once, or all of them in turn.
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
@@ -69,6 +71,12 @@ enum ModeArg {
     Cluster,
     Rescale,
     StorageFaults,
+    Unaligned,
+    Windows,
+    Timeouts,
+    UnalignedFaults,
+    AtLeastOnce,
+    AtMostOnce,
     All,
 }
 
@@ -80,6 +88,12 @@ impl ModeArg {
             ModeArg::Cluster => vec![Mode::Cluster],
             ModeArg::Rescale => vec![Mode::Rescale],
             ModeArg::StorageFaults => vec![Mode::StorageFaults],
+            ModeArg::Unaligned => vec![Mode::Unaligned],
+            ModeArg::Windows => vec![Mode::Windows],
+            ModeArg::Timeouts => vec![Mode::Timeouts],
+            ModeArg::UnalignedFaults => vec![Mode::UnalignedFaults],
+            ModeArg::AtLeastOnce => vec![Mode::AtLeastOnce],
+            ModeArg::AtMostOnce => vec![Mode::AtMostOnce],
             ModeArg::All => Mode::ALL.to_vec(),
         }
     }
@@ -108,6 +122,27 @@ fn read_texts(data_dir: &std::path::Path) -> Result<Vec<(String, String)>, Strin
     Ok(texts)
 }
 
+/// The GitHub event files `gharchive/*.jsonl` of the data directory, sorted by name (by time).
+fn read_events(data_dir: &std::path::Path) -> Result<Vec<(String, String)>, String> {
+    let dir = data_dir.join("gharchive");
+    let rd = std::fs::read_dir(&dir).map_err(|e| {
+        format!(
+            "reading {}: {e} (the windows mode needs gharchive/*.jsonl under --data-dir)",
+            dir.display()
+        )
+    })?;
+    let mut files = vec![];
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "jsonl") {
+            let t = std::fs::read_to_string(&p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+            files.push((e.file_name().to_string_lossy().into_owned(), t));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 fn default_paths(args: &Args) -> Result<(PathBuf, PathBuf), String> {
     let exe = std::env::current_exe().map_err(|e| format!("locating weir-soak: {e}"))?;
     let weir = match &args.weir {
@@ -130,12 +165,17 @@ fn default_paths(args: &Args) -> Result<(PathBuf, PathBuf), String> {
 async fn soak(args: Args) -> Result<bool, String> {
     let (weir, data_dir) = default_paths(&args)?;
     let texts = read_texts(&data_dir)?;
+    let modes = args.mode.modes();
+    let events = if modes.contains(&Mode::Windows) {
+        read_events(&data_dir)?
+    } else {
+        vec![]
+    };
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs())
     });
-    let modes = args.mode.modes();
     let run_dir = args.work_dir.join(format!("run-{seed}-{}", std::process::id()));
     std::fs::create_dir_all(&run_dir).map_err(|e| format!("creating {}: {e}", run_dir.display()))?;
     println!(
@@ -169,6 +209,7 @@ async fn soak(args: Args) -> Result<bool, String> {
     let env = trial::Env {
         weir,
         texts: &texts,
+        events: &events,
         s3: s3.as_ref(),
         http,
         secret_file,

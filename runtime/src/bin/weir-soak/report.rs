@@ -50,9 +50,15 @@ impl TrialLine {
         }
     }
 
-    /// A trial passes when every expected record was committed exactly once and nothing else.
+    /// A trial passes when every expected record was committed exactly once and nothing else;
+    /// at-least-once when nothing was lost; at-most-once when nothing was written twice (an
+    /// over-count is a record counted twice, so foreign records fail it too).
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.duplicated == 0 && self.foreign == 0
+        match self.mode {
+            Mode::AtLeastOnce => self.lost == 0,
+            Mode::AtMostOnce => self.duplicated == 0 && self.foreign == 0,
+            _ => self.lost == 0 && self.duplicated == 0 && self.foreign == 0,
+        }
     }
 
     /// One line for the progress output.

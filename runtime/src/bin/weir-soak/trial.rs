@@ -4,11 +4,11 @@
 
 use crate::expected::{self, Diff};
 use crate::moto::S3Env;
-use crate::plan::{Mode, Plan, Step};
+use crate::plan::{Mode, Plan, Shape, Step};
 use crate::procs::{self, Proc};
 use crate::proxy::FaultCounts;
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,9 @@ pub struct Env<'a> {
     pub weir: PathBuf,
     /// The source texts: (file name, content).
     pub texts: &'a [(String, String)],
+    /// The GitHub event files (`gharchive/*.jsonl`, sorted by name: by time), for the windows
+    /// mode: (file name, content); empty when no trial needs them.
+    pub events: &'a [(String, String)],
     /// moto and the fault proxy, for the S3 modes.
     pub s3: Option<&'a S3Env>,
     /// Client for control APIs (it sends the job secret as a bearer token).
@@ -86,28 +89,32 @@ impl Ctx<'_> {
 }
 
 fn manifest(dir: &Path, plan: &Plan, bucket: Option<&str>) -> String {
-    let (ckpt, svp, out) = match bucket {
+    let local = |name: &str| format!("{}/{name}", dir.display());
+    let paths = match bucket {
         Some(b) => (
             format!("s3://{b}/checkpoints"),
             format!("s3://{b}/savepoints"),
             format!("s3://{b}/output"),
         ),
-        None => {
-            let d = dir.display();
-            (
-                format!("{d}/checkpoints"),
-                format!("{d}/savepoints"),
-                format!("{d}/output"),
-            )
+        None => (local("checkpoints"), local("savepoints"), local("output")),
+    };
+    let input = local("input");
+    let guarantee = match plan.shape {
+        Shape::WordCount => "exactly-once",
+        Shape::Guarantee { mode } => mode,
+        Shape::UnionUnaligned { .. } => return crate::shapes::union_unaligned_manifest(plan, &input, &paths),
+        Shape::Windowed { window, union } => {
+            return crate::shapes::windowed_manifest(plan, &input, &paths, window, union);
         }
     };
+    let (ckpt, svp, out) = paths;
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
 metadata: {{ name: wordcount }}
 spec:
   parallelism: {p}
-  checkpointing: {{ interval: {i}ms, mode: exactly-once, storage: "{ckpt}", retained: 2 }}
+  checkpointing: {{ interval: {i}ms, mode: {guarantee}, storage: "{ckpt}", retained: 2 }}
   savepoints: {{ directory: "{svp}" }}
   job:
     steps:
@@ -127,7 +134,6 @@ spec:
         p = plan.parallelism,
         i = plan.interval_ms,
         rate = plan.rate,
-        input = dir.join("input").display(),
     )
 }
 
@@ -152,12 +158,27 @@ fn local_lines(dir: &Path) -> Result<Vec<String>, String> {
 /// remove). Setup errors (moto, disk) are returned; everything the job does is in the outcome.
 pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Outcome, String> {
     let plan = crate::plan::plan(mode, seed);
-    let inputs = expected::slice_inputs(
-        &mut StdRng::seed_from_u64(plan.sub_seed),
-        env.texts,
-        plan.lines_per_file,
-    );
-    let expected = expected::expected_records(&inputs);
+    let mut slice_rng = StdRng::seed_from_u64(plan.sub_seed);
+    let (inputs, expected) = match plan.shape {
+        Shape::Windowed { window, .. } => {
+            // Two of the event files, in time order (one source subtask reads them in name
+            // order, so no record is late), a slice of each.
+            if env.events.len() < 2 {
+                return Err("the windows mode needs two or more gharchive/*.jsonl files".into());
+            }
+            let first = slice_rng.random_range(0..env.events.len() - 1);
+            let second = slice_rng.random_range(first + 1..env.events.len());
+            let chosen = [env.events[first].clone(), env.events[second].clone()];
+            let inputs = expected::slice_inputs(&mut slice_rng, &chosen, plan.lines_per_file);
+            let expected = crate::shapes::expected_windows(&inputs, window);
+            (inputs, expected)
+        }
+        _ => {
+            let inputs = expected::slice_inputs(&mut slice_rng, env.texts, plan.lines_per_file);
+            let expected = expected::expected_records(&inputs);
+            (inputs, expected)
+        }
+    };
     std::fs::create_dir_all(dir.join("input")).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for f in &inputs {
         std::fs::write(dir.join("input").join(&f.name), &f.text).map_err(|e| format!("writing input: {e}"))?;
@@ -187,8 +208,8 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         t0: Instant::now(),
     };
     ctx.note(format!(
-        "plan: p={} rate={}/s interval={}ms lines/file={} faults={:?} steps={:?}",
-        plan.parallelism, plan.rate, plan.interval_ms, plan.lines_per_file, plan.faults, plan.steps
+        "plan: p={} rate={}/s interval={}ms lines/file={} faults={:?} steps={:?} shape={:?}",
+        plan.parallelism, plan.rate, plan.interval_ms, plan.lines_per_file, plan.faults, plan.steps, plan.shape
     ));
     if let Some(s3) = s3 {
         s3.proxy.take_counts();
@@ -216,7 +237,10 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         (Some(s3), Some(b)) => s3.committed_lines(b).await?,
         _ => local_lines(&dir.join("output"))?,
     };
-    ctx.out.diff = expected::compare(&expected, lines);
+    ctx.out.diff = match plan.shape {
+        Shape::Windowed { .. } => expected::compare(&expected, lines.into_iter().map(crate::shapes::normalize_result)),
+        _ => expected::compare(&expected, lines),
+    };
     Ok(ctx.out)
 }
 
@@ -260,6 +284,19 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             return false;
         };
         restore = Some("latest".into());
+        if let Step::KillAtStart { after_ms } = *step {
+            // During the restore itself: loading the snapshot, committing its pending sink
+            // parts, replaying channel state.
+            if proc.sleep_or_exit(after_ms).await.is_some() {
+                if ctx.note_exit(&mut proc, "run") {
+                    return true;
+                }
+            } else if proc.kill9().await {
+                ctx.out.kills += 1;
+                ctx.note(format!("kill -9 run {after_ms} ms after its start"));
+            }
+            continue;
+        }
         let api = proc.api_url(Duration::from_secs(30)).await;
         let running = match &api {
             Some(api) => procs::wait_running(&http, api, &mut proc, None, Duration::from_secs(30)).await,
@@ -284,7 +321,9 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
             | Step::SavepointThenKill { after_ms, .. }
             | Step::KillWorker { after_ms, .. }
             | Step::KillCoordinator { after_ms }
-            | Step::SavepointThenKillWorker { after_ms, .. } => {
+            | Step::SavepointThenKillWorker { after_ms, .. }
+            | Step::KillThenRescale { after_ms, .. }
+            | Step::KillAtStart { after_ms } => {
                 if proc.sleep_or_exit(after_ms).await.is_some() {
                     if ctx.note_exit(&mut proc, "run") {
                         return true;
@@ -305,6 +344,30 @@ async fn run_single(ctx: &mut Ctx<'_>, plan: &Plan) -> bool {
                 if proc.kill9().await {
                     ctx.out.kills += 1;
                     ctx.note("kill -9 run");
+                }
+                if let Step::KillThenRescale { parallelism, .. } = *step {
+                    p = parallelism;
+                }
+            }
+            Step::KillDuringStop { after_ms, kill_ms } => {
+                if proc.sleep_or_exit(after_ms).await.is_some() {
+                    if ctx.note_exit(&mut proc, "run") {
+                        return true;
+                    }
+                    continue;
+                }
+                let stop = procs::trigger_savepoint(&weir, &api, true, &ctx.child_env);
+                let outcome = tokio::select! {
+                    r = stop => format!("stop-with-savepoint returned before the kill: {r:?}"),
+                    _ = tokio::time::sleep(Duration::from_millis(kill_ms)) => "stop-with-savepoint under way".into(),
+                };
+                ctx.note(outcome);
+                if proc.kill9().await {
+                    ctx.out.kills += 1;
+                    ctx.note("kill -9 run");
+                } else {
+                    // The stop finished first: the next start restores `latest`, its savepoint.
+                    ctx.note(format!("run had already exited: {}", proc.tail(1)));
                 }
             }
             Step::StopAndRescale { after_ms, parallelism } => {
