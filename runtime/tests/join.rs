@@ -16,7 +16,7 @@ use common::*;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const JOB: &str = "later-pushes";
 const LEFT_FILE: &str = "gharchive/2015-02-22-21.jsonl";
@@ -178,11 +178,6 @@ fn a_join_rescales_2_to_3_to_1_through_savepoints_exactly_once() {
     assert_same_multiset(&output(dir.path()), &expected_join(), "join rescaled 2 → 3 → 1");
 }
 
-fn job_status(api: &str) -> Value {
-    let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
-}
-
 /// The `_metadata` body of the newest completed checkpoint of the job in `dir`.
 fn newest_checkpoint(dir: &Path) -> Value {
     let job_dir = dir.join("checkpoints").join(JOB);
@@ -197,30 +192,6 @@ fn newest_checkpoint(dir: &Path) -> Value {
         .expect("a completed checkpoint");
     let text = std::fs::read_to_string(newest.1.join("_metadata")).unwrap();
     serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
-}
-
-/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
-/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
-fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
-    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
-    let api = w.api();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let last = &job_status(&api)["lastCompletedCheckpoint"];
-        if let Some(id) = last["id"].as_u64()
-            && id > after_id
-            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
-        {
-            break id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no unaligned checkpoint with channel state: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    w.kill9();
-    id
 }
 
 #[test]

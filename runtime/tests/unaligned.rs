@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The union word count: two file sources, lower-cased, merged, split into words, counted by
 /// word, into a file sink taking at most `sink_rate` records per second per subtask (or a
@@ -61,11 +61,6 @@ fn file_sink(dir: &Path, rate: u64) -> String {
         r#"{{ file: {{ path: "{}", maxRecordsPerSecond: {rate} }} }}"#,
         dir.join("output").display()
     )
-}
-
-fn job_status(api: &str) -> Value {
-    let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
 }
 
 /// Runs `m`; once it has been RUNNING for `warmup` (the channels have filled up), counts the
@@ -221,30 +216,6 @@ fn checkpoints(dir: &Path) -> Vec<Value> {
 /// The `_metadata` body of the newest completed checkpoint in `dir`'s checkpoint storage.
 fn newest_checkpoint(dir: &Path) -> Value {
     checkpoints(dir).pop().expect("a completed checkpoint")
-}
-
-/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
-/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
-fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
-    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
-    let api = w.api();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let last = &job_status(&api)["lastCompletedCheckpoint"];
-        if let Some(id) = last["id"].as_u64()
-            && id > after_id
-            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
-        {
-            break id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no unaligned checkpoint with channel state: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    w.kill9();
-    id
 }
 
 #[test]

@@ -445,3 +445,33 @@ pub fn s3_output(rt: &tokio::runtime::Runtime, store: &weir_runtime::storage::St
     lines.sort();
     lines
 }
+
+/// The control API's `/v1/job` answer at `api` (`null` when it does not answer).
+pub fn job_status(api: &str) -> serde_json::Value {
+    let out = curl().arg(format!("{api}/v1/job")).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
+/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
+/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
+pub fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
+    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
+    let api = w.api();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let last = &job_status(&api)["lastCompletedCheckpoint"];
+        if let Some(id) = last["id"].as_u64()
+            && id > after_id
+            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
+        {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no unaligned checkpoint with channel state: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    w.kill9();
+    id
+}
