@@ -4,10 +4,12 @@
 /// What `weir run` prints after a SIGTERM/SIGINT: the command that resumes the job, from the
 /// process's own arguments `argv` (any `--restore` replaced), and the snapshot it resumes from.
 /// `last` is the newest snapshot this run completed (id, URL); `restored_from` the restore
-/// point this run started from.
+/// point this run started from. The command names the snapshot itself, never `latest`: the
+/// newest snapshot of the job name when the command is pasted may be another run's (as
+/// Flink's `-s <path>` names one).
 pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Option<&str>) -> String {
     let (restore, from) = match (last, restored_from) {
-        (Some((id, url)), _) => ("latest".to_string(), format!("checkpoint {id} at {url}")),
+        (Some((id, url)), _) => (url.to_string(), format!("checkpoint {id}")),
         (None, Some(url)) => (url.to_string(), url.to_string()),
         (None, None) => {
             return format!(
@@ -65,12 +67,12 @@ mod tests {
     }
 
     #[test]
-    fn the_resume_command_replaces_any_restore_with_latest() {
+    fn the_resume_command_replaces_any_restore_with_the_newest_checkpoint_of_this_run() {
         let last = Some((5, "/data/ckpt/wordcount/chk-5"));
         for (args, want) in [
             (
                 argv(&["weir", "run", "job.yaml"]),
-                "resume with `weir run job.yaml --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
+                "resume with `weir run job.yaml --restore /data/ckpt/wordcount/chk-5` (resumes from checkpoint 5)",
             ),
             (
                 argv(&[
@@ -82,7 +84,7 @@ mod tests {
                     "--parallelism",
                     "3",
                 ]),
-                "resume with `weir run job.yaml --parallelism 3 --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)",
+                "resume with `weir run job.yaml --parallelism 3 --restore /data/ckpt/wordcount/chk-5` (resumes from checkpoint 5)",
             ),
             (
                 argv(&[
@@ -93,7 +95,7 @@ mod tests {
                     "--set",
                     "spec.x='a b'",
                 ]),
-                r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore latest` (resumes from checkpoint 5 at /data/ckpt/wordcount/chk-5)"#,
+                r#"resume with `weir run 'my job.yaml' --set 'spec.x='\''a b'\''' --restore /data/ckpt/wordcount/chk-5` (resumes from checkpoint 5)"#,
             ),
         ] {
             assert_eq!(resume_hint(&args, last, None), want, "{args:?}");

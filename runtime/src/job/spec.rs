@@ -617,6 +617,7 @@ pub struct FileSinkSpec {
     /// Throttle: at most this many records per second per subtask (at least 1); unset: no
     /// limit. A deliberately slow sink, to study backpressure and checkpoints under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
 }
 
@@ -633,5 +634,6 @@ pub struct DiscardSinkSpec {
     /// Throttle: at most this many records per second per subtask (at least 1); unset: no
     /// limit. A deliberately slow sink, to study backpressure and checkpoints under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
 }
