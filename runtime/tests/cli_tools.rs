@@ -267,7 +267,10 @@ fn status_and_cancel_work_against_a_running_job() {
     // The job stopped as on SIGTERM: exit 0, the resume hint, nothing more to cancel.
     let stderr = weir.wait_ok();
     assert!(stderr.contains("job listed suspended"), "{stderr}");
-    assert!(stderr.contains("--restore latest"), "{stderr}");
+    assert!(
+        stderr.contains("--restore file://") && stderr.contains("/checkpoints/listed/chk-"),
+        "the hint names this run's checkpoint: {stderr}"
+    );
     let out = weir_output(&["status", "--url", &api]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
