@@ -91,6 +91,26 @@ impl ChangedKeys {
         );
     }
 
+    /// Records `key` of `key_group`, whose [`key_hash`] is `hash`, as changed (without
+    /// hashing the key again).
+    #[inline]
+    pub fn insert_hashed(&mut self, key_group: u32, hash: u64, key: &Key) {
+        record_change(self.groups.entry(key_group).or_default(), table_hash(hash), key);
+    }
+
+    /// The changed keys by key group, in key-group order: the group and its keys, each with
+    /// its [`key_hash`] (in no particular order within a group). Groups without keys are
+    /// left out.
+    pub fn by_key_group(&self) -> impl Iterator<Item = (u32, Vec<(u64, &Key)>)> + '_ {
+        self.groups
+            .iter()
+            .filter(|(_, keys)| !keys.is_empty())
+            .map(|(key_group, keys)| {
+                let keys = keys.iter().map(|(hash, key)| (hash.rotate_right(32), key)).collect();
+                (*key_group, keys)
+            })
+    }
+
     /// Number of keys (per key group, each key once).
     pub fn len(&self) -> usize {
         self.groups.values().map(|g| g.len()).sum()
