@@ -466,7 +466,8 @@ mod tests {
             "src-1.state",
         ];
         // (what, key groups the process owns, files read)
-        let rows: [(&str, Option<Vec<KeyGroupRange>>, Vec<&str>); 4] = [
+        type Row = (&'static str, Option<Vec<KeyGroupRange>>, Vec<&'static str>);
+        let rows: [Row; 4] = [
             ("every subtask", None, everything.to_vec()),
             (
                 "both ranges",
