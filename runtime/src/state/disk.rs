@@ -27,7 +27,7 @@
 //! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
 
 use crate::record::Key;
-use crate::state::heap::ChangedKeys;
+use crate::state::changed_keys::ChangedKeys;
 use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block::{self, BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::snapshot::KeyGroupBlock;
