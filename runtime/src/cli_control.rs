@@ -129,6 +129,7 @@ mod tests {
                 max_async_ms: 0,
                 max_alignment_ms: 0,
                 size_bytes: 300,
+                full_size_bytes: 300,
                 alignment: Default::default(),
             }),
             subtasks: vec![],

@@ -48,6 +48,7 @@ fn status(checkpoint: Option<u64>) -> JobStatus {
             max_async_ms: 0,
             max_alignment_ms: 0,
             size_bytes: 300,
+            full_size_bytes: 300,
         }),
         subtasks: vec![],
         failure: None,

@@ -45,18 +45,42 @@ fn kill_9_of_a_worker_then_a_replacement_is_exactly_once() {
 /// stores from the checkpoint, and the killed worker's directories are never read.
 #[test]
 fn kill_9_of_a_worker_on_the_disk_backend_is_exactly_once() {
+    kill_9_of_a_worker_on_disk(false);
+}
+
+/// The same with incremental checkpoints, killed once the newest checkpoint's chains hold
+/// deltas: every worker restores the chains of its key groups from `../shared/` (a worker
+/// reads only those, `restore::load_url_owned`).
+#[test]
+fn kill_9_of_a_worker_with_incremental_disk_checkpoints_is_exactly_once() {
+    kill_9_of_a_worker_on_disk(true);
+}
+
+fn kill_9_of_a_worker_on_disk(incremental: bool) {
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 4, Some(3000));
     set_state_backend(&m, "disk");
+    if incremental {
+        let yaml = std::fs::read_to_string(&m).unwrap();
+        let changed = yaml.replace("retained: 2 }", "retained: 2, incremental: true }");
+        assert_ne!(
+            yaml, changed,
+            "the manifest's checkpointing line changed; update this test"
+        );
+        std::fs::write(&m, changed).unwrap();
+    }
     let state_dir = state.path().display().to_string();
     let env = [("WEIR_STATE_DIR", state_dir.as_str())];
     let mut c = Cluster::start(dir.path(), &m, &[], &env);
-    let first = c.wait_checkpoint_after(0);
+    let mut first = c.wait_checkpoint_after(0);
     assert!(
         state.path().read_dir().unwrap().next().is_some(),
         "workers keep state on disk"
     );
+    while incremental && !has_delta(&dir.path().join(format!("checkpoints/wordcount/chk-{first}/_metadata"))) {
+        first = c.wait_checkpoint_after(first);
+    }
     let (victim, _) = c.busy_worker();
     c.workers[victim].kill9();
     c.add_worker("w-replacement", &env);
@@ -67,6 +91,17 @@ fn kill_9_of_a_worker_on_the_disk_backend_is_exactly_once() {
         &expected_wordcount(),
         "worker kill -9 on the disk backend",
     );
+}
+
+/// Whether the `_metadata` at `path` holds a chain with a delta for the `counts` step.
+fn has_delta(path: &std::path::Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else { return false };
+    let m = weir_runtime::state::snapshot::decode_metadata("_metadata", &bytes).unwrap();
+    m.operators
+        .iter()
+        .filter(|o| o.uid == "counts")
+        .flat_map(|o| &o.handles)
+        .any(|h| h.chain.iter().any(|l| !l.base))
 }
 
 #[test]

@@ -1,8 +1,11 @@
-//! Incremental checkpoints (`checkpointing.incremental: true`) end to end on the real text:
-//! exactly-once under kill -9 compared record by record with a failure-free run, rescale
-//! 2 → 3 → 1 through incremental checkpoints whose chains hold deltas, and a crash between
-//! the upload of the state files and `_metadata`: the unconfirmed checkpoint is never a base,
-//! its files are collected, and every retained checkpoint still restores.
+//! Incremental checkpoints (`checkpointing.incremental: true`) end to end on the real text,
+//! on both state backends (`heap`, `disk`): exactly-once under kill -9 compared record by
+//! record with a failure-free run, rescale 2 → 3 → 1 through incremental checkpoints whose
+//! chains hold deltas, and a crash between the upload of the state files and `_metadata`: the
+//! unconfirmed checkpoint is never a base, its files are collected, and every retained
+//! checkpoint still restores. Then: savepoints of an incremental disk job are self-contained
+//! and restore on either backend, and a checkpoint after 1 % of the keys changed uploads a
+//! small fraction of the full state (from the checkpoint stats).
 
 mod common;
 use common::*;
@@ -13,6 +16,14 @@ use weir_runtime::state::heap::HeapKeyedState;
 use weir_runtime::state::key_group::key_group_range;
 use weir_runtime::state::keyed_block::is_delta;
 use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata, decode_state_file};
+
+/// The word-count manifest with incremental checkpoints every 200 ms, keyed state on
+/// `backend`, and the environment its runs need (the disk backend's state directory).
+fn incremental_job(dir: &Path, parallelism: u32, backend: &str) -> (PathBuf, Vec<(String, String)>) {
+    let m = incremental_manifest(dir, parallelism);
+    set_state_backend(&m, backend);
+    (m, state_dir_env(&dir.join("state")))
+}
 
 /// The word-count manifest with incremental checkpoints every 200 ms.
 fn incremental_manifest(dir: &Path, parallelism: u32) -> PathBuf {
@@ -84,12 +95,12 @@ fn shared_files(dir: &Path) -> Vec<String> {
 /// `parallelism` with deltas in its chains, then kills it (-9); retries (each run goes on
 /// from the latest checkpoint) until the newest checkpoint after the kill is such a one.
 /// Returns its id.
-fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: u32) -> u64 {
+fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: u32, env: &[(String, String)]) -> u64 {
     let p = parallelism.to_string();
     for attempt in 0..6 {
         let before = completed(dir).last().map_or(0, |c| c.checkpoint_id);
         let wanted = |c: &CheckpointMetadata| c.checkpoint_id > before && c.parallelism == parallelism && has_delta(c);
-        let w = Weir::run(m, &["--restore", "latest", "--parallelism", &p], &[]);
+        let w = Weir::run(m, &["--restore", "latest", "--parallelism", &p], env);
         let _ = w.api();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline && !completed(dir).last().is_some_and(wanted) {
@@ -127,12 +138,21 @@ fn restore_counts(url: &str, parallelism: u32) -> usize {
 
 #[test]
 fn kill_9_with_incremental_checkpoints_is_exactly_once() {
+    kill_9_is_exactly_once("heap");
+}
+
+#[test]
+fn kill_9_with_incremental_disk_checkpoints_is_exactly_once() {
+    kill_9_is_exactly_once("disk");
+}
+
+fn kill_9_is_exactly_once(backend: &str) {
     let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
-    let m = incremental_manifest(dir.path(), 2);
-    crash_in_both_commit_windows(&m, &[]);
+    let (m, env) = incremental_job(dir.path(), 2, backend);
+    crash_in_both_commit_windows(&m, &env);
     for i in 0..3 {
-        let w = Weir::run(&m, &["--restore", "latest"], &[]);
+        let w = Weir::run(&m, &["--restore", "latest"], &env);
         let _ = w.api();
         let ms = rng.range(400, 1800);
         std::thread::sleep(Duration::from_millis(ms));
@@ -141,22 +161,31 @@ fn kill_9_with_incremental_checkpoints_is_exactly_once() {
     }
     // The last crash comes when the newest checkpoint holds deltas: the final run restores
     // a chain (random kill points alone may always land before the first delta).
-    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2);
-    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
-        "incremental checkpoints, 6 crashes",
+        &format!("incremental checkpoints on {backend}, 6 crashes"),
     );
 }
 
 #[test]
 fn rescale_2_to_3_to_1_through_incremental_checkpoints() {
+    rescale_2_3_1("heap");
+}
+
+#[test]
+fn rescale_2_to_3_to_1_through_incremental_disk_checkpoints() {
+    rescale_2_3_1("disk");
+}
+
+fn rescale_2_3_1(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let m = incremental_manifest(dir.path(), 2);
-    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2);
+    let (m, env) = incremental_job(dir.path(), 2, backend);
+    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
     // Restored at 3 from a p=2 chain; the next checkpoints start new chains at p=3.
-    run_until_newest_has_deltas_then_kill(dir.path(), &m, 3);
+    run_until_newest_has_deltas_then_kill(dir.path(), &m, 3, &env);
     let newest = completed(dir.path()).pop().unwrap();
     let url = job_dir(dir.path()).join(format!("chk-{}", newest.checkpoint_id));
     let keys_at_3 = restore_counts(&url.display().to_string(), 3);
@@ -166,38 +195,49 @@ fn rescale_2_to_3_to_1_through_incremental_checkpoints() {
         "the same keys restored at 1 and at 3"
     );
     assert!(keys_at_3 > 1000, "{keys_at_3} keys");
-    Weir::run(&m, &["--restore", "latest", "--parallelism", "1"], &[]).wait_ok();
+    Weir::run(&m, &["--restore", "latest", "--parallelism", "1"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
-        "2 → 3 → 1 through incremental checkpoints",
+        &format!("2 → 3 → 1 through incremental checkpoints on {backend}"),
     );
 }
 
 #[test]
 fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
+    killed_before_metadata("heap");
+}
+
+#[test]
+fn a_disk_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
+    killed_before_metadata("disk");
+}
+
+fn killed_before_metadata(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let m = incremental_manifest(dir.path(), 2);
-    // Checkpoint 20 (about 4 s in, when the chains hold deltas) is acknowledged, its files
-    // uploaded, but `_metadata` is never written.
-    const UNCONFIRMED: u64 = 20;
-    let env = [("WEIR_FAILPOINT".to_string(), format!("before-metadata:{UNCONFIRMED}"))];
-    let (ok, stderr) = Weir::run(&m, &[], &env).wait();
+    let (m, env) = incremental_job(dir.path(), 2, backend);
+    // Checkpoint 20 on heap (about 4 s in), 10 on disk (whose debug-build checkpoints are
+    // slower: a run of the text completes about 17), when the chains hold deltas, is
+    // acknowledged, its files uploaded, but `_metadata` is never written.
+    let unconfirmed: u64 = if backend == "disk" { 10 } else { 20 };
+    let mut failing = env.clone();
+    failing.push(("WEIR_FAILPOINT".to_string(), format!("before-metadata:{unconfirmed}")));
+    let (ok, stderr) = Weir::run(&m, &[], &failing).wait();
     assert!(
-        !ok && stderr.contains(&format!("failpoint before-metadata:{UNCONFIRMED} reached")),
+        !ok && stderr.contains(&format!("failpoint before-metadata:{unconfirmed} reached")),
         "{stderr}"
     );
     let orphans = |files: &[String]| -> Vec<String> {
         files
             .iter()
-            .filter(|f| f.ends_with(&format!("-chk{UNCONFIRMED}.state")))
+            .filter(|f| f.ends_with(&format!("-chk{unconfirmed}.state")))
             .cloned()
             .collect()
     };
     assert_eq!(
         orphans(&shared_files(dir.path())).len(),
         2,
-        "both counts subtasks uploaded checkpoint {UNCONFIRMED}: {:?}",
+        "both counts subtasks uploaded checkpoint {unconfirmed}: {:?}",
         shared_files(dir.path())
     );
     let unconfirmed_deltas = orphans(&shared_files(dir.path()))
@@ -213,15 +253,15 @@ fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_e
         "the chains held deltas before the crash"
     );
 
-    let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2);
-    assert!(newest > UNCONFIRMED + 1);
+    let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    assert!(newest > unconfirmed + 1);
     let retained = completed(dir.path());
     assert!(!retained.is_empty());
     for c in &retained {
         for h in c.operators.iter().flat_map(|o| &o.handles) {
             assert!(
-                h.chain.iter().all(|l| l.checkpoint_id != UNCONFIRMED),
-                "checkpoint {} references the unconfirmed checkpoint {UNCONFIRMED}: {:?}",
+                h.chain.iter().all(|l| l.checkpoint_id != unconfirmed),
+                "checkpoint {} references the unconfirmed checkpoint {unconfirmed}: {:?}",
                 c.checkpoint_id,
                 h.chain
             );
@@ -246,10 +286,169 @@ fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_e
             .unwrap();
         assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
     }
-    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
-        "incremental checkpoints after a crash before _metadata",
+        &format!("incremental checkpoints on {backend} after a crash before _metadata"),
     );
+}
+
+/// Runs the job until the newest completed checkpoint has deltas in its chains, then stops it
+/// with a savepoint; returns the savepoint's URL.
+fn savepoint_after_deltas(dir: &Path, m: &Path, env: &[(String, String)]) -> String {
+    let w = Weir::run(m, &[], env);
+    let api = w.api();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !completed(dir).last().is_some_and(has_delta) {
+        assert!(Instant::now() < deadline, "no checkpoint with deltas within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sp = stop_with_savepoint(&api, env);
+    w.wait_ok();
+    sp
+}
+
+/// A savepoint of a job with incremental checkpoints on the disk backend, taken when its
+/// checkpoints are chains with deltas, is full and self-contained (no chain, no file outside
+/// its directory). Moved to another directory it restores on the heap and on the disk
+/// backend to the same keys and values, and a run restored from it on heap at parallelism 3
+/// finishes the word count exactly once.
+#[test]
+fn savepoints_of_an_incremental_disk_job_are_self_contained_and_restore_on_both_backends() {
+    use weir_runtime::state::disk::{DiskKeyedState, DiskStateOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let (m, env) = incremental_job(dir.path(), 2, "disk");
+    let sp = savepoint_after_deltas(dir.path(), &m, &env);
+    let sp_dir = PathBuf::from(sp.strip_prefix("file://").unwrap_or(&sp));
+    let metadata_path = sp_dir.join("_metadata");
+    let metadata = decode_metadata("_metadata", &std::fs::read(&metadata_path).unwrap()).unwrap();
+    assert!(!weir_runtime::state::incremental::references_outside(&metadata));
+    for h in metadata.operators.iter().flat_map(|o| &o.handles) {
+        assert!(h.chain.is_empty(), "a savepoint handle has a chain: {h:?}");
+        let file = decode_state_file(&h.file, &std::fs::read(sp_dir.join(&h.file)).unwrap()).unwrap();
+        assert!(
+            file.key_groups.iter().all(|b| !is_delta(&b.data)),
+            "{}: a savepoint holds no delta block",
+            h.file
+        );
+    }
+    // Moved elsewhere, it still restores (it references nothing outside itself).
+    let moved = dir.path().join("moved").join("sp");
+    std::fs::create_dir_all(&moved).unwrap();
+    for f in std::fs::read_dir(&sp_dir).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, moved.join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::remove_dir_all(&sp_dir).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = moved.display().to_string();
+    let loaded = rt
+        .block_on(weir_runtime::checkpoint::restore::load_url(&url, &Default::default()))
+        .unwrap();
+    let max_p = loaded.metadata.max_parallelism;
+    for subtask in 0..3 {
+        let range = key_group_range(subtask, 3, max_p);
+        let restore = weir_runtime::checkpoint::restore::operator_restore(Some(&loaded), "counts", Some(range));
+        let mut heap = HeapKeyedState::<Num>::new(range, None);
+        heap.restore(restore.key_groups.clone(), 0).unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let mut disk =
+            DiskKeyedState::<Num>::open(&store.path().join("s"), range, None, DiskStateOptions::default()).unwrap();
+        disk.restore(restore.key_groups, 0).unwrap();
+        assert_eq!(heap.len(), disk.len(), "subtask {subtask}: keys");
+        let heap_blocks = heap.snapshot(0).encode().unwrap();
+        let disk_blocks = disk.snapshot(0).encode().unwrap();
+        assert_eq!(heap_blocks.len(), disk_blocks.len(), "subtask {subtask}: key groups");
+        for (h, d) in heap_blocks.iter().zip(&disk_blocks) {
+            let mut h = weir_runtime::state::keyed_block::decode::<Num>(&h.data).unwrap();
+            let mut d = weir_runtime::state::keyed_block::decode::<Num>(&d.data).unwrap();
+            let by_key = |e: &(weir_runtime::record::Key, Num, Option<u64>)| format!("{:?}", e.0);
+            h.sort_by_key(by_key);
+            d.sort_by_key(by_key);
+            assert_eq!(h, d, "subtask {subtask}: the same entries on heap and disk");
+        }
+    }
+    set_state_backend(&m, "heap");
+    Weir::run(&m, &["--parallelism", "3", "--restore", &url], &env).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "incremental disk job → moved savepoint → heap at 3",
+    );
+}
+
+/// A keyed count whose first 100,000 records are 100,000 distinct keys and whose later
+/// records touch only 1,000 of them (1 %), with incremental checkpoints every 200 ms, on
+/// `backend`; runs until killed.
+fn one_percent_manifest(dir: &Path, backend: &str) -> PathBuf {
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: touch }}
+spec:
+  parallelism: 1
+  stateBackend: {backend}
+  checkpointing: {{ interval: 200ms, storage: "{ckpt}", retained: 2, incremental: true }}
+  job:
+    steps:
+      - uid: gen
+        source: {{ generator: {{ seed: 7, keys: 10, splits: 1, maxRecordsPerSecond: 50000 }} }}
+      - keyBy: {{ expression: "id < 100000 ? id : id % 1000", as: k }}
+      - uid: counts
+        count: {{}}
+      - uid: out
+        sink: {{ discard: {{}} }}
+"#,
+        ckpt = dir.join("checkpoints").display(),
+    );
+    let m = dir.join("touch.yaml");
+    std::fs::write(&m, yaml).unwrap();
+    m
+}
+
+/// Once the state holds 100,000 keys, a checkpoint after which only 1 % of them changed
+/// uploads a delta: its `sizeBytes` (what it wrote, from `GET /v1/checkpoints`) is under 10 %
+/// of its `fullSizeBytes` (what a restore from it reads), on both backends.
+#[test]
+fn a_checkpoint_after_1_percent_of_keys_changed_uploads_under_10_percent_of_full() {
+    for backend in ["disk", "heap"] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = one_percent_manifest(dir.path(), backend);
+        let env = state_dir_env(&dir.path().join("state"));
+        let w = Weir::run(&m, &[], &env);
+        let api = w.api();
+        let checkpoints = dir.path().join("checkpoints").join("touch");
+        // A completed checkpoint whose `counts` chain has a base of all 100,000 keys and ends
+        // in a delta: its stats.
+        let (id, delta_entries, stats) = poll_json(
+            &format!("{api}/v1/checkpoints"),
+            "a delta checkpoint over a base of 100,000 keys",
+            Duration::from_secs(120),
+            |history| {
+                history["completed"].as_array()?.iter().rev().find_map(|stats| {
+                    let id = stats["id"].as_u64()?;
+                    let path = checkpoints.join(format!("chk-{id}")).join("_metadata");
+                    let m = decode_metadata("_metadata", &std::fs::read(path).ok()?).ok()?;
+                    let h = m.operators.iter().find(|o| o.uid == "counts")?.handles.first()?;
+                    let (base, last) = (h.chain.first()?, h.chain.last()?);
+                    (base.base && base.entries == 100_000 && !last.base).then(|| (id, last.entries, stats.clone()))
+                })
+            },
+        );
+        w.kill9();
+        let (size, full) = (
+            stats["sizeBytes"].as_u64().unwrap(),
+            stats["fullSizeBytes"].as_u64().unwrap(),
+        );
+        eprintln!("{backend}: checkpoint {id} uploaded {size} of {full} bytes ({delta_entries} keys in its delta)");
+        assert!(
+            delta_entries <= 1_000,
+            "{backend}: only the 1,000 hot keys changed: {delta_entries}"
+        );
+        assert!(
+            size * 10 < full,
+            "{backend}: checkpoint {id} uploaded {size} bytes, not under 10 % of its full size {full}"
+        );
+    }
 }

@@ -121,6 +121,7 @@ pub fn runtime_expositions() -> (String, String) {
                 max_async_ms: 0,
                 max_alignment_ms: 0,
                 size_bytes: 1,
+                full_size_bytes: 1,
                 alignment: Default::default(),
             }),
             now_ms: 3,

@@ -552,14 +552,7 @@ async fn complete(
         f.check().await?;
     }
     let bytes = encode_metadata(&meta);
-    let size = bytes.len() as u64
-        + meta
-            .operators
-            .iter()
-            .chain(&meta.channel_state)
-            .flat_map(|o| &o.handles)
-            .map(|h| h.size)
-            .sum::<u64>();
+    let (size, full_size) = meta.written_and_full_size(bytes.len() as u64);
     let target = &p.barrier.target;
     let path = join(&target.dir, METADATA_FILE);
     failpoint("before-metadata", p.barrier.id);
@@ -594,6 +587,7 @@ async fn complete(
         max_async_ms: p.acks.iter().map(|a| a.async_ms).max().unwrap_or(0),
         max_alignment_ms: p.acks.iter().map(|a| a.alignment_ms).max().unwrap_or(0),
         size_bytes: size,
+        full_size_bytes: full_size,
         alignment,
     };
     tracing::info!(

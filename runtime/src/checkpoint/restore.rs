@@ -78,17 +78,23 @@ pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadat
 /// chains included, up to [`PARALLEL_READS`] files at a time), verifying sizes and checksums.
 pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
     let metadata = load_metadata(store, dir).await?;
-    load_files(store, dir, metadata).await
+    load_files(store, dir, metadata, None).await
 }
 
-/// State files read at the same time by a restore.
-pub const PARALLEL_READS: usize = 8;
-
-async fn load_files(store: &Store, dir: &str, metadata: CheckpointMetadata) -> Result<LoadedSnapshot, RestoreError> {
-    use futures::{StreamExt, TryStreamExt};
+/// The files of `metadata` to read, each once, in handle order: `(file relative to the
+/// snapshot directory, size, crc32)`. With `owned`, an incremental handle (one with a chain)
+/// whose key-group range overlaps none of `owned` is left out.
+pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
     let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
+            let elsewhere = match (owned, h.key_group_range) {
+                (Some(owned), Some(range)) => !h.chain.is_empty() && !owned.iter().any(|o| o.intersects(&range)),
+                _ => false,
+            };
+            if elsewhere {
+                continue;
+            }
             for (file, size, crc) in h.files() {
                 if !wanted.iter().any(|(f, _, _)| f == file) {
                     wanted.push((file.to_string(), size, crc));
@@ -96,6 +102,20 @@ async fn load_files(store: &Store, dir: &str, metadata: CheckpointMetadata) -> R
             }
         }
     }
+    wanted
+}
+
+/// State files read at the same time by a restore.
+pub const PARALLEL_READS: usize = 8;
+
+async fn load_files(
+    store: &Store,
+    dir: &str,
+    metadata: CheckpointMetadata,
+    owned: Option<&[KeyGroupRange]>,
+) -> Result<LoadedSnapshot, RestoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let wanted = files_to_read(&metadata, owned);
     let files: HashMap<String, StateFile> = futures::stream::iter(wanted)
         .map(|(file, size, crc)| read_state_file(store, dir, file, size, crc))
         .buffer_unordered(PARALLEL_READS)
@@ -213,6 +233,19 @@ fn refusal(job: &str, name: &str, url: &str, error: &RestoreError) -> String {
 
 /// Loads the snapshot whose directory URL is `url` (a trailing `/_metadata` is accepted).
 pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, RestoreError> {
+    load_url_owned(url, s3, None).await
+}
+
+/// As [`load_url`], for a process that runs only the subtasks owning the key groups of
+/// `owned` (a worker; `None`: every subtask): the files of an incremental chain whose
+/// key-group range overlaps none of them are not read ([`files_to_read`]). Chains are written
+/// only by keyed aggregations, whose files hold no operator state, so nothing another
+/// operator needs is skipped.
+pub async fn load_url_owned(
+    url: &str,
+    s3: &S3Options,
+    owned: Option<&[KeyGroupRange]>,
+) -> Result<LoadedSnapshot, RestoreError> {
     let url = url.trim_end_matches('/');
     let url = url
         .strip_suffix(METADATA_FILE)
@@ -227,9 +260,9 @@ pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, Resto
         && !parent.ends_with('/')
     {
         let parent_store = storage::open(parent, s3).await?;
-        return load_files(&parent_store, name, metadata).await;
+        return load_files(&parent_store, name, metadata, owned).await;
     }
-    load_files(&store, "", metadata).await
+    load_files(&store, "", metadata, owned).await
 }
 
 /// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and
@@ -334,4 +367,140 @@ pub fn operator_restore(snapshot: Option<&LoadedSnapshot>, uid: &str, range: Opt
         out.operator_state.extend(file.operator_state.iter().cloned());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::key_group::key_group_range;
+    use crate::state::snapshot::{ChainLink, OperatorMetadata, StateHandle};
+
+    fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]) -> StateHandle {
+        StateHandle {
+            file: file.into(),
+            subtask,
+            key_group_range: range,
+            size: 1,
+            crc32: 0,
+            entries: 1,
+            chain: chain
+                .iter()
+                .map(|f| ChainLink {
+                    file: f.to_string(),
+                    checkpoint_id: 1,
+                    base: false,
+                    size: 1,
+                    crc32: 0,
+                    entries: 1,
+                })
+                .collect(),
+        }
+    }
+
+    /// A worker reads the chains that hold its key groups and every other file; without
+    /// `owned` (`weir run`, the coordinator) every file is read, shared links once.
+    #[test]
+    fn which_files_a_restore_reads_table() {
+        let r = |i| Some(key_group_range(i, 2, 128));
+        let operators = vec![
+            OperatorMetadata {
+                uid: "counts".into(),
+                kind: "count".into(),
+                parallelism: 2,
+                state_names: vec![],
+                handles: vec![
+                    handle(
+                        "../shared/c-0-chk5.state",
+                        0,
+                        r(0),
+                        &["../shared/c-0-chk3.state", "../shared/c-0-chk5.state"],
+                    ),
+                    handle(
+                        "../shared/c-1-chk5.state",
+                        1,
+                        r(1),
+                        &["../shared/c-1-chk4.state", "../shared/c-1-chk5.state"],
+                    ),
+                ],
+            },
+            OperatorMetadata {
+                uid: "window".into(),
+                kind: "window".into(),
+                parallelism: 2,
+                state_names: vec![],
+                handles: vec![handle("w-0.state", 0, r(0), &[]), handle("w-1.state", 1, r(1), &[])],
+            },
+            OperatorMetadata {
+                uid: "src".into(),
+                kind: "source-file".into(),
+                parallelism: 2,
+                state_names: vec![],
+                handles: vec![handle("src-0.state", 0, None, &[]), handle("src-1.state", 1, None, &[])],
+            },
+        ];
+        let metadata = CheckpointMetadata {
+            format_version: 1,
+            job_name: "job".into(),
+            checkpoint_id: 5,
+            kind: crate::control::api::SnapshotKind::Checkpoint,
+            max_parallelism: 128,
+            parallelism: 2,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            run_id: None,
+            operators,
+            channel_state: vec![],
+            alignment: Default::default(),
+        };
+        let names = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
+            files_to_read(&metadata, owned).into_iter().map(|(f, _, _)| f).collect()
+        };
+        let everything = [
+            "../shared/c-0-chk3.state",
+            "../shared/c-0-chk5.state",
+            "../shared/c-1-chk4.state",
+            "../shared/c-1-chk5.state",
+            "w-0.state",
+            "w-1.state",
+            "src-0.state",
+            "src-1.state",
+        ];
+        // (what, key groups the process owns, files read)
+        type Row = (&'static str, Option<Vec<KeyGroupRange>>, Vec<&'static str>);
+        let rows: [Row; 4] = [
+            ("every subtask", None, everything.to_vec()),
+            (
+                "both ranges",
+                Some(vec![r(0).unwrap(), r(1).unwrap()]),
+                everything.to_vec(),
+            ),
+            (
+                "subtask 1 of 2",
+                Some(vec![r(1).unwrap()]),
+                vec![
+                    "../shared/c-1-chk4.state",
+                    "../shared/c-1-chk5.state",
+                    "w-0.state",
+                    "w-1.state",
+                    "src-0.state",
+                    "src-1.state",
+                ],
+            ),
+            (
+                "subtask 0 of 3 after a rescale (key groups 0-42: only the first chain)",
+                Some(vec![key_group_range(0, 3, 128)]),
+                vec![
+                    "../shared/c-0-chk3.state",
+                    "../shared/c-0-chk5.state",
+                    "w-0.state",
+                    "w-1.state",
+                    "src-0.state",
+                    "src-1.state",
+                ],
+            ),
+        ];
+        for (what, owned, want) in rows {
+            assert_eq!(names(owned.as_deref()), want, "{what}");
+        }
+    }
 }

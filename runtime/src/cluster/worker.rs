@@ -16,7 +16,8 @@ use crate::exec::{self, CHANNEL_CAPACITY, RunContext, task_specs};
 use crate::job;
 use crate::security::handshake;
 use crate::security::secret::JobSecret;
-use crate::storage::{self, S3Options};
+use crate::state::key_group::{KeyGroupRange, key_group_range};
+use crate::storage::S3Options;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -297,11 +298,19 @@ async fn deploy(
     // than wire a union's inputs as a single line.
     job.check_distributed().map_err(|e| e.to_string())?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
+    // Only the chains of incremental checkpoints that hold this worker's key groups are read
+    // (an incremental checkpoint's chains live in `../shared/`, which `load_url_owned` finds).
+    let owned: Vec<KeyGroupRange> = d
+        .tasks
+        .iter()
+        .map(|&task| key_group_range(task as u32 % job.parallelism, job.parallelism, job.max_parallelism))
+        .collect();
     let snapshot = match &d.restore {
-        Some(url) => {
-            let store = storage::open(url, &s3).await.map_err(|e| e.to_string())?;
-            Some(Arc::new(restore::load(&store, "").await.map_err(|e| e.to_string())?))
-        }
+        Some(url) => Some(Arc::new(
+            restore::load_url_owned(url, &s3, Some(&owned))
+                .await
+                .map_err(|e| e.to_string())?,
+        )),
         None => None,
     };
     // Each attempt its own directory: an earlier attempt's subtasks may still be closing.

@@ -70,8 +70,15 @@ pub struct CheckpointStats {
     pub max_async_ms: u64,
     /// Longest barrier alignment over subtasks, in milliseconds.
     pub max_alignment_ms: u64,
-    /// Total bytes of state files plus metadata.
+    /// Bytes this snapshot wrote: its state files plus metadata (Flink's "checkpointed data
+    /// size"). For an incremental checkpoint only the new links of its chains count, so this is
+    /// what it uploaded.
     pub size_bytes: u64,
+    /// Bytes a restore from this snapshot reads: every file of every chain it references plus
+    /// metadata (Flink's "full checkpoint data size"); equal to `size_bytes` for a full
+    /// checkpoint or savepoint. 0 when unknown (a stats record of an older version).
+    #[serde(default)]
+    pub full_size_bytes: u64,
     /// Aligned or unaligned, alignment time, channel state and per-subtask sizes.
     #[serde(default)]
     pub alignment: CheckpointAlignment,

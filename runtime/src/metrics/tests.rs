@@ -21,6 +21,7 @@ fn stats(id: u64, completed_at_ms: u64) -> CheckpointStats {
         max_async_ms: 2,
         max_alignment_ms: 3,
         size_bytes: 4096,
+        full_size_bytes: 4096,
         alignment: crate::control::api::CheckpointAlignment {
             unaligned: true,
             alignment_ms: 1500,

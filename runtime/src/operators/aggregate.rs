@@ -282,9 +282,9 @@ impl StreamOperator for Aggregate {
     async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's read
         // view (disk, O(1)) and, for an incremental checkpoint, take the changed keys
-        // (O(changed keys)); encode on the encoder thread. The disk backend writes every
-        // checkpoint in full: to the tracker it is a job without incremental checkpoints.
-        let incremental = barrier.incremental.filter(|_| self.state.writes_deltas());
+        // (O(changed keys)); encode on the encoder thread. Both backends write the same
+        // delta blocks.
+        let incremental = barrier.incremental;
         if incremental.is_some() {
             // The first incremental checkpoint is a full base: changes before it do not matter.
             self.state.track_changes();

@@ -1,6 +1,7 @@
 //! The keyed state of a stateful step on either backend (`spec.stateBackend`): heap
 //! ([`HeapKeyedState`], Flink's `hashmap`) or disk ([`DiskKeyedState`], Flink's `rocksdb`).
-//! Both write the same per-key-group blocks, so a savepoint taken on one restores on the other.
+//! Both write the same per-key-group blocks, so a savepoint taken on one restores on the other,
+//! and the same delta blocks for incremental checkpoints (`state/incremental.rs`).
 
 use crate::record::Key;
 use crate::state::disk::{DiskKeyedState, DiskSnapshot, DiskStateError, DiskStateOptions};
@@ -121,26 +122,20 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
-    /// Whether this backend writes incremental checkpoints (heap: yes; disk: not yet, every
-    /// checkpoint is full — docs/runtime/state-backends.md).
-    pub fn writes_deltas(&self) -> bool {
-        matches!(self, KeyedState::Heap(_))
-    }
-
-    /// Starts recording changed keys for incremental checkpoints (heap only; see
-    /// [`HeapKeyedState::track_changes`]).
+    /// Starts recording changed keys for incremental checkpoints (see
+    /// [`HeapKeyedState::track_changes`], [`DiskKeyedState::track_changes`]).
     pub fn track_changes(&mut self) {
-        if let KeyedState::Heap(s) = self {
-            s.track_changes();
+        match self {
+            KeyedState::Heap(s) => s.track_changes(),
+            KeyedState::Disk(s) => s.track_changes(),
         }
     }
 
-    /// The keys changed since the previous call (heap only; empty on disk, which never
-    /// writes a delta: [`KeyedState::writes_deltas`]).
+    /// The keys changed since the previous call; empty unless changes are tracked.
     pub fn take_changes(&mut self) -> ChangedKeys {
         match self {
             KeyedState::Heap(s) => s.take_changes(),
-            KeyedState::Disk(_) => ChangedKeys::default(),
+            KeyedState::Disk(s) => s.take_changes(),
         }
     }
 
@@ -163,12 +158,12 @@ impl<V: Serialize> KeyedSnapshot<V> {
         }
     }
 
-    /// One delta block per key group in `changes` (heap only). Errors: encoding failed; a
-    /// disk snapshot, which never writes deltas ([`KeyedState::writes_deltas`]).
+    /// One delta block per key group in `changes`, in the same format on both backends.
+    /// Errors: encoding (heap) or reading the store (disk) failed.
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
         match self {
             KeyedSnapshot::Heap(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
-            KeyedSnapshot::Disk(_) => Err("the disk state backend writes no delta blocks".into()),
+            KeyedSnapshot::Disk(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
         }
     }
 }

@@ -17,10 +17,19 @@
 //! task thread; [`DiskSnapshot::encode`] iterates the view off the task thread and writes the
 //! same [`KeyGroupBlock`]s as the heap backend (byte for byte the same block format, so a
 //! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
+//!
+//! **Incremental checkpoints** (`checkpointing.incremental: true`): with
+//! [`DiskKeyedState::track_changes`] on, every write and removal records its key (one hash-set
+//! insert, as on the heap backend); [`DiskSnapshot::encode_delta`] reads those keys from the
+//! read view (point lookups, O(changed keys)) and writes the heap backend's delta blocks
+//! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
+//! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
+//! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
 
 use crate::record::Key;
+use crate::state::changed_keys::ChangedKeys;
 use crate::state::key_group::{KeyGroupRange, key_hash};
-use crate::state::keyed_block::{self, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::keyed_block::{self, BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{StateTtl, expired};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable};
@@ -96,6 +105,9 @@ pub struct DiskKeyedState<V> {
     cleanup_cursor: Vec<u8>,
     /// Entries incremental cleanup may examine now.
     cleanup_credit: usize,
+    /// Keys written or removed since the last [`DiskKeyedState::take_changes`], when changes
+    /// are tracked (incremental checkpoints); `None` when they are not.
+    changed: Option<ChangedKeys>,
     _value: PhantomData<fn() -> V>,
 }
 
@@ -137,6 +149,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             len: 0,
             cleanup_cursor: Vec::new(),
             cleanup_credit: 0,
+            changed: None,
             _value: PhantomData,
         })
     }
@@ -166,6 +179,24 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// Whether no entry is held.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Starts recording the keys written or removed (one hash-set insert per write, memory
+    /// O(keys changed between two snapshots)), for incremental checkpoints;
+    /// [`DiskKeyedState::take_changes`] hands them over. Removals by TTL cleanup are not
+    /// recorded (as on the heap backend): an expired entry left in a chain's base is dropped by
+    /// every restore, which happens later than its expiry.
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(ChangedKeys::default);
+    }
+
+    /// The keys written or removed since the previous call (or since tracking started), and
+    /// starts a new record; empty unless [`DiskKeyedState::track_changes`] was called. O(1).
+    pub fn take_changes(&mut self) -> ChangedKeys {
+        match &mut self.changed {
+            Some(changed) => std::mem::take(changed),
+            None => ChangedKeys::default(),
+        }
     }
 
     /// Loads `blocks` (of any block version) into the store; blocks of key groups outside the
@@ -237,6 +268,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ) -> Result<V, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let found = self.read(&store_key)?;
+        if let Some(changed) = &mut self.changed {
+            changed.insert_hashed(key_group, hash, key);
+        }
         if found.is_none() {
             self.len += 1;
         }
@@ -253,6 +287,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
+        if let Some(changed) = &mut self.changed {
+            changed.insert_hashed(key_group, hash, key);
+        }
         if held {
             self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
             self.len = self.len.saturating_sub(1);
@@ -425,6 +462,64 @@ impl DiskSnapshot {
             }
         }
         blocks.extend(current.map(|b| b.finish(with_times)));
+        Ok(blocks)
+    }
+
+    /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
+    /// writes for the same entries) per key group of `changes`: each changed key with its value
+    /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
+    /// not hold it or it expired by then. Keys are read by point lookups in store-key order;
+    /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
+    /// holds an entry it did not write.
+    pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        let err = |problem: String| DiskStateError {
+            dir: self.dir.clone(),
+            problem,
+        };
+        let mut blocks = Vec::new();
+        for (key_group, keys) in changes.by_key_group() {
+            let mut store_keys: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|(hash, key)| store_key(key_group, *hash, key))
+                .collect();
+            store_keys.sort_unstable();
+            let mut body = Vec::with_capacity(store_keys.len() * 24);
+            for key in &store_keys {
+                body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
+                let value = self.view.get(&self.keyspace, key).map_err(|e| err(e.to_string()))?;
+                let live = match value {
+                    Some(value) => {
+                        let written = value_written_ms(&value)
+                            .ok_or_else(|| err("an entry the disk backend did not write".into()))?;
+                        (!expired(self.ttl, written, self.now_ms)).then_some((value, written))
+                    }
+                    None => None,
+                };
+                // postcard: an `Option` is a tag byte (0 none, 1 some) and the value; the write
+                // time a varint.
+                match live {
+                    Some((value, written)) => {
+                        body.push(1);
+                        body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
+                        push_varint(&mut body, written);
+                    }
+                    None => {
+                        body.push(0);
+                        push_varint(&mut body, 0);
+                    }
+                }
+            }
+            let mut data = Vec::with_capacity(body.len() + 24);
+            data.extend_from_slice(&VERSIONED_PREFIX);
+            data.push(BLOCK_VERSION_DELTA);
+            push_varint(&mut data, store_keys.len() as u64);
+            data.extend_from_slice(&body);
+            blocks.push(KeyGroupBlock {
+                key_group,
+                entries: store_keys.len() as u64,
+                data,
+            });
+        }
         Ok(blocks)
     }
 }

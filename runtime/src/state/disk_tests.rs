@@ -308,3 +308,149 @@ fn an_incremental_heap_chain_restores_on_disk() {
     }
     assert_eq!(union, want);
 }
+
+/// A delta's entries as key id → (value or removal, write time), sorted.
+fn delta_entries(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, (Option<i64>, Option<u64>)> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        assert!(
+            keyed_block::is_delta(&b.data),
+            "key group {} is a delta block",
+            b.key_group
+        );
+        let entries = keyed_block::decode_with_removals::<i64>(&b.data).unwrap();
+        assert_eq!(entries.len() as u64, b.entries, "key group {}", b.key_group);
+        for (k, v, t) in entries {
+            assert_eq!(key_group_of_hash(key_hash(&k), MAX_P), b.key_group);
+            assert!(out.insert(key_id(&k), (v, t)).is_none(), "{k:?} twice in a delta");
+        }
+    }
+    out
+}
+
+/// The disk backend's delta blocks (incremental checkpoints) hold exactly what the heap
+/// backend's hold for the same writes, removals and expiries — same keys, values, write times
+/// and removals, each entry's bytes equal (`keyed_block::encode_delta` of the decoded entry) —
+/// see only the state at their barrier, and a chain of them restores on either backend to
+/// the state at the last barrier.
+#[test]
+fn disk_deltas_equal_heap_deltas_and_restore_on_both_backends() {
+    let ttl = Some(Duration::from_secs(60));
+    let mut heap = HeapKeyedState::<i64>::new(all(), ttl.map(StateTtl::new));
+    let mut disk = open(ttl, all());
+    heap.track_changes();
+    disk.state.track_changes();
+    let write = |heap: &mut HeapKeyedState<i64>, disk: &mut DiskKeyedState<i64>, i: i64, v: i64, now: u64| {
+        let k = key(i);
+        let h = key_hash(&k);
+        heap.update(key_group_of_hash(h, MAX_P), h, &k, now, |_| v);
+        disk.update(key_group_of_hash(h, MAX_P), h, &k, now, |_| v).unwrap();
+    };
+    for i in 0..400 {
+        write(&mut heap, &mut disk.state, i, i, 1_000);
+    }
+    heap.take_changes();
+    disk.state.take_changes();
+    let mut chain = disk.state.snapshot(1_000).encode().unwrap();
+    let mut now = 1_000;
+    let mut last_barrier = BTreeMap::new();
+    for round in 0..3i64 {
+        now += 30_000;
+        for i in (round * 20)..(round * 20 + 10) {
+            write(&mut heap, &mut disk.state, i, -i, now);
+        }
+        for i in (300 + round * 10)..(305 + round * 10) {
+            let k = key(i);
+            let h = key_hash(&k);
+            assert!(heap.remove(key_group_of_hash(h, MAX_P), h, &k));
+            assert!(remove(&mut disk.state, i));
+        }
+        // Written, then removed before the barrier: a removal of a key the base never held.
+        write(&mut heap, &mut disk.state, 2_000 + round, 1, now);
+        assert!(remove(&mut disk.state, 2_000 + round));
+        let k = key(2_000 + round);
+        let h = key_hash(&k);
+        heap.remove(key_group_of_hash(h, MAX_P), h, &k);
+        write(&mut heap, &mut disk.state, 1_000 + round, 7, now);
+        // By round 2 (90 s after the base) keys written only at the base have expired.
+        let heap_changes = heap.take_changes();
+        let disk_changes = disk.state.take_changes();
+        assert_eq!(disk_changes.len(), heap_changes.len(), "round {round}: changed keys");
+        let disk_view = disk.state.snapshot(now);
+        let heap_view = heap.snapshot(now);
+        let at_barrier = values(&disk.state.snapshot(now).encode().unwrap());
+        // Writes after the barrier are not in this delta.
+        write(&mut heap, &mut disk.state, round * 20, 99_999, now);
+        write(&mut heap, &mut disk.state, 3_000 + round, 99_999, now);
+        let heap_delta = heap_view.encode_delta(&heap_changes).unwrap();
+        let disk_delta = disk_view.encode_delta(&disk_changes).unwrap();
+        let got = delta_entries(&disk_delta);
+        assert_eq!(got, delta_entries(&heap_delta), "round {round}: the same delta entries");
+        assert_eq!(
+            got.get(&(2_000 + round)),
+            Some(&(None, Some(0))),
+            "round {round}: removal"
+        );
+        assert!(
+            !got.contains_key(&(3_000 + round)),
+            "round {round}: written after the barrier"
+        );
+        assert_eq!(
+            got[&(round * 20)].0,
+            Some(-(round * 20)),
+            "round {round}: barrier value"
+        );
+        // Byte for byte: each disk block equals the heap encoder's bytes for its entries.
+        for b in &disk_delta {
+            let decoded = keyed_block::decode_with_removals::<i64>(&b.data).unwrap();
+            let entries: Vec<(&Key, Option<&i64>, u64)> =
+                decoded.iter().map(|(k, v, t)| (k, v.as_ref(), t.unwrap())).collect();
+            assert_eq!(
+                keyed_block::encode_delta(&entries).unwrap(),
+                b.data,
+                "key group {}",
+                b.key_group
+            );
+        }
+        chain.extend(disk_delta);
+        last_barrier = at_barrier;
+    }
+    assert_eq!(
+        values(&disk.state.snapshot(now).encode().unwrap()),
+        values(&heap.snapshot(now).encode().unwrap())
+    );
+    for backend in ["heap", "disk"] {
+        let restored = match backend {
+            "heap" => {
+                let mut h = HeapKeyedState::<i64>::new(all(), ttl.map(StateTtl::new));
+                h.restore(chain.clone(), now).unwrap();
+                values(&h.snapshot(now).encode().unwrap())
+            }
+            _ => {
+                let mut d = open(ttl, all());
+                d.state.restore(chain.clone(), now).unwrap();
+                values(&d.state.snapshot(now).encode().unwrap())
+            }
+        };
+        assert_eq!(restored, last_barrier, "{backend}: the state at the last barrier");
+        assert_eq!(restored.get(&1_002), Some(&7), "{backend}: written in the last delta");
+        assert_eq!(restored.get(&312), None, "{backend}: removed in a delta");
+        assert_eq!(restored.get(&350), None, "{backend}: expired since the base");
+    }
+}
+
+/// Without tracking, the disk backend records no changes; with it, `take_changes` hands over
+/// each key once per snapshot interval and starts a new record.
+#[test]
+fn disk_changes_are_tracked_only_when_asked() {
+    let mut f = open(None, all());
+    add(&mut f.state, 1, 1, 0);
+    assert!(f.state.take_changes().is_empty());
+    f.state.track_changes();
+    add(&mut f.state, 1, 1, 0);
+    add(&mut f.state, 1, 1, 0);
+    add(&mut f.state, 2, 1, 0);
+    remove(&mut f.state, 3);
+    assert_eq!(f.state.take_changes().len(), 3, "keys 1, 2 and the removal of 3");
+    assert!(f.state.take_changes().is_empty());
+}

@@ -24,8 +24,10 @@ use crate::state::ttl::{StateTtl, expired};
 use hashbrown::HashTable;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::sync::Arc;
+
+pub use crate::state::changed_keys::ChangedKeys;
+use crate::state::changed_keys::{ChangedTable, record_change};
 
 /// Entries examined by incremental TTL cleanup per record processed (Flink's incremental
 /// cleanup examines 5 entries per state access by default).
@@ -60,53 +62,6 @@ struct DeltaEntry<V> {
 }
 
 type DeltaTable<V> = HashTable<DeltaEntry<V>>;
-
-/// Keys of one key group written or removed, each with its table hash ([`table_hash`]).
-type ChangedTable = HashTable<(u64, Key)>;
-
-/// Keys written or removed since some point, by key group: what an incremental checkpoint's
-/// delta holds ([`HeapKeyedState::take_changes`], [`HeapSnapshot::encode_delta`]).
-#[derive(Default, Clone, Debug)]
-pub struct ChangedKeys {
-    groups: BTreeMap<u32, ChangedTable>,
-}
-
-impl ChangedKeys {
-    /// Adds the keys of `other` (a set union).
-    pub fn merge(&mut self, other: &ChangedKeys) {
-        for (key_group, keys) in &other.groups {
-            let mine = self.groups.entry(*key_group).or_default();
-            for (hash, key) in keys.iter() {
-                record_change(mine, *hash, key);
-            }
-        }
-    }
-
-    /// Records `key` of `key_group` as changed.
-    pub fn insert(&mut self, key_group: u32, key: &Key) {
-        record_change(
-            self.groups.entry(key_group).or_default(),
-            table_hash(key_hash(key)),
-            key,
-        );
-    }
-
-    /// Number of keys (per key group, each key once).
-    pub fn len(&self) -> usize {
-        self.groups.values().map(|g| g.len()).sum()
-    }
-
-    /// Whether no key changed.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-fn record_change(changed: &mut ChangedTable, hash: u64, key: &Key) {
-    if changed.find(hash, |e| e.1 == *key).is_none() {
-        changed.insert_unique(hash, (hash, key.clone()), |e| e.0);
-    }
-}
 
 fn base_hash<V>(entry: &(Key, Stamped<V>)) -> u64 {
     table_hash(key_hash(&entry.0))

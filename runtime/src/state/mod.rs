@@ -1,4 +1,5 @@
 pub mod backend;
+pub mod changed_keys;
 pub mod disk;
 pub mod heap;
 pub mod incremental;

@@ -129,6 +129,25 @@ pub struct StateHandle {
     pub chain: Vec<ChainLink>,
 }
 
+impl CheckpointMetadata {
+    /// The bytes this snapshot wrote and the bytes a restore from it reads, given its
+    /// `_metadata`'s encoded size: `(metadata + each handle's own file, metadata + every file
+    /// of every handle's chain)`. A handle's own file is the last link of its chain, the one
+    /// this snapshot uploaded; the earlier links were uploaded by the checkpoints that wrote
+    /// them. Both are equal for a snapshot without chains.
+    pub fn written_and_full_size(&self, metadata_bytes: u64) -> (u64, u64) {
+        let handles = || {
+            self.operators
+                .iter()
+                .chain(&self.channel_state)
+                .flat_map(|o| &o.handles)
+        };
+        let written = handles().map(|h| h.size).sum::<u64>();
+        let full = handles().flat_map(|h| h.files()).map(|(_, size, _)| size).sum::<u64>();
+        (metadata_bytes + written, metadata_bytes + full)
+    }
+}
+
 /// One state file of an incremental chain ([`StateHandle::chain`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -124,6 +124,7 @@ fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) ->
             max_async_ms: 0,
             max_alignment_ms: 0,
             size_bytes: 1,
+            full_size_bytes: 1,
             alignment: Default::default(),
         }),
         subtasks: vec![],
