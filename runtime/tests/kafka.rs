@@ -10,12 +10,13 @@
 //! test here except the two that need `read_committed` to hide aborted transactions. Run with
 //! `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it did nothing.
 //!
-//! That tansu commits and aborts transactions (EndTxn), but its fetch responses never list
-//! aborted transactions, so a `read_committed` consumer also sees the records of aborted ones
-//! (the probe below gets `committed, aborted, left-open, after-fencing`); tansu 0.6.0 from
-//! crates.io has no EndTxn at all. No broker with both could be installed from this machine's
-//! registries (docs/concepts.md, "The test broker"), so the exactly-once kill -9 proof runs only
-//! against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
+//! That tansu commits and aborts transactions (EndTxn) and writes the COMMIT/ABORT markers into
+//! the log (also the ABORT of a transaction fenced by a new producer), but its fetch responses
+//! never list aborted transactions, so a `read_committed` consumer also sees the records of
+//! aborted ones (the probe below gets `committed, aborted, left-open, after-fencing`); tansu
+//! 0.6.0 from crates.io has no EndTxn at all. So the exactly-once kill -9 proof runs in CI
+//! through the committed view computed from the raw log (tests/common/kafka_log.rs), and
+//! through librdkafka's `read_committed` only against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
 //! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
@@ -195,6 +196,55 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
     );
 }
 
+/// The exactly-once proof of the test above through the committed view computed from the
+/// output topic's raw log (tests/common/kafka_log.rs) instead of librdkafka's `read_committed`
+/// (which tansu, the CI broker, cannot serve: it lists no aborted transactions). A failure-free
+/// run and a run stopped with a savepoint, rescaled 2 → 3, killed with kill -9 at random
+/// moments and restored until it finishes must give the same output record by record, equal
+/// to the independent word count, with every transaction ended by a marker (none left open).
+/// What this proves: what the sink committed and aborted, as the broker's markers record it,
+/// is exactly-once. What it does not: the broker's own `read_committed` filtering (the last
+/// stable offset and the aborted-transactions list), which only an Apache Kafka run
+/// (`kafka_exactly_once_through_kill_9_and_rescale`) exercises.
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn kafka_exactly_once_through_kill_9_and_rescale_in_the_committed_view() {
+    use common::kafka_log::committed_topic_view;
+    let Some(servers) = broker() else { return };
+    let mut rng = Rng(seed());
+    let expected = expected_counts(&text_lines());
+    // Failure-free run.
+    let clean_dir = tempfile::tempdir().unwrap();
+    let (m, clean_output, _) = setup(&servers, clean_dir.path(), "exactly-once", 100_000);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let (clean, clean_stats, _) = committed_topic_view(&servers, &clean_output);
+    // Failure-injected run.
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, _) = setup(&servers, dir.path(), "exactly-once", 500);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1200));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &savepoint], &[]);
+    let _ = w.api();
+    std::thread::sleep(Duration::from_millis(rng.range(400, 1500)));
+    w.kill9();
+    run_with_kills(&m, 2, &[], &mut rng);
+    let (got, stats, listed) = committed_topic_view(&servers, &output);
+    eprintln!("failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}");
+    assert_eq!(stats.open_at_end, 0, "transactions left open in the output log");
+    assert_eq!(stats.fenced_without_marker, 0, "fenced transactions without an ABORT marker");
+    assert_eq!(stats.plain_records, 0, "non-transactional records in the output");
+    assert!(stats.aborted_transactions > 0, "the kills aborted nothing: the test did not test");
+    assert_same_multiset(&clean, &expected, "committed view of the failure-free run");
+    assert_same_multiset(
+        &got,
+        &clean,
+        "committed view after kill -9 ×3 and rescale 2 → 3 vs the failure-free run",
+    );
+}
+
 #[test]
 #[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_at_least_once_loses_nothing_through_kill_9() {
@@ -263,4 +313,112 @@ fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
     second.commit_transaction(Duration::from_secs(30)).unwrap();
     let got = read_topic(&servers, &topic, "read_committed", 2);
     assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
+
+/// What the committed view (tests/common/kafka_log.rs) needs from the broker: the transaction
+/// markers in the log. The probe of the test above, read raw: the log must hold a COMMIT and an
+/// ABORT control batch of the producer, and the committed view computed from it must be what
+/// Kafka's `read_committed` gives (`committed`, `after-fencing`). Also prints what the broker
+/// lists as aborted transactions in its fetch responses (tansu: none).
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn broker_writes_transaction_markers_that_give_the_committed_view() {
+    use common::kafka_log::{Marker, committed_view, read_partition_log};
+    let Some(servers) = broker() else { return };
+    let topic = unique("weir-txn-markers");
+    create_topic(&servers, &topic, 1);
+    let id = unique("weir-markers");
+    let producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let send = |p: &BaseProducer, value: &str| {
+        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    let first = producer(&id);
+    first.begin_transaction().unwrap();
+    send(&first, "committed");
+    first.commit_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "aborted");
+    first.abort_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "left-open");
+    let second = producer(&id);
+    second.begin_transaction().unwrap();
+    send(&second, "after-fencing");
+    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    let log = read_partition_log(&servers, &topic, 0);
+    for b in &log.batches {
+        let values: Vec<String> = b.records.iter().map(|(_, v)| String::from_utf8_lossy(v).into()).collect();
+        eprintln!(
+            "offset {}..={} producer {} epoch {} transactional {} marker {:?} {values:?}",
+            b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, b.transactional, b.marker
+        );
+    }
+    eprintln!(
+        "high watermark {}, last stable offset {}, aborted transactions listed {}",
+        log.high_watermark, log.last_stable_offset, log.listed_aborted
+    );
+    let markers: Vec<Marker> = log.batches.iter().filter_map(|b| b.marker).collect();
+    assert!(markers.contains(&Marker::Commit), "no COMMIT marker in the log: {markers:?}");
+    assert!(markers.contains(&Marker::Abort), "no ABORT marker in the log: {markers:?}");
+    let (values, stats) = committed_view(&log.batches);
+    eprintln!("committed view stats: {stats:?}");
+    let mut got: Vec<String> = values.into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
+    got.sort();
+    assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
+
+/// The committed view's rule (no broker): a producer's records are kept when its next marker is
+/// COMMIT, dropped at ABORT, at a new epoch without a marker (fenced) or when no marker follows
+/// (open); non-transactional records are kept.
+#[test]
+fn committed_view_keeps_the_records_of_committed_transactions_only() {
+    use common::kafka_log::{LogBatch, Marker, ViewStats, committed_view};
+    let data = |offset: i64, producer: i64, epoch: i16, transactional: bool, value: &str| LogBatch {
+        base_offset: offset,
+        last_offset: offset,
+        producer_id: producer,
+        producer_epoch: epoch,
+        transactional,
+        marker: None,
+        records: vec![(offset, value.as_bytes().to_vec())],
+    };
+    let marker = |offset: i64, producer: i64, epoch: i16, m: Marker| LogBatch {
+        marker: Some(m),
+        records: vec![],
+        ..data(offset, producer, epoch, true, "")
+    };
+    let log = vec![
+        data(0, 1, 0, true, "p1-committed"),
+        data(1, 2, 0, true, "p2-aborted"),
+        data(2, -1, -1, false, "plain"),
+        data(3, 1, 0, true, "p1-committed-too"),
+        marker(4, 2, 0, Marker::Abort),
+        marker(5, 1, 0, Marker::Commit),
+        data(6, 3, 0, true, "p3-fenced"),
+        data(7, 3, 1, true, "p3-new-epoch"),
+        marker(8, 3, 1, Marker::Commit),
+        data(9, 4, 0, true, "p4-open"),
+    ];
+    let (values, stats) = committed_view(&log);
+    let values: Vec<String> = values.into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
+    assert_eq!(values, ["plain", "p1-committed", "p1-committed-too", "p3-new-epoch"]);
+    assert_eq!(
+        stats,
+        ViewStats {
+            committed_transactions: 2,
+            aborted_transactions: 1,
+            fenced_without_marker: 1,
+            open_at_end: 1,
+            plain_records: 1,
+        }
+    );
 }
