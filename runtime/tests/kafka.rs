@@ -232,11 +232,19 @@ fn kafka_exactly_once_through_kill_9_and_rescale_in_the_committed_view() {
     w.kill9();
     run_with_kills(&m, 2, &[], &mut rng);
     let (got, stats, listed) = committed_topic_view(&servers, &output);
-    eprintln!("failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}");
+    eprintln!(
+        "failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}"
+    );
     assert_eq!(stats.open_at_end, 0, "transactions left open in the output log");
-    assert_eq!(stats.fenced_without_marker, 0, "fenced transactions without an ABORT marker");
+    assert_eq!(
+        stats.fenced_without_marker, 0,
+        "fenced transactions without an ABORT marker"
+    );
     assert_eq!(stats.plain_records, 0, "non-transactional records in the output");
-    assert!(stats.aborted_transactions > 0, "the kills aborted nothing: the test did not test");
+    assert!(
+        stats.aborted_transactions > 0,
+        "the kills aborted nothing: the test did not test"
+    );
     assert_same_multiset(&clean, &expected, "committed view of the failure-free run");
     assert_same_multiset(
         &got,
@@ -356,7 +364,11 @@ fn broker_writes_transaction_markers_that_give_the_committed_view() {
     second.commit_transaction(Duration::from_secs(30)).unwrap();
     let log = read_partition_log(&servers, &topic, 0);
     for b in &log.batches {
-        let values: Vec<String> = b.records.iter().map(|(_, v)| String::from_utf8_lossy(v).into()).collect();
+        let values: Vec<String> = b
+            .records
+            .iter()
+            .map(|(_, v)| String::from_utf8_lossy(v).into())
+            .collect();
         eprintln!(
             "offset {}..={} producer {} epoch {} transactional {} marker {:?} {values:?}",
             b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, b.transactional, b.marker
@@ -367,8 +379,14 @@ fn broker_writes_transaction_markers_that_give_the_committed_view() {
         log.high_watermark, log.last_stable_offset, log.listed_aborted
     );
     let markers: Vec<Marker> = log.batches.iter().filter_map(|b| b.marker).collect();
-    assert!(markers.contains(&Marker::Commit), "no COMMIT marker in the log: {markers:?}");
-    assert!(markers.contains(&Marker::Abort), "no ABORT marker in the log: {markers:?}");
+    assert!(
+        markers.contains(&Marker::Commit),
+        "no COMMIT marker in the log: {markers:?}"
+    );
+    assert!(
+        markers.contains(&Marker::Abort),
+        "no ABORT marker in the log: {markers:?}"
+    );
     let (values, stats) = committed_view(&log.batches);
     eprintln!("committed view stats: {stats:?}");
     let mut got: Vec<String> = values.into_iter().map(|v| String::from_utf8(v).unwrap()).collect();

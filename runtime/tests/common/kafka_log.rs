@@ -159,9 +159,17 @@ pub fn parse_batches(bytes: &[u8]) -> Result<Vec<LogBatch>, String> {
             varint(record, &mut r)?; // timestamp delta
             let offset = base_offset + varint(record, &mut r)?;
             let key_len = varint(record, &mut r)?;
-            let key = if key_len < 0 { &[][..] } else { take(record, &mut r, key_len as usize)? };
+            let key = if key_len < 0 {
+                &[][..]
+            } else {
+                take(record, &mut r, key_len as usize)?
+            };
             let value_len = varint(record, &mut r)?;
-            let value = if value_len < 0 { vec![] } else { take(record, &mut r, value_len as usize)?.to_vec() };
+            let value = if value_len < 0 {
+                vec![]
+            } else {
+                take(record, &mut r, value_len as usize)?.to_vec()
+            };
             if control {
                 // Key: version (int16), type (int16): 0 ABORT, 1 COMMIT.
                 marker = match key.get(2..4) {
@@ -249,7 +257,11 @@ pub fn fetch(stream: &mut TcpStream, topic: &str, partition: i32, offset: i64) -
         })
         .transpose()?;
     let records_len = i32::from_be_bytes(int(r, &mut at)?);
-    let records = if records_len < 0 { vec![] } else { take(r, &mut at, records_len as usize)?.to_vec() };
+    let records = if records_len < 0 {
+        vec![]
+    } else {
+        take(r, &mut at, records_len as usize)?.to_vec()
+    };
     Ok(FetchedPartition {
         error_code,
         high_watermark,
@@ -277,7 +289,8 @@ pub fn read_partition_log(servers: &str, topic: &str, partition: i32) -> Partiti
     let mut log = PartitionLog::default();
     let mut offset = 0;
     loop {
-        let f = fetch(&mut stream, topic, partition, offset).unwrap_or_else(|e| panic!("fetch {topic}/{partition}: {e}"));
+        let f =
+            fetch(&mut stream, topic, partition, offset).unwrap_or_else(|e| panic!("fetch {topic}/{partition}: {e}"));
         assert_eq!(f.error_code, 0, "fetch {topic}/{partition} at {offset}: error code");
         log.listed_aborted += f.aborted.as_ref().map_or(0, Vec::len);
         log.high_watermark = f.high_watermark;
