@@ -47,9 +47,10 @@ pub struct ViewStats {
     /// marker in between (a broker that fenced without writing an ABORT): counted as aborted,
     /// as Kafka's fencing aborts them.
     pub fenced_without_marker: usize,
-    /// Transactions with no marker at the end of the log (open): not in the view, as a
-    /// `read_committed` consumer stops at the last stable offset before them.
-    pub open_at_end: usize,
+    /// Producer ids with a transaction and no marker after it at the end of the log (open):
+    /// its records are not in the view, as a `read_committed` consumer stops at the last
+    /// stable offset before them.
+    pub open_producers: std::collections::BTreeSet<i64>,
     /// Records of non-transactional batches (always in the view).
     pub plain_records: usize,
 }
@@ -92,7 +93,7 @@ pub fn committed_view(batches: &[LogBatch]) -> (Vec<Vec<u8>>, ViewStats) {
         }
         slot.1.extend(batch.records.iter().map(|(_, v)| v.clone()));
     }
-    stats.open_at_end = open.len();
+    stats.open_producers = open.into_keys().collect();
     (out, stats)
 }
 
@@ -329,7 +330,7 @@ pub fn committed_topic_view(servers: &str, topic: &str) -> (Vec<String>, ViewSta
         total.committed_transactions += s.committed_transactions;
         total.aborted_transactions += s.aborted_transactions;
         total.fenced_without_marker += s.fenced_without_marker;
-        total.open_at_end += s.open_at_end;
+        total.open_producers.extend(s.open_producers);
         total.plain_records += s.plain_records;
     }
     values.sort();
