@@ -5,7 +5,7 @@
 //!
 //! Why: tansu (the CI broker) writes the transaction markers (control batches COMMIT/ABORT)
 //! into the log but lists no aborted transactions in its fetch responses, so librdkafka's
-//! `read_committed` consumer shows aborted records too (docs/concepts.md, "The test broker").
+//! `read_committed` consumer shows aborted records too (docs/runtime/kafka-test-broker.md).
 //! librdkafka hides control batches, hence this reader. Protocol reference: Kafka's
 //! `FetchRequest`/`FetchResponse` v4 and the record batch format (KIP-98), "Message Format" in
 //! Kafka's documentation.
