@@ -14,9 +14,11 @@
 //! the log (also the ABORT of a transaction fenced by a new producer), but its fetch responses
 //! never list aborted transactions, so a `read_committed` consumer also sees the records of
 //! aborted ones (the probe below gets `committed, aborted, left-open, after-fencing`); tansu
-//! 0.6.0 from crates.io has no EndTxn at all. So the exactly-once kill -9 proof runs in CI
-//! through the committed view computed from the raw log (tests/common/kafka_log.rs), and
-//! through librdkafka's `read_committed` only against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
+//! 0.6.0 from crates.io has no EndTxn at all. The committed view computed from the raw log
+//! (tests/common/kafka_log.rs) stands in for `read_committed` in CI where tansu keeps its
+//! transactions atomic (the lingering-transactions test); the kill -9 proof through that view
+//! also needs a broker whose commit survives the producer dying during EndTxn, which tansu's
+//! does not, so both kill -9 proofs run only against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
 //! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
@@ -206,9 +208,17 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
 /// is exactly-once. What it does not: the broker's own `read_committed` filtering (the last
 /// stable offset and the aborted-transactions list), which only an Apache Kafka run
 /// (`kafka_exactly_once_through_kill_9_and_rescale`) exercises.
+///
+/// Not in CI: against tansu it fails when a kill lands while a checkpoint's transaction
+/// commits (5 of 7 runs with the other Kafka tests running in parallel). tansu then writes
+/// the transaction's COMMIT markers on the data partitions but loses the consumer-group offset
+/// committed inside the same transaction (the sink's commit marker), so the restore writes the
+/// transaction again: in the run examined, the 3,190 duplicates were exactly the two
+/// transactions of checkpoint 19 the restore wrote again (1,404 + 1,786 records), all of whose
+/// records had been committed before the kill (docs/runtime/kafka-test-broker.md).
 #[test]
-#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
-fn kafka_exactly_once_through_kill_9_and_rescale_in_the_committed_view() {
+#[ignore = "tansu loses a transaction's consumer-group offsets when the producer dies during EndTxn: run with --ignored against Apache Kafka"]
+fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
     use common::kafka_log::committed_topic_view;
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
