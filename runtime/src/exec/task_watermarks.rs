@@ -18,8 +18,9 @@ pub struct SourceEventTime {
     pub generator: BoundedOutOfOrderness,
     /// After this long without records the subtask sends [`Watermark::Idle`].
     pub idle_timeout: Option<Duration>,
-    /// The source generates a watermark per split ([`Source::split_watermarks`](crate::operators::source::Source::split_watermarks)); `generator`
-    /// and `idle_timeout` are then unused.
+    /// The source generates a watermark per split
+    /// ([`Source::split_watermarks`](crate::operators::source::Source::split_watermarks));
+    /// `generator` and `idle_timeout` are then unused.
     pub per_split: bool,
 }
 
