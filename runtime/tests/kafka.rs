@@ -10,12 +10,15 @@
 //! test here except the two that need `read_committed` to hide aborted transactions. Run with
 //! `--ignored` and no broker, a test fails under `CI=true` and otherwise says why it did nothing.
 //!
-//! That tansu commits and aborts transactions (EndTxn), but its fetch responses never list
-//! aborted transactions, so a `read_committed` consumer also sees the records of aborted ones
-//! (the probe below gets `committed, aborted, left-open, after-fencing`); tansu 0.6.0 from
-//! crates.io has no EndTxn at all. No broker with both could be installed from this machine's
-//! registries (docs/concepts.md, "The test broker"), so the exactly-once kill -9 proof runs only
-//! against Apache Kafka. tansu also reports a partition's high watermark as the base offset of
+//! That tansu commits and aborts transactions (EndTxn) and writes the COMMIT/ABORT markers into
+//! the log (also the ABORT of a transaction fenced by a new producer), but its fetch responses
+//! never list aborted transactions, so a `read_committed` consumer also sees the records of
+//! aborted ones (the probe below gets `committed, aborted, left-open, after-fencing`); tansu
+//! 0.6.0 from crates.io has no EndTxn at all. The committed view computed from the raw log
+//! (tests/common/kafka_log.rs) stands in for `read_committed` in CI (the lingering-transactions
+//! test); the kill -9 proof through that view fails against tansu when a kill lands during a
+//! commit, for a cause not yet established (see that test), so both kill -9 proofs are
+//! skipped in CI. tansu also reports a partition's high watermark as the base offset of
 //! its last batch + 1, which cuts a bounded source short: the tests produce one record per batch.
 
 mod common;
@@ -195,6 +198,76 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
     );
 }
 
+/// The exactly-once proof of the test above through the committed view computed from the
+/// output topic's raw log (tests/common/kafka_log.rs) instead of librdkafka's `read_committed`
+/// (which tansu, the CI broker, cannot serve: it lists no aborted transactions). A failure-free
+/// run and a run stopped with a savepoint, rescaled 2 → 3, killed with kill -9 at random
+/// moments and restored until it finishes must give the same output record by record, equal
+/// to the independent word count, with every transaction ended by a marker (none left open).
+/// What this proves: what the sink committed and aborted, as the broker's markers record it,
+/// is exactly-once. What it does not: the broker's own `read_committed` filtering (the last
+/// stable offset and the aborted-transactions list), which only an Apache Kafka run
+/// (`kafka_exactly_once_through_kill_9_and_rescale`) exercises.
+///
+/// Not in CI: against tansu it passed alone (2 of 2 runs) but failed in 5 of 7 runs with the
+/// other Kafka tests running in parallel, always with duplicates and nothing missing. In the
+/// run examined, the kill landed right after checkpoint 19 completed; the restore read the
+/// commit markers of both sink subtasks as below 19 and wrote their checkpoint-19 transactions
+/// again (1,404 + 1,786 records), and the 3,190 duplicates were exactly those records: they
+/// had been committed before the kill while the marker committed in the same transaction was
+/// not seen. Whether tansu or the sink is at fault is not established (the probe
+/// `broker_commits_offsets_with_the_records_when_the_producer_dies` finds tansu consistent
+/// with one producer); docs/runtime/kafka-test-broker.md.
+#[test]
+#[ignore = "fails against tansu when a kill lands during a commit (cause open, docs/runtime/kafka-test-broker.md): run with --ignored"]
+fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
+    use common::kafka_log::committed_topic_view;
+    let Some(servers) = broker() else { return };
+    let mut rng = Rng(seed());
+    let expected = expected_counts(&text_lines());
+    // Failure-free run.
+    let clean_dir = tempfile::tempdir().unwrap();
+    let (m, clean_output, _) = setup(&servers, clean_dir.path(), "exactly-once", 100_000);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let (clean, clean_stats, _) = committed_topic_view(&servers, &clean_output);
+    // Failure-injected run.
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, _) = setup(&servers, dir.path(), "exactly-once", 500);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1200));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &savepoint], &[]);
+    let _ = w.api();
+    std::thread::sleep(Duration::from_millis(rng.range(400, 1500)));
+    w.kill9();
+    run_with_kills(&m, 2, &[], &mut rng);
+    let (got, stats, listed) = committed_topic_view(&servers, &output);
+    eprintln!(
+        "failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}"
+    );
+    assert!(
+        stats.open_producers.is_empty(),
+        "transactions left open in the output log: {stats:?}"
+    );
+    assert_eq!(
+        stats.fenced_without_marker, 0,
+        "fenced transactions without an ABORT marker"
+    );
+    assert_eq!(stats.plain_records, 0, "non-transactional records in the output");
+    assert!(
+        stats.aborted_transactions > 0,
+        "the kills aborted nothing: the test did not test"
+    );
+    assert_same_multiset(&clean, &expected, "committed view of the failure-free run");
+    assert_same_multiset(
+        &got,
+        &clean,
+        "committed view after kill -9 ×3 and rescale 2 → 3 vs the failure-free run",
+    );
+}
+
 #[test]
 #[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn kafka_at_least_once_loses_nothing_through_kill_9() {
@@ -263,4 +336,287 @@ fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
     second.commit_transaction(Duration::from_secs(30)).unwrap();
     let got = read_topic(&servers, &topic, "read_committed", 2);
     assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
+
+/// Lingering transactions after a failed scale-up: a savepoint at parallelism 2, a restore at
+/// 4 (no checkpoint: interval 0, periodic checkpoints off) killed with kill -9 once all four sink subtasks
+/// have a transaction open, and a restore from the savepoint at 2 that runs to the end. Ids
+/// `<prefix>-2` and `<prefix>-3` exist in no restore point; the restore must fence them (from
+/// the ids-in-use record) so that their transactions end with an ABORT marker instead of
+/// lingering until the broker's transaction timeout. The output log then has no transaction
+/// open and its committed view equals the independent word count.
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn restore_after_a_failed_scale_up_aborts_the_lingering_transactions() {
+    use common::kafka_log::committed_topic_view;
+    let Some(servers) = broker() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, lines) = setup(&servers, dir.path(), "exactly-once", 500);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1000));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let open_before = committed_topic_view(&servers, &output).1.open_producers.len();
+    let w = Weir::run(
+        &m,
+        &[
+            "--parallelism",
+            "4",
+            "--restore",
+            &savepoint,
+            "--set",
+            "spec.checkpointing.interval=0s",
+        ],
+        &[],
+    );
+    let _ = w.api();
+    let started = std::time::Instant::now();
+    while committed_topic_view(&servers, &output).1.open_producers.len() < open_before + 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "four sink subtasks never opened a transaction"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    w.kill9();
+    Weir::run(&m, &["--restore", &savepoint], &[]).wait_ok();
+    let (got, stats, _) = committed_topic_view(&servers, &output);
+    eprintln!("after the restore at 2: {stats:?}");
+    assert!(stats.open_producers.is_empty(), "transactions left open: {stats:?}");
+    assert_same_multiset(
+        &got,
+        &expected_counts(&lines),
+        "committed view after a failed scale-up 2 → 4",
+    );
+}
+
+/// What the committed view (tests/common/kafka_log.rs) needs from the broker: the transaction
+/// markers in the log. The probe of the test above, read raw: the log must hold a COMMIT and an
+/// ABORT control batch of the producer, and the committed view computed from it must be what
+/// Kafka's `read_committed` gives (`committed`, `after-fencing`). Also prints what the broker
+/// lists as aborted transactions in its fetch responses (tansu: none).
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn broker_writes_transaction_markers_that_give_the_committed_view() {
+    use common::kafka_log::{Marker, committed_view, read_partition_log};
+    let Some(servers) = broker() else { return };
+    let topic = unique("weir-txn-markers");
+    create_topic(&servers, &topic, 1);
+    let id = unique("weir-markers");
+    let producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let send = |p: &BaseProducer, value: &str| {
+        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    let first = producer(&id);
+    first.begin_transaction().unwrap();
+    send(&first, "committed");
+    first.commit_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "aborted");
+    first.abort_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "left-open");
+    let second = producer(&id);
+    second.begin_transaction().unwrap();
+    send(&second, "after-fencing");
+    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    let log = read_partition_log(&servers, &topic, 0);
+    for b in &log.batches {
+        let values: Vec<String> = b
+            .records
+            .iter()
+            .map(|(_, v)| String::from_utf8_lossy(v).into())
+            .collect();
+        eprintln!(
+            "offset {}..={} producer {} epoch {} transactional {} marker {:?} {values:?}",
+            b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, b.transactional, b.marker
+        );
+    }
+    eprintln!(
+        "high watermark {}, last stable offset {}, aborted transactions listed {}",
+        log.high_watermark, log.last_stable_offset, log.listed_aborted
+    );
+    let markers: Vec<Marker> = log.batches.iter().filter_map(|b| b.marker).collect();
+    assert!(
+        markers.contains(&Marker::Commit),
+        "no COMMIT marker in the log: {markers:?}"
+    );
+    assert!(
+        markers.contains(&Marker::Abort),
+        "no ABORT marker in the log: {markers:?}"
+    );
+    let (values, stats) = committed_view(&log.batches);
+    eprintln!("committed view stats: {stats:?}");
+    let mut got: Vec<String> = values.into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
+    got.sort();
+    assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
+}
+
+/// The committed view's rule (no broker): a producer's records are kept when its next marker is
+/// COMMIT, dropped at ABORT, at a new epoch without a marker (fenced) or when no marker follows
+/// (open); non-transactional records are kept.
+#[test]
+fn committed_view_keeps_the_records_of_committed_transactions_only() {
+    use common::kafka_log::{LogBatch, Marker, ViewStats, committed_view};
+    let data = |offset: i64, producer: i64, epoch: i16, transactional: bool, value: &str| LogBatch {
+        base_offset: offset,
+        last_offset: offset,
+        producer_id: producer,
+        producer_epoch: epoch,
+        transactional,
+        marker: None,
+        records: vec![(offset, value.as_bytes().to_vec())],
+    };
+    let marker = |offset: i64, producer: i64, epoch: i16, m: Marker| LogBatch {
+        marker: Some(m),
+        records: vec![],
+        ..data(offset, producer, epoch, true, "")
+    };
+    let log = vec![
+        data(0, 1, 0, true, "p1-committed"),
+        data(1, 2, 0, true, "p2-aborted"),
+        data(2, -1, -1, false, "plain"),
+        data(3, 1, 0, true, "p1-committed-too"),
+        marker(4, 2, 0, Marker::Abort),
+        marker(5, 1, 0, Marker::Commit),
+        data(6, 3, 0, true, "p3-fenced"),
+        data(7, 3, 1, true, "p3-new-epoch"),
+        marker(8, 3, 1, Marker::Commit),
+        data(9, 4, 0, true, "p4-open"),
+    ];
+    let (values, stats) = committed_view(&log);
+    let values: Vec<String> = values.into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
+    assert_eq!(values, ["plain", "p1-committed", "p1-committed-too", "p3-new-epoch"]);
+    assert_eq!(
+        stats,
+        ViewStats {
+            committed_transactions: 2,
+            aborted_transactions: 1,
+            fenced_without_marker: 1,
+            open_producers: [4].into(),
+            plain_records: 1,
+        }
+    );
+}
+
+/// What the exactly-once sink's recovery needs from the broker besides `read_committed`: a
+/// transaction's consumer-group offsets (the sink's commit marker) commit together with its
+/// records even when the producer is killed during the commit. A child process (this test
+/// binary again) commits transactions `k = 1, 2, …` of 3 records (one per partition) with
+/// offset `k` for a group, and is killed with kill -9 at random moments; after each kill a new
+/// producer with the same transactional id fences it, and the group's offset must equal the
+/// last transaction whose records are committed in the log (committed view). Apache Kafka's
+/// coordinator guarantees it; tansu (CI) passes it (one producer, 6 kills).
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn broker_commits_offsets_with_the_records_when_the_producer_dies() {
+    use common::kafka_log::{committed_view, read_partition_log};
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let Some(servers) = broker() else { return };
+    let (topic, id, group) = match std::env::var("WEIR_PROBE_CHILD") {
+        Ok(names) => {
+            let parts: Vec<String> = names.split(' ').map(String::from).collect();
+            (parts[0].clone(), parts[1].clone(), parts[2].clone())
+        }
+        Err(_) => (unique("weir-commit-probe"), unique("weir-cp"), unique("weir-cp-group")),
+    };
+    let committed_offset = || {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("group.id", &group)
+            .create()
+            .unwrap();
+        let mut l = TopicPartitionList::new();
+        l.add_partition(&topic, 0);
+        match c.committed_offsets(l, Duration::from_secs(30)).unwrap().elements()[0].offset() {
+            Offset::Offset(n) => n,
+            _ => 0,
+        }
+    };
+    let producer = || -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("transactional.id", &id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    if std::env::var("WEIR_PROBE_CHILD").is_ok() {
+        // The child: commit transactions until killed, from the group's offset on.
+        let p = producer();
+        let metadata = ClientConfig::new()
+            .set("bootstrap.servers", &servers)
+            .set("group.id", &group)
+            .create::<BaseConsumer>()
+            .unwrap()
+            .group_metadata()
+            .unwrap();
+        for k in committed_offset() + 1.. {
+            p.begin_transaction().unwrap();
+            for partition in 0..3 {
+                let value = k.to_string();
+                p.send(BaseRecord::<(), str>::to(&topic).payload(&value).partition(partition))
+                    .unwrap();
+            }
+            p.flush(Duration::from_secs(30)).unwrap();
+            let mut offsets = TopicPartitionList::new();
+            offsets.add_partition_offset(&topic, 0, Offset::Offset(k)).unwrap();
+            p.send_offsets_to_transaction(&offsets, &metadata, Duration::from_secs(30))
+                .unwrap();
+            p.commit_transaction(Duration::from_secs(30)).unwrap();
+        }
+        return;
+    }
+    create_topic(&servers, &topic, 3);
+    let mut rng = Rng(seed());
+    let mut violations = vec![];
+    for kill in 0..6 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "broker_commits_offsets_with_the_records_when_the_producer_dies",
+            ])
+            .env("WEIR_PROBE_CHILD", format!("{topic} {id} {group}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.range(800, 1500)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(producer()); // fences the killed one: its open transaction is aborted
+        let offset = committed_offset();
+        // Per partition, the last transaction whose record is committed.
+        let last: Vec<i64> = (0..3)
+            .map(|partition| {
+                let (values, _) = committed_view(&read_partition_log(&servers, &topic, partition).batches);
+                values
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v).parse::<i64>().unwrap())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        eprintln!("kill {kill}: group offset {offset}, last committed transaction per partition {last:?}");
+        if last.iter().any(|&l| l != offset) {
+            violations.push((kill, offset, last));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "records and offsets of a transaction disagree after a kill: {violations:?}"
+    );
 }

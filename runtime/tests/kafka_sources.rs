@@ -357,3 +357,85 @@ spec:
 fn paths_output(dir: &Path) -> PathBuf {
     dir.join("output")
 }
+
+/// Per-partition watermarks (as Flink's `KafkaSource`): partition 0 is 1000 s ahead of
+/// partition 1 and `maxOutOfOrderness` is 0, so one watermark over both partitions would make
+/// partition 1's records late as soon as a record of partition 0 was read before them; with a
+/// watermark per partition (the subtask's is the minimum) none is. Stopped with a savepoint
+/// at parallelism 1 and restored at 2 (the partitions, with their watermark clocks, move to
+/// different subtasks): every window of both partitions holds all its records, once.
+#[test]
+#[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
+fn per_partition_watermarks_keep_a_lagging_partition_on_time_through_a_rescale() {
+    let Some(servers) = broker() else { return };
+    let topic = unique("weir-skew");
+    create_topic(&servers, &topic, 2);
+    const AHEAD_MS: i64 = 1_000_000;
+    let records: Vec<Produced> = (0..2)
+        .flat_map(|partition| {
+            (0..100).map(move |n| Produced {
+                value: json!({ "n": n }).to_string(),
+                key: None,
+                partition,
+                timestamp_ms: T0 + n * 1000 + if partition == 0 { AHEAD_MS } else { 0 },
+            })
+        })
+        .collect();
+    produce(&servers, &topic, &records);
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: kafka-skew }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: 300ms, mode: exactly-once, storage: "{ckpt}", retained: 2 }}
+  savepoints: {{ directory: "{svp}" }}
+  job:
+    steps:
+      - uid: input
+        source:
+          kafka: {{ bootstrapServers: "{servers}", topics: ["{topic}"], bounded: true, timestampField: ts,
+                   partitionField: p, maxRecordsPerSecond: 40 }}
+          eventTime: {{ field: ts, maxOutOfOrderness: 0s }}
+      - keyBy: {{ expression: p, as: partition }}
+      - uid: per-10s
+        window: {{ type: tumbling, size: 10s, aggregate: count, as: records }}
+      - uid: output
+        sink: {{ file: {{ path: "{out}" }} }}
+"#,
+        ckpt = paths.checkpoints,
+        svp = paths.savepoints,
+        out = paths.output,
+    );
+    let m = dir.path().join("job.yaml");
+    std::fs::write(&m, yaml).unwrap();
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_for_output(dir.path(), 2);
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let before = local_output(&paths_output(dir.path())).len();
+    Weir::run(&m, &["--parallelism", "2", "--restore", &savepoint], &[]).wait_ok();
+    assert!(
+        before < 20,
+        "the savepoint was taken mid-input ({before} windows before it)"
+    );
+    let mut expected: Vec<Value> = (0..2)
+        .flat_map(|partition| {
+            (0..10).map(move |k| {
+                let start = T0 + k * 10_000 + if partition == 0 { AHEAD_MS } else { 0 };
+                json!({ "partition": partition, "window_start": start, "window_end": start + 10_000, "records": 10 })
+            })
+        })
+        .collect();
+    let mut got: Vec<Value> = local_output(&paths_output(dir.path()))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let order = |v: &Value| (v["partition"].as_i64(), v["window_start"].as_i64());
+    got.sort_by_key(order);
+    expected.sort_by_key(order);
+    assert_eq!(got, expected);
+}

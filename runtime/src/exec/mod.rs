@@ -12,6 +12,7 @@ pub mod lanes;
 pub mod messages;
 pub mod plan;
 pub mod send;
+pub mod split_watermarks;
 pub mod task;
 pub mod watermark;
 
@@ -508,13 +509,14 @@ pub async fn build_task(
             .read_log
             .as_ref()
             .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub));
-        let src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
+        let mut src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
             .await
             .map_err(|e| e.0)?;
         let id = (first.uid.clone(), first.kind.name().to_string());
         let event_time = crate::job::event_time::source_event_time(first, &job.spec.job.steps)
             .map_err(|e| e.to_string())?
             .map(|et| task::SourceEventTime {
+                per_split: src.enable_split_watermarks(et.max_out_of_orderness_ms, et.idle_timeout),
                 field: et.field,
                 generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
                 idle_timeout: et.idle_timeout,

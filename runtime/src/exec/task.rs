@@ -572,6 +572,12 @@ pub async fn run_source(
                     .await?;
                 }
             }
+            Some(et) if et.per_split => {
+                if let Some(w) = source.split_watermarks() {
+                    core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
+                        .await?;
+                }
+            }
             Some(et) if batch.is_empty() => {
                 if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
                     idle = true;

@@ -3,10 +3,11 @@
 
 use super::{TaskCore, TaskError, TaskResult};
 use crate::exec::messages::Element;
+use crate::exec::split_watermarks::SplitWatermarks;
 use crate::exec::watermark::{BoundedOutOfOrderness, Segment, Watermark, event_time_millis};
 use crate::record::Record;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Event time in a source subtask: the field read from each record and the watermark
 /// generator ([`BoundedOutOfOrderness`]).
@@ -17,6 +18,10 @@ pub struct SourceEventTime {
     pub generator: BoundedOutOfOrderness,
     /// After this long without records the subtask sends [`Watermark::Idle`].
     pub idle_timeout: Option<Duration>,
+    /// The source generates a watermark per split
+    /// ([`Source::split_watermarks`](crate::operators::source::Source::split_watermarks));
+    /// `generator` and `idle_timeout` are then unused.
+    pub per_split: bool,
 }
 
 impl TaskCore {
@@ -54,18 +59,36 @@ impl TaskCore {
         event_time: &mut SourceEventTime,
         source_uid: &str,
     ) -> TaskResult<()> {
-        let mut times = Vec::with_capacity(batch.len());
-        for r in &batch {
-            let value = r.row.get(&event_time.field).unwrap_or(&crate::record::Datum::Null);
-            times.push(event_time_millis(value).map_err(|e| {
-                TaskError(format!(
-                    "operator {source_uid}: event-time field `{}` (eventTime.field): {e}",
-                    event_time.field
-                ))
-            })?);
+        let times = event_times(&batch, &event_time.field, source_uid)?;
+        let segments = event_time.generator.split_batch(&times);
+        self.emit_segments(batch, segments, source_uid).await
+    }
+
+    /// As [`TaskCore::process_with_event_time`] for a source with per-split watermarks
+    /// ([`SplitWatermarks`]); an empty batch lets time pass (splits going idle).
+    pub(super) async fn process_with_split_event_time(
+        &mut self,
+        batch: Vec<Record>,
+        field: &str,
+        watermarks: &mut SplitWatermarks,
+        source_uid: &str,
+    ) -> TaskResult<()> {
+        let now = Instant::now();
+        if batch.is_empty() {
+            if let Some(w) = watermarks.on_empty_batch(now) {
+                self.process_watermark(w).await?;
+            }
+            return Ok(());
         }
+        let times = event_times(&batch, field, source_uid)?;
+        let segments = watermarks.split_batch(&times, now);
+        self.emit_segments(batch, segments, source_uid).await
+    }
+
+    /// Sends `batch` cut into records and watermarks by `segments`, in order.
+    async fn emit_segments(&mut self, batch: Vec<Record>, segments: Vec<Segment>, source_uid: &str) -> TaskResult<()> {
         let mut rest = batch;
-        for segment in event_time.generator.split_batch(&times) {
+        for segment in segments {
             match segment {
                 Segment::Records(range) => {
                     let tail = rest.split_off(range.len());
@@ -83,4 +106,20 @@ impl TaskCore {
         }
         Ok(())
     }
+}
+
+/// The event time of each record of `batch` from `field`. Errors: a record without a valid
+/// event time, naming the operator and the field.
+fn event_times(batch: &[Record], field: &str, source_uid: &str) -> TaskResult<Vec<i64>> {
+    batch
+        .iter()
+        .map(|r| {
+            let value = r.row.get(field).unwrap_or(&crate::record::Datum::Null);
+            event_time_millis(value).map_err(|e| {
+                TaskError(format!(
+                    "operator {source_uid}: event-time field `{field}` (eventTime.field): {e}"
+                ))
+            })
+        })
+        .collect()
 }

@@ -6,8 +6,8 @@
 //! the subtask at the next record batch, flush or commit.
 
 use super::sink_kafka_recovery::{
-    KafkaRecord, PendingTransaction, SinkStateItem, decode_state, marker_group, recovery_plan, to_replay,
-    transactional_id,
+    KafkaRecord, PendingTransaction, SinkStateItem, decode_state, ids_in_use, ids_in_use_group, marker_group,
+    recovery_plan, to_replay, transactional_id,
 };
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
@@ -188,6 +188,24 @@ fn read_marker(spec: &KafkaSinkSpec, group: &str) -> TaskResult<Option<u64>> {
     })
 }
 
+/// Commits `offset` for partition 0 of the output topic in consumer group `group`, outside any
+/// transaction (the record of ids in use). Blocking.
+fn commit_group_offset(spec: &KafkaSinkSpec, group: &str, offset: u64) -> TaskResult<()> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &spec.bootstrap_servers)
+        .set("group.id", group)
+        .create()
+        .map_err(kafka_error("creating the consumer of the ids-in-use record"))?;
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(&spec.topic, 0, Offset::Offset(offset as i64))
+        .map_err(kafka_error("building the ids-in-use record"))?;
+    consumer
+        .commit(&list, rdkafka::consumer::CommitMode::Sync)
+        .map_err(kafka_error(format!(
+            "recording the transactional ids in use in group `{group}`"
+        )))
+}
+
 /// A Kafka sink subtask.
 pub struct KafkaSink {
     spec: KafkaSinkSpec,
@@ -328,8 +346,9 @@ impl KafkaSink {
     }
 }
 
-/// Exactly-once recovery (blocking): fence the ids of adopted old subtasks, start the own
-/// producer (fencing its id), read markers, write again what was not committed.
+/// Exactly-once recovery (blocking): record the ids in use, fence the ids of adopted old
+/// subtasks and the lingering ids of failed attempts, start the own producer (fencing its id),
+/// read markers, write again what was not committed.
 fn recover(
     spec: &KafkaSinkSpec,
     prefix: &str,
@@ -339,7 +358,18 @@ fn recover(
     errors: DeliveryErrors,
 ) -> TaskResult<KafkaProducer> {
     let (old_parallelism, pending) = decode_state(items).map_err(TaskError)?;
-    let plan = recovery_plan(prefix, old_parallelism, parallelism, subtask);
+    // Record the ids this attempt uses before opening any transaction, so a restore after it
+    // fails knows which ids may hold lingering transactions.
+    let group = ids_in_use_group(prefix);
+    let recorded = read_marker(spec, &group)?;
+    let in_use = ids_in_use(recorded, old_parallelism, parallelism);
+    if recorded != Some(u64::from(in_use)) {
+        commit_group_offset(spec, &group, u64::from(in_use))?;
+    }
+    let plan = recovery_plan(prefix, old_parallelism, parallelism, subtask, in_use);
+    if !plan.fence_ids.is_empty() {
+        tracing::info!(subtask, ids = ?plan.fence_ids, "Kafka sink: fencing transactional ids (aborts what they left open)");
+    }
     for id in &plan.fence_ids {
         drop(transactional_producer(spec, id, DeliveryErrors::default())?);
     }

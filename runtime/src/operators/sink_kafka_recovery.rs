@@ -13,6 +13,15 @@
 //! transaction of the restore point whose marker shows it was not committed is written again in
 //! a new transaction that also moves the marker. Reference: Flink's `KafkaSink` transactional-id
 //! pool and its abort of lingering transactions on restore (`TransactionAborter`).
+//!
+//! Lingering transactions: an attempt at a higher parallelism that failed before its first
+//! checkpoint (savepoint at 2, restore at 4, crash, restore from the savepoint at 2) leaves
+//! transactions open on ids the restore point does not know (`<prefix>-2`, `<prefix>-3`).
+//! Flink's `KafkaSink` finds them by probing ids until one was never used (producer epoch 0),
+//! which librdkafka does not expose; Weir instead records, before any subtask opens a
+//! transaction, how many ids have ever been used ([`ids_in_use`], kept as the committed offset
+//! of consumer group [`ids_in_use_group`] on partition 0 of the output topic), and every
+//! restore fences the recorded ids its own subtasks and the restore point do not cover.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -66,6 +75,20 @@ pub fn marker_group(prefix: &str, subtask: u32) -> String {
     transactional_id(prefix, subtask)
 }
 
+/// The consumer group whose committed offset (partition 0 of the output topic) is the number
+/// of transactional ids `<prefix>-0 … <prefix>-<n−1>` any attempt of the job has used.
+pub fn ids_in_use_group(prefix: &str) -> String {
+    format!("{prefix}-ids-in-use")
+}
+
+/// The number of ids to record before a subtask opens a transaction: the recorded number
+/// (`None`: never recorded), the restore point's parallelism and this attempt's, whichever is
+/// largest. It never shrinks, so an attempt that failed at a higher parallelism stays known.
+pub fn ids_in_use(recorded: Option<u64>, old_parallelism: Option<u32>, parallelism: u32) -> u32 {
+    let recorded = recorded.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    recorded.max(old_parallelism.unwrap_or(0)).max(parallelism)
+}
+
 /// What a new subtask does before it writes anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryPlan {
@@ -74,21 +97,32 @@ pub struct RecoveryPlan {
     /// subtask`, for `s` below the old parallelism.
     pub adopted: Vec<u32>,
     /// Transactional ids to fence, besides the subtask's own (fenced when its producer
-    /// starts): those of adopted old subtasks that no longer exist.
+    /// starts): those of adopted old subtasks that no longer exist, and the lingering ids
+    /// (used by some attempt, `s ≥ max(old parallelism, parallelism)`, below `ids_in_use`) with
+    /// `s mod parallelism == subtask`, so each is fenced by exactly one subtask.
     pub fence_ids: Vec<String>,
 }
 
 /// Decides the recovery of `subtask` of `parallelism` from state written at
-/// `old_parallelism` (`None`: a first start, nothing to take over).
-pub fn recovery_plan(prefix: &str, old_parallelism: Option<u32>, parallelism: u32, subtask: u32) -> RecoveryPlan {
+/// `old_parallelism` (`None`: a first start, nothing to take over), with `ids_in_use` ids
+/// ever used ([`ids_in_use`], including this attempt's).
+pub fn recovery_plan(
+    prefix: &str,
+    old_parallelism: Option<u32>,
+    parallelism: u32,
+    subtask: u32,
+    ids_in_use: u32,
+) -> RecoveryPlan {
     let parallelism = parallelism.max(1);
-    let adopted: Vec<u32> = (0..old_parallelism.unwrap_or(0))
-        .filter(|s| s % parallelism == subtask)
-        .collect();
+    let old = old_parallelism.unwrap_or(0);
+    let adopted: Vec<u32> = (0..old).filter(|s| s % parallelism == subtask).collect();
+    let lingering = (old.max(parallelism)..ids_in_use).filter(|s| s % parallelism == subtask);
     let fence_ids = adopted
         .iter()
-        .filter(|&&s| s != subtask)
-        .map(|&s| transactional_id(prefix, s))
+        .copied()
+        .filter(|&s| s != subtask)
+        .chain(lingering)
+        .map(|s| transactional_id(prefix, s))
         .collect();
     RecoveryPlan { adopted, fence_ids }
 }
@@ -136,6 +170,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_in_use_only_grow() {
+        for (recorded, old, new, want) in [
+            (None, None, 2, 2),
+            (None, Some(3), 2, 3),
+            (Some(4), Some(2), 2, 4), // a failed attempt at 4 stays recorded
+            (Some(4), Some(2), 6, 6),
+            (Some(u64::MAX), None, 1, u32::MAX),
+        ] {
+            assert_eq!(ids_in_use(recorded, old, new), want, "{recorded:?} {old:?} {new}");
+        }
+    }
+
+    /// Scale-down after a failed scale-up: savepoint at 2, restore at 4 that crashes before
+    /// its first checkpoint (ids 2 and 3 hold open transactions, recorded as 4 ids in use),
+    /// restore from the savepoint at 2: subtask 0 fences id 2, subtask 1 id 3.
+    #[test]
+    fn lingering_ids_of_a_failed_attempt_are_fenced_once() {
+        let ids = |v: &[u32]| v.iter().map(|&s| transactional_id("p", s)).collect::<Vec<_>>();
+        for (old, new, subtask, in_use, adopted, fenced) in [
+            (Some(2), 2, 0, 4, vec![0], vec![2]),
+            (Some(2), 2, 1, 4, vec![1], vec![3]),
+            // The same at 3: ids 0..3 are this attempt's own; 3 lingers, fenced by subtask 0.
+            (Some(2), 3, 0, 4, vec![0], vec![3]),
+            (Some(2), 3, 1, 4, vec![1], vec![]),
+            (Some(2), 3, 2, 4, vec![], vec![]),
+            // Failed 4 → 8, restored at 4 from the checkpoint at 4, then scaled to 2.
+            (Some(4), 2, 0, 8, vec![0, 2], vec![2, 4, 6]),
+            (Some(4), 2, 1, 8, vec![1, 3], vec![3, 5, 7]),
+            // A first start (no restore point) after an earlier run at 3 under the same prefix.
+            (None, 2, 0, 3, vec![], vec![2]),
+            (None, 2, 1, 3, vec![], vec![]),
+            // Nothing lingers: nothing extra.
+            (Some(2), 2, 0, 2, vec![0], vec![]),
+        ] {
+            let plan = recovery_plan("p", old, new, subtask, in_use);
+            let what = format!("{old:?} → {new}, subtask {subtask}, {in_use} ids in use");
+            assert_eq!(plan.adopted, adopted, "{what}");
+            assert_eq!(plan.fence_ids, ids(&fenced), "{what}");
+        }
+        // Every lingering id is fenced by exactly one subtask.
+        let mut all: Vec<String> = (0..2)
+            .flat_map(|s| recovery_plan("p", Some(4), 2, s, 8).fence_ids)
+            .collect();
+        all.sort();
+        assert_eq!(all, ids(&[2, 3, 4, 5, 6, 7]));
+    }
+
+    #[test]
     fn plans_by_old_and_new_parallelism() {
         let ids = |v: &[u32]| v.iter().map(|&s| transactional_id("p", s)).collect::<Vec<_>>();
         for (old, new, subtask, adopted, fenced) in [
@@ -152,7 +234,8 @@ mod tests {
             (Some(2), 4, 1, vec![1], vec![]),
             (Some(2), 4, 3, vec![], vec![]),
         ] {
-            let plan = recovery_plan("p", old, new, subtask);
+            let in_use = ids_in_use(None, old, new);
+            let plan = recovery_plan("p", old, new, subtask, in_use);
             assert_eq!(plan.adopted, adopted, "{old:?} → {new}, subtask {subtask}");
             assert_eq!(plan.fence_ids, ids(&fenced), "{old:?} → {new}, subtask {subtask}");
         }

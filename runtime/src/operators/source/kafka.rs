@@ -6,9 +6,14 @@
 //! checkpoint ([`KafkaSplit`]). Unbounded sources look for new partitions every
 //! `partitionDiscoveryIntervalMs`; bounded ones stop at the end offsets seen when they start.
 //! Broker calls that block (metadata, watermarks, offset look-ups) run on tokio's blocking pool.
+//! With event time, each partition has its own watermark ([`SplitWatermarks`], as Flink's
+//! `KafkaSource` with per-split watermarks) whose clock (the largest event time read) is in the
+//! partition's checkpointed state and moves with the partition on a rescale.
 
 use super::Source;
-use super::kafka_assign::{KafkaSplit, StartFrom, newly_owned, restored_offsets};
+use super::kafka_assign::{KafkaSplit, StartFrom, newly_owned, restored_event_times, restored_offsets};
+use crate::exec::split_watermarks::{SplitId, SplitWatermarks};
+use crate::exec::watermark::NO_WATERMARK;
 use crate::job::{KafkaSourceSpec, StartingOffsets};
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::record::json::parse_json_row;
@@ -34,6 +39,8 @@ const DEFAULT_DISCOVERY_MS: u64 = 30_000;
 #[derive(Clone, Debug)]
 struct Assigned {
     split: KafkaSplit,
+    /// The partition's number in this subtask's [`SplitWatermarks`].
+    split_id: SplitId,
     /// Bounded mode: the end offset seen at start (exclusive).
     end: Option<i64>,
 }
@@ -52,6 +59,11 @@ pub struct KafkaSource {
     /// With a `groupId`: the positions of each checkpoint taken and not completed yet, to
     /// commit to the group when it completes (monitoring only).
     taken: BTreeMap<u64, TopicPartitionList>,
+    /// Per-partition watermarks, when the source has event time.
+    watermarks: Option<SplitWatermarks>,
+    /// The largest event time per partition in the restored state (rescale: of every old
+    /// subtask), for the partitions this subtask takes.
+    restored_event_times: BTreeMap<(String, i32), i64>,
 }
 
 /// At most this many checkpoints' positions wait for completion (older ones are dropped: a
@@ -154,7 +166,9 @@ fn resolve(
                 topic: topic.clone(),
                 partition: *partition,
                 next_offset: start,
+                max_event_time: None,
             },
+            split_id: 0,
             end: spec.bounded.then_some(high),
         });
     }
@@ -195,6 +209,7 @@ impl KafkaSource {
         restore: OperatorRestore,
     ) -> TaskResult<KafkaSource> {
         let restored = restored_offsets(&restore.operator_state).map_err(TaskError)?;
+        let restored_event_times = restored_event_times(&restore.operator_state).map_err(TaskError)?;
         let consumer: StreamConsumer = client_config(spec)
             .create()
             .map_err(kafka_error("creating a consumer", &spec.bootstrap_servers))?;
@@ -208,6 +223,8 @@ impl KafkaSource {
             with_metadata: SchemaCache::default(),
             next_discovery: None,
             taken: BTreeMap::new(),
+            watermarks: None,
+            restored_event_times,
         };
         let found = discover(spec, subtask, parallelism, vec![], restored, true).await?;
         source.add(found)?;
@@ -225,7 +242,18 @@ impl KafkaSource {
 
     /// Adds partitions and (re)assigns the consumer at every partition's current position.
     fn add(&mut self, found: Vec<Assigned>) -> TaskResult<()> {
-        for a in found {
+        let now = Instant::now();
+        for mut a in found {
+            a.split_id = self.assigned.len() as SplitId;
+            a.split.max_event_time = self
+                .restored_event_times
+                .get(&(a.split.topic.clone(), a.split.partition))
+                .copied();
+            if let Some(w) = &mut self.watermarks
+                && !a.done()
+            {
+                w.add_split(a.split_id, a.split.max_event_time.unwrap_or(NO_WATERMARK), now);
+            }
             tracing::info!(
                 topic = %a.split.topic, partition = a.split.partition, offset = a.split.next_offset,
                 subtask = self.subtask, "Kafka source: partition assigned"
@@ -253,6 +281,10 @@ impl KafkaSource {
             return Ok(());
         }
         a.split.next_offset = offset + 1;
+        let (split_id, finished) = (a.split_id, a.done());
+        if finished && let Some(w) = &mut self.watermarks {
+            w.finish(split_id);
+        }
         let Some(bytes) = message.payload() else { return Ok(()) };
         let at = || format!("topic {topic} partition {partition} offset {offset}");
         let text = std::str::from_utf8(bytes).map_err(|e| TaskError(format!("{}: value is not UTF-8: {e}", at())))?;
@@ -270,7 +302,23 @@ impl KafkaSource {
         let row = add_metadata(row, &self.spec, &metadata, &mut self.with_metadata)
             .map_err(|e| TaskError(format!("{}: {e}", at())))?;
         out.push(Record::new(row));
+        if let Some(w) = &mut self.watermarks {
+            w.record_from(split_id);
+        }
         Ok(())
+    }
+
+    /// The partition's state for the checkpoint: its position and its watermark's clock.
+    fn checkpointed(&self, a: &Assigned) -> KafkaSplit {
+        let tracked = self
+            .watermarks
+            .as_ref()
+            .and_then(|w| w.max_seen(a.split_id))
+            .filter(|&t| t != NO_WATERMARK);
+        KafkaSplit {
+            max_event_time: tracked.or(a.split.max_event_time),
+            ..a.split.clone()
+        }
     }
 }
 
@@ -395,13 +443,27 @@ impl Source for KafkaSource {
             operator_state: self
                 .assigned
                 .values()
-                .map(|a| postcard::to_stdvec(&a.split))
+                .map(|a| postcard::to_stdvec(&self.checkpointed(a)))
                 .collect::<Result<_, _>>()?,
         })
     }
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.spec.max_records_per_second
+    }
+
+    fn enable_split_watermarks(&mut self, bound_ms: i64, idle_timeout: Option<Duration>) -> bool {
+        let now = Instant::now();
+        let mut w = SplitWatermarks::new(bound_ms, idle_timeout, now);
+        for a in self.assigned.values().filter(|a| !a.done()) {
+            w.add_split(a.split_id, a.split.max_event_time.unwrap_or(NO_WATERMARK), now);
+        }
+        self.watermarks = Some(w);
+        true
+    }
+
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
+        self.watermarks.as_mut()
     }
 
     fn snapshot_taken(&mut self, checkpoint_id: u64) {

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The position of one partition as the source's operator state holds it: the offset of the
-/// next record to read (Kafka's "committed offset" convention: last read + 1).
+/// next record to read (Kafka's "committed offset" convention: last read + 1), and with event
+/// time the largest event time read from it (its watermark's clock).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KafkaSplit {
     /// Topic name.
@@ -14,6 +15,33 @@ pub struct KafkaSplit {
     pub partition: i32,
     /// Offset of the next record to read.
     pub next_offset: i64,
+    /// With per-partition watermarks: the largest event time (epoch ms) read from the
+    /// partition before `next_offset`; `None` without event time or before any record.
+    pub max_event_time: Option<i64>,
+}
+
+/// The item as Weir wrote it before per-partition watermarks (no `max_event_time`).
+#[derive(Deserialize)]
+struct KafkaSplitWithoutEventTime {
+    topic: String,
+    partition: i32,
+    next_offset: i64,
+}
+
+/// Decodes an item of the source's operator state, also as written before per-partition
+/// watermarks (then without an event time). Errors: it decodes as neither.
+pub fn decode_split(item: &[u8]) -> Result<KafkaSplit, String> {
+    if let Ok(split) = postcard::from_bytes::<KafkaSplit>(item) {
+        return Ok(split);
+    }
+    let old: KafkaSplitWithoutEventTime =
+        postcard::from_bytes(item).map_err(|e| format!("Kafka source state does not decode: {e}"))?;
+    Ok(KafkaSplit {
+        topic: old.topic,
+        partition: old.partition,
+        next_offset: old.next_offset,
+        max_event_time: None,
+    })
 }
 
 /// Java's `String.hashCode` (`s[0]*31^(n-1) + … + s[n-1]` over UTF-16 code units, wrapping in
@@ -42,14 +70,30 @@ pub fn partition_owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
 pub fn restored_offsets(items: &[Vec<u8>]) -> Result<BTreeMap<(String, i32), i64>, String> {
     let mut offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
     for item in items {
-        let split: KafkaSplit =
-            postcard::from_bytes(item).map_err(|e| format!("Kafka source state does not decode: {e}"))?;
+        let split = decode_split(item)?;
         let slot = offsets
             .entry((split.topic, split.partition))
             .or_insert(split.next_offset);
         *slot = (*slot).max(split.next_offset);
     }
     Ok(offsets)
+}
+
+/// The largest event time per (topic, partition) in restored source state (items of all old
+/// subtasks, pooled, so each partition's clock moves with the partition on a rescale); a
+/// partition listed more than once keeps the largest. Partitions without one are absent.
+///
+/// Errors: an item that does not decode as a [`KafkaSplit`].
+pub fn restored_event_times(items: &[Vec<u8>]) -> Result<BTreeMap<(String, i32), i64>, String> {
+    let mut times: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    for item in items {
+        let split = decode_split(item)?;
+        if let Some(t) = split.max_event_time {
+            let slot = times.entry((split.topic, split.partition)).or_insert(t);
+            *slot = (*slot).max(t);
+        }
+    }
+    Ok(times)
 }
 
 /// Where a partition starts.
@@ -156,12 +200,57 @@ mod tests {
     }
 
     fn item(topic: &str, partition: i32, next_offset: i64) -> Vec<u8> {
+        timed(topic, partition, next_offset, None)
+    }
+
+    fn timed(topic: &str, partition: i32, next_offset: i64, max_event_time: Option<i64>) -> Vec<u8> {
         postcard::to_stdvec(&KafkaSplit {
             topic: topic.into(),
             partition,
             next_offset,
+            max_event_time,
         })
         .unwrap()
+    }
+
+    /// State written before per-partition watermarks still restores; the event times of all
+    /// old subtasks are pooled, so each partition's clock goes where the partition goes.
+    #[test]
+    fn event_times_restore_with_their_partitions_and_old_state_decodes() {
+        #[derive(Serialize)]
+        struct Old<'a> {
+            topic: &'a str,
+            partition: i32,
+            next_offset: i64,
+        }
+        let old = postcard::to_stdvec(&Old {
+            topic: "t",
+            partition: 2,
+            next_offset: 9,
+        })
+        .unwrap();
+        assert_eq!(
+            decode_split(&old).unwrap(),
+            KafkaSplit {
+                topic: "t".into(),
+                partition: 2,
+                next_offset: 9,
+                max_event_time: None
+            }
+        );
+        // Old subtasks 0 and 1 (parallelism 2) and an old-format item, pooled.
+        let items = vec![
+            timed("t", 0, 10, Some(1_000)),
+            timed("t", 1, 4, Some(5_000)),
+            old,
+            timed("t", 0, 12, Some(1_200)),
+            timed("u", 0, 3, None),
+        ];
+        let times = restored_event_times(&items).unwrap();
+        let want: BTreeMap<(String, i32), i64> = [(("t".into(), 0), 1_200), (("t".into(), 1), 5_000)].into();
+        assert_eq!(times, want);
+        assert_eq!(restored_offsets(&items).unwrap()[&("t".to_string(), 2)], 9);
+        assert!(decode_split(&[0xff]).is_err());
     }
 
     #[test]

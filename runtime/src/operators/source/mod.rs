@@ -8,10 +8,12 @@ pub mod kafka;
 pub mod kafka_assign;
 
 use super::{EncodedState, OperatorRestore, TaskResult};
+use crate::exec::split_watermarks::SplitWatermarks;
 use crate::job::{OperatorKind, validate::Operator};
 use crate::record::Record;
 use crate::storage::S3Options;
 use async_trait::async_trait;
+use std::time::Duration;
 
 /// A source subtask.
 #[async_trait]
@@ -39,6 +41,21 @@ pub trait Source: Send {
     /// metrics, FLIP-33), or `None` when it cannot be known (an unbounded generator, a
     /// compressed or S3 file).
     fn pending(&self) -> Option<SourcePending> {
+        None
+    }
+
+    /// Turns on per-split watermarks (Flink's per-split watermark generation; see
+    /// [`SplitWatermarks`]) for a source with event time: called once, right after the source
+    /// is built, with the `eventTime` bound (ms) and idle timeout. Returns `false` when the
+    /// source does not generate them (the subtask then generates one watermark over all its
+    /// records).
+    fn enable_split_watermarks(&mut self, _bound_ms: i64, _idle_timeout: Option<Duration>) -> bool {
+        false
+    }
+
+    /// The per-split watermarks turned on by [`Source::enable_split_watermarks`]; the source
+    /// notes the split of each record it appends ([`SplitWatermarks::record_from`]).
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
         None
     }
 }
@@ -118,17 +135,22 @@ pub fn furthest_positions(kind: &OperatorKind, items: &[Vec<u8>]) -> TaskResult<
             }
             by_index.values().map(|s| Ok(postcard::to_stdvec(s)?)).collect()
         }
-        OperatorKind::KafkaSource(_) => kafka_assign::restored_offsets(items)
-            .map_err(super::TaskError)?
-            .into_iter()
-            .map(|((topic, partition), next_offset)| {
-                Ok(postcard::to_stdvec(&kafka_assign::KafkaSplit {
-                    topic,
-                    partition,
-                    next_offset,
-                })?)
-            })
-            .collect(),
+        OperatorKind::KafkaSource(_) => {
+            let times = kafka_assign::restored_event_times(items).map_err(super::TaskError)?;
+            kafka_assign::restored_offsets(items)
+                .map_err(super::TaskError)?
+                .into_iter()
+                .map(|((topic, partition), next_offset)| {
+                    let max_event_time = times.get(&(topic.clone(), partition)).copied();
+                    Ok(postcard::to_stdvec(&kafka_assign::KafkaSplit {
+                        topic,
+                        partition,
+                        next_offset,
+                        max_event_time,
+                    })?)
+                })
+                .collect()
+        }
         other => Err(super::TaskError(format!("{} is not a source", other.name()))),
     }
 }
