@@ -247,9 +247,11 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
                 if is_end {
                     return;
                 }
-                if send(&mut conn, &DataFrame::Credit(1)).await.is_err() {
-                    return;
-                }
+                // The upstream side closes the connection right after end-of-stream, which
+                // may already be queued here behind this frame: a credit it no longer reads
+                // is no reason to drop what is queued. A connection lost before
+                // end-of-stream ends this loop when reading.
+                let _ = send(&mut conn, &DataFrame::Credit(1)).await;
                 continue;
             }
             frame = recv_data(&mut conn), if !ended => frame,
@@ -296,3 +298,7 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
 fn encode_frame(frame: &DataFrame) -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(frame).unwrap_or_default())
 }
+
+#[cfg(test)]
+#[path = "data_channel_tests.rs"]
+mod tests;
