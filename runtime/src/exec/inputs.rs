@@ -32,6 +32,17 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 
+/// The most elements an input's local queue takes from its channel while it is recorded as
+/// channel state: one channel's worth. Every drain frees the channel, and the upstream subtask
+/// fills it again, so without a bound, back-to-back unaligned checkpoints under sustained
+/// backpressure would each add up to a channel's capacity to the queue (the bench
+/// `unaligned_checkpoints`: end-to-end latency 5.4× the aligned run's and growing, checkpoints
+/// up to 11 s). With it, what an input holds stays within two channels' worth (latency 1.4×
+/// the aligned run's); a checkpoint whose in-band barrier is further back waits until
+/// processing has made room (mean checkpoint duration 3.8 s instead of 2.5 s, the aligned
+/// run's 5.9 s).
+pub const MAX_QUEUED_WHILE_RECORDING: usize = super::CHANNEL_CAPACITY;
+
 /// How an input subtask is wired.
 pub struct InputSetup {
     /// One receiver per upstream subtask, ordered by stage input then upstream subtask.
@@ -225,10 +236,11 @@ impl InputState {
     }
 
     /// Moves what the recording inputs have queued in their channels into the local queues,
-    /// up to their in-band barrier.
+    /// up to their in-band barrier, while a local queue holds fewer than
+    /// [`MAX_QUEUED_WHILE_RECORDING`] elements.
     fn drain(&mut self, core: &TaskCore, inputs: &mut [Receiver<Element>]) {
         for (i, input) in inputs.iter_mut().enumerate() {
-            while self.align.is_recording(i) {
+            while self.align.is_recording(i) && self.queued[i].len() < MAX_QUEUED_WHILE_RECORDING {
                 match input.try_recv() {
                     Ok(el) => self.intake(core, i, el),
                     // Empty, or closed (the closing is found by the next poll).
