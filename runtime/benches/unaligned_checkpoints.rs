@@ -183,7 +183,10 @@ fn main() {
     let runs = [
         ("aligned", ""),
         ("unaligned", ", unaligned: true"),
-        ("alignment timeout 1s", ", unaligned: true, alignedCheckpointTimeout: 1s"),
+        (
+            "alignment timeout 1s",
+            ", unaligned: true, alignedCheckpointTimeout: 1s",
+        ),
     ];
     let mut results = vec![];
     for (i, (name, checkpointing)) in runs.iter().enumerate() {

@@ -81,7 +81,10 @@ fn cluster_checkpoints_within(dir: &Path, m: &Path, warmup: Duration, window: Du
     let before = completed(&c.job_status().unwrap_or_default());
     std::thread::sleep(window);
     let job = c.job_status().unwrap_or_default();
-    assert_eq!(job["state"], "RUNNING", "the job still runs at the end of the window: {job}");
+    assert_eq!(
+        job["state"], "RUNNING",
+        "the job still runs at the end of the window: {job}"
+    );
     (completed(&job) - before, job["lastCompletedCheckpoint"].clone())
 }
 
@@ -105,7 +108,12 @@ fn on_the_cluster_unaligned_checkpoints_complete_under_backpressure_while_aligne
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let m = manifest(dir.path(), 2, checkpointing, "{ discard: { maxRecordsPerSecond: 8000 } }");
+        let m = manifest(
+            dir.path(),
+            2,
+            checkpointing,
+            "{ discard: { maxRecordsPerSecond: 8000 } }",
+        );
         let (n, last) = cluster_checkpoints_within(dir.path(), &m, warmup, window);
         eprintln!("cluster, {name}: {n} checkpoints in {window:?}; last: {last}");
         if name != "aligned" && n > 0 {
@@ -159,7 +167,10 @@ fn kill_9_of_workers_with_unaligned_checkpoints_is_exactly_once() {
         let pick = rng.range(0, subtasks.len() as u64) as usize;
         let victim_id = subtasks[pick]["location"].as_str().unwrap().to_string();
         let victim = names.iter().position(|n| *n == victim_id).unwrap();
-        eprintln!("kill -9 #{} of worker {victim_id}, {ms} ms after checkpoint {after}", k + 1);
+        eprintln!(
+            "kill -9 #{} of worker {victim_id}, {ms} ms after checkpoint {after}",
+            k + 1
+        );
         c.workers[victim].kill9();
         let replacement = format!("r{k}");
         c.add_worker_with_slots(&replacement, 1, &[]);
@@ -171,7 +182,11 @@ fn kill_9_of_workers_with_unaligned_checkpoints_is_exactly_once() {
     let logs = cluster_logs(&c);
     assert!(logs.contains("replaying channel state"), "{logs}");
     let recovered = local_output(&dir.path().join("output"));
-    assert_same_multiset(&recovered, &failure_free, "cluster, unaligned checkpoints, 3 worker kill -9");
+    assert_same_multiset(
+        &recovered,
+        &failure_free,
+        "cluster, unaligned checkpoints, 3 worker kill -9",
+    );
     assert_same_multiset(&recovered, &expected_wordcount(), "against the independent count");
     // The final checkpoint of the bounded job is aligned, the periodic ones before it not.
     let kinds: Vec<bool> = checkpoints(dir.path())

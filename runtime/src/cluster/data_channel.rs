@@ -172,7 +172,11 @@ pub(super) async fn write_channel(
 
 /// Sends `b` as a priority frame (no credit needed).
 async fn send_priority(c: &mut Conn, b: &Barrier) -> Result<(), String> {
-    send_frame(c, encode_frame(&DataFrame::PriorityBarrier(WireBarrier::from_barrier(b)))).await
+    send_frame(
+        c,
+        encode_frame(&DataFrame::PriorityBarrier(WireBarrier::from_barrier(b))),
+    )
+    .await
 }
 
 /// Downstream side of remote channels: authenticates each connection
@@ -272,7 +276,10 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
                         // A subtask that is gone fails through its input.
                         let _ = lane.send(b);
                     }
-                    (None, _) => tracing::warn!(checkpoint = w.id, "priority barrier on a channel without a priority lane; ignored"),
+                    (None, _) => tracing::warn!(
+                        checkpoint = w.id,
+                        "priority barrier on a channel without a priority lane; ignored"
+                    ),
                     (_, Err(e)) => {
                         tracing::error!(error = %e, "cannot open the barrier's snapshot target");
                         return;

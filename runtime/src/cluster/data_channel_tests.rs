@@ -77,7 +77,10 @@ async fn a_priority_barrier_overtakes_the_frames_queued_on_a_remote_channel() {
     // there), the rest in the sender's channel or waiting for a credit.
     let batches = 12;
     for i in 0..batches {
-        within("room in the sender's channel", async { out_tx.send(Element::Records(vec![record(i)])).await.ok() }).await;
+        within("room in the sender's channel", async {
+            out_tx.send(Element::Records(vec![record(i)])).await.ok()
+        })
+        .await;
     }
     priority_tx.send(barrier(dir.path(), 7)).unwrap();
     let overtaking = within("the priority barrier", lane_rx.recv()).await;
@@ -109,7 +112,8 @@ async fn the_final_checkpoint_flag_crosses_the_wire() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = barrier(dir.path(), 3);
     b.is_final = true;
-    let wire: WireBarrier = serde_json::from_slice(&serde_json::to_vec(&WireBarrier::from_barrier(&b)).unwrap()).unwrap();
+    let wire: WireBarrier =
+        serde_json::from_slice(&serde_json::to_vec(&WireBarrier::from_barrier(&b)).unwrap()).unwrap();
     let back = StoreCache::new(S3Options::default()).barrier(&wire).await.unwrap();
     assert!(back.is_final);
     let older: WireBarrier = serde_json::from_value(serde_json::json!({

@@ -12,10 +12,13 @@
 //! recording, the subtask drains its recording inputs into a local queue so the in-band
 //! barriers arrive without waiting for the (slow) processing of the records ahead of them; it
 //! processes the queue in order afterwards. What it drains is bounded by what the upstream
-//! subtask sent before its own snapshot: the channel's capacity plus the one batch it was
-//! sending (a blocked send is interrupted by the priority barrier, [`super::send`]). The
-//! acknowledgement, with the channel-state file, goes out when every live input delivered its
-//! in-band barrier.
+//! subtask sent before its own snapshot (the channel's capacity plus the one batch it was
+//! sending: a blocked send is interrupted by the priority barrier, [`super::send`]; across
+//! workers also the frames on credit and in the receiving worker), and by
+//! [`MAX_QUEUED_WHILE_RECORDING`]: a queue still holding an earlier checkpoint's drain takes
+//! more only as processing makes room, so memory stays bounded when checkpoints follow each
+//! other under sustained backpressure. The acknowledgement, with the channel-state file, goes
+//! out when every live input delivered its in-band barrier.
 
 use super::alignment::{Alignment, BarrierAction};
 use super::messages::Element;

@@ -168,7 +168,15 @@ mod tests {
             incremental: None,
         };
         lanes.inbound[&(5, 6)].send(barrier).unwrap();
-        let got = lanes.tasks.get_mut(&6).unwrap().input.as_mut().unwrap().try_recv().unwrap();
+        let got = lanes
+            .tasks
+            .get_mut(&6)
+            .unwrap()
+            .input
+            .as_mut()
+            .unwrap()
+            .try_recv()
+            .unwrap();
         assert_eq!(got.id, 1);
     }
 
