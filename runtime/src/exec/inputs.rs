@@ -522,4 +522,57 @@ mod tests {
         );
         assert_eq!(ack.channel_state.map_or(0, |c| c.handle.entries), 0);
     }
+
+    /// Processing is blocked (the output channel is full) while an unaligned checkpoint records
+    /// an input holding 40 batches before its in-band barrier: the subtask takes at most
+    /// [`MAX_QUEUED_WHILE_RECORDING`] of them into its local queue, so the upstream cannot
+    /// refill the channel beyond it. Once the output drains, every batch ahead of the barrier
+    /// is in the channel state and none in the snapshot.
+    #[tokio::test]
+    async fn a_recorded_input_takes_at_most_one_channel_into_its_queue() {
+        // Room for the forwarded barrier only: the first processed batch blocks.
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(2);
+        out_tx.send(Element::Records(vec![])).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let (core, ctl_tx, mut ev_rx, barrier) =
+            super::super::task::tests::count_core(&store, Output::Forward(out_tx), Some(Duration::ZERO));
+        let (tx0, rx0) = tokio::sync::mpsc::channel(64);
+        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
+        lane_tx.send(barrier.clone()).unwrap();
+        let batches = 40;
+        for i in 0..batches {
+            tx0.send(Element::Records(vec![word(&format!("w{i}"))])).await.unwrap();
+        }
+        tx0.send(Element::Barrier(barrier)).await.unwrap();
+        let setup = InputSetup {
+            inputs: vec![rx0],
+            mode: CheckpointMode::ExactlyOnce,
+            priority: Some(lane_rx),
+            channel_uid: "counts".into(),
+            replay: vec![],
+        };
+        let task = tokio::spawn(run_inputs_with(core, setup));
+        // A current-thread runtime: yielding lets the subtask run until its send blocks.
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+        }
+        let in_channel = 64 - tx0.capacity();
+        assert_eq!(
+            in_channel,
+            batches + 1 - MAX_QUEUED_WHILE_RECORDING,
+            "drained exactly MAX_QUEUED_WHILE_RECORDING batches"
+        );
+        let drain = tokio::spawn(async move { while out_rx.recv().await.is_some() {} });
+        let ack = match ev_rx.recv().await.unwrap() {
+            TaskEvent::Ack(a) => a,
+            other => panic!("unexpected {other:?}"),
+        };
+        ctl_tx.send(Control::Shutdown).unwrap();
+        task.await.unwrap().unwrap();
+        drain.abort();
+        assert!(ack.unaligned);
+        assert_eq!(ack.operators[0].handle.entries, 0, "snapshot before any batch");
+        assert_eq!(ack.channel_state.map_or(0, |c| c.handle.entries), batches as u64);
+    }
 }
