@@ -10,7 +10,7 @@ impl StreamJobSpec {
     /// (`savepoints.periodicInterval`, `savepoints.history.maxAge`, `rollback.readinessTimeout`,
     /// `health.restartWindow` must parse and be greater than 0), then the runtime's rules
     /// ([`StreamJobSpec::runtime_job`]), then that the distributed runtime the operator deploys
-    /// can run the job (a multi-input dataflow runs with `weir run` only so far).
+    /// can run the job (`at-most-once` runs with `weir run` only so far).
     ///
     /// Errors: the first violation, naming the field (`spec.rollback.readinessTimeout: ...`).
     pub fn validate(&self, name: &str) -> Result<weir_runtime::job::Job, String> {

@@ -2,13 +2,21 @@
 //! downstream worker's data port, authenticates ([`handshake`]), says which channel it is
 //! (`Hello`), then sends one frame per credit; the downstream side hands each frame to the
 //! subtask's bounded input and grants a credit back (credit-based flow control).
+//!
+//! Unaligned checkpoints: the upstream subtask's barrier for the downstream subtask's priority
+//! lane ([`crate::exec::lanes`]) comes to the upstream side on a lane of its own, and goes out
+//! at once as a `PriorityBarrier` frame, ahead of the records waiting in the channel or for
+//! credits. The downstream side keeps reading frames while it waits to hand earlier ones to
+//! the subtask (at most the credits it granted: one frame per credit), so a priority frame is
+//! never stuck behind them; it passes it to the downstream subtask's lane at once.
 
 use super::wire::*;
+use crate::checkpoint::Barrier;
 use crate::exec::messages::{Element, TaskEvent};
 use crate::security::handshake;
 use crate::security::refusals::{self, Surface};
 use crate::security::secret::JobSecret;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
@@ -22,10 +30,18 @@ pub const INITIAL_CREDITS: u32 = 4;
 pub(super) struct Inbound {
     /// The attempt the channels belong to.
     pub(super) attempt: u64,
-    /// Sender into each subtask input, by (upstream task, downstream task).
-    pub(super) channels: HashMap<(usize, usize), mpsc::Sender<Element>>,
+    /// The subtask input of each channel, by (upstream task, downstream task).
+    pub(super) channels: HashMap<(usize, usize), InboundChannel>,
     /// Snapshot stores of the attempt (barriers name them by URL).
     pub(super) stores: StoreCache,
+}
+
+/// Where the downstream side of a remote channel hands what it receives.
+pub(super) struct InboundChannel {
+    /// The subtask's bounded input for this channel (records, barriers, watermarks, end).
+    pub(super) input: mpsc::Sender<Element>,
+    /// The subtask's priority lane (unaligned checkpoints; `None` when aligned).
+    pub(super) priority: Option<mpsc::UnboundedSender<Barrier>>,
 }
 
 /// The upstream subtask of a remote channel, for failure reports.
@@ -54,15 +70,17 @@ pub fn oversize_record_message(label: &str, o: &OversizeRecord) -> String {
 }
 
 /// Upstream side of a remote channel: connect, say hello, then send one frame per credit.
-/// A record too large for a frame fails the upstream subtask with the reason (and the
-/// channel stays open until the attempt is cancelled, so the downstream subtask does not
-/// report a lost upstream first).
+/// A barrier from `priority` (unaligned checkpoints) goes out at once, before anything
+/// `rx` holds and without a credit. A record too large for a frame fails the upstream subtask
+/// with the reason (and the channel stays open until the attempt is cancelled, so the
+/// downstream subtask does not report a lost upstream first).
 pub(super) async fn write_channel(
     addr: String,
     attempt: u64,
     sender: ChannelSender,
     down: usize,
     mut rx: mpsc::Receiver<Element>,
+    mut priority: Option<mpsc::UnboundedReceiver<Barrier>>,
 ) {
     let up = sender.up;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -94,7 +112,20 @@ pub(super) async fn write_channel(
         }
     };
     let (c, mut credits) = (&mut conn.0, conn.1);
-    while let Some(el) = rx.recv().await {
+    loop {
+        let el = tokio::select! {
+            biased;
+            Some(b) = crate::exec::send::recv_lane(&mut priority) => {
+                if send_priority(c, &b).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            el = rx.recv() => match el {
+                Some(el) => el,
+                None => return,
+            },
+        };
         let (frames, end) = match el {
             Element::Records(r) => match encode_records(&r, MAX_FRAME) {
                 Ok(frames) => (frames, false),
@@ -115,9 +146,17 @@ pub(super) async fn write_channel(
         };
         for frame in frames {
             while credits == 0 {
-                match recv::<DataFrame>(c).await {
-                    Ok(Some(DataFrame::Credit(n))) => credits += n,
-                    _ => return,
+                tokio::select! {
+                    biased;
+                    Some(b) = crate::exec::send::recv_lane(&mut priority) => {
+                        if send_priority(c, &b).await.is_err() {
+                            return;
+                        }
+                    }
+                    credit = recv::<DataFrame>(c) => match credit {
+                        Ok(Some(DataFrame::Credit(n))) => credits += n,
+                        _ => return,
+                    },
                 }
             }
             if send_frame(c, frame).await.is_err() {
@@ -129,6 +168,15 @@ pub(super) async fn write_channel(
             return;
         }
     }
+}
+
+/// Sends `b` as a priority frame (no credit needed).
+async fn send_priority(c: &mut Conn, b: &Barrier) -> Result<(), String> {
+    send_frame(
+        c,
+        encode_frame(&DataFrame::PriorityBarrier(WireBarrier::from_barrier(b))),
+    )
+    .await
 }
 
 /// Downstream side of remote channels: authenticates each connection
@@ -164,11 +212,11 @@ pub(super) async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inboun
                 } else {
                     ib.channels
                         .remove(&(up, down))
-                        .map(|tx| (tx, ib.stores.clone()))
+                        .map(|ch| (ch, ib.stores.clone()))
                         .ok_or(("unknown channel".to_string(), true))
                 }
             };
-            let (tx, stores) = match claimed {
+            let (channel, stores) = match claimed {
                 Ok(x) => x,
                 Err((reason, retry)) => {
                     let _ = send(&mut conn, &DataFrame::Refused { reason, retry }).await;
@@ -178,17 +226,41 @@ pub(super) async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inboun
             if send(&mut conn, &DataFrame::Credit(INITIAL_CREDITS)).await.is_err() {
                 return;
             }
-            read_channel(conn, tx, stores).await;
+            read_channel(conn, channel, stores).await;
         });
     }
 }
 
-/// Downstream side: hand each frame to the subtask's bounded input, then grant a credit. A
-/// connection that drops before end-of-stream drops the input sender, which the subtask
-/// reports as a failure.
-async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCache) {
+/// Downstream side: hand each frame to the subtask's bounded input, then grant a credit;
+/// a priority barrier goes to the subtask's priority lane at once. Frames keep being read
+/// while the input is full (at most one per credit granted, so the local queue is bounded by
+/// [`INITIAL_CREDITS`]). A connection that drops before end-of-stream drops the input
+/// sender, which the subtask reports as a failure.
+async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCache) {
+    let InboundChannel { input: tx, priority } = channel;
+    let mut queued: VecDeque<Element> = VecDeque::new();
+    let mut ended = false;
     loop {
-        let el = match recv_data(&mut conn).await {
+        let frame = tokio::select! {
+            biased;
+            permit = tx.reserve(), if !queued.is_empty() => {
+                let Ok(permit) = permit else { return };
+                let el = queued.pop_front().expect("a queued element");
+                let is_end = matches!(el, Element::End);
+                permit.send(el);
+                if is_end {
+                    return;
+                }
+                // The upstream side closes the connection right after end-of-stream, which
+                // may already be queued here behind this frame: a credit it no longer reads
+                // is no reason to drop what is queued. A connection lost before
+                // end-of-stream ends this loop when reading.
+                let _ = send(&mut conn, &DataFrame::Credit(1)).await;
+                continue;
+            }
+            frame = recv_data(&mut conn), if !ended => frame,
+        };
+        let el = match frame {
             Ok(Some(DataFrame::Records(r))) => Element::Records(r),
             Ok(Some(DataFrame::Watermark(w))) => Element::Watermark(w),
             Ok(Some(DataFrame::Barrier(w))) => match stores.barrier(&w).await {
@@ -198,9 +270,26 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
                     return;
                 }
             },
+            Ok(Some(DataFrame::PriorityBarrier(w))) => {
+                match (&priority, stores.barrier(&w).await) {
+                    (Some(lane), Ok(b)) => {
+                        // A subtask that is gone fails through its input.
+                        let _ = lane.send(b);
+                    }
+                    (None, _) => tracing::warn!(
+                        checkpoint = w.id,
+                        "priority barrier on a channel without a priority lane; ignored"
+                    ),
+                    (_, Err(e)) => {
+                        tracing::error!(error = %e, "cannot open the barrier's snapshot target");
+                        return;
+                    }
+                }
+                continue;
+            }
             Ok(Some(DataFrame::End)) => {
-                let _ = tx.send(Element::End).await;
-                return;
+                ended = true;
+                Element::End
             }
             Err(e) => {
                 tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
@@ -208,12 +297,7 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
             }
             _ => return,
         };
-        if tx.send(el).await.is_err() {
-            return;
-        }
-        if send(&mut conn, &DataFrame::Credit(1)).await.is_err() {
-            return;
-        }
+        queued.push_back(el);
     }
 }
 
@@ -221,3 +305,7 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
 fn encode_frame(frame: &DataFrame) -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(frame).unwrap_or_default())
 }
+
+#[cfg(test)]
+#[path = "data_channel_tests.rs"]
+mod tests;

@@ -9,7 +9,8 @@
 //! upstream worker → downstream worker: [`DataFrame`] (`Hello` first, then records, barriers
 //! and end-of-stream in band); downstream → upstream: `Credit` frames (credit-based flow
 //! control: the sender sends one frame per credit; the receiver grants a credit each time it
-//! has handed a frame to the subtask's bounded input channel).
+//! has handed a frame to the subtask's bounded input channel). With unaligned checkpoints,
+//! `PriorityBarrier` frames overtake the queued frames and need no credit.
 
 use crate::checkpoint::{Ack, Barrier, SnapshotTarget};
 use crate::control::api::SnapshotKind;
@@ -135,6 +136,10 @@ pub struct WireBarrier {
     /// [`Barrier::incremental`].
     #[serde(default)]
     pub incremental: Option<Option<u64>>,
+    /// [`Barrier::is_final`]: the final checkpoint of a bounded job, always taken aligned
+    /// (absent in frames of releases without unaligned checkpoints on workers: `false`).
+    #[serde(default)]
+    pub is_final: bool,
 }
 
 impl WireBarrier {
@@ -148,6 +153,7 @@ impl WireBarrier {
             dir: b.target.dir.clone(),
             triggered_at_ms: b.triggered_at_ms,
             incremental: b.incremental,
+            is_final: b.is_final,
         }
     }
 }
@@ -188,8 +194,7 @@ impl StoreCache {
                 dir: w.dir.clone(),
             }),
             triggered_at_ms: w.triggered_at_ms,
-            // Only unaligned checkpoints read it, and the distributed runtime refuses them.
-            is_final: false,
+            is_final: w.is_final,
             incremental: w.incremental,
         })
     }
@@ -427,8 +432,14 @@ pub enum DataFrame {
     },
     /// A batch of records.
     Records(Vec<Record>),
-    /// A barrier.
+    /// A barrier, in band: it follows every record the upstream subtask sent before it.
     Barrier(WireBarrier),
+    /// Unaligned checkpoints: a barrier on the downstream subtask's *priority lane*
+    /// ([`crate::exec::lanes`]). The upstream side sends it at once, ahead of the records
+    /// waiting in its channel or for credits, and without a credit; the downstream side reads
+    /// it while it waits to hand earlier frames to the subtask, and passes it to the lane. The
+    /// same barrier follows in band (`Barrier`).
+    PriorityBarrier(WireBarrier),
     /// End of stream.
     End,
     /// Downstream grants this many more frames.

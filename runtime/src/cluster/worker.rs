@@ -5,7 +5,7 @@
 //! the coordinator is lost (heartbeat timeout or closed connection), or when its registration
 //! is refused as stale.
 
-use super::data_channel::{ChannelSender, Inbound, accept_data, write_channel};
+use super::data_channel::{ChannelSender, Inbound, InboundChannel, accept_data, write_channel};
 use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
 use super::worker_health::{SharedMetrics, serve_health};
@@ -341,13 +341,16 @@ async fn deploy(
     let mut local_senders: HashMap<(usize, usize), mpsc::Sender<Element>> = HashMap::new();
     let mut inputs: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
     let mut registered = HashMap::new();
+    // Unaligned checkpoints: priority lanes, local or across the data connections.
+    let mut lanes = exec::lanes::worker_lanes(&ctx.job, &d.tasks);
     for &t in &d.tasks {
         for u in exec::plan::upstream_tasks(&graph, p, t) {
             let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
             if local.contains(&u) {
                 local_senders.insert((u, t), tx);
             } else {
-                registered.insert((u, t), tx);
+                let priority = lanes.inbound.remove(&(u, t));
+                registered.insert((u, t), InboundChannel { input: tx, priority });
             }
             inputs.entry(t).or_default().push(rx);
         }
@@ -378,7 +381,8 @@ async fn deploy(
                         label: format!("{} on worker {worker_id}", exec::subtask_label(&specs[t], p as u32)),
                         events: ev_tx.clone(),
                     };
-                    handles.push(tokio::spawn(write_channel(addr, attempt, sender, dn, rx)));
+                    let priority = lanes.outbound.remove(&(t, dn));
+                    handles.push(tokio::spawn(write_channel(addr, attempt, sender, dn, rx, priority)));
                     tx
                 }
             };
@@ -400,8 +404,7 @@ async fn deploy(
             outputs.remove(&t),
             ctl_rx,
             ev_tx.clone(),
-            // `check_distributed` refuses unaligned checkpoints: no priority lanes.
-            exec::PriorityLanes::default(),
+            lanes.tasks.remove(&t).unwrap_or_default(),
         )
         .await?;
         controls.insert(t, ctl_tx);

@@ -124,7 +124,7 @@ impl TaskCore {
 }
 
 /// The next barrier of a priority lane; never, without one.
-pub(super) async fn recv_lane(lane: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Barrier>>) -> Option<Barrier> {
+pub async fn recv_lane(lane: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Barrier>>) -> Option<Barrier> {
     match lane {
         Some(r) => r.recv().await,
         None => std::future::pending().await,

@@ -170,7 +170,7 @@ pub struct CheckpointingSpec {
     /// `mode: exactly-once` only: the first barrier of a checkpoint overtakes the records
     /// queued in the channels, each subtask snapshots at once and stores the records that were
     /// in flight as channel state, so checkpoints complete under backpressure. Savepoints are
-    /// always aligned. `weir run` only so far.
+    /// always aligned.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unaligned: bool,
     /// With `unaligned: true`: start each checkpoint aligned and switch a subtask to unaligned

@@ -322,17 +322,13 @@ impl Job {
 
     /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
     /// operator) cannot run yet: `at-most-once` mode (its read-position log is written by
-    /// `weir run` only) or unaligned checkpoints. Multi-input dataflows (union, join) run
-    /// distributed, wired by the same plan as `weir run`.
+    /// `weir run` only). Multi-input dataflows (union, join) and unaligned checkpoints (with
+    /// or without an alignment timeout) run distributed, wired by the same plan as `weir run`.
     ///
-    /// Errors: [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`;
-    /// [`UNALIGNED_ONLY_LOCAL`], on `spec.checkpointing.unaligned`.
+    /// Errors: [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
     pub fn check_distributed(&self) -> Result<(), JobError> {
         if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
             return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
-        }
-        if self.spec.checkpointing.unaligned {
-            return Err(JobError::new("spec.checkpointing.unaligned", UNALIGNED_ONLY_LOCAL));
         }
         Ok(())
     }
@@ -496,9 +492,6 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         )),
     }
 }
-
-/// The error for unaligned checkpoints in the distributed runtime.
-pub const UNALIGNED_ONLY_LOCAL: &str = "unaligned checkpoints run with weir run only so far; remove `unaligned` (and `alignedCheckpointTimeout`) for a cluster job";
 
 /// `unaligned` and `alignedCheckpointTimeout`: only with `exactly-once` (the other modes do not
 /// align barriers, so there is nothing to unalign); the timeout only with `unaligned: true`

@@ -131,12 +131,19 @@ impl Cluster {
     }
 
     pub fn add_worker(&mut self, id: &str, env: &[(&str, &str)]) {
+        self.add_worker_with_slots(id, 2, env);
+    }
+
+    /// Starts worker `id` with `slots` task slots (one slot per worker puts subtask k of
+    /// every stage on its own worker: every keyed exchange crosses the network).
+    pub fn add_worker_with_slots(&mut self, id: &str, slots: u32, env: &[(&str, &str)]) {
+        let slots = slots.to_string();
         let args = [
             "worker",
             "--coordinator",
             &self.rpc,
             "--slots",
-            "2",
+            &slots,
             "--data-listen",
             "127.0.0.1:0",
             "--listen",

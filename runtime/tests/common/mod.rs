@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod kafka;
 pub mod kafka_log;
+pub mod union_wordcount;
 
 /// The log filter of the `weir` processes tests start: warnings, plus the run's own messages
 /// (target `weir`: the control API address, `job … finished`, the resume hint, restarts),
