@@ -440,10 +440,7 @@ mod tests {
         assert_eq!(decode_state_file("f", &bytes).unwrap(), file);
         let json = serde_json::to_string(&file.key_groups[0]).unwrap();
         assert_eq!(json, serde_json::to_string(&default.key_groups[0]).unwrap());
-        assert_eq!(
-            serde_json::from_str::<KeyGroupBlock>(&json).unwrap(),
-            file.key_groups[0]
-        );
+        assert_eq!(serde_json::from_str::<KeyGroupBlock>(&json).unwrap(), file.key_groups[0]);
     }
 
     #[test]
