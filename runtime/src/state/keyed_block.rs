@@ -40,7 +40,7 @@ pub type DecodedEntry<V> = (Key, V, Option<u64>);
 
 /// Encodes version 1: `entries` as `(key, value)`.
 pub fn encode_v1<V: Serialize>(entries: &[(&Key, &V)]) -> Result<Vec<u8>, postcard::Error> {
-    postcard::to_extend(entries, Vec::with_capacity(10 + entries.len() * 16))
+    postcard::to_stdvec(entries)
 }
 
 /// Encodes version 2: `entries` as `(key, value, written_ms)` after the 2-byte prefix.

@@ -35,53 +35,7 @@ pub struct KeyGroupBlock {
     /// Number of entries.
     pub entries: u64,
     /// Encoded entries.
-    #[serde(with = "byte_string")]
     pub data: Vec<u8>,
-}
-
-/// Serde for a block's bytes as one byte string (`serialize_bytes`). In postcard that is the
-/// same bytes as serde's default for `Vec<u8>`, a sequence of `u8` (a varint length, then one
-/// byte per element), so files written either way read either way; but it is written and read
-/// with one copy instead of one serializer call per byte, which made encoding a state file
-/// several times slower than the store it goes to (`benches/state_backends`).
-mod byte_string {
-    use serde::de::{SeqAccess, Visitor};
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(bytes)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        d.deserialize_byte_buf(BytesVisitor)
-    }
-
-    struct BytesVisitor;
-
-    impl<'de> Visitor<'de> for BytesVisitor {
-        type Value = Vec<u8>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a byte string")
-        }
-
-        fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-            Ok(v.to_vec())
-        }
-
-        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-            Ok(v)
-        }
-
-        /// Self-describing formats (JSON) write bytes as a sequence of numbers.
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-            while let Some(b) = seq.next_element()? {
-                out.push(b);
-            }
-            Ok(out)
-        }
-    }
 }
 
 /// The body of a state file: one subtask's state of one operator.
@@ -99,25 +53,14 @@ pub struct StateFile {
 }
 
 /// Encodes a state file with its header.
-///
-/// The body is encoded in place after the header (whose checksum and length are filled in
-/// afterwards) into a buffer sized for the blocks up front, so the state is copied once.
 pub fn encode_state_file(f: &StateFile) -> Vec<u8> {
-    // Blocks' bytes plus at most three 10-byte varints each; items plus a varint each.
-    let capacity = STATE_HEADER
-        + f.uid.len()
-        + 32
-        + f.key_groups.iter().map(|b| b.data.len() + 30).sum::<usize>()
-        + f.operator_state.iter().map(|o| o.len() + 10).sum::<usize>();
-    let mut out = Vec::with_capacity(capacity);
+    let body = postcard::to_stdvec(f).expect("state file encodes");
+    let mut out = Vec::with_capacity(STATE_HEADER + body.len());
     out.extend_from_slice(STATE_MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&[0; 12]);
-    let mut out = postcard::to_extend(f, out).expect("state file encodes");
-    let body = &out[STATE_HEADER..];
-    let (crc, len) = (crc32fast::hash(body), body.len() as u64);
-    out[10..14].copy_from_slice(&crc.to_le_bytes());
-    out[14..22].copy_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&body);
     out
 }
 
@@ -396,51 +339,6 @@ mod tests {
         assert!(e.problem.contains("truncated"), "{e}");
         let e = decode_state_file("f", &bytes[..5]).unwrap_err();
         assert!(e.problem.contains("truncated"), "{e}");
-    }
-
-    /// The state file format is unchanged by encoding block bytes as a byte string: the same
-    /// bytes as serde's default `Vec<u8>` (a sequence of `u8`), so older files read and older
-    /// releases read new ones; JSON (a sequence of numbers) reads back too.
-    #[test]
-    fn block_bytes_encode_as_the_default_u8_sequence_did() {
-        #[derive(Serialize)]
-        struct DefaultBlock {
-            key_group: u32,
-            entries: u64,
-            data: Vec<u8>,
-        }
-        #[derive(Serialize)]
-        struct DefaultFile {
-            uid: String,
-            subtask: u32,
-            key_groups: Vec<DefaultBlock>,
-            operator_state: Vec<Vec<u8>>,
-        }
-        let data: Vec<u8> = (0..300u32).map(|i| (i * 7 % 256) as u8).collect();
-        let file = StateFile {
-            key_groups: vec![KeyGroupBlock {
-                key_group: 3,
-                entries: 40,
-                data: data.clone(),
-            }],
-            ..sample()
-        };
-        let default = DefaultFile {
-            uid: file.uid.clone(),
-            subtask: file.subtask,
-            key_groups: vec![DefaultBlock {
-                key_group: 3,
-                entries: 40,
-                data,
-            }],
-            operator_state: file.operator_state.clone(),
-        };
-        let bytes = encode_state_file(&file);
-        assert_eq!(&bytes[STATE_HEADER..], &postcard::to_stdvec(&default).unwrap()[..]);
-        assert_eq!(decode_state_file("f", &bytes).unwrap(), file);
-        let json = serde_json::to_string(&file.key_groups[0]).unwrap();
-        assert_eq!(json, serde_json::to_string(&default.key_groups[0]).unwrap());
-        assert_eq!(serde_json::from_str::<KeyGroupBlock>(&json).unwrap(), file.key_groups[0]);
     }
 
     #[test]
