@@ -60,7 +60,11 @@ pub fn print_run(r: &Run, header: bool) {
         );
     }
     let res = &r.result;
-    let periodic = &res.checkpoints[..res.checkpoints.len().saturating_sub(1)];
+    // The periodic checkpoints' parts; a run without any shows its final checkpoint's.
+    let periodic = match &res.checkpoints[..] {
+        [only] => std::slice::from_ref(only),
+        all => &all[..all.len().saturating_sub(1)],
+    };
     let med = |f: fn(&crate::job::CheckpointRow) -> u64| median(periodic.iter().map(|c| f(c) as f64).collect());
     let (chk, raw, restore, get) = res
         .store
