@@ -188,6 +188,11 @@ impl Moto {
     }
 }
 
+/// Whether a moto server can be started (`moto_server` or moto's module is installed).
+pub fn available() -> bool {
+    find_moto().is_some()
+}
+
 fn find_moto() -> Option<Moto> {
     if let Some(p) = on_path("moto_server")
         && runs(Command::new(&p).arg("--help"))

@@ -1,6 +1,6 @@
-//! Heap vs disk keyed state in the same run: peak memory, update throughput and snapshot
-//! encoding, at two key counts, each printed as a ratio against the heap backend and against
-//! the smaller key count.
+//! Part `memory`: the keyed state alone, heap vs disk, peak memory, update throughput and
+//! snapshot encoding, at two key counts, each printed as a ratio against the heap backend and
+//! against the smaller key count.
 //!
 //! Each measurement runs in a child process of this bench (so one backend's peak RSS does not
 //! hide the other's): it counts `keys` distinct `key-<n>` strings twice each (a
@@ -10,36 +10,19 @@
 //! its cache and write buffer (48 MiB), so it barely grows from 1× to 4× the keys, while the
 //! heap's grows with the key count. A checkpoint holds the subtask's encoded state in memory
 //! while it is written, on both backends (the second peak).
-//!
-//! Run: `cargo bench -p weir-runtime --bench state_backends`. Environment: `WEIR_BENCH_KEYS`
-//! (the smaller key count; default 500,000; the larger is 4×). Linux only (reads
-//! `/proc/self/status`).
 
+use crate::rss::status_kib;
 use std::time::Instant;
 use weir_runtime::record::Key;
 use weir_runtime::state::backend::{BackendChoice, KeyedState};
 use weir_runtime::state::disk::DiskStateOptions;
 use weir_runtime::state::key_group::{key_group_of_hash, key_group_range, key_hash};
 
-/// The same allocator as the `weir` binary.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const MAX_P: u32 = 128;
-
-/// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`), in KiB.
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux only)");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// The child: counts `keys` keys twice on `backend`, encodes a snapshot, prints one line
 /// `update_peak_kib peak_kib update_s encode_s bytes`.
-fn child(backend: &str, keys: u64) {
+pub fn child(backend: &str, keys: u64) {
     let start_kib = status_kib("VmRSS");
     let dir = tempfile::tempdir().expect("temp dir");
     let choice = match backend {
@@ -85,7 +68,7 @@ struct Measured {
 
 fn measure(backend: &str, keys: u64) -> Measured {
     let out = std::process::Command::new(std::env::current_exe().expect("own path"))
-        .args(["--child", backend, &keys.to_string()])
+        .args(["--child-memory", backend, &keys.to_string()])
         .output()
         .expect("run the child");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -100,18 +83,10 @@ fn measure(backend: &str, keys: u64) -> Measured {
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(&args[i + 1], args[i + 2].parse().expect("key count"));
-        return;
-    }
-    let small: u64 = std::env::var("WEIR_BENCH_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(500_000);
+/// Runs part `memory` at `small` and 4× `small` keys and prints its table.
+pub fn run(small: u64) {
     let large = small * 4;
-    println!("keyed count state, heap vs disk; each row a child process; ratios disk/heap");
+    println!("\n[memory] keyed state alone, heap vs disk; each row a child process; ratios disk/heap");
     println!(
         "{:>10} {:>6} {:>14} {:>14} {:>14} {:>10} {:>12}",
         "keys", "store", "peak MiB upd", "+encode MiB", "updates/s", "encode s", "encoded MB"

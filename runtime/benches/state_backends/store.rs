@@ -1,0 +1,128 @@
+//! The final checkpoint of a run against its store, in the child after the job ended (nothing
+//! else runs then):
+//!
+//! - checkpoint throughput: the checkpoint's bytes over its duration (trigger to `_metadata`:
+//!   synchronous part, encoding, upload), vs a raw upload of the same state files' bytes to
+//!   the same store with the same call (`ObjectStore::put`, files in parallel as subtasks do;
+//!   local: temp file, fsync, rename; S3: multipart above 16 MiB).
+//! - restore time: what a subtask does before its first record (`restore::load`: download,
+//!   size and CRC check, decode; then the aggregation's keyed state opened on the backend and
+//!   loaded), vs a raw download of the same files (`ObjectStore::get`, as many at a time as a
+//!   restore reads, [`PARALLEL_READS`]).
+//!
+//! Only full (self-contained) checkpoints are measured this way.
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+use weir_runtime::checkpoint::restore::{PARALLEL_READS, load, load_metadata, operator_restore};
+use weir_runtime::job::validate::AggregateFn;
+use weir_runtime::operators::aggregate::{Aggregate, KeyedStateInit};
+use weir_runtime::state::backend::BackendChoice;
+use weir_runtime::state::disk::DiskStateOptions;
+use weir_runtime::state::key_group::key_group_range;
+use weir_runtime::storage::{self, S3Options};
+
+/// The store measurements of one checkpoint; seconds and bytes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreRun {
+    /// State file bytes (without `_metadata`).
+    pub state_bytes: u64,
+    /// Keys in the checkpoint.
+    pub entries: u64,
+    /// The checkpoint's bytes (with `_metadata`) over its duration, bytes/s.
+    pub checkpoint_bytes_per_s: f64,
+    /// The same state bytes put to the same store, bytes/s.
+    pub raw_upload_bytes_per_s: f64,
+    /// Restore to usable state, s.
+    pub restore_s: f64,
+    /// Raw download of the same files, s.
+    pub raw_download_s: f64,
+}
+
+/// Measures the checkpoint at `url` (its directory) whose stats said `size_bytes` written in
+/// `duration_ms`. Panics on a storage error (a bench).
+pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes: u64, duration_ms: u64) -> StoreRun {
+    let store = storage::open(url, &S3Options::default())
+        .await
+        .expect("open the checkpoint's store");
+    let metadata = load_metadata(&store, "").await.expect("the checkpoint's _metadata");
+    let files: Vec<(String, u64)> = metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.files().into_iter().map(|(f, size, _)| (f.to_string(), size)))
+        .collect();
+    assert!(
+        files.iter().all(|(f, _)| !f.contains('/')),
+        "only self-contained checkpoints are measured against the store"
+    );
+    let state_bytes: u64 = files.iter().map(|f| f.1).sum();
+
+    // Restore: load the snapshot, then build the aggregation's keyed state from it.
+    let t = Instant::now();
+    let snapshot = load(&store, "").await.expect("load the checkpoint");
+    let range = key_group_range(0, 1, metadata.max_parallelism);
+    let mut entries = 0;
+    let mut restored = Vec::new();
+    for op in metadata
+        .operators
+        .iter()
+        .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
+    {
+        entries += op.handles.iter().map(|h| h.entries).sum::<u64>();
+        let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
+        if backend == "disk" {
+            init.backend = BackendChoice::Disk {
+                dir: std::path::Path::new(state_dir).join(format!("restore-{}", op.uid)),
+                options: DiskStateOptions::default(),
+            };
+        }
+        let aggregate = tokio::task::block_in_place(|| {
+            Aggregate::with_state(&op.uid, AggregateFn::Count, None, "key", "count", init).expect("restore")
+        });
+        restored.push(aggregate);
+    }
+    let restore_s = t.elapsed().as_secs_f64();
+    assert_eq!(restored.iter().map(|a| a.len() as u64).sum::<u64>(), entries);
+    drop((restored, snapshot));
+
+    // Raw download of the same files.
+    let t = Instant::now();
+    let downloaded: Vec<(String, bytes::Bytes)> = futures::stream::iter(files.iter().cloned())
+        .map(|(f, _)| {
+            let store = store.clone();
+            async move {
+                let data = store.get(&f).await.expect("raw download");
+                (f, data)
+            }
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .collect()
+        .await;
+    let raw_download_s = t.elapsed().as_secs_f64();
+
+    // Raw upload of the same bytes, all files at once.
+    let t = Instant::now();
+    futures::future::join_all(downloaded.iter().map(|(f, data)| {
+        let store = store.clone();
+        async move {
+            store
+                .put(&format!("raw-upload/{f}"), data.clone())
+                .await
+                .expect("raw upload")
+        }
+    }))
+    .await;
+    let raw_upload_s = t.elapsed().as_secs_f64();
+    store.delete_prefix("raw-upload/").await.expect("delete the raw upload");
+
+    StoreRun {
+        state_bytes,
+        entries,
+        checkpoint_bytes_per_s: size_bytes as f64 / (duration_ms.max(1) as f64 / 1000.0),
+        raw_upload_bytes_per_s: state_bytes as f64 / raw_upload_s,
+        restore_s,
+        raw_download_s,
+    }
+}
