@@ -337,7 +337,7 @@ pub async fn main(cli: Cli) -> i32 {
         },
         Command::Savepoint(SavepointCmd::Inspect { path, output, json }) => {
             let format = if json { OutputFormat::Json } else { output };
-            crate::cli_checkpoints::inspect(&path, format).await
+            crate::cli_inspect::inspect(&path, format).await
         }
         Command::List {
             url,
@@ -450,18 +450,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b.finish_and_clear();
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
-    let log_summary = || {
-        let summary = handle.summary();
-        tracing::info!(
-            target: "weir",
-            elapsed_ms = summary.elapsed_ms,
-            checkpoints_completed = summary.checkpoints_completed,
-            checkpoints_failed = summary.checkpoints_failed,
-            run_id = %handle.job_id,
-            "{}",
-            crate::summary::summary_message(&summary)
-        );
-    };
+    let log_summary = || crate::summary::log_run_summary(&handle);
     match outcome {
         Ok(o) => {
             match o {

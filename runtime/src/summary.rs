@@ -1,7 +1,7 @@
 //! The run summary: what a run did (records per task, checkpoints, elapsed time, where its
-//! committed output is). `weir run` logs it as one event when the run ends
-//! ([`summary_message`]); `GET /v1/job` reports the same numbers while it runs
-//! ([`crate::control::api::JobStatus::summary`]).
+//! committed output is). `weir run` and `weir coordinator` log it as one event when the run
+//! ends ([`log_run_summary`], [`summary_message`]); `GET /v1/job` reports the same numbers
+//! while it runs ([`crate::control::api::JobStatus::summary`]).
 
 use crate::control::api::{CommittedOutput, RunSummary, TaskTotals};
 use crate::exec::JobHandle;
@@ -59,7 +59,24 @@ impl JobHandle {
     }
 }
 
-/// The one-line message `weir run` logs at the end, e.g.
+/// Logs the run summary of `handle` as one INFO event (target `weir`): the message of
+/// [`summary_message`], with the numbers as fields for `--log-format json`. `weir run` and
+/// `weir coordinator` call it once when the run ends, however it ends (finished, stopped with
+/// a savepoint, suspended, failed).
+pub fn log_run_summary(handle: &JobHandle) {
+    let summary = handle.summary();
+    tracing::info!(
+        target: "weir",
+        elapsed_ms = summary.elapsed_ms,
+        checkpoints_completed = summary.checkpoints_completed,
+        checkpoints_failed = summary.checkpoints_failed,
+        run_id = %handle.job_id,
+        "{}",
+        summary_message(&summary)
+    );
+}
+
+/// The one-line message `weir run` and `weir coordinator` log at the end, e.g.
 /// `run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 1000/50;
 /// checkpoints: 3 completed, 0 failed; committed output in ./out (files part-<run>-*.jsonl)`.
 /// Without a completed checkpoint nothing of this run is committed, which it says.

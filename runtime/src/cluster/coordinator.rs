@@ -6,7 +6,7 @@
 //! ignored and workers still running an older attempt are refused.
 
 use super::fence::EpochFence;
-use super::registry::{Registry, serve_rpc, watch_heartbeats};
+use super::registry::{Registry, await_final_counters, serve_rpc, watch_heartbeats};
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
@@ -84,6 +84,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: opts.run_id.clone(),
+        // Every attempt and restarted coordinator of the run continues its lineage.
+        lineage_id: opts.run_id.clone(),
         parallelism: job.parallelism,
         max_parallelism: job.max_parallelism,
         shared: shared.clone(),
@@ -161,11 +163,14 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         match result {
             Ok(Outcome::Suspended) => return suspended(&handle, &registry, attempt, server).await,
             Ok(outcome) => {
+                registry.lock().expect("lock").job_ended = true;
                 if let Outcome::Stopped(path) = &outcome {
                     tracing::info!(target: "weir", "job {} stopped with savepoint {path}", job.name);
                 } else {
                     tracing::info!(target: "weir", "job {} finished", job.name);
                 }
+                await_final_counters(&registry, opts.heartbeat_interval).await;
+                crate::summary::log_run_summary(&handle);
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
                         tokio::select! {
@@ -215,6 +220,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             s.state = JobState::Failed;
                             s.failure = Some(msg.clone());
                         }
+                        registry.lock().expect("lock").job_ended = true;
+                        crate::summary::log_run_summary(&handle);
                         if opts.exit_on_finish {
                             end_workers(&registry, true).await;
                             return Err(msg);
@@ -253,6 +260,7 @@ async fn suspended(
     attempt: u64,
     server: crate::control::server::ControlServer,
 ) -> Result<(), String> {
+    registry.lock().expect("lock").job_ended = true;
     cancel_attempt(registry, attempt);
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.shutdown(Duration::from_secs(2)).await;
@@ -266,6 +274,7 @@ async fn suspended(
         handle.job,
         handle.job_id
     );
+    crate::summary::log_run_summary(handle);
     Ok(())
 }
 
