@@ -269,7 +269,8 @@ pub enum SavepointCmd {
     Inspect {
         /// Directory URL of the checkpoint or savepoint.
         path: String,
-        /// Output format: `table` (a line per operator), `json` or `yaml`.
+        /// Output format: `table` (by operator uid, then subtask; sizes human-readable), `json`
+        /// or `yaml` (raw numbers: bytes, milliseconds).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: OutputFormat,
         /// Same as `-o json` (kept for scripts written before `-o`).
