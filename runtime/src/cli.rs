@@ -398,6 +398,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     let local_bytes: u64 = local_input_bytes(&job);
+    // The port first: a second `weir run` on the same port fails before it restores anything.
+    let listener = crate::control::server::bind(&a.listen).await?;
     let opts = RunOptions {
         restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
@@ -416,7 +418,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         secret: secret::for_server(a.secret_file.as_deref())?,
         protect_metrics: a.metrics_auth,
     };
-    let server = crate::control::server::serve(&a.listen, handle.clone(), auth).await?;
+    let server = crate::control::server::serve_on(listener, handle.clone(), auth)?;
     let addr = server.addr;
     tracing::info!(
         target: "weir",
@@ -481,7 +483,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
                 }
             }
             if let Some(c) = last {
-                tracing::info!(target: "weir", "last checkpoint {} at {}", c.id, c.path);
+                let kind = match c.kind {
+                    crate::control::api::SnapshotKind::Checkpoint => "checkpoint",
+                    crate::control::api::SnapshotKind::Savepoint => "savepoint",
+                };
+                tracing::info!(target: "weir", "last {kind} {} at {}", c.id, c.path);
             }
             log_summary();
             Ok(())

@@ -32,10 +32,10 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     }
     match &job.last_completed_checkpoint {
         Some(c) => lines.push(format!(
-            "checkpoint   {} ({}, {} bytes, {} ms) at {}",
+            "checkpoint   {} ({}, {}, {} ms) at {}",
             c.id,
             name(serde_json::json!(c.kind)),
-            c.size_bytes,
+            indicatif::HumanBytes(c.size_bytes),
             c.duration_ms,
             c.path
         )),
@@ -179,6 +179,7 @@ mod tests {
                 }],
                 checkpoints_completed: 4,
                 checkpoints_failed: 0,
+                continues_lineage: None,
                 output: vec![],
             }),
         };
@@ -189,7 +190,7 @@ mod tests {
                 "state        RUNNING",
                 "parallelism  2 (maxParallelism 128)",
                 "restarts     1",
-                "checkpoint   4 (checkpoint, 300 bytes, 1 ms) at /c/wc/chk-4",
+                "checkpoint   4 (checkpoint, 300 B, 1 ms) at /c/wc/chk-4",
                 "elapsed      1.5s; checkpoints 4 completed, 0 failed",
                 "task         gen-0 in 5 out 5",
             ]

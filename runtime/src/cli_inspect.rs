@@ -50,7 +50,11 @@ pub fn inspect_lines(info: &SnapshotInfo) -> Vec<String> {
                 o.state_names.join(", ")
             }
         ));
-        let mut rows = vec![["SUBTASK", "KEY GROUPS", "ENTRIES", "SIZE"].map(str::to_string).to_vec()];
+        let mut rows = vec![
+            ["SUBTASK", "KEY GROUPS", "ENTRIES", "SIZE"]
+                .map(str::to_string)
+                .to_vec(),
+        ];
         rows.extend(o.subtasks.iter().map(|s| {
             vec![
                 s.subtask.to_string(),
@@ -107,9 +111,7 @@ pub fn inspect_lines(info: &SnapshotInfo) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::api::{
-        CheckpointAlignment, OperatorStateInfo, SubtaskCheckpointStats, SubtaskStateInfo,
-    };
+    use crate::control::api::{CheckpointAlignment, OperatorStateInfo, SubtaskCheckpointStats, SubtaskStateInfo};
 
     fn subtask(subtask: u32, range: Option<[u32; 2]>, bytes: u64, entries: u64) -> SubtaskStateInfo {
         SubtaskStateInfo {
@@ -206,7 +208,10 @@ mod tests {
         let json = serde_json::to_value(info(CheckpointAlignment::default())).unwrap();
         assert_eq!(json["operators"][0]["bytes"], 13_000);
         assert_eq!(json["operators"][0]["subtasks"][1]["bytes"], 7_000);
-        assert_eq!(json["operators"][0]["subtasks"][1]["keyGroupRange"], serde_json::json!([64, 127]));
+        assert_eq!(
+            json["operators"][0]["subtasks"][1]["keyGroupRange"],
+            serde_json::json!([64, 127])
+        );
         assert!(json["operators"][1]["subtasks"][0].get("keyGroupRange").is_none());
     }
 }

@@ -11,8 +11,8 @@
 
 use crate::checkpoint::lineage;
 use crate::cli_checkpoints::{SnapshotRow, rfc3339};
-use crate::control::api::JobStatus;
 use crate::cli_control::failure_at;
+use crate::control::api::JobStatus;
 use crate::control::client::{Client, RequestError};
 use crate::output::{self, OutputFormat};
 use crate::security::secret::JobSecret;

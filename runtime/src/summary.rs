@@ -47,6 +47,7 @@ impl JobHandle {
             tasks: totals_by_task(&self.tasks),
             checkpoints_completed: completed,
             checkpoints_failed: failed,
+            continues_lineage: (self.lineage_id != self.job_id).then(|| self.lineage_id.clone()),
             output: self
                 .outputs
                 .iter()
@@ -97,7 +98,10 @@ pub fn summary_message(s: &RunSummary) -> String {
             .iter()
             .map(|o| format!("{} (files part-{}-*.jsonl)", o.path, o.run_id))
             .collect();
-        format!("committed output in {}", dirs.join(", "))
+        let earlier = s.continues_lineage.as_ref().map_or(String::new(), |l| {
+            format!(" after the output of the earlier runs of lineage {l} there")
+        });
+        format!("committed output in {}{earlier}", dirs.join(", "))
     };
     format!(
         "run summary: {elapsed:.1}s elapsed; records in/out: {}; checkpoints: {} completed, {} failed; {output}",
@@ -152,6 +156,7 @@ mod tests {
             ],
             checkpoints_completed: completed,
             checkpoints_failed: 1,
+            continues_lineage: None,
             output: output
                 .iter()
                 .map(|p| CommittedOutput {
@@ -172,6 +177,13 @@ mod tests {
             (
                 summary(0, &["./out"]),
                 "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 0 completed, 1 failed; no checkpoint completed, so nothing of this run is committed",
+            ),
+            (
+                RunSummary {
+                    continues_lineage: Some("9442".into()),
+                    ..summary(3, &["./out"])
+                },
+                "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; committed output in ./out (files part-abc-*.jsonl) after the output of the earlier runs of lineage 9442 there",
             ),
             (
                 summary(3, &[]),

@@ -292,16 +292,28 @@ fn status_and_cancel_work_against_a_running_job() {
     // Nothing answers any more: list, status and cancel fail alike (exit 1, nothing on
     // stdout), naming the URL and what to start.
     for (args, what) in [
-        (["status", "--url", &api], format!("cannot get the job's status from {api}: nothing answers")),
-        (["cancel", "--url", &api], format!("cannot reach the job's control API at {api}: nothing answers")),
-        (["list", "--url", &api], format!("no running job answered at {api}: nothing answers")),
+        (
+            ["status", "--url", &api],
+            format!("cannot get the job's status from {api}: nothing answers"),
+        ),
+        (
+            ["cancel", "--url", &api],
+            format!("cannot reach the job's control API at {api}: nothing answers"),
+        ),
+        (
+            ["list", "--url", &api],
+            format!("no running job answered at {api}: nothing answers"),
+        ),
     ] {
         let out = weir_output(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert_eq!(text(&out.stdout), "", "{args:?}");
         let stderr = text(&out.stderr);
         assert!(stderr.contains(&what), "{args:?}: {stderr}");
-        assert!(stderr.contains("start a job with `weir run FILE`"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("start a job with `weir run FILE`"),
+            "{args:?}: {stderr}"
+        );
     }
 
     // A run resumed with `--restore latest` is a new run continuing the first run's lineage:

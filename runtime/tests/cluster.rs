@@ -494,7 +494,10 @@ fn a_clean_finish_logs_the_run_summary_and_no_warning() {
     let summary = summaries[0];
     assert_eq!(sink_records_in(summary), output.len() as u64, "final counts: {summary}");
     assert!(
-        summary.contains(&format!("committed output in {} (files part-test-run-*.jsonl)", paths.output)),
+        summary.contains(&format!(
+            "committed output in {} (files part-test-run-*.jsonl)",
+            paths.output
+        )),
         "{summary}"
     );
     assert!(!summary.contains("checkpoints: 0 completed"), "{summary}");

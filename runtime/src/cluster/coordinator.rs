@@ -68,6 +68,12 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     job.check_distributed()
         .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
+    // Both ports before the epoch claim: a second coordinator started on the same ports by
+    // mistake fails without fencing out the running one.
+    let api_listener = crate::control::server::bind(&opts.listen).await?;
+    let rpc = TcpListener::bind(&opts.rpc_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)
         .await
@@ -107,11 +113,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         secret: secret.clone(),
         protect_metrics: opts.protect_metrics,
     };
-    let server = crate::control::server::serve(&opts.listen, handle.clone(), auth).await?;
+    let server = crate::control::server::serve_on(api_listener, handle.clone(), auth)?;
     let api = server.addr;
-    let rpc = TcpListener::bind(&opts.rpc_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
     tracing::info!(
         target: "weir",
         "coordinator of job {} control API on http://{api} rpc on {}",

@@ -202,6 +202,12 @@ async fn read_channel(mut conn: Conn, tx: mpsc::Sender<Element>, stores: StoreCa
                 let _ = tx.send(Element::End).await;
                 return;
             }
+            // The connection broke (the upstream worker is gone): a symptom of a worker loss
+            // that the coordinator names and restarts from, not a protocol error.
+            Err(e) if e.starts_with("receive failed") => {
+                tracing::warn!(error = %e, "data channel from an upstream worker broke; closing the channel");
+                return;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
                 return;

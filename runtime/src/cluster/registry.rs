@@ -324,7 +324,11 @@ mod tests {
             (false, false, Departure::Spare),
             (false, true, Departure::FailsTheAttempt),
         ] {
-            assert_eq!(departure(job_ended, deployed), want, "job_ended {job_ended}, deployed {deployed}");
+            assert_eq!(
+                departure(job_ended, deployed),
+                want,
+                "job_ended {job_ended}, deployed {deployed}"
+            );
         }
     }
 }

@@ -200,7 +200,13 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                     let msg = match msg {
                         Ok(Some(m)) => m,
                         Ok(None) | Err(_) => {
-                            tracing::warn!("connection to the coordinator lost");
+                            // After its subtasks all ended (the job finished or stopped and the
+                            // coordinator was then stopped) nothing is lost.
+                            if running.as_ref().is_some_and(|r| r.subtasks.iter().all(|h| h.is_finished())) {
+                                tracing::info!("connection to the coordinator closed after the job's subtasks ended");
+                            } else {
+                                tracing::warn!("connection to the coordinator lost");
+                            }
                             break;
                         }
                     };

@@ -191,6 +191,11 @@ pub struct RunSummary {
     pub checkpoints_failed: u64,
     /// Output directories of the file sinks and the files this run commits there.
     pub output: Vec<CommittedOutput>,
+    /// The lineage this run continues when it is not its own (a run restored with
+    /// `--restore latest`): the files of the lineage's earlier runs in the same directories
+    /// hold the output before the restore point. `None` for a run that began its lineage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues_lineage: Option<String>,
 }
 
 /// Records of one task (chain of operators), summed over its subtasks.

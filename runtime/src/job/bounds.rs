@@ -35,9 +35,15 @@ pub fn integer_bounds(schema: &Schema) -> IntegerBounds {
         .filter_map(|r| r.get("rule").and_then(Schema::as_str));
     for rule in rules {
         for clause in rule.split("&&").map(str::trim) {
-            if let Some(n) = clause.strip_prefix("self >= ").and_then(|n| n.trim().parse::<i128>().ok()) {
+            if let Some(n) = clause
+                .strip_prefix("self >= ")
+                .and_then(|n| n.trim().parse::<i128>().ok())
+            {
                 b.min = Some(b.min.map_or(n, |m| m.max(n)));
-            } else if let Some(n) = clause.strip_prefix("self <= ").and_then(|n| n.trim().parse::<i128>().ok()) {
+            } else if let Some(n) = clause
+                .strip_prefix("self <= ")
+                .and_then(|n| n.trim().parse::<i128>().ok())
+            {
                 b.max = Some(b.max.map_or(n, |m| m.min(n)));
             }
         }

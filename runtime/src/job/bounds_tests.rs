@@ -125,7 +125,10 @@ fn simple_cel_rules_and_minimums_make_bounds() {
             max: Some(32768)
         }
     );
-    assert_eq!(integer_bounds(&serde_json::json!({"type": "integer"})), IntegerBounds::default());
+    assert_eq!(
+        integer_bounds(&serde_json::json!({"type": "integer"})),
+        IntegerBounds::default()
+    );
 }
 
 #[test]
@@ -137,7 +140,10 @@ fn every_bounded_integer_of_the_schema_is_accepted_at_its_bound_and_refused_past
         .into_iter()
         .filter(|(_, b)| b.min.is_some() || b.max.is_some())
         .collect();
-    assert!(bounded.len() >= 15, "the walk finds the schema's bounded integers: {bounded:?}");
+    assert!(
+        bounded.len() >= 15,
+        "the walk finds the schema's bounded integers: {bounded:?}"
+    );
     let bases: Vec<Value> = BASES.iter().map(|b| serde_yaml::from_str(b).unwrap()).collect();
     for b in &bases {
         parse_manifest(&serde_yaml::to_string(b).unwrap(), &[]).expect("a valid base manifest");

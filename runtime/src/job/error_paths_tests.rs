@@ -93,16 +93,40 @@ fn every_error_path_names_the_broken_element_and_set_gives_the_same_path() {
             "0",
             "spec.job.steps[4].sink.file.maxRecordsPerSecond",
         ),
-        ("spec.job.steps.0.source.generator.keys", "0", "spec.job.steps[0].source.generator.keys"),
-        ("spec.job.steps.0.source.generator.splits", "0", "spec.job.steps[0].source.generator.splits"),
+        (
+            "spec.job.steps.0.source.generator.keys",
+            "0",
+            "spec.job.steps[0].source.generator.keys",
+        ),
+        (
+            "spec.job.steps.0.source.generator.splits",
+            "0",
+            "spec.job.steps[0].source.generator.splits",
+        ),
         ("spec.checkpointing.retained", "0", "spec.checkpointing.retained"),
         ("spec.checkpointing.interval", "soon", "spec.checkpointing.interval"),
-        ("spec.job.steps.3.filter.expression", "amount +", "spec.job.steps[3].filter.expression"),
+        (
+            "spec.job.steps.3.filter.expression",
+            "amount +",
+            "spec.job.steps[3].filter.expression",
+        ),
         // the dataflow and plan checks
         ("spec.job.steps.2.inputs.1", "userz", "spec.job.steps[2].inputs[1]"),
-        ("spec.job.steps.2.join.fields.1.from", "middle.id", "spec.job.steps[2].join.fields[1].from"),
-        ("spec.job.steps.2.join.rightKey", "id", "spec.job.steps[2].join.rightKey"),
-        ("spec.job.steps.3.filter.expression", "missing > 1", "spec.job.steps[3].filter.expression"),
+        (
+            "spec.job.steps.2.join.fields.1.from",
+            "middle.id",
+            "spec.job.steps[2].join.fields[1].from",
+        ),
+        (
+            "spec.job.steps.2.join.rightKey",
+            "id",
+            "spec.job.steps[2].join.rightKey",
+        ),
+        (
+            "spec.job.steps.3.filter.expression",
+            "missing > 1",
+            "spec.job.steps[3].filter.expression",
+        ),
     ];
     let base: Value = serde_yaml::from_str(BASE).unwrap();
     for (at, value, want) in cases {
@@ -111,7 +135,11 @@ fn every_error_path_names_the_broken_element_and_set_gives_the_same_path() {
         let e = parse_manifest(&serde_yaml::to_string(&doc).unwrap(), &[]).unwrap_err();
         assert_eq!(e.field, want, "{at}={value}: {e}");
         let named = resolve(&doc, &e.field).unwrap_or_else(|| panic!("{e}: the path leads nowhere"));
-        assert_eq!(named, &serde_yaml::from_str::<Value>(value).unwrap(), "{at}={value}: {e}");
+        assert_eq!(
+            named,
+            &serde_yaml::from_str::<Value>(value).unwrap(),
+            "{at}={value}: {e}"
+        );
         let by_set = parse_manifest(BASE, &[format!("{at}={value}")]).unwrap_err();
         assert_eq!(by_set.field, want, "--set {at}={value}: {by_set}");
     }
@@ -121,8 +149,16 @@ fn every_error_path_names_the_broken_element_and_set_gives_the_same_path() {
 fn an_unknown_field_is_named_in_the_object_that_holds_it() {
     let base: Value = serde_yaml::from_str(BASE).unwrap();
     for (at, parent, name) in [
-        ("spec.job.steps.1.source.generator.kyes", "spec.job.steps[1].source.generator", "kyes"),
-        ("spec.job.steps.2.join.fields.0.form", "spec.job.steps[2].join.fields[0]", "form"),
+        (
+            "spec.job.steps.1.source.generator.kyes",
+            "spec.job.steps[1].source.generator",
+            "kyes",
+        ),
+        (
+            "spec.job.steps.2.join.fields.0.form",
+            "spec.job.steps[2].join.fields[0]",
+            "form",
+        ),
         ("spec.job.steps.3.filtr", "spec.job.steps[3]", "filtr"),
     ] {
         let mut doc = base.clone();

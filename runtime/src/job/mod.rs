@@ -228,8 +228,14 @@ spec:
     #[test]
     fn set_paths_name_fields_as_errors_do() {
         for (set_path, want) in [
-            ("spec.job.steps.0.source.file.path", "spec.job.steps[0].source.file.path"),
-            ("spec.job.steps.12.join.fields.1.as", "spec.job.steps[12].join.fields[1].as"),
+            (
+                "spec.job.steps.0.source.file.path",
+                "spec.job.steps[0].source.file.path",
+            ),
+            (
+                "spec.job.steps.12.join.fields.1.as",
+                "spec.job.steps[12].join.fields[1].as",
+            ),
             ("spec.parallelism", "spec.parallelism"),
             ("metadata.labels.a1", "metadata.labels.a1"),
         ] {
