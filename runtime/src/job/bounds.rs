@@ -69,10 +69,10 @@ fn check(value: &Value, schema: &Schema, path: &str) -> Result<(), JobError> {
         Value::Mapping(map) => {
             let properties = schema.get("properties");
             for (key, child) in map {
-                if let (Some(name), Some(child_schema)) = (key.as_str(), properties) {
-                    if let Some(s) = child_schema.get(name) {
-                        check(child, s, &format!("{path}.{name}"))?;
-                    }
+                if let (Some(name), Some(child_schema)) = (key.as_str(), properties)
+                    && let Some(s) = child_schema.get(name)
+                {
+                    check(child, s, &format!("{path}.{name}"))?;
                 }
             }
         }
