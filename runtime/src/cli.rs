@@ -269,7 +269,8 @@ pub enum SavepointCmd {
     Inspect {
         /// Directory URL of the checkpoint or savepoint.
         path: String,
-        /// Output format: `table` (a line per operator), `json` or `yaml`.
+        /// Output format: `table` (by operator uid, then subtask; sizes human-readable), `json`
+        /// or `yaml` (raw numbers: bytes, milliseconds).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: OutputFormat,
         /// Same as `-o json` (kept for scripts written before `-o`).
@@ -337,7 +338,7 @@ pub async fn main(cli: Cli) -> i32 {
         },
         Command::Savepoint(SavepointCmd::Inspect { path, output, json }) => {
             let format = if json { OutputFormat::Json } else { output };
-            crate::cli_checkpoints::inspect(&path, format).await
+            crate::cli_inspect::inspect(&path, format).await
         }
         Command::List {
             url,
@@ -397,6 +398,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     let local_bytes: u64 = local_input_bytes(&job);
+    // The port first: a second `weir run` on the same port fails before it restores anything.
+    let listener = crate::control::server::bind(&a.listen).await?;
     let opts = RunOptions {
         restore,
         checkpoint_storage: a.checkpoint_dir.clone(),
@@ -415,7 +418,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         secret: secret::for_server(a.secret_file.as_deref())?,
         protect_metrics: a.metrics_auth,
     };
-    let server = crate::control::server::serve(&a.listen, handle.clone(), auth).await?;
+    let server = crate::control::server::serve_on(listener, handle.clone(), auth)?;
     let addr = server.addr;
     tracing::info!(
         target: "weir",
@@ -450,18 +453,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b.finish_and_clear();
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
-    let log_summary = || {
-        let summary = handle.summary();
-        tracing::info!(
-            target: "weir",
-            elapsed_ms = summary.elapsed_ms,
-            checkpoints_completed = summary.checkpoints_completed,
-            checkpoints_failed = summary.checkpoints_failed,
-            run_id = %handle.job_id,
-            "{}",
-            crate::summary::summary_message(&summary)
-        );
-    };
+    let log_summary = || crate::summary::log_run_summary(&handle);
     match outcome {
         Ok(o) => {
             match o {
@@ -491,7 +483,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
                 }
             }
             if let Some(c) = last {
-                tracing::info!(target: "weir", "last checkpoint {} at {}", c.id, c.path);
+                let kind = match c.kind {
+                    crate::control::api::SnapshotKind::Checkpoint => "checkpoint",
+                    crate::control::api::SnapshotKind::Savepoint => "savepoint",
+                };
+                tracing::info!(target: "weir", "last {kind} {} at {}", c.id, c.path);
             }
             log_summary();
             Ok(())

@@ -1,5 +1,6 @@
-//! `weir checkpoints list` and `weir savepoint inspect`. The list: a job's snapshots in its checkpoint store, newest first, with id,
-//! type, status, completion time, size, run and location, as a table or JSON.
+//! `weir checkpoints list` (and [`snapshot_info`] for `weir savepoint inspect`,
+//! [`crate::cli_inspect`]). The list: a job's snapshots in its checkpoint store, newest first, with id,
+//! type, status, completion time, size, lineage and location, as a table or JSON.
 
 use crate::checkpoint::decide::SeenSnapshot;
 use crate::checkpoint::{checkpoint_dir, lineage, restore};
@@ -29,8 +30,10 @@ pub struct SnapshotRow {
     /// files it uploaded to `shared/`: what it wrote, not what it references); `None` when
     /// they cannot be listed.
     pub size_bytes: Option<u64>,
-    /// The run that wrote it (`None` when unknown).
-    pub run_id: Option<String>,
+    /// The lineage it belongs to (`runId` in its `_metadata` or savepoint pointer: the run id
+    /// of the run that began the lineage, which `weir list` shows as LINEAGE); `None` when
+    /// unknown.
+    pub lineage_id: Option<String>,
     /// How it was aligned and its channel state (`None` when its `_metadata` was not read: a
     /// savepoint, which is always aligned, or an incomplete checkpoint).
     pub alignment: Option<crate::control::api::CheckpointAlignment>,
@@ -93,7 +96,7 @@ pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
             r.size_bytes
                 .map(|b| indicatif::HumanBytes(b).to_string())
                 .unwrap_or_else(|| "-".into()),
-            r.run_id.clone().unwrap_or_else(|| "-".into()),
+            r.lineage_id.clone().unwrap_or_else(|| "-".into()),
             alignment_cell(r.alignment.as_ref()),
             r.location.clone(),
         ]
@@ -104,7 +107,7 @@ pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
         "STATUS",
         "COMPLETED",
         "SIZE",
-        "RUN",
+        "LINEAGE",
         "ALIGNMENT",
         "LOCATION",
     ]
@@ -142,7 +145,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                     completed: true,
                     completed_at: rfc3339(p.completed_at_ms),
                     size_bytes: size,
-                    run_id: Some(p.run_id),
+                    lineage_id: Some(p.run_id),
                     alignment: None,
                     location: p.url,
                 }
@@ -153,7 +156,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                 completed: false,
                 completed_at: None,
                 size_bytes: None,
-                run_id: None,
+                lineage_id: None,
                 alignment: None,
                 location: format!("(unreadable pointer: {e})"),
             },
@@ -178,7 +181,7 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
         completed_at: metadata.as_ref().and_then(|m| rfc3339(m.completed_at_ms)),
         size_bytes: Some(size_under(objects, &dir) + shared_size_of(objects, job, seen.id)),
         alignment: metadata.as_ref().map(|m| m.alignment.clone()),
-        run_id: metadata.and_then(|m| m.run_id),
+        lineage_id: metadata.and_then(|m| m.run_id),
         location: store.url(&dir),
     }
 }
@@ -217,57 +220,6 @@ pub async fn list(storage_url: &str, job: &str, format: OutputFormat) -> Result<
 pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
     let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
     Ok(s.metadata.info())
-}
-
-/// `weir savepoint inspect`: verifies every file of the snapshot at `path` and prints what it
-/// holds (`-o json|yaml`: [`crate::control::api::SnapshotInfo`]; `table`: a summary line and
-/// one line per operator).
-///
-/// Errors: the snapshot cannot be loaded or verified (named).
-pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
-    let info = snapshot_info(path, &S3Options::default()).await?;
-    if format != OutputFormat::Table {
-        return output::print_data(&info, format, Vec::new);
-    }
-    output::print_line(format_args!(
-        "{:?} {} of job {} (parallelism {}, maxParallelism {})",
-        info.kind, info.checkpoint_id, info.job_name, info.parallelism, info.max_parallelism
-    ))?;
-    output::print_line(format_args!(
-        "{:<24} {:<18} {:>10} {:>10}  state / key groups",
-        "operator", "kind", "bytes", "entries"
-    ))?;
-    let a = &info.alignment;
-    output::print_line(format_args!(
-        "{}, alignment {} ms, channel state {} bytes",
-        if a.unaligned { "unaligned" } else { "aligned" },
-        a.alignment_ms,
-        a.channel_state_bytes
-    ))?;
-    for s in a.subtasks.iter().filter(|s| s.unaligned || s.alignment_ms > 0) {
-        output::print_line(format_args!(
-            "  task {:<4} {:<9} alignment {:>6} ms  state {:>10} bytes  channel state {:>10} bytes in {} records",
-            s.task,
-            if s.unaligned { "unaligned" } else { "aligned" },
-            s.alignment_ms,
-            s.state_bytes,
-            s.channel_state_bytes,
-            s.channel_state_records
-        ))?;
-    }
-    for o in &info.operators {
-        let ranges: Vec<String> = o.key_group_ranges.iter().map(|[a, b]| format!("{a}-{b}")).collect();
-        output::print_line(format_args!(
-            "{:<24} {:<18} {:>10} {:>10}  {} {}",
-            o.uid,
-            o.kind,
-            o.bytes,
-            o.entries,
-            o.state_names.join(","),
-            ranges.join(" ")
-        ))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -326,7 +278,7 @@ mod tests {
                 completed: true,
                 completed_at: Some("2026-11-30T19:45:09Z".into()),
                 size_bytes: Some(2048),
-                run_id: Some("7ac27c53d3fa5f4b".into()),
+                lineage_id: Some("7ac27c53d3fa5f4b".into()),
                 alignment: None,
                 location: "s3://b/sp/savepoint-wc-12".into(),
             },
@@ -336,7 +288,7 @@ mod tests {
                 completed: false,
                 completed_at: None,
                 size_bytes: Some(0),
-                run_id: None,
+                lineage_id: None,
                 alignment: Some(crate::control::api::CheckpointAlignment {
                     unaligned: true,
                     alignment_ms: 3,
@@ -349,7 +301,7 @@ mod tests {
         assert_eq!(
             table(&rows),
             vec![
-                "ID  TYPE        STATUS      COMPLETED             SIZE      RUN               ALIGNMENT                LOCATION",
+                "ID  TYPE        STATUS      COMPLETED             SIZE      LINEAGE           ALIGNMENT                LOCATION",
                 "12  savepoint   completed   2026-11-30T19:45:09Z  2.00 KiB  7ac27c53d3fa5f4b  -                        s3://b/sp/savepoint-wc-12",
                 "9   checkpoint  incomplete  -                     0 B       -                 unaligned 3ms +4.00 KiB  file:///c/wc/chk-9",
             ]

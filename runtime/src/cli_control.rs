@@ -1,8 +1,11 @@
 //! `weir status` and `weir cancel`: a running job through its control API (`--url`).
+//!
+//! These and `weir list` fail alike (exit 1) when nothing answers at the URL, with
+//! [`failure_at`]'s message: what went wrong and what to start.
 
 use crate::cli_checkpoints::OutputFormat;
 use crate::control::api::JobStatus;
-use crate::control::client::Client;
+use crate::control::client::{Client, RequestError};
 use crate::output;
 use crate::security::secret::JobSecret;
 use std::time::Duration;
@@ -13,7 +16,10 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     // The names the API uses (`RUNNING`, `checkpoint`).
     let name = |v: serde_json::Value| v.as_str().map(str::to_string).unwrap_or_default();
     let mut lines = vec![
-        format!("job          {} ({})", job.job_name, job.job_id),
+        match &job.lineage_id {
+            Some(lineage) => format!("job          {} (run {}, lineage {lineage})", job.job_name, job.job_id),
+            None => format!("job          {} (run {})", job.job_name, job.job_id),
+        },
         format!("state        {}", name(serde_json::json!(job.state))),
         format!(
             "parallelism  {} (maxParallelism {})",
@@ -26,10 +32,10 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     }
     match &job.last_completed_checkpoint {
         Some(c) => lines.push(format!(
-            "checkpoint   {} ({}, {} bytes, {} ms) at {}",
+            "checkpoint   {} ({}, {}, {} ms) at {}",
             c.id,
             name(serde_json::json!(c.kind)),
-            c.size_bytes,
+            indicatif::HumanBytes(c.size_bytes),
             c.duration_ms,
             c.path
         )),
@@ -55,29 +61,43 @@ pub fn status_lines(job: &JobStatus) -> Vec<String> {
     lines
 }
 
+/// What to do when nothing answers at a control API URL.
+pub const START_A_JOB: &str = "start a job with `weir run FILE` (its control API listens on \
+     http://127.0.0.1:8081) or `weir coordinator`, or pass a running job's control API with --url \
+     (on Kubernetes through `kubectl port-forward`)";
+
+/// The message of a failed request to the control API at `url`: `what` (e.g. `cannot get the
+/// job's status from http://…`), the error, and when nothing answered, [`START_A_JOB`].
+pub fn failure_at(what: &str, error: &RequestError) -> String {
+    match error {
+        RequestError::Unreachable(e) => format!("{what}: {e}; {START_A_JOB}"),
+        RequestError::Refused(e) => format!("{what}: {e}"),
+    }
+}
+
 /// `weir status`: prints the job's status document (`-o json|yaml`: `GET /v1/job` as is), asking
 /// with `token` (the job secret) as the bearer token.
 ///
-/// Errors: the control API cannot be reached or answers with an error (named).
+/// Errors: nothing answers at `url`, or the API answers with an error ([`failure_at`]).
 pub async fn status(url: &str, token: JobSecret, format: OutputFormat) -> Result<(), String> {
     let job = Client::new(url, token)
         .job()
         .await
-        .map_err(|e| format!("cannot get the job's status from {url}: {e}"))?;
+        .map_err(|e| failure_at(&format!("cannot get the job's status from {url}"), &e))?;
     output::print_data(&job, format, || status_lines(&job))
 }
 
 /// `weir cancel`: stops the job without a savepoint and waits (at most `timeout`) until it has
 /// stopped: its control API reports a terminal state or no longer answers (the process exited).
 ///
-/// Errors: the API cannot be reached, refuses (the job is already ending), or the job is still
+/// Errors: nothing answers at `url` ([`failure_at`]), the API refuses (the job is already ending), or the job is still
 /// running after `timeout`.
 pub async fn cancel(url: &str, token: JobSecret, timeout: Duration) -> Result<(), String> {
     let client = Client::new(url, token);
     let job = client
         .job()
         .await
-        .map_err(|e| format!("cannot reach the job's control API at {url}: {e}"))?;
+        .map_err(|e| failure_at(&format!("cannot reach the job's control API at {url}"), &e))?;
     client
         .cancel()
         .await
@@ -110,10 +130,25 @@ mod tests {
     use crate::control::api::{CheckpointStats, JobState, RunSummary, SnapshotKind, TaskTotals};
 
     #[test]
+    fn an_unreachable_url_says_what_to_start_and_a_refusal_does_not() {
+        let unreachable = RequestError::Unreachable("nothing answers (Connection refused)".into());
+        let refused = RequestError::Refused("401 Unauthorized: wrong token".into());
+        assert_eq!(
+            failure_at("cannot get the job's status from http://h:1", &unreachable),
+            format!("cannot get the job's status from http://h:1: nothing answers (Connection refused); {START_A_JOB}")
+        );
+        assert_eq!(
+            failure_at("cannot get the job's status from http://h:1", &refused),
+            "cannot get the job's status from http://h:1: 401 Unauthorized: wrong token"
+        );
+    }
+
+    #[test]
     fn the_status_table_names_state_checkpoint_and_tasks() {
         let job = JobStatus {
             job_name: "wc".into(),
             job_id: "abc".into(),
+            lineage_id: Some("7ac".into()),
             state: JobState::Running,
             parallelism: 2,
             max_parallelism: 128,
@@ -145,17 +180,18 @@ mod tests {
                 }],
                 checkpoints_completed: 4,
                 checkpoints_failed: 0,
+                continues_lineage: None,
                 output: vec![],
             }),
         };
         assert_eq!(
             status_lines(&job),
             vec![
-                "job          wc (abc)",
+                "job          wc (run abc, lineage 7ac)",
                 "state        RUNNING",
                 "parallelism  2 (maxParallelism 128)",
                 "restarts     1",
-                "checkpoint   4 (checkpoint, 300 bytes, 1 ms) at /c/wc/chk-4",
+                "checkpoint   4 (checkpoint, 300 B, 1 ms) at /c/wc/chk-4",
                 "elapsed      1.5s; checkpoints 4 completed, 0 failed",
                 "task         gen-0 in 5 out 5",
             ]

@@ -11,8 +11,9 @@
 
 use crate::checkpoint::lineage;
 use crate::cli_checkpoints::{SnapshotRow, rfc3339};
+use crate::cli_control::failure_at;
 use crate::control::api::JobStatus;
-use crate::control::client::Client;
+use crate::control::client::{Client, RequestError};
 use crate::output::{self, OutputFormat};
 use crate::security::secret::JobSecret;
 use crate::storage::{self, ObjectMeta, S3Options};
@@ -24,8 +25,12 @@ use serde::Serialize;
 pub struct RunningJobRow {
     /// `metadata.name`.
     pub job: String,
-    /// Id of the run (the process's run id).
+    /// Id of the run: it names the run's sink files (`part-<runId>-*.jsonl`); the control
+    /// API's `jobId`.
     pub run_id: String,
+    /// The lineage its checkpoints belong to, as `weir checkpoints list` names it (`None`
+    /// from an older runtime).
+    pub lineage_id: Option<String>,
     /// Job state (`RUNNING`, `RESTARTING`, ...).
     pub state: String,
     /// Parallelism.
@@ -50,6 +55,7 @@ impl RunningJobRow {
         RunningJobRow {
             job: job.job_name.clone(),
             run_id: job.job_id.clone(),
+            lineage_id: job.lineage_id.clone(),
             state,
             parallelism: job.parallelism,
             restarts: job.restarts,
@@ -73,6 +79,7 @@ pub fn running_table(rows: &[RunningJobRow]) -> Vec<String> {
         "CHECKPOINT",
         "COMPLETED",
         "RUN",
+        "LINEAGE",
         "URL",
     ];
     let mut cells = vec![header.map(str::to_string).to_vec()];
@@ -86,6 +93,7 @@ pub fn running_table(rows: &[RunningJobRow]) -> Vec<String> {
             or_dash(r.last_checkpoint_id.map(|id| id.to_string())),
             or_dash(r.last_checkpoint_at.clone()),
             r.run_id.clone(),
+            or_dash(r.lineage_id.clone()),
             r.url.clone(),
         ]
     }));
@@ -106,7 +114,7 @@ pub struct LineageRow {
 
 /// The table of lineages: a header and one line per job.
 pub fn lineage_table(rows: &[LineageRow]) -> Vec<String> {
-    let header = ["JOB", "SNAPSHOTS", "LATEST", "TYPE", "COMPLETED", "RUN", "LOCATION"];
+    let header = ["JOB", "SNAPSHOTS", "LATEST", "TYPE", "COMPLETED", "LINEAGE", "LOCATION"];
     let mut cells = vec![header.map(str::to_string).to_vec()];
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     cells.extend(rows.iter().map(|r| {
@@ -117,7 +125,7 @@ pub fn lineage_table(rows: &[LineageRow]) -> Vec<String> {
             or_dash(latest.map(|l| l.id.to_string())),
             or_dash(latest.map(|l| format!("{:?}", l.kind).to_lowercase())),
             or_dash(latest.and_then(|l| l.completed_at.clone())),
-            or_dash(latest.and_then(|l| l.run_id.clone())),
+            or_dash(latest.and_then(|l| l.lineage_id.clone())),
             or_dash(latest.map(|l| l.location.clone())),
         ]
     }));
@@ -138,37 +146,50 @@ pub fn job_directories(objects: &[ObjectMeta]) -> Vec<String> {
 }
 
 /// `weir list --url …`: asks each control API for its job and prints one row per job that
-/// answered. A URL that does not answer is named on stderr.
+/// answered. Each URL is one job, so the list is never empty: a URL that does not answer is a
+/// failure, as for `weir status` ([`crate::cli_control::failure_at`]).
 ///
-/// Errors: no URL answered or some did not (after printing the ones that did).
+/// Errors: a URL did not answer or refused (each named, with what to start when nothing
+/// answered), after printing the jobs of the URLs that did.
 pub async fn running(urls: &[String], token: JobSecret, format: OutputFormat) -> Result<(), String> {
     let mut rows = Vec::new();
-    let mut unreachable = Vec::new();
+    let mut failures = Vec::new();
     for url in urls {
         match Client::new(url, token.clone()).job().await {
             Ok(job) => rows.push(RunningJobRow::new(url, &job)),
-            Err(e) => unreachable.push(format!("{url}: {e}")),
+            Err(e) => failures.push((url.as_str(), e)),
         }
     }
-    if rows.is_empty() {
-        return Err(format!(
-            "no running job answered: {} (start one with `weir run`, or pass its control API with --url)",
-            unreachable.join("; ")
-        ));
+    if !rows.is_empty() {
+        output::print_data(&rows, format, || running_table(&rows))?;
     }
-    output::print_data(&rows, format, || running_table(&rows))?;
-    if unreachable.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("no job answered at {}", unreachable.join("; ")))
+    match failures.as_slice() {
+        [] => Ok(()),
+        [(url, e)] => Err(failure_at(&format!("no running job answered at {url}"), e)),
+        several => {
+            let each: Vec<String> = several.iter().map(|(url, e)| format!("{url}: {e}")).collect();
+            let any_unreachable = several.iter().any(|(_, e)| matches!(e, RequestError::Unreachable(_)));
+            Err(format!(
+                "no running job answered at {}{}",
+                each.join("; "),
+                if any_unreachable {
+                    format!("; {}", crate::cli_control::START_A_JOB)
+                } else {
+                    String::new()
+                }
+            ))
+        }
     }
 }
 
 /// `weir list --storage URL`: prints the jobs with snapshots in the checkpoint storage, each
 /// with its snapshot count and newest completed snapshot, sorted by job name.
 ///
-/// Errors: a local storage directory does not exist; the storage cannot be opened or read, or
-/// holds no job's snapshots (named).
+/// A storage that holds no job's snapshots is an empty list, as `kubectl get` treats one:
+/// `No jobs found in URL` on stderr (`[]` on stdout with `-o json|yaml`), exit 0.
+///
+/// Errors: a local storage directory does not exist; the storage cannot be opened or read; it
+/// is a job's own directory (holds `chk-<n>` directories itself: pass its parent).
 pub async fn lineages(storage_url: &str, format: OutputFormat) -> Result<(), String> {
     let local = (!storage_url.starts_with("s3://"))
         .then(|| std::path::Path::new(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
@@ -204,10 +225,16 @@ pub async fn lineages(storage_url: &str, format: OutputFormat) -> Result<(), Str
         });
     }
     if rows.is_empty() {
-        return Err(format!(
-            "{storage_url} holds no job's checkpoints or savepoints: pass the checkpoint storage \
-             (`spec.checkpointing.storage`, default ./weir-data/checkpoints), not a job's directory"
-        ));
+        if objects.iter().any(|o| o.path.starts_with("chk-")) {
+            return Err(format!(
+                "{storage_url} is a job's directory (it holds chk-<n> directories): pass the checkpoint \
+                 storage that holds it (`spec.checkpointing.storage`, default ./weir-data/checkpoints)"
+            ));
+        }
+        tracing::info!(target: "weir", "No jobs found in {storage_url}");
+        if format == OutputFormat::Table {
+            return Ok(());
+        }
     }
     output::print_data(&rows, format, || lineage_table(&rows))
 }

@@ -31,7 +31,8 @@ fn job_directories_are_the_first_path_components() {
 fn status(checkpoint: Option<u64>) -> JobStatus {
     JobStatus {
         job_name: "wordcount".into(),
-        job_id: "7ac27c53d3fa5f4b".into(),
+        job_id: "9d1c0e5a2b7f4c11".into(),
+        lineage_id: Some("7ac27c53d3fa5f4b".into()),
         state: JobState::Restarting,
         parallelism: 2,
         max_parallelism: 128,
@@ -67,14 +68,16 @@ fn running_jobs_print_state_checkpoint_and_url() {
     assert_eq!(
         running_table(&rows),
         vec![
-            "JOB        STATE       PARALLELISM  RESTARTS  CHECKPOINT  COMPLETED             RUN               URL",
-            "wordcount  RESTARTING  2            3         4           2026-11-23T17:45:09Z  7ac27c53d3fa5f4b  http://127.0.0.1:8081",
-            "wordcount  RESTARTING  2            3         -           -                     7ac27c53d3fa5f4b  http://h:9",
+            "JOB        STATE       PARALLELISM  RESTARTS  CHECKPOINT  COMPLETED             RUN               LINEAGE           URL",
+            "wordcount  RESTARTING  2            3         4           2026-11-23T17:45:09Z  9d1c0e5a2b7f4c11  7ac27c53d3fa5f4b  http://127.0.0.1:8081",
+            "wordcount  RESTARTING  2            3         -           -                     9d1c0e5a2b7f4c11  7ac27c53d3fa5f4b  http://h:9",
         ]
     );
     let json = serde_json::to_value(&rows[0]).unwrap();
     assert_eq!(json["state"], "RESTARTING");
     assert_eq!(json["lastCheckpointId"], 4);
+    assert_eq!(json["runId"], "9d1c0e5a2b7f4c11");
+    assert_eq!(json["lineageId"], "7ac27c53d3fa5f4b");
 }
 
 #[test]
@@ -89,7 +92,7 @@ fn lineages_print_the_newest_completed_snapshot_or_dashes() {
                 completed: true,
                 completed_at: Some("2026-11-30T19:45:09Z".into()),
                 size_bytes: Some(2048),
-                run_id: Some("7ac27c53d3fa5f4b".into()),
+                lineage_id: Some("7ac27c53d3fa5f4b".into()),
                 location: "s3://b/sp/savepoint-wc-12".into(),
                 alignment: Default::default(),
             }),
@@ -103,7 +106,7 @@ fn lineages_print_the_newest_completed_snapshot_or_dashes() {
     assert_eq!(
         lineage_table(&rows),
         vec![
-            "JOB     SNAPSHOTS  LATEST  TYPE       COMPLETED             RUN               LOCATION",
+            "JOB     SNAPSHOTS  LATEST  TYPE       COMPLETED             LINEAGE           LOCATION",
             "wc      3          12      savepoint  2026-11-30T19:45:09Z  7ac27c53d3fa5f4b  s3://b/sp/savepoint-wc-12",
             "clicks  1          -       -          -                     -                 -",
         ]

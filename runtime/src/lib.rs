@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cli_checkpoints;
 pub mod cli_control;
 pub mod cli_input;
+pub mod cli_inspect;
 pub mod cli_list;
 pub mod cli_resume;
 pub mod cluster;

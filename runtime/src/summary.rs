@@ -1,7 +1,7 @@
 //! The run summary: what a run did (records per task, checkpoints, elapsed time, where its
-//! committed output is). `weir run` logs it as one event when the run ends
-//! ([`summary_message`]); `GET /v1/job` reports the same numbers while it runs
-//! ([`crate::control::api::JobStatus::summary`]).
+//! committed output is). `weir run` and `weir coordinator` log it as one event when the run
+//! ends ([`log_run_summary`], [`summary_message`]); `GET /v1/job` reports the same numbers
+//! while it runs ([`crate::control::api::JobStatus::summary`]).
 
 use crate::control::api::{CommittedOutput, RunSummary, TaskTotals};
 use crate::exec::JobHandle;
@@ -47,6 +47,7 @@ impl JobHandle {
             tasks: totals_by_task(&self.tasks),
             checkpoints_completed: completed,
             checkpoints_failed: failed,
+            continues_lineage: (self.lineage_id != self.job_id).then(|| self.lineage_id.clone()),
             output: self
                 .outputs
                 .iter()
@@ -59,7 +60,24 @@ impl JobHandle {
     }
 }
 
-/// The one-line message `weir run` logs at the end, e.g.
+/// Logs the run summary of `handle` as one INFO event (target `weir`): the message of
+/// [`summary_message`], with the numbers as fields for `--log-format json`. `weir run` and
+/// `weir coordinator` call it once when the run ends, however it ends (finished, stopped with
+/// a savepoint, suspended, failed).
+pub fn log_run_summary(handle: &JobHandle) {
+    let summary = handle.summary();
+    tracing::info!(
+        target: "weir",
+        elapsed_ms = summary.elapsed_ms,
+        checkpoints_completed = summary.checkpoints_completed,
+        checkpoints_failed = summary.checkpoints_failed,
+        run_id = %handle.job_id,
+        "{}",
+        summary_message(&summary)
+    );
+}
+
+/// The one-line message `weir run` and `weir coordinator` log at the end, e.g.
 /// `run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 1000/50;
 /// checkpoints: 3 completed, 0 failed; committed output in ./out (files part-<run>-*.jsonl)`.
 /// Without a completed checkpoint nothing of this run is committed, which it says.
@@ -80,7 +98,10 @@ pub fn summary_message(s: &RunSummary) -> String {
             .iter()
             .map(|o| format!("{} (files part-{}-*.jsonl)", o.path, o.run_id))
             .collect();
-        format!("committed output in {}", dirs.join(", "))
+        let earlier = s.continues_lineage.as_ref().map_or(String::new(), |l| {
+            format!(" after the output of the earlier runs of lineage {l} there")
+        });
+        format!("committed output in {}{earlier}", dirs.join(", "))
     };
     format!(
         "run summary: {elapsed:.1}s elapsed; records in/out: {}; checkpoints: {} completed, {} failed; {output}",
@@ -135,6 +156,7 @@ mod tests {
             ],
             checkpoints_completed: completed,
             checkpoints_failed: 1,
+            continues_lineage: None,
             output: output
                 .iter()
                 .map(|p| CommittedOutput {
@@ -155,6 +177,13 @@ mod tests {
             (
                 summary(0, &["./out"]),
                 "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 0 completed, 1 failed; no checkpoint completed, so nothing of this run is committed",
+            ),
+            (
+                RunSummary {
+                    continues_lineage: Some("9442".into()),
+                    ..summary(3, &["./out"])
+                },
+                "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; committed output in ./out (files part-abc-*.jsonl) after the output of the earlier runs of lineage 9442 there",
             ),
             (
                 summary(3, &[]),

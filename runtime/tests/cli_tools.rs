@@ -77,7 +77,8 @@ fn checkpoints_list_shows_checkpoints_and_savepoints_as_table_and_json() {
     let ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().unwrap()).collect();
     assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
     for r in rows.iter().filter(|r| r["completed"] == true) {
-        assert_eq!(r["runId"], run_id.as_str(), "{r}");
+        // A fresh run's checkpoints belong to the lineage it began: its run id.
+        assert_eq!(r["lineageId"], run_id.as_str(), "{r}");
         assert!(r["sizeBytes"].as_u64().unwrap() > 0, "{r}");
         let at = r["completedAt"].as_str().expect("a completion time");
         humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{at}: {e}"));
@@ -152,10 +153,24 @@ fn checkpoints_list_shows_checkpoints_and_savepoints_as_table_and_json() {
     );
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
+    // An empty list is a success, as with `kubectl get`: a message on stderr, nothing on
+    // stdout (an empty array with -o json); a job's own directory is a mistake that is named.
     let out = weir_output(&["list", "--storage", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains(&format!("No jobs found in {}", empty.display())),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = weir_output(&["list", "--storage", empty.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "[]");
+    let job_dir = format!("{storage}/listed");
+    let out = weir_output(&["list", "--storage", &job_dir]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("holds no job's checkpoints"),
+        text(&out.stderr).contains("is a job's directory"),
         "{}",
         text(&out.stderr)
     );
@@ -233,6 +248,9 @@ fn status_and_cancel_work_against_a_running_job() {
     let listed: Vec<serde_json::Value> = serde_yaml::from_slice(&out.stdout).expect("a YAML sequence");
     assert_eq!(listed[0]["job"], "listed", "{listed:?}");
     assert_eq!(listed[0]["runId"], job["jobId"], "{listed:?}");
+    // A fresh run begins its own lineage: both columns name it.
+    assert_eq!(listed[0]["lineageId"], job["jobId"], "{listed:?}");
+    assert_eq!(job["lineageId"], job["jobId"], "{job}");
     assert_eq!(listed[0]["url"], api.as_str(), "{listed:?}");
     let out = weir_output(&["status", "--url", &api, "-o", "yaml"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -271,28 +289,53 @@ fn status_and_cancel_work_against_a_running_job() {
         stderr.contains("--restore file://") && stderr.contains("/checkpoints/listed/chk-"),
         "the hint names this run's checkpoint: {stderr}"
     );
-    let out = weir_output(&["status", "--url", &api]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains(&format!("cannot get the job's status from {api}")),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = weir_output(&["cancel", "--url", &api]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("cannot reach the job's control API"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Nothing answers any more: list, status and cancel fail alike (exit 1, nothing on
+    // stdout), naming the URL and what to start.
+    for (args, what) in [
+        (
+            ["status", "--url", &api],
+            format!("cannot get the job's status from {api}: nothing answers"),
+        ),
+        (
+            ["cancel", "--url", &api],
+            format!("cannot reach the job's control API at {api}: nothing answers"),
+        ),
+        (
+            ["list", "--url", &api],
+            format!("no running job answered at {api}: nothing answers"),
+        ),
+    ] {
+        let out = weir_output(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(text(&out.stdout), "", "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(&what), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("start a job with `weir run FILE`"),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // A run resumed with `--restore latest` is a new run continuing the first run's lineage:
+    // `weir list` names both, the lineage as `weir checkpoints list` does.
+    let resumed = Weir::run(&dir.path().join("job.yaml"), &["--restore", "latest"], &[]);
+    let api = resumed.api();
+    wait_running(&api);
+    let out = weir_output(&["list", "--url", &api, "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("a JSON array");
+    assert_eq!(listed[0]["lineageId"], job["jobId"], "{listed:?}");
+    assert_ne!(listed[0]["runId"], job["jobId"], "{listed:?}");
     let out = weir_output(&["list", "--url", &api]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(text(&out.stdout), "");
-    assert!(
-        text(&out.stderr).contains("no running job answered"),
-        "{}",
-        text(&out.stderr)
-    );
+    let table = text(&out.stdout);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    let column = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(column("RUN"), listed[0]["runId"].as_str().unwrap(), "{table}");
+    assert_eq!(column("LINEAGE"), job["jobId"].as_str().unwrap(), "{table}");
+    let out = weir_output(&["cancel", "--url", &api, "--timeout", "30s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    resumed.wait_ok();
 }
 
 /// `curl` of `method path` on `api` with the test secret and `body` (JSON) when given:

@@ -494,3 +494,51 @@ fn a_coordinator_restarted_after_the_job_finished_adds_nothing() {
         "coordinator restarted after the job finished",
     );
 }
+
+/// The sink task's `in` count in a `run summary: …` line: the last entry of `records in/out:`
+/// (`<task> <in>/<out>`, tasks in plan order, so the sink's chain comes last).
+fn sink_records_in(summary: &str) -> u64 {
+    let records = summary
+        .split("records in/out: ")
+        .nth(1)
+        .and_then(|r| r.split("; checkpoints").next())
+        .unwrap_or_else(|| panic!("no records in {summary}"));
+    let last = records.rsplit(", ").next().unwrap();
+    let (_, counts) = last.rsplit_once(' ').unwrap();
+    counts.split('/').next().unwrap().parse().unwrap()
+}
+
+/// A cluster job that finishes cleanly ends like `weir run`: the coordinator logs one run
+/// summary whose counts are final (the sink task received every record it committed), naming
+/// the output directory and this run's part files, and no process logs a warning (a worker
+/// exiting after the job ended is not "lost").
+#[test]
+fn a_clean_finish_logs_the_run_summary_and_no_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, paths) = job(dir.path(), 4, None);
+    let mut c = Cluster::start_with_workers(dir.path(), &m, &[], &[], 2);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
+    let output = local_output(&dir.path().join("output"));
+    assert_same_multiset(&output, &expected_wordcount(), "clean finish");
+    let log = c.coordinator.text();
+    let summaries: Vec<&str> = log.lines().filter(|l| l.contains("run summary: ")).collect();
+    assert_eq!(summaries.len(), 1, "one summary: {log}");
+    let summary = summaries[0];
+    assert_eq!(sink_records_in(summary), output.len() as u64, "final counts: {summary}");
+    assert!(
+        summary.contains(&format!(
+            "committed output in {} (files part-test-run-*.jsonl)",
+            paths.output
+        )),
+        "{summary}"
+    );
+    assert!(!summary.contains("checkpoints: 0 completed"), "{summary}");
+    for p in std::iter::once(&c.coordinator).chain(&c.workers) {
+        let text = p.text();
+        let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert!(warnings.is_empty(), "{}: {warnings:#?}", p.log.display());
+    }
+}

@@ -122,4 +122,37 @@ mod tests {
             assert!(e.starts_with(want), "{extra}: want `{want}`, got `{e}`");
         }
     }
+
+    /// The same bad YAML gives the same error, path included, under `weir run` and in a
+    /// StreamJob (the operator's validation), in the one path style (`steps[2]`, 0-based).
+    #[test]
+    fn weir_run_and_the_operator_name_the_same_path() {
+        let manifest = |steps: &str| {
+            format!(
+                "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: wc }}\nspec:\n  image: x\n  job:\n    steps:\n{steps}"
+            )
+        };
+        for (steps, path) in [
+            (
+                "      - source: { generator: { keys: 0 } }\n      - sink: { print: {} }\n",
+                "spec.job.steps[0].source.generator.keys",
+            ),
+            (
+                "      - source: { generator: {} }\n      - filter: { expression: 'key +' }\n      - sink: { print: {} }\n",
+                "spec.job.steps[1].filter.expression",
+            ),
+            (
+                "      - { name: a, source: { generator: {} } }\n      - { name: b, source: { generator: {} } }\n      - { union: {}, inputs: [a, c] }\n      - sink: { print: {} }\n",
+                "spec.job.steps[2].inputs[1]",
+            ),
+        ] {
+            let yaml = manifest(steps);
+            let by_run = weir_runtime::job::parse_manifest(&yaml, &[]).unwrap_err().to_string();
+            let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+            let spec: StreamJobSpec = serde_yaml::from_value(doc["spec"].clone()).unwrap();
+            let by_operator = spec.validate("wc").unwrap_err();
+            assert_eq!(by_operator, by_run, "{steps}");
+            assert!(by_run.starts_with(&format!("{path}: ")), "{by_run}");
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! ignored and workers still running an older attempt are refused.
 
 use super::fence::EpochFence;
-use super::registry::{Registry, serve_rpc, watch_heartbeats};
+use super::registry::{Registry, await_final_counters, serve_rpc, watch_heartbeats};
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
@@ -68,6 +68,12 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     job.check_distributed()
         .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
+    // Both ports before the epoch claim: a second coordinator started on the same ports by
+    // mistake fails without fencing out the running one.
+    let api_listener = crate::control::server::bind(&opts.listen).await?;
+    let rpc = TcpListener::bind(&opts.rpc_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)
         .await
@@ -84,6 +90,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: opts.run_id.clone(),
+        // Every attempt and restarted coordinator of the run continues its lineage.
+        lineage_id: opts.run_id.clone(),
         parallelism: job.parallelism,
         max_parallelism: job.max_parallelism,
         shared: shared.clone(),
@@ -105,11 +113,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         secret: secret.clone(),
         protect_metrics: opts.protect_metrics,
     };
-    let server = crate::control::server::serve(&opts.listen, handle.clone(), auth).await?;
+    let server = crate::control::server::serve_on(api_listener, handle.clone(), auth)?;
     let api = server.addr;
-    let rpc = TcpListener::bind(&opts.rpc_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.rpc_listen))?;
     tracing::info!(
         target: "weir",
         "coordinator of job {} control API on http://{api} rpc on {}",
@@ -161,11 +166,14 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         match result {
             Ok(Outcome::Suspended) => return suspended(&handle, &registry, attempt, server).await,
             Ok(outcome) => {
+                registry.lock().expect("lock").job_ended = true;
                 if let Outcome::Stopped(path) = &outcome {
                     tracing::info!(target: "weir", "job {} stopped with savepoint {path}", job.name);
                 } else {
                     tracing::info!(target: "weir", "job {} finished", job.name);
                 }
+                await_final_counters(&registry, opts.heartbeat_interval).await;
+                crate::summary::log_run_summary(&handle);
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
                         tokio::select! {
@@ -215,6 +223,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                             s.state = JobState::Failed;
                             s.failure = Some(msg.clone());
                         }
+                        registry.lock().expect("lock").job_ended = true;
+                        crate::summary::log_run_summary(&handle);
                         if opts.exit_on_finish {
                             end_workers(&registry, true).await;
                             return Err(msg);
@@ -253,6 +263,7 @@ async fn suspended(
     attempt: u64,
     server: crate::control::server::ControlServer,
 ) -> Result<(), String> {
+    registry.lock().expect("lock").job_ended = true;
     cancel_attempt(registry, attempt);
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.shutdown(Duration::from_secs(2)).await;
@@ -266,6 +277,7 @@ async fn suspended(
         handle.job,
         handle.job_id
     );
+    crate::summary::log_run_summary(handle);
     Ok(())
 }
 

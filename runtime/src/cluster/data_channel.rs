@@ -291,6 +291,12 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
                 ended = true;
                 Element::End
             }
+            // The connection broke (the upstream worker is gone): a symptom of a worker loss
+            // that the coordinator names and restarts from, not a protocol error.
+            Err(e) if e.starts_with("receive failed") => {
+                tracing::warn!(error = %e, "data channel from an upstream worker broke; closing the channel");
+                return;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "data channel frame does not decode; closing the channel");
                 return;

@@ -29,6 +29,8 @@ pub(super) struct WorkerConn {
     pub(super) last_seen: Instant,
     /// Which connection registered it (a reconnect replaces the entry).
     pub(super) conn_id: u64,
+    /// Heartbeats received on this connection (each carries the worker's record counters).
+    pub(super) heartbeats: u64,
 }
 
 /// Shared between the RPC server and the attempt loop.
@@ -45,6 +47,9 @@ pub(super) struct Registry {
     pub(super) lost: Vec<String>,
     /// The worker list the control API serves (`JobStatus.workers`).
     pub(super) published: Arc<Mutex<Vec<WorkerStatus>>>,
+    /// The job reached a terminal state (finished, stopped, failed) or was suspended: a worker
+    /// leaving now is expected, not a loss.
+    pub(super) job_ended: bool,
 }
 
 impl Registry {
@@ -129,6 +134,7 @@ pub(super) async fn serve_rpc(
                         tx,
                         last_seen: Instant::now(),
                         conn_id,
+                        heartbeats: 0,
                     },
                 );
                 r.publish();
@@ -144,15 +150,18 @@ pub(super) async fn serve_rpc(
                 tokio::select! {
                     msg = recv::<ToCoordinator>(&mut conn) => match msg {
                         Ok(Some(ToCoordinator::Heartbeat { counters })) => {
-                            if let Some(w) = registry.lock().expect("lock").workers.get_mut(&worker_id) {
-                                w.last_seen = Instant::now();
-                            }
                             for (t, i, o, bp) in counters {
                                 if let Some(m) = metrics.get(t) {
                                     m.records_in.store(i, Ordering::Relaxed);
                                     m.records_out.store(o, Ordering::Relaxed);
                                     m.backpressured_ns.store(bp, Ordering::Relaxed);
                                 }
+                            }
+                            // Counted after the counters are stored: `await_final_counters`
+                            // reads them once the count moved.
+                            if let Some(w) = registry.lock().expect("lock").workers.get_mut(&worker_id) {
+                                w.last_seen = Instant::now();
+                                w.heartbeats += 1;
                             }
                         }
                         Ok(Some(ToCoordinator::Event { attempt, event })) => {
@@ -200,17 +209,74 @@ pub(super) fn lose_worker(registry: &Arc<Mutex<Registry>>, worker_id: &str, why:
         r.workers.remove(worker_id);
         r.publish();
     }
-    tracing::warn!(worker = worker_id, why, "worker lost");
-    if r.deployed.iter().any(|w| w == worker_id) {
-        let subtasks = r.deployed_subtasks.get(worker_id).cloned().unwrap_or_default();
-        let error = super::failure::worker_lost(worker_id, why, &subtasks);
-        r.lost.push(error.clone());
-        if let Some(ev) = &r.events {
-            let _ = ev.send(TaskEvent::Failed {
-                task: usize::MAX,
-                error,
-            });
+    match departure(r.job_ended, r.deployed.iter().any(|w| w == worker_id)) {
+        Departure::AfterTheJobEnded => {
+            tracing::info!(worker = worker_id, why, "worker left after the job ended");
         }
+        Departure::Spare => tracing::warn!(worker = worker_id, why, "worker lost (it ran no subtasks)"),
+        Departure::FailsTheAttempt => {
+            tracing::warn!(worker = worker_id, why, "worker lost");
+            let subtasks = r.deployed_subtasks.get(worker_id).cloned().unwrap_or_default();
+            let error = super::failure::worker_lost(worker_id, why, &subtasks);
+            r.lost.push(error.clone());
+            if let Some(ev) = &r.events {
+                let _ = ev.send(TaskEvent::Failed {
+                    task: usize::MAX,
+                    error,
+                });
+            }
+        }
+    }
+}
+
+/// What a worker's departure means to the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Departure {
+    /// The job already ended (finished, stopped, failed or suspended): workers exit when told,
+    /// or are stopped; logged at INFO, nothing fails.
+    AfterTheJobEnded,
+    /// A worker that runs no subtask of the current deployment (a spare): logged at WARN,
+    /// nothing fails.
+    Spare,
+    /// A worker running subtasks of the current deployment: the attempt fails (WARN, then the
+    /// restart strategy decides).
+    FailsTheAttempt,
+}
+
+/// Classifies the departure of a worker: `job_ended` as [`Registry::job_ended`], `deployed`
+/// whether it runs subtasks of the current deployment.
+pub(super) fn departure(job_ended: bool, deployed: bool) -> Departure {
+    match (job_ended, deployed) {
+        (true, _) => Departure::AfterTheJobEnded,
+        (false, false) => Departure::Spare,
+        (false, true) => Departure::FailsTheAttempt,
+    }
+}
+
+/// After the job ended: waits until every worker of the deployment sent a heartbeat after
+/// this call (their subtasks have ended, so it carries their final record counters), at most
+/// two heartbeat intervals and a second, so the run summary counts every record. A worker that
+/// leaves meanwhile is not waited for.
+pub(super) async fn await_final_counters(registry: &Arc<Mutex<Registry>>, heartbeat_interval: Duration) {
+    let before: Vec<(String, u64)> = {
+        let r = registry.lock().expect("lock");
+        r.deployed
+            .iter()
+            .filter_map(|id| r.workers.get(id).map(|w| (id.clone(), w.heartbeats)))
+            .collect()
+    };
+    let deadline = Instant::now() + heartbeat_interval * 2 + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let all_heard = {
+            let r = registry.lock().expect("lock");
+            before
+                .iter()
+                .all(|(id, n)| r.workers.get(id).is_none_or(|w| w.heartbeats > *n))
+        };
+        if all_heard {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -242,6 +308,27 @@ pub(super) async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, timeout: Du
         };
         for (id, conn) in stale {
             lose_worker(&registry, &id, "heartbeat timeout", Some(conn));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_departure_fails_the_attempt_only_while_the_job_runs_on_that_worker() {
+        for (job_ended, deployed, want) in [
+            (true, true, Departure::AfterTheJobEnded),
+            (true, false, Departure::AfterTheJobEnded),
+            (false, false, Departure::Spare),
+            (false, true, Departure::FailsTheAttempt),
+        ] {
+            assert_eq!(
+                departure(job_ended, deployed),
+                want,
+                "job_ended {job_ended}, deployed {deployed}"
+            );
         }
     }
 }

@@ -69,6 +69,10 @@ struct Running {
     stores: StoreCache,
 }
 
+/// How long a worker retries an unreachable coordinator at INFO before it warns: the time a
+/// coordinator started alongside takes to listen.
+const COORDINATOR_START_GRACE: Duration = Duration::from_secs(10);
+
 /// How long a worker waits, after the job finished, for its subtasks to finish the commits the
 /// coordinator asked for (the final checkpoint's) before it exits anyway.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -127,15 +131,26 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
     let mut running: Option<Running> = None;
     let mut backoff = Duration::from_millis(200);
+    let mut unreachable_since: Option<Instant> = None;
     loop {
         if cfg.stop.is_requested() {
             tracing::info!(target: "weir", "worker {} stopped", cfg.worker_id);
             return Ok(());
         }
         let mut conn = match TcpStream::connect(&cfg.coordinator).await {
-            Ok(s) => framed(s),
+            Ok(s) => {
+                unreachable_since = None;
+                framed(s)
+            }
             Err(e) => {
-                tracing::warn!(coordinator = %cfg.coordinator, error = %e, "cannot reach the coordinator; retrying");
+                // Workers often start before their coordinator listens (pods, the README's
+                // commands): INFO while that is plausible, WARN once it has lasted.
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < COORDINATOR_START_GRACE {
+                    tracing::info!(coordinator = %cfg.coordinator, error = %e, "cannot reach the coordinator yet; retrying");
+                } else {
+                    tracing::warn!(coordinator = %cfg.coordinator, error = %e, "cannot reach the coordinator; retrying");
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = cfg.stop.requested() => {}
@@ -186,7 +201,13 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                     let msg = match msg {
                         Ok(Some(m)) => m,
                         Ok(None) | Err(_) => {
-                            tracing::warn!("connection to the coordinator lost");
+                            // After its subtasks all ended (the job finished or stopped and the
+                            // coordinator was then stopped) nothing is lost.
+                            if running.as_ref().is_some_and(|r| r.subtasks.iter().all(|h| h.is_finished())) {
+                                tracing::info!("connection to the coordinator closed after the job's subtasks ended");
+                            } else {
+                                tracing::warn!("connection to the coordinator lost");
+                            }
                             break;
                         }
                     };

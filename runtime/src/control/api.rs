@@ -144,8 +144,17 @@ pub struct SubtaskStatus {
 pub struct JobStatus {
     /// `metadata.name` of the StreamJob.
     pub job_name: String,
-    /// Unique id of this run of the job (changes on every start).
+    /// Id of this run of the job: `weir run` draws a new one on every start, `weir coordinator`
+    /// takes `--run-id` (stable across restarts of the coordinator). It names this run's sink
+    /// files (`part-<jobId>-*.jsonl`). `weir list` shows it as RUN.
     pub job_id: String,
+    /// The lineage this run's checkpoints belong to: the run id of the run that began it. A
+    /// run restored with `--restore latest` (or from one of its job's checkpoints) continues the
+    /// lineage it restored, so its retention keeps managing those checkpoints; any other run
+    /// begins its own (the lineage is then its `jobId`). `weir list` and
+    /// `weir checkpoints list` show it as LINEAGE. Absent from older runtimes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage_id: Option<String>,
     /// Current state.
     pub state: JobState,
     /// Parallelism.
@@ -189,6 +198,11 @@ pub struct RunSummary {
     pub checkpoints_failed: u64,
     /// Output directories of the file sinks and the files this run commits there.
     pub output: Vec<CommittedOutput>,
+    /// The lineage this run continues when it is not its own (a run restored with
+    /// `--restore latest`): the files of the lineage's earlier runs in the same directories
+    /// hold the output before the restore point. `None` for a run that began its lineage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues_lineage: Option<String>,
 }
 
 /// Records of one task (chain of operators), summed over its subtasks.
@@ -339,5 +353,23 @@ pub struct OperatorStateInfo {
     /// Bytes of state files.
     pub bytes: u64,
     /// Number of entries (keys, splits or pending commits).
+    pub entries: u64,
+    /// Per subtask that had state, by subtask index: its key groups, bytes and entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtasks: Vec<SubtaskStateInfo>,
+}
+
+/// One subtask's state of an operator in a snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubtaskStateInfo {
+    /// Subtask index (0-based, as in state file names `<uid>-<subtask>.state`).
+    pub subtask: u32,
+    /// Key groups `[start, end]` (inclusive) of its keyed state; `None` for operator state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_group_range: Option<[u32; 2]>,
+    /// Bytes of its state file.
+    pub bytes: u64,
+    /// Entries in it (keys, splits or pending commits).
     pub entries: u64,
 }

@@ -5,6 +5,37 @@ use super::api::*;
 use crate::security::secret::JobSecret;
 use std::time::Duration;
 
+/// Why a request to the control API failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// No HTTP answer: nothing listens at the URL, the host is unreachable, or the connection
+    /// broke (the message names the cause, e.g. `nothing answers (Connection refused ...)`).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The API answered with an error status, or with something that is not its JSON (the
+    /// message gives the status and the API's error).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl RequestError {
+    /// The error of a request that got no HTTP answer, naming the root cause.
+    fn transport(e: &reqwest::Error) -> RequestError {
+        let mut root: &dyn std::error::Error = e;
+        while let Some(source) = root.source() {
+            root = source;
+        }
+        let what = if e.is_connect() {
+            "nothing answers"
+        } else if e.is_timeout() {
+            "no answer in time"
+        } else {
+            "the request failed"
+        };
+        RequestError::Unreachable(format!("{what} ({root})"))
+    }
+}
+
 /// Client for one job's control API at `base` (`http://host:port`).
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -34,27 +65,37 @@ impl Client {
     }
 
     /// `GET /v1/job`.
-    pub async fn job(&self) -> Result<JobStatus, String> {
+    ///
+    /// Errors: [`RequestError::Unreachable`] without an HTTP answer, else
+    /// [`RequestError::Refused`].
+    pub async fn job(&self) -> Result<JobStatus, RequestError> {
         let r = self
             .http
             .get(format!("{}/v1/job", self.base))
             .bearer_auth(self.token.expose())
             .send()
             .await
-            .map_err(|e| e.to_string())?;
-        Self::check(r).await?.json().await.map_err(|e| e.to_string())
+            .map_err(|e| RequestError::transport(&e))?;
+        Self::check(r)
+            .await
+            .map_err(RequestError::Refused)?
+            .json()
+            .await
+            .map_err(|e| RequestError::Refused(format!("the answer is not a Weir job status: {e}")))
     }
 
     /// `POST /v1/job/cancel`: stop the job without a savepoint.
-    pub async fn cancel(&self) -> Result<(), String> {
+    ///
+    /// Errors: as [`Client::job`].
+    pub async fn cancel(&self) -> Result<(), RequestError> {
         let r = self
             .http
             .post(format!("{}/v1/job/cancel", self.base))
             .bearer_auth(self.token.expose())
             .send()
             .await
-            .map_err(|e| e.to_string())?;
-        Self::check(r).await.map(|_| ())
+            .map_err(|e| RequestError::transport(&e))?;
+        Self::check(r).await.map(|_| ()).map_err(RequestError::Refused)
     }
 
     /// `POST /v1/savepoints`.

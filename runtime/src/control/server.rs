@@ -20,6 +20,7 @@ fn status(h: &JobHandle) -> JobStatus {
     JobStatus {
         job_name: h.job.clone(),
         job_id: h.job_id.clone(),
+        lineage_id: Some(h.lineage_id.clone()),
         state: s.state,
         parallelism: h.parallelism,
         max_parallelism: h.max_parallelism,
@@ -233,9 +234,29 @@ impl ControlServer {
 /// Binds `addr` and serves until [`ControlServer::shutdown`] or the process exits.
 /// Errors: the address cannot be bound (message names it).
 pub async fn serve(addr: &str, h: JobHandle, auth: ControlAuth) -> Result<ControlServer, String> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    serve_on(bind(addr).await?, h, auth)
+}
+
+/// Binds the control API's address, so a process can claim it before it touches any state
+/// (`weir run` and `weir coordinator` bind first: a second process on the same port fails
+/// before it restores, commits or fences anything).
+///
+/// Errors: the address cannot be bound (in use, not local), naming it.
+pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            " (another job's control API? stop it, or pick another address with --listen, e.g. 127.0.0.1:0 for a free port)"
+        } else {
+            ""
+        };
+        format!("cannot listen on {addr}: {e}{hint}")
+    })
+}
+
+/// Serves the control API over `h` on a bound `listener` ([`bind`]).
+///
+/// Errors: the listener has no local address.
+pub fn serve_on(listener: tokio::net::TcpListener, h: JobHandle, auth: ControlAuth) -> Result<ControlServer, String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {

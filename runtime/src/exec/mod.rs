@@ -65,8 +65,10 @@ pub struct RunOptions {
 pub struct JobHandle {
     /// Job name.
     pub job: String,
-    /// This run's id.
+    /// This run's id (names its sink files; [`crate::control::api::JobStatus::job_id`]).
     pub job_id: String,
+    /// The lineage its checkpoints belong to ([`crate::control::api::JobStatus::lineage_id`]).
+    pub lineage_id: String,
     /// Parallelism.
     pub parallelism: u32,
     /// Max parallelism.
@@ -695,6 +697,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: ctx.run_id.clone(),
+        lineage_id: lineage.clone(),
         parallelism: job.parallelism,
         max_parallelism: job.max_parallelism,
         shared: shared.clone(),

@@ -47,6 +47,12 @@ static OPEN_API_SCHEMA: LazyLock<Schema> = LazyLock::new(|| {
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 });
 
+/// The `openAPIV3Schema` of the checked-in StreamJob CRD (what the API server validates
+/// against), as JSON.
+pub fn stream_job_schema() -> &'static Schema {
+    &OPEN_API_SCHEMA
+}
+
 /// Checks that every field of `doc` (a whole StreamJob manifest) is a known one.
 ///
 /// Errors: the first unknown field, as a [`JobError`] whose field is the path of the object

@@ -2,6 +2,7 @@
 //! checking ([`fields`]), defaults and validation into a [`Job`] whose steps are typed
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
+pub mod bounds;
 pub mod dataflow;
 pub mod event_time;
 pub mod fields;
@@ -65,38 +66,45 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
         apply_override(&mut doc, o)?;
     }
     fields::check_unknown_fields(&doc)?;
+    let bounds_doc = doc.clone();
     let manifest: StreamJobManifest = serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { path };
         JobError::new(field, e.into_inner().to_string())
     })?;
-    Job::from_manifest(manifest)
+    let job = Job::from_manifest(manifest)?;
+    // After the runtime's rules, so the fields it uses keep their own messages.
+    bounds::check_integer_bounds(&bounds_doc)?;
+    Ok(job)
 }
 
 /// Applies one `a.b.0.c=value` override to a YAML document, creating maps as needed.
 ///
 /// Errors: not `PATH=VALUE`, a VALUE that is not YAML, a PATH segment that names no field of
-/// the StreamJob schema ([`fields::check_set_path`]), or a list index out of range.
+/// the StreamJob schema ([`fields::check_set_path`]), or a list index out of range. They name
+/// the field as every other error does ([`field_path`]: `spec.job.steps[9].uid`), and the
+/// `--set` argument.
 pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobError> {
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;
     fields::check_set_path(path)?;
+    let at = |message: String| JobError::new(field_path(path), format!("{message} (in --set {set})"));
     let value: serde_yaml::Value =
-        serde_yaml::from_str(raw).map_err(|e| JobError::new(path, format!("value `{raw}` is not valid YAML: {e}")))?;
+        serde_yaml::from_str(raw).map_err(|e| at(format!("value `{raw}` is not valid YAML: {e}")))?;
     let mut cur = doc;
     for part in path.split('.') {
         if part.is_empty() {
-            return Err(JobError::new(path, "empty path component in --set"));
+            return Err(at("empty path component".into()));
         }
         cur = match cur {
             serde_yaml::Value::Sequence(seq) => {
                 let i: usize = part
                     .parse()
-                    .map_err(|_| JobError::new(path, format!("`{part}` must be a list index here")))?;
+                    .map_err(|_| at(format!("`{part}` must be a list index here")))?;
                 let len = seq.len();
                 seq.get_mut(i)
-                    .ok_or_else(|| JobError::new(path, format!("index {i} is out of range (list has {len})")))?
+                    .ok_or_else(|| at(format!("index {i} is out of range (the list has {len} items)")))?
             }
             serde_yaml::Value::Mapping(_) | serde_yaml::Value::Null => {
                 if cur.is_null() {
@@ -108,11 +116,29 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
                 m.entry(serde_yaml::Value::String(part.to_string()))
                     .or_insert(serde_yaml::Value::Null)
             }
-            _ => return Err(JobError::new(path, format!("cannot descend into `{part}`"))),
+            _ => return Err(at(format!("cannot descend into `{part}`"))),
         };
     }
     *cur = value;
     Ok(())
+}
+
+/// A `--set` path (`spec.job.steps.0.source.file.path`) as error messages name fields, the
+/// way serde_path_to_error and the API server do: list indexes in brackets, 0-based
+/// (`spec.job.steps[0].source.file.path`).
+pub fn field_path(set_path: &str) -> String {
+    let mut out = String::new();
+    for part in set_path.split('.') {
+        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{part}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(part);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -189,8 +215,33 @@ spec:
     #[test]
     fn override_errors_name_the_path() {
         let e = parse_manifest(MINIMAL, &["spec.job.steps.9.uid=a".into()]).unwrap_err();
-        assert!(e.to_string().contains("spec.job.steps.9.uid"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "spec.job.steps[9].uid: index 9 is out of range (the list has 5 items) (in --set spec.job.steps.9.uid=a)"
+        );
         let e = parse_manifest(MINIMAL, &["spec.parallelism".into()]).unwrap_err();
         assert!(e.to_string().contains("PATH=VALUE"), "{e}");
     }
+
+    #[test]
+    fn set_paths_name_fields_as_errors_do() {
+        for (set_path, want) in [
+            (
+                "spec.job.steps.0.source.file.path",
+                "spec.job.steps[0].source.file.path",
+            ),
+            (
+                "spec.job.steps.12.join.fields.1.as",
+                "spec.job.steps[12].join.fields[1].as",
+            ),
+            ("spec.parallelism", "spec.parallelism"),
+            ("metadata.labels.a1", "metadata.labels.a1"),
+        ] {
+            assert_eq!(field_path(set_path), want, "{set_path}");
+        }
+    }
 }
+
+#[cfg(test)]
+#[path = "error_paths_tests.rs"]
+mod error_paths_tests;

@@ -234,7 +234,7 @@ pub struct CheckpointMetadata {
 impl CheckpointMetadata {
     /// The summary `weir savepoint inspect` prints and the operator checks a new job against.
     pub fn info(&self) -> crate::control::api::SnapshotInfo {
-        use crate::control::api::{OperatorStateInfo, SnapshotInfo};
+        use crate::control::api::{OperatorStateInfo, SnapshotInfo, SubtaskStateInfo};
         SnapshotInfo {
             job_name: self.job_name.clone(),
             checkpoint_id: self.checkpoint_id,
@@ -256,6 +256,20 @@ impl CheckpointMetadata {
                         .collect(),
                     bytes: o.handles.iter().map(|h| h.size).sum(),
                     entries: o.handles.iter().map(|h| h.entries).sum(),
+                    subtasks: {
+                        let mut subtasks: Vec<SubtaskStateInfo> = o
+                            .handles
+                            .iter()
+                            .map(|h| SubtaskStateInfo {
+                                subtask: h.subtask,
+                                key_group_range: h.key_group_range.map(|r| [r.start, r.end]),
+                                bytes: h.size,
+                                entries: h.entries,
+                            })
+                            .collect();
+                        subtasks.sort_by_key(|s| s.subtask);
+                        subtasks
+                    },
                 })
                 .collect(),
             alignment: self.alignment.clone(),

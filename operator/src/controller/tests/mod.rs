@@ -109,6 +109,7 @@ fn job_status(state: JobState, checkpoint: Option<(u64, SnapshotKind, &str)>) ->
     JobStatus {
         job_name: "wc".into(),
         job_id: "run-1".into(),
+        lineage_id: None,
         state,
         parallelism: 2,
         max_parallelism: 128,
@@ -152,6 +153,7 @@ fn info(uids: &[&str]) -> SnapshotInfo {
                 key_group_ranges: vec![],
                 bytes: 1,
                 entries: 1,
+                subtasks: vec![],
             })
             .collect(),
     }

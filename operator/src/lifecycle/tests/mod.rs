@@ -262,6 +262,7 @@ fn info(uids: &[&str]) -> SnapshotInfo {
                 key_group_ranges: vec![],
                 bytes: 1,
                 entries: 1,
+                subtasks: vec![],
             })
             .collect(),
     }

@@ -51,7 +51,16 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
     };
     files.sort();
     if files.is_empty() {
-        return Err(TaskError(format!("no file matches `{pattern}`")));
+        let relative = !pattern.starts_with('/') && !pattern.contains("://");
+        let hint = match std::env::current_dir() {
+            Ok(cwd) if relative => format!(
+                " (a relative path is read from the current directory, {}; the examples expect the \
+                 repository root, next to `shared/`)",
+                cwd.display()
+            ),
+            _ => String::new(),
+        };
+        return Err(TaskError(format!("no file matches `{pattern}`{hint}")));
     }
     Ok(files)
 }
