@@ -97,49 +97,10 @@ fn on_the_cluster_unaligned_checkpoints_complete_under_backpressure_while_aligne
     // frames on credit, 8 at the receiver: well over 10 s of sink time), an unaligned one
     // overtakes it.
     let (warmup, window) = (Duration::from_secs(3), Duration::from_secs(15));
-    let mut completed = vec![];
-    let mut last_timeout = Value::Null;
-    for (name, checkpointing) in [
-        ("aligned", ", interval: 200ms"),
-        ("unaligned", ", interval: 200ms, unaligned: true"),
-        (
-            "alignedCheckpointTimeout 1s",
-            ", interval: 200ms, unaligned: true, alignedCheckpointTimeout: 1s",
-        ),
-    ] {
-        let dir = tempfile::tempdir().unwrap();
-        let m = manifest(
-            dir.path(),
-            2,
-            checkpointing,
-            "{ discard: { maxRecordsPerSecond: 8000 } }",
-        );
-        let (n, last) = cluster_checkpoints_within(dir.path(), &m, warmup, window);
-        eprintln!("cluster, {name}: {n} checkpoints in {window:?}; last: {last}");
-        if name != "aligned" && n > 0 {
-            assert_eq!(last["alignment"]["unaligned"], true, "{name}: {last}");
-            assert!(
-                last["alignment"]["channelStateBytes"].as_u64().unwrap() > 0,
-                "{name}: an unaligned checkpoint under backpressure holds in-flight records: {last}"
-            );
-        }
-        if name == "aligned" && n > 0 {
-            assert_eq!(last["alignment"]["unaligned"], false, "{last}");
-            assert_eq!(last["alignment"]["channelStateBytes"], 0, "{last}");
-        }
-        completed.push(n);
-        last_timeout = last;
-    }
-    let (aligned, unaligned, timeout) = (completed[0], completed[1], completed[2]);
-    assert!(
-        unaligned >= 1 && unaligned >= aligned,
-        "unaligned {unaligned} vs aligned {aligned} checkpoints in {window:?}"
-    );
-    assert!(timeout >= 1, "alignment timeout: {timeout} checkpoints in {window:?}");
-    assert!(
-        last_timeout["alignment"]["alignmentMs"].as_u64().unwrap() >= 1000,
-        "switched only after aligning for alignedCheckpointTimeout: {last_timeout}"
-    );
+    backpressure::unaligned_beats_aligned_under_backpressure("cluster", window, |dir, checkpointing| {
+        let m = manifest(dir, 2, checkpointing, "{ discard: { maxRecordsPerSecond: 8000 } }");
+        cluster_checkpoints_within(dir, &m, warmup, window)
+    });
 }
 
 #[test]

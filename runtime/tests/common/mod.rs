@@ -2,6 +2,7 @@
 //! reading committed output, and the independent word count.
 #![allow(dead_code)]
 
+pub mod backpressure;
 pub mod cluster;
 pub mod kafka;
 pub mod kafka_log;

@@ -1,0 +1,63 @@
+//! The backpressure comparison shared by `tests/unaligned.rs` (`weir run`) and
+//! `tests/cluster_unaligned.rs` (coordinator and workers): the same job runs aligned,
+//! unaligned, and with a 1 s alignment timeout while its sink is slower than its sources.
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The three checkpointing settings compared, as `(name, extra fields of spec.checkpointing)`.
+pub const SETTINGS: [(&str, &str); 3] = [
+    ("aligned", ", interval: 200ms"),
+    ("unaligned", ", interval: 200ms, unaligned: true"),
+    (
+        "alignedCheckpointTimeout 1s",
+        ", interval: 200ms, unaligned: true, alignedCheckpointTimeout: 1s",
+    ),
+];
+
+/// Runs `run(dir, checkpointing)` for each of [`SETTINGS`] in a fresh directory; `run` returns
+/// the checkpoints completed in `window` and the last completed checkpoint (the control API's
+/// `lastCompletedCheckpoint`). Asserts what backpressure must show whatever the machine's speed:
+/// unaligned checkpoints hold channel state and complete at least once and at least as often as
+/// aligned ones (which hold none), and the timeout run switched to unaligned only after aligning
+/// for 1 s. How many complete is a rate, left to `benches/unaligned_checkpoints.rs`.
+pub fn unaligned_beats_aligned_under_backpressure(
+    label: &str,
+    window: Duration,
+    mut run: impl FnMut(&Path, &str) -> (u64, Value),
+) {
+    let mut completed = vec![];
+    let mut last_timeout = Value::Null;
+    for (name, checkpointing) in SETTINGS {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, last) = run(dir.path(), checkpointing);
+        eprintln!("{label}, {name}: {n} checkpoints in {window:?}; last: {last}");
+        if name != "aligned" && n > 0 {
+            assert_eq!(last["alignment"]["unaligned"], true, "{label}, {name}: {last}");
+            assert!(
+                last["alignment"]["channelStateBytes"].as_u64().unwrap() > 0,
+                "{label}, {name}: an unaligned checkpoint under backpressure holds in-flight records: {last}"
+            );
+        }
+        if name == "aligned" && n > 0 {
+            assert_eq!(last["alignment"]["unaligned"], false, "{label}: {last}");
+            assert_eq!(last["alignment"]["channelStateBytes"], 0, "{label}: {last}");
+        }
+        completed.push(n);
+        last_timeout = last;
+    }
+    let (aligned, unaligned, timeout) = (completed[0], completed[1], completed[2]);
+    assert!(
+        unaligned >= 1 && unaligned >= aligned,
+        "{label}: unaligned {unaligned} vs aligned {aligned} checkpoints in {window:?}"
+    );
+    assert!(
+        timeout >= 1,
+        "{label}, alignment timeout: {timeout} checkpoints in {window:?}"
+    );
+    assert!(
+        last_timeout["alignment"]["alignmentMs"].as_u64().unwrap() >= 1000,
+        "{label}: switched only after aligning for alignedCheckpointTimeout: {last_timeout}"
+    );
+}
