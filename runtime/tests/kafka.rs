@@ -306,34 +306,7 @@ fn broker_hides_aborted_and_fenced_transactions_from_read_committed() {
     let Some(servers) = broker() else { return };
     let topic = unique("weir-txn-probe");
     create_topic(&servers, &topic, 1);
-    let id = unique("weir-probe");
-    let producer = |id: &str| -> BaseProducer {
-        let p: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", &servers)
-            .set("transactional.id", id)
-            .create()
-            .unwrap();
-        p.init_transactions(Duration::from_secs(30)).unwrap();
-        p
-    };
-    let send = |p: &BaseProducer, value: &str| {
-        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
-        p.flush(Duration::from_secs(30)).unwrap();
-    };
-    let first = producer(&id);
-    first.begin_transaction().unwrap();
-    send(&first, "committed");
-    first.commit_transaction(Duration::from_secs(30)).unwrap();
-    first.begin_transaction().unwrap();
-    send(&first, "aborted");
-    first.abort_transaction(Duration::from_secs(30)).unwrap();
-    first.begin_transaction().unwrap();
-    send(&first, "left-open");
-    // A new producer with the same id fences the first and aborts its open transaction.
-    let second = producer(&id);
-    second.begin_transaction().unwrap();
-    send(&second, "after-fencing");
-    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    write_transaction_probe(&servers, &topic, &unique("weir-probe"));
     let got = read_topic(&servers, &topic, "read_committed", 2);
     assert_eq!(got, vec!["after-fencing".to_string(), "committed".to_string()]);
 }
@@ -403,33 +376,7 @@ fn broker_writes_transaction_markers_that_give_the_committed_view() {
     let Some(servers) = broker() else { return };
     let topic = unique("weir-txn-markers");
     create_topic(&servers, &topic, 1);
-    let id = unique("weir-markers");
-    let producer = |id: &str| -> BaseProducer {
-        let p: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", &servers)
-            .set("transactional.id", id)
-            .create()
-            .unwrap();
-        p.init_transactions(Duration::from_secs(30)).unwrap();
-        p
-    };
-    let send = |p: &BaseProducer, value: &str| {
-        p.send(BaseRecord::<(), str>::to(&topic).payload(value)).unwrap();
-        p.flush(Duration::from_secs(30)).unwrap();
-    };
-    let first = producer(&id);
-    first.begin_transaction().unwrap();
-    send(&first, "committed");
-    first.commit_transaction(Duration::from_secs(30)).unwrap();
-    first.begin_transaction().unwrap();
-    send(&first, "aborted");
-    first.abort_transaction(Duration::from_secs(30)).unwrap();
-    first.begin_transaction().unwrap();
-    send(&first, "left-open");
-    let second = producer(&id);
-    second.begin_transaction().unwrap();
-    send(&second, "after-fencing");
-    second.commit_transaction(Duration::from_secs(30)).unwrap();
+    write_transaction_probe(&servers, &topic, &unique("weir-markers"));
     let log = read_partition_log(&servers, &topic, 0);
     for b in &log.batches {
         let values: Vec<String> = b
@@ -619,4 +566,38 @@ fn broker_commits_offsets_with_the_records_when_the_producer_dies() {
         violations.is_empty(),
         "records and offsets of a transaction disagree after a kill: {violations:?}"
     );
+}
+
+/// Writes the transaction probe to partition 0 of `topic` through transactional id `id`:
+/// `committed` (committed), `aborted` (aborted), `left-open` (left open, then fenced and so
+/// aborted by a second producer with the same id), `after-fencing` (committed by the second).
+/// Kafka's `read_committed` gives `committed`, `after-fencing`.
+fn write_transaction_probe(servers: &str, topic: &str, id: &str) {
+    let producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", servers)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let send = |p: &BaseProducer, value: &str| {
+        p.send(BaseRecord::<(), str>::to(topic).payload(value)).unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+    };
+    let first = producer(id);
+    first.begin_transaction().unwrap();
+    send(&first, "committed");
+    first.commit_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "aborted");
+    first.abort_transaction(Duration::from_secs(30)).unwrap();
+    first.begin_transaction().unwrap();
+    send(&first, "left-open");
+    // A new producer with the same id fences the first and aborts its open transaction.
+    let second = producer(id);
+    second.begin_transaction().unwrap();
+    send(&second, "after-fencing");
+    second.commit_transaction(Duration::from_secs(30)).unwrap();
 }
