@@ -191,10 +191,14 @@ impl KeyBy {
     /// evaluator decides it (no intermediate `Datum`), else [`Key::from_owned`] of the
     /// evaluated value, which also gives the errors (null, float, object keys).
     fn key(&self, row: &Row) -> TaskResult<Key> {
-        Ok(match self.expr.eval_borrowed(row) {
-            Some(FastValue::Int(i)) => Key::Int(i),
-            Some(FastValue::Str(s)) => Key::Str(s.into()),
-            Some(FastValue::Bool(b)) => Key::Bool(b),
+        let borrowed = self.expr.eval_borrowed(row, |value| match value {
+            FastValue::Int(i) => Some(Key::Int(i)),
+            FastValue::Str(s) => Some(Key::Str(s.into())),
+            FastValue::Bool(b) => Some(Key::Bool(b)),
+            _ => None,
+        });
+        Ok(match borrowed {
+            Some(Some(key)) => key,
             _ => Key::from_owned(self.expr.eval(row)?)
                 .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?,
         })

@@ -27,6 +27,9 @@ use std::sync::Arc;
 pub enum FastExpr {
     /// A record field by name.
     Field(CompactString),
+    /// A record field by position, in an expression bound to one schema ([`FastExpr::bind`]):
+    /// valid only for rows of that schema.
+    Column(usize),
     /// An `int` literal.
     Int(i64),
     /// A `double` literal.
@@ -178,6 +181,7 @@ impl FastExpr {
     pub fn eval<'a>(&'a self, row: &'a Row) -> Option<FastValue<'a>> {
         Some(match self {
             FastExpr::Field(name) => FastValue::of(row.get(name)?)?,
+            FastExpr::Column(i) => FastValue::of(row.values().get(*i)?)?,
             FastExpr::Int(i) => FastValue::Int(*i),
             FastExpr::Float(f) => FastValue::Float(*f),
             FastExpr::Str(s) => FastValue::Str(s),
@@ -214,6 +218,32 @@ impl FastExpr {
                 _ => return None,
             },
         })
+    }
+}
+
+impl FastExpr {
+    /// The expression for rows of `schema`: every field it has becomes a [`FastExpr::Column`]
+    /// (read by position, no name comparison); a field it lacks stays a
+    /// [`FastExpr::Field`], whose evaluation then falls back to the interpreter (which
+    /// reports the missing field). Evaluate the result only against rows of `schema`.
+    pub fn bind(&self, schema: &Schema) -> FastExpr {
+        let bind = |e: &FastExpr| Box::new(e.bind(schema));
+        match self {
+            FastExpr::Field(name) => match schema.index_of(name) {
+                Some(i) => FastExpr::Column(i),
+                None => FastExpr::Field(name.clone()),
+            },
+            FastExpr::Column(_) | FastExpr::Int(_) | FastExpr::Float(_) | FastExpr::Str(_) | FastExpr::Bool(_) => {
+                self.clone()
+            }
+            FastExpr::Binary(op, a, b) => FastExpr::Binary(*op, bind(a), bind(b)),
+            FastExpr::And(a, b) => FastExpr::And(bind(a), bind(b)),
+            FastExpr::Or(a, b) => FastExpr::Or(bind(a), bind(b)),
+            FastExpr::Not(a) => FastExpr::Not(bind(a)),
+            FastExpr::Negate(a) => FastExpr::Negate(bind(a)),
+            FastExpr::Conditional(c, a, b) => FastExpr::Conditional(bind(c), bind(a), bind(b)),
+            FastExpr::ToDouble(a) => FastExpr::ToDouble(bind(a)),
+        }
     }
 }
 
@@ -314,6 +344,14 @@ impl FastObject {
             schema: Schema::new(names),
             values,
         })
+    }
+
+    /// The literal for rows of `schema` (each value [`FastExpr::bind`]-ed to it).
+    pub fn bind(&self, schema: &Schema) -> FastObject {
+        FastObject {
+            schema: self.schema.clone(),
+            values: self.values.iter().map(|v| v.bind(schema)).collect(),
+        }
     }
 
     /// The row the literal builds from `row`, or `None` when the interpreter must decide.
@@ -496,6 +534,13 @@ mod tests {
                 let row = random_row(&mut rng);
                 total += 1;
                 let interpreted = expr.eval_interpreted(&row);
+                // Bound to the row's schema (fields by position), it decides the same.
+                let bound = fast.bind(row.schema());
+                assert_eq!(
+                    format!("{:?}", bound.eval(&row)),
+                    format!("{:?}", fast.eval(&row)),
+                    "`{source}` bound on {row}"
+                );
                 if let Some(value) = fast.eval(&row) {
                     decided += 1;
                     let interpreted = interpreted.unwrap_or_else(|e| {
@@ -522,6 +567,11 @@ mod tests {
             for _ in 0..200 {
                 let row = random_row(&mut rng);
                 let interpreted = expr.eval_interpreted(&row);
+                assert_eq!(
+                    object.bind(row.schema()).eval(&row),
+                    object.eval(&row),
+                    "`{source}` on {row}"
+                );
                 if let Some(built) = object.eval(&row) {
                     let interpreted: Value = interpreted.unwrap();
                     assert_eq!(
