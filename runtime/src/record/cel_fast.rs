@@ -356,11 +356,12 @@ impl FastObject {
 
     /// The row the literal builds from `row`, or `None` when the interpreter must decide.
     pub fn eval(&self, row: &Row) -> Option<Row> {
-        let values = self
-            .values
-            .iter()
-            .map(|v| v.eval(row).map(FastValue::to_datum))
-            .collect::<Option<Vec<_>>>()?;
+        // Sized up front: collecting into `Option<Vec<_>>` knows no lower bound and grows the
+        // vector (a reallocation per row of five fields).
+        let mut values = Vec::with_capacity(self.values.len());
+        for v in &self.values {
+            values.push(v.eval(row)?.to_datum());
+        }
         Some(Row::new_unchecked(self.schema.clone(), values))
     }
 }
