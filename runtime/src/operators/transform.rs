@@ -170,8 +170,14 @@ impl StreamOperator for FlatMap {
                 v[layout.token_at] = Datum::Str(token.into());
                 out.push(Record::new(Row::new_unchecked(layout.output.clone(), v)));
             };
-            match &self.literal {
-                Some(literal) => text.split(literal.as_str()).for_each(&mut emit),
+            match self.literal.as_deref() {
+                // One character (word count's ' '): a `char` pattern searches with memchr, a
+                // one-character string with the two-way searcher.
+                Some(literal) if literal.chars().count() == 1 => {
+                    let c = literal.chars().next().expect("one character");
+                    text.split(c).for_each(&mut emit)
+                }
+                Some(literal) => text.split(literal).for_each(&mut emit),
                 None => self.regex.split(&text).for_each(&mut emit),
             }
         }
@@ -314,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn flat_map_with_a_plain_pattern_splits_as_the_regex() {
         let lines = ["a b  c ", " ", "", "x", "one, two,three", "naïve café  über"];
-        for pattern in [" ", ", ", "ab", " +", r"\W+", "."] {
+        for pattern in [" ", ", ", "ab", "é", " +", r"\W+", "."] {
             for keep_empty in [false, true] {
                 let spec = FlatMapSpec {
                     field: "line".into(),
@@ -325,7 +331,7 @@ mod tests {
                 let mut op = FlatMap::new(&spec).unwrap();
                 assert_eq!(
                     op.literal.is_some(),
-                    matches!(pattern, " " | ", " | "ab"),
+                    matches!(pattern, " " | ", " | "ab" | "é"),
                     "{pattern:?}"
                 );
                 let regex = regex::Regex::new(pattern).unwrap();
