@@ -40,7 +40,8 @@ trap 'rm -rf "$work"' EXIT
 
 # steps N: the job's steps for N input records; sets `records` to the exact record count.
 steps() {
-  local n=$1 generator="      - source: { generator: { seed: 42, count: $n, keys: 100000 } }"
+  local n=$1
+  local generator="      - source: { generator: { seed: 42, count: $n, keys: 100000 } }"
   records=$n
   case $kind in
     int) printf '%s\n      - keyBy: { expression: "id %% 100000", as: key }\n      - count: {}\n' "$generator" ;;
