@@ -66,6 +66,9 @@ pub struct FlatMap {
     field: String,
     as_field: String,
     regex: regex::Regex,
+    /// The pattern when it is a plain string (no regex syntax, as `' '`): split with
+    /// `str::split`, which gives the regex's tokens without its search machinery per token.
+    literal: Option<String>,
     keep_empty: bool,
     layouts: Vec<FlatMapLayout>,
 }
@@ -77,6 +80,8 @@ impl FlatMap {
             field: spec.field.clone(),
             as_field: spec.as_field.clone().unwrap_or_else(|| spec.field.clone()),
             regex: regex::Regex::new(&spec.pattern).map_err(|e| super::TaskError(e.to_string()))?,
+            literal: (!spec.pattern.is_empty() && regex::escape(&spec.pattern) == spec.pattern)
+                .then(|| spec.pattern.clone()),
             keep_empty: spec.keep_empty,
             layouts: Vec::new(),
         })
@@ -157,13 +162,23 @@ impl StreamOperator for FlatMap {
             if layout.token_at == values.len() {
                 values.push(Datum::Null);
             }
-            for token in self.regex.split(&text) {
+            let mut emit = |token: &str| {
                 if token.is_empty() && !self.keep_empty {
-                    continue;
+                    return;
                 }
                 let mut v = values.clone();
                 v[layout.token_at] = Datum::Str(token.into());
                 out.push(Record::new(Row::new_unchecked(layout.output.clone(), v)));
+            };
+            match self.literal.as_deref() {
+                // One character (word count's ' '): a `char` pattern searches with memchr, a
+                // one-character string with the two-way searcher.
+                Some(literal) if literal.chars().count() == 1 => {
+                    let c = literal.chars().next().expect("one character");
+                    text.split(c).for_each(&mut emit)
+                }
+                Some(literal) => text.split(literal).for_each(&mut emit),
+                None => self.regex.split(&text).for_each(&mut emit),
             }
         }
         Ok(())
@@ -191,10 +206,14 @@ impl KeyBy {
     /// evaluator decides it (no intermediate `Datum`), else [`Key::from_owned`] of the
     /// evaluated value, which also gives the errors (null, float, object keys).
     fn key(&self, row: &Row) -> TaskResult<Key> {
-        Ok(match self.expr.eval_borrowed(row) {
-            Some(FastValue::Int(i)) => Key::Int(i),
-            Some(FastValue::Str(s)) => Key::Str(s.into()),
-            Some(FastValue::Bool(b)) => Key::Bool(b),
+        let borrowed = self.expr.eval_borrowed(row, |value| match value {
+            FastValue::Int(i) => Some(Key::Int(i)),
+            FastValue::Str(s) => Some(Key::Str(s.into())),
+            FastValue::Bool(b) => Some(Key::Bool(b)),
+            _ => None,
+        });
+        Ok(match borrowed {
+            Some(Some(key)) => key,
             _ => Key::from_owned(self.expr.eval(row)?)
                 .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?,
         })
@@ -294,6 +313,39 @@ mod tests {
                 json!({"word": "café"})
             ]
         );
+    }
+
+    /// A plain-string pattern splits as the regex does (`str::split` instead of the regex),
+    /// empty tokens included or not; patterns with regex syntax keep the regex.
+    #[tokio::test]
+    async fn flat_map_with_a_plain_pattern_splits_as_the_regex() {
+        let lines = ["a b  c ", " ", "", "x", "one, two,three", "naïve café  über"];
+        for pattern in [" ", ", ", "ab", "é", " +", r"\W+", "."] {
+            for keep_empty in [false, true] {
+                let spec = FlatMapSpec {
+                    field: "line".into(),
+                    pattern: pattern.into(),
+                    as_field: Some("word".into()),
+                    keep_empty,
+                };
+                let mut op = FlatMap::new(&spec).unwrap();
+                assert_eq!(
+                    op.literal.is_some(),
+                    matches!(pattern, " " | ", " | "ab" | "é"),
+                    "{pattern:?}"
+                );
+                let regex = regex::Regex::new(pattern).unwrap();
+                for line in lines {
+                    let want: Vec<Value> = regex
+                        .split(line)
+                        .filter(|t| keep_empty || !t.is_empty())
+                        .map(|t| json!({ "word": t }))
+                        .collect();
+                    let got = run(&mut op, vec![json!({ "line": line })]).await;
+                    assert_eq!(got, want, "{pattern:?} keep_empty {keep_empty} on {line:?}");
+                }
+            }
+        }
     }
 
     #[tokio::test]

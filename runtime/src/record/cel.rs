@@ -5,10 +5,11 @@
 //! ...), `s.lower()` and `s.upper()` change case by Unicode rules.
 
 use super::cel_fast::{FastExpr, FastObject, FastValue};
-use super::row::{Datum, Row, RowBuilder, SchemaCache};
+use super::row::{Datum, Row, RowBuilder, Schema, SchemaCache};
 use cel::common::types::CelString;
 use compact_str::CompactString;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -55,6 +56,19 @@ pub struct Expr {
     /// The expression as an object literal in that subset (for [`Expr::eval_row`]).
     fast_object: Option<FastObject>,
     uses_record: bool,
+    /// The fast paths bound to the schema of the rows seen last (fields by position), rebound
+    /// when a row of another schema comes.
+    bound: RefCell<Option<Bound>>,
+}
+
+/// [`Expr`]'s fast paths for rows of one schema: fields by position instead of by name (a
+/// name lookup compares strings field by field; Nexmark's `map` reads five of seven fields).
+struct Bound {
+    schema: Arc<Schema>,
+    /// Position of the bare-identifier expression's field (`None`: the schema lacks it).
+    field: Option<usize>,
+    fast: Option<FastExpr>,
+    fast_object: Option<FastObject>,
 }
 
 impl std::fmt::Debug for Expr {
@@ -85,6 +99,7 @@ pub fn compile(source: &str) -> Result<Expr, CelError> {
         fast_object,
         program,
         uses_record,
+        bound: RefCell::new(None),
     })
 }
 
@@ -125,21 +140,44 @@ impl Expr {
         from_cel(&out).map_err(|m| self.error(m))
     }
 
-    /// The value of the bare-identifier expression's field.
+    /// The value of the bare-identifier expression's field (found by its bound position).
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
-        row.get(field)
+        self.with_bound(row, |b| b.field)
+            .and_then(|i| row.values().get(i))
             .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
     }
 
-    /// The value for `row` when a plain field read or the native evaluator decides it,
-    /// borrowing strings from the row (no `Datum` built); `None` when [`Expr::eval`] must
-    /// decide (the interpreter, a missing field, nested JSON). When `Some`, it is the value
-    /// `eval` returns.
-    pub fn eval_borrowed<'a>(&'a self, row: &'a Row) -> Option<FastValue<'a>> {
-        if let Some(f) = &self.field {
-            return FastValue::of(row.get(f)?);
+    /// `f` of the value for `row` when a plain field read or the native evaluator decides it,
+    /// the value borrowing strings from the row or the expression (no `Datum` built); `None`
+    /// when [`Expr::eval`] must decide (the interpreter, a missing field, nested JSON). When
+    /// `Some`, `f` saw the value `eval` returns.
+    pub fn eval_borrowed<R>(&self, row: &Row, f: impl FnOnce(FastValue<'_>) -> R) -> Option<R> {
+        if self.field.is_some() {
+            let value = FastValue::of(row.values().get(self.with_bound(row, |b| b.field)?)?)?;
+            return Some(f(value));
         }
-        self.fast.as_ref()?.eval(row)
+        self.fast.as_ref()?;
+        self.with_bound(row, |b| b.fast.as_ref()?.eval(row).map(f))
+    }
+
+    /// Runs `f` on the fast paths bound to `row`'s schema, binding them first when the last
+    /// row had another schema (a schema with the same names is adopted without rebinding).
+    fn with_bound<R>(&self, row: &Row, f: impl FnOnce(&Bound) -> R) -> R {
+        let mut slot = self.bound.borrow_mut();
+        let schema = row.schema();
+        match &mut *slot {
+            Some(b) if Arc::ptr_eq(&b.schema, schema) => {}
+            Some(b) if *b.schema == **schema => b.schema = schema.clone(),
+            _ => {
+                *slot = Some(Bound {
+                    schema: schema.clone(),
+                    field: self.field.as_deref().and_then(|f| schema.index_of(f)),
+                    fast: self.fast.as_ref().map(|e| e.bind(schema)),
+                    fast_object: self.fast_object.as_ref().map(|o| o.bind(schema)),
+                });
+            }
+        }
+        f(slot.as_ref().expect("bound above"))
     }
 
     /// Evaluates against a row and returns the result as a value. Map results become
@@ -148,8 +186,8 @@ impl Expr {
         if let Some(f) = &self.field {
             return self.field_value(f, row).cloned();
         }
-        if let Some(value) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
-            return Ok(value.to_datum());
+        if let Some(value) = self.eval_borrowed(row, |v| v.to_datum()) {
+            return Ok(value);
         }
         let out = self.eval_cel(row)?;
         datum_from_cel(&out).map_err(|m| self.error(m))
@@ -162,11 +200,13 @@ impl Expr {
         if let Some(f) = &self.field {
             return Ok(Row::bare(self.field_value(f, row)?.clone()));
         }
-        if let Some(built) = self.fast_object.as_ref().and_then(|fast| fast.eval(row)) {
+        if self.fast_object.is_some()
+            && let Some(built) = self.with_bound(row, |b| b.fast_object.as_ref()?.eval(row))
+        {
             return Ok(built);
         }
-        if let Some(value) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
-            return Ok(Row::bare(value.to_datum()));
+        if let Some(value) = self.eval_borrowed(row, |v| v.to_datum()) {
+            return Ok(Row::bare(value));
         }
         let out = self.eval_cel(row)?;
         let cel::Value::Map(map) = &out else {
@@ -189,7 +229,10 @@ impl Expr {
                 other => Err(self.error(format!("must be a boolean, got {other}"))),
             };
         }
-        if let Some(super::cel_fast::FastValue::Bool(b)) = self.fast.as_ref().and_then(|fast| fast.eval(row)) {
+        if let Some(Some(b)) = self.eval_borrowed(row, |v| match v {
+            FastValue::Bool(b) => Some(b),
+            _ => None,
+        }) {
             return Ok(b);
         }
         match self.eval_cel(row)? {
@@ -342,6 +385,43 @@ mod tests {
         assert_eq!(serde_json::to_string(&field).unwrap(), r#""y""#);
         // A bare row is `record`, without field variables.
         assert_eq!(eval("record + 1", &bare), json!(5));
+    }
+
+    /// The fast paths bind fields to positions of the schema seen last: rows whose schemas
+    /// change (other order, a missing field, a bare row, an equal schema built anew) still
+    /// read their own fields, and a missing field is still the interpreter's error.
+    #[test]
+    fn fields_are_read_by_the_position_of_each_rows_own_schema() {
+        let exprs = ["a % 10", "b", "{'x': a, 'y': b}", "a > 3 && b == 'q'"];
+        let rows = [
+            json!({"a": 13, "b": "q"}),
+            json!({"b": "r", "a": 24}),
+            json!({"a": 13, "b": "q"}),
+            json!({"c": 1, "b": "s", "a": 5}),
+            json!({"a": 1}),
+            json!(7),
+        ];
+        for source in exprs {
+            let expr = compile(source).unwrap();
+            // Twice through, so each schema is met after another one.
+            for (i, r) in rows.iter().chain(rows.iter()).enumerate() {
+                let r = row(r.clone());
+                let fresh = compile(source).unwrap();
+                let got = expr.eval(&r).map(|d| d.to_json());
+                let want = fresh.eval_interpreted(&r);
+                match (got, want) {
+                    (Ok(got), Ok(want)) => assert_eq!(got, want, "`{source}` on row {i} {r}"),
+                    (Err(_), Err(_)) => {}
+                    (got, want) => panic!("`{source}` on row {i} {r}: {got:?} vs the interpreter's {want:?}"),
+                }
+                let mut cache = SchemaCache::default();
+                assert_eq!(
+                    expr.eval_row(&r, &mut cache).ok(),
+                    fresh.eval_row(&r, &mut cache).ok(),
+                    "`{source}` as a row on {r}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -96,7 +96,33 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row, A::Error> {
-        let mut b = RowBuilder::with_capacity(map.size_hint().unwrap_or(8));
+        // Fast path: the names of the schema built last, in its order (every line of a JSON
+        // lines file, in practice). Each name is compared in place with the one expected at
+        // its position: no name copied, no search for a repeated name (the schema's names are
+        // distinct), no schema lookup. The first other name (or a missing one) hands the
+        // fields read so far to the builder, which goes on as below.
+        let mut b = match self.cache.last().cloned() {
+            Some(schema) => {
+                let names = schema.names();
+                let mut values = Vec::with_capacity(names.len());
+                loop {
+                    let expected = names.get(values.len()).map(CompactString::as_str);
+                    match map.next_key_seed(ExpectedName(expected))? {
+                        Some(NameMatch::Expected) => values.push(map.next_value::<Datum>()?),
+                        None if values.len() == names.len() => return Ok(Row::new_unchecked(schema, values)),
+                        other => {
+                            let mut b = RowBuilder::from_parts(names[..values.len()].to_vec(), values);
+                            match other {
+                                Some(NameMatch::Other(name)) => b.push(name, map.next_value::<Datum>()?),
+                                _ => return Ok(b.finish(self.cache)),
+                            }
+                            break b;
+                        }
+                    }
+                }
+            }
+            None => RowBuilder::with_capacity(map.size_hint().unwrap_or(8)),
+        };
         while let Some(name) = map.next_key::<NameKey>()? {
             b.push(name.0, map.next_value::<Datum>()?);
         }
@@ -129,6 +155,37 @@ impl<'de> Visitor<'de> for RowVisitor<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Row, A::Error> {
         DatumVisitor.visit_seq(seq).map(Row::bare)
+    }
+}
+
+/// A field name compared with the name expected at its position (`None`: no more expected).
+struct ExpectedName<'n>(Option<&'n str>);
+
+/// What [`ExpectedName`] found: the expected name, or another one (copied).
+enum NameMatch {
+    Expected,
+    Other(CompactString),
+}
+
+impl<'de> DeserializeSeed<'de> for ExpectedName<'_> {
+    type Value = NameMatch;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<NameMatch, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for ExpectedName<'_> {
+    type Value = NameMatch;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<NameMatch, E> {
+        Ok(if self.0 == Some(v) {
+            NameMatch::Expected
+        } else {
+            NameMatch::Other(CompactString::from(v))
+        })
     }
 }
 
@@ -206,6 +263,7 @@ impl<'de> Visitor<'de> for DatumVisitor {
 mod tests {
     use super::*;
     use crate::record::row::Schema;
+    use std::sync::Arc;
 
     /// Lines whose bytes after a parse and a write must equal serde_json's own round trip.
     const TRICKY: &[&str] = &[
@@ -239,6 +297,50 @@ mod tests {
             assert_eq!(via_value, row, "input {text}");
             assert_eq!(row.to_json(), serde_json::from_str::<serde_json::Value>(text).unwrap());
         }
+    }
+
+    /// Lines read one after another through one cache (the fast path expects the last
+    /// schema's names in order) give the rows of their JSON values: same names, another
+    /// order, fewer, more, a repeated name after the expected ones, an escaped name.
+    #[test]
+    fn lines_that_leave_the_last_schema_read_as_their_json_values() {
+        let lines = [
+            r#"{"a":1,"b":"x"}"#,
+            r#"{"a":2,"b":"y"}"#,
+            r#"{"b":"z","a":3}"#,
+            r#"{"b":"z"}"#,
+            r#"{"b":"z","a":4,"c":null}"#,
+            r#"{"b":"z","a":5}"#,
+            r#"{"b":"z","a":5,"b":[1]}"#,
+            r#"{"b":"z","a":6,"b":"w","a":7}"#,
+            r#"{"b":"e","a":8}"#,
+            r#"{}"#,
+            r#"{}"#,
+            r#"{"a":9}"#,
+            r#"7"#,
+            r#"{"a":10}"#,
+        ];
+        let mut cache = SchemaCache::default();
+        let mut previous: Option<Row> = None;
+        for text in lines {
+            let row = parse_json_row(text, &mut cache).unwrap();
+            let want = Row::from_json(serde_json::from_str(text).unwrap());
+            assert_eq!(row, want, "input {text}");
+            assert_eq!(
+                serde_json::to_string(&row).unwrap(),
+                serde_json::to_string(&want).unwrap(),
+                "input {text}"
+            );
+            if let Some(p) = &previous
+                && p.schema().names() == row.schema().names()
+                && !row.schema().is_bare()
+            {
+                assert!(Arc::ptr_eq(p.schema(), row.schema()), "input {text} shares the schema");
+            }
+            previous = Some(row);
+        }
+        assert!(parse_json_row(r#"{"a":1,"b":}"#, &mut cache).is_err());
+        assert!(parse_json_row(r#"{"a":1,"c":}"#, &mut cache).is_err());
     }
 
     #[test]

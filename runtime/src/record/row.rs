@@ -147,6 +147,12 @@ pub struct SchemaCache {
 }
 
 impl SchemaCache {
+    /// The schema built last, if any (its names are distinct: every cached schema comes from
+    /// a [`RowBuilder`]).
+    pub fn last(&self) -> Option<&Arc<Schema>> {
+        self.last.as_ref()
+    }
+
     /// The schema for `names`: the cached one when the names are equal, else a new one
     /// (which becomes the cached one).
     pub fn schema(&mut self, names: Vec<CompactString>) -> Arc<Schema> {
@@ -288,6 +294,12 @@ impl RowBuilder {
             names: Vec::with_capacity(n),
             values: Vec::with_capacity(n),
         }
+    }
+
+    /// A builder holding `names` (which must be distinct) with their `values`, in order.
+    pub(crate) fn from_parts(names: Vec<CompactString>, values: Vec<Datum>) -> RowBuilder {
+        debug_assert_eq!(names.len(), values.len());
+        RowBuilder { names, values }
     }
 
     /// Adds a field (or replaces the value of an earlier field of the same name).

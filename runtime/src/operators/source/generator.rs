@@ -38,13 +38,18 @@ pub fn schema() -> Arc<Schema> {
 /// Record n of the sequence: `{"id": n, "key": "key-<k>", "value": v}` with k < keys and
 /// 0 ≤ v < 1000.
 pub fn record(seed: u64, n: u64, keys: u64) -> Row {
+    record_of(&schema(), seed, n, keys)
+}
+
+/// [`record`] under `schema` (the generator's, held by the caller: no lookup per record).
+fn record_of(schema: &Arc<Schema>, seed: u64, n: u64, keys: u64) -> Row {
     let h = splitmix64(seed ^ splitmix64(n));
     let values = vec![
         Datum::from_u64(n),
         Datum::Str(key_string(h % keys)),
         Datum::Int(((h >> 40) % 1000) as i64),
     ];
-    Row::new_unchecked(schema(), values)
+    Row::new_unchecked(schema.clone(), values)
 }
 
 /// The generated key `key-<k>`, k in decimal. Built in place with `itoa` (the `fmt` machinery
@@ -66,6 +71,7 @@ pub struct Generator {
     rate: Option<u64>,
     splits: Vec<GeneratorSplit>,
     cursor: usize,
+    schema: Arc<Schema>,
 }
 
 impl Generator {
@@ -105,6 +111,7 @@ impl Generator {
             rate: spec.max_records_per_second,
             splits,
             cursor: 0,
+            schema: schema(),
         })
     }
 
@@ -142,7 +149,7 @@ impl Source for Generator {
                 if count.is_some_and(|c| split.next >= c) {
                     break;
                 }
-                out.push(Record::new(record(seed, split.next, keys)));
+                out.push(Record::new(record_of(&self.schema, seed, split.next, keys)));
                 split.next += step;
             }
             return Ok(true);
