@@ -573,10 +573,16 @@ pub async fn run_source(
                 }
             }
             Some(et) if et.per_split => {
-                if let Some(w) = source.split_watermarks() {
-                    core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
-                        .await?;
-                }
+                // `per_split` is set only when the source turned per-split watermarks on, so it
+                // has them; a batch is never dropped silently if that ever breaks.
+                let Some(w) = source.split_watermarks() else {
+                    return Err(TaskError(format!(
+                        "source `{}`: per-split watermarks are on but the source keeps none",
+                        source_id.0
+                    )));
+                };
+                core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
+                    .await?;
             }
             Some(et) if batch.is_empty() => {
                 if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
