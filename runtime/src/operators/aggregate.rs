@@ -15,7 +15,7 @@ use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, Task
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
-use crate::record::{Datum, Record, Row, Schema};
+use crate::record::{Datum, KeyedBy, Record, Row, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
@@ -44,6 +44,7 @@ impl Num {
         }
     }
 
+    #[inline]
     fn to_datum(self) -> Datum {
         match self {
             Num::Int(i) => Datum::Int(i),
@@ -58,6 +59,7 @@ impl Num {
         }
     }
 
+    #[inline]
     fn combine(self, func: AggregateFn, x: Num) -> Num {
         match (func, self, x) {
             (AggregateFn::Count, Num::Int(a), _) => Num::Int(a + 1),
@@ -199,6 +201,7 @@ const REUSED_CAPACITY_MAX: usize = 8;
 /// The value vector of an output row: the input row's, emptied, when it is small (the input
 /// is dropped anyway, so this saves an allocation and a free per record; a larger one is
 /// freed rather than kept under a two-field row), else a new one with room for two values.
+#[inline]
 fn reuse_values(input: Row) -> Vec<Datum> {
     let (_, mut values) = input.into_parts();
     if values.capacity() >= 2 && values.capacity() <= REUSED_CAPACITY_MAX {
@@ -209,72 +212,94 @@ fn reuse_values(input: Row) -> Vec<Datum> {
     }
 }
 
+/// The key of `r`, checked: set by a `keyBy` and in the subtask's key-group range.
+#[inline(always)]
+fn checked_key<'r>(uid: &str, range: &KeyGroupRange, r: &'r Record) -> TaskResult<&'r KeyedBy> {
+    let keyed = r
+        .keyed
+        .as_ref()
+        .ok_or_else(|| TaskError(format!("operator {uid}: record without a key (no keyBy before it)")))?;
+    if !range.contains(keyed.key_group) {
+        return Err(TaskError(format!(
+            "operator {uid}: key group {} routed to the subtask owning {range:?}",
+            keyed.key_group
+        )));
+    }
+    Ok(keyed)
+}
+
+/// What `r` adds to its key's aggregate: 1 without an expression (`count`), else the
+/// expression's number.
+#[inline(always)]
+fn input_value(uid: &str, expr: Option<&Expr>, r: &Record) -> TaskResult<Num> {
+    match expr {
+        None => Ok(Num::Int(1)),
+        Some(e) => expression_value(uid, e, r),
+    }
+}
+
+/// The number `e` gives for `r`. Errors: evaluation fails, the value is not a number.
+fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
+    let v = e.eval(&r.row)?;
+    Num::from_datum(&v).ok_or_else(|| TaskError(format!("operator {uid}: `{}` gave {v}, not a number", e.source())))
+}
+
 #[async_trait]
 impl StreamOperator for Aggregate {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
-        // Two passes: the first only updates state, a short loop whose table lookups (cache
-        // misses on large state) the CPU can overlap across records; the second builds the
-        // output rows.
+        // Batch at a time, in two passes: the first only updates state, a short loop whose
+        // table lookups (cache misses on large state) the CPU can overlap across records,
+        // with the backend chosen once per batch; the second builds every output row.
         let now_ms = self.clock.now_ms();
-        let uid = &self.uid;
+        let Aggregate {
+            uid,
+            func,
+            expr,
+            output,
+            range,
+            state,
+            ..
+        } = self;
+        let (uid, func, expr) = (uid.as_str(), *func, expr.as_ref());
         let state_err = |e: crate::state::disk::DiskStateError| TaskError(format!("operator {uid}: {e}"));
-        self.state.maintain(now_ms, input.len()).map_err(state_err)?;
+        state.maintain(now_ms, input.len()).map_err(state_err)?;
+        let combine = |x: Num| {
+            move |current: Option<&Num>| match current {
+                Some(old) => old.combine(func, x),
+                None if func == AggregateFn::Count => Num::Int(1),
+                None => x,
+            }
+        };
         let mut updated = Vec::with_capacity(input.len());
-        for r in &input {
-            let keyed = r.keyed.as_ref().ok_or_else(|| {
-                TaskError(format!(
-                    "operator {}: record without a key (no keyBy before it)",
-                    self.uid
-                ))
-            })?;
-            if !self.range.contains(keyed.key_group) {
-                return Err(TaskError(format!(
-                    "operator {}: key group {} routed to the subtask owning {:?}",
-                    self.uid, keyed.key_group, self.range
-                )));
-            }
-            let x = match &self.expr {
-                None => Num::Int(1),
-                Some(e) => {
-                    let v = e.eval(&r.row)?;
-                    Num::from_datum(&v).ok_or_else(|| {
-                        TaskError(format!(
-                            "operator {}: `{}` gave {v}, not a number",
-                            self.uid,
-                            e.source()
-                        ))
-                    })?
+        match state {
+            KeyedState::Heap(heap) => {
+                for r in &input {
+                    let keyed = checked_key(uid, range, r)?;
+                    let x = input_value(uid, expr, r)?;
+                    updated.push(heap.update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x)));
                 }
-            };
-            let func = self.func;
-            let value = self
-                .state
-                .update(
-                    keyed.key_group,
-                    keyed.hash,
-                    &keyed.key,
-                    now_ms,
-                    |current| match current {
-                        Some(old) => old.combine(func, x),
-                        None if func == AggregateFn::Count => Num::Int(1),
-                        None => x,
-                    },
-                )
-                .map_err(state_err)?;
-            updated.push(value);
+            }
+            KeyedState::Disk(disk) => {
+                for r in &input {
+                    let keyed = checked_key(uid, range, r)?;
+                    let x = input_value(uid, expr, r)?;
+                    let value = disk
+                        .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x))
+                        .map_err(state_err)?;
+                    updated.push(value);
+                }
+            }
         }
+        let key_and_value = output.names().len() != 1;
         out.reserve(input.len());
-        let key_and_value = self.output.names().len() != 1;
         for (r, value) in input.into_iter().zip(updated) {
-            let mut values = reuse_values(r.row);
-            match (key_and_value, r.keyed) {
-                (true, Some(keyed)) => {
-                    values.push(keyed.key.into_datum());
-                    values.push(value.to_datum());
-                }
-                _ => values.push(value.to_datum()),
+            let Record { row, keyed } = r;
+            let mut values = reuse_values(row);
+            if let (true, Some(keyed)) = (key_and_value, keyed) {
+                values.push(keyed.key.into_datum());
             }
-            out.push(Record::new(Row::new_unchecked(self.output.clone(), values)));
+            values.push(value.to_datum());
+            out.push(Record::new(Row::new_unchecked(output.clone(), values)));
         }
         Ok(())
     }

@@ -3,8 +3,9 @@
 use super::{StreamOperator, TaskResult};
 use crate::job::FlatMapSpec;
 use crate::record::cel::{self, Expr};
-use crate::record::cel_fast::FastValue;
+use crate::record::cel_fast::{ColumnKernel, FastValue};
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema, SchemaCache};
+use crate::state::key_group::{int_key_hash, key_group_of_hash};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -206,12 +207,7 @@ impl KeyBy {
     /// evaluator decides it (no intermediate `Datum`), else [`Key::from_owned`] of the
     /// evaluated value, which also gives the errors (null, float, object keys).
     fn key(&self, row: &Row) -> TaskResult<Key> {
-        let borrowed = self.expr.eval_borrowed(row, |value| match value {
-            FastValue::Int(i) => Some(Key::Int(i)),
-            FastValue::Str(s) => Some(Key::Str(s.into())),
-            FastValue::Bool(b) => Some(Key::Bool(b)),
-            _ => None,
-        });
+        let borrowed = self.expr.eval_borrowed(row, key_of);
         Ok(match borrowed {
             Some(Some(key)) => key,
             _ => Key::from_owned(self.expr.eval(row)?)
@@ -220,13 +216,54 @@ impl KeyBy {
     }
 }
 
+/// The key of a value a [`ColumnKernel`] or the fast evaluator gave, when it is one.
+#[inline]
+fn key_of(value: FastValue<'_>) -> Option<Key> {
+    match value {
+        FastValue::Int(i) => Some(Key::Int(i)),
+        FastValue::Str(s) => Some(Key::Str(s.into())),
+        FastValue::Bool(b) => Some(Key::Bool(b)),
+        _ => None,
+    }
+}
+
 #[async_trait]
 impl StreamOperator for KeyBy {
     async fn process(&mut self, mut input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        // Batch at a time: the key expression is resolved to a column kernel once per schema
+        // (once per batch in practice), then each row's key is read and computed straight from
+        // its values, hashed once, and its key group derived from that hash. Rows the kernel
+        // does not decide (another expression, a null, an overflow) take the general path.
         // Keys are set in place and the batch handed on whole: no record is moved.
+        let mut kernel: Option<(Arc<Schema>, Option<ColumnKernel>)> = None;
         for r in &mut input {
-            let key = self.key(&r.row)?;
-            r.keyed = Some(KeyedBy::new(key, self.max_parallelism));
+            let schema = r.row.schema();
+            let current = match &kernel {
+                Some((s, k)) if Arc::ptr_eq(s, schema) => *k,
+                _ => {
+                    let k = self.expr.column_kernel(schema);
+                    kernel = Some((schema.clone(), k));
+                    k
+                }
+            };
+            let max_parallelism = self.max_parallelism;
+            let keyed = match current.and_then(|k| k.eval(r.row.values())) {
+                // Integer keys (`id % 100000`): hashed from the value, the key group from
+                // that hash (the same numbers as `KeyedBy::new`, without matching the key).
+                Some(FastValue::Int(i)) => {
+                    let hash = int_key_hash(i);
+                    KeyedBy {
+                        key: Key::Int(i),
+                        key_group: key_group_of_hash(hash, max_parallelism),
+                        hash,
+                    }
+                }
+                value => match value.and_then(key_of) {
+                    Some(key) => KeyedBy::new(key, max_parallelism),
+                    None => KeyedBy::new(self.key(&r.row)?, max_parallelism),
+                },
+            };
+            r.keyed = Some(keyed);
         }
         if out.is_empty() {
             *out = input;

@@ -4,7 +4,7 @@
 //! for `map` (a CEL map becomes a row whose fields are its keys, sorted). Besides the standard library and the strings extension (`lowerAscii`, `split`,
 //! ...), `s.lower()` and `s.upper()` change case by Unicode rules.
 
-use super::cel_fast::{FastExpr, FastObject, FastValue};
+use super::cel_fast::{ColumnKernel, FastExpr, FastObject, FastValue};
 use super::row::{Datum, Row, RowBuilder, Schema, SchemaCache};
 use cel::common::types::CelString;
 use compact_str::CompactString;
@@ -142,7 +142,7 @@ impl Expr {
 
     /// The value of the bare-identifier expression's field (found by its bound position).
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
-        self.with_bound(row, |b| b.field)
+        self.with_bound(row.schema(), |b| b.field)
             .and_then(|i| row.values().get(i))
             .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
     }
@@ -153,18 +153,35 @@ impl Expr {
     /// `Some`, `f` saw the value `eval` returns.
     pub fn eval_borrowed<R>(&self, row: &Row, f: impl FnOnce(FastValue<'_>) -> R) -> Option<R> {
         if self.field.is_some() {
-            let value = FastValue::of(row.values().get(self.with_bound(row, |b| b.field)?)?)?;
+            let value = FastValue::of(row.values().get(self.with_bound(row.schema(), |b| b.field)?)?)?;
             return Some(f(value));
         }
         self.fast.as_ref()?;
-        self.with_bound(row, |b| b.fast.as_ref()?.eval(row).map(f))
+        self.with_bound(row.schema(), |b| b.fast.as_ref()?.eval(row).map(f))
     }
 
-    /// Runs `f` on the fast paths bound to `row`'s schema, binding them first when the last
-    /// row had another schema (a schema with the same names is adopted without rebinding).
-    fn with_bound<R>(&self, row: &Row, f: impl FnOnce(&Bound) -> R) -> R {
+    /// The expression as a [`ColumnKernel`] for rows of `schema`, when it is one field read
+    /// or `field op int literal` (`word`, `id % 100000`): what a batch loop evaluates per row
+    /// with no evaluator dispatch, borrow or closure. `None` for any other expression (or a
+    /// field `schema` lacks); then evaluate row by row. A kernel's value, when it gives one,
+    /// is the value [`Expr::eval`] returns for that row; when it gives `None`, `eval` decides.
+    pub fn column_kernel(&self, schema: &Arc<Schema>) -> Option<ColumnKernel> {
+        self.with_bound(schema, |b| {
+            if self.field.is_some() {
+                return b.field.map(ColumnKernel::Column);
+            }
+            match b.fast.as_ref()? {
+                FastExpr::Column(i) => Some(ColumnKernel::Column(*i)),
+                FastExpr::ColumnOpInt(op, i, k) => Some(ColumnKernel::ColumnOpInt(*op, *i, *k)),
+                _ => None,
+            }
+        })
+    }
+
+    /// Runs `f` on the fast paths bound to `schema`, binding them first when the last
+    /// rows had another schema (a schema with the same names is adopted without rebinding).
+    fn with_bound<R>(&self, schema: &Arc<Schema>, f: impl FnOnce(&Bound) -> R) -> R {
         let mut slot = self.bound.borrow_mut();
-        let schema = row.schema();
         match &mut *slot {
             Some(b) if Arc::ptr_eq(&b.schema, schema) => {}
             Some(b) if *b.schema == **schema => b.schema = schema.clone(),
@@ -201,7 +218,7 @@ impl Expr {
             return Ok(Row::bare(self.field_value(f, row)?.clone()));
         }
         if self.fast_object.is_some()
-            && let Some(built) = self.with_bound(row, |b| b.fast_object.as_ref()?.eval(row))
+            && let Some(built) = self.with_bound(row.schema(), |b| b.fast_object.as_ref()?.eval(row))
         {
             return Ok(built);
         }

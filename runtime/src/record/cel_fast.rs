@@ -258,6 +258,34 @@ impl FastExpr {
     }
 }
 
+/// An expression that reads one field of a row by position, optionally applying an operator
+/// with an `int` literal (`word`, `id % 100000`), resolved for one schema
+/// ([`Expr::column_kernel`](super::cel::Expr::column_kernel)). A batch loop evaluates it per
+/// row straight from the row's values; it gives what [`FastExpr::Column`] and
+/// [`FastExpr::ColumnOpInt`] give (`None`: the interpreter decides).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ColumnKernel {
+    /// The field at this position.
+    Column(usize),
+    /// `field op literal`.
+    ColumnOpInt(BinaryOp, usize, i64),
+}
+
+impl ColumnKernel {
+    /// The value for a row whose values (of the schema the kernel was made for) are `values`.
+    #[inline]
+    pub fn eval<'a>(&self, values: &'a [Datum]) -> Option<FastValue<'a>> {
+        match *self {
+            ColumnKernel::Column(i) => FastValue::of(values.get(i)?),
+            ColumnKernel::ColumnOpInt(op, i, k) => match values.get(i)? {
+                // The common case (`id % 100000`) without building the operand values.
+                Datum::Int(x) => int_binary(op, *x, k),
+                other => binary(op, FastValue::of(other)?, FastValue::Int(k)),
+            },
+        }
+    }
+}
+
 fn as_bool(value: FastValue<'_>) -> Option<bool> {
     match value {
         FastValue::Bool(b) => Some(b),
@@ -268,24 +296,32 @@ fn as_bool(value: FastValue<'_>) -> Option<bool> {
 /// Applies `op` where operands of the same type give the same result as CEL's; `None` for
 /// everything else (mixed types, overflow, division by zero, NaN in comparisons, `+` on
 /// strings, which would allocate and is left to the interpreter).
+/// [`binary`] on two `int`s: checked arithmetic (overflow, division or modulo by zero give
+/// `None`), comparisons.
+#[inline(always)]
+fn int_binary<'a>(op: BinaryOp, x: i64, y: i64) -> Option<FastValue<'a>> {
+    use std::cmp::Ordering;
+    let ordering = x.cmp(&y);
+    Some(match op {
+        BinaryOp::Add => FastValue::Int(x.checked_add(y)?),
+        BinaryOp::Subtract => FastValue::Int(x.checked_sub(y)?),
+        BinaryOp::Multiply => FastValue::Int(x.checked_mul(y)?),
+        BinaryOp::Divide => FastValue::Int(x.checked_div(y)?),
+        BinaryOp::Modulo => FastValue::Int(x.checked_rem(y)?),
+        BinaryOp::Equal => FastValue::Bool(ordering == Ordering::Equal),
+        BinaryOp::NotEqual => FastValue::Bool(ordering != Ordering::Equal),
+        BinaryOp::Less => FastValue::Bool(ordering == Ordering::Less),
+        BinaryOp::LessEqual => FastValue::Bool(ordering != Ordering::Greater),
+        BinaryOp::Greater => FastValue::Bool(ordering == Ordering::Greater),
+        BinaryOp::GreaterEqual => FastValue::Bool(ordering != Ordering::Less),
+    })
+}
+
 fn binary<'a>(op: BinaryOp, a: FastValue<'a>, b: FastValue<'a>) -> Option<FastValue<'a>> {
     use FastValue::{Bool, Float, Int, Str};
     use std::cmp::Ordering;
     let ordering = match (a, b) {
-        (Int(x), Int(y)) => {
-            let arithmetic = match op {
-                BinaryOp::Add => Some(x.checked_add(y)),
-                BinaryOp::Subtract => Some(x.checked_sub(y)),
-                BinaryOp::Multiply => Some(x.checked_mul(y)),
-                BinaryOp::Divide => Some(x.checked_div(y)),
-                BinaryOp::Modulo => Some(x.checked_rem(y)),
-                _ => None,
-            };
-            if let Some(result) = arithmetic {
-                return result.map(Int);
-            }
-            x.cmp(&y)
-        }
+        (Int(x), Int(y)) => return int_binary(op, x, y),
         (Float(x), Float(y)) => {
             let arithmetic = match op {
                 BinaryOp::Add => Some(x + y),

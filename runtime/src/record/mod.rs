@@ -115,6 +115,7 @@ pub struct KeyedBy {
 
 impl KeyedBy {
     /// Hashes `key` once and derives its key group for `max_parallelism` key groups.
+    #[inline]
     pub fn new(key: Key, max_parallelism: u32) -> KeyedBy {
         let hash = crate::state::key_group::key_hash(&key);
         KeyedBy {

@@ -47,18 +47,31 @@ impl KeyGroupRange {
 
 /// The stable 64-bit hash of a key: XXH3-64 over its canonical bytes. Keys of up to 63
 /// canonical bytes are hashed from a stack buffer (no allocation).
+#[inline]
 pub fn key_hash(key: &Key) -> u64 {
+    match key {
+        Key::Int(i) => int_key_hash(*i),
+        _ => non_int_key_hash(key),
+    }
+}
+
+/// [`key_hash`] of `Key::Int(i)`: XXH3-64 of `b'i'` and the 8 bytes little-endian. Inlined
+/// with its length known, XXH3 reduces to its 9-16 byte path (a few multiplies), without the
+/// length dispatch.
+#[inline]
+pub fn int_key_hash(i: i64) -> u64 {
+    let mut buf = [b'i'; 9];
+    buf[1..].copy_from_slice(&i.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+fn non_int_key_hash(key: &Key) -> u64 {
     match key {
         Key::Str(s) if s.len() < 64 => {
             let mut buf = [0u8; 64];
             buf[0] = b's';
             buf[1..=s.len()].copy_from_slice(s.as_bytes());
             xxhash_rust::xxh3::xxh3_64(&buf[..=s.len()])
-        }
-        Key::Int(i) => {
-            let mut buf = [b'i'; 9];
-            buf[1..].copy_from_slice(&i.to_le_bytes());
-            xxhash_rust::xxh3::xxh3_64(&buf)
         }
         _ => {
             let mut buf = Vec::with_capacity(72);
@@ -69,6 +82,7 @@ pub fn key_hash(key: &Key) -> u64 {
 }
 
 /// Key group of a key whose [`key_hash`] is `hash`: `hash mod maxParallelism`.
+#[inline]
 pub fn key_group_of_hash(hash: u64, max_parallelism: u32) -> u32 {
     (hash % u64::from(max_parallelism)) as u32
 }
@@ -166,7 +180,9 @@ mod tests {
             Key::Int(0),
             Key::Bool(false),
             Key::Str(long.as_str().into()),
+            Key::Int(i64::MAX),
         ]);
+        let keys = keys.chain((-300..300).map(|i| Key::Int(i * 7_919_000_111)));
         for key in keys {
             let mut bytes = vec![];
             key.canonical_bytes(&mut bytes);
