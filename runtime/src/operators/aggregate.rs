@@ -15,7 +15,7 @@ use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, Task
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
-use crate::record::{Datum, KeyedBy, Record, Row, Schema};
+use crate::record::{Datum, KeyedBy, Record, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
@@ -195,22 +195,9 @@ impl Aggregate {
     }
 }
 
-/// Input rows whose value vector has at most this capacity lend it to the output row.
+/// Input rows whose value vector has at most this capacity become the output row in place
+/// (a larger one is freed rather than kept under a two-field row).
 const REUSED_CAPACITY_MAX: usize = 8;
-
-/// The value vector of an output row: the input row's, emptied, when it is small (the input
-/// is dropped anyway, so this saves an allocation and a free per record; a larger one is
-/// freed rather than kept under a two-field row), else a new one with room for two values.
-#[inline]
-fn reuse_values(input: Row) -> Vec<Datum> {
-    let (_, mut values) = input.into_parts();
-    if values.capacity() >= 2 && values.capacity() <= REUSED_CAPACITY_MAX {
-        values.clear();
-        values
-    } else {
-        Vec::with_capacity(2)
-    }
-}
 
 /// The key of `r`, checked: set by a `keyBy` and in the subtask's key-group range.
 #[inline(always)]
@@ -290,16 +277,22 @@ impl StreamOperator for Aggregate {
                 }
             }
         }
+        // Each input record becomes its output record in place (its row's value vector reused
+        // when small: no allocation, no record moved), and the batch goes on whole.
         let key_and_value = output.names().len() != 1;
-        out.reserve(input.len());
-        for (r, value) in input.into_iter().zip(updated) {
-            let Record { row, keyed } = r;
-            let mut values = reuse_values(row);
+        let mut input = input;
+        for (r, value) in input.iter_mut().zip(updated) {
+            let keyed = r.keyed.take();
+            let values = r.row.reset(output, 2, REUSED_CAPACITY_MAX);
             if let (true, Some(keyed)) = (key_and_value, keyed) {
                 values.push(keyed.key.into_datum());
             }
             values.push(value.to_datum());
-            out.push(Record::new(Row::new_unchecked(output.clone(), values)));
+        }
+        if out.is_empty() {
+            *out = input;
+        } else {
+            out.append(&mut input);
         }
         Ok(())
     }
@@ -352,7 +345,7 @@ impl StreamOperator for Aggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Key, KeyedBy};
+    use crate::record::{Key, KeyedBy, Row};
     use crate::state::key_group::key_group_range;
     use serde_json::json;
 
@@ -363,21 +356,38 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reuse_values_lends_small_vectors_and_empties_them() {
-        let schema = Schema::new(["a", "b", "c"]);
-        let small = Row::new(schema, vec![Datum::Int(1), Datum::Str("x".into()), Datum::Null]).unwrap();
-        let pointer = small.values().as_ptr();
-        let lent = reuse_values(small);
-        assert!(lent.is_empty());
-        assert_eq!(lent.as_ptr(), pointer, "the input's vector is reused");
+    /// Each output record is its input record turned in place: a small value vector is
+    /// reused (same allocation), a wide or too small one replaced; keys are consumed.
+    #[tokio::test]
+    async fn output_rows_are_the_input_rows_turned_in_place() {
+        let all = key_group_range(0, 1, 8);
+        let mut op = Aggregate::new("c", AggregateFn::Count, None, "word", "count", all, OperatorRestore::default()).unwrap();
+        let small = keyed("a", json!({"x": 1, "y": "s", "z": null}));
+        let pointer = small.row.values().as_ptr();
         let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
-        let wide = Row::new(Schema::new(names), vec![Datum::Null; 20]).unwrap();
-        let fresh = reuse_values(wide);
-        assert!(fresh.is_empty());
-        assert!(fresh.capacity() < 20, "a wide row's vector is not kept");
-        let bare = reuse_values(Row::bare(Datum::Int(1)));
-        assert!(bare.is_empty() && bare.capacity() >= 2);
+        let wide = Record {
+            row: Row::new(Schema::new(names), vec![Datum::Null; 20]).unwrap(),
+            keyed: Some(KeyedBy::new(Key::Str("a".into()), 8)),
+        };
+        let bare = Record {
+            row: Row::bare(Datum::Int(1)),
+            keyed: Some(KeyedBy::new(Key::Str("b".into()), 8)),
+        };
+        let mut out = vec![keyed("before", json!({}))];
+        op.process(vec![small, wide, bare], &mut out).await.unwrap();
+        assert_eq!(out[1].row.values().as_ptr(), pointer, "the input's vector is reused");
+        assert!(out[2].row.values().capacity() < 20, "a wide row's vector is not kept");
+        let rows: Vec<_> = out[1..].iter().map(|r| r.row.to_json()).collect();
+        assert_eq!(
+            rows,
+            [
+                json!({"word": "a", "count": 1}),
+                json!({"word": "a", "count": 2}),
+                json!({"word": "b", "count": 1})
+            ]
+        );
+        assert!(out[1..].iter().all(|r| r.keyed.is_none()));
+        assert_eq!(out[0].row.to_json(), json!({}), "what `out` held stays first");
     }
 
     #[test]

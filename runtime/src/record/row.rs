@@ -273,6 +273,24 @@ impl Row {
         self.schema.index_of(name).map(|i| &self.values[i])
     }
 
+    /// Makes the row empty under `schema`, in place, and returns its value vector to fill
+    /// with exactly one value per field of `schema` (the caller's duty, as for
+    /// [`Row::new_unchecked`]). The vector is kept when its capacity is between `min` and
+    /// `max` (no allocation; a row turned into another without moving it), else replaced by
+    /// one with room for `min` values.
+    #[inline]
+    pub(crate) fn reset(&mut self, schema: &Arc<Schema>, min: usize, max: usize) -> &mut Vec<Datum> {
+        if !Arc::ptr_eq(&self.schema, schema) {
+            self.schema = schema.clone();
+        }
+        if self.values.capacity() >= min && self.values.capacity() <= max {
+            self.values.clear();
+        } else {
+            self.values = Vec::with_capacity(min);
+        }
+        &mut self.values
+    }
+
     /// Takes the parts apart.
     pub fn into_parts(self) -> (Arc<Schema>, Vec<Datum>) {
         (self.schema, self.values)
