@@ -361,7 +361,16 @@ mod tests {
     #[tokio::test]
     async fn output_rows_are_the_input_rows_turned_in_place() {
         let all = key_group_range(0, 1, 8);
-        let mut op = Aggregate::new("c", AggregateFn::Count, None, "word", "count", all, OperatorRestore::default()).unwrap();
+        let mut op = Aggregate::new(
+            "c",
+            AggregateFn::Count,
+            None,
+            "word",
+            "count",
+            all,
+            OperatorRestore::default(),
+        )
+        .unwrap();
         let small = keyed("a", json!({"x": 1, "y": "s", "z": null}));
         let pointer = small.row.values().as_ptr();
         let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
@@ -376,7 +385,6 @@ mod tests {
         let mut out = vec![keyed("before", json!({}))];
         op.process(vec![small, wide, bare], &mut out).await.unwrap();
         assert_eq!(out[1].row.values().as_ptr(), pointer, "the input's vector is reused");
-        assert!(out[2].row.values().capacity() < 20, "a wide row's vector is not kept");
         let rows: Vec<_> = out[1..].iter().map(|r| r.row.to_json()).collect();
         assert_eq!(
             rows,
@@ -388,6 +396,8 @@ mod tests {
         );
         assert!(out[1..].iter().all(|r| r.keyed.is_none()));
         assert_eq!(out[0].row.to_json(), json!({}), "what `out` held stays first");
+        let (_, wide_values) = out.swap_remove(2).row.into_parts();
+        assert!(wide_values.capacity() < 20, "a wide row's vector is not kept");
     }
 
     #[test]

@@ -320,6 +320,87 @@ mod tests {
         }
     }
 
+    /// The batch path (a column kernel per schema) gives every row the key, key group and hash
+    /// of its evaluated value: rows sharing a schema, a schema with other positions between
+    /// them, values the kernel leaves to the evaluator; and what the evaluator rejects
+    /// (overflow, `% 0`, a float key) is still an error naming the expression.
+    #[tokio::test]
+    async fn batch_keys_equal_the_keys_of_the_evaluated_values() {
+        let a = Schema::new(["id", "s", "b", "x"]);
+        let b = Schema::new(["x", "b", "s", "id"]);
+        let row_a = |id: i64, s: &str, flag: bool| {
+            Row::new(
+                a.clone(),
+                vec![
+                    Datum::Int(id),
+                    Datum::Str(s.into()),
+                    Datum::Bool(flag),
+                    Datum::Float(0.5),
+                ],
+            )
+            .unwrap()
+        };
+        let row_b = |id: i64, s: &str, flag: bool| {
+            Row::new(
+                b.clone(),
+                vec![
+                    Datum::Float(1.5),
+                    Datum::Bool(flag),
+                    Datum::Str(s.into()),
+                    Datum::Int(id),
+                ],
+            )
+            .unwrap()
+        };
+        let rows = || {
+            vec![
+                row_a(7, "a", true),
+                row_a(-123_456_789, "a string longer than twenty-four bytes", false),
+                row_b(99_999, "c", true),
+                row_a(100_000, "d", false),
+                Row::from_json(json!({"id": 5, "s": "e", "b": true, "x": 2.5})),
+            ]
+        };
+        let exprs = [
+            "id",
+            "s",
+            "b",
+            "id % 100000",
+            "id * 3",
+            "id - 1",
+            "id / 7",
+            "id > 5",
+            "id == 7",
+            "s == 'a'",
+            "-id",
+        ];
+        for source in exprs {
+            let mut by = KeyBy::new(source, 128).unwrap();
+            let reference = cel::compile(source).unwrap();
+            let want: Vec<KeyedBy> = rows()
+                .iter()
+                .map(|r| KeyedBy::new(Key::from_owned(reference.eval(r).unwrap()).unwrap(), 128))
+                .collect();
+            let mut out = Vec::new();
+            by.process(rows().into_iter().map(Record::new).collect(), &mut out)
+                .await
+                .unwrap();
+            let got: Vec<KeyedBy> = out.into_iter().map(|r| r.keyed.unwrap()).collect();
+            assert_eq!(got, want, "{source}");
+        }
+        for (source, row) in [
+            ("id % 0", row_a(1, "a", true)),
+            ("id + 1", row_a(i64::MAX, "a", true)),
+            ("id * 2", row_b(i64::MIN, "a", true)),
+            ("x", row_a(1, "a", true)),
+        ] {
+            let mut by = KeyBy::new(source, 128).unwrap();
+            let batch = vec![Record::new(row_a(1, "ok", true)), Record::new(row)];
+            let error = by.process(batch, &mut Vec::new()).await.unwrap_err().0;
+            assert!(error.contains(source), "{source}: {error}");
+        }
+    }
+
     async fn run(op: &mut dyn StreamOperator, input: Vec<Value>) -> Vec<Value> {
         let mut out = Vec::new();
         op.process(
