@@ -92,6 +92,12 @@ job_pod_generations() {
   job_pods "$1" | jsonq "len({p['metadata']['labels'].get('$GEN_LABEL') for p in d['items']})"
 }
 
+# upgrade_savepoints NAME: how many Savepoint objects of origin Upgrade name StreamJob NAME.
+upgrade_savepoints() {
+  kubectl -n "$NS" get savepoints -o json |
+    jsonq "len([s for s in d['items'] if s['spec']['jobRef']['name'] == '$1' and s['spec'].get('origin') == 'Upgrade'])"
+}
+
 # owned KIND NAME: names of objects of KIND owned by StreamJob NAME.
 owned() {
   local uid
