@@ -313,6 +313,9 @@ job_output() {
     "mc find local/weir/output/$1 --name 'part-*.jsonl' | while read -r f; do mc cat \"\$f\"; done"
 }
 
+# has_committed_output NAME: some committed output of NAME is in S3.
+has_committed_output() { [[ -n "$(job_output "$1" | head -c 1)" ]]; }
+
 # assert_output NAME [exact|restarted]
 assert_output() {
   local out rc=0
