@@ -191,6 +191,12 @@ fn resolve_inputs(
             ));
         }
         (OperatorKind::Union, _) | (_, 1) => {}
+        (_, 0) => {
+            return Err(JobError::new(
+                format!("{at}.inputs"),
+                "is empty: name the step this one reads, or remove `inputs` to read the step listed before it",
+            ));
+        }
         (_, n) => {
             return Err(JobError::new(
                 format!("{at}.inputs"),

@@ -218,7 +218,15 @@ fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
     Ok(ttl)
 }
 
+/// A duration at `field` (`500ms`, `10s`, `2m`, `1h 30m`: humantime's syntax). Errors name
+/// `field`: a negative duration (durations are never negative), or text that is not a duration.
 pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
+    if s.trim().starts_with('-') {
+        return Err(JobError::new(
+            field,
+            format!("`{s}` is negative; a duration is positive (or `0s`), like `500ms`, `10s`, `2m`"),
+        ));
+    }
     humantime::parse_duration(s.trim())
         .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
 }
@@ -568,7 +576,11 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         if kind.is_keyed() && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. })) {
             return Err(JobError::new(
                 at,
-                format!("`{}` must directly follow a `keyBy` step", kind.name()),
+                format!(
+                    "`{}` must directly follow a `keyBy` step: it keeps state per key, so add a `keyBy` \
+                     (e.g. `keyBy: {{expression: user, as: user}}`) right before it",
+                    kind.name()
+                ),
             ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })
