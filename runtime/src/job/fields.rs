@@ -133,6 +133,12 @@ pub fn check_set_path(set_path: &str) -> Result<(), JobError> {
 /// fields), sorted; empty when the path names no object of the schema.
 pub fn known_fields_at(field: &str) -> Vec<&'static str> {
     let mut node: &'static Schema = &OPEN_API_SCHEMA;
+    if field.is_empty() {
+        // The manifest itself: `status` is the operator's to write.
+        let mut names: Vec<&str> = top_level_fields(node).into_iter().filter(|f| *f != "status").collect();
+        names.sort_unstable();
+        return names;
+    }
     for part in field.split('.').filter(|p| !p.is_empty()) {
         let (name, indexes) = part
             .split_once('[')

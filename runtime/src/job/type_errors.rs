@@ -126,6 +126,11 @@ mod tests {
                 "invalid type: floating point `1.5`, expected a string",
                 "invalid type: floating point `1.5`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`",
             ),
+            (
+                "",
+                "invalid type: sequence, expected struct StreamJobManifest",
+                "invalid type: list, expected a mapping with the fields apiVersion, kind, metadata, spec",
+            ),
             // Not a duration: no hint; no Rust words: unchanged.
             (
                 "metadata.name",

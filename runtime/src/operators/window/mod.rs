@@ -285,12 +285,23 @@ impl StreamOperator for WindowOperator {
         }
         self.watermark = watermark;
         if watermark == END_OF_TIME {
-            tracing::info!(
-                target: "weir",
-                "operator {}: end of event time; {} late records dropped by this subtask",
-                self.uid,
-                self.late_dropped.load(Ordering::Relaxed)
-            );
+            match self.late_dropped.load(Ordering::Relaxed) {
+                0 => tracing::info!(
+                    target: "weir",
+                    "operator {}: end of event time; 0 late records dropped by this subtask",
+                    self.uid
+                ),
+                // Not just a count at info level: a source out of event-time order by more than
+                // its bound loses most of its records here, and the output looks merely small.
+                late => tracing::warn!(
+                    target: "weir",
+                    "operator {}: end of event time; {late} late records dropped by this subtask (their \
+                     windows had fired and their allowed lateness had passed): if the input is further out \
+                     of event-time order than the source's `eventTime.maxOutOfOrderness`, raise it or the \
+                     window's `allowedLateness`",
+                    self.uid
+                ),
+            }
         }
         if watermark < self.next_timer {
             return Ok(());
