@@ -4,6 +4,7 @@
 
 pub mod bounds;
 pub mod dataflow;
+mod durations;
 pub mod event_time;
 pub mod fields;
 pub mod join;

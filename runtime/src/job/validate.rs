@@ -1,6 +1,7 @@
 //! Defaults and validation: a [`StreamJobManifest`] becomes a [`Job`] or a [`JobError`] that
 //! names the offending field (`spec.job.steps[2].keyBy.expression: ...`).
 
+use super::durations::{parse_duration, parse_ttl};
 use super::spec::*;
 use std::time::Duration;
 
@@ -203,33 +204,6 @@ pub struct Job {
 /// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
-
-/// A state TTL at `field`: a duration of at least 1 ms (`24h`, `30m`). Errors name `field`.
-fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
-    let ttl = parse_duration(field, s)?;
-    if ttl < Duration::from_millis(1) {
-        return Err(JobError::new(
-            field,
-            format!(
-                "`{s}` is shorter than 1ms; set a positive duration like `24h`, or remove `ttl` to keep keys for ever"
-            ),
-        ));
-    }
-    Ok(ttl)
-}
-
-/// A duration at `field` (`500ms`, `10s`, `2m`, `1h 30m`: humantime's syntax). Errors name
-/// `field`: a negative duration (durations are never negative), or text that is not a duration.
-pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
-    if s.trim().starts_with('-') {
-        return Err(JobError::new(
-            field,
-            format!("`{s}` is negative; a duration is positive (or `0s`), like `500ms`, `10s`, `2m`"),
-        ));
-    }
-    humantime::parse_duration(s.trim())
-        .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
-}
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
