@@ -243,8 +243,13 @@ if ((PARALLEL)); then
   for script in "${SCRIPTS[@]}"; do
     name="$(basename "$script" .sh)"
     step "scenario $name (in parallel; log $ARTIFACTS/$name.log)"
+    rm -f "$ARTIFACTS/$name.seconds"
     (
       set -euo pipefail
+      # The scenario's own duration (the waits below end in order, so the time a wait returns
+      # is the longest of the scenarios before it).
+      # shellcheck disable=SC2064 # expand name and start now
+      trap "echo \$((SECONDS - $start)) >'$ARTIFACTS/$name.seconds'" EXIT
       # shellcheck source=/dev/null
       source "$script"
     ) >"$ARTIFACTS/$name.log" 2>&1 &
@@ -253,10 +258,10 @@ if ((PARALLEL)); then
   for i in "${!SCRIPTS[@]}"; do
     name="$(basename "${SCRIPTS[$i]}" .sh)"
     if wait "${pids[$i]}"; then
-      RESULTS+=("PASS $name ($((SECONDS - start))s)")
+      RESULTS+=("PASS $name ($(cat "$ARTIFACTS/$name.seconds" 2>/dev/null || echo '?')s)")
       passed=$((passed + 1))
     else
-      RESULTS+=("FAIL $name ($((SECONDS - start))s), log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
+      RESULTS+=("FAIL $name ($(cat "$ARTIFACTS/$name.seconds" 2>/dev/null || echo '?')s), log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
       failed=$((failed + 1))
       log "scenario $name failed:"$'\n'"$(tail -n 5 "$ARTIFACTS/$name.log")"
       collect_diagnostics "$name"

@@ -92,6 +92,12 @@ job_pod_generations() {
   job_pods "$1" | jsonq "len({p['metadata']['labels'].get('$GEN_LABEL') for p in d['items']})"
 }
 
+# upgrade_savepoints NAME: how many Savepoint objects of origin Upgrade name StreamJob NAME.
+upgrade_savepoints() {
+  kubectl -n "$NS" get savepoints -o json |
+    jsonq "len([s for s in d['items'] if s['spec']['jobRef']['name'] == '$1' and s['spec'].get('origin') == 'Upgrade'])"
+}
+
 # owned KIND NAME: names of objects of KIND owned by StreamJob NAME.
 owned() {
   local uid
@@ -306,6 +312,9 @@ job_output() {
   kubectl -n minio exec "$MC_POD" -- sh -c \
     "mc find local/weir/output/$1 --name 'part-*.jsonl' | while read -r f; do mc cat \"\$f\"; done"
 }
+
+# has_committed_output NAME: some committed output of NAME is in S3.
+has_committed_output() { [[ -n "$(job_output "$1" | head -c 1)" ]]; }
 
 # assert_output NAME [exact|restarted]
 assert_output() {

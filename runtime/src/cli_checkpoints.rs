@@ -1,11 +1,11 @@
-//! `weir checkpoints list` (and [`snapshot_info`] for `weir savepoint inspect`,
-//! [`crate::cli_inspect`]). The list: a job's snapshots in its checkpoint store, newest first, with id,
-//! type, status, completion time, size, lineage and location, as a table or JSON.
+//! `weir checkpoints list` (`weir savepoint inspect` is [`crate::cli_inspect`]): a job's
+//! snapshots in its checkpoint store, newest first, with id, type, status, completion time,
+//! size, lineage and location, as a table or JSON.
 
 use crate::checkpoint::decide::SeenSnapshot;
 use crate::checkpoint::{checkpoint_dir, lineage, restore};
 use crate::cli_input::no_checkpoints_message;
-use crate::control::api::{SnapshotInfo, SnapshotKind};
+use crate::control::api::SnapshotKind;
 use crate::output;
 use crate::storage::{self, ObjectMeta, S3Options, Store};
 use serde::Serialize;
@@ -214,12 +214,6 @@ pub async fn list(storage_url: &str, job: &str, format: OutputFormat) -> Result<
         rows.push(snapshot_row(&store, job, &objects, s).await);
     }
     output::print_data(&rows, format, || table(&rows))
-}
-
-/// Loads a snapshot directory and summarizes it.
-pub async fn snapshot_info(path: &str, s3: &S3Options) -> Result<SnapshotInfo, String> {
-    let s = restore::load_url(path, s3).await.map_err(|e| e.to_string())?;
-    Ok(s.metadata.info())
 }
 
 #[cfg(test)]

@@ -2,19 +2,27 @@
 //! The table groups state by operator uid, then subtask, with sizes for people (`12.3 KiB`);
 //! `-o json|yaml` prints [`SnapshotInfo`] with raw numbers (bytes, milliseconds).
 
-use crate::cli_checkpoints::snapshot_info;
+use crate::checkpoint::METADATA_FILE;
+use crate::checkpoint::restore::{self, RestoreError, not_a_snapshot};
 use crate::control::api::{SnapshotInfo, SnapshotKind};
 use crate::output::{self, OutputFormat, aligned_columns};
 use crate::storage::S3Options;
+use crate::storage::StorageError;
 use indicatif::HumanBytes;
 
 /// `weir savepoint inspect`: verifies every file of the snapshot at `path` and prints what it
 /// holds: `-o json|yaml` the [`SnapshotInfo`] document, `table` the lines of
 /// [`inspect_lines`].
 ///
-/// Errors: the snapshot cannot be loaded or verified (named).
+/// Errors: `path` is not a snapshot directory (no `_metadata`: [`not_a_snapshot`]), or the
+/// snapshot cannot be loaded or verified (named).
 pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
-    let info = snapshot_info(path, &S3Options::default()).await?;
+    let info = match restore::load_url(path, &S3Options::default()).await {
+        Err(RestoreError::Storage(StorageError::NotFound(missing))) if missing.ends_with(METADATA_FILE) => {
+            return Err(not_a_snapshot(path, None));
+        }
+        loaded => loaded.map_err(|e| e.to_string())?.metadata.info(),
+    };
     output::print_data(&info, format, || inspect_lines(&info))
 }
 

@@ -172,10 +172,43 @@ fn schema_errors_name_the_file_and_the_field_path() {
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
     let want = format!(
-        r#"{}: spec.parallelism: invalid type: string "two", expected u32"#,
+        r#"{}: spec.parallelism: invalid type: string "two", expected a whole number from 0 to 4294967295"#,
         m.display()
     );
     assert!(err.contains(&want), "want `{want}` in {err}");
+    // Serde's Rust words (`u32`, `struct EventTimeSpec`, `unit value`, `sequence`) never reach
+    // the user; a number where a duration goes says how to write one.
+    let m = generator_manifest(dir.path(), "", "");
+    for (set, want) in [
+        (
+            "spec.job.steps.0.source.eventTime=id",
+            r#"spec.job.steps[0].source.eventTime: invalid type: string "id", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness"#,
+        ),
+        (
+            "spec.job.steps.2.count.ttl=300",
+            "spec.job.steps[2].count.ttl: invalid type: integer `300`, expected a string: a duration is a number with a unit",
+        ),
+        (
+            "spec.checkpointing.interval=5",
+            "spec.checkpointing.interval: invalid type: integer `5`, expected a string: a duration is a number with a unit",
+        ),
+        (
+            "spec.checkpointing.retained=-1",
+            "spec.checkpointing.retained: invalid value: integer `-1`, expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "spec.job.steps.1.keyBy.expression=",
+            "spec.job.steps[1].keyBy.expression: invalid type: an empty value, expected a string",
+        ),
+        (
+            "spec.job.steps.3.inputs=x",
+            r#"spec.job.steps[3].inputs: invalid type: string "x", expected a list (`[a, b]`)"#,
+        ),
+    ] {
+        let (code, err) = run(&m, &["--set", set]);
+        assert_eq!(code, Some(1), "{set}: {err}");
+        assert!(err.contains(want), "{set}: want `{want}` in {err}");
+    }
 }
 
 #[test]
@@ -192,6 +225,27 @@ fn restore_argument_must_be_none_latest_or_an_existing_snapshot() {
     let (code, err) = run(&m, &["--restore", missing.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no such checkpoint or savepoint directory"), "{err}");
+    // A directory that exists but holds no `_metadata` (the savepoints directory above the
+    // savepoints, the checkpoint storage, a job's directory): named, with what to give instead.
+    for not_a_snapshot in [dir.path().to_path_buf(), dir.path().join("checkpoints")] {
+        std::fs::create_dir_all(&not_a_snapshot).unwrap();
+        let url = format!("file://{}", not_a_snapshot.display());
+        for arg in [not_a_snapshot.display().to_string(), url] {
+            let (code, err) = run(&m, &["--restore", &arg]);
+            assert_eq!(code, Some(1), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "{} has no `_metadata`: it is not a checkpoint or savepoint directory",
+                    not_a_snapshot.display()
+                )),
+                "{arg}: {err}"
+            );
+            assert!(
+                err.contains("weir checkpoints list <checkpoint storage> --job gen"),
+                "{err}"
+            );
+        }
+    }
     assert!(!dir.path().join("output").exists(), "nothing ran");
 }
 
@@ -399,5 +453,109 @@ fn type_errors_over_real_files_stop_the_job_before_it_starts() {
             (last_per_vendor[vendor] - total).abs() < 1e-6 * total.abs().max(1.0),
             "{vendor}: {last_per_vendor:?} vs {want:?}"
         );
+    }
+}
+
+/// A restore into a window of another shape (type, size, aggregate) is refused before the job
+/// starts, naming the operator and both shapes, at the same or another parallelism; the same
+/// window with another output name restores. (Restored as it was, a sliding window's partial
+/// counts would have been fired as sessions: wrong results, no error.)
+#[test]
+fn restoring_windows_into_a_window_of_another_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("windows.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: windows }}
+spec:
+  parallelism: 2
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: 1, count: 2000 }}, eventTime: {{ field: id }} }}
+      - keyBy: {{ expression: key, as: key }}
+      - uid: per-key
+        window: {{ type: sliding, size: 100ms, slide: 50ms }}
+      - sink: {{ file: {{ path: "{dir}/output" }} }}
+"#,
+            dir = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, err) = run(&manifest, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let checkpoint = std::fs::read_dir(dir.path().join("checkpoints/windows"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("_metadata").exists())
+        .expect("the final checkpoint");
+    let checkpoint = checkpoint.to_str().unwrap();
+    let window = "spec.job.steps.2.window";
+    for (changes, now) in [
+        (
+            vec![format!("{window}={{type: session, gap: 50ms}}")],
+            "session gap 50ms, count",
+        ),
+        (vec![format!("{window}.size=200ms")], "sliding 200ms every 50ms, count"),
+        (
+            vec![format!("{window}.aggregate=max"), format!("{window}.expression=value")],
+            "sliding 100ms every 50ms, max of value",
+        ),
+    ] {
+        for parallelism in ["2", "3"] {
+            let mut args = vec!["--restore", checkpoint, "--parallelism", parallelism];
+            for c in &changes {
+                args.extend(["--set", c.as_str()]);
+            }
+            let (code, err) = run(&manifest, &args);
+            assert_eq!(code, Some(1), "{changes:?}: {err}");
+            let want = format!(
+                "operator per-key: the restore point holds windows `sliding 100ms every 50ms, count`, this job's window is `{now}`"
+            );
+            assert!(err.contains(&want), "want `{want}` in {err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    // A parallelism above the restore point's maxParallelism (the default maxParallelism of
+    // p = 300 would be 512): said as such, not as "set spec.maxParallelism: 128", which would
+    // then be refused as below the parallelism.
+    let (code, err) = run(&manifest, &["--restore", checkpoint, "--parallelism", "300"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("parallelism 300 is above the restore point's maxParallelism 128")
+            && err.contains("restore at a parallelism of 128 or less"),
+        "{err}"
+    );
+    let (code, err) = run(
+        &manifest,
+        &["--restore", checkpoint, "--set", &format!("{window}.as=events")],
+    );
+    assert_eq!(code, Some(0), "another output name is the same window: {err}");
+}
+
+/// `weir savepoint inspect` of a directory that is not a snapshot (the savepoints directory
+/// above the savepoints, a job's checkpoint directory, a path that does not exist) names it and
+/// says which directory to give, instead of a bare "_metadata: not found".
+#[test]
+fn inspecting_a_directory_that_is_not_a_snapshot_says_what_to_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let savepoints = dir.path().join("savepoints");
+    std::fs::create_dir_all(&savepoints).unwrap();
+    for path in [savepoints.clone(), dir.path().join("no-such-dir")] {
+        let out = weir_output(&["savepoint", "inspect", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{} has no `_metadata`: it is not a checkpoint or savepoint directory",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains("a `savepoint-<job>-<n>` directory"), "{err}");
+        assert!(out.stdout.is_empty(), "nothing on stdout");
     }
 }

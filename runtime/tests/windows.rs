@@ -207,6 +207,13 @@ fn github_events_per_repository_per_minute_equal_an_independent_count() {
             log.contains(&format!(": end of event time; {late} late records dropped")),
             "expected {late} late records: {log}"
         );
+        // A warning that says what to change, not only a count at info level.
+        assert!(
+            log.lines().any(|l| l.contains(" WARN ")
+                && l.contains("late records dropped")
+                && l.contains("`eventTime.maxOutOfOrderness`, raise it or the window's `allowedLateness`")),
+            "{log}"
+        );
     }
 }
 

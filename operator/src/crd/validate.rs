@@ -49,6 +49,11 @@ impl StreamJobSpec {
 }
 
 fn check_positive_duration(field: &str, text: &str, hint: &str) -> Result<Duration, String> {
+    if text.trim().starts_with('-') {
+        return Err(format!(
+            "{field}: `{text}` is negative: give a positive duration like `30s`, `5m`; {hint}"
+        ));
+    }
     match humantime::parse_duration(text.trim()) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{field}: must be greater than 0; {hint}")),
@@ -103,6 +108,10 @@ mod tests {
             (
                 "savepoints: { periodicInterval: often }",
                 "spec.savepoints.periodicInterval: `often` is not a duration",
+            ),
+            (
+                "rollback: { readinessTimeout: -5m }",
+                "spec.rollback.readinessTimeout: `-5m` is negative: give a positive duration",
             ),
             (
                 "savepoints: { history: { maxAge: 0d } }",

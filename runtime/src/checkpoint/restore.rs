@@ -191,7 +191,16 @@ pub async fn resolve(
             }
             Ok(None)
         }
-        RestoreChoice::Url(url) => Ok(Some(load_url(&url, s3).await?)),
+        RestoreChoice::Url(url) => match load_url(&url, s3).await {
+            Err(RestoreError::Storage(StorageError::NotFound(path))) if path.ends_with(METADATA_FILE) => {
+                Err(RestoreError::Refused(format!(
+                    "restore point {}; or restore the newest completed one with `--restore latest`, or start \
+                     without state with `--restore none`",
+                    not_a_snapshot(&url, Some(job))
+                )))
+            }
+            loaded => Ok(Some(loaded?)),
+        },
         RestoreChoice::Stored { id, savepoint } => {
             let (name, url, loaded) = if savepoint {
                 let name = format!("savepoint {id}");
@@ -217,6 +226,20 @@ pub async fn resolve(
             }
         }
     }
+}
+
+/// The message for a snapshot URL (`--restore URL`, a StreamJob's restore point, `weir
+/// savepoint inspect URL`) with no `_metadata`: not a snapshot directory (the storage or
+/// savepoints directory above the snapshots, a typo, or a checkpoint that never completed).
+/// `job` names the job in the listing command when known.
+pub fn not_a_snapshot(url: &str, job: Option<&str>) -> String {
+    let job = job.unwrap_or("<job>");
+    format!(
+        "{url} has no `{METADATA_FILE}`: it is not a checkpoint or savepoint directory (or one that \
+         never completed). Give the directory of one snapshot: a `chk-<n>` directory (`weir checkpoints \
+         list <checkpoint storage> --job {job}` lists them) or a `savepoint-{job}-<n>` directory \
+         (`weir savepoint trigger` prints it)"
+    )
 }
 
 /// The message for a newest snapshot that cannot be restored.
@@ -288,6 +311,14 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
         &job_ops,
     ) {
         Compatibility::Compatible => Ok(()),
+        Compatibility::MaxParallelismChanged(old, _) if job.parallelism > old => {
+            Err(RestoreError::Incompatible(format!(
+                "{}: parallelism {} is above the restore point's maxParallelism {old}: its keyed state has {old} \
+                 key groups, so it runs at parallelism {old} at most (maxParallelism is fixed for the life of \
+                 the state); restore at a parallelism of {old} or less",
+                snapshot.url, job.parallelism
+            )))
+        }
         Compatibility::MaxParallelismChanged(old, new) => Err(RestoreError::Incompatible(format!(
             "{}: maxParallelism was {old}, the job has {new}; keyed state cannot be restored with another maxParallelism (set spec.maxParallelism: {old})",
             snapshot.url

@@ -17,6 +17,7 @@
 //!
 //! So a valid dataflow is a tree: sources at the leaves, the sink at the root.
 
+use super::join::Side;
 use super::spec::Step;
 use super::validate::{JobError, Operator, OperatorKind, is_step_identifier, step_kind, step_uid};
 use std::collections::HashMap;
@@ -91,6 +92,7 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             inputs,
         });
     }
+    check_join_side_uids(&ops)?;
     let sinks: Vec<usize> = ops.iter().filter(|o| o.kind.is_sink()).map(|o| o.index).collect();
     match sinks.as_slice() {
         [] => {
@@ -191,6 +193,12 @@ fn resolve_inputs(
             ));
         }
         (OperatorKind::Union, _) | (_, 1) => {}
+        (_, 0) => {
+            return Err(JobError::new(
+                format!("{at}.inputs"),
+                "is empty: name the step this one reads, or remove `inputs` to read the step listed before it",
+            ));
+        }
         (_, n) => {
             return Err(JobError::new(
                 format!("{at}.inputs"),
@@ -249,6 +257,30 @@ fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[usize], ops: &[Operator]
                     kind.name()
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// A join runs the key selectors of its inputs as operators `<join uid>.left` and
+/// `<join uid>.right` (task names, metrics, channel state): no step may have one of those uids.
+/// Errors: the step that has one, on its `uid`.
+fn check_join_side_uids(ops: &[Operator]) -> Result<(), JobError> {
+    for join in ops.iter().filter(|o| matches!(o.kind, OperatorKind::Join(_))) {
+        for side in [Side::Left, Side::Right] {
+            let reserved = format!("{}.{}", join.uid, side.name());
+            if let Some(op) = ops.iter().find(|o| o.uid == reserved) {
+                return Err(JobError::new(
+                    format!("spec.job.steps[{}].uid", op.index),
+                    format!(
+                        "`{reserved}` is the uid of the {} input of the join spec.job.steps[{}] (`<join uid>.{}`); \
+                         choose another uid",
+                        side.name(),
+                        join.index,
+                        side.name()
+                    ),
+                ));
+            }
         }
     }
     Ok(())

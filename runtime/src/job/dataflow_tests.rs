@@ -157,6 +157,10 @@ fn wiring_errors_name_the_field() {
             "spec.job.steps[2].inputs: this step reads one input, got 2; merge streams with a `union` step first",
         ),
         (
+            json!([text("a"), {"inputs": [], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[1].inputs: is empty: name the step this one reads, or remove `inputs`",
+        ),
+        (
             json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "a"]}, sink()]),
             "spec.job.steps[2].inputs[1]: `a` is listed twice",
         ),

@@ -63,12 +63,7 @@ pub const WINDOW_START_FIELD: &str = "window_start";
 pub const WINDOW_END_FIELD: &str = "window_end";
 
 fn duration_ms(field: &str, text: &str) -> Result<i64, JobError> {
-    let d = humantime::parse_duration(text.trim()).map_err(|e| {
-        JobError::new(
-            field,
-            format!("`{text}` is not a duration like `500ms`, `30s`, `1m`: {e}"),
-        )
-    })?;
+    let d = super::durations::parse_duration(field, text)?;
     i64::try_from(d.as_millis()).map_err(|_| JobError::new(field, format!("`{text}` is too long")))
 }
 

@@ -129,6 +129,36 @@ pub fn check_set_path(set_path: &str) -> Result<(), JobError> {
     Ok(())
 }
 
+/// The fields of the object at `field` (`spec.job.steps[0].source.eventTime`, as errors name
+/// fields), sorted; empty when the path names no object of the schema.
+pub fn known_fields_at(field: &str) -> Vec<&'static str> {
+    let mut node: &'static Schema = &OPEN_API_SCHEMA;
+    if field.is_empty() {
+        // The manifest itself: `status` is the operator's to write.
+        let mut names: Vec<&str> = top_level_fields(node).into_iter().filter(|f| *f != "status").collect();
+        names.sort_unstable();
+        return names;
+    }
+    for part in field.split('.').filter(|p| !p.is_empty()) {
+        let (name, indexes) = part
+            .split_once('[')
+            .map_or((part, 0), |(n, rest)| (n, rest.matches(']').count()));
+        let Some(child) = node.get("properties").and_then(|p| p.get(name)) else {
+            return Vec::new();
+        };
+        node = child;
+        for _ in 0..indexes {
+            let Some(items) = node.get("items") else {
+                return Vec::new();
+            };
+            node = items;
+        }
+    }
+    let mut names = known_fields(node);
+    names.sort_unstable();
+    names
+}
+
 fn check_metadata(value: &Value) -> Result<(), JobError> {
     if let Value::Mapping(meta) = value {
         for key in meta.keys() {

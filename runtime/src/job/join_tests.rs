@@ -192,6 +192,24 @@ fn bad_joins_are_refused_naming_the_field() {
             ]),
             "spec.job.steps[3].inputs[0]: a join partitions its inputs by `leftKey` and `rightKey` itself",
         ),
+        (
+            json!([
+                {"name": "orders", "uid": "j.left", "source": {"generator": {}}},
+                {"name": "users", "source": {"generator": {}}},
+                {"uid": "j", "inputs": ["orders", "users"], "join": ok_join.clone()},
+                {"sink": {"print": {}}}
+            ]),
+            "spec.job.steps[0].uid: `j.left` is the uid of the left input of the join spec.job.steps[2]",
+        ),
+        (
+            json!([
+                {"name": "orders", "source": {"generator": {}}},
+                {"name": "users", "source": {"generator": {}}},
+                {"inputs": ["orders", "users"], "join": ok_join.clone()},
+                {"uid": "join-2.right", "sink": {"print": {}}}
+            ]),
+            "spec.job.steps[3].uid: `join-2.right` is the uid of the right input of the join spec.job.steps[2]",
+        ),
     ];
     for (steps, want) in cases {
         let err = job(steps.clone()).expect_err(&steps.to_string());

@@ -4,6 +4,7 @@
 
 pub mod bounds;
 pub mod dataflow;
+mod durations;
 pub mod event_time;
 pub mod fields;
 pub mod join;
@@ -11,6 +12,7 @@ pub mod schema;
 pub mod spec;
 pub mod spec_join;
 pub mod spec_kafka;
+pub mod type_errors;
 pub mod types;
 pub mod validate;
 mod validate_kafka;
@@ -70,7 +72,8 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
     let manifest: StreamJobManifest = serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { path };
-        JobError::new(field, e.into_inner().to_string())
+        let message = type_errors::plain_type_error(&field, &e.into_inner().to_string());
+        JobError::new(field, message)
     })?;
     let job = Job::from_manifest(manifest)?;
     // After the runtime's rules, so the fields it uses keep their own messages.
@@ -189,7 +192,10 @@ spec:
     fn schema_errors_name_the_field_path() {
         let two = MINIMAL.replace("parallelism: 2", "parallelism: two");
         let e = parse_manifest(&two, &[]).unwrap_err().to_string();
-        assert_eq!(e, r#"spec.parallelism: invalid type: string "two", expected u32"#);
+        assert_eq!(
+            e,
+            r#"spec.parallelism: invalid type: string "two", expected a whole number from 0 to 4294967295"#
+        );
         let no_path = MINIMAL.replace(r#"{ path: "x/*.txt" }"#, "{ format: text }");
         let e = parse_manifest(&no_path, &[]).unwrap_err().to_string();
         assert_eq!(e, "spec.job.steps[0].source.file: missing field `path`");

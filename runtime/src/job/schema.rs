@@ -461,7 +461,7 @@ fn window_output(
             return Err(JobError::new(
                 format!("{at}.window"),
                 format!(
-                    "the event-time field `{}` (the source's `eventTime.field`) does not exist in the records this step                      receives; their fields are {known}: keep it through any `map` before the window",
+                    "the event-time field `{}` (the source's `eventTime.field`) does not exist in the records this step receives; their fields are {known}: keep it through any `map` before the window",
                     def.time_field
                 ),
             ));
@@ -470,7 +470,7 @@ fn window_output(
             return Err(JobError::new(
                 format!("{at}.window"),
                 format!(
-                    "the event-time field `{}` is {} {}; event time is an ISO-8601 string or an integer of epoch                      milliseconds",
+                    "the event-time field `{}` is {} {}; event time is an ISO-8601 string or an integer of epoch milliseconds",
                     def.time_field,
                     article(time.field_type),
                     time.field_type.name()

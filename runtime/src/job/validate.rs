@@ -1,6 +1,7 @@
 //! Defaults and validation: a [`StreamJobManifest`] becomes a [`Job`] or a [`JobError`] that
 //! names the offending field (`spec.job.steps[2].keyBy.expression: ...`).
 
+use super::durations::{parse_duration, parse_ttl};
 use super::spec::*;
 use std::time::Duration;
 
@@ -203,25 +204,6 @@ pub struct Job {
 /// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
 pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
     "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
-
-/// A state TTL at `field`: a duration of at least 1 ms (`24h`, `30m`). Errors name `field`.
-fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
-    let ttl = parse_duration(field, s)?;
-    if ttl < Duration::from_millis(1) {
-        return Err(JobError::new(
-            field,
-            format!(
-                "`{s}` is shorter than 1ms; set a positive duration like `24h`, or remove `ttl` to keep keys for ever"
-            ),
-        ));
-    }
-    Ok(ttl)
-}
-
-pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| JobError::new(field, format!("`{s}` is not a duration like `500ms`, `10s`, `2m`: {e}")))
-}
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -568,7 +550,11 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         if kind.is_keyed() && !matches!(ops.last().map(|o| &o.kind), Some(OperatorKind::KeyBy { .. })) {
             return Err(JobError::new(
                 at,
-                format!("`{}` must directly follow a `keyBy` step", kind.name()),
+                format!(
+                    "`{}` must directly follow a `keyBy` step: it keeps state per key, so add a `keyBy` \
+                     (e.g. `keyBy: {{expression: user, as: user}}`) right before it",
+                    kind.name()
+                ),
             ));
         }
         if matches!(kind, OperatorKind::KeyBy { .. })

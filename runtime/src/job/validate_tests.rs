@@ -215,7 +215,7 @@ fn window_steps_need_event_time_and_are_type_checked() {
         ),
         (
             json!([gen_src(json!({"field": "id"})), tumbling, sink]),
-            "spec.job.steps[1]: `window` must directly follow a `keyBy` step",
+            "spec.job.steps[1]: `window` must directly follow a `keyBy` step: it keeps state per key, so add a `keyBy`",
         ),
         (
             json!([gen_src(json!({"field": "id"})), key_by, {"window": {"type": "tumbling", "size": "1m", "aggregate": "sum", "expression": "key"}}, sink]),
@@ -319,4 +319,78 @@ fn a_discard_sink_throttle_must_be_at_least_one() {
         |rate: u64| spec(json!([{"source": {"generator": {}}}, {"sink": {"discard": {"maxRecordsPerSecond": rate}}}]));
     assert!(Job::from_spec("t", throttled(10)).is_ok());
     assert!(err(throttled(0)).starts_with("spec.job.steps[1].sink.discard.maxRecordsPerSecond: must be at least 1"));
+}
+
+/// Every duration field refuses a negative value the same way, naming the field and saying that
+/// durations are positive (humantime's own message, "expected number at 0", said neither).
+#[test]
+fn negative_durations_are_refused_in_every_duration_field() {
+    use serde_json::json;
+    let src = |event_time: serde_json::Value| json!({"source": {"generator": {"count": 10}, "eventTime": event_time}});
+    let key_by = json!({"keyBy": {"expression": "key"}});
+    let sink = json!({"sink": {"print": {}}});
+    let window = |w: serde_json::Value| json!([src(json!({"field": "id"})), key_by, {"window": w}, sink]);
+    let steps_cases = [
+        (
+            json!([src(json!({"field": "id", "maxOutOfOrderness": "-5s"})), sink]),
+            "spec.job.steps[0].source.eventTime.maxOutOfOrderness",
+        ),
+        (
+            json!([src(json!({"field": "id", "idleTimeout": "-1m"})), sink]),
+            "spec.job.steps[0].source.eventTime.idleTimeout",
+        ),
+        (
+            window(json!({"type": "tumbling", "size": "-1m"})),
+            "spec.job.steps[2].window.size",
+        ),
+        (
+            window(json!({"type": "sliding", "size": "1m", "slide": "-30s"})),
+            "spec.job.steps[2].window.slide",
+        ),
+        (
+            window(json!({"type": "session", "gap": "-30s"})),
+            "spec.job.steps[2].window.gap",
+        ),
+        (
+            window(json!({"type": "tumbling", "size": "1m", "allowedLateness": "-1s"})),
+            "spec.job.steps[2].window.allowedLateness",
+        ),
+        (
+            json!([src(json!(null)), key_by, {"count": {"ttl": "-5m"}}, sink]),
+            "spec.job.steps[2].count.ttl",
+        ),
+    ];
+    for (steps, field) in steps_cases {
+        let mut steps = steps;
+        if steps[0]["source"]["eventTime"].is_null() {
+            steps[0]["source"].as_object_mut().unwrap().remove("eventTime");
+        }
+        let e = err(spec(steps.clone()));
+        assert!(e.starts_with(&format!("{field}: `-")), "{steps}: {e}");
+        assert!(e.contains("is negative; a duration is positive"), "{steps}: {e}");
+    }
+    let base = spec(json!([src(json!({"field": "id"})), sink]));
+    for field in ["interval", "timeout", "minPause"] {
+        let mut s = base.clone();
+        match field {
+            "interval" => s.checkpointing.interval = "-1s".into(),
+            "timeout" => s.checkpointing.timeout = "-1s".into(),
+            _ => s.checkpointing.min_pause = "-1s".into(),
+        }
+        let e = err(s);
+        assert!(
+            e.starts_with(&format!(
+                "spec.checkpointing.{field}: `-1s` is negative; a duration is positive"
+            )),
+            "{e}"
+        );
+    }
+    let mut s = base;
+    s.checkpointing.unaligned = true;
+    s.checkpointing.aligned_checkpoint_timeout = Some("-2s".into());
+    let e = err(s);
+    assert!(
+        e.starts_with("spec.checkpointing.alignedCheckpointTimeout: `-2s` is negative"),
+        "{e}"
+    );
 }

@@ -163,11 +163,12 @@ impl Aggregate {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
+        // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
         let mut state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
-            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+            .map_err(|e| TaskError(e.to_string()))?;
         state
             .restore(init.restore.key_groups, init.clock.now_ms())
-            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+            .map_err(|e| TaskError(e.to_string()))?;
         Ok(Aggregate {
             uid: uid.to_string(),
             func,

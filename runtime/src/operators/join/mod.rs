@@ -132,15 +132,15 @@ impl Join {
     ) -> TaskResult<Join> {
         let (left, right) = (def.projection(Side::Left), def.projection(Side::Right));
         let kept = (left.clone(), right.clone());
+        // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
         for item in &restore.operator_state {
-            let stored: (Vec<String>, Vec<String>) = postcard::from_bytes(item).map_err(|e| {
-                TaskError(format!(
-                    "operator {uid}: the join's stored input fields do not decode: {e}"
-                ))
-            })?;
+            let stored: (Vec<String>, Vec<String>) = postcard::from_bytes(item)
+                .map_err(|e| TaskError(format!("the join's stored input fields do not decode: {e}")))?;
             if stored != kept {
                 return Err(TaskError(format!(
-                    "operator {uid}: the restore point's join kept the input fields left {:?}, right {:?};                      this job's `fields` need left {:?}, right {:?}. Keep the join's `fields` when restoring,                      or give the join a new `uid` (and set spec.allowNonRestoredState) to start it empty",
+                    "the restore point's join kept the input fields left {:?}, right {:?}; \
+                     this job's `fields` need left {:?}, right {:?}. Keep the join's `fields` when restoring, \
+                     or give the join a new `uid` (and set spec.allowNonRestoredState: true) to start it empty",
                     stored.0, stored.1, kept.0, kept.1
                 )));
             }
@@ -148,7 +148,7 @@ impl Join {
         let mut state = HeapKeyedState::new(range, def.ttl.map(StateTtl::new));
         state
             .restore(restore.key_groups, clock.now_ms())
-            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+            .map_err(|e| TaskError(e.to_string()))?;
         let sources = def
             .fields
             .iter()

@@ -55,8 +55,9 @@ pub struct WindowOperator {
 impl WindowOperator {
     /// Creates the operator for the subtask owning `range`, restoring the key groups of
     /// `restore` in the range (others are ignored). Its watermark starts at the smallest
-    /// restored key-group watermark. Errors: an expression that does not compile, a block that
-    /// does not decode.
+    /// restored key-group watermark. Errors (the caller names the operator): an expression that
+    /// does not compile, a block that does not decode, a restore point whose windows have another
+    /// shape ([`window_shape`]).
     pub fn new(
         uid: &str,
         def: &WindowDef,
@@ -69,6 +70,19 @@ impl WindowOperator {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
+        let shape = window_shape(def);
+        for item in &restore.operator_state {
+            let stored: String = postcard::from_bytes(item)
+                .map_err(|e| TaskError(format!("the window's stored shape does not decode: {e}")))?;
+            if stored != shape {
+                return Err(TaskError(format!(
+                    "the restore point holds windows `{stored}`, this job's window is `{shape}`: \
+                     open windows of one shape (type, size, slide, gap, aggregate) cannot be carried into another. \
+                     Keep the window's settings when restoring, or give it a new `uid` (and set \
+                     spec.allowNonRestoredState: true) to start it empty"
+                )));
+            }
+        }
         let mut groups: Vec<GroupWindows> = (0..range.len()).map(|_| GroupWindows::new()).collect();
         let mut floors = vec![NO_WATERMARK; range.len() as usize];
         let mut restored_min: Option<i64> = None;
@@ -78,7 +92,7 @@ impl WindowOperator {
             }
             let snap: GroupSnapshot = postcard::from_bytes(&block.data).map_err(|e| {
                 TaskError(format!(
-                    "operator {uid}: window state of key group {} does not decode: {e}",
+                    "window state of key group {} does not decode: {e}",
                     block.key_group
                 ))
             })?;
@@ -271,12 +285,23 @@ impl StreamOperator for WindowOperator {
         }
         self.watermark = watermark;
         if watermark == END_OF_TIME {
-            tracing::info!(
-                target: "weir",
-                "operator {}: end of event time; {} late records dropped by this subtask",
-                self.uid,
-                self.late_dropped.load(Ordering::Relaxed)
-            );
+            match self.late_dropped.load(Ordering::Relaxed) {
+                0 => tracing::info!(
+                    target: "weir",
+                    "operator {}: end of event time; 0 late records dropped by this subtask",
+                    self.uid
+                ),
+                // Not just a count at info level: a source out of event-time order by more than
+                // its bound loses most of its records here, and the output looks merely small.
+                late => tracing::warn!(
+                    target: "weir",
+                    "operator {}: end of event time; {late} late records dropped by this subtask (their \
+                     windows had fired and their allowed lateness had passed): if the input is further out \
+                     of event-time order than the source's `eventTime.maxOutOfOrderness`, raise it or the \
+                     window's `allowedLateness`",
+                    self.uid
+                ),
+            }
         }
         if watermark < self.next_timer {
             return Ok(());
@@ -320,6 +345,7 @@ impl StreamOperator for WindowOperator {
             .filter(|(_, watermark, g)| !g.is_empty() || *watermark != NO_WATERMARK)
             .collect();
         let range = self.range;
+        let shape = window_shape(&self.def);
         Ok(Some(Box::new(move || {
             let mut blocks = Vec::with_capacity(view.len());
             for (kg, watermark, windows) in view {
@@ -335,9 +361,29 @@ impl StreamOperator for WindowOperator {
                 state_names: vec!["keyed:window".into()],
                 key_group_range: Some(range),
                 key_groups: blocks,
-                operator_state: vec![],
+                operator_state: vec![postcard::to_stdvec(&shape)?],
             })
         })))
+    }
+}
+
+/// What a window's state means, in the manifest's words: its type with sizes, and its
+/// aggregate (`sliding 10m every 5m, count`; `session gap 30s, sum of commits`). Every snapshot
+/// stores it as the window's operator state, and a restore into a window of another shape is
+/// refused before the job starts ([`WindowOperator::new`]): a sliding window's partial counts
+/// are not a session's, and a `count` is not a `max`. The output field name, allowed lateness
+/// and event-time field may change. Snapshots written before the shape was stored restore
+/// into any window.
+pub fn window_shape(def: &WindowDef) -> String {
+    let ms = |ms: i64| humantime::format_duration(std::time::Duration::from_millis(ms.max(0) as u64)).to_string();
+    let windows = match def.assigner {
+        WindowAssigner::Tumbling { size_ms } => format!("tumbling {}", ms(size_ms)),
+        WindowAssigner::Sliding { size_ms, slide_ms } => format!("sliding {} every {}", ms(size_ms), ms(slide_ms)),
+        WindowAssigner::Session { gap_ms } => format!("session gap {}", ms(gap_ms)),
+    };
+    match (def.func, &def.expression) {
+        (AggregateFn::Count, _) | (_, None) => format!("{windows}, {}", def.func.name()),
+        (func, Some(e)) => format!("{windows}, {} of {e}", func.name()),
     }
 }
 

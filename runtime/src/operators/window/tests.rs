@@ -192,3 +192,74 @@ fn late_records_dropped_is_a_metric_of_the_window_subtask() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("subtask=\"1\"") && line.ends_with(" 3"), "{line}");
 }
+
+/// A snapshot stores the window's shape; a restore into a window of another type, size or
+/// aggregate is refused naming both, one with the same shape (other output name, lateness) is
+/// not, and a snapshot without a stored shape (written before it was stored) restores.
+#[tokio::test]
+async fn restore_into_a_window_of_another_shape_is_refused() {
+    let sliding = def(
+        WindowAssigner::Sliding {
+            size_ms: 600_000,
+            slide_ms: 300_000,
+        },
+        0,
+    );
+    let (mut w, _) = op(&sliding, key_group_range(0, 1, 8), Default::default());
+    let mut out = Vec::new();
+    w.process(vec![rec("a", 5)], &mut out).await.unwrap();
+    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+    let restore = |with_shape: bool| OperatorRestore {
+        key_groups: enc.key_groups.clone(),
+        operator_state: if with_shape { enc.operator_state.clone() } else { vec![] },
+    };
+    let late = || Arc::new(AtomicU64::new(0));
+    let all = key_group_range(0, 1, 8);
+    let mut sum = sliding.clone();
+    sum.func = AggregateFn::Sum;
+    sum.expression = Some("t".into());
+    for (changed, now) in [
+        (
+            def(WindowAssigner::Session { gap_ms: 60_000 }, 0),
+            "session gap 1m, count",
+        ),
+        (
+            def(
+                WindowAssigner::Sliding {
+                    size_ms: 1_200_000,
+                    slide_ms: 300_000,
+                },
+                0,
+            ),
+            "sliding 20m every 5m, count",
+        ),
+        (
+            def(WindowAssigner::Tumbling { size_ms: 600_000 }, 0),
+            "tumbling 10m, count",
+        ),
+        (sum, "sliding 10m every 5m, sum of t"),
+    ] {
+        let e = WindowOperator::new("w", &changed, "k", all, restore(true), late())
+            .err()
+            .expect("refused")
+            .0;
+        assert!(
+            e.starts_with(&format!(
+                "the restore point holds windows `sliding 10m every 5m, count`, this job's window is `{now}`"
+            )),
+            "{e}"
+        );
+        assert!(e.contains("give it a new `uid`"), "{e}");
+        WindowOperator::new("w", &changed, "k", all, restore(false), late()).expect("no stored shape: restores");
+    }
+    let mut renamed = def(
+        WindowAssigner::Sliding {
+            size_ms: 600_000,
+            slide_ms: 300_000,
+        },
+        60_000,
+    );
+    renamed.as_field = "events".into();
+    let restored = WindowOperator::new("w", &renamed, "k", all, restore(true), late()).expect("same shape");
+    assert_eq!(restored.windows(), 2);
+}

@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# Scenario 8: upgradeMode last-state behaves as documented (docs/operations/upgrades.md): a spec
+# change stops the job without a savepoint and restores from the newest completed checkpoint
+# (restorePoint.origin Checkpoint, no Upgrade savepoint taken); output exact.
+# (Scenario 10 checks the stateless mode; they were one scenario run one after the other, the
+# longest of the suite, and share nothing but the StreamJob template.)
+A=wc-last-state
+
+step "8 last-state"
+apply_wordcount "$A" 2 last-state
+wait_running "$A"
+wait_first_checkpoint "$A"
+before_id="$(job_id "$A")"
+kubectl -n "$NS" patch streamjob "$A" --type merge -p '{"spec":{"parallelism":3}}' >/dev/null
+wait_until "$A running at parallelism 3" "$TIMEOUT" is_running_at "$A" 3
+assert_healthy "$A"
+assert_ne "$(job_id "$A")" "$before_id" "job id after the last-state upgrade"
+assert_eq "$(sj_get "$A" 'd["status"]["restorePoint"]["origin"]')" Checkpoint "restorePoint.origin (last-state)"
+cp_path="$(sj_get "$A" 'd["status"]["restorePoint"]["path"]')"
+case "$cp_path" in
+  s3://weir/checkpoints/"$A"/chk-*) ;;
+  *) fail "last-state restore point '$cp_path' is not a checkpoint of $A" ;;
+esac
+assert_snapshot_exists "$cp_path"
+assert_eq "$(upgrade_savepoints "$A")" 0 "Upgrade savepoints taken in last-state mode"
+assert_no_warning_events "$A"
+wait_finished "$A"
+assert_output "$A" exact
+delete_job "$A"
