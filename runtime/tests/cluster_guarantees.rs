@@ -1,8 +1,8 @@
 //! The guarantees of `spec.checkpointing.mode` on the distributed runtime (a `weir
 //! coordinator` and `weir worker`s on 127.0.0.1), compared record by record with the
 //! failure-free output (as `tests/guarantees.rs` does for `weir run`):
-//! - at-most-once under kill -9 of a worker and a crash of the coordinator writes nothing
-//!   twice, and loses what the sources had read past the restored checkpoint (counted; the
+//! - at-most-once under kill -9 of a worker and of the coordinator, and a crash of the
+//!   coordinator, writes nothing twice, and loses what the sources had read past the restored checkpoint (counted; the
 //!   crash before a checkpoint's `_metadata` makes that loss certain, so a restore that
 //!   ignored the read-position log would show as nothing lost);
 //! - at-least-once under kill -9 of a worker loses nothing (extra records counted);
@@ -82,28 +82,37 @@ fn the_cluster_runs_at_least_once_and_loses_nothing_when_a_worker_is_killed() {
 #[test]
 fn at_most_once_on_the_cluster_under_kill_9_of_a_worker_and_the_coordinator_writes_nothing_twice() {
     let _alone = machine();
+    let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 4, "at-most-once", "300ms", Some(3000), None);
-    // The coordinator crashes once every subtask acknowledged checkpoint `crash_at`, before its
-    // `_metadata`: its successor restores the checkpoint before, while the sources had read
-    // past that one's barrier (ids keep increasing across the worker restart).
-    let crash_at = 6;
-    let point = format!("before-metadata:{crash_at}");
-    let mut c = Cluster::start(dir.path(), &m, &[], &[("WEIR_FAILPOINT", point.as_str())]);
-    kill_a_busy_worker(&mut c);
-    wait_crash_at(&mut c.coordinator, &point);
-    let crashed = c.coordinator.text();
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    let after_restart = kill_a_busy_worker(&mut c);
     assert!(
-        crashed.contains("restarting in"),
-        "the worker kill restarted no attempt: {crashed}"
+        c.coordinator.text().contains("restarting in"),
+        "the worker kill restarted no attempt: {}",
+        c.coordinator.text()
     );
+    // kill -9 of the coordinator at a random moment; its successor (same run id) continues the
+    // run from its newest checkpoint and the run's read-position log.
+    let ms = rng.range(0, 1000);
+    std::thread::sleep(Duration::from_millis(ms));
+    eprintln!("kill -9 of the coordinator {ms} ms after checkpoint {after_restart}");
+    c.coordinator.kill9();
+    // The successor crashes once every subtask acknowledged checkpoint `crash_at`, before its
+    // `_metadata`: the next one restores the checkpoint before, while the sources had read past
+    // that one's barrier, so a loss is certain. Ids keep increasing across restarts; the
+    // killed coordinator may have triggered (not completed) a few more.
+    let crash_at = after_restart + 8;
+    let point = format!("before-metadata:{crash_at}");
+    c.restart_coordinator(&[("WEIR_FAILPOINT", point.as_str())]);
+    wait_crash_at(&mut c.coordinator, &point);
     c.restart_coordinator(&[]);
     c.coordinator.wait_ok(Duration::from_secs(180));
     let expected = expected_wordcount();
     let (lost, extra) = lost_and_extra(&local_output(&dir.path().join("output")), &expected);
     eprintln!(
-        "cluster at-most-once after a worker kill -9 and a coordinator crash: {lost} lost, {extra} extra of {}",
+        "cluster at-most-once after kill -9 of a worker and of the coordinator and a coordinator crash: {lost} lost, {extra} extra of {}",
         expected.len()
     );
     assert_eq!(extra, 0, "at-most-once wrote records twice (or counted a record twice)");
