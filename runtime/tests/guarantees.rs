@@ -3,29 +3,12 @@
 //! at-least-once loses nothing (duplicates counted), at-most-once writes nothing twice (losses
 //! counted), and at-least-once does not hold an input that delivered a barrier (a union whose
 //! records after the barrier end up in the checkpoint and are replayed after a restore). The
-//! distributed runtime runs at-least-once the same way and refuses at-most-once.
+//! same on the distributed runtime: `tests/cluster_guarantees.rs`.
 
 mod common;
-use common::cluster::Cluster;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Actual against expected as multisets: `(missing, extra)` — records of `expected` the output
-/// lacks, and records the output has beyond `expected` (written twice, or counted twice).
-fn lost_and_extra(actual: &[String], expected: &[String]) -> (usize, usize) {
-    let mut count: BTreeMap<&str, i64> = BTreeMap::new();
-    for r in expected {
-        *count.entry(r).or_default() += 1;
-    }
-    for r in actual {
-        *count.entry(r).or_default() -= 1;
-    }
-    let missing = count.values().filter(|&&c| c > 0).sum::<i64>() as usize;
-    let extra = count.values().filter(|&&c| c < 0).map(|c| -c).sum::<i64>() as usize;
-    (missing, extra)
-}
 
 #[test]
 fn lost_and_extra_count_multiset_differences() {
@@ -176,47 +159,5 @@ fn at_least_once_reads_on_after_a_barrier_and_exactly_once_holds_the_input() {
     assert!(
         at_least > 0,
         "at-least-once held the generator's channel: nothing read after its barrier was in checkpoint 2"
-    );
-}
-
-#[test]
-fn the_cluster_runs_at_least_once_and_loses_nothing_when_a_worker_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 4, "at-least-once", "300ms", Some(3000), None);
-    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
-    let first = c.wait_checkpoint_after(0);
-    let (victim, _) = c.busy_worker();
-    c.workers[victim].kill9();
-    c.add_worker("w-replacement", &[]);
-    c.wait_checkpoint_after(first);
-    c.coordinator.wait_ok(Duration::from_secs(180));
-    let log = c.coordinator.text();
-    assert!(log.contains("restarting in"), "{log}");
-    let expected = expected_wordcount();
-    let (lost, extra) = lost_and_extra(&local_output(&dir.path().join("output")), &expected);
-    eprintln!(
-        "cluster at-least-once after a worker kill -9: {lost} lost, {extra} extra of {}",
-        expected.len()
-    );
-    assert_eq!(lost, 0, "the cluster lost records in at-least-once mode");
-}
-
-#[test]
-fn the_cluster_refuses_at_most_once_before_touching_storage() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "1s", None, None);
-    let (accepted, stderr) = coordinator_refusal(&m);
-    assert!(!accepted, "the coordinator accepted at-most-once: {stderr}");
-    assert!(
-        stderr.contains(
-            "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`"
-        ),
-        "{stderr}"
-    );
-    assert!(
-        !dir.path().join("checkpoints").exists(),
-        "the refused job touched its storage"
     );
 }

@@ -9,8 +9,8 @@ impl StreamJobSpec {
     /// Validates the whole spec for a job named `name`: the operator-only durations
     /// (`savepoints.periodicInterval`, `savepoints.history.maxAge`, `rollback.readinessTimeout`,
     /// `health.restartWindow` must parse and be greater than 0), then the runtime's rules
-    /// ([`StreamJobSpec::runtime_job`]), then that the distributed runtime the operator deploys
-    /// can run the job (`at-most-once` runs with `weir run` only so far).
+    /// ([`StreamJobSpec::runtime_job`]): the distributed runtime the operator deploys runs
+    /// every job `weir run` runs, in all three `checkpointing.mode`s.
     ///
     /// Errors: the first violation, naming the field (`spec.rollback.readinessTimeout: ...`).
     pub fn validate(&self, name: &str) -> Result<weir_runtime::job::Job, String> {
@@ -42,9 +42,7 @@ impl StreamJobSpec {
                 check_positive_duration(field, text, hint)?;
             }
         }
-        let job = self.runtime_job(name)?;
-        job.check_distributed().map_err(|e| e.to_string())?;
-        Ok(job)
+        self.runtime_job(name)
     }
 }
 
@@ -82,14 +80,11 @@ mod tests {
     }
 
     #[test]
-    fn at_most_once_is_refused_until_the_cluster_runs_it() {
-        assert_eq!(
-            spec("checkpointing: { mode: at-most-once }")
-                .validate("wc")
-                .unwrap_err(),
-            "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`"
-        );
-        assert!(spec("checkpointing: { mode: at-least-once }").validate("wc").is_ok());
+    fn every_guarantee_is_accepted_as_the_cluster_runs_all_three() {
+        for mode in ["exactly-once", "at-least-once", "at-most-once"] {
+            let job = spec(&format!("checkpointing: {{ mode: {mode} }}")).validate("wc");
+            assert!(job.is_ok(), "{mode}: {job:?}");
+        }
     }
 
     #[test]

@@ -105,22 +105,89 @@ pub async fn for_run(
     restored: bool,
 ) -> Result<(Option<(Store, String)>, HashMap<String, Vec<Vec<u8>>>), String> {
     let mode = job.spec.checkpointing.mode;
-    let mut furthest = HashMap::new();
     if !guarantee::records_read_positions(mode) {
-        return Ok((None, furthest));
+        return Ok((None, HashMap::new()));
     }
     let dir = log_dir(&job.name, lineage);
+    let mut furthest = HashMap::new();
     if restored && guarantee::source_positions(mode, restore) == SourcePositions::FurthestRead {
-        let sources = job.operators.iter().filter(|o| o.kind.is_source());
-        for op in sources {
-            let items = load(store, &dir, &op.uid).await?;
-            if !items.is_empty() {
-                tracing::info!(operator = %op.uid, "at-most-once: sources resume where they had read up to");
-            }
-            furthest.insert(op.uid.clone(), items);
-        }
+        furthest = load_sources(job, store, std::slice::from_ref(&dir)).await?;
     }
     Ok((Some((store.clone(), dir)), furthest))
+}
+
+/// The lineages whose read-position logs a restored attempt of the distributed runtime (run
+/// `run_id`, started with `request`) resumes its sources from, when it restored a snapshot
+/// written by lineage `restored_lineage` (`_metadata`'s `run_id`); `restored: false` (nothing
+/// to restore: the sources start at the beginning, as in `weir run`) reads none.
+///
+/// Every attempt of a run and every coordinator restarted with its run id continue that run's
+/// history, so the run's own log is always read: it holds what earlier attempts read past the
+/// restore point (a failover is `weir run --restore latest` for the cluster). A run started
+/// with `--restore latest` also continues the history of the snapshot it restored, as
+/// `weir run --restore latest` does, so that snapshot's lineage is read too while the restore
+/// point is one of that lineage's (once the run completed a checkpoint of its own, that
+/// checkpoint's positions are already at least as far). A run started from an explicit
+/// `--restore <path>` goes back to that snapshot's positions: the other lineage is not read.
+pub fn cluster_lineages_to_read(
+    request: &RestoreFrom,
+    run_id: &str,
+    restored: bool,
+    restored_lineage: Option<&str>,
+) -> Vec<String> {
+    if !restored {
+        return vec![];
+    }
+    let mut lineages = vec![run_id.to_string()];
+    if let (RestoreFrom::Latest, Some(other)) = (request, restored_lineage)
+        && other != run_id
+    {
+        lineages.push(other.to_string());
+    }
+    lineages
+}
+
+/// The read-position log of one attempt of the distributed runtime: the directory its source
+/// subtasks write (the run's own, [`log_dir`] of `run_id`) and the positions recorded in the
+/// logs of [`cluster_lineages_to_read`], by source uid, which workers merge with the restore
+/// point's. `None` unless the job runs at-most-once. Errors: a log file that cannot be listed,
+/// read or decoded, named.
+pub async fn for_cluster_attempt(
+    job: &Job,
+    store: &Store,
+    request: &RestoreFrom,
+    run_id: &str,
+    restored: Option<&crate::checkpoint::restore::LoadedSnapshot>,
+) -> Result<Option<(String, HashMap<String, Vec<Vec<u8>>>)>, String> {
+    if !guarantee::records_read_positions(job.spec.checkpointing.mode) {
+        return Ok(None);
+    }
+    let lineages = cluster_lineages_to_read(
+        request,
+        run_id,
+        restored.is_some(),
+        restored.and_then(|s| s.metadata.run_id.as_deref()),
+    );
+    let dirs: Vec<String> = lineages.iter().map(|l| log_dir(&job.name, l)).collect();
+    let furthest = load_sources(job, store, &dirs).await?;
+    Ok(Some((log_dir(&job.name, run_id), furthest)))
+}
+
+/// Every position item recorded for each source of `job` in the log directories `dirs`, by
+/// source uid (subtasks and directories pooled; the source keeps the furthest per split).
+async fn load_sources(job: &Job, store: &Store, dirs: &[String]) -> Result<HashMap<String, Vec<Vec<u8>>>, String> {
+    let mut furthest = HashMap::new();
+    for op in job.operators.iter().filter(|o| o.kind.is_source()) {
+        let mut items = vec![];
+        for dir in dirs {
+            items.extend(load(store, dir, &op.uid).await?);
+        }
+        if !items.is_empty() {
+            tracing::info!(operator = %op.uid, "at-most-once: sources resume where they had read up to");
+        }
+        furthest.insert(op.uid.clone(), items);
+    }
+    Ok(furthest)
 }
 
 #[cfg(test)]
@@ -148,5 +215,32 @@ mod tests {
         std::fs::write(dir.path().join(&a1.path), b"torn").unwrap();
         let err = load(&store, &d, "lines").await.unwrap_err();
         assert!(err.contains("lines-1.state"), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_attempt_reads_its_own_log_and_the_restored_lineage_only_when_asked_for_latest() {
+        let path = RestoreFrom::Path("file:///ckpt/wc/chk-3".into());
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (request, restored, lineage, want) in [
+            // Nothing restored: every source starts at the beginning.
+            (&RestoreFrom::None, false, None, own(&[])),
+            (&RestoreFrom::Latest, false, None, own(&[])),
+            // A failover (or a restarted coordinator) restoring the run's own checkpoint.
+            (&RestoreFrom::None, true, Some("run"), own(&["run"])),
+            (&path, true, Some("run"), own(&["run"])),
+            (&RestoreFrom::Latest, true, Some("run"), own(&["run"])),
+            // `--restore latest` picked another run's snapshot: its history continues.
+            (&RestoreFrom::Latest, true, Some("old"), own(&["run", "old"])),
+            // An explicit path goes back to that snapshot's positions.
+            (&path, true, Some("old"), own(&["run"])),
+            // A snapshot that names no run.
+            (&RestoreFrom::Latest, true, None, own(&["run"])),
+        ] {
+            assert_eq!(
+                cluster_lineages_to_read(request, "run", restored, lineage),
+                want,
+                "{request:?} restored={restored} lineage={lineage:?}"
+            );
+        }
     }
 }

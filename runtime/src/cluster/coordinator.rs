@@ -10,6 +10,7 @@ use super::registry::{Registry, await_final_counters, serve_rpc, watch_heartbeat
 use super::restart::{self, RestartDecision, RestartPolicy};
 use super::wire::*;
 use crate::checkpoint::coordinator::{self as ckpt, Outcome, SavepointCommand, Shared};
+use crate::checkpoint::read_positions;
 use crate::checkpoint::restore::RestoreFrom;
 use crate::control::api::JobState;
 use crate::exec::messages::{Control, TaskEvent};
@@ -65,8 +66,6 @@ pub struct CoordinatorOptions {
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let job: Job =
         job::load_manifest(&opts.job_file, &opts.sets).map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
-    job.check_distributed()
-        .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     // Both ports before the epoch claim: a second coordinator started on the same ports by
     // mistake fails without fencing out the running one.
@@ -364,6 +363,17 @@ async fn run_attempt(
     };
     let (snapshot, first_id) = exec::restore_for_run(job, store, from, Some(&opts.run_id)).await?;
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());
+    // At-most-once: where sources resume (the furthest positions any earlier attempt read) and
+    // where this attempt's sources record theirs. Read after the previous attempt was cancelled
+    // and the restart delay passed, so its sources no longer write.
+    let read_positions = read_positions::for_cluster_attempt(job, store, from, &opts.run_id, snapshot.as_ref())
+        .await
+        .map_err(transient)?
+        .map(|(dir, furthest)| DeployedReadPositions {
+            store_url: store.url(""),
+            dir,
+            furthest,
+        });
     handle.shared.lock().expect("lock").restored_from = restore_url.clone();
     // Slot sharing, as in Flink: slot k runs subtask k of every stage (one pipeline slice),
     // so a job needs `parallelism` slots. Slots are filled in worker-id order.
@@ -406,6 +416,7 @@ async fn run_attempt(
                 run_id: format!("{}-e{}-a{}", opts.run_id, fence.epoch(), attempt & 0xffff_ffff),
                 tasks,
                 locations: locations.clone(),
+                read_positions: read_positions.clone(),
             };
             match r.workers.get(id) {
                 Some(w) => {

@@ -380,6 +380,24 @@ pub struct Deployment {
     pub tasks: Vec<usize>,
     /// Data address of the worker running each task, by task index.
     pub locations: Vec<String>,
+    /// At-most-once: where source subtasks record how far they have read, and the positions
+    /// already recorded ([`crate::checkpoint::read_positions`]); `None` in the other modes.
+    #[serde(default)]
+    pub read_positions: Option<DeployedReadPositions>,
+}
+
+/// The read-position log of an at-most-once attempt, as the coordinator resolved it
+/// ([`crate::checkpoint::read_positions::for_cluster_attempt`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DeployedReadPositions {
+    /// URL of the checkpoint store the log lives in (the root, as in [`WireBarrier`]).
+    pub store_url: String,
+    /// The log directory source subtasks of this attempt write, relative to the store.
+    pub dir: String,
+    /// Positions recorded by earlier attempts (and, after `--restore latest`, by the restored
+    /// snapshot's run), by source uid: each a split position as the source's snapshot encodes
+    /// it, several per split possible; the source resumes each split at the furthest one.
+    pub furthest: HashMap<String, Vec<Vec<u8>>>,
 }
 
 /// Coordinator → worker.

@@ -17,7 +17,7 @@ use crate::job;
 use crate::security::handshake;
 use crate::security::secret::JobSecret;
 use crate::state::key_group::{KeyGroupRange, key_group_range};
-use crate::storage::S3Options;
+use crate::storage::{self, S3Options};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -315,9 +315,6 @@ async fn deploy(
     state_root: Option<&std::path::Path>,
 ) -> Result<Running, String> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
-    // The coordinator refuses such a job before deploying it; a worker checks again rather
-    // than wire a union's inputs as a single line.
-    job.check_distributed().map_err(|e| e.to_string())?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     // Only the chains of incremental checkpoints that hold this worker's key groups are read
     // (an incremental checkpoint's chains live in `../shared/`, which `load_url_owned` finds).
@@ -334,6 +331,14 @@ async fn deploy(
         )),
         None => None,
     };
+    // At-most-once: the log the coordinator named, in the checkpoint store it named.
+    let (read_log, furthest_read) = match d.read_positions {
+        Some(r) => {
+            let store = storage::open(&r.store_url, &s3).await.map_err(|e| e.to_string())?;
+            (Some((store, r.dir)), r.furthest)
+        }
+        None => (None, HashMap::new()),
+    };
     // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
     let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
     let ctx = RunContext {
@@ -343,9 +348,8 @@ async fn deploy(
         run_id: d.run_id.clone(),
         bytes_read: Arc::new(AtomicU64::new(0)),
         worker_id: Some(worker_id.to_string()),
-        // At-most-once is refused by `check_distributed` above.
-        read_log: None,
-        furthest_read: Default::default(),
+        read_log,
+        furthest_read,
         state_dir,
     };
     let p = ctx.job.parallelism as usize;

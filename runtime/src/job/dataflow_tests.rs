@@ -55,10 +55,6 @@ fn a_two_source_union_plans_each_step_with_its_inputs() {
     );
     assert_eq!(job.operators[3].kind, OperatorKind::Union);
     assert!(job.is_multi_input());
-    assert!(
-        job.check_distributed().is_ok(),
-        "the cluster runs multi-input dataflows"
-    );
 }
 
 #[test]
@@ -74,30 +70,6 @@ fn named_single_line_jobs_plan_as_before() {
         assert_eq!((&a.uid, &a.inputs), (&b.uid, &b.inputs));
     }
     assert!(!named.is_multi_input());
-    assert!(named.check_distributed().is_ok());
-}
-
-#[test]
-fn the_distributed_runtime_runs_exactly_once_and_at_least_once_and_refuses_at_most_once() {
-    for (mode, want) in [
-        (crate::job::CheckpointMode::ExactlyOnce, None),
-        (crate::job::CheckpointMode::AtLeastOnce, None),
-        (
-            crate::job::CheckpointMode::AtMostOnce,
-            Some(
-                "spec.checkpointing.mode: `at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`",
-            ),
-        ),
-    ] {
-        let mut s = spec(json!([{"source": {"file": {"path": "in.txt"}}}, sink()]));
-        s.checkpointing.mode = mode;
-        let job = Job::from_spec("t", s).unwrap();
-        assert_eq!(
-            job.check_distributed().err().map(|e| e.to_string()).as_deref(),
-            want,
-            "{mode:?}"
-        );
-    }
 }
 
 #[test]

@@ -18,7 +18,7 @@ pub mod validate;
 mod validate_kafka;
 
 pub use spec::*;
-pub use validate::{AT_MOST_ONCE_ONLY_LOCAL, Job, JobError, Operator, OperatorKind, default_max_parallelism};
+pub use validate::{Job, JobError, Operator, OperatorKind, default_max_parallelism};
 
 use std::path::Path;
 

@@ -123,9 +123,10 @@ pub enum CheckpointMode {
     AtLeastOnce,
     /// No replay: barriers are counted, not aligned, and every source subtask records how far
     /// it has read (in the checkpoint storage, before it emits a batch); a restore from the
-    /// latest checkpoint (`--restore latest`) takes its state and committed output but resumes
-    /// each source where it had read up to. Records read after that checkpoint and not yet
-    /// committed are lost; nothing is read or written twice. `weir run` only so far.
+    /// latest checkpoint (`--restore latest`, a failover of the distributed runtime) takes its
+    /// state and committed output but resumes each source where it had read up to. Records
+    /// read after that checkpoint and not yet committed are lost; nothing is read or written
+    /// twice.
     #[serde(rename = "at-most-once")]
     AtMostOnce,
 }
@@ -146,8 +147,7 @@ pub struct CheckpointingSpec {
     pub min_pause: String,
     /// The guarantee after a failure: `exactly-once` (default; aligned barriers),
     /// `at-least-once` (barriers not aligned; a restore may write records twice, loses none)
-    /// or `at-most-once` (no replay: a restore may lose records, never writes one twice;
-    /// `weir run` only so far).
+    /// or `at-most-once` (no replay: a restore may lose records, never writes one twice).
     #[serde(default)]
     pub mode: CheckpointMode,
     /// Checkpoint storage URL: a local path, `file:///abs/path`, or `s3://bucket/prefix`.

@@ -201,9 +201,6 @@ pub struct Job {
     pub operators: Vec<Operator>,
 }
 
-/// The error the distributed runtime (and so the operator) gives for `at-most-once` mode.
-pub const AT_MOST_ONCE_ONLY_LOCAL: &str =
-    "`at-most-once` runs with weir run only so far; use `exactly-once` or `at-least-once`";
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -300,19 +297,6 @@ impl Job {
     /// union), rather than one straight line.
     pub fn is_multi_input(&self) -> bool {
         self.operators.iter().any(|o| o.inputs.len() > 1)
-    }
-
-    /// Refuses a job the distributed runtime (`weir coordinator` / `weir worker`, and so the
-    /// operator) cannot run yet: `at-most-once` mode (its read-position log is written by
-    /// `weir run` only). Multi-input dataflows (union, join) and unaligned checkpoints (with
-    /// or without an alignment timeout) run distributed, wired by the same plan as `weir run`.
-    ///
-    /// Errors: [`AT_MOST_ONCE_ONLY_LOCAL`], on `spec.checkpointing.mode`.
-    pub fn check_distributed(&self) -> Result<(), JobError> {
-        if self.spec.checkpointing.mode == crate::job::CheckpointMode::AtMostOnce {
-            return Err(JobError::new("spec.checkpointing.mode", AT_MOST_ONCE_ONLY_LOCAL));
-        }
-        Ok(())
     }
 
     /// When a subtask switches a checkpoint (never a savepoint) from aligned to unaligned:

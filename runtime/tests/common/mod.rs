@@ -25,26 +25,6 @@ pub fn weir() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_weir"))
 }
 
-/// Runs `weir coordinator` on `manifest` as a job the distributed runtime must refuse at plan
-/// time; returns whether it exited successfully and its stderr.
-pub fn coordinator_refusal(manifest: &std::path::Path) -> (bool, String) {
-    let out = std::process::Command::new(weir())
-        .args(["coordinator", "--job"])
-        .arg(manifest)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--exit-on-finish",
-        ])
-        .env("WEIR_LOG", "warn")
-        .env(SECRET_ENV, secret_file())
-        .output()
-        .expect("run weir coordinator");
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
 /// The job secret of the tests' jobs (issue 15): every `weir` child gets its file through
 /// [`SECRET_ENV`] and control API requests send it as a bearer token.
 pub const TEST_SECRET: &str = "weir-test-secret-0123456789abcdef";
@@ -286,6 +266,21 @@ pub fn expected_wordcount() -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Actual against expected as multisets: `(missing, extra)` — records of `expected` the output
+/// lacks, and records the output has beyond `expected` (written twice, or counted twice).
+pub fn lost_and_extra(actual: &[String], expected: &[String]) -> (usize, usize) {
+    let mut count: BTreeMap<&str, i64> = BTreeMap::new();
+    for r in expected {
+        *count.entry(r).or_default() += 1;
+    }
+    for r in actual {
+        *count.entry(r).or_default() -= 1;
+    }
+    let missing = count.values().filter(|&&c| c > 0).sum::<i64>() as usize;
+    let extra = count.values().filter(|&&c| c < 0).map(|c| -c).sum::<i64>() as usize;
+    (missing, extra)
 }
 
 /// Asserts two sorted multisets are equal, reporting the first differences.

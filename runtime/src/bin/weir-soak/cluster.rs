@@ -1,7 +1,8 @@
-//! The cluster mode: one `weir coordinator` (fixed ports, a run id, `--exit-on-finish`) and
-//! workers with two slots each; kill -9 of a worker (a replacement joins) or of the
-//! coordinator (restarted with the same arguments, so it resumes its own run), and
-//! non-stopping savepoints followed by a worker kill.
+//! The cluster modes (`cluster`, `cluster-unaligned`, `cluster-at-most-once`: the same
+//! processes and steps, each mode with its own job): one `weir coordinator` (fixed ports, a run
+//! id, `--exit-on-finish`) and workers with two slots each; kill -9 of a worker (a replacement
+//! joins) or of the coordinator (restarted with the same arguments, so it resumes its own run),
+//! and non-stopping savepoints followed by a worker kill.
 
 use crate::plan::{Plan, Step};
 use crate::procs::{self, Proc, free_port};

@@ -40,7 +40,8 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// What to run: local, s3, cluster, rescale, storage-faults, unaligned, windows,
-    /// timeouts, unaligned-faults, at-least-once, at-most-once, or all of them in turn.
+    /// timeouts, unaligned-faults, at-least-once, at-most-once, cluster-unaligned,
+    /// cluster-at-most-once, or all of them in turn.
     #[arg(long, default_value = "all")]
     mode: ModeArg,
     /// Directory for trial directories (input, job, process logs, local storage); failing
@@ -77,6 +78,8 @@ enum ModeArg {
     UnalignedFaults,
     AtLeastOnce,
     AtMostOnce,
+    ClusterUnaligned,
+    ClusterAtMostOnce,
     All,
 }
 
@@ -94,6 +97,8 @@ impl ModeArg {
             ModeArg::UnalignedFaults => vec![Mode::UnalignedFaults],
             ModeArg::AtLeastOnce => vec![Mode::AtLeastOnce],
             ModeArg::AtMostOnce => vec![Mode::AtMostOnce],
+            ModeArg::ClusterUnaligned => vec![Mode::ClusterUnaligned],
+            ModeArg::ClusterAtMostOnce => vec![Mode::ClusterAtMostOnce],
             ModeArg::All => Mode::ALL.to_vec(),
         }
     }

@@ -42,11 +42,18 @@ pub enum Mode {
     /// `weir run` of an event-time window job (tumbling, sliding or session counts per
     /// repository over GitHub events): kill -9, savepoint-then-kill, rescale through a savepoint.
     Windows,
+    /// The `cluster` mode's processes and steps with the `unaligned` mode's job (union of two
+    /// file sources, unaligned checkpoints, throttled sink): barriers overtake records queued
+    /// across the network, and channel state is replayed after worker and coordinator kills.
+    ClusterUnaligned,
+    /// The `cluster` mode's processes and steps with the word count in `mode: at-most-once`;
+    /// passes when nothing is written twice (losses are counted, allowed).
+    ClusterAtMostOnce,
 }
 
 impl Mode {
     /// Every mode, in the order `--mode all` runs them.
-    pub const ALL: [Mode; 11] = [
+    pub const ALL: [Mode; 13] = [
         Mode::Local,
         Mode::S3,
         Mode::Cluster,
@@ -58,6 +65,8 @@ impl Mode {
         Mode::UnalignedFaults,
         Mode::AtLeastOnce,
         Mode::AtMostOnce,
+        Mode::ClusterUnaligned,
+        Mode::ClusterAtMostOnce,
     ];
 
     /// The name used on the command line.
@@ -74,7 +83,19 @@ impl Mode {
             Mode::UnalignedFaults => "unaligned-faults",
             Mode::AtLeastOnce => "at-least-once",
             Mode::AtMostOnce => "at-most-once",
+            Mode::ClusterUnaligned => "cluster-unaligned",
+            Mode::ClusterAtMostOnce => "cluster-at-most-once",
         }
+    }
+
+    /// Whether the trial runs a coordinator and workers (the cluster steps) instead of `weir run`.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Mode::Cluster | Mode::ClusterUnaligned | Mode::ClusterAtMostOnce)
+    }
+
+    /// Whether the trial passes with records lost as long as none is written twice.
+    pub fn is_at_most_once(self) -> bool {
+        matches!(self, Mode::AtMostOnce | Mode::ClusterAtMostOnce)
     }
 
     /// Whether the mode draws the restore-path steps (kill then rescale, kill at start, kill
@@ -190,13 +211,13 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     let rate = rng.random_range(600..=1200);
     let interval_ms = rng.random_range(150..=500);
     let parallelism = match mode {
-        Mode::Cluster => rng.random_range(2..=4),
+        m if m.is_cluster() => rng.random_range(2..=4),
         _ => rng.random_range(1..=3),
     };
     let mut steps = vec![];
     let n = match mode {
         m if m == Mode::Rescale || m.has_restore_steps() => rng.random_range(2..=4),
-        Mode::Cluster => rng.random_range(1..=3),
+        m if m.is_cluster() => rng.random_range(1..=3),
         Mode::StorageFaults => rng.random_range(1..=4),
         _ => rng.random_range(1..=4),
     };
@@ -210,12 +231,12 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
                 after_ms: if rng.random_bool(0.3) { 0 } else { after_ms },
                 parallelism: rng.random_range(1..=4),
             },
-            Mode::Cluster if roll < 40 => Step::KillWorker {
+            m if m.is_cluster() && roll < 40 => Step::KillWorker {
                 after_ms,
                 worker: rng.random_range(0..8),
             },
-            Mode::Cluster if roll < 70 => Step::KillCoordinator { after_ms },
-            Mode::Cluster => Step::SavepointThenKillWorker {
+            m if m.is_cluster() && roll < 70 => Step::KillCoordinator { after_ms },
+            m if m.is_cluster() => Step::SavepointThenKillWorker {
                 after_ms,
                 kill_ms: rng.random_range(0..=1500),
                 worker: rng.random_range(0..8),
@@ -312,7 +333,15 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
             union: rng.random_bool(0.5),
         },
         Mode::AtLeastOnce => Shape::Guarantee { mode: "at-least-once" },
-        Mode::AtMostOnce => Shape::Guarantee { mode: "at-most-once" },
+        Mode::AtMostOnce | Mode::ClusterAtMostOnce => Shape::Guarantee { mode: "at-most-once" },
+        Mode::ClusterUnaligned => Shape::UnionUnaligned {
+            timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
+            sink_rate: rng.random_range(1000..=3000),
+            unaligned: true,
+            checkpoint_timeout_ms: None,
+            tolerable_failed: 0,
+            ttl: rng.random_bool(0.5),
+        },
         _ => Shape::WordCount,
     };
     // The union jobs read 1,500-3,000 lines per file: with the sink at 1,000-3,000 records/s
@@ -375,12 +404,23 @@ mod tests {
                     .iter()
                     .all(|s| matches!(s, Step::Kill { .. } | Step::SavepointThenKill { .. }))
             );
-            let cluster = plan(Mode::Cluster, seed);
-            assert!((2..=4).contains(&cluster.parallelism));
-            assert!(cluster.steps.iter().all(|s| matches!(
-                s,
-                Step::KillWorker { .. } | Step::KillCoordinator { .. } | Step::SavepointThenKillWorker { .. }
-            )));
+            for mode in [Mode::Cluster, Mode::ClusterUnaligned, Mode::ClusterAtMostOnce] {
+                let cluster = plan(mode, seed);
+                assert!((2..=4).contains(&cluster.parallelism));
+                assert!((1..=3).contains(&cluster.steps.len()) && cluster.faults.is_none());
+                assert!(cluster.steps.iter().all(|s| matches!(
+                    s,
+                    Step::KillWorker { .. } | Step::KillCoordinator { .. } | Step::SavepointThenKillWorker { .. }
+                )));
+            }
+            assert!(matches!(
+                plan(Mode::ClusterUnaligned, seed).shape,
+                Shape::UnionUnaligned { unaligned: true, .. }
+            ));
+            assert_eq!(
+                plan(Mode::ClusterAtMostOnce, seed).shape,
+                Shape::Guarantee { mode: "at-most-once" }
+            );
             let rescale = plan(Mode::Rescale, seed);
             assert!(rescale.steps.iter().any(|s| matches!(s, Step::StopAndRescale { .. })));
             let faults = plan(Mode::StorageFaults, seed).faults.expect("faults");

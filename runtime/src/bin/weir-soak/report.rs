@@ -56,7 +56,7 @@ impl TrialLine {
     pub fn passed(&self) -> bool {
         match self.mode {
             Mode::AtLeastOnce => self.lost == 0,
-            Mode::AtMostOnce => self.duplicated == 0 && self.foreign == 0,
+            m if m.is_at_most_once() => self.duplicated == 0 && self.foreign == 0,
             _ => self.lost == 0 && self.duplicated == 0 && self.foreign == 0,
         }
     }
@@ -64,7 +64,7 @@ impl TrialLine {
     /// One line for the progress output.
     pub fn render(&self) -> String {
         format!(
-            "{} {:<14} seed {:<20} {:>5.1}s kills {} savepoints {} faults {} job-failures {} {} lost {} duplicated {} foreign {}{}",
+            "{} {:<20} seed {:<20} {:>5.1}s kills {} savepoints {} faults {} job-failures {} {} lost {} duplicated {} foreign {}{}",
             if self.passed() { "ok  " } else { "FAIL" },
             self.mode.name(),
             self.seed,
@@ -157,7 +157,7 @@ pub fn summary(totals: &[ModeTotals], took: Duration) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:>6} {:>6} {:>6} {:>10} {:>7} {:>12} {:>10} {:>6} {:>10} {:>7}",
+        "{:<20} {:>6} {:>6} {:>6} {:>10} {:>7} {:>12} {:>10} {:>6} {:>10} {:>7}",
         "mode",
         "trials",
         "failed",
@@ -173,7 +173,7 @@ pub fn summary(totals: &[ModeTotals], took: Duration) -> String {
     for t in totals {
         let _ = writeln!(
             s,
-            "{:<14} {:>6} {:>6} {:>6} {:>10} {:>7} {:>12} {:>10} {:>6} {:>10} {:>7}",
+            "{:<20} {:>6} {:>6} {:>6} {:>10} {:>7} {:>12} {:>10} {:>6} {:>10} {:>7}",
             t.mode.name(),
             t.trials,
             t.failing.len(),

@@ -216,7 +216,7 @@ pub async fn run(env: &Env<'_>, mode: Mode, seed: u64, dir: &Path) -> Result<Out
         s3.proxy.set_faults(plan.faults.clone(), plan.sub_seed);
     }
     let run = async {
-        if mode == Mode::Cluster {
+        if mode.is_cluster() {
             crate::cluster::run(&mut ctx, &plan, seed).await
         } else {
             run_single(&mut ctx, &plan).await
