@@ -201,7 +201,6 @@ pub struct Job {
     pub operators: Vec<Operator>,
 }
 
-
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
