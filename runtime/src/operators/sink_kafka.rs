@@ -6,12 +6,12 @@
 //! the subtask at the next record batch, flush or commit.
 
 use super::sink_kafka_broker::{
-    BROKER_TIMEOUT, DeliveryErrors, KafkaProducer, blocking, kafka_error, producer_config, read_marker, recover,
-    send, send_marker,
+    BROKER_TIMEOUT, DeliveryErrors, KafkaProducer, Restored, blocking, kafka_error, producer_config, read_marker,
+    read_markers, recover, send, send_marker,
 };
 use super::sink_kafka_recovery::{
-    KafkaRecord, PendingTransaction, SinkStateItem, UnconfirmedMarker, completion_plan, marker_group,
-    still_unconfirmed,
+    KafkaRecord, PendingTransaction, SinkStateItem, UnconfirmedMarker, completion_plan, marker_group, merge_markers,
+    replay_markers, still_unconfirmed, to_replay,
 };
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
@@ -81,6 +81,10 @@ pub struct KafkaSink {
     unconfirmed: Vec<UnconfirmedMarker>,
     /// When the markers were last read back.
     last_marker_read: Option<Instant>,
+    /// Exactly-once: the restore point's pending transactions this subtask adopted, until the
+    /// first commit decides them (their markers are read then, once every subtask has fenced
+    /// its ids); kept in every snapshot until then.
+    restored: Restored,
     scratch: Vec<u8>,
 }
 
@@ -102,7 +106,7 @@ impl KafkaSink {
             .unwrap_or_else(|| default_prefix.to_string());
         let errors = DeliveryErrors::default();
         let exactly_once = spec.delivery_guarantee == DeliveryGuarantee::ExactlyOnce;
-        let (producer, unconfirmed) = if exactly_once {
+        let (producer, restored) = if exactly_once {
             let (spec, prefix, errors) = (spec.clone(), prefix.clone(), errors.clone());
             blocking("recovery", move || {
                 recover(&spec, &prefix, subtask, parallelism, &restore.operator_state, errors)
@@ -112,7 +116,12 @@ impl KafkaSink {
             let producer = producer_config(spec, None)
                 .create_with_context(errors.clone())
                 .map_err(kafka_error("creating a producer"))?;
-            (producer, Vec::new())
+            let restored = Restored {
+                adopted: Vec::new(),
+                pending: Vec::new(),
+                old_parallelism: 0,
+            };
+            (producer, restored)
         };
         Ok(KafkaSink {
             spec: spec.clone(),
@@ -126,8 +135,9 @@ impl KafkaSink {
             pending: Vec::new(),
             written_first: false,
             buffered: Vec::new(),
-            unconfirmed,
+            unconfirmed: Vec::new(),
             last_marker_read: None,
+            restored,
             scratch: Vec::new(),
         })
     }
@@ -187,7 +197,11 @@ impl KafkaSink {
         if self.unconfirmed.is_empty() {
             return Ok(true);
         }
-        if !now && self.last_marker_read.is_some_and(|t| t.elapsed() < MARKER_READ_INTERVAL) {
+        if !now
+            && self
+                .last_marker_read
+                .is_some_and(|t| t.elapsed() < MARKER_READ_INTERVAL)
+        {
             return Ok(false);
         }
         let (spec, groups) = (
@@ -228,32 +242,62 @@ impl KafkaSink {
     }
 
     /// Writes, marks and commits one whole transaction from records (checkpointed buffers).
-    async fn write_and_commit(&mut self, records: &[KafkaRecord], group: String, checkpoint: u64) -> TaskResult<()> {
+    async fn write_and_commit(&mut self, records: &[KafkaRecord], markers: Vec<UnconfirmedMarker>) -> TaskResult<()> {
         self.producer
             .begin_transaction()
             .map_err(kafka_error("beginning a transaction"))?;
         for r in records {
             send(&self.producer, &self.spec.topic, r).await?;
         }
-        self.commit_open(group, checkpoint).await
+        self.commit_open(markers).await
     }
 
-    /// Pre-commits (flush + marker) and commits the open transaction.
-    async fn commit_open(&mut self, group: String, checkpoint: u64) -> TaskResult<()> {
-        let (producer, spec) = (self.producer.clone(), self.spec.clone());
+    /// Pre-commits (flush + markers) and commits the open transaction.
+    async fn commit_open(&mut self, markers: Vec<UnconfirmedMarker>) -> TaskResult<()> {
+        let (producer, spec, sent) = (self.producer.clone(), self.spec.clone(), markers.clone());
         blocking("commit", move || {
-            send_marker(&producer, &spec, &group, checkpoint)?;
-            producer.commit_transaction(BROKER_TIMEOUT).map_err(kafka_error(format!(
-                "committing the transaction of checkpoint {checkpoint}"
-            )))
+            for m in &sent {
+                send_marker(&producer, &spec, &m.group, m.checkpoint)?;
+            }
+            producer
+                .commit_transaction(BROKER_TIMEOUT)
+                .map_err(kafka_error(format!("committing the transaction of markers {sent:?}")))
         })
         .await?;
         self.errors.check(&self.spec.topic)?;
-        self.unconfirmed.push(UnconfirmedMarker {
+        self.unconfirmed.extend(markers);
+        Ok(())
+    }
+
+    /// The marker of this subtask's own transaction of checkpoint `checkpoint`.
+    fn own_marker(&self, checkpoint: u64) -> UnconfirmedMarker {
+        UnconfirmedMarker {
             group: marker_group(&self.prefix, self.subtask),
             checkpoint,
-        });
-        Ok(())
+        }
+    }
+
+    /// Decides the adopted transactions of the restore point (their markers are read now):
+    /// the records to write again and the markers their transaction moves.
+    async fn restored_replay(&mut self) -> TaskResult<(Vec<KafkaRecord>, Vec<UnconfirmedMarker>)> {
+        let (spec, prefix, adopted) = (self.spec.clone(), self.prefix.clone(), self.restored.adopted.clone());
+        let committed = blocking("reading the adopted commit markers", move || {
+            read_markers(&spec, &prefix, &adopted)
+        })
+        .await?;
+        let replay = to_replay(&self.restored.pending, &self.restored.adopted, &committed);
+        for t in &replay {
+            tracing::info!(
+                subtask = self.subtask,
+                from_subtask = t.subtask,
+                checkpoint = t.checkpoint_id,
+                records = t.records.len(),
+                "Kafka sink: writing again a pre-committed transaction that was not committed"
+            );
+        }
+        let markers = replay_markers(&self.prefix, &replay);
+        let records = replay.into_iter().flat_map(|t| t.records.iter().cloned()).collect();
+        Ok((records, markers))
     }
 }
 
@@ -313,11 +357,13 @@ impl StreamOperator for KafkaSink {
                 records: std::mem::take(&mut self.buffered),
             });
         }
+        // Undecided adopted transactions stay in the state under their old subtask, with the
+        // old parallelism, so that a restore adopts them again.
         let mut items = vec![postcard::to_stdvec(&SinkStateItem::Subtask {
             subtask: self.subtask,
-            parallelism: self.parallelism,
+            parallelism: self.parallelism.max(self.restored.old_parallelism),
         })?];
-        for t in &self.pending {
+        for t in self.restored.pending.iter().chain(&self.pending) {
             items.push(postcard::to_stdvec(&SinkStateItem::Pending(t.clone()))?);
         }
         Ok(Some(Box::new(move || {
@@ -335,20 +381,48 @@ impl StreamOperator for KafkaSink {
         if !self.exactly_once() {
             return Ok(());
         }
-        let group = marker_group(&self.prefix, self.subtask);
         let checkpoints: Vec<u64> = self.pending.iter().map(|t| t.checkpoint_id).collect();
         let plan = completion_plan(&checkpoints, self.written_first, id);
+        // The first commit of this attempt also decides the adopted transactions: every
+        // subtask has fenced its ids by now (they all acknowledged checkpoint `id`).
+        let decide_restored = !self.restored.adopted.is_empty()
+            && (plan.commit_open || plan.write_together > 0 || (!self.in_transaction && !self.written_first));
+        let (mut replay, mut markers) = if decide_restored {
+            self.restored_replay().await?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         if plan.commit_open {
             let t = self.pending.remove(0);
             self.written_first = false;
-            self.commit_open(group.clone(), t.checkpoint_id).await?;
+            for r in std::mem::take(&mut replay) {
+                send(&self.producer, &self.spec.topic, &r).await?;
+            }
+            markers.push(self.own_marker(t.checkpoint_id));
+            self.commit_open(merge_markers(std::mem::take(&mut markers))).await?;
         }
         if plan.write_together > 0 {
             self.wait_for_markers().await?;
             let due: Vec<PendingTransaction> = self.pending.drain(..plan.write_together).collect();
             let checkpoint = due.iter().map(|t| t.checkpoint_id).max().unwrap_or(id);
-            let records: Vec<KafkaRecord> = due.into_iter().flat_map(|t| t.records).collect();
-            self.write_and_commit(&records, group, checkpoint).await?;
+            replay.extend(due.into_iter().flat_map(|t| t.records));
+            markers.push(self.own_marker(checkpoint));
+            let records = std::mem::take(&mut replay);
+            self.write_and_commit(&records, merge_markers(std::mem::take(&mut markers)))
+                .await?;
+        } else if !markers.is_empty() {
+            // Nothing of this attempt is due and no transaction is open (none written, none
+            // pre-committed): the adopted ones alone.
+            let records = std::mem::take(&mut replay);
+            self.write_and_commit(&records, merge_markers(std::mem::take(&mut markers)))
+                .await?;
+        }
+        if decide_restored {
+            self.restored = Restored {
+                adopted: Vec::new(),
+                pending: Vec::new(),
+                old_parallelism: 0,
+            };
         }
         if self.pending.is_empty() && !self.buffered.is_empty() && self.markers_read_back(true).await? {
             let records = std::mem::take(&mut self.buffered);

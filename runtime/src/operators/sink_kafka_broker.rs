@@ -5,8 +5,8 @@
 //! [`super::sink_kafka_recovery`]; the protocol is described there.
 
 use super::sink_kafka_recovery::{
-    KafkaRecord, UnconfirmedMarker, decode_state, ids_in_use, ids_in_use_group, marker_group, recovery_plan,
-    replay_markers, to_replay, transactional_id,
+    KafkaRecord, PendingTransaction, decode_state, ids_in_use, ids_in_use_group, marker_group, recovery_plan,
+    transactional_id,
 };
 use super::{TaskError, TaskResult};
 use crate::job::KafkaSinkSpec;
@@ -85,7 +85,11 @@ pub(super) async fn blocking<T: Send + 'static>(
 
 /// Creates a transactional producer and initialises it (which aborts whatever transaction its
 /// id left open and fences older producers with that id). Blocking.
-pub(super) fn transactional_producer(spec: &KafkaSinkSpec, id: &str, errors: DeliveryErrors) -> TaskResult<KafkaProducer> {
+pub(super) fn transactional_producer(
+    spec: &KafkaSinkSpec,
+    id: &str,
+    errors: DeliveryErrors,
+) -> TaskResult<KafkaProducer> {
     let producer: KafkaProducer = producer_config(spec, Some(id))
         .create_with_context(errors)
         .map_err(kafka_error(format!("creating producer `{id}`")))?;
@@ -120,27 +124,14 @@ pub(super) async fn send(producer: &KafkaProducer, topic: &str, record: &KafkaRe
     }
 }
 
-/// Sends one record from a blocking-pool thread, waiting while the producer's queue is full.
-fn send_blocking(producer: &KafkaProducer, topic: &str, record: &KafkaRecord) -> TaskResult<()> {
-    loop {
-        let mut base = BaseRecord::<[u8], [u8]>::to(topic).payload(&record.value[..]);
-        if let Some(key) = &record.key {
-            base = base.key(&key[..]);
-        }
-        if let Some(partition) = record.partition {
-            base = base.partition(partition);
-        }
-        match producer.send(base) {
-            Ok(()) => return Ok(()),
-            Err((e, _)) if !is_queue_full(&e) => return Err(kafka_error("sending a recovered record")(e)),
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-}
-
 /// Commits checkpoint id `checkpoint` as the marker of `group` inside the producer's open
 /// transaction. Blocking.
-pub(super) fn send_marker(producer: &KafkaProducer, spec: &KafkaSinkSpec, group: &str, checkpoint: u64) -> TaskResult<()> {
+pub(super) fn send_marker(
+    producer: &KafkaProducer,
+    spec: &KafkaSinkSpec,
+    group: &str,
+    checkpoint: u64,
+) -> TaskResult<()> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &spec.bootstrap_servers)
         .set("group.id", group)
@@ -195,12 +186,21 @@ fn commit_group_offset(spec: &KafkaSinkSpec, group: &str, offset: u64) -> TaskRe
         )))
 }
 
+/// What a restored subtask took over: the pre-committed transactions of the restore point it
+/// adopted, decided at the first checkpoint completion ([`super::sink_kafka_recovery`]).
+pub(super) struct Restored {
+    /// The old subtasks adopted.
+    pub adopted: Vec<u32>,
+    /// Their pending transactions.
+    pub pending: Vec<PendingTransaction>,
+    /// The restore point's parallelism (0: a first start).
+    pub old_parallelism: u32,
+}
+
 /// Exactly-once recovery (blocking): record the ids in use, fence the ids of adopted old
-/// subtasks and the lingering ids of failed attempts, start the own producer (fencing its id),
-/// read the adopted subtasks' markers, and write again, in one transaction that also moves
-/// their markers, what was not committed. Returns the producer and the markers that
-/// transaction committed (to be read back before the next transaction begins,
-/// [`super::sink_kafka_recovery`]).
+/// subtasks and the lingering ids of failed attempts, start the own producer (fencing its id).
+/// The adopted transactions' markers are read only once every subtask has fenced its ids,
+/// at the first checkpoint completion ([`read_markers`]).
 pub(super) fn recover(
     spec: &KafkaSinkSpec,
     prefix: &str,
@@ -208,7 +208,7 @@ pub(super) fn recover(
     parallelism: u32,
     items: &[Vec<u8>],
     errors: DeliveryErrors,
-) -> TaskResult<(KafkaProducer, Vec<UnconfirmedMarker>)> {
+) -> TaskResult<(KafkaProducer, Restored)> {
     let (old_parallelism, pending) = decode_state(items).map_err(TaskError)?;
     // Record the ids this attempt uses before opening any transaction, so a restore after it
     // fails knows which ids may hold lingering transactions.
@@ -225,37 +225,27 @@ pub(super) fn recover(
     for id in &plan.fence_ids {
         drop(transactional_producer(spec, id, DeliveryErrors::default())?);
     }
-    let producer = transactional_producer(spec, &transactional_id(prefix, subtask), errors.clone())?;
-    let mut committed = BTreeMap::new();
-    for &s in &plan.adopted {
-        committed.insert(s, read_marker(spec, &marker_group(prefix, s))?);
-    }
-    let replay = to_replay(&pending, &plan.adopted, &committed);
-    if replay.is_empty() {
-        return Ok((producer, Vec::new()));
-    }
-    producer
-        .begin_transaction()
-        .map_err(kafka_error("beginning a transaction"))?;
-    for t in &replay {
-        tracing::info!(
-            subtask,
-            from_subtask = t.subtask,
-            checkpoint = t.checkpoint_id,
-            records = t.records.len(),
-            "Kafka sink: writing again a pre-committed transaction that was not committed"
-        );
-        for r in &t.records {
-            send_blocking(&producer, &spec.topic, r)?;
-        }
-    }
-    let markers = replay_markers(prefix, &replay);
-    for m in &markers {
-        send_marker(&producer, spec, &m.group, m.checkpoint)?;
-    }
-    producer
-        .commit_transaction(BROKER_TIMEOUT)
-        .map_err(kafka_error("committing the recovered transactions"))?;
-    errors.check(&spec.topic)?;
-    Ok((producer, markers))
+    let producer = transactional_producer(spec, &transactional_id(prefix, subtask), errors)?;
+    let pending = pending
+        .into_iter()
+        .filter(|t| plan.adopted.contains(&t.subtask))
+        .collect();
+    let restored = Restored {
+        adopted: plan.adopted,
+        pending,
+        old_parallelism: old_parallelism.unwrap_or(0),
+    };
+    Ok((producer, restored))
+}
+
+/// The committed markers of the old subtasks `adopted` (blocking).
+pub(super) fn read_markers(
+    spec: &KafkaSinkSpec,
+    prefix: &str,
+    adopted: &[u32],
+) -> TaskResult<BTreeMap<u32, Option<u64>>> {
+    adopted
+        .iter()
+        .map(|&s| read_marker(spec, &marker_group(prefix, s)).map(|m| (s, m)))
+        .collect()
 }

@@ -11,7 +11,12 @@
 //! process's transaction (Flink's KafkaSink does so through producer internals), so after a
 //! failure the open transactions are aborted by fencing their ids, and every pre-committed
 //! transaction of the restore point whose marker shows it was not committed is written again in
-//! a new transaction that also moves the marker. Reference: Flink's `KafkaSink` transactional-id
+//! a new transaction that also moves the marker. The markers of the restore point are read at
+//! the new attempt's first commit (its first completed checkpoint), not at start: by then every
+//! subtask has fenced its ids, so no old transaction is still open (on tansu a committed
+//! transaction's marker can wait for another producer's open transaction to end, below); until
+//! then the adopted transactions stay in every snapshot. That first commit carries the
+//! rewritten records and moves their markers together with the attempt's own. Reference: Flink's `KafkaSink` transactional-id
 //! pool and its abort of lingering transactions on restore (`TransactionAborter`).
 //!
 //! The marker is read back before the next transaction begins: after a commit, the subtask
@@ -202,6 +207,20 @@ pub fn replay_markers(prefix: &str, replay: &[&PendingTransaction]) -> Vec<Uncon
             group: marker_group(prefix, subtask),
             checkpoint,
         })
+        .collect()
+}
+
+/// `markers` with one per group: the highest checkpoint (a transaction that moves a group's
+/// marker twice commits the higher), by group.
+pub fn merge_markers(markers: Vec<UnconfirmedMarker>) -> Vec<UnconfirmedMarker> {
+    let mut highest: BTreeMap<String, u64> = BTreeMap::new();
+    for m in markers {
+        let h = highest.entry(m.group).or_default();
+        *h = (*h).max(m.checkpoint);
+    }
+    highest
+        .into_iter()
+        .map(|(group, checkpoint)| UnconfirmedMarker { group, checkpoint })
         .collect()
 }
 
@@ -428,6 +447,18 @@ mod tests {
         });
         assert_eq!(got, want);
         assert!(replay_markers("p", &[]).is_empty());
+        // The first commit after a restore: the own transaction of checkpoint 9 and the
+        // replayed ones of the own old subtask (7) and of old subtask 2 (7): one marker each.
+        let mut markers = got;
+        markers.push(UnconfirmedMarker {
+            group: "p-0".into(),
+            checkpoint: 9,
+        });
+        let want = [("p-0", 9), ("p-2", 7)].map(|(g, c)| UnconfirmedMarker {
+            group: g.into(),
+            checkpoint: c,
+        });
+        assert_eq!(merge_markers(markers), want);
     }
 
     /// Markers are never shared: every subtask's group differs from every other's and from
