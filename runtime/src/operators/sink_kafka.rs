@@ -10,8 +10,8 @@ use super::sink_kafka_broker::{
     read_markers, recover, send, send_marker,
 };
 use super::sink_kafka_recovery::{
-    KafkaRecord, PendingTransaction, SinkStateItem, UnconfirmedMarker, completion_plan, marker_group, merge_markers,
-    replay_markers, still_unconfirmed, to_replay,
+    KafkaRecord, PendingTransaction, SinkStateItem, UnconfirmedMarker, completion_plan, decides_restored, marker_group,
+    merge_markers, replay_markers, still_unconfirmed, to_replay,
 };
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
@@ -385,8 +385,11 @@ impl StreamOperator for KafkaSink {
         let plan = completion_plan(&checkpoints, self.written_first, id);
         // The first commit of this attempt also decides the adopted transactions: every
         // subtask has fenced its ids by now (they all acknowledged checkpoint `id`).
-        let decide_restored = !self.restored.adopted.is_empty()
-            && (plan.commit_open || plan.write_together > 0 || (!self.in_transaction && !self.written_first));
+        let decide_restored = decides_restored(
+            !self.restored.adopted.is_empty(),
+            plan,
+            self.in_transaction || self.written_first,
+        );
         let (mut replay, mut markers) = if decide_restored {
             self.restored_replay().await?
         } else {

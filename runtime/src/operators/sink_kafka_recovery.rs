@@ -248,6 +248,14 @@ pub struct CompletionPlan {
     pub write_together: usize,
 }
 
+/// Whether the commit of `plan` also decides the restore point's adopted transactions
+/// (`adopted`: some are undecided): when it commits something of this attempt, or when no
+/// transaction is open (`open_written`: one is written but not committed, or pre-committed),
+/// so a transaction of their own can begin. Never while a transaction stays open uncommitted.
+pub fn decides_restored(adopted: bool, plan: CompletionPlan, open_written: bool) -> bool {
+    adopted && (plan.commit_open || plan.write_together > 0 || !open_written)
+}
+
 /// Decides the commits at the completion of checkpoint `completed`, from the pending
 /// transactions' checkpoint ids (oldest first) and whether the first is written already.
 pub fn completion_plan(pending_checkpoints: &[u64], written_first: bool, completed: u64) -> CompletionPlan {
@@ -413,6 +421,29 @@ mod tests {
                     write_together
                 },
                 "{pending:?} written first {written_first}, completed {completed}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_commit_decides_the_adopted_transactions_unless_one_stays_open() {
+        let plan = |commit_open, write_together| CompletionPlan {
+            commit_open,
+            write_together,
+        };
+        for (adopted, p, open_written, want) in [
+            (false, plan(true, 0), true, false),
+            (true, plan(true, 0), true, true),
+            (true, plan(false, 2), false, true),
+            (true, plan(false, 0), false, true),
+            // A transaction is written (or pre-committed for a later checkpoint) and not due:
+            // no other can begin; the next completion decides.
+            (true, plan(false, 0), true, false),
+        ] {
+            assert_eq!(
+                decides_restored(adopted, p, open_written),
+                want,
+                "{adopted} {p:?} {open_written}"
             );
         }
     }
