@@ -5,6 +5,7 @@
 pub mod backpressure;
 pub mod cluster;
 pub mod kafka;
+pub mod kafka_list_offsets;
 pub mod kafka_log;
 pub mod kafka_txn_offsets;
 pub mod union_wordcount;
