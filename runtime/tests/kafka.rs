@@ -302,10 +302,12 @@ fn kafka_at_least_once_loses_nothing_through_kill_9() {
         common::kafka_log::locate_in_log(&servers, &output, &missing[..missing.len().min(5)])
     );
     eprintln!(
-        "at-least-once: {} records, {} expected, {} duplicates",
+        "at-least-once: {} records, {} expected, {} duplicates; ListOffsets (earliest) per partition {:?} \
+         (a reader from there would skip what is below it)",
         got.len(),
         expected.len(),
-        got.len() - expected.len()
+        got.len() - expected.len(),
+        common::kafka_list_offsets::earliest_offsets(&servers, &output)
     );
 }
 

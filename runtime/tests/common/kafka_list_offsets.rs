@@ -90,3 +90,20 @@ pub fn probe_list_offsets(servers: &str, writers: usize, partitions: i32) -> Lis
     probe.records_read_from_zero = read_to_the_end(servers, &topic, "read_uncommitted", probe.records_written).len();
     probe
 }
+
+/// The broker's ListOffsets (earliest) answer for every partition of `topic`, in partition
+/// order: 0 for a fresh topic on Kafka; on tansu, the base offset of the batch it stored first.
+pub fn earliest_offsets(servers: &str, topic: &str) -> Vec<i64> {
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
+    metadata.topics()[0]
+        .partitions()
+        .iter()
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p.id(), Duration::from_secs(30))
+                .unwrap()
+                .0
+        })
+        .collect()
+}
