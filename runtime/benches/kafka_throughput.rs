@@ -155,8 +155,10 @@ fn consume(servers: &str, topic: &str, n: u64) -> f64 {
         .create()
         .unwrap();
     let mut list = TopicPartitionList::new();
+    // Offset 0, not `Offset::Beginning`: tansu answers ListOffsets (earliest) with the batch it
+    // stored first (docs/runtime/kafka-test-broker.md); the topic is fresh, so it starts at 0.
     for p in 0..PARTITIONS {
-        list.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+        list.add_partition_offset(topic, p, Offset::Offset(0)).unwrap();
     }
     consumer.assign(&list).unwrap();
     let t = Instant::now();

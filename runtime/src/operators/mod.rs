@@ -10,6 +10,7 @@ pub mod discard;
 pub mod join;
 pub mod sink;
 pub mod sink_kafka;
+mod sink_kafka_broker;
 pub mod sink_kafka_recovery;
 pub mod source;
 pub mod throttle;

@@ -5,9 +5,13 @@
 //! producer's background thread serves delivery reports, and the first failed delivery fails
 //! the subtask at the next record batch, flush or commit.
 
+use super::sink_kafka_broker::{
+    BROKER_TIMEOUT, DeliveryErrors, KafkaProducer, Restored, blocking, kafka_error, producer_config, read_marker,
+    read_markers, recover, send, send_marker,
+};
 use super::sink_kafka_recovery::{
-    KafkaRecord, PendingTransaction, SinkStateItem, decode_state, ids_in_use, ids_in_use_group, marker_group,
-    recovery_plan, to_replay, transactional_id,
+    KafkaRecord, PendingTransaction, SinkStateItem, UnconfirmedMarker, completion_plan, decides_restored, marker_group,
+    merge_markers, replay_markers, still_unconfirmed, to_replay,
 };
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
@@ -15,97 +19,19 @@ use crate::job::{DeliveryGuarantee, KafkaSinkSpec};
 use crate::record::json::write_json_line;
 use crate::record::{Datum, Record};
 use async_trait::async_trait;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
+use rdkafka::producer::Producer;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// How long a blocking broker call (init, flush, commit) may take before the subtask fails.
-const BROKER_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default `transaction.timeout.ms` (10 minutes).
-const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 600_000;
-
-/// Collects the first failed delivery.
-#[derive(Default, Clone)]
-pub struct DeliveryErrors(Arc<Mutex<Option<String>>>);
-
-impl ClientContext for DeliveryErrors {}
-
-impl ProducerContext for DeliveryErrors {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result
-            && let Ok(mut first) = self.0.lock()
-        {
-            first.get_or_insert_with(|| e.to_string());
-        }
-    }
-}
-
-impl DeliveryErrors {
-    fn check(&self, topic: &str) -> TaskResult<()> {
-        match self.0.lock().ok().and_then(|g| g.clone()) {
-            Some(e) => Err(TaskError(format!(
-                "Kafka sink: a record to topic `{topic}` was not delivered: {e}"
-            ))),
-            None => Ok(()),
-        }
-    }
-}
-
-type KafkaProducer = ThreadedProducer<DeliveryErrors>;
-
-fn kafka_error(what: impl std::fmt::Display) -> impl Fn(rdkafka::error::KafkaError) -> TaskError {
-    let what = what.to_string();
-    move |e| TaskError(format!("Kafka sink: {what}: {e}"))
-}
-
-fn producer_config(spec: &KafkaSinkSpec, transactional_id: Option<&str>) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    for (key, value) in &spec.properties {
-        config.set(key, value);
-    }
-    config.set("bootstrap.servers", &spec.bootstrap_servers);
-    if let Some(id) = transactional_id {
-        let timeout = spec.transaction_timeout_ms.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT_MS);
-        config
-            .set("transactional.id", id)
-            .set("transaction.timeout.ms", timeout.to_string());
-    }
-    config
-}
-
-/// Runs a blocking producer call on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    what: &str,
-    call: impl FnOnce() -> TaskResult<T> + Send + 'static,
-) -> TaskResult<T> {
-    tokio::task::spawn_blocking(call)
-        .await
-        .map_err(|e| TaskError(format!("Kafka sink: {what}: {e}")))?
-}
-
-/// Creates a transactional producer and initialises it (which aborts whatever transaction its
-/// id left open and fences older producers with that id). Blocking.
-fn transactional_producer(spec: &KafkaSinkSpec, id: &str, errors: DeliveryErrors) -> TaskResult<KafkaProducer> {
-    let producer: KafkaProducer = producer_config(spec, Some(id))
-        .create_with_context(errors)
-        .map_err(kafka_error(format!("creating producer `{id}`")))?;
-    producer.init_transactions(BROKER_TIMEOUT).map_err(kafka_error(format!(
-        "initialising transactional id `{id}` (does the broker support transactions?)"
-    )))?;
-    Ok(producer)
-}
-
-fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
-    matches!(
-        e,
-        rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull)
-    )
-}
+/// How often `process` reads the markers back while a new transaction waits for them.
+const MARKER_READ_INTERVAL: Duration = Duration::from_millis(50);
+/// How long the commit at a checkpoint's completion waits for the markers committed before it
+/// to read back before it writes the due transactions anyway (with a warning). Apache Kafka
+/// shows a marker on the first read after its commit; tansu defers it while another subtask's
+/// transaction that began before the commit is open, which can be its transaction of the next
+/// checkpoint, and that one cannot end while this subtask waits here.
+const MARKER_WAIT_AT_COMPLETION: Duration = Duration::from_secs(5);
 
 /// The partition a record goes to from the value of the sink's `partitionField` `field`.
 /// Errors (naming the field): the field is missing or null, not an integer, negative or above
@@ -131,81 +57,6 @@ pub fn record_partition(field: &str, value: Option<&Datum>) -> Result<i32, Strin
         .ok_or_else(|| format!("partitionField `{field}` is {number}: a partition number is 0 to 2147483647"))
 }
 
-/// Sends one record, waiting while the producer's queue is full.
-async fn send(producer: &KafkaProducer, topic: &str, record: &KafkaRecord) -> TaskResult<()> {
-    loop {
-        let mut base = BaseRecord::<[u8], [u8]>::to(topic).payload(&record.value[..]);
-        if let Some(key) = &record.key {
-            base = base.key(&key[..]);
-        }
-        if let Some(partition) = record.partition {
-            base = base.partition(partition);
-        }
-        match producer.send(base) {
-            Ok(()) => return Ok(()),
-            Err((e, _)) if !is_queue_full(&e) => return Err(kafka_error(format!("sending to topic `{topic}`"))(e)),
-            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-        }
-    }
-}
-
-/// Commits checkpoint id `checkpoint` as the marker of `group` inside the producer's open
-/// transaction. Blocking.
-fn send_marker(producer: &KafkaProducer, spec: &KafkaSinkSpec, group: &str, checkpoint: u64) -> TaskResult<()> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &spec.bootstrap_servers)
-        .set("group.id", group)
-        .create()
-        .map_err(kafka_error("creating the marker consumer"))?;
-    let metadata = consumer
-        .group_metadata()
-        .ok_or_else(|| TaskError(format!("Kafka sink: no group metadata for marker group `{group}`")))?;
-    let mut offsets = TopicPartitionList::new();
-    offsets
-        .add_partition_offset(&spec.topic, 0, Offset::Offset(checkpoint as i64))
-        .map_err(kafka_error("building the commit marker"))?;
-    producer
-        .send_offsets_to_transaction(&offsets, &metadata, BROKER_TIMEOUT)
-        .map_err(kafka_error(format!("recording the commit marker in group `{group}`")))
-}
-
-/// The committed marker (last committed checkpoint) of `group`, if any. Blocking.
-fn read_marker(spec: &KafkaSinkSpec, group: &str) -> TaskResult<Option<u64>> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &spec.bootstrap_servers)
-        .set("group.id", group)
-        .set("isolation.level", "read_committed")
-        .create()
-        .map_err(kafka_error("creating the marker consumer"))?;
-    let mut list = TopicPartitionList::new();
-    list.add_partition(&spec.topic, 0);
-    let committed = consumer
-        .committed_offsets(list, BROKER_TIMEOUT)
-        .map_err(kafka_error(format!("reading the commit marker of group `{group}`")))?;
-    Ok(match committed.elements().first().map(|e| e.offset()) {
-        Some(Offset::Offset(n)) if n >= 0 => Some(n as u64),
-        _ => None,
-    })
-}
-
-/// Commits `offset` for partition 0 of the output topic in consumer group `group`, outside any
-/// transaction (the record of ids in use). Blocking.
-fn commit_group_offset(spec: &KafkaSinkSpec, group: &str, offset: u64) -> TaskResult<()> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &spec.bootstrap_servers)
-        .set("group.id", group)
-        .create()
-        .map_err(kafka_error("creating the consumer of the ids-in-use record"))?;
-    let mut list = TopicPartitionList::new();
-    list.add_partition_offset(&spec.topic, 0, Offset::Offset(offset as i64))
-        .map_err(kafka_error("building the ids-in-use record"))?;
-    consumer
-        .commit(&list, rdkafka::consumer::CommitMode::Sync)
-        .map_err(kafka_error(format!(
-            "recording the transactional ids in use in group `{group}`"
-        )))
-}
-
 /// A Kafka sink subtask.
 pub struct KafkaSink {
     spec: KafkaSinkSpec,
@@ -222,8 +73,18 @@ pub struct KafkaSink {
     /// first may have been written already (`written_first`).
     pending: Vec<PendingTransaction>,
     written_first: bool,
-    /// Exactly-once: records that arrived while a pre-committed transaction awaits its commit.
+    /// Exactly-once: records that arrived while a pre-committed transaction awaits its commit
+    /// or while no transaction may begin (`unconfirmed` markers).
     buffered: Vec<KafkaRecord>,
+    /// Exactly-once: markers committed and not yet read back; no transaction begins until
+    /// this is empty ([`super::sink_kafka_recovery`], "read back").
+    unconfirmed: Vec<UnconfirmedMarker>,
+    /// When the markers were last read back.
+    last_marker_read: Option<Instant>,
+    /// Exactly-once: the restore point's pending transactions this subtask adopted, until the
+    /// first commit decides them (their markers are read then, once every subtask has fenced
+    /// its ids); kept in every snapshot until then.
+    restored: Restored,
     scratch: Vec<u8>,
 }
 
@@ -245,16 +106,22 @@ impl KafkaSink {
             .unwrap_or_else(|| default_prefix.to_string());
         let errors = DeliveryErrors::default();
         let exactly_once = spec.delivery_guarantee == DeliveryGuarantee::ExactlyOnce;
-        let producer = if exactly_once {
+        let (producer, restored) = if exactly_once {
             let (spec, prefix, errors) = (spec.clone(), prefix.clone(), errors.clone());
             blocking("recovery", move || {
                 recover(&spec, &prefix, subtask, parallelism, &restore.operator_state, errors)
             })
             .await?
         } else {
-            producer_config(spec, None)
+            let producer = producer_config(spec, None)
                 .create_with_context(errors.clone())
-                .map_err(kafka_error("creating a producer"))?
+                .map_err(kafka_error("creating a producer"))?;
+            let restored = Restored {
+                adopted: Vec::new(),
+                pending: Vec::new(),
+                old_parallelism: 0,
+            };
+            (producer, restored)
         };
         Ok(KafkaSink {
             spec: spec.clone(),
@@ -268,6 +135,9 @@ impl KafkaSink {
             pending: Vec::new(),
             written_first: false,
             buffered: Vec::new(),
+            unconfirmed: Vec::new(),
+            last_marker_read: None,
+            restored,
             scratch: Vec::new(),
         })
     }
@@ -320,98 +190,115 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// Writes, marks and commits one whole transaction from records (a replay or a
-    /// checkpointed buffer).
-    async fn write_and_commit(&mut self, records: &[KafkaRecord], group: String, checkpoint: u64) -> TaskResult<()> {
+    /// Whether a transaction may begin: every marker committed before reads back at or above
+    /// its checkpoint. Reads them (a fresh `read_committed` consumer per group) unless none
+    /// is unconfirmed or, without `now`, they were read less than [`MARKER_READ_INTERVAL`] ago.
+    async fn markers_read_back(&mut self, now: bool) -> TaskResult<bool> {
+        if self.unconfirmed.is_empty() {
+            return Ok(true);
+        }
+        if !now
+            && self
+                .last_marker_read
+                .is_some_and(|t| t.elapsed() < MARKER_READ_INTERVAL)
+        {
+            return Ok(false);
+        }
+        let (spec, groups) = (
+            self.spec.clone(),
+            self.unconfirmed.iter().map(|m| m.group.clone()).collect::<Vec<_>>(),
+        );
+        let read = blocking("reading the commit markers back", move || {
+            groups
+                .into_iter()
+                .map(|g| read_marker(&spec, &g).map(|c| (g, c)))
+                .collect::<TaskResult<BTreeMap<_, _>>>()
+        })
+        .await?;
+        self.last_marker_read = Some(Instant::now());
+        self.unconfirmed = still_unconfirmed(&self.unconfirmed, &read);
+        Ok(self.unconfirmed.is_empty())
+    }
+
+    /// Waits until [`Self::markers_read_back`], reading every [`MARKER_READ_INTERVAL`] for up
+    /// to [`MARKER_WAIT_AT_COMPLETION`]; then goes on with a warning (a transaction begun now
+    /// may, on tansu, carry the older marker: docs/runtime/kafka-test-broker.md).
+    async fn wait_for_markers(&mut self) -> TaskResult<()> {
+        let started = Instant::now();
+        while !self.markers_read_back(true).await? {
+            if started.elapsed() >= MARKER_WAIT_AT_COMPLETION {
+                tracing::warn!(
+                    subtask = self.subtask,
+                    markers = ?self.unconfirmed,
+                    "Kafka sink: the commit markers did not read back within {MARKER_WAIT_AT_COMPLETION:?} \
+                     (the broker defers a committed transaction's offsets); writing the due transactions anyway"
+                );
+                self.unconfirmed.clear();
+                return Ok(());
+            }
+            tokio::time::sleep(MARKER_READ_INTERVAL).await;
+        }
+        Ok(())
+    }
+
+    /// Writes, marks and commits one whole transaction from records (checkpointed buffers).
+    async fn write_and_commit(&mut self, records: &[KafkaRecord], markers: Vec<UnconfirmedMarker>) -> TaskResult<()> {
         self.producer
             .begin_transaction()
             .map_err(kafka_error("beginning a transaction"))?;
         for r in records {
             send(&self.producer, &self.spec.topic, r).await?;
         }
-        self.commit_open(group, checkpoint).await
+        self.commit_open(markers).await
     }
 
-    /// Pre-commits (flush + marker) and commits the open transaction.
-    async fn commit_open(&mut self, group: String, checkpoint: u64) -> TaskResult<()> {
-        let (producer, spec) = (self.producer.clone(), self.spec.clone());
+    /// Pre-commits (flush + markers) and commits the open transaction.
+    async fn commit_open(&mut self, markers: Vec<UnconfirmedMarker>) -> TaskResult<()> {
+        let (producer, spec, sent) = (self.producer.clone(), self.spec.clone(), markers.clone());
         blocking("commit", move || {
-            send_marker(&producer, &spec, &group, checkpoint)?;
-            producer.commit_transaction(BROKER_TIMEOUT).map_err(kafka_error(format!(
-                "committing the transaction of checkpoint {checkpoint}"
-            )))
+            for m in &sent {
+                send_marker(&producer, &spec, &m.group, m.checkpoint)?;
+            }
+            producer
+                .commit_transaction(BROKER_TIMEOUT)
+                .map_err(kafka_error(format!("committing the transaction of markers {sent:?}")))
         })
         .await?;
-        self.errors.check(&self.spec.topic)
+        self.errors.check(&self.spec.topic)?;
+        self.unconfirmed.extend(markers);
+        Ok(())
     }
-}
 
-/// Exactly-once recovery (blocking): record the ids in use, fence the ids of adopted old
-/// subtasks and the lingering ids of failed attempts, start the own producer (fencing its id),
-/// read markers, write again what was not committed.
-fn recover(
-    spec: &KafkaSinkSpec,
-    prefix: &str,
-    subtask: u32,
-    parallelism: u32,
-    items: &[Vec<u8>],
-    errors: DeliveryErrors,
-) -> TaskResult<KafkaProducer> {
-    let (old_parallelism, pending) = decode_state(items).map_err(TaskError)?;
-    // Record the ids this attempt uses before opening any transaction, so a restore after it
-    // fails knows which ids may hold lingering transactions.
-    let group = ids_in_use_group(prefix);
-    let recorded = read_marker(spec, &group)?;
-    let in_use = ids_in_use(recorded, old_parallelism, parallelism);
-    if recorded != Some(u64::from(in_use)) {
-        commit_group_offset(spec, &group, u64::from(in_use))?;
-    }
-    let plan = recovery_plan(prefix, old_parallelism, parallelism, subtask, in_use);
-    if !plan.fence_ids.is_empty() {
-        tracing::info!(subtask, ids = ?plan.fence_ids, "Kafka sink: fencing transactional ids (aborts what they left open)");
-    }
-    for id in &plan.fence_ids {
-        drop(transactional_producer(spec, id, DeliveryErrors::default())?);
-    }
-    let producer = transactional_producer(spec, &transactional_id(prefix, subtask), errors.clone())?;
-    let mut committed = BTreeMap::new();
-    for &s in &plan.adopted {
-        committed.insert(s, read_marker(spec, &marker_group(prefix, s))?);
-    }
-    for t in to_replay(&pending, &plan.adopted, &committed) {
-        tracing::info!(
-            subtask,
-            from_subtask = t.subtask,
-            checkpoint = t.checkpoint_id,
-            records = t.records.len(),
-            "Kafka sink: writing again a pre-committed transaction that was not committed"
-        );
-        producer
-            .begin_transaction()
-            .map_err(kafka_error("beginning a transaction"))?;
-        for r in &t.records {
-            loop {
-                let mut base = BaseRecord::<[u8], [u8]>::to(&spec.topic).payload(&r.value[..]);
-                if let Some(key) = &r.key {
-                    base = base.key(&key[..]);
-                }
-                if let Some(partition) = r.partition {
-                    base = base.partition(partition);
-                }
-                match producer.send(base) {
-                    Ok(()) => break,
-                    Err((e, _)) if !is_queue_full(&e) => return Err(kafka_error("sending a recovered record")(e)),
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
+    /// The marker of this subtask's own transaction of checkpoint `checkpoint`.
+    fn own_marker(&self, checkpoint: u64) -> UnconfirmedMarker {
+        UnconfirmedMarker {
+            group: marker_group(&self.prefix, self.subtask),
+            checkpoint,
         }
-        send_marker(&producer, spec, &marker_group(prefix, t.subtask), t.checkpoint_id)?;
-        producer
-            .commit_transaction(BROKER_TIMEOUT)
-            .map_err(kafka_error("committing a recovered transaction"))?;
     }
-    errors.check(&spec.topic)?;
-    Ok(producer)
+
+    /// Decides the adopted transactions of the restore point (their markers are read now):
+    /// the records to write again and the markers their transaction moves.
+    async fn restored_replay(&mut self) -> TaskResult<(Vec<KafkaRecord>, Vec<UnconfirmedMarker>)> {
+        let (spec, prefix, adopted) = (self.spec.clone(), self.prefix.clone(), self.restored.adopted.clone());
+        let committed = blocking("reading the adopted commit markers", move || {
+            read_markers(&spec, &prefix, &adopted)
+        })
+        .await?;
+        let replay = to_replay(&self.restored.pending, &self.restored.adopted, &committed);
+        for t in &replay {
+            tracing::info!(
+                subtask = self.subtask,
+                from_subtask = t.subtask,
+                checkpoint = t.checkpoint_id,
+                records = t.records.len(),
+                "Kafka sink: writing again a pre-committed transaction that was not committed"
+            );
+        }
+        let markers = replay_markers(&self.prefix, &replay);
+        let records = replay.into_iter().flat_map(|t| t.records.iter().cloned()).collect();
+        Ok((records, markers))
+    }
 }
 
 #[async_trait]
@@ -423,8 +310,10 @@ impl StreamOperator for KafkaSink {
             for r in &records {
                 send(&self.producer, &self.spec.topic, r).await?;
             }
-        } else if self.pending.is_empty() {
-            self.write_open(records).await?;
+        } else if self.pending.is_empty() && (self.in_transaction || self.markers_read_back(false).await?) {
+            let mut all = std::mem::take(&mut self.buffered);
+            all.extend(records);
+            self.write_open(all).await?;
         } else {
             self.buffered.extend(records);
         }
@@ -468,11 +357,13 @@ impl StreamOperator for KafkaSink {
                 records: std::mem::take(&mut self.buffered),
             });
         }
+        // Undecided adopted transactions stay in the state under their old subtask, with the
+        // old parallelism, so that a restore adopts them again.
         let mut items = vec![postcard::to_stdvec(&SinkStateItem::Subtask {
             subtask: self.subtask,
-            parallelism: self.parallelism,
+            parallelism: self.parallelism.max(self.restored.old_parallelism),
         })?];
-        for t in &self.pending {
+        for t in self.restored.pending.iter().chain(&self.pending) {
             items.push(postcard::to_stdvec(&SinkStateItem::Pending(t.clone()))?);
         }
         Ok(Some(Box::new(move || {
@@ -490,17 +381,53 @@ impl StreamOperator for KafkaSink {
         if !self.exactly_once() {
             return Ok(());
         }
-        let group = marker_group(&self.prefix, self.subtask);
-        while self.pending.first().is_some_and(|t| t.checkpoint_id <= id) {
+        let checkpoints: Vec<u64> = self.pending.iter().map(|t| t.checkpoint_id).collect();
+        let plan = completion_plan(&checkpoints, self.written_first, id);
+        // The first commit of this attempt also decides the adopted transactions: every
+        // subtask has fenced its ids by now (they all acknowledged checkpoint `id`).
+        let decide_restored = decides_restored(
+            !self.restored.adopted.is_empty(),
+            plan,
+            self.in_transaction || self.written_first,
+        );
+        let (mut replay, mut markers) = if decide_restored {
+            self.restored_replay().await?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        if plan.commit_open {
             let t = self.pending.remove(0);
-            if std::mem::take(&mut self.written_first) {
-                self.commit_open(group.clone(), t.checkpoint_id).await?;
-            } else {
-                self.write_and_commit(&t.records, group.clone(), t.checkpoint_id)
-                    .await?;
+            self.written_first = false;
+            for r in std::mem::take(&mut replay) {
+                send(&self.producer, &self.spec.topic, &r).await?;
             }
+            markers.push(self.own_marker(t.checkpoint_id));
+            self.commit_open(merge_markers(std::mem::take(&mut markers))).await?;
         }
-        if self.pending.is_empty() && !self.buffered.is_empty() {
+        if plan.write_together > 0 {
+            self.wait_for_markers().await?;
+            let due: Vec<PendingTransaction> = self.pending.drain(..plan.write_together).collect();
+            let checkpoint = due.iter().map(|t| t.checkpoint_id).max().unwrap_or(id);
+            replay.extend(due.into_iter().flat_map(|t| t.records));
+            markers.push(self.own_marker(checkpoint));
+            let records = std::mem::take(&mut replay);
+            self.write_and_commit(&records, merge_markers(std::mem::take(&mut markers)))
+                .await?;
+        } else if !markers.is_empty() {
+            // Nothing of this attempt is due and no transaction is open (none written, none
+            // pre-committed): the adopted ones alone.
+            let records = std::mem::take(&mut replay);
+            self.write_and_commit(&records, merge_markers(std::mem::take(&mut markers)))
+                .await?;
+        }
+        if decide_restored {
+            self.restored = Restored {
+                adopted: Vec::new(),
+                pending: Vec::new(),
+                old_parallelism: 0,
+            };
+        }
+        if self.pending.is_empty() && !self.buffered.is_empty() && self.markers_read_back(true).await? {
             let records = std::mem::take(&mut self.buffered);
             self.write_open(records).await?;
         }

@@ -11,8 +11,26 @@
 //! process's transaction (Flink's KafkaSink does so through producer internals), so after a
 //! failure the open transactions are aborted by fencing their ids, and every pre-committed
 //! transaction of the restore point whose marker shows it was not committed is written again in
-//! a new transaction that also moves the marker. Reference: Flink's `KafkaSink` transactional-id
+//! a new transaction that also moves the marker. The markers of the restore point are read at
+//! the new attempt's first commit (its first completed checkpoint), not at start: by then every
+//! subtask has fenced its ids, so no old transaction is still open (on tansu a committed
+//! transaction's marker can wait for another producer's open transaction to end, below); until
+//! then the adopted transactions stay in every snapshot. That first commit carries the
+//! rewritten records and moves their markers together with the attempt's own. Reference: Flink's `KafkaSink` transactional-id
 //! pool and its abort of lingering transactions on restore (`TransactionAborter`).
+//!
+//! The marker is read back before the next transaction begins: after a commit, the subtask
+//! writes nothing into a new transaction (its records wait in the write-ahead buffer, and
+//! pending transactions that are due are later written together in one transaction with the
+//! highest marker) until a fresh `read_committed` consumer reads the marker at or above the
+//! committed checkpoint ([`still_unconfirmed`], [`completion_plan`]). On Apache Kafka the
+//! first read after the commit returns it (the transaction is decided when `EndTxn` returns,
+//! and OffsetFetch with `require_stable` waits for its markers). tansu 510f3e2, the CI broker,
+//! defers a committed transaction's offsets while another producer's open transaction has
+//! records among its own, and the committing producer's next transaction takes them over, so
+//! they were lost when that one aborted while the records stayed committed
+//! (docs/runtime/kafka-test-broker.md, the probe in runtime/tests/common/kafka_txn_offsets.rs);
+//! with the read-back no transaction carries an older marker.
 //!
 //! Lingering transactions: an attempt at a higher parallelism that failed before its first
 //! checkpoint (savepoint at 2, restore at 4, crash, restore from the savepoint at 2) leaves
@@ -165,6 +183,90 @@ pub fn to_replay<'p>(
     out
 }
 
+/// A commit marker committed with a transaction and not yet read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnconfirmedMarker {
+    /// The marker's consumer group ([`marker_group`]).
+    pub group: String,
+    /// The checkpoint id committed as its offset.
+    pub checkpoint: u64,
+}
+
+/// The markers of a recovery transaction that writes `replay` again: per old subtask, its
+/// highest replayed checkpoint (the marker means "every pending transaction of that subtask up
+/// to this checkpoint is committed"), by subtask.
+pub fn replay_markers(prefix: &str, replay: &[&PendingTransaction]) -> Vec<UnconfirmedMarker> {
+    let mut highest: BTreeMap<u32, u64> = BTreeMap::new();
+    for t in replay {
+        let h = highest.entry(t.subtask).or_default();
+        *h = (*h).max(t.checkpoint_id);
+    }
+    highest
+        .into_iter()
+        .map(|(subtask, checkpoint)| UnconfirmedMarker {
+            group: marker_group(prefix, subtask),
+            checkpoint,
+        })
+        .collect()
+}
+
+/// `markers` with one per group: the highest checkpoint (a transaction that moves a group's
+/// marker twice commits the higher), by group.
+pub fn merge_markers(markers: Vec<UnconfirmedMarker>) -> Vec<UnconfirmedMarker> {
+    let mut highest: BTreeMap<String, u64> = BTreeMap::new();
+    for m in markers {
+        let h = highest.entry(m.group).or_default();
+        *h = (*h).max(m.checkpoint);
+    }
+    highest
+        .into_iter()
+        .map(|(group, checkpoint)| UnconfirmedMarker { group, checkpoint })
+        .collect()
+}
+
+/// The markers of `unconfirmed` that the markers `read` back (group → committed checkpoint,
+/// `None` or missing: nothing committed) do not yet show at or above their checkpoint.
+pub fn still_unconfirmed(
+    unconfirmed: &[UnconfirmedMarker],
+    read: &BTreeMap<String, Option<u64>>,
+) -> Vec<UnconfirmedMarker> {
+    unconfirmed
+        .iter()
+        .filter(|m| read.get(&m.group).copied().flatten().is_none_or(|c| c < m.checkpoint))
+        .cloned()
+        .collect()
+}
+
+/// What a subtask commits when checkpoint `completed` completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletionPlan {
+    /// Commit the open transaction (the first pending one, already written).
+    pub commit_open: bool,
+    /// How many pending transactions after it (not written yet, checkpoint at or below
+    /// `completed`) to write and commit together in one new transaction, whose marker is the
+    /// highest of their checkpoints; only once the markers committed before are read back.
+    pub write_together: usize,
+}
+
+/// Whether the commit of `plan` also decides the restore point's adopted transactions
+/// (`adopted`: some are undecided): when it commits something of this attempt, or when no
+/// transaction is open (`open_written`: one is written but not committed, or pre-committed),
+/// so a transaction of their own can begin. Never while a transaction stays open uncommitted.
+pub fn decides_restored(adopted: bool, plan: CompletionPlan, open_written: bool) -> bool {
+    adopted && (plan.commit_open || plan.write_together > 0 || !open_written)
+}
+
+/// Decides the commits at the completion of checkpoint `completed`, from the pending
+/// transactions' checkpoint ids (oldest first) and whether the first is written already.
+pub fn completion_plan(pending_checkpoints: &[u64], written_first: bool, completed: u64) -> CompletionPlan {
+    let due = pending_checkpoints.iter().take_while(|&&c| c <= completed).count();
+    let commit_open = written_first && due > 0;
+    CompletionPlan {
+        commit_open,
+        write_together: due - usize::from(commit_open),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +400,108 @@ mod tests {
         assert_eq!(decode_state(&items).unwrap(), (Some(3), vec![txn(0, 4)]));
         assert_eq!(decode_state(&[]).unwrap(), (None, vec![]));
         assert!(decode_state(&[vec![9, 9, 9]]).is_err());
+    }
+
+    #[test]
+    fn completion_commits_the_open_one_and_writes_the_due_rest_together() {
+        for (pending, written_first, completed, commit_open, write_together) in [
+            (vec![], false, 5, false, 0),
+            (vec![5], true, 5, true, 0),
+            (vec![5], false, 5, false, 1),
+            (vec![5, 6, 7], true, 6, true, 1),
+            (vec![5, 6, 7], false, 7, false, 3),
+            // Not due yet: nothing.
+            (vec![8], true, 7, false, 0),
+            (vec![8, 9], false, 7, false, 0),
+        ] {
+            assert_eq!(
+                completion_plan(&pending, written_first, completed),
+                CompletionPlan {
+                    commit_open,
+                    write_together
+                },
+                "{pending:?} written first {written_first}, completed {completed}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_commit_decides_the_adopted_transactions_unless_one_stays_open() {
+        let plan = |commit_open, write_together| CompletionPlan {
+            commit_open,
+            write_together,
+        };
+        for (adopted, p, open_written, want) in [
+            (false, plan(true, 0), true, false),
+            (true, plan(true, 0), true, true),
+            (true, plan(false, 2), false, true),
+            (true, plan(false, 0), false, true),
+            // A transaction is written (or pre-committed for a later checkpoint) and not due:
+            // no other can begin; the next completion decides.
+            (true, plan(false, 0), true, false),
+        ] {
+            assert_eq!(
+                decides_restored(adopted, p, open_written),
+                want,
+                "{adopted} {p:?} {open_written}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_marker_is_confirmed_when_read_at_or_above_its_checkpoint() {
+        let m = |g: &str, c: u64| UnconfirmedMarker {
+            group: g.into(),
+            checkpoint: c,
+        };
+        for (read, want) in [
+            (vec![("p-0", Some(7)), ("p-2", Some(9))], vec![]),
+            (vec![("p-0", Some(8)), ("p-2", Some(10))], vec![]),
+            // tansu deferring the offsets: still the older marker, or none yet.
+            (vec![("p-0", Some(6)), ("p-2", Some(9))], vec![m("p-0", 7)]),
+            (vec![("p-0", None), ("p-2", Some(9))], vec![m("p-0", 7)]),
+            (vec![("p-2", Some(9))], vec![m("p-0", 7)]),
+            (vec![], vec![m("p-0", 7), m("p-2", 9)]),
+        ] {
+            let read: BTreeMap<String, Option<u64>> = read.into_iter().map(|(g, c)| (g.to_string(), c)).collect();
+            assert_eq!(still_unconfirmed(&[m("p-0", 7), m("p-2", 9)], &read), want, "{read:?}");
+        }
+    }
+
+    #[test]
+    fn one_recovery_transaction_moves_each_adopted_marker_to_its_highest_checkpoint() {
+        let (a, b, c) = (txn(0, 6), txn(0, 7), txn(2, 7));
+        let got = replay_markers("p", &[&a, &b, &c]);
+        let want = [("p-0", 7), ("p-2", 7)].map(|(g, c)| UnconfirmedMarker {
+            group: g.into(),
+            checkpoint: c,
+        });
+        assert_eq!(got, want);
+        assert!(replay_markers("p", &[]).is_empty());
+        // The first commit after a restore: the own transaction of checkpoint 9 and the
+        // replayed ones of the own old subtask (7) and of old subtask 2 (7): one marker each.
+        let mut markers = got;
+        markers.push(UnconfirmedMarker {
+            group: "p-0".into(),
+            checkpoint: 9,
+        });
+        let want = [("p-0", 9), ("p-2", 7)].map(|(g, c)| UnconfirmedMarker {
+            group: g.into(),
+            checkpoint: c,
+        });
+        assert_eq!(merge_markers(markers), want);
+    }
+
+    /// Markers are never shared: every subtask's group differs from every other's and from
+    /// the ids-in-use record, at any parallelism, and prefixes keep jobs apart.
+    #[test]
+    fn marker_groups_are_distinct_per_subtask_and_from_the_ids_in_use_record() {
+        let mut groups: Vec<String> = (0..64).map(|s| marker_group("p", s)).collect();
+        groups.push(ids_in_use_group("p"));
+        groups.extend((0..64).map(|s| marker_group("p-1", s)));
+        let count = groups.len();
+        groups.sort();
+        groups.dedup();
+        assert_eq!(groups.len(), count);
     }
 }

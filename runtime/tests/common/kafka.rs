@@ -51,35 +51,67 @@ pub fn create_topic(servers: &str, topic: &str, partitions: i32) {
     }
 }
 
-/// Every record of `topic` (all partitions, from the start) as `isolation` reads it, once no
-/// record arrived for 3 s after at least `at_least` were read (or 120 s passed); sorted.
+/// Every record of `topic` (all partitions, from offset 0) as `isolation` reads it; sorted.
+/// Reads to the end of every partition ([`read_to_the_end`]).
 pub fn read_topic(servers: &str, topic: &str, isolation: &str, at_least: usize) -> Vec<String> {
+    let mut out: Vec<String> = read_to_the_end(servers, topic, isolation, at_least)
+        .into_iter()
+        .map(|c| c.value)
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every message of `topic` from offset 0 of every partition, read with `isolation` until
+/// every partition has reached its end (librdkafka's partition EOF: the high watermark, or
+/// the last stable offset for `read_committed`, of the broker's fetch responses) with no
+/// message after it, and at least `at_least` were read (or 120 s passed). For a topic whose
+/// writers have ended, so the end is where the log ends; no idle timer decides it.
+///
+/// Why offset 0 and not `Offset::Beginning`: `Beginning` asks the broker (ListOffsets,
+/// earliest), and tansu answers with the base offset of the batch it *stored first*
+/// (`DynoStore::list_offsets`, the oldest `last_modified`), not the log start: when two
+/// producers write a partition's first batches at once, the batch at offset 0 can be stored
+/// after a later one, and a consumer from `Beginning` then skips it
+/// (docs/runtime/kafka-test-broker.md, "tansu's ListOffsets"). The test topics are fresh
+/// (nothing deleted), so their log starts at 0 on every broker.
+pub fn read_to_the_end(servers: &str, topic: &str, isolation: &str, at_least: usize) -> Vec<Consumed> {
+    use std::collections::BTreeSet;
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", servers)
         .set("group.id", unique("weir-test-reader"))
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
         .set("isolation.level", isolation)
         .create()
         .unwrap();
     let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
+    let partitions: BTreeSet<i32> = metadata.topics()[0].partitions().iter().map(|p| p.id()).collect();
     let mut list = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        list.add_partition_offset(topic, p.id(), Offset::Beginning).unwrap();
+    for &p in &partitions {
+        list.add_partition_offset(topic, p, Offset::Offset(0)).unwrap();
     }
     consumer.assign(&list).unwrap();
     let mut out = vec![];
+    let mut at_end = BTreeSet::new();
     let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < Duration::from_secs(120)
-        && (out.len() < at_least || last.elapsed() < Duration::from_secs(3))
-    {
-        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
-            let m = m.unwrap();
-            out.push(String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap());
-            last = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) && (out.len() < at_least || at_end != partitions) {
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => panic!("reading topic {topic}: {e}"),
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                out.push(Consumed {
+                    partition: m.partition(),
+                    key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    value: String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap(),
+                });
+            }
         }
     }
-    out.sort();
     out
 }
 
@@ -107,8 +139,8 @@ pub struct Produced {
     pub timestamp_ms: i64,
 }
 
-/// Produces `records`, one per batch (tansu reports a partition's high watermark as the base
-/// offset of its last batch + 1, which would cut a bounded source short).
+/// Produces `records`, one per batch (tansu answers ListOffsets (latest) with the base
+/// offset of the batch it stored last + 1, which would cut a bounded source short).
 pub fn produce(servers: &str, topic: &str, records: &[Produced]) {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", servers)
@@ -145,37 +177,10 @@ pub struct Consumed {
     pub value: String,
 }
 
-/// Every record of `topic` with its partition and key (read_uncommitted), once no record
-/// arrived for 3 s after at least `at_least` were read (or 120 s passed); sorted.
+/// Every record of `topic` with its partition and key (read_committed, librdkafka's default,
+/// from offset 0 to the end of every partition, [`read_to_the_end`]); sorted.
 pub fn read_topic_records(servers: &str, topic: &str, at_least: usize) -> Vec<Consumed> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", servers)
-        .set("group.id", unique("weir-test-reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
-    let mut list = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        list.add_partition_offset(topic, p.id(), Offset::Beginning).unwrap();
-    }
-    consumer.assign(&list).unwrap();
-    let mut out = vec![];
-    let started = Instant::now();
-    let mut last = Instant::now();
-    while started.elapsed() < Duration::from_secs(120)
-        && (out.len() < at_least || last.elapsed() < Duration::from_secs(3))
-    {
-        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
-            let m = m.unwrap();
-            out.push(Consumed {
-                partition: m.partition(),
-                key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                value: String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap(),
-            });
-            last = Instant::now();
-        }
-    }
+    let mut out = read_to_the_end(servers, topic, "read_committed", at_least);
     out.sort();
     out
 }

@@ -219,7 +219,7 @@ pub fn fetch(stream: &mut TcpStream, topic: &str, partition: i32, offset: i64) -
     body.extend(7i32.to_be_bytes()); // correlation id
     string(&mut body, "weir-test-log-reader");
     body.extend((-1i32).to_be_bytes()); // replica id
-    body.extend(100i32.to_be_bytes()); // max wait ms
+    body.extend(500i32.to_be_bytes()); // max wait ms
     body.extend(0i32.to_be_bytes()); // min bytes
     body.extend((4i32 << 20).to_be_bytes()); // max bytes
     body.push(0); // isolation level: read_uncommitted
@@ -282,13 +282,23 @@ pub struct PartitionLog {
     pub last_stable_offset: i64,
 }
 
+/// How long [`read_partition_log`] retries fetches that bring nothing new below the high
+/// watermark before it gives up (a range whose batch the broker never stored: tansu takes a
+/// batch's offsets before it stores the batch, and a produce cut off by a killed client can
+/// leave that range empty).
+const NO_PROGRESS_LIMIT: Duration = Duration::from_secs(10);
+
 /// Every batch of `topic`/`partition` from offset 0 to the high watermark, from the broker at
 /// `servers` (one `host:port`, the leader of every partition: a single-broker test cluster).
+/// A fetch that brings nothing new does not end the read (tansu cuts a fetch short at its
+/// max wait, also before the first batch: an empty answer below the high watermark); only
+/// reaching the high watermark does, or [`NO_PROGRESS_LIMIT`] without progress.
 pub fn read_partition_log(servers: &str, topic: &str, partition: i32) -> PartitionLog {
     let mut stream = TcpStream::connect(servers).unwrap_or_else(|e| panic!("connecting to {servers}: {e}"));
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut log = PartitionLog::default();
     let mut offset = 0;
+    let mut last_progress = std::time::Instant::now();
     loop {
         let f =
             fetch(&mut stream, topic, partition, offset).unwrap_or_else(|e| panic!("fetch {topic}/{partition}: {e}"));
@@ -297,17 +307,16 @@ pub fn read_partition_log(servers: &str, topic: &str, partition: i32) -> Partiti
         log.high_watermark = f.high_watermark;
         log.last_stable_offset = f.last_stable_offset;
         let batches = parse_batches(&f.records).unwrap_or_else(|e| panic!("{topic}/{partition}: {e}"));
-        let mut advanced = false;
         for batch in batches {
             // A batch that starts before `offset` was read already (a fetch returns the whole
             // batch holding the offset asked for).
             if batch.base_offset >= offset {
                 offset = batch.last_offset + 1;
                 log.batches.push(batch);
-                advanced = true;
+                last_progress = std::time::Instant::now();
             }
         }
-        if !advanced || offset >= f.high_watermark {
+        if offset >= f.high_watermark || last_progress.elapsed() > NO_PROGRESS_LIMIT {
             return log;
         }
     }
@@ -335,4 +344,36 @@ pub fn committed_topic_view(servers: &str, topic: &str) -> (Vec<String>, ViewSta
     }
     values.sort();
     (values, total, listed)
+}
+
+/// Where `values` are in the raw log of `topic` (every partition, [`read_partition_log`]), for
+/// a failure message that tells a record the broker never stored from one a reader missed:
+/// `"<value>" at <partition>/<offset>` or `"<value>" not in the log`, then the number of
+/// records in the log.
+pub fn locate_in_log(servers: &str, topic: &str, values: &[&String]) -> String {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).unwrap();
+    let mut found: BTreeMap<&str, (i32, i64)> = BTreeMap::new();
+    let mut total = 0;
+    for p in metadata.topics()[0].partitions() {
+        for batch in read_partition_log(servers, topic, p.id()).batches {
+            total += batch.records.len();
+            for (offset, value) in &batch.records {
+                if let Some(v) = values.iter().find(|v| v.as_bytes() == value.as_slice()) {
+                    found.entry(v.as_str()).or_insert((p.id(), *offset));
+                }
+            }
+        }
+    }
+    let mut parts: Vec<String> = values
+        .iter()
+        .map(|v| match found.get(v.as_str()) {
+            Some((p, o)) => format!("{v} at {p}/{o}"),
+            None => format!("{v} not in the log"),
+        })
+        .collect();
+    parts.push(format!("{total} records in the log"));
+    parts.join("; ")
 }

@@ -5,7 +5,9 @@
 pub mod backpressure;
 pub mod cluster;
 pub mod kafka;
+pub mod kafka_list_offsets;
 pub mod kafka_log;
+pub mod kafka_txn_offsets;
 pub mod union_wordcount;
 
 /// The log filter of the `weir` processes tests start: warnings, plus the run's own messages
