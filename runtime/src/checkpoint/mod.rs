@@ -84,6 +84,10 @@ pub struct Ack {
     /// is `channel-state`, `handle.entries` the number of records.
     #[serde(default)]
     pub channel_state: Option<AckedOperator>,
+    /// Its unsent output at an unaligned snapshot, channel state of the downstream stage (`uid`
+    /// is that stage's first operator; see [`crate::exec::channel_state`]).
+    #[serde(default)]
+    pub output_channel_state: Option<AckedOperator>,
 }
 
 /// One operator's part of an [`Ack`].

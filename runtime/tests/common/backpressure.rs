@@ -8,11 +8,11 @@ use std::time::Duration;
 
 /// The three checkpointing settings compared, as `(name, extra fields of spec.checkpointing)`.
 pub const SETTINGS: [(&str, &str); 3] = [
-    ("aligned", ", interval: 200ms"),
-    ("unaligned", ", interval: 200ms, unaligned: true"),
+    ("aligned", ", interval: 1s"),
+    ("unaligned", ", interval: 1s, unaligned: true"),
     (
         "alignedCheckpointTimeout 1s",
-        ", interval: 200ms, unaligned: true, alignedCheckpointTimeout: 1s",
+        ", interval: 1s, unaligned: true, alignedCheckpointTimeout: 1s",
     ),
 ];
 
