@@ -1,4 +1,5 @@
-//! Tests of the input subtask loop with unaligned checkpoints ([`super`]).
+//! Tests of the input subtask loop and of a subtask's output with unaligned checkpoints
+//! ([`super`]).
 
 use super::*;
 use crate::exec::messages::{Control, TaskEvent};
@@ -241,4 +242,48 @@ async fn an_interrupted_sends_unsent_output_is_channel_state_of_the_downstream_s
     assert_eq!(order, ["queued before", "barrier", "unsent output"]);
     ctl_tx.send(Control::Shutdown).unwrap();
     task.await.unwrap().unwrap();
+}
+
+/// Whether a barrier overtakes the unsent rest of an interrupted send: a periodic checkpoint's
+/// does (the rest is returned as output channel state), the final checkpoint's does not (it is
+/// aligned: the rest goes first and nothing is channel state, since no later checkpoint would
+/// commit the output of channel state).
+#[tokio::test]
+async fn only_a_periodic_barrier_overtakes_the_unsent_output() {
+    for is_final in [false, true] {
+        let (out_tx, mut out_rx) = crate::exec::channel::data_channel(1);
+        out_tx.send(Element::Records(vec![])).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let (mut core, _ctl, _ev, mut barrier) =
+            super::super::task::tests::count_core(&store, Output::Forward(out_tx), Some(Duration::ZERO));
+        barrier.is_final = is_final;
+        core.unsent.push_back((0, Element::Records(vec![word("rest")])));
+        let forwarded = tokio::spawn(async move {
+            let unsent = core.forward_barrier(&barrier, true).await.unwrap();
+            (unsent.len(), core)
+        });
+        let mut order = vec![];
+        for _ in 0..3 {
+            order.push(match out_rx.recv().await.unwrap() {
+                Element::Records(r) if r.is_empty() => "queued before",
+                Element::Records(_) => "rest",
+                Element::Barrier(_) => "barrier",
+                other => panic!("unexpected {other:?}"),
+            });
+            if order.len() == 2 && !is_final {
+                break;
+            }
+        }
+        let (channel_state, mut core) = forwarded.await.unwrap();
+        if is_final {
+            assert_eq!(order, ["queued before", "rest", "barrier"]);
+            assert_eq!(channel_state, 0);
+        } else {
+            assert_eq!(order, ["queued before", "barrier"]);
+            assert_eq!(channel_state, 1, "the rest is output channel state");
+            core.flush(None, false).await.unwrap();
+            assert!(matches!(out_rx.recv().await, Some(Element::Records(r)) if r.len() == 1));
+        }
+    }
 }

@@ -324,13 +324,17 @@ impl TaskCore {
     /// processes it after its snapshot and does not record it, so it is returned here, to be
     /// stored as channel state of the downstream stage ([`UploadExtras::output_channel_state`]).
     pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<Vec<Record>> {
-        if !priority {
+        if priority {
+            for lane in &self.priority_outputs {
+                // A downstream subtask that is gone fails through its data channel.
+                let _ = lane.send(barrier.clone());
+            }
+        }
+        if !priority || barrier.is_final {
+            // The final checkpoint is aligned: no later checkpoint would commit the output of
+            // channel state, so what precedes it is sent (and processed) before it.
             self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await?;
             return Ok(vec![]);
-        }
-        for lane in &self.priority_outputs {
-            // A downstream subtask that is gone fails through its data channel.
-            let _ = lane.send(barrier.clone());
         }
         self.output
             .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
@@ -591,14 +595,7 @@ pub async fn run_source(
                         "source: trigger taken between batches"
                     );
                     paused = paused || barrier.stop;
-                    let state = source.snapshot()?;
-                    source.snapshot_taken(barrier.id);
-                    core.snapshot_and_forward(
-                        barrier,
-                        Some((source_id.0.clone(), source_id.1.clone(), state)),
-                        Duration::ZERO,
-                    )
-                    .await?;
+                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
                 }
                 Flow::Source(Control::Resume) => paused = false,
                 Flow::Source(Control::Pause) => paused = true,
@@ -621,6 +618,12 @@ pub async fn run_source(
                 // A bounded source ends with the watermark of the end of time: every window fires.
                 core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
             }
+            // What an interrupted send left goes out now: nothing else sends it before
+            // end-of-stream (the final checkpoint would then hold it as channel state, whose
+            // output no later checkpoint commits).
+            while let Some(Interrupt::Barrier(barrier)) = core.flush(None, true).await? {
+                snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
+            }
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
@@ -642,16 +645,9 @@ pub async fn run_source(
                         "source: trigger taken in a blocked send"
                     );
                     // A checkpoint triggered while the output was blocked: the position includes
-                    // this batch, whose unsent rest goes out before the in-band barrier
-                    // (downstream records it as channel state).
-                    let state = source.snapshot()?;
-                    source.snapshot_taken(barrier.id);
-                    core.snapshot_and_forward(
-                        barrier,
-                        Some((source_id.0.clone(), source_id.1.clone(), state)),
-                        Duration::ZERO,
-                    )
-                    .await?;
+                    // this batch, whose unsent rest goes out after the in-band barrier and is
+                    // stored as channel state of the downstream stage (`forward_barrier`).
+                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
                 }
             }
             Some(et) if et.per_split => {
@@ -686,6 +682,20 @@ pub async fn run_source(
         // steal, until the input is used up.
         tokio::task::yield_now().await;
     }
+}
+
+/// A source subtask's snapshot at `barrier`: its positions with the chain's state, then the
+/// barrier forwarded ([`TaskCore::snapshot_and_forward`]).
+async fn snapshot_source(
+    core: &mut TaskCore,
+    source: &mut Box<dyn Source>,
+    source_id: &(String, String),
+    barrier: Barrier,
+) -> TaskResult<()> {
+    let state = source.snapshot()?;
+    source.snapshot_taken(barrier.id);
+    let id = Some((source_id.0.clone(), source_id.1.clone(), state));
+    core.snapshot_and_forward(barrier, id, Duration::ZERO).await
 }
 
 #[cfg(test)]
