@@ -27,20 +27,26 @@ pub fn alignment_of(acks: &[Ack], parallelism: u32) -> (Vec<OperatorMetadata>, C
             .push(c.handle.clone());
     };
     for a in acks {
-        if let Some(c) = &a.channel_state {
+        if let Some(c) = a.channel_state.as_deref() {
             entry(&mut channel, c);
         }
     }
     for o in channel.values_mut() {
         o.handles.sort_by_key(|h| h.subtask);
     }
-    let mut outputs: Vec<&super::AckedOperator> = acks.iter().filter_map(|a| a.output_channel_state.as_ref()).collect();
+    let mut outputs: Vec<&super::AckedOperator> =
+        acks.iter().filter_map(|a| a.output_channel_state.as_deref()).collect();
     outputs.sort_by_key(|c| c.handle.subtask);
     for c in outputs {
         entry(&mut channel, c);
     }
     for a in acks {
-        let files = || a.channel_state.iter().chain(&a.output_channel_state);
+        let files = || {
+            a.channel_state
+                .as_deref()
+                .into_iter()
+                .chain(a.output_channel_state.as_deref())
+        };
         subtasks.push(SubtaskCheckpointStats {
             task: a.task,
             unaligned: a.unaligned,

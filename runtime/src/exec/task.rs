@@ -413,8 +413,8 @@ impl TaskCore {
                         async_ms: t.elapsed().as_millis() as u64,
                         alignment_ms: alignment.as_millis() as u64,
                         unaligned,
-                        channel_state,
-                        output_channel_state,
+                        channel_state: channel_state.map(Box::new),
+                        output_channel_state: output_channel_state.map(Box::new),
                     }));
                 }
                 Err(e) => {
@@ -618,12 +618,6 @@ pub async fn run_source(
                 // A bounded source ends with the watermark of the end of time: every window fires.
                 core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
             }
-            // What an interrupted send left goes out now: nothing else sends it before
-            // end-of-stream (the final checkpoint would then hold it as channel state, whose
-            // output no later checkpoint commits).
-            while let Some(Interrupt::Barrier(barrier)) = core.flush(None, true).await? {
-                snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
-            }
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
@@ -637,7 +631,8 @@ pub async fn run_source(
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match &mut event_time {
             None => {
-                if let Some(Interrupt::Barrier(barrier)) = core.process(batch, None).await? {
+                let mut interrupt = core.process(batch, None).await?;
+                while let Some(Interrupt::Barrier(barrier)) = interrupt {
                     tracing::debug!(
                         checkpoint = barrier.id,
                         task = core.index,
@@ -646,8 +641,11 @@ pub async fn run_source(
                     );
                     // A checkpoint triggered while the output was blocked: the position includes
                     // this batch, whose unsent rest goes out after the in-band barrier and is
-                    // stored as channel state of the downstream stage (`forward_barrier`).
+                    // stored as channel state of the downstream stage (`forward_barrier`). The
+                    // rest is sent before the next batch is read: reading on would add a batch
+                    // to what waits here at every checkpoint.
                     snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
+                    interrupt = core.flush(None, true).await?;
                 }
             }
             Some(et) if et.per_split => {
