@@ -51,9 +51,9 @@ fn unaligned_checkpoints_complete_under_backpressure_while_aligned_ones_stall() 
     // of 1024 lines (about 10 000 words each) in each channel, well over 10 s of sink time;
     // an unaligned one overtakes them and waits for the batch in progress (1 s) at most.
     let (warmup, window) = (Duration::from_secs(3), Duration::from_secs(15));
-    // On this 2-core machine unaligned runs gave 1 to 3 checkpoints in 15 s (under sustained
-    // backpressure a subtask's drain is bounded by one channel, 8 s of sink time here; see
-    // `MAX_QUEUED_WHILE_RECORDING`) and aligned ones 0.
+    // On this 2-core machine (1 s interval) unaligned runs gave 14 checkpoints in 15 s, with
+    // the 1 s timeout 5, aligned ones 0 to 1 (before the credits were held until processing,
+    // `exec/channel.rs`, unaligned ones gave 1 to 3).
     backpressure::unaligned_beats_aligned_under_backpressure("weir run", window, |dir, checkpointing| {
         let sink = "{ discard: { maxRecordsPerSecond: 10000 } }";
         checkpoints_within(&manifest(dir, 1, checkpointing, sink), warmup, window)

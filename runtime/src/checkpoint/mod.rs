@@ -83,7 +83,13 @@ pub struct Ack {
     /// Its channel-state file (unaligned only): `uid` is the stage's first operator, `kind`
     /// is `channel-state`, `handle.entries` the number of records.
     #[serde(default)]
-    pub channel_state: Option<AckedOperator>,
+    pub channel_state: Option<Box<AckedOperator>>,
+    /// Its unsent output at an unaligned snapshot, channel state of the downstream stage (`uid`
+    /// is that stage's first operator; see [`crate::exec::channel_state`]). Both channel-state
+    /// handles are boxed: an acknowledgement travels inside messages whose other variants are
+    /// small.
+    #[serde(default)]
+    pub output_channel_state: Option<Box<AckedOperator>>,
 }
 
 /// One operator's part of an [`Ack`].

@@ -1,17 +1,27 @@
 //! Remote channels between subtasks on different workers: the upstream side connects to the
 //! downstream worker's data port, authenticates ([`handshake`]), says which channel it is
-//! (`Hello`), then sends one frame per credit; the downstream side hands each frame to the
-//! subtask's bounded input and grants a credit back (credit-based flow control).
+//! (`Hello`), then sends one records frame per credit; the downstream side hands each frame to
+//! the subtask's input at once and grants the frame's credit back when the subtask has
+//! *processed* it (credit-based flow control, end to end: [`crate::exec::channel`]). The
+//! upstream side holds the upstream subtask's credit of each batch until then, so a channel
+//! holds at most [`crate::exec::CHANNEL_CAPACITY`] unprocessed batches wherever they wait: in
+//! the upstream side, on the wire, or queued in the downstream subtask. Barriers, watermarks
+//! and end-of-stream take no credit.
 //!
 //! Unaligned checkpoints: the upstream subtask's barrier for the downstream subtask's priority
 //! lane ([`crate::exec::lanes`]) comes to the upstream side on a lane of its own, and goes out
 //! at once as a `PriorityBarrier` frame, ahead of the records waiting in the channel or for
-//! credits. The downstream side keeps reading frames while it waits to hand earlier ones to
-//! the subtask (at most the credits it granted: one frame per credit), so a priority frame is
-//! never stuck behind them; it passes it to the downstream subtask's lane at once.
+//! credits; the downstream side passes it to the subtask's lane at once. Until the in-band
+//! barrier of that checkpoint has gone out, the channel is *overtaken*: the records ahead of
+//! it were sent before the upstream snapshot, so they are the downstream subtask's channel
+//! state, which it cannot complete before the in-band barrier reaches it. The upstream side
+//! sends them without waiting for network credits (its count goes negative and the credits
+//! returned for them repay it); they still hold the upstream subtask's credits, so this moves
+//! nothing beyond the channel's capacity.
 
 use super::wire::*;
 use crate::checkpoint::Barrier;
+use crate::exec::channel::{Credit, DataReceiver, DataSender};
 use crate::exec::messages::{Element, TaskEvent};
 use crate::security::handshake;
 use crate::security::refusals::{self, Surface};
@@ -22,8 +32,9 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// Credits a receiver grants when a data channel opens (frames in flight per channel).
-pub const INITIAL_CREDITS: u32 = 4;
+/// Credits a receiver grants when a data channel opens: records frames sent and not yet
+/// processed by the downstream subtask, the capacity of a data channel.
+pub const INITIAL_CREDITS: u32 = crate::exec::CHANNEL_CAPACITY as u32;
 
 /// Inbound channels waiting for their upstream connection, per attempt.
 #[derive(Default)]
@@ -38,8 +49,11 @@ pub(super) struct Inbound {
 
 /// Where the downstream side of a remote channel hands what it receives.
 pub(super) struct InboundChannel {
-    /// The subtask's bounded input for this channel (records, barriers, watermarks, end).
-    pub(super) input: mpsc::Sender<Element>,
+    /// The subtask's input for this channel (records, barriers, watermarks, end): the local
+    /// end of a [`crate::exec::channel::returned_channel`].
+    pub(super) input: DataSender,
+    /// The credits of the batches the subtask has processed, to grant back.
+    pub(super) returned: mpsc::UnboundedReceiver<()>,
     /// The subtask's priority lane (unaligned checkpoints; `None` when aligned).
     pub(super) priority: Option<mpsc::UnboundedSender<Barrier>>,
 }
@@ -69,9 +83,10 @@ pub fn oversize_record_message(label: &str, o: &OversizeRecord) -> String {
     )
 }
 
-/// Upstream side of a remote channel: connect, say hello, then send one frame per credit.
-/// A barrier from `priority` (unaligned checkpoints) goes out at once, before anything
-/// `rx` holds and without a credit. A record too large for a frame fails the upstream subtask
+/// Upstream side of a remote channel: connect, say hello, then send one records frame per
+/// credit, holding each batch's credit of `rx` until the downstream side returns it. A barrier
+/// from `priority` (unaligned checkpoints) goes out at once, before anything `rx` holds and
+/// without a credit, and so do the records ahead of its in-band barrier. A record too large for a frame fails the upstream subtask
 /// with the reason (and the channel stays open until the attempt is cancelled, so the
 /// downstream subtask does not report a lost upstream first).
 pub(super) async fn write_channel(
@@ -79,7 +94,7 @@ pub(super) async fn write_channel(
     attempt: u64,
     sender: ChannelSender,
     down: usize,
-    mut rx: mpsc::Receiver<Element>,
+    mut rx: DataReceiver,
     mut priority: Option<mpsc::UnboundedReceiver<Barrier>>,
 ) {
     let up = sender.up;
@@ -111,21 +126,48 @@ pub(super) async fn write_channel(
             }
         }
     };
-    let (c, mut credits) = (&mut conn.0, conn.1);
+    let (c, mut credits) = (&mut conn.0, i64::from(conn.1));
+    // The newest checkpoint whose priority barrier went out and whose in-band barrier did not:
+    // until it does, records go without waiting for credits.
+    let mut overtaken: Option<u64> = None;
+    // The upstream subtask's credit of each records frame sent, oldest first, until the
+    // downstream side returns the frame's credit.
+    let mut outstanding: VecDeque<Credit> = VecDeque::new();
+    let returned = |outstanding: &mut VecDeque<Credit>, n: u32| {
+        for _ in 0..n {
+            outstanding.pop_front();
+        }
+    };
     loop {
-        let el = tokio::select! {
+        let (el, credit) = tokio::select! {
             biased;
             Some(b) = crate::exec::send::recv_lane(&mut priority) => {
                 if send_priority(c, &b).await.is_err() {
                     return;
                 }
+                overtaken = overtaken.max(Some(b.id));
                 continue;
             }
-            el = rx.recv() => match el {
+            // Credits come back while nothing is to be sent too: they release the upstream
+            // subtask's credits, which it may be waiting for.
+            frame = recv::<DataFrame>(c) => match frame {
+                Ok(Some(DataFrame::Credit(n))) => {
+                    credits += i64::from(n);
+                    returned(&mut outstanding, n);
+                    continue;
+                }
+                _ => return,
+            },
+            el = rx.recv_held() => match el {
                 Some(el) => el,
                 None => return,
             },
         };
+        let in_band_id = match &el {
+            Element::Barrier(b) => Some(b.id),
+            _ => None,
+        };
+        let takes_credits = matches!(el, Element::Records(_));
         let (frames, end) = match el {
             Element::Records(r) => match encode_records(&r, MAX_FRAME) {
                 Ok(frames) => (frames, false),
@@ -144,17 +186,23 @@ pub(super) async fn write_channel(
             Element::End => (vec![encode_frame(&DataFrame::End)], true),
             Element::Watermark(w) => (vec![encode_frame(&DataFrame::Watermark(w))], false),
         };
-        for frame in frames {
-            while credits == 0 {
+        let mut credit = Some(credit);
+        let last = frames.len().saturating_sub(1);
+        for (k, frame) in frames.into_iter().enumerate() {
+            while takes_credits && credits <= 0 && overtaken.is_none() {
                 tokio::select! {
                     biased;
                     Some(b) = crate::exec::send::recv_lane(&mut priority) => {
                         if send_priority(c, &b).await.is_err() {
                             return;
                         }
+                        overtaken = overtaken.max(Some(b.id));
                     }
                     credit = recv::<DataFrame>(c) => match credit {
-                        Ok(Some(DataFrame::Credit(n))) => credits += n,
+                        Ok(Some(DataFrame::Credit(n))) => {
+                            credits += i64::from(n);
+                            returned(&mut outstanding, n);
+                        }
                         _ => return,
                     },
                 }
@@ -162,7 +210,16 @@ pub(super) async fn write_channel(
             if send_frame(c, frame).await.is_err() {
                 return;
             }
-            credits -= 1;
+            if takes_credits {
+                credits -= 1;
+                // One entry per frame (the downstream side returns one credit per frame); the
+                // batch's own credit goes with its last frame.
+                let held = if k == last { credit.take() } else { None };
+                outstanding.push_back(held.unwrap_or_else(Credit::none));
+            }
+        }
+        if in_band_id.is_some() && in_band_id >= overtaken {
+            overtaken = None;
         }
         if end {
             return;
@@ -231,34 +288,29 @@ pub(super) async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inboun
     }
 }
 
-/// Downstream side: hand each frame to the subtask's bounded input, then grant a credit;
-/// a priority barrier goes to the subtask's priority lane at once. Frames keep being read
-/// while the input is full (at most one per credit granted, so the local queue is bounded by
-/// [`INITIAL_CREDITS`]). A connection that drops before end-of-stream drops the input
-/// sender, which the subtask reports as a failure.
+/// Downstream side: hands each frame to the subtask's input at once (a priority barrier to
+/// its priority lane) and grants a records frame's credit back when the subtask has processed
+/// it. A connection that drops before end-of-stream drops the input sender, which the subtask
+/// reports as a failure.
 async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCache) {
-    let InboundChannel { input: tx, priority } = channel;
-    let mut queued: VecDeque<Element> = VecDeque::new();
-    let mut ended = false;
+    let InboundChannel {
+        input: tx,
+        mut returned,
+        priority,
+    } = channel;
     loop {
         let frame = tokio::select! {
             biased;
-            permit = tx.reserve(), if !queued.is_empty() => {
-                let Ok(permit) = permit else { return };
-                let el = queued.pop_front().expect("a queued element");
-                let is_end = matches!(el, Element::End);
-                permit.send(el);
-                if is_end {
-                    return;
+            Some(()) = returned.recv() => {
+                let mut n = 1;
+                while returned.try_recv().is_ok() {
+                    n += 1;
                 }
-                // The upstream side closes the connection right after end-of-stream, which
-                // may already be queued here behind this frame: a credit it no longer reads
-                // is no reason to drop what is queued. A connection lost before
-                // end-of-stream ends this loop when reading.
-                let _ = send(&mut conn, &DataFrame::Credit(1)).await;
+                // A connection lost is found when reading.
+                let _ = send(&mut conn, &DataFrame::Credit(n)).await;
                 continue;
             }
-            frame = recv_data(&mut conn), if !ended => frame,
+            frame = recv_data(&mut conn) => frame,
         };
         let el = match frame {
             Ok(Some(DataFrame::Records(r))) => Element::Records(r),
@@ -287,10 +339,7 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
                 }
                 continue;
             }
-            Ok(Some(DataFrame::End)) => {
-                ended = true;
-                Element::End
-            }
+            Ok(Some(DataFrame::End)) => Element::End,
             // The connection broke (the upstream worker is gone): a symptom of a worker loss
             // that the coordinator names and restarts from, not a protocol error.
             Err(e) if e.starts_with("receive failed") => {
@@ -303,7 +352,11 @@ async fn read_channel(mut conn: Conn, channel: InboundChannel, stores: StoreCach
             }
             _ => return,
         };
-        queued.push_back(el);
+        let is_end = matches!(el, Element::End);
+        // The local end of a remote channel never waits: the network credits bound it.
+        if tx.try_send(el).is_err() || is_end {
+            return;
+        }
     }
 }
 

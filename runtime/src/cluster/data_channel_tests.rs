@@ -1,10 +1,13 @@
-//! The network part of unaligned checkpoints: a priority barrier overtakes the frames queued
-//! on a remote channel (at the sender, on credit, and at the receiver while the subtask's
-//! input is full), and the in-band order of records, barrier and end-of-stream is kept.
+//! The network part of unaligned checkpoints: credits return end to end (when the downstream
+//! subtask has processed a batch), a priority barrier overtakes the batches not yet processed,
+//! the in-band barrier needs no credit, and the in-band order of records, barrier and
+//! end-of-stream is kept.
 
 use super::*;
 use crate::checkpoint::SnapshotTarget;
 use crate::control::api::SnapshotKind;
+use crate::exec::CHANNEL_CAPACITY;
+use crate::exec::channel::{data_channel, returned_channel};
 use crate::record::Record;
 use crate::storage::{LocalStore, S3Options};
 
@@ -38,15 +41,19 @@ async fn within<T>(what: &str, f: impl std::future::Future<Output = Option<T>>) 
         .unwrap_or_else(|| panic!("{what}: channel closed"))
 }
 
+/// The upstream subtask fills its channel (8 batches, the capacity) and the downstream subtask
+/// receives them all but processes none: no credit comes back, so the upstream cannot send a
+/// ninth batch, although nothing waits in its local channel any more (credits are returned
+/// end to end). The priority barrier overtakes everything; the in-band barrier takes no
+/// credit, so it reaches the subtask while nothing was processed (an unaligned checkpoint
+/// need not wait for processing). Processing one batch returns one credit across the network.
 #[tokio::test]
-async fn a_priority_barrier_overtakes_the_frames_queued_on_a_remote_channel() {
+async fn credits_return_end_to_end_and_the_barriers_need_none() {
     let dir = tempfile::tempdir().unwrap();
     let secret = JobSecret::parse("0123456789abcdef0123456789abcdef", "test").unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    // The downstream subtask's input holds one frame, and the subtask reads nothing until the
-    // priority barrier has arrived: what the sender sent is queued everywhere on the way.
-    let (input_tx, mut input_rx) = mpsc::channel(1);
+    let (input_tx, mut input_rx, returned) = returned_channel();
     let (lane_tx, mut lane_rx) = mpsc::unbounded_channel();
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
     {
@@ -57,12 +64,13 @@ async fn a_priority_barrier_overtakes_the_frames_queued_on_a_remote_channel() {
             (0, 1),
             InboundChannel {
                 input: input_tx,
+                returned,
                 priority: Some(lane_tx),
             },
         );
     }
     tokio::spawn(accept_data(listener, inbound, secret.clone()));
-    let (out_tx, out_rx) = mpsc::channel(8);
+    let (out_tx, out_rx) = data_channel(CHANNEL_CAPACITY);
     let (priority_tx, priority_rx) = mpsc::unbounded_channel();
     let (events, _events_rx) = mpsc::unbounded_channel();
     let sender = ChannelSender {
@@ -73,36 +81,54 @@ async fn a_priority_barrier_overtakes_the_frames_queued_on_a_remote_channel() {
         events,
     };
     tokio::spawn(write_channel(addr, 1, sender, 1, out_rx, Some(priority_rx)));
-    // 12 batches: 1 in the input, 4 on credit (3 of them read by the receiving side and held
-    // there), the rest in the sender's channel or waiting for a credit.
-    let batches = 12;
+    let batches = CHANNEL_CAPACITY;
     for i in 0..batches {
-        within("room in the sender's channel", async {
-            out_tx.send(Element::Records(vec![record(i)])).await.ok()
-        })
-        .await;
+        out_tx.try_send(Element::Records(vec![record(i)])).unwrap();
     }
+    let name = |el: &Element| match el {
+        Element::Records(r) => format!("r{}", r[0].row.get("i").unwrap()),
+        Element::Barrier(b) => format!("b{}", b.id),
+        other => panic!("unexpected {other:?}"),
+    };
+    let mut seen = vec![];
+    let mut held = vec![];
+    for _ in 0..batches {
+        let (el, credit) = within("a batch, while the subtask processes nothing", input_rx.recv_held()).await;
+        seen.push(name(&el));
+        held.push(credit);
+    }
+    assert!(
+        matches!(
+            out_tx.try_send(Element::Records(vec![record(99)])),
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_))
+        ),
+        "no credit comes back before the batches are processed"
+    );
     priority_tx.send(barrier(dir.path(), 7)).unwrap();
     let overtaking = within("the priority barrier", lane_rx.recv()).await;
     assert_eq!(overtaking.id, 7);
     assert!(!overtaking.is_final);
-    // Nothing was taken from the input: the barrier overtook every queued batch. In band,
-    // the batches, then the barrier, then end-of-stream, in order.
-    out_tx.send(Element::Barrier(barrier(dir.path(), 7))).await.unwrap();
-    out_tx.send(Element::End).await.unwrap();
-    let mut seen = vec![];
-    loop {
-        match within("the in-band elements", input_rx.recv()).await {
-            Element::Records(r) => seen.push(format!("r{}", r[0].row.get("i").unwrap())),
-            Element::Barrier(b) => seen.push(format!("b{}", b.id)),
-            Element::End => break,
-            Element::Watermark(_) => panic!("no watermark was sent"),
-        }
-    }
+    out_tx
+        .try_send(Element::Barrier(barrier(dir.path(), 7)))
+        .expect("a barrier takes no credit");
+    let (el, _) = within("the in-band barrier, with nothing processed", input_rx.recv_held()).await;
+    seen.push(name(&el));
     let mut want: Vec<String> = (0..batches).map(|i| format!("r{i}")).collect();
     want.push("b7".into());
-    assert_eq!(seen, want);
+    assert_eq!(seen, want, "in band, in order");
     assert!(lane_rx.try_recv().is_err(), "the in-band barrier stays in band");
+    // One batch processed: its credit crosses back to the upstream subtask.
+    drop(held.remove(0));
+    within("a credit back across the network", async {
+        while out_tx.capacity() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Some(())
+    })
+    .await;
+    drop(held);
+    out_tx.send(Element::End).await.unwrap();
+    assert!(matches!(within("end-of-stream", input_rx.recv()).await, Element::End));
 }
 
 /// A barrier's `is_final` crosses the wire: the final checkpoint of a bounded job is taken

@@ -10,7 +10,8 @@ use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
 use super::worker_health::{SharedMetrics, serve_health};
 use crate::checkpoint::restore;
-use crate::exec::messages::{Control, Element, TaskEvent};
+use crate::exec::channel::{DataReceiver, DataSender, data_channel, returned_channel};
+use crate::exec::messages::{Control, TaskEvent};
 use crate::exec::task::TaskMetrics;
 use crate::exec::{self, CHANNEL_CAPACITY, RunContext, task_specs};
 use crate::job;
@@ -363,20 +364,29 @@ async fn deploy(
     // Inputs first: local pairs and inbound registrations, by the plan's exchanges (a
     // subtask's receivers by stage input, then upstream subtask, as `exec::prepare` wires them).
     let graph = exec::plan::plan_graph(&ctx.job);
-    let mut local_senders: HashMap<(usize, usize), mpsc::Sender<Element>> = HashMap::new();
-    let mut inputs: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
+    let mut local_senders: HashMap<(usize, usize), DataSender> = HashMap::new();
+    let mut inputs: HashMap<usize, Vec<DataReceiver>> = HashMap::new();
     let mut registered = HashMap::new();
     // Unaligned checkpoints: priority lanes, local or across the data connections.
     let mut lanes = exec::lanes::worker_lanes(&ctx.job, &d.tasks);
     for &t in &d.tasks {
         for u in exec::plan::upstream_tasks(&graph, p, t) {
-            let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-            if local.contains(&u) {
+            let rx = if local.contains(&u) {
+                let (tx, rx) = data_channel(CHANNEL_CAPACITY);
                 local_senders.insert((u, t), tx);
+                rx
             } else {
+                // Credits of a remote channel are the network's, returned end to end.
+                let (tx, rx, returned) = returned_channel();
                 let priority = lanes.inbound.remove(&(u, t));
-                registered.insert((u, t), InboundChannel { input: tx, priority });
-            }
+                let input = InboundChannel {
+                    input: tx,
+                    returned,
+                    priority,
+                };
+                registered.insert((u, t), input);
+                rx
+            };
             inputs.entry(t).or_default().push(rx);
         }
     }
@@ -387,13 +397,13 @@ async fn deploy(
         ib.stores = stores.clone();
     }
     // Outputs: local senders or network writers.
-    let mut outputs: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
+    let mut outputs: HashMap<usize, Vec<DataSender>> = HashMap::new();
     for &t in &d.tasks {
         for dn in exec::plan::downstream_tasks(&graph, p, t) {
             let tx = match local_senders.remove(&(t, dn)) {
                 Some(tx) => tx,
                 None => {
-                    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                    let (tx, rx) = data_channel(CHANNEL_CAPACITY);
                     let addr = d
                         .locations
                         .get(dn)

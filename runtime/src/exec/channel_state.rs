@@ -1,6 +1,11 @@
 //! Channel state of unaligned checkpoints: the records a subtask received on an input after it
 //! snapshotted checkpoint n and before that input's barrier n (they were sent before the
-//! upstream snapshot, so no other part of the checkpoint holds them).
+//! upstream snapshot, so no other part of the checkpoint holds them), and the output an
+//! upstream subtask had not sent yet when it snapshotted (the rest of a send interrupted by the
+//! checkpoint, which goes out after the barrier: Flink's output buffers). Both are input of the
+//! downstream stage and stored under its uid; the upstream subtask's file comes after the
+//! downstream subtasks' files in `_metadata`, so a restore replays a channel's records in the
+//! order they were sent.
 //!
 //! Stored as a state file (`channel-<uid>-<subtask>.state`, the [`StateFile`] format) named by
 //! the uid of the stage's first operator: records that crossed a keyed exchange in one block
@@ -29,6 +34,12 @@ pub const CHANNEL_STATE_NAMES: [&str; 1] = ["channel:in-flight"];
 /// File name of subtask `subtask`'s channel state for the stage headed by `uid`.
 pub fn file_name(uid: &str, subtask: u32) -> String {
     format!("channel-{uid}-{subtask}.state")
+}
+
+/// File name of the unsent output of upstream task `task` (global index), channel state of
+/// the stage headed by `uid`.
+pub fn output_file_name(uid: &str, task: usize) -> String {
+    format!("channel-{uid}-output-of-task-{task}.state")
 }
 
 /// The state file of `records` (in the order received), with the number of records.
@@ -99,13 +110,16 @@ pub fn records_for_subtask(
     Ok(out)
 }
 
-/// Writes subtask `subtask`'s channel state `records` for the stage headed by `uid` next to its
-/// operator state, for `barrier`; returns its handle for the acknowledgement.
+/// Writes channel state `records` for the stage headed by `uid` as file `name` next to the
+/// operator state of `barrier`'s snapshot; `subtask` is the downstream subtask whose forward
+/// channel they belong to (the writer's own subtask index: a forward channel joins subtasks of
+/// the same index). Returns its handle for the acknowledgement.
 pub async fn upload(
     barrier: &crate::checkpoint::Barrier,
     subtask: u32,
     parallelism: u32,
     uid: String,
+    name: String,
     records: Vec<Record>,
 ) -> crate::operators::TaskResult<crate::checkpoint::AckedOperator> {
     let uid2 = uid.clone();
@@ -115,7 +129,6 @@ pub async fn upload(
     })
     .await
     .map_err(|e| crate::operators::TaskError(format!("channel-state encoder panicked: {e}")))?;
-    let name = file_name(&uid, subtask);
     let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
     let path = crate::storage::join(&barrier.target.dir, &name);
     barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;

@@ -9,20 +9,20 @@
 //! then on *records* each input until that input's in-band barrier arrives: those records were
 //! sent before the upstream snapshot and are processed after this one, so they are the
 //! checkpoint's channel state ([`super::channel_state`]), in exactly one subtask. While
-//! recording, the subtask drains its recording inputs into a local queue so the in-band
-//! barriers arrive without waiting for the (slow) processing of the records ahead of them; it
-//! processes the queue in order afterwards. What it drains is bounded by what the upstream
-//! subtask sent before its own snapshot (the channel's capacity plus the one batch it was
-//! sending: a blocked send is interrupted by the priority barrier, [`super::send`]; across
-//! workers also the frames on credit and in the receiving worker), and by
-//! [`MAX_QUEUED_WHILE_RECORDING`]: a queue still holding an earlier checkpoint's drain takes
-//! more only as processing makes room, so memory stays bounded when checkpoints follow each
-//! other under sustained backpressure. The acknowledgement, with the channel-state file, goes
-//! out when every live input delivered its in-band barrier.
+//! recording, the subtask drains its recording inputs into a local queue, up to their in-band
+//! barriers, so those arrive without waiting for the (slow) processing of the records ahead of
+//! them; it processes the queue in order afterwards. A queued element keeps its channel
+//! credit until it is processed ([`super::channel`]), so a drain frees no room for the
+//! upstream subtask to refill: what an input holds stays within the channel's capacity plus
+//! what one checkpoint sent past it (the unsent rest of the interrupted send and the in-band
+//! barrier, [`super::send`]; across workers also the frames on the network path), however
+//! closely checkpoints follow each other under sustained backpressure. The acknowledgement,
+//! with the channel-state file, goes out when every live input delivered its in-band barrier.
 
 use super::alignment::{Alignment, BarrierAction};
+use super::channel::{Credit, DataReceiver};
 use super::messages::Element;
-use super::send::{Interrupt, recv_lane, sleep_until};
+use super::send::{Interrupt, Watched, recv_lane, sleep_until};
 use super::task::{Flow, SnapshotParts, TaskCore, UploadExtras};
 use super::watermark::InputWatermarks;
 use crate::checkpoint::Barrier;
@@ -33,23 +33,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
-
-/// The most elements an input's local queue takes from its channel while it is recorded as
-/// channel state: one channel's worth. Every drain frees the channel, and the upstream subtask
-/// fills it again, so without a bound, back-to-back unaligned checkpoints under sustained
-/// backpressure would each add up to a channel's capacity to the queue (the bench
-/// `unaligned_checkpoints`: end-to-end latency 5.4× the aligned run's and growing, checkpoints
-/// up to 11 s). With it, what an input holds stays within two channels' worth (latency 1.4×
-/// the aligned run's); a checkpoint whose in-band barrier is further back waits until
-/// processing has made room (mean checkpoint duration 3.8 s instead of 2.5 s, the aligned
-/// run's 5.9 s).
-pub const MAX_QUEUED_WHILE_RECORDING: usize = super::CHANNEL_CAPACITY;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How an input subtask is wired.
 pub struct InputSetup {
     /// One receiver per upstream subtask, ordered by stage input then upstream subtask.
-    pub inputs: Vec<Receiver<Element>>,
+    pub inputs: Vec<DataReceiver>,
     /// The guarantee (whether inputs are held for alignment).
     pub mode: CheckpointMode,
     /// This subtask's priority lane (unaligned checkpoints), `None` when aligned.
@@ -61,7 +50,7 @@ pub struct InputSetup {
 }
 
 /// Runs an input subtask with aligned checkpoints until shutdown.
-pub async fn run_inputs(core: TaskCore, inputs: Vec<Receiver<Element>>, mode: CheckpointMode) -> TaskResult<()> {
+pub async fn run_inputs(core: TaskCore, inputs: Vec<DataReceiver>, mode: CheckpointMode) -> TaskResult<()> {
     run_inputs_with(
         core,
         InputSetup {
@@ -82,6 +71,8 @@ struct PendingUnaligned {
     sync_ms: u64,
     alignment: Duration,
     records: Vec<Record>,
+    /// The unsent output at the snapshot ([`UploadExtras::output_channel_state`]).
+    unsent: Vec<Record>,
 }
 
 /// The loop's state besides the channels.
@@ -89,7 +80,8 @@ struct InputState {
     mode: CheckpointMode,
     live: Vec<bool>,
     align: Alignment,
-    queued: Vec<VecDeque<Element>>,
+    /// Received, not yet processed: each element with its channel credit.
+    queued: Vec<VecDeque<(Element, Credit)>>,
     pending: Option<PendingUnaligned>,
     channel_uid: String,
     /// The subtask's event-time watermark: the minimum over its inputs'.
@@ -100,23 +92,23 @@ enum Event {
     Control(Option<super::messages::Control>),
     Priority(Barrier),
     Deadline,
-    Input(usize, Option<Element>),
+    Input(usize, Option<(Element, Credit)>),
 }
 
 /// Polls the inputs that are not skipped, round-robin from `start`.
 fn poll_inputs(
-    inputs: &mut [Receiver<Element>],
+    inputs: &mut [DataReceiver],
     skip: &[bool],
     start: usize,
     cx: &mut std::task::Context<'_>,
-) -> Poll<(usize, Option<Element>)> {
+) -> Poll<(usize, Option<(Element, Credit)>)> {
     let n = inputs.len();
     for k in 0..n {
         let i = (start + k) % n;
         if skip[i] {
             continue;
         }
-        if let Poll::Ready(el) = inputs[i].poll_recv(cx) {
+        if let Poll::Ready(el) = inputs[i].poll_recv_held(cx) {
             return Poll::Ready((i, el));
         }
     }
@@ -151,7 +143,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
     // in the lane, which is attached only once the replay is done.
     for chunk in replay.chunks(BATCH_SIZE) {
         core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        st.process(&mut core, chunk.to_vec()).await?;
+        st.process(&mut core, &mut inputs, chunk.to_vec()).await?;
     }
     core.interrupt_lane = priority;
     let mut rr = 0usize;
@@ -182,8 +174,11 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
             st.act(&mut core, action).await?;
         }
         if let Some(i) = st.next_queued(rr) {
-            let el = st.queued[i].pop_front().expect("a non-empty queue");
-            if st.handle(&mut core, i, el).await? {
+            let (el, credit) = st.queued[i].pop_front().expect("a non-empty queue");
+            let ended = st.handle(&mut core, &mut inputs, i, el).await?;
+            // Processed: the upstream subtask may send another element.
+            drop(credit);
+            if ended {
                 return core.drain_until_shutdown().await;
             }
             continue;
@@ -219,7 +214,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
                 let action = st.align.check(&st.live, Instant::now());
                 st.act(&mut core, action).await?;
             }
-            Event::Input(i, Some(el)) => st.intake(&core, i, el),
+            Event::Input(i, Some((el, credit))) => st.intake(&core, i, el, credit),
             Event::Input(i, None) => {
                 return Err(TaskError(format!(
                     "input {i} closed without end-of-stream (upstream lost)"
@@ -238,14 +233,14 @@ impl InputState {
             .find(|&i| !self.queued[i].is_empty() && !self.align.is_held(i, self.mode))
     }
 
-    /// Moves what the recording inputs have queued in their channels into the local queues,
-    /// up to their in-band barrier, while a local queue holds fewer than
-    /// [`MAX_QUEUED_WHILE_RECORDING`] elements.
-    fn drain(&mut self, core: &TaskCore, inputs: &mut [Receiver<Element>]) {
+    /// Moves what the recording inputs have in their channels into the local queues, up to
+    /// their in-band barrier. The queued elements keep their credits, so the upstream subtask
+    /// cannot refill what this frees ([`super::channel`]).
+    fn drain(&mut self, core: &TaskCore, inputs: &mut [DataReceiver]) {
         for (i, input) in inputs.iter_mut().enumerate() {
-            while self.align.is_recording(i) && self.queued[i].len() < MAX_QUEUED_WHILE_RECORDING {
-                match input.try_recv() {
-                    Ok(el) => self.intake(core, i, el),
+            while self.align.is_recording(i) {
+                match input.try_recv_held() {
+                    Ok((el, credit)) => self.intake(core, i, el, credit),
                     // Empty, or closed (the closing is found by the next poll).
                     Err(_) => break,
                 }
@@ -256,7 +251,7 @@ impl InputState {
     /// An element received on input `i`: recorded as channel state while input `i` is being
     /// recorded; the in-band barrier that ends the recording is consumed here; everything else
     /// is queued for processing in order.
-    fn intake(&mut self, core: &TaskCore, i: usize, el: Element) {
+    fn intake(&mut self, core: &TaskCore, i: usize, el: Element, credit: Credit) {
         if self.align.is_recording(i) {
             match &el {
                 Element::Records(batch) => {
@@ -275,16 +270,22 @@ impl InputState {
                 _ => {}
             }
         }
-        self.queued[i].push_back(el);
+        self.queued[i].push_back((el, credit));
     }
 
     /// Processes element `el` of input `i`; `true` when every input has ended (end-of-stream
     /// forwarded).
-    async fn handle(&mut self, core: &mut TaskCore, i: usize, el: Element) -> TaskResult<bool> {
+    async fn handle(
+        &mut self,
+        core: &mut TaskCore,
+        inputs: &mut [DataReceiver],
+        i: usize,
+        el: Element,
+    ) -> TaskResult<bool> {
         match el {
             Element::Records(batch) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                self.process(core, batch).await?;
+                self.process(core, inputs, batch).await?;
             }
             Element::Watermark(w) => {
                 if let Some(forward) = self.watermarks.on_watermark(i, w) {
@@ -308,19 +309,38 @@ impl InputState {
         Ok(false)
     }
 
-    /// Runs `batch` through the chain; a send interrupted by a priority barrier or the alignment
-    /// deadline is handled (an unaligned snapshot may be taken mid-send), then the rest is sent.
-    async fn process(&mut self, core: &mut TaskCore, batch: Vec<Record>) -> TaskResult<()> {
-        let mut interrupt = core.process(batch, self.align.deadline()).await?;
-        while let Some(x) = interrupt {
-            let action = match x {
-                Interrupt::Barrier(b) => self.align.on_priority_barrier(b, &self.live, Instant::now()),
-                Interrupt::Deadline => self.align.check(&self.live, Instant::now()),
+    /// Runs `batch` through the chain and sends the output. A send interrupted by a priority
+    /// barrier or the alignment deadline is handled (an unaligned snapshot may be taken
+    /// mid-send); while inputs are recorded as channel state, what arrives on them is taken
+    /// in mid-send too, so their in-band barriers complete the checkpoint although the output
+    /// is blocked. Then the rest is sent.
+    async fn process(
+        &mut self,
+        core: &mut TaskCore,
+        inputs: &mut [DataReceiver],
+        batch: Vec<Record>,
+    ) -> TaskResult<()> {
+        core.run_chain(batch).await?;
+        loop {
+            if self.align.recording_id().is_some() {
+                self.drain(core, inputs);
+            }
+            let recording: Vec<bool> = (0..inputs.len()).map(|i| self.align.is_recording(i)).collect();
+            let watched = recording.iter().any(|r| *r).then_some(Watched {
+                inputs: &mut *inputs,
+                recording,
+            });
+            let action = match core.flush_watching(self.align.deadline(), true, watched).await? {
+                None => return Ok(()),
+                Some(Interrupt::Input(i, el, credit)) => {
+                    self.intake(core, i, el, credit);
+                    continue;
+                }
+                Some(Interrupt::Barrier(b)) => self.align.on_priority_barrier(b, &self.live, Instant::now()),
+                Some(Interrupt::Deadline) => self.align.check(&self.live, Instant::now()),
             };
             self.act(core, action).await?;
-            interrupt = core.flush(self.align.deadline(), true).await?;
         }
-        Ok(())
     }
 
     /// Carries out an alignment decision.
@@ -332,9 +352,15 @@ impl InputState {
                 core.snapshot_and_forward(b, None, waited).await?;
             }
             BarrierAction::SnapshotUnaligned(b, waited) => {
+                tracing::debug!(
+                    checkpoint = b.id,
+                    task = core.index,
+                    since_trigger_ms = super::task::since_trigger_ms(&b),
+                    "unaligned snapshot: priority barrier taken"
+                );
                 self.abandon_older(b.id);
                 let (parts, sync_ms) = core.snapshot_chain(&b, None).await?;
-                core.forward_barrier(&b, true).await?;
+                let unsent = core.forward_barrier(&b, true).await?;
                 let id = b.id;
                 self.pending = Some(PendingUnaligned {
                     barrier: b,
@@ -342,6 +368,7 @@ impl InputState {
                     sync_ms,
                     alignment: waited,
                     records: vec![],
+                    unsent,
                 });
                 self.record_queued(core, id);
                 if let BarrierAction::ChannelStateComplete(id) = self.align.check(&self.live, Instant::now()) {
@@ -364,17 +391,17 @@ impl InputState {
             }
             let marker = self.queued[i]
                 .iter()
-                .position(|el| matches!(el, Element::Barrier(b) if b.id == id));
+                .position(|(el, _)| matches!(el, Element::Barrier(b) if b.id == id));
             let upto = marker.unwrap_or(self.queued[i].len());
             if let Some(p) = &mut self.pending {
-                for el in self.queued[i].iter().take(upto) {
+                for (el, _) in self.queued[i].iter().take(upto) {
                     if let Element::Records(batch) = el {
                         p.records.extend(batch.iter().cloned());
                     }
                 }
             }
             if let Some(k) = marker
-                && let Some(Element::Barrier(b)) = self.queued[i].remove(k)
+                && let Some((Element::Barrier(b), _)) = self.queued[i].remove(k)
                 && let BarrierAction::ChannelStateComplete(done) =
                     self.align.on_barrier(i, b, &self.live, Instant::now())
             {
@@ -399,6 +426,13 @@ impl InputState {
         let Some(p) = self.pending.take_if(|p| p.barrier.id == id) else {
             return;
         };
+        tracing::debug!(
+            checkpoint = id,
+            task = core.index,
+            since_trigger_ms = super::task::since_trigger_ms(&p.barrier),
+            records = p.records.len(),
+            "unaligned snapshot: channel state complete (every in-band barrier arrived)"
+        );
         core.spawn_upload(
             p.barrier,
             p.parts,
@@ -406,173 +440,12 @@ impl InputState {
                 alignment: p.alignment,
                 sync_ms: p.sync_ms,
                 channel_state: Some((self.channel_uid.clone(), p.records)),
+                output_channel_state: p.unsent,
             },
         );
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::exec::messages::{Control, TaskEvent};
-    use crate::exec::task::Output;
-    use crate::record::{Key, KeyedBy};
-    use crate::storage::LocalStore;
-    use std::sync::Arc;
-
-    fn word(w: &str) -> Record {
-        Record {
-            row: crate::record::Row::from_json(serde_json::json!({ "word": w })),
-            keyed: Some(KeyedBy::new(Key::Str(w.into()), 128)),
-        }
-    }
-
-    /// Two inputs into a keyed count with unaligned checkpoints. The priority barrier of
-    /// checkpoint 1 is there before anything: the snapshot holds no word, and every record
-    /// queued ahead of its input's in-band barrier is channel state; "after" follows the
-    /// barrier on input 0 and is in neither.
-    #[tokio::test]
-    async fn a_priority_barrier_snapshots_at_once_and_records_the_overtaken_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let (core, ctl_tx, mut ev_rx, barrier) =
-            super::super::task::tests::count_core(&store, Output::None, Some(Duration::ZERO));
-        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
-        let (tx1, rx1) = tokio::sync::mpsc::channel(8);
-        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
-        lane_tx.send(barrier.clone()).unwrap();
-        tx0.send(Element::Records(vec![word("a0")])).await.unwrap();
-        tx0.send(Element::Barrier(barrier.clone())).await.unwrap();
-        tx0.send(Element::Records(vec![word("after")])).await.unwrap();
-        tx1.send(Element::Records(vec![word("b0"), word("b1")])).await.unwrap();
-        tx1.send(Element::Barrier(barrier)).await.unwrap();
-        let setup = InputSetup {
-            inputs: vec![rx0, rx1],
-            mode: CheckpointMode::ExactlyOnce,
-            priority: Some(lane_rx),
-            channel_uid: "counts".into(),
-            replay: vec![],
-        };
-        let task = tokio::spawn(run_inputs_with(core, setup));
-        let ack = match ev_rx.recv().await.unwrap() {
-            TaskEvent::Ack(a) => a,
-            other => panic!("unexpected {other:?}"),
-        };
-        ctl_tx.send(Control::Shutdown).unwrap();
-        task.await.unwrap().unwrap();
-        assert!(ack.unaligned);
-        let state = &ack.operators[0].handle;
-        assert_eq!(state.entries, 0, "snapshot taken before any record was processed");
-        let channel = ack.channel_state.expect("channel state");
-        assert_eq!(channel.handle.entries, 3);
-        let bytes = store.get(&format!("chk-1/{}", channel.handle.file)).await.unwrap();
-        let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
-        let mut words: Vec<String> = file
-            .key_groups
-            .iter()
-            .flat_map(|b| crate::cluster::record_codec::decode(&b.data).unwrap())
-            .map(|r| r.row.get("word").unwrap().to_string())
-            .collect();
-        words.sort();
-        assert_eq!(words, ["\"a0\"", "\"b0\"", "\"b1\""].map(String::from));
-    }
-
-    /// A restore replays 1,500 records of channel state (two chunks of at most `BATCH_SIZE`)
-    /// into a count whose output channel is full, while the priority barrier of checkpoint 1
-    /// already waits in the lane. The replay must finish before the snapshot: a snapshot taken
-    /// when the first chunk's send blocked would hold 1,024 keys, and the 476 records not yet
-    /// replayed would be in neither the state nor the channel state (lost by a restore from it).
-    #[tokio::test]
-    async fn a_priority_barrier_waits_for_the_channel_state_replay() {
-        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(1);
-        out_tx.send(Element::Records(vec![])).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let (core, ctl_tx, mut ev_rx, barrier) =
-            super::super::task::tests::count_core(&store, Output::Forward(out_tx), Some(Duration::ZERO));
-        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
-        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
-        lane_tx.send(barrier.clone()).unwrap();
-        tx0.send(Element::Barrier(barrier)).await.unwrap();
-        let replay: Vec<Record> = (0..1500).map(|i| word(&format!("w{i}"))).collect();
-        let setup = InputSetup {
-            inputs: vec![rx0],
-            mode: CheckpointMode::ExactlyOnce,
-            priority: Some(lane_rx),
-            channel_uid: "counts".into(),
-            replay,
-        };
-        let task = tokio::spawn(run_inputs_with(core, setup));
-        // The consumer downstream starts late, so the replay's first send finds the channel full.
-        let drain = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            while out_rx.recv().await.is_some() {}
-        });
-        let ack = match ev_rx.recv().await.unwrap() {
-            TaskEvent::Ack(a) => a,
-            other => panic!("unexpected {other:?}"),
-        };
-        ctl_tx.send(Control::Shutdown).unwrap();
-        task.await.unwrap().unwrap();
-        drain.abort();
-        assert_eq!(ack.checkpoint_id, 1);
-        assert_eq!(
-            ack.operators[0].handle.entries, 1500,
-            "the snapshot holds every replayed record's key"
-        );
-        assert_eq!(ack.channel_state.map_or(0, |c| c.handle.entries), 0);
-    }
-
-    /// Processing is blocked (the output channel is full) while an unaligned checkpoint records
-    /// an input holding 40 batches before its in-band barrier: the subtask takes at most
-    /// [`MAX_QUEUED_WHILE_RECORDING`] of them into its local queue, so the upstream cannot
-    /// refill the channel beyond it. Once the output drains, every batch ahead of the barrier
-    /// is in the channel state and none in the snapshot.
-    #[tokio::test]
-    async fn a_recorded_input_takes_at_most_one_channel_into_its_queue() {
-        // Room for the forwarded barrier only: the first processed batch blocks.
-        let (out_tx, mut out_rx) = tokio::sync::mpsc::channel(2);
-        out_tx.send(Element::Records(vec![])).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
-        let (core, ctl_tx, mut ev_rx, barrier) =
-            super::super::task::tests::count_core(&store, Output::Forward(out_tx), Some(Duration::ZERO));
-        let (tx0, rx0) = tokio::sync::mpsc::channel(64);
-        let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
-        lane_tx.send(barrier.clone()).unwrap();
-        let batches = 40;
-        for i in 0..batches {
-            tx0.send(Element::Records(vec![word(&format!("w{i}"))])).await.unwrap();
-        }
-        tx0.send(Element::Barrier(barrier)).await.unwrap();
-        let setup = InputSetup {
-            inputs: vec![rx0],
-            mode: CheckpointMode::ExactlyOnce,
-            priority: Some(lane_rx),
-            channel_uid: "counts".into(),
-            replay: vec![],
-        };
-        let task = tokio::spawn(run_inputs_with(core, setup));
-        // A current-thread runtime: yielding lets the subtask run until its send blocks.
-        for _ in 0..200 {
-            tokio::task::yield_now().await;
-        }
-        let in_channel = 64 - tx0.capacity();
-        assert_eq!(
-            in_channel,
-            batches + 1 - MAX_QUEUED_WHILE_RECORDING,
-            "drained exactly MAX_QUEUED_WHILE_RECORDING batches"
-        );
-        let drain = tokio::spawn(async move { while out_rx.recv().await.is_some() {} });
-        let ack = match ev_rx.recv().await.unwrap() {
-            TaskEvent::Ack(a) => a,
-            other => panic!("unexpected {other:?}"),
-        };
-        ctl_tx.send(Control::Shutdown).unwrap();
-        task.await.unwrap().unwrap();
-        drain.abort();
-        assert!(ack.unaligned);
-        assert_eq!(ack.operators[0].handle.entries, 0, "snapshot before any batch");
-        assert_eq!(ack.channel_state.map_or(0, |c| c.handle.entries), batches as u64);
-    }
-}
+#[path = "inputs_tests.rs"]
+mod tests;

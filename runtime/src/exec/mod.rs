@@ -6,6 +6,7 @@
 //! (every upstream subtask has a bounded channel to every downstream subtask).
 
 pub mod alignment;
+pub mod channel;
 pub mod channel_state;
 pub mod inputs;
 pub mod lanes;
@@ -33,7 +34,7 @@ use crate::state::key_group::key_group_range;
 use crate::state::local_dir;
 use crate::storage::{self, S3Options};
 pub use lanes::PriorityLanes;
-use messages::{Control, Element, TaskEvent};
+use messages::{Control, TaskEvent};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -340,8 +341,8 @@ pub struct BuiltTask {
 pub async fn build_task(
     ctx: &RunContext,
     spec: &TaskSpec,
-    inputs: Vec<mpsc::Receiver<Element>>,
-    outputs: Option<Vec<mpsc::Sender<Element>>>,
+    inputs: Vec<channel::DataReceiver>,
+    outputs: Option<Vec<channel::DataSender>>,
     control: mpsc::UnboundedReceiver<Control>,
     events: mpsc::UnboundedSender<TaskEvent>,
     lanes: PriorityLanes,
@@ -499,6 +500,9 @@ pub async fn build_task(
         deferred: Default::default(),
         interrupt_lane: None,
         interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
+        output_channel_uid: plan::downstream_head(&graph, spec.stage)
+            .map(|head| job.operators[head].uid.clone())
+            .unwrap_or_default(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
@@ -649,8 +653,8 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     // The channels of every exchange, by global task index: a keyed exchange connects every
     // upstream subtask to every downstream one, a forward exchange subtask k to subtask k. A
     // downstream subtask's receivers are ordered by stage input, then upstream subtask.
-    let mut senders: HashMap<usize, Vec<mpsc::Sender<Element>>> = HashMap::new();
-    let mut receivers: HashMap<usize, Vec<mpsc::Receiver<Element>>> = HashMap::new();
+    let mut senders: HashMap<usize, Vec<channel::DataSender>> = HashMap::new();
+    let mut receivers: HashMap<usize, Vec<channel::DataReceiver>> = HashMap::new();
     for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
         for &(up_stage, exchange) in &s.inputs {
             for down in 0..p {
@@ -659,7 +663,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
                     plan::Exchange::Forward => vec![down],
                 };
                 for up in ups {
-                    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+                    let (tx, rx) = channel::data_channel(CHANNEL_CAPACITY);
                     senders.entry(up_stage * p + up).or_default().push(tx);
                     receivers.entry(stage * p + down).or_default().push(rx);
                 }

@@ -73,6 +73,15 @@ pub fn output_exchange(stages: &[Stage], stage: usize) -> Option<Exchange> {
         .map(|(_, e)| *e)
 }
 
+/// The head operator (first of the chain) of the stage `stage` sends to: `None` when it ends
+/// in a sink. Its uid names the channel state of what `stage` had not sent at a snapshot.
+pub fn downstream_head(stages: &[Stage], stage: usize) -> Option<usize> {
+    stages
+        .iter()
+        .find(|s| s.inputs.iter().any(|(up, _)| *up == stage))
+        .map(|s| s.operators[0])
+}
+
 /// The upstream tasks of task `task` (global index `stage × parallelism + subtask`), one per
 /// input channel, in channel order: by stage input, then upstream subtask (every upstream
 /// subtask for a keyed exchange, the same subtask for a forward one). Empty for a source.

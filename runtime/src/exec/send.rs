@@ -5,10 +5,13 @@
 //! so a blocked send also listens for what starts an unaligned snapshot — a barrier on the
 //! subtask's priority lane, a checkpoint trigger at a source, the alignment deadline — and
 //! returns it, leaving the rest of the output in [`TaskCore::unsent`]. The chain has processed
-//! the whole input batch by then, so the snapshot may be taken at once; the unsent rest goes
-//! out before the in-band barrier ([`TaskCore::broadcast_in_band`] flushes first), and the
-//! downstream subtask records it as channel state.
+//! the whole input batch by then, so the snapshot may be taken at once; the in-band barrier
+//! overtakes the unsent rest, which the subtask stores as channel state of the downstream stage
+//! ([`TaskCore::forward_barrier`]). While the subtask records its inputs as channel state, a
+//! blocked send also returns what arrives on them ([`Interrupt::Input`]), so the in-band
+//! barriers that complete the checkpoint are taken while the output is still blocked.
 
+use super::channel::{Credit, DataPermit, DataReceiver, DataSender};
 use super::messages::{Control, Element};
 use super::task::TaskCore;
 use crate::checkpoint::Barrier;
@@ -25,10 +28,40 @@ pub enum Interrupt {
     Barrier(Barrier),
     /// The alignment deadline passed.
     Deadline,
+    /// An element (with its credit) arrived on input `.0`, which is being recorded as channel
+    /// state.
+    Input(usize, Element, Credit),
+}
+
+/// The inputs a blocked send also watches: those being recorded as channel state
+/// (`recording[i]`).
+pub struct Watched<'a> {
+    /// The subtask's input channels.
+    pub inputs: &'a mut [DataReceiver],
+    /// Which of them are being recorded.
+    pub recording: Vec<bool>,
+}
+
+/// The next element of a watched input; never, without one.
+fn poll_watched(
+    watched: &mut Option<Watched<'_>>,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<(usize, Option<(Element, Credit)>)> {
+    let Some(w) = watched else {
+        return std::task::Poll::Pending;
+    };
+    for (i, input) in w.inputs.iter_mut().enumerate() {
+        if w.recording[i]
+            && let std::task::Poll::Ready(el) = input.poll_recv_held(cx)
+        {
+            return std::task::Poll::Ready((i, el));
+        }
+    }
+    std::task::Poll::Pending
 }
 
 enum Waited<'a> {
-    Permit(tokio::sync::mpsc::Permit<'a, Element>),
+    Permit(DataPermit<'a>),
     Interrupted(Interrupt),
     Deferred(Control),
     Gone,
@@ -47,6 +80,16 @@ impl TaskCore {
         &mut self,
         deadline: Option<Instant>,
         interruptible: bool,
+    ) -> TaskResult<Option<Interrupt>> {
+        self.flush_watching(deadline, interruptible, None).await
+    }
+
+    /// [`TaskCore::flush`], returning also what arrives meanwhile on the `watched` inputs.
+    pub(super) async fn flush_watching(
+        &mut self,
+        deadline: Option<Instant>,
+        interruptible: bool,
+        mut watched: Option<Watched<'_>>,
     ) -> TaskResult<Option<Interrupt>> {
         let interruptible = interruptible && self.unaligned_after.is_some();
         while let Some((i, el)) = self.unsent.pop_front() {
@@ -78,6 +121,14 @@ impl TaskCore {
                     },
                     Some(b) = recv_lane(&mut self.interrupt_lane) => Waited::Interrupted(Interrupt::Barrier(b)),
                     _ = sleep_until(deadline) => Waited::Interrupted(Interrupt::Deadline),
+                    (i, el) = std::future::poll_fn(|cx| poll_watched(&mut watched, cx)) => match el {
+                        Some((el, credit)) => Waited::Interrupted(Interrupt::Input(i, el, credit)),
+                        None => {
+                            return Err(TaskError(format!(
+                                "input {i} closed without end-of-stream (upstream lost)"
+                            )));
+                        }
+                    },
                     permit = sender.reserve() => match permit {
                         Ok(permit) => Waited::Permit(permit),
                         Err(_) => Waited::Gone,
@@ -109,13 +160,13 @@ impl TaskCore {
         self.output.broadcast(make, &self.metrics).await
     }
 
-    fn sampled_buffers(&self, sender: &tokio::sync::mpsc::Sender<Element>) {
+    fn sampled_buffers(&self, sender: &DataSender) {
         self.metrics
             .output_buffers_used
             .store((sender.max_capacity() - sender.capacity()) as u64, Ordering::Relaxed);
     }
 
-    fn waited(&self, since: Instant, sender: &tokio::sync::mpsc::Sender<Element>) {
+    fn waited(&self, since: Instant, sender: &DataSender) {
         self.metrics
             .backpressured_ns
             .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);

@@ -11,6 +11,7 @@ pub use watermarks::SourceEventTime;
 
 #[path = "task_watermarks.rs"]
 mod watermarks;
+use super::channel::DataSender;
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::{Ack, AckedOperator, Barrier};
 use crate::operators::source::{Source, SourcePending};
@@ -22,7 +23,7 @@ use crate::state::snapshot::{ChainLink, StateFile, StateHandle, encode_state_fil
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{Sender, UnboundedReceiver, UnboundedSender, error::TrySendError};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, error::TrySendError};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -80,17 +81,17 @@ pub enum Output {
     /// [`subtask_for_key_group`] — the same function that assigns keyed state.
     Keyed {
         /// Channels to downstream subtasks, by index.
-        senders: Vec<Sender<Element>>,
+        senders: Vec<DataSender>,
         /// Max parallelism (number of key groups).
         max_parallelism: u32,
     },
     /// Forward exchange into a union: the one channel to the downstream subtask of the same
     /// index. Records keep their order.
-    Forward(Sender<Element>),
+    Forward(DataSender),
 }
 
 impl Output {
-    pub(super) fn senders(&self) -> &[Sender<Element>] {
+    pub(super) fn senders(&self) -> &[DataSender] {
         match self {
             Output::None => &[],
             Output::Keyed { senders, .. } => senders,
@@ -98,14 +99,14 @@ impl Output {
         }
     }
 
-    pub(super) async fn send_one(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+    pub(super) async fn send_one(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         let r = Self::send_inner(s, el, m).await;
         m.output_buffers_used
             .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
         r
     }
 
-    async fn send_inner(s: &Sender<Element>, el: Element, m: &TaskMetrics) -> TaskResult<()> {
+    async fn send_inner(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
         match s.try_send(el) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(el)) => {
@@ -203,6 +204,15 @@ pub struct TaskCore {
     pub interrupt_lane: Option<UnboundedReceiver<Barrier>>,
     /// Sources with unaligned checkpoints: a checkpoint trigger interrupts a blocked send.
     pub interruptible_by_trigger: bool,
+    /// Uid of the first operator of the stage this subtask sends to (empty for a sink): names
+    /// the channel state of its unsent output ([`UploadExtras::output_channel_state`]).
+    pub output_channel_uid: String,
+}
+
+/// Milliseconds since the coordinator triggered `barrier` (for the checkpoint timeline in the
+/// debug log: trigger → source → priority barrier → channel state → acknowledgement).
+pub(super) fn since_trigger_ms(barrier: &Barrier) -> u64 {
+    crate::checkpoint::now_ms().saturating_sub(barrier.triggered_at_ms)
 }
 
 /// A snapshot of the chain, ready to upload: `(uid, kind, encoder)` per operator with state.
@@ -216,6 +226,11 @@ pub struct UploadExtras {
     pub sync_ms: u64,
     /// Unaligned: the channel state, `(uid of the stage's first operator, records)`.
     pub channel_state: Option<(String, Vec<Record>)>,
+    /// The output this subtask had not sent when it snapshotted with unaligned checkpoints
+    /// (the rest of an interrupted send), which goes out after the barrier: channel state of
+    /// the downstream stage ([`TaskCore::output_channel_uid`]), by key group for a keyed
+    /// exchange. Empty otherwise.
+    pub output_channel_state: Vec<Record>,
 }
 
 impl TaskCore {
@@ -227,6 +242,13 @@ impl TaskCore {
         batch: Vec<Record>,
         deadline: Option<Instant>,
     ) -> TaskResult<Option<Interrupt>> {
+        self.run_chain(batch).await?;
+        self.flush(deadline, true).await
+    }
+
+    /// Runs `batch` through the chain and queues the output in [`TaskCore::unsent`] (sent by
+    /// [`TaskCore::flush`]).
+    pub(super) async fn run_chain(&mut self, batch: Vec<Record>) -> TaskResult<()> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
             let mut next = Vec::with_capacity(cur.len());
@@ -238,7 +260,7 @@ impl TaskCore {
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
         let routed = self.output.route(cur)?;
         self.unsent.extend(routed);
-        self.flush(deadline, true).await
+        Ok(())
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
@@ -253,7 +275,7 @@ impl TaskCore {
     ) -> TaskResult<()> {
         let priority = barrier.kind == crate::control::api::SnapshotKind::Checkpoint && self.unaligned_after.is_some();
         let (parts, sync_ms) = self.snapshot_chain(&barrier, source).await?;
-        self.forward_barrier(&barrier, priority).await?;
+        let output_channel_state = self.forward_barrier(&barrier, priority).await?;
         self.spawn_upload(
             barrier,
             parts,
@@ -261,6 +283,7 @@ impl TaskCore {
                 alignment,
                 sync_ms,
                 channel_state: None,
+                output_channel_state,
             },
         );
         Ok(())
@@ -292,15 +315,37 @@ impl TaskCore {
 
     /// Forwards `barrier` to every downstream subtask: first on the priority lanes when
     /// `priority` (unaligned: it overtakes the queued records), then in band, where it marks
-    /// the end of this channel's part of the checkpoint.
-    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<()> {
+    /// the end of this channel's part of the checkpoint; returns the output channel state.
+    ///
+    /// In band, a barrier takes no credit ([`super::channel`]), so it never waits for the
+    /// downstream subtask to process anything. Without `priority` the unsent output (none
+    /// outside unaligned checkpoints) goes first. With it, the unsent rest of an interrupted
+    /// send stays behind the barrier, as Flink's output buffers do: the downstream subtask
+    /// processes it after its snapshot and does not record it, so it is returned here, to be
+    /// stored as channel state of the downstream stage ([`UploadExtras::output_channel_state`]).
+    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<Vec<Record>> {
         if priority {
             for lane in &self.priority_outputs {
                 // A downstream subtask that is gone fails through its data channel.
                 let _ = lane.send(barrier.clone());
             }
         }
-        self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await
+        if !priority || barrier.is_final {
+            // The final checkpoint is aligned: no later checkpoint would commit the output of
+            // channel state, so what precedes it is sent (and processed) before it.
+            self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await?;
+            return Ok(vec![]);
+        }
+        self.output
+            .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
+            .await?;
+        let mut unsent = vec![];
+        for (_, el) in &self.unsent {
+            if let Element::Records(batch) = el {
+                unsent.extend(batch.iter().cloned());
+            }
+        }
+        Ok(unsent)
     }
 
     /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
@@ -310,7 +355,9 @@ impl TaskCore {
             alignment,
             sync_ms,
             channel_state,
+            output_channel_state,
         } = extras;
+        let output_channel_uid = self.output_channel_uid.clone();
         self.metrics
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
@@ -320,18 +367,44 @@ impl TaskCore {
             if upload_hangs(barrier.id) {
                 return std::future::pending::<()>().await;
             }
-            let unaligned = channel_state.is_some();
-            let uploaded = match upload(&barrier, subtask, parallelism, parts).await {
-                Ok(operators) => match channel_state {
-                    Some((uid, records)) => super::channel_state::upload(&barrier, subtask, parallelism, uid, records)
-                        .await
-                        .map(|c| (operators, Some(c))),
-                    None => Ok((operators, None)),
-                },
-                Err(e) => Err(e),
-            };
+            let unaligned = channel_state.is_some() || !output_channel_state.is_empty();
+            let uploaded = async {
+                let operators = upload(&barrier, subtask, parallelism, parts).await?;
+                let channel_state = match channel_state {
+                    Some((uid, records)) => {
+                        let name = super::channel_state::file_name(&uid, subtask);
+                        let c = super::channel_state::upload(&barrier, subtask, parallelism, uid, name, records);
+                        Some(c.await?)
+                    }
+                    None => None,
+                };
+                let output_channel_state = match output_channel_state.is_empty() {
+                    true => None,
+                    false => {
+                        let uid = output_channel_uid;
+                        let name = super::channel_state::output_file_name(&uid, task);
+                        let c = super::channel_state::upload(
+                            &barrier,
+                            subtask,
+                            parallelism,
+                            uid,
+                            name,
+                            output_channel_state,
+                        );
+                        Some(c.await?)
+                    }
+                };
+                Ok::<_, TaskError>((operators, channel_state, output_channel_state))
+            }
+            .await;
+            tracing::debug!(
+                checkpoint = barrier.id,
+                task,
+                since_trigger_ms = since_trigger_ms(&barrier),
+                "snapshot uploaded: acknowledging"
+            );
             match uploaded {
-                Ok((operators, channel_state)) => {
+                Ok((operators, channel_state, output_channel_state)) => {
                     let _ = events.send(TaskEvent::Ack(Ack {
                         checkpoint_id: barrier.id,
                         task,
@@ -340,7 +413,8 @@ impl TaskCore {
                         async_ms: t.elapsed().as_millis() as u64,
                         alignment_ms: alignment.as_millis() as u64,
                         unaligned,
-                        channel_state,
+                        channel_state: channel_state.map(Box::new),
+                        output_channel_state: output_channel_state.map(Box::new),
                     }));
                 }
                 Err(e) => {
@@ -514,15 +588,14 @@ pub async fn run_source(
                 Flow::Continue => {}
                 Flow::Exit => return Ok(()),
                 Flow::Source(Control::Trigger(barrier)) => {
+                    tracing::debug!(
+                        checkpoint = barrier.id,
+                        task = core.index,
+                        since_trigger_ms = since_trigger_ms(&barrier),
+                        "source: trigger taken between batches"
+                    );
                     paused = paused || barrier.stop;
-                    let state = source.snapshot()?;
-                    source.snapshot_taken(barrier.id);
-                    core.snapshot_and_forward(
-                        barrier,
-                        Some((source_id.0.clone(), source_id.1.clone(), state)),
-                        Duration::ZERO,
-                    )
-                    .await?;
+                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
                 }
                 Flow::Source(Control::Resume) => paused = false,
                 Flow::Source(Control::Pause) => paused = true,
@@ -558,18 +631,21 @@ pub async fn run_source(
         core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
         match &mut event_time {
             None => {
-                if let Some(Interrupt::Barrier(barrier)) = core.process(batch, None).await? {
+                let mut interrupt = core.process(batch, None).await?;
+                while let Some(Interrupt::Barrier(barrier)) = interrupt {
+                    tracing::debug!(
+                        checkpoint = barrier.id,
+                        task = core.index,
+                        since_trigger_ms = since_trigger_ms(&barrier),
+                        "source: trigger taken in a blocked send"
+                    );
                     // A checkpoint triggered while the output was blocked: the position includes
-                    // this batch, whose unsent rest goes out before the in-band barrier
-                    // (downstream records it as channel state).
-                    let state = source.snapshot()?;
-                    source.snapshot_taken(barrier.id);
-                    core.snapshot_and_forward(
-                        barrier,
-                        Some((source_id.0.clone(), source_id.1.clone(), state)),
-                        Duration::ZERO,
-                    )
-                    .await?;
+                    // this batch, whose unsent rest goes out after the in-band barrier and is
+                    // stored as channel state of the downstream stage (`forward_barrier`). The
+                    // rest is sent before the next batch is read: reading on would add a batch
+                    // to what waits here at every checkpoint.
+                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
+                    interrupt = core.flush(None, true).await?;
                 }
             }
             Some(et) if et.per_split => {
@@ -604,6 +680,20 @@ pub async fn run_source(
         // steal, until the input is used up.
         tokio::task::yield_now().await;
     }
+}
+
+/// A source subtask's snapshot at `barrier`: its positions with the chain's state, then the
+/// barrier forwarded ([`TaskCore::snapshot_and_forward`]).
+async fn snapshot_source(
+    core: &mut TaskCore,
+    source: &mut Box<dyn Source>,
+    source_id: &(String, String),
+    barrier: Barrier,
+) -> TaskResult<()> {
+    let state = source.snapshot()?;
+    source.snapshot_taken(barrier.id);
+    let id = Some((source_id.0.clone(), source_id.1.clone(), state));
+    core.snapshot_and_forward(barrier, id, Duration::ZERO).await
 }
 
 #[cfg(test)]
@@ -673,6 +763,7 @@ pub(super) mod tests {
             deferred: Default::default(),
             interrupt_lane: None,
             interruptible_by_trigger: false,
+            output_channel_uid: "downstream".into(),
         };
         (core, ctl_tx, ev_rx, barrier)
     }
@@ -692,8 +783,8 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
         let (core, ctl_tx, mut ev_rx, barrier) = count_core(&store, Output::None, None);
-        let (tx0, rx0) = tokio::sync::mpsc::channel(8);
-        let (tx1, rx1) = tokio::sync::mpsc::channel(8);
+        let (tx0, rx0) = crate::exec::channel::data_channel(8);
+        let (tx1, rx1) = crate::exec::channel::data_channel(8);
         // Everything is queued before the task starts, so the order seen is the order sent.
         tx0.send(Element::Barrier(barrier.clone())).await.unwrap();
         tx0.send(Element::Records(vec![word("late")])).await.unwrap();

@@ -6,22 +6,28 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
+/// The checkpoint interval of [`SETTINGS`].
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
 /// The three checkpointing settings compared, as `(name, extra fields of spec.checkpointing)`.
 pub const SETTINGS: [(&str, &str); 3] = [
-    ("aligned", ", interval: 200ms"),
-    ("unaligned", ", interval: 200ms, unaligned: true"),
+    ("aligned", ", interval: 1s"),
+    ("unaligned", ", interval: 1s, unaligned: true"),
     (
         "alignedCheckpointTimeout 1s",
-        ", interval: 200ms, unaligned: true, alignedCheckpointTimeout: 1s",
+        ", interval: 1s, unaligned: true, alignedCheckpointTimeout: 1s",
     ),
 ];
 
 /// Runs `run(dir, checkpointing)` for each of [`SETTINGS`] in a fresh directory; `run` returns
 /// the checkpoints completed in `window` and the last completed checkpoint (the control API's
-/// `lastCompletedCheckpoint`). Asserts what backpressure must show whatever the machine's speed:
-/// unaligned checkpoints hold channel state and complete at least once and at least as often as
-/// aligned ones (which hold none), and the timeout run switched to unaligned only after aligning
-/// for 1 s. How many complete is a rate, left to `benches/unaligned_checkpoints.rs`.
+/// `lastCompletedCheckpoint`). Asserts what backpressure must show, with margins for a loaded
+/// 2-core machine: unaligned checkpoints hold channel state and complete in at least half of
+/// the window's intervals (measured: 14 of 15 with `weir run`, 11 of 15 on the cluster);
+/// with the 1 s alignment timeout, at least half of what one per interval plus timeout gives
+/// (measured 5 and 6); aligned ones (which hold no channel state) stall behind the queued
+/// records, 2 at most (measured 0 to 1); and the timeout run switched to unaligned only after
+/// aligning for 1 s. Durations are left to `benches/unaligned_checkpoints.rs`.
 pub fn unaligned_beats_aligned_under_backpressure(
     label: &str,
     window: Duration,
@@ -48,13 +54,20 @@ pub fn unaligned_beats_aligned_under_backpressure(
         last_timeout = last;
     }
     let (aligned, unaligned, timeout) = (completed[0], completed[1], completed[2]);
+    let intervals = window.as_secs() / INTERVAL.as_secs();
     assert!(
-        unaligned >= 1 && unaligned >= aligned,
-        "{label}: unaligned {unaligned} vs aligned {aligned} checkpoints in {window:?}"
+        unaligned * 2 >= intervals,
+        "{label}: unaligned checkpoints completed in {unaligned} of {intervals} intervals of {INTERVAL:?}; at least half must"
+    );
+    let with_timeout = window.as_secs() / (INTERVAL.as_secs() + 1);
+    assert!(
+        timeout * 2 >= with_timeout,
+        "{label}, alignment timeout: {timeout} checkpoints in {window:?}; at least {} expected",
+        with_timeout.div_ceil(2)
     );
     assert!(
-        timeout >= 1,
-        "{label}, alignment timeout: {timeout} checkpoints in {window:?}"
+        aligned <= 2,
+        "{label}: aligned checkpoints stall behind the queued records, yet {aligned} completed in {window:?}"
     );
     assert!(
         last_timeout["alignment"]["alignmentMs"].as_u64().unwrap() >= 1000,
