@@ -304,7 +304,7 @@ impl StreamOperator for Aggregate {
                 Form::SelfContained => (view.encode().map_err(TaskError)?, None),
                 Form::Base => (view.encode().map_err(TaskError)?, Some(Form::Base)),
                 Form::Delta { over } => (
-                    view.encode_delta(&plan.changes).map_err(TaskError)?,
+                    view.encode_delta(&plan.changes.union()).map_err(TaskError)?,
                     Some(Form::Delta { over }),
                 ),
             };

@@ -148,7 +148,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     }
 }
 
-impl<V: Serialize> KeyedSnapshot<V> {
+impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
     /// One block per key group with live entries, in the same format on both backends.
     /// Errors: encoding (heap) or reading the store (disk) failed.
     pub fn encode(self) -> Result<Vec<KeyGroupBlock>, String> {

@@ -52,15 +52,22 @@ pub struct StateFile {
     pub operator_state: Vec<Vec<u8>>,
 }
 
-/// Encodes a state file with its header.
+/// Encodes a state file with its header. The body is encoded once, straight after a
+/// placeholder header that is then filled in (no second copy of the body).
 pub fn encode_state_file(f: &StateFile) -> Vec<u8> {
-    let body = postcard::to_stdvec(f).expect("state file encodes");
-    let mut out = Vec::with_capacity(STATE_HEADER + body.len());
+    let size_hint = STATE_HEADER
+        + 64
+        + f.key_groups.iter().map(|b| b.data.len() + 24).sum::<usize>()
+        + f.operator_state.iter().map(|o| o.len() + 8).sum::<usize>();
+    let mut out = Vec::with_capacity(size_hint);
     out.extend_from_slice(STATE_MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&[0; 12]);
+    let mut out = postcard::to_extend(f, out).expect("state file encodes");
+    let body = &out[STATE_HEADER..];
+    let (crc, len) = (crc32fast::hash(body), body.len() as u64);
+    out[10..14].copy_from_slice(&crc.to_le_bytes());
+    out[14..22].copy_from_slice(&len.to_le_bytes());
     out
 }
 
@@ -372,6 +379,27 @@ mod tests {
         assert!(e.problem.contains("truncated"), "{e}");
         let e = decode_state_file("f", &bytes[..5]).unwrap_err();
         assert!(e.problem.contains("truncated"), "{e}");
+    }
+
+    /// The single-copy encoder writes the bytes of the earlier one (header, then
+    /// `postcard::to_stdvec` of the body), so files stay readable by every release.
+    #[test]
+    fn state_file_bytes_equal_the_two_copy_encoding() {
+        let mut big = sample();
+        big.key_groups.push(KeyGroupBlock {
+            key_group: 9,
+            entries: 1000,
+            data: (0..100_000u32).map(|i| i as u8).collect(),
+        });
+        for f in [sample(), big] {
+            let body = postcard::to_stdvec(&f).unwrap();
+            let mut want = STATE_MAGIC.to_vec();
+            want.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+            want.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            want.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            want.extend_from_slice(&body);
+            assert_eq!(encode_state_file(&f), want);
+        }
     }
 
     #[test]
