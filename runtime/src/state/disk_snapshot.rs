@@ -7,19 +7,10 @@ use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
-use crate::state::snapshot::KeyGroupBlock;
+use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
 use fjall::{Keyspace, Readable};
 use std::path::PathBuf;
-
-/// Appends `n` as a postcard varint (the length prefix of a sequence, and every `u64`).
-fn push_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
 
 /// One key group's block being assembled from stored bytes.
 struct BlockBuilder {
@@ -64,23 +55,38 @@ impl DiskSnapshot {
     /// Entries expired at the barrier are left out. Errors: the store fails to read, or holds
     /// an entry it did not write.
     pub fn encode(self) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        let mut blocks = Vec::new();
+        self.encode_each(&mut |block| {
+            blocks.push(block);
+            Ok::<(), DiskStateError>(())
+        })?;
+        Ok(blocks)
+    }
+
+    /// [`DiskSnapshot::encode`] as a stream: each key group's block is handed to `emit` as
+    /// soon as the view's iteration leaves the group. Stops at the first error of `emit`.
+    pub fn encode_each<E: From<DiskStateError>>(
+        self,
+        emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+    ) -> Result<(), E> {
         let err = |problem: String| DiskStateError {
             dir: self.dir.clone(),
             problem,
         };
         let with_times = self.ttl.is_some();
-        let mut blocks = Vec::new();
         let mut current: Option<BlockBuilder> = None;
         for guard in self.view.iter(&self.keyspace) {
             let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
             let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
-                return Err(err("an entry the disk backend did not write".into()));
+                return Err(err("an entry the disk backend did not write".into()).into());
             };
             if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
                 continue;
             }
-            if current.as_ref().is_some_and(|b| b.key_group != key_group) {
-                blocks.extend(current.take().map(|b| b.finish(with_times)));
+            if current.as_ref().is_some_and(|b| b.key_group != key_group)
+                && let Some(done) = current.take()
+            {
+                emit(done.finish(with_times))?;
             }
             let block = current.get_or_insert_with(|| BlockBuilder {
                 key_group,
@@ -94,8 +100,10 @@ impl DiskSnapshot {
                 push_varint(&mut block.body, written);
             }
         }
-        blocks.extend(current.map(|b| b.finish(with_times)));
-        Ok(blocks)
+        if let Some(done) = current {
+            emit(done.finish(with_times))?;
+        }
+        Ok(())
     }
 
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend

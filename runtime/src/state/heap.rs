@@ -607,6 +607,32 @@ impl<V: Serialize> HeapSnapshot<V> {
         self.encode_on(parallel::max_workers())
     }
 
+    /// [`HeapSnapshot::encode`] as a stream: each block is handed to `emit` in key-group
+    /// order as soon as it and the groups before it are encoded (waves of a few groups per
+    /// worker are encoded in parallel), so the blocks already encoded can be uploaded while
+    /// later groups encode; memory holds one wave's blocks. Stops at the first error of
+    /// `emit` and returns it.
+    pub fn encode_each<E: From<postcard::Error>>(
+        self,
+        emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        V: Send + Sync,
+    {
+        let workers = parallel::max_workers();
+        let (ttl, now_ms) = (self.ttl, self.now_ms);
+        let mut views = self.views.into_iter().peekable();
+        while views.peek().is_some() {
+            let wave: Vec<GroupView<V>> = views.by_ref().take(workers * 2).collect();
+            for block in parallel::map_in_order(wave, workers, |view| view.encode(ttl, now_ms)) {
+                if let Some(block) = block? {
+                    emit(block)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// [`HeapSnapshot::encode`] on up to `workers` threads (the same bytes for any count).
     pub fn encode_on(self, workers: usize) -> Result<Vec<KeyGroupBlock>, postcard::Error>
     where

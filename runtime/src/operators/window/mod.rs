@@ -336,6 +336,7 @@ impl StreamOperator for WindowOperator {
                 key_group_range: Some(range),
                 key_groups: blocks,
                 operator_state: vec![],
+                key_group_stream: None,
             })
         })))
     }
