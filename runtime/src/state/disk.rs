@@ -418,6 +418,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 }
 
+/// A store key and its store value (see the module doc).
+type StoreEntry = (Vec<u8>, Vec<u8>);
+
 /// One key group's live entries after applying its `blocks` in order, as `(store key, store
 /// value)` in ascending store-key order (what bulk ingestion takes). A single full block is
 /// sorted in place; a chain (a base and deltas) is applied in a sorted map. Errors: the key
@@ -427,7 +430,7 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     blocks: Vec<KeyGroupBlock>,
     ttl: Option<StateTtl>,
     now_ms: u64,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+) -> Result<Vec<StoreEntry>, String> {
     let decode = |block: &KeyGroupBlock| {
         keyed_block::decode_with_removals::<V>(&block.data)
             .map_err(|e| format!("key group {key_group} does not decode: {e}"))
@@ -441,7 +444,7 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     if let [block] = blocks.as_slice()
         && !keyed_block::is_delta(&block.data)
     {
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = decode(block)?
+        let mut out: Vec<StoreEntry> = decode(block)?
             .into_iter()
             .filter_map(|(key, value, written_ms)| {
                 live(value, written_ms).map(|v| (store_key(key_group, key_hash(&key), &key), v))
