@@ -3,6 +3,7 @@ pub mod changed_keys;
 pub mod disk;
 pub mod disk_snapshot;
 pub mod heap;
+pub mod heap_snapshot;
 pub mod incremental;
 pub mod key_group;
 pub mod keyed_block;
