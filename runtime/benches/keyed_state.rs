@@ -178,7 +178,7 @@ fn incremental_vs_full(all: &[Keyed]) {
         let blocks = match plan.form {
             Form::Delta { .. } => {
                 deltas += 1;
-                state.snapshot(0).encode_delta(&plan.changes).unwrap()
+                state.snapshot(0).encode_delta(&plan.changes.union()).unwrap()
             }
             _ => state.snapshot(0).encode().unwrap(),
         };

@@ -126,3 +126,21 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
         raw_download_s,
     }
 }
+
+/// Warms a store up before anything is measured on it: a small and a multipart put (above
+/// [`storage::MULTIPART_THRESHOLD`]), a get of each, a delete. A fresh moto server answers the
+/// first request of each kind seconds late (it loads its service model lazily), which an
+/// unwarmed first run charged to the checkpoint and restore it measured, not to the raw
+/// upload and download measured after them. Panics on a storage error (a bench).
+pub async fn warm_up(url: &str) {
+    let store = storage::open(url, &S3Options::default())
+        .await
+        .expect("open the store to warm up");
+    let small = bytes::Bytes::from(vec![7u8; 1024]);
+    let large = bytes::Bytes::from(vec![7u8; storage::MULTIPART_THRESHOLD + (1 << 20)]);
+    for (path, data) in [("warm-up/small", small), ("warm-up/large", large)] {
+        store.put(path, data.clone()).await.expect("warm-up put");
+        assert_eq!(store.get(path).await.expect("warm-up get"), data);
+    }
+    store.delete_prefix("warm-up/").await.expect("warm-up delete");
+}

@@ -13,6 +13,7 @@ pub mod read_positions;
 pub mod restore;
 pub mod retention;
 pub mod shared_files;
+pub mod state_upload;
 pub mod suspend;
 
 use crate::control::api::SnapshotKind;

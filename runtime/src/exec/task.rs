@@ -13,13 +13,12 @@ pub use watermarks::SourceEventTime;
 mod watermarks;
 use super::channel::DataSender;
 use crate::checkpoint::read_positions::ReadPositionLog;
-use crate::checkpoint::{Ack, AckedOperator, Barrier};
+use crate::checkpoint::state_upload::upload_operator_state;
+use crate::checkpoint::{Ack, Barrier};
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
-use crate::state::incremental::{Form, shared_state_file};
 use crate::state::key_group::subtask_for_key_group;
-use crate::state::snapshot::{ChainLink, StateFile, StateHandle, encode_state_file};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -369,7 +368,7 @@ impl TaskCore {
             }
             let unaligned = channel_state.is_some() || !output_channel_state.is_empty();
             let uploaded = async {
-                let operators = upload(&barrier, subtask, parallelism, parts).await?;
+                let operators = upload_operator_state(&barrier, subtask, parallelism, parts).await?;
                 let channel_state = match channel_state {
                     Some((uid, records)) => {
                         let name = super::channel_state::file_name(&uid, subtask);
@@ -465,82 +464,6 @@ pub(super) enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
-}
-
-async fn upload(
-    barrier: &Barrier,
-    subtask: u32,
-    parallelism: u32,
-    parts: Vec<(String, String, SnapshotEncoder)>,
-) -> TaskResult<Vec<AckedOperator>> {
-    let mut out = Vec::with_capacity(parts.len());
-    for (uid, kind, enc) in parts {
-        let uid2 = uid.clone();
-        let (state_names, key_group_range, entries, incremental, bytes) =
-            tokio::task::spawn_blocking(move || -> TaskResult<_> {
-                let st = enc()?;
-                let incremental = st.incremental;
-                let entries = st.key_groups.iter().map(|b| b.entries).sum::<u64>() + st.operator_state.len() as u64;
-                let file = StateFile {
-                    uid: uid2,
-                    subtask,
-                    key_groups: st.key_groups,
-                    operator_state: st.operator_state,
-                };
-                Ok((
-                    st.state_names,
-                    st.key_group_range,
-                    entries,
-                    incremental,
-                    encode_state_file(&file),
-                ))
-            })
-            .await
-            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))??;
-        let size = bytes.len() as u64;
-        let crc = crc32fast::hash(&bytes);
-        let (name, path, chain, delta_of) = match incremental {
-            None | Some(Form::SelfContained) => {
-                let name = format!("{uid}-{subtask}.state");
-                let path = crate::storage::join(&barrier.target.dir, &name);
-                (name, path, vec![], None)
-            }
-            Some(form) => {
-                let (name, path) = shared_state_file(&barrier.target.dir, &uid, subtask, barrier.id);
-                let link = ChainLink {
-                    file: name.clone(),
-                    checkpoint_id: barrier.id,
-                    base: form == Form::Base,
-                    size,
-                    crc32: crc,
-                    entries,
-                };
-                let delta_of = match form {
-                    Form::Delta { over } => Some(over),
-                    _ => None,
-                };
-                (name, path, vec![link], delta_of)
-            }
-        };
-        barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;
-        out.push(AckedOperator {
-            uid,
-            kind,
-            parallelism,
-            state_names,
-            handle: StateHandle {
-                file: name,
-                subtask,
-                key_group_range,
-                size,
-                crc32: crc,
-                entries,
-                chain,
-            },
-            delta_of,
-        });
-    }
-    Ok(out)
 }
 
 /// Runs a source subtask until shutdown. With a `read_log` (at-most-once), the positions after

@@ -11,7 +11,7 @@
 //! ([`KeyedBy::hash`](crate::record::KeyedBy)): the aggregation neither hashes nor copies
 //! the key of a record whose key it already holds.
 
-use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use super::{EncodedState, KeyGroupStream, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
@@ -319,11 +319,20 @@ impl StreamOperator for Aggregate {
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {
-            let (key_groups, incremental) = match plan.form {
-                Form::SelfContained => (view.encode().map_err(TaskError)?, None),
-                Form::Base => (view.encode().map_err(TaskError)?, Some(Form::Base)),
+            // A full snapshot streams its blocks (the state file uploads while later key
+            // groups encode); a delta, O(changed keys), is encoded whole.
+            let (key_groups, key_group_stream, incremental): (_, Option<KeyGroupStream>, _) = match plan.form {
+                Form::SelfContained | Form::Base => (
+                    vec![],
+                    Some(Box::new(move |emit| {
+                        view.encode_each(&mut |block| emit(block).map_err(|e| e.0))
+                            .map_err(TaskError)
+                    })),
+                    (plan.form == Form::Base).then_some(Form::Base),
+                ),
                 Form::Delta { over } => (
-                    view.encode_delta(&plan.changes).map_err(TaskError)?,
+                    view.encode_delta(&plan.changes.union()).map_err(TaskError)?,
+                    None,
                     Some(Form::Delta { over }),
                 ),
             };
@@ -333,6 +342,7 @@ impl StreamOperator for Aggregate {
                 key_group_range: Some(range),
                 key_groups,
                 operator_state: vec![],
+                key_group_stream,
             })
         })))
     }
@@ -463,7 +473,10 @@ mod tests {
         assert_eq!(op.len(), 3000);
         // Key field and value field of the same name: the value replaces the key.
         assert_eq!(serde_json::to_string(&out[3000].row).unwrap(), r#"{"k":2}"#);
-        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()()
+            .unwrap()
+            .collect_stream()
+            .unwrap();
         let mut restored = new(OperatorRestore {
             key_groups: enc.key_groups,
             operator_state: vec![],
@@ -505,7 +518,10 @@ mod tests {
         );
         assert_eq!(serde_json::to_string(&out[0].row).unwrap(), r#"{"word":"a","total":2}"#);
 
-        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()()
+            .unwrap()
+            .collect_stream()
+            .unwrap();
         // Restore into two subtasks of parallelism 2: each gets only its key groups, together all keys.
         let mut total = 0;
         for i in 0..2 {
@@ -574,10 +590,16 @@ mod tests {
             op.process(words(&["hot"]), &mut out).await.unwrap();
         }
         assert_eq!(op.len(), 3, "only hot, cold-0 and cold-1 are held");
-        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()()
+            .unwrap()
+            .collect_stream()
+            .unwrap();
         assert_eq!(enc.key_groups.iter().map(|b| b.entries).sum::<u64>(), 3);
         clock.advance(Duration::from_secs(61));
-        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+        let enc = op.snapshot(&barrier()).await.unwrap().unwrap()()
+            .unwrap()
+            .collect_stream()
+            .unwrap();
         assert!(enc.key_groups.is_empty(), "all expired at this barrier");
     }
 }

@@ -66,7 +66,31 @@ pub struct EncodedState {
     /// The keyed state's form in an incremental checkpoint ([`crate::state::incremental`]):
     /// `None` writes a self-contained file into the snapshot directory.
     pub incremental: Option<crate::state::incremental::Form>,
+    /// More keyed blocks, after `key_groups`, produced while the state file uploads (a full
+    /// snapshot of keyed state: the blocks already encoded go to storage while later key
+    /// groups encode). `None` when `key_groups` holds them all.
+    pub key_group_stream: Option<KeyGroupStream>,
 }
+
+impl EncodedState {
+    /// Runs the [`EncodedState::key_group_stream`], if any, appending its blocks to
+    /// `key_groups`: the whole state in memory (tests, and callers that need every block).
+    /// Errors: the stream's.
+    pub fn collect_stream(mut self) -> TaskResult<EncodedState> {
+        if let Some(stream) = self.key_group_stream.take() {
+            let blocks = &mut self.key_groups;
+            stream(&mut |block| {
+                blocks.push(block);
+                Ok(())
+            })?;
+        }
+        Ok(self)
+    }
+}
+
+/// Produces keyed blocks one by one, in key-group order, handing each to the function it is
+/// given; stops at that function's first error and returns it.
+pub type KeyGroupStream = Box<dyn FnOnce(&mut dyn FnMut(KeyGroupBlock) -> TaskResult<()>) -> TaskResult<()> + Send>;
 
 /// The asynchronous part of a snapshot: a closure that encodes the captured view.
 pub type SnapshotEncoder = Box<dyn FnOnce() -> TaskResult<EncodedState> + Send>;

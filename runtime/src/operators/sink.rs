@@ -157,6 +157,7 @@ impl StreamOperator for FileSink {
                 key_group_range: None,
                 key_groups: vec![],
                 operator_state: items,
+                key_group_stream: None,
             })
         })))
     }

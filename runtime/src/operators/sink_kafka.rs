@@ -373,6 +373,7 @@ impl StreamOperator for KafkaSink {
                 key_group_range: None,
                 key_groups: vec![],
                 operator_state: items,
+                key_group_stream: None,
             })
         })))
     }

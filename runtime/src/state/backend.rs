@@ -148,7 +148,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     }
 }
 
-impl<V: Serialize> KeyedSnapshot<V> {
+impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
     /// One block per key group with live entries, in the same format on both backends.
     /// Errors: encoding (heap) or reading the store (disk) failed.
     pub fn encode(self) -> Result<Vec<KeyGroupBlock>, String> {
@@ -158,6 +158,20 @@ impl<V: Serialize> KeyedSnapshot<V> {
         }
     }
 
+    /// [`KeyedSnapshot::encode`] as a stream: each block is handed to `emit` in key-group
+    /// order as soon as it is encoded. Errors: encoding or reading the store failed (as a
+    /// `String`), or `emit`'s error.
+    pub fn encode_each<E: From<String>>(self, emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            KeyedSnapshot::Heap(s) => s.encode_each(&mut |block| emit(block).map_err(Failure::Emit)),
+            KeyedSnapshot::Disk(s) => s.encode_each(&mut |block| emit(block).map_err(Failure::Emit)),
+        }
+        .map_err(|f| match f {
+            Failure::Emit(e) => e,
+            Failure::Encode(e) => E::from(e),
+        })
+    }
+
     /// One delta block per key group in `changes`, in the same format on both backends.
     /// Errors: encoding (heap) or reading the store (disk) failed.
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
@@ -165,5 +179,23 @@ impl<V: Serialize> KeyedSnapshot<V> {
             KeyedSnapshot::Heap(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
             KeyedSnapshot::Disk(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
         }
+    }
+}
+
+/// An error of [`KeyedSnapshot::encode_each`]: the encoder's (as text) or the consumer's.
+enum Failure<E> {
+    Encode(String),
+    Emit(E),
+}
+
+impl<E> From<postcard::Error> for Failure<E> {
+    fn from(e: postcard::Error) -> Self {
+        Failure::Encode(e.to_string())
+    }
+}
+
+impl<E> From<DiskStateError> for Failure<E> {
+    fn from(e: DiskStateError) -> Self {
+        Failure::Encode(e.to_string())
     }
 }

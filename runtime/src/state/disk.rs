@@ -29,10 +29,13 @@
 use crate::record::Key;
 use crate::state::changed_keys::ChangedKeys;
 use crate::state::key_group::{KeyGroupRange, key_hash};
-use crate::state::keyed_block::{self, BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::keyed_block;
+use crate::state::parallel;
+
+pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{StateTtl, expired};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -43,9 +46,9 @@ use std::path::{Path, PathBuf};
 pub const CLEANUP_ENTRIES_PER_RECORD: usize = crate::state::heap::CLEANUP_ENTRIES_PER_RECORD;
 
 /// Bytes of a store key before the encoded [`Key`]: key group (4) and hash (8).
-const KEY_PREFIX_LEN: usize = 12;
+pub(crate) const KEY_PREFIX_LEN: usize = 12;
 /// Bytes of a store value before the encoded value: the write time.
-const VALUE_PREFIX_LEN: usize = 8;
+pub(crate) const VALUE_PREFIX_LEN: usize = 8;
 
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
 /// the subtask fails and restarts from its checkpoint.
@@ -138,7 +141,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             .map_err(|e| err(format!("cannot open the store: {e}")))?;
         let memtable = options.write_buffer_bytes.max(1 << 20);
         let keyspace = db
-            .keyspace("keyed", || KeyspaceCreateOptions::default().max_memtable_size(memtable))
+            .keyspace("keyed", || {
+                // `manual_journal_persist` on the keyspace too (the database's flag covers only
+                // write batches): otherwise every single insert flushes the journal's buffer to
+                // the OS, a write(2) per record. The store is scratch, rebuilt from the
+                // checkpoint on every start, so the journal needs no durability at all.
+                KeyspaceCreateOptions::default()
+                    .max_memtable_size(memtable)
+                    .manual_journal_persist(true)
+            })
             .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
         Ok(DiskKeyedState {
             range,
@@ -201,9 +212,53 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
 
     /// Loads `blocks` (of any block version) into the store; blocks of key groups outside the
     /// range are skipped, entries expired at `now_ms` are dropped, entries of a block without
-    /// timestamps count as written at `now_ms`. Errors: the key group and why its block does
-    /// not decode; a store write failure.
+    /// timestamps count as written at `now_ms`. Blocks of one key group apply in the order
+    /// given (a chain's base, then its deltas). Into an empty store (every start: the store is
+    /// scratch) the key groups are decoded on up to [`parallel::max_workers`] threads, a few
+    /// at a time, and written by bulk ingestion (sorted tables written directly, no journal or
+    /// memtable: fjall's `start_ingestion`); into a store that holds entries, by write batches.
+    /// Errors: the key group and why its block does not decode; a store write failure.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        if self.len > 0 {
+            return self.restore_by_batches(blocks, now_ms);
+        }
+        let mut by_group: std::collections::BTreeMap<u32, Vec<KeyGroupBlock>> = Default::default();
+        for block in blocks {
+            if self.range.contains(block.key_group) {
+                by_group.entry(block.key_group).or_default().push(block);
+            }
+        }
+        if by_group.is_empty() {
+            return Ok(());
+        }
+        let workers = parallel::max_workers();
+        let ttl = self.ttl;
+        let groups: Vec<(u32, Vec<KeyGroupBlock>)> = by_group.into_iter().collect();
+        let mut ingestion = self.keyspace.start_ingestion().map_err(|e| self.err(e).to_string())?;
+        let mut held = 0usize;
+        let mut groups = groups.into_iter().peekable();
+        while groups.peek().is_some() {
+            // A wave of key groups decoded in parallel, then ingested in key order: memory
+            // holds the decoded entries of one wave, not of the whole state.
+            let wave: Vec<(u32, Vec<KeyGroupBlock>)> = groups.by_ref().take(workers * 4).collect();
+            let decoded = parallel::map_in_order(wave, workers, |(key_group, blocks)| {
+                sorted_group_entries::<V>(key_group, blocks, ttl, now_ms)
+            });
+            for entries in decoded {
+                for (key, value) in entries? {
+                    ingestion.write(key, value).map_err(|e| self.err(e).to_string())?;
+                    held += 1;
+                }
+            }
+        }
+        ingestion.finish().map_err(|e| self.err(e).to_string())?;
+        self.len = held;
+        Ok(())
+    }
+
+    /// [`DiskKeyedState::restore`] into a store that may hold entries: one write batch per
+    /// block, a delta's keys looked up to keep the count.
+    fn restore_by_batches(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         for block in blocks {
             if !self.range.contains(block.key_group) {
                 continue;
@@ -220,7 +275,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 let written_ms = written_ms.unwrap_or(now_ms);
                 let live = value.filter(|_| !expired(self.ttl, written_ms, now_ms));
                 let key = store_key(block.key_group, key_hash(&key), &key);
-                let held = delta && self.keyspace.contains_key(&key).map_err(|e| self.err(e).to_string())?;
+                let held =
+                    (delta || self.len > 0) && self.keyspace.contains_key(&key).map_err(|e| self.err(e).to_string())?;
                 match live {
                     Some(value) => {
                         batch.insert(&self.keyspace, key, encode_value(&value, written_ms));
@@ -362,6 +418,63 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 }
 
+/// A store key and its store value (see the module doc).
+type StoreEntry = (Vec<u8>, Vec<u8>);
+
+/// One key group's live entries after applying its `blocks` in order, as `(store key, store
+/// value)` in ascending store-key order (what bulk ingestion takes). A single full block is
+/// sorted in place; a chain (a base and deltas) is applied in a sorted map. Errors: the key
+/// group and why a block does not decode.
+fn sorted_group_entries<V: Serialize + DeserializeOwned>(
+    key_group: u32,
+    blocks: Vec<KeyGroupBlock>,
+    ttl: Option<StateTtl>,
+    now_ms: u64,
+) -> Result<Vec<StoreEntry>, String> {
+    let decode = |block: &KeyGroupBlock| {
+        keyed_block::decode_with_removals::<V>(&block.data)
+            .map_err(|e| format!("key group {key_group} does not decode: {e}"))
+    };
+    let live = |value: Option<V>, written_ms: Option<u64>| {
+        let written_ms = written_ms.unwrap_or(now_ms);
+        value
+            .filter(|_| !expired(ttl, written_ms, now_ms))
+            .map(|v| encode_value(&v, written_ms))
+    };
+    if let [block] = blocks.as_slice()
+        && !keyed_block::is_delta(&block.data)
+    {
+        let mut out: Vec<StoreEntry> = decode(block)?
+            .into_iter()
+            .filter_map(|(key, value, written_ms)| {
+                live(value, written_ms).map(|v| (store_key(key_group, key_hash(&key), &key), v))
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // A full block holds each key once; should one not, the later entry wins (as the
+        // batch path would do) and ingestion still sees strictly ascending keys.
+        out.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        return Ok(out);
+    }
+    let mut applied = std::collections::BTreeMap::new();
+    for block in &blocks {
+        for (key, value, written_ms) in decode(block)? {
+            let store_key = store_key(key_group, key_hash(&key), &key);
+            match live(value, written_ms) {
+                Some(v) => applied.insert(store_key, v),
+                None => applied.remove(&store_key),
+            };
+        }
+    }
+    Ok(applied.into_iter().collect())
+}
+
 /// The store value of `value` written at `written_ms`: see the module doc.
 fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(VALUE_PREFIX_LEN + 16);
@@ -369,7 +482,7 @@ fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
     postcard::to_extend(value, out).expect("a state value encodes")
 }
 
-fn value_written_ms(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn value_written_ms(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(..VALUE_PREFIX_LEN)?.try_into().ok()?))
 }
 
@@ -377,151 +490,6 @@ fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
     let written = value_written_ms(bytes).ok_or("a stored value shorter than its write time")?;
     let value = postcard::from_bytes(&bytes[VALUE_PREFIX_LEN..]).map_err(|e| format!("a stored value: {e}"))?;
     Ok((value, written))
-}
-
-/// Appends `n` as a postcard varint (the length prefix of a sequence, and every `u64`).
-fn push_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// One key group's block being assembled from stored bytes.
-struct BlockBuilder {
-    key_group: u32,
-    entries: u64,
-    body: Vec<u8>,
-}
-
-impl BlockBuilder {
-    /// The block: `Vec<(Key, V)>` (version 1) or `Vec<(Key, V, u64)>` after the versioned
-    /// prefix (version 2), as [`keyed_block`] encodes them: postcard writes a sequence as its
-    /// varint length followed by its elements, and a tuple as its fields in order.
-    fn finish(self, with_times: bool) -> KeyGroupBlock {
-        let mut data = Vec::with_capacity(self.body.len() + 24);
-        if with_times {
-            data.extend_from_slice(&VERSIONED_PREFIX);
-            data.push(BLOCK_VERSION_TTL);
-        }
-        push_varint(&mut data, self.entries);
-        data.extend_from_slice(&self.body);
-        KeyGroupBlock {
-            key_group: self.key_group,
-            entries: self.entries,
-            data,
-        }
-    }
-}
-
-/// The state of a subtask as of a barrier: an MVCC read view of its store (`Send` to an
-/// encoder thread). Dropping it lets the store discard versions only it still needed.
-pub struct DiskSnapshot {
-    view: fjall::Snapshot,
-    keyspace: Keyspace,
-    dir: PathBuf,
-    ttl: Option<StateTtl>,
-    now_ms: u64,
-}
-
-impl DiskSnapshot {
-    /// Encodes one block per key group with live entries, in key-group order: version 1
-    /// without a TTL, version 2 (with write times) with one, exactly as the heap backend.
-    /// Entries expired at the barrier are left out. Errors: the store fails to read, or holds
-    /// an entry it did not write.
-    pub fn encode(self) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
-        let err = |problem: String| DiskStateError {
-            dir: self.dir.clone(),
-            problem,
-        };
-        let with_times = self.ttl.is_some();
-        let mut blocks = Vec::new();
-        let mut current: Option<BlockBuilder> = None;
-        for guard in self.view.iter(&self.keyspace) {
-            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
-            let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
-                return Err(err("an entry the disk backend did not write".into()));
-            };
-            if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
-                continue;
-            }
-            if current.as_ref().is_some_and(|b| b.key_group != key_group) {
-                blocks.extend(current.take().map(|b| b.finish(with_times)));
-            }
-            let block = current.get_or_insert_with(|| BlockBuilder {
-                key_group,
-                entries: 0,
-                body: Vec::new(),
-            });
-            block.entries += 1;
-            block.body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
-            block.body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
-            if with_times {
-                push_varint(&mut block.body, written);
-            }
-        }
-        blocks.extend(current.map(|b| b.finish(with_times)));
-        Ok(blocks)
-    }
-
-    /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
-    /// writes for the same entries) per key group of `changes`: each changed key with its value
-    /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
-    /// not hold it or it expired by then. Keys are read by point lookups in store-key order;
-    /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
-    /// holds an entry it did not write.
-    pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
-        let err = |problem: String| DiskStateError {
-            dir: self.dir.clone(),
-            problem,
-        };
-        let mut blocks = Vec::new();
-        for (key_group, keys) in changes.by_key_group() {
-            let mut store_keys: Vec<Vec<u8>> = keys
-                .iter()
-                .map(|(hash, key)| store_key(key_group, *hash, key))
-                .collect();
-            store_keys.sort_unstable();
-            let mut body = Vec::with_capacity(store_keys.len() * 24);
-            for key in &store_keys {
-                body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
-                let value = self.view.get(&self.keyspace, key).map_err(|e| err(e.to_string()))?;
-                let live = match value {
-                    Some(value) => {
-                        let written = value_written_ms(&value)
-                            .ok_or_else(|| err("an entry the disk backend did not write".into()))?;
-                        (!expired(self.ttl, written, self.now_ms)).then_some((value, written))
-                    }
-                    None => None,
-                };
-                // postcard: an `Option` is a tag byte (0 none, 1 some) and the value; the write
-                // time a varint.
-                match live {
-                    Some((value, written)) => {
-                        body.push(1);
-                        body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
-                        push_varint(&mut body, written);
-                    }
-                    None => {
-                        body.push(0);
-                        push_varint(&mut body, 0);
-                    }
-                }
-            }
-            let mut data = Vec::with_capacity(body.len() + 24);
-            data.extend_from_slice(&VERSIONED_PREFIX);
-            data.push(BLOCK_VERSION_DELTA);
-            push_varint(&mut data, store_keys.len() as u64);
-            data.extend_from_slice(&body);
-            blocks.push(KeyGroupBlock {
-                key_group,
-                entries: store_keys.len() as u64,
-                data,
-            });
-        }
-        Ok(blocks)
-    }
 }
 
 #[cfg(test)]

@@ -454,3 +454,37 @@ fn disk_changes_are_tracked_only_when_asked() {
     assert_eq!(f.state.take_changes().len(), 3, "keys 1, 2 and the removal of 3");
     assert!(f.state.take_changes().is_empty());
 }
+
+/// A restore into an empty store (bulk ingestion, key groups decoded in parallel) and one
+/// into a store that already holds entries (write batches) end in the same state and count:
+/// the same blocks restored in one call, or in two calls of which the second takes the
+/// batch path; reads and later writes work on the ingested store.
+#[test]
+fn bulk_ingested_restore_equals_restore_by_batches() {
+    let mut heap = HeapKeyedState::<i64>::new(all(), Some(StateTtl::new(Duration::from_secs(60))));
+    for i in 0..5000 {
+        let k = key(i);
+        let h = key_hash(&k);
+        heap.update(key_group_of_hash(h, MAX_P), h, &k, 1_000, |_| i * 3);
+    }
+    let blocks = heap.snapshot(1_000).encode().unwrap();
+    let ttl = Some(Duration::from_secs(60));
+    let mut ingested = open(ttl, all());
+    ingested.state.restore(blocks.clone(), 2_000).unwrap();
+    let mut batched = open(ttl, all());
+    let (first, second) = blocks.split_at(blocks.len() / 2);
+    batched.state.restore(first.to_vec(), 2_000).unwrap();
+    batched.state.restore(second.to_vec(), 2_000).unwrap();
+    // A block restored again over a store holding its keys keeps the count.
+    batched.state.restore(second.to_vec(), 2_000).unwrap();
+    assert_eq!(ingested.state.len(), 5000);
+    assert_eq!(batched.state.len(), 5000);
+    let snap = |s: &DiskKeyedState<i64>| s.snapshot(2_000).encode().unwrap();
+    assert_eq!(snap(&ingested.state), snap(&batched.state));
+    assert_eq!(get(&ingested.state, 4999, 2_000), Some(4999 * 3));
+    assert_eq!(add(&mut ingested.state, 4999, 1, 3_000), 4999 * 3 + 1);
+    assert_eq!(add(&mut ingested.state, 9999, 1, 3_000), 1);
+    assert_eq!(ingested.state.len(), 5001);
+    assert!(remove(&mut ingested.state, 0));
+    assert_eq!(get(&ingested.state, 0, 3_000), None);
+}

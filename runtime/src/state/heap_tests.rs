@@ -430,3 +430,97 @@ fn changes_are_recorded_only_when_tracked() {
     assert_eq!(s.take_changes().len(), 2, "key 1 once, key 2's removal");
     assert!(s.take_changes().is_empty(), "taken");
 }
+
+/// Encoding on several threads writes the same blocks, in key-group order, as on one; so does
+/// a snapshot whose groups carry frozen deltas (writes made while an earlier snapshot was in
+/// flight).
+#[test]
+fn parallel_encoding_writes_the_same_blocks_as_one_thread() {
+    for ttl in [None, Some(Duration::from_secs(60))] {
+        let mut s = state(ttl);
+        for i in 0..2000 {
+            add(&mut s, i, i, 1_000);
+        }
+        let held = s.snapshot(1_000);
+        for i in 1000..2500 {
+            add(&mut s, i, 1, 2_000);
+        }
+        remove(&mut s, 3);
+        let one = s.snapshot(2_000).encode_on(1).unwrap();
+        let four = s.snapshot(2_000).encode_on(4).unwrap();
+        drop(held);
+        assert_eq!(one, four, "ttl {ttl:?}");
+        assert!(
+            one.windows(2).all(|w| w[0].key_group < w[1].key_group),
+            "key-group order"
+        );
+        assert_eq!(decode_any(&one).len(), 2499, "ttl {ttl:?}");
+    }
+}
+
+/// Decodes blocks of either full version into key → value.
+fn decode_any(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, i64> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        for (k, v, _) in keyed_block::decode::<i64>(&b.data).unwrap() {
+            let Key::Int(i) = k else { panic!("int keys only") };
+            assert!(out.insert(i, v).is_none(), "key {i} in two blocks");
+        }
+    }
+    out
+}
+
+/// A restore on several threads builds the same state as on one: full blocks bulk-built
+/// (expired entries dropped), a chain's delta applied over its base (a removal and an update),
+/// blocks of groups outside the range skipped, an undecodable block named by its key group.
+#[test]
+fn parallel_restore_builds_the_same_state_as_one_thread() {
+    let ttl = Some(Duration::from_millis(500));
+    let mut source = state(ttl);
+    for i in 0..3000 {
+        add(&mut source, i, i, if i % 10 == 0 { 0 } else { 1_000 });
+    }
+    let mut blocks = source.snapshot(1_000).encode().unwrap();
+    // A delta over the base: key 1 removed, key 2 set to 99, key 5000 added.
+    let delta_of = |i: i64, v: Option<i64>| {
+        let k = key(i);
+        let kg = key_group_of_hash(key_hash(&k), MAX_P);
+        let data = keyed_block::encode_delta(&[(&k, v.as_ref(), 1_000)]).unwrap();
+        KeyGroupBlock {
+            key_group: kg,
+            entries: 1,
+            data,
+        }
+    };
+    blocks.extend([delta_of(1, None), delta_of(2, Some(99)), delta_of(5000, Some(7))]);
+    let half = key_group_range(0, 2, MAX_P);
+    for range in [key_group_range(0, 1, MAX_P), half] {
+        let restore = |workers| {
+            let mut s: HeapKeyedState<i64> = HeapKeyedState::new(range, ttl.map(StateTtl::new));
+            s.restore_on(blocks.clone(), 1_200, workers).unwrap();
+            (s.len(), decode_any(&s.snapshot(1_200).encode_on(1).unwrap()))
+        };
+        let (len_one, one) = restore(1);
+        let (len_four, four) = restore(4);
+        assert_eq!((len_one, &one), (len_four, &four));
+        let owned = |i: i64| range.contains(key_group_of_hash(key_hash(&key(i)), MAX_P));
+        let mut want: BTreeMap<i64, i64> = (0..3000).filter(|i| i % 10 != 0 && owned(*i)).map(|i| (i, i)).collect();
+        want.remove(&1);
+        if owned(2) {
+            want.insert(2, 99);
+        }
+        if owned(5000) {
+            want.insert(5000, 7);
+        }
+        assert_eq!(one, want, "range {range:?}");
+        assert_eq!(len_one, want.len());
+    }
+    let mut bad = blocks[0].clone();
+    bad.data = vec![0xFF; 3];
+    let mut s = state(None);
+    let e = s.restore_on(vec![bad.clone()], 0, 4).unwrap_err();
+    assert!(
+        e.contains(&format!("key group {} does not decode", bad.key_group)),
+        "{e}"
+    );
+}

@@ -22,6 +22,8 @@
 
 use crate::state::heap::ChangedKeys;
 use crate::state::snapshot::{CheckpointMetadata, StateHandle};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// When a chain is compacted into a new full base.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -184,8 +186,9 @@ fn shape_after(form: Form, base: Option<ChainShape>, entries: u64) -> Option<Cha
 /// A snapshot of this subtask not yet known to be confirmed.
 struct PendingSnapshot {
     id: u64,
-    /// Keys changed between the previous snapshot and this one.
-    changes: ChangedKeys,
+    /// Keys changed between the previous snapshot and this one (shared with the encoder of
+    /// a delta that holds them).
+    changes: Arc<ChangedKeys>,
     /// The chain it wrote, if an incremental checkpoint.
     chain: Option<ChainShape>,
 }
@@ -196,7 +199,50 @@ pub struct SnapshotPlan {
     /// The form.
     pub form: Form,
     /// For [`Form::Delta`]: the keys changed since the base checkpoint (empty otherwise).
-    pub changes: ChangedKeys,
+    pub changes: SinceBase,
+}
+
+/// The keys a delta holds: the changed-key sets of every snapshot since the base checkpoint,
+/// oldest first, shared with the tracker (no key copied on the task thread). Their union is
+/// computed by the encoder, off the task thread ([`SinceBase::union`]): merging them at the
+/// barrier copied every changed key there (65–98 ms at 5M keys, docs/runtime/state-backends.md).
+#[derive(Clone, Debug, Default)]
+pub struct SinceBase {
+    sets: Vec<Arc<ChangedKeys>>,
+}
+
+impl SinceBase {
+    /// The union of the sets: borrowed when there is one (the usual case: the previous
+    /// checkpoint completed before this barrier), else merged here. O(changed keys).
+    pub fn union(&self) -> Cow<'_, ChangedKeys> {
+        match self.sets.as_slice() {
+            [] => Cow::Owned(ChangedKeys::default()),
+            [one] => Cow::Borrowed(&**one),
+            [first, rest @ ..] => {
+                let mut all = (**first).clone();
+                for set in rest {
+                    all.merge(set);
+                }
+                Cow::Owned(all)
+            }
+        }
+    }
+
+    /// Number of distinct keys (computes the union).
+    pub fn len(&self) -> usize {
+        self.union().len()
+    }
+
+    /// Whether no key changed.
+    pub fn is_empty(&self) -> bool {
+        self.sets.iter().all(|s| s.is_empty())
+    }
+
+    /// An upper bound of [`SinceBase::len`] in O(sets × key groups): the sum of the sets'
+    /// sizes, exact when there is one set (or the sets do not overlap).
+    pub fn len_upper_bound(&self) -> u64 {
+        self.sets.iter().map(|s| s.len() as u64).sum()
+    }
 }
 
 /// One operator subtask's bookkeeping of incremental checkpoints: the confirmed checkpoint
@@ -239,12 +285,12 @@ impl IncrementalTracker {
         let Some(confirmed) = incremental else {
             self.pending.push(PendingSnapshot {
                 id,
-                changes,
+                changes: Arc::new(changes),
                 chain: None,
             });
             return SnapshotPlan {
                 form: Form::SelfContained,
-                changes: ChangedKeys::default(),
+                changes: SinceBase::default(),
             };
         };
         if let Some(c) = confirmed {
@@ -253,16 +299,19 @@ impl IncrementalTracker {
         // The coordinator composes a delta's chain from the checkpoint it names: only that
         // one may be the base.
         let base = self.confirmed.filter(|(c, _)| Some(*c) == confirmed);
-        let mut since_base = ChangedKeys::default();
+        let changes = Arc::new(changes);
+        let mut since_base = SinceBase::default();
         if base.is_some() {
-            for p in &self.pending {
-                since_base.merge(&p.changes);
-            }
-            since_base.merge(&changes);
+            since_base.sets = self.pending.iter().map(|p| p.changes.clone()).collect();
+            since_base.sets.push(changes.clone());
         }
-        let form = choose_form(base, since_base.len() as u64, policy);
+        // The decision counts keys without merging the sets (an upper bound when several
+        // snapshots since the base changed the same key: the chain may then compact early,
+        // never late).
+        let changed_entries = since_base.len_upper_bound();
+        let form = choose_form(base, changed_entries, policy);
         let entries = match form {
-            Form::Delta { .. } => since_base.len() as u64,
+            Form::Delta { .. } => changed_entries,
             _ => live_entries,
         };
         self.pending.push(PendingSnapshot {
@@ -273,7 +322,7 @@ impl IncrementalTracker {
         let changes = if matches!(form, Form::Delta { .. }) {
             since_base
         } else {
-            ChangedKeys::default()
+            SinceBase::default()
         };
         SnapshotPlan { form, changes }
     }

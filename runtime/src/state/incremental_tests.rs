@@ -243,3 +243,29 @@ fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
         }
     }
 }
+
+/// The keys of a delta are the union of the snapshots' sets since the base, computed off the
+/// task thread; the form decision counts them by an upper bound (exact for one set).
+#[test]
+fn since_base_unions_the_sets_and_bounds_their_count() {
+    let sets = |lists: &[&[(u32, i64)]]| SinceBase {
+        sets: lists.iter().map(|l| Arc::new(keys(l))).collect(),
+    };
+    // (sets, distinct keys, upper bound)
+    let rows: [(SinceBase, usize, u64); 4] = [
+        (sets(&[]), 0, 0),
+        (sets(&[&[(0, 1), (1, 2)]]), 2, 2),
+        (sets(&[&[(0, 1), (1, 2)], &[(0, 1), (0, 3)]]), 3, 4),
+        // the same key in two key groups is two keys
+        (sets(&[&[(0, 1)], &[(1, 1)]]), 2, 2),
+    ];
+    for (i, (since, distinct, bound)) in rows.into_iter().enumerate() {
+        assert_eq!(since.len(), distinct, "row {i}");
+        assert_eq!(since.len_upper_bound(), bound, "row {i}");
+        assert_eq!(since.is_empty(), distinct == 0, "row {i}");
+        assert!(
+            matches!(since.union(), Cow::Borrowed(_)) == (since.sets.len() == 1),
+            "row {i}"
+        );
+    }
+}

@@ -1,10 +1,13 @@
 pub mod backend;
 pub mod changed_keys;
 pub mod disk;
+pub mod disk_snapshot;
 pub mod heap;
+pub mod heap_snapshot;
 pub mod incremental;
 pub mod key_group;
 pub mod keyed_block;
 pub mod local_dir;
+pub mod parallel;
 pub mod snapshot;
 pub mod ttl;

@@ -1,9 +1,17 @@
 //! On-storage formats of state files and `_metadata`, each versioned and checksummed so a
 //! corrupt or truncated file is detected and reported with its path, never loaded silently.
 //!
-//! State file (`<uid>-<subtask>.state`): the 8-byte magic `WEIRSTAT`, a u16 format version,
-//! the CRC-32 (IEEE) of the body as u32, the body length as u64 (all little-endian), then the
-//! body: a postcard-encoded [`StateFile`].
+//! State file (`<uid>-<subtask>.state`), two versions, both read by this build:
+//! - version 1: the 8-byte magic `WEIRSTAT`, the u16 version, the CRC-32 (IEEE) of the body as
+//!   u32, the body length as u64 (all little-endian), then the body: a postcard-encoded
+//!   [`StateFile`]. Written by [`encode_state_file`] (channel state, read-position logs) and
+//!   by every release before streamed snapshots.
+//! - version 2 (streamed, [`StreamedStateFile`]): the magic, the u16 version, the body, then a
+//!   trailer: the body's CRC-32 as u32 and its length as u64. The body is the postcard
+//!   encoding of the head `(uid, subtask, operator_state)` followed by zero or more
+//!   postcard-encoded [`KeyGroupBlock`]s up to the trailer. The checksum and the length come
+//!   last so an operator's state can be uploaded while later key groups are still being
+//!   encoded. A release that reads only version 1 refuses it naming the version.
 //!
 //! `_metadata`: one header line `WEIR-METADATA v<version> crc32=<8 hex> len=<body bytes>`,
 //! then the body: the JSON [`CheckpointMetadata`] (human-readable on purpose).
@@ -12,10 +20,16 @@ use crate::control::api::SnapshotKind;
 use crate::state::key_group::KeyGroupRange;
 use serde::{Deserialize, Serialize};
 
-/// Current version of both formats.
+/// Version of `_metadata`, and of state files written whole ([`encode_state_file`]).
 pub const FORMAT_VERSION: u16 = 1;
+/// Version of state files written as a stream ([`StreamedStateFile`]).
+pub const STREAMED_FORMAT_VERSION: u16 = 2;
 const STATE_MAGIC: &[u8; 8] = b"WEIRSTAT";
 const STATE_HEADER: usize = 8 + 2 + 4 + 8;
+/// Magic and version: what a streamed state file starts with.
+const STREAMED_PREAMBLE: usize = 8 + 2;
+/// Checksum and length: what a streamed state file ends with.
+const STREAMED_TRAILER: usize = 4 + 8;
 
 /// A format error, always naming the file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -52,15 +66,22 @@ pub struct StateFile {
     pub operator_state: Vec<Vec<u8>>,
 }
 
-/// Encodes a state file with its header.
+/// Encodes a state file with its header. The body is encoded once, straight after a
+/// placeholder header that is then filled in (no second copy of the body).
 pub fn encode_state_file(f: &StateFile) -> Vec<u8> {
-    let body = postcard::to_stdvec(f).expect("state file encodes");
-    let mut out = Vec::with_capacity(STATE_HEADER + body.len());
+    let size_hint = STATE_HEADER
+        + 64
+        + f.key_groups.iter().map(|b| b.data.len() + 24).sum::<usize>()
+        + f.operator_state.iter().map(|o| o.len() + 8).sum::<usize>();
+    let mut out = Vec::with_capacity(size_hint);
     out.extend_from_slice(STATE_MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&[0; 12]);
+    let mut out = postcard::to_extend(f, out).expect("state file encodes");
+    let body = &out[STATE_HEADER..];
+    let (crc, len) = (crc32fast::hash(body), body.len() as u64);
+    out[10..14].copy_from_slice(&crc.to_le_bytes());
+    out[14..22].copy_from_slice(&len.to_le_bytes());
     out
 }
 
@@ -80,9 +101,13 @@ pub fn decode_state_file(path: &str, bytes: &[u8]) -> Result<StateFile, FormatEr
         return Err(err("not a Weir state file (bad magic)".into()));
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version == STREAMED_FORMAT_VERSION {
+        return decode_streamed(bytes).map_err(err);
+    }
     if version != FORMAT_VERSION {
         return Err(err(format!(
-            "unsupported state format version {version} (this build reads {FORMAT_VERSION})"
+            "unsupported state format version {version} (this build reads {FORMAT_VERSION} and \
+             {STREAMED_FORMAT_VERSION}); restore with the Weir version that wrote it or newer"
         )));
     }
     let crc = u32::from_le_bytes(bytes[10..14].try_into().expect("4 bytes"));
@@ -101,6 +126,115 @@ pub fn decode_state_file(path: &str, bytes: &[u8]) -> Result<StateFile, FormatEr
         )));
     }
     postcard::from_bytes(body).map_err(|e| err(format!("undecodable body: {e}")))
+}
+
+/// The head of a streamed state file's body: everything of a [`StateFile`] but its keyed
+/// blocks, which follow it one by one.
+#[derive(Serialize, Deserialize)]
+struct StreamedHead {
+    uid: String,
+    subtask: u32,
+    operator_state: Vec<Vec<u8>>,
+}
+
+/// Decodes a streamed state file (version 2; the magic and version are checked). Errors: the
+/// problem (the caller names the file).
+fn decode_streamed(bytes: &[u8]) -> Result<StateFile, String> {
+    if bytes.len() < STREAMED_PREAMBLE + STREAMED_TRAILER {
+        return Err(format!(
+            "truncated: {} bytes, shorter than the header and trailer",
+            bytes.len()
+        ));
+    }
+    let (rest, trailer) = bytes.split_at(bytes.len() - STREAMED_TRAILER);
+    let body = &rest[STREAMED_PREAMBLE..];
+    let crc = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
+    let len = u64::from_le_bytes(trailer[4..].try_into().expect("8 bytes"));
+    if body.len() as u64 != len {
+        return Err(format!(
+            "truncated or padded: body has {} bytes, trailer says {len}",
+            body.len()
+        ));
+    }
+    let actual = crc32fast::hash(body);
+    if actual != crc {
+        return Err(format!("checksum mismatch: crc32 {actual:08x}, expected {crc:08x}"));
+    }
+    let undecodable = |e: postcard::Error| format!("undecodable body: {e}");
+    let (head, mut rest): (StreamedHead, &[u8]) = postcard::take_from_bytes(body).map_err(undecodable)?;
+    let mut key_groups = Vec::new();
+    while !rest.is_empty() {
+        let (block, after): (KeyGroupBlock, &[u8]) = postcard::take_from_bytes(rest).map_err(undecodable)?;
+        key_groups.push(block);
+        rest = after;
+    }
+    Ok(StateFile {
+        uid: head.uid,
+        subtask: head.subtask,
+        key_groups,
+        operator_state: head.operator_state,
+    })
+}
+
+/// Writes a state file of version 2 as a stream of byte pieces: [`StreamedStateFile::start`],
+/// then [`StreamedStateFile::block`] per key group in any number, then
+/// [`StreamedStateFile::finish`]; the pieces concatenated are the file. Keeps the body's
+/// running checksum and length (no piece is held).
+#[derive(Default)]
+pub struct StreamedStateFile {
+    body_crc: crc32fast::Hasher,
+    body_len: u64,
+}
+
+impl StreamedStateFile {
+    /// The writer and the file's first piece: magic, version and the body's head.
+    pub fn start(uid: &str, subtask: u32, operator_state: Vec<Vec<u8>>) -> (StreamedStateFile, Vec<u8>) {
+        let mut file = StreamedStateFile::default();
+        let head = StreamedHead {
+            uid: uid.to_string(),
+            subtask,
+            operator_state,
+        };
+        let mut out = STATE_MAGIC.to_vec();
+        out.extend_from_slice(&STREAMED_FORMAT_VERSION.to_le_bytes());
+        let out = postcard::to_extend(&head, out).expect("a state file head encodes");
+        file.body(&out[STREAMED_PREAMBLE..]);
+        (file, out)
+    }
+
+    /// The pieces of one keyed block: its frame header (key group, entries, data length, as
+    /// postcard encodes a [`KeyGroupBlock`]) and its data, which is not copied.
+    pub fn block(&mut self, block: &KeyGroupBlock) -> Vec<u8> {
+        let mut header = Vec::with_capacity(30);
+        for n in [u64::from(block.key_group), block.entries, block.data.len() as u64] {
+            push_varint(&mut header, n);
+        }
+        self.body(&header);
+        self.body(&block.data);
+        header
+    }
+
+    /// The last piece: the body's checksum and length.
+    pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STREAMED_TRAILER);
+        out.extend_from_slice(&self.body_crc.finalize().to_le_bytes());
+        out.extend_from_slice(&self.body_len.to_le_bytes());
+        out
+    }
+
+    fn body(&mut self, bytes: &[u8]) {
+        self.body_crc.update(bytes);
+        self.body_len += bytes.len() as u64;
+    }
+}
+
+/// Appends `n` as a postcard varint (a sequence's length prefix, every `u32` and `u64`).
+pub(crate) fn push_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 /// Reference from `_metadata` to one state file.
@@ -372,6 +506,63 @@ mod tests {
         assert!(e.problem.contains("truncated"), "{e}");
         let e = decode_state_file("f", &bytes[..5]).unwrap_err();
         assert!(e.problem.contains("truncated"), "{e}");
+    }
+
+    /// The single-copy encoder writes the bytes of the earlier one (header, then
+    /// `postcard::to_stdvec` of the body), so files stay readable by every release.
+    #[test]
+    fn state_file_bytes_equal_the_two_copy_encoding() {
+        let mut big = sample();
+        big.key_groups.push(KeyGroupBlock {
+            key_group: 9,
+            entries: 1000,
+            data: (0..100_000u32).map(|i| i as u8).collect(),
+        });
+        for f in [sample(), big] {
+            let body = postcard::to_stdvec(&f).unwrap();
+            let mut want = STATE_MAGIC.to_vec();
+            want.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+            want.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            want.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            want.extend_from_slice(&body);
+            assert_eq!(encode_state_file(&f), want);
+        }
+    }
+
+    /// A streamed file (version 2) decodes to the same [`StateFile`] as version 1, its
+    /// frames are postcard's encoding of each block, and corruption is detected.
+    #[test]
+    fn streamed_state_file_round_trips_and_detects_corruption() {
+        let mut f = sample();
+        f.key_groups.push(KeyGroupBlock {
+            key_group: 300,
+            entries: 1 << 20,
+            data: vec![5; 200],
+        });
+        let (mut writer, mut bytes) = StreamedStateFile::start(&f.uid, f.subtask, f.operator_state.clone());
+        for block in &f.key_groups {
+            let header = writer.block(block);
+            let mut frame = header.clone();
+            frame.extend_from_slice(&block.data);
+            assert_eq!(frame, postcard::to_stdvec(block).unwrap());
+            bytes.extend_from_slice(&frame);
+        }
+        bytes.extend_from_slice(&writer.finish());
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), STREAMED_FORMAT_VERSION);
+        assert_eq!(decode_state_file("f", &bytes).unwrap(), f);
+        let (empty, mut no_blocks) = StreamedStateFile::start("u", 0, vec![]);
+        no_blocks.extend_from_slice(&empty.finish());
+        assert!(decode_state_file("f", &no_blocks).unwrap().key_groups.is_empty());
+        let mut flipped = bytes.clone();
+        flipped[20] ^= 1;
+        let e = decode_state_file("s3://b/x.state", &flipped).unwrap_err();
+        assert!(e.to_string().starts_with("s3://b/x.state: checksum mismatch"), "{e}");
+        let e = decode_state_file("f", &bytes[..bytes.len() - 1]).unwrap_err();
+        assert!(e.problem.contains("truncated"), "{e}");
+        let mut unknown = bytes.clone();
+        unknown[8] = 7;
+        let e = decode_state_file("f", &unknown).unwrap_err();
+        assert!(e.problem.contains("unsupported state format version 7"), "{e}");
     }
 
     #[test]

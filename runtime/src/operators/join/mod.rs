@@ -251,6 +251,7 @@ impl StreamOperator for Join {
                 key_group_range: Some(range),
                 key_groups: view.encode()?,
                 operator_state: vec![kept],
+                key_group_stream: None,
             })
         })))
     }

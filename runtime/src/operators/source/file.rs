@@ -516,6 +516,7 @@ impl Source for FileSource {
             key_group_range: None,
             key_groups: vec![],
             operator_state: self.splits.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?,
+            key_group_stream: None,
         })
     }
 

@@ -445,6 +445,7 @@ impl Source for KafkaSource {
                 .values()
                 .map(|a| postcard::to_stdvec(&self.checkpointed(a)))
                 .collect::<Result<_, _>>()?,
+            key_group_stream: None,
         })
     }
 

@@ -362,6 +362,7 @@ impl StreamOperator for WindowOperator {
                 key_group_range: Some(range),
                 key_groups: blocks,
                 operator_state: vec![postcard::to_stdvec(&shape)?],
+                key_group_stream: None,
             })
         })))
     }

@@ -1,0 +1,166 @@
+//! The disk backend's snapshot ([`DiskSnapshot`]): the store's MVCC read view, encoded off
+//! the task thread into the heap backend's key-group blocks, byte for byte (see
+//! `state/disk.rs` for the store layout).
+
+use crate::state::changed_keys::ChangedKeys;
+use crate::state::disk::{
+    DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
+};
+use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::snapshot::{KeyGroupBlock, push_varint};
+use crate::state::ttl::{StateTtl, expired};
+use fjall::{Keyspace, Readable};
+use std::path::PathBuf;
+
+/// One key group's block being assembled from stored bytes.
+struct BlockBuilder {
+    key_group: u32,
+    entries: u64,
+    body: Vec<u8>,
+}
+
+impl BlockBuilder {
+    /// The block: `Vec<(Key, V)>` (version 1) or `Vec<(Key, V, u64)>` after the versioned
+    /// prefix (version 2), as [`keyed_block`] encodes them: postcard writes a sequence as its
+    /// varint length followed by its elements, and a tuple as its fields in order.
+    fn finish(self, with_times: bool) -> KeyGroupBlock {
+        let mut data = Vec::with_capacity(self.body.len() + 24);
+        if with_times {
+            data.extend_from_slice(&VERSIONED_PREFIX);
+            data.push(BLOCK_VERSION_TTL);
+        }
+        push_varint(&mut data, self.entries);
+        data.extend_from_slice(&self.body);
+        KeyGroupBlock {
+            key_group: self.key_group,
+            entries: self.entries,
+            data,
+        }
+    }
+}
+
+/// The state of a subtask as of a barrier: an MVCC read view of its store (`Send` to an
+/// encoder thread). Dropping it lets the store discard versions only it still needed.
+pub struct DiskSnapshot {
+    pub(crate) view: fjall::Snapshot,
+    pub(crate) keyspace: Keyspace,
+    pub(crate) dir: PathBuf,
+    pub(crate) ttl: Option<StateTtl>,
+    pub(crate) now_ms: u64,
+}
+
+impl DiskSnapshot {
+    /// Encodes one block per key group with live entries, in key-group order: version 1
+    /// without a TTL, version 2 (with write times) with one, exactly as the heap backend.
+    /// Entries expired at the barrier are left out. Errors: the store fails to read, or holds
+    /// an entry it did not write.
+    pub fn encode(self) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        let mut blocks = Vec::new();
+        self.encode_each(&mut |block| {
+            blocks.push(block);
+            Ok::<(), DiskStateError>(())
+        })?;
+        Ok(blocks)
+    }
+
+    /// [`DiskSnapshot::encode`] as a stream: each key group's block is handed to `emit` as
+    /// soon as the view's iteration leaves the group. Stops at the first error of `emit`.
+    pub fn encode_each<E: From<DiskStateError>>(
+        self,
+        emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let err = |problem: String| DiskStateError {
+            dir: self.dir.clone(),
+            problem,
+        };
+        let with_times = self.ttl.is_some();
+        let mut current: Option<BlockBuilder> = None;
+        for guard in self.view.iter(&self.keyspace) {
+            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
+            let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
+                return Err(err("an entry the disk backend did not write".into()).into());
+            };
+            if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
+                continue;
+            }
+            if current.as_ref().is_some_and(|b| b.key_group != key_group)
+                && let Some(done) = current.take()
+            {
+                emit(done.finish(with_times))?;
+            }
+            let block = current.get_or_insert_with(|| BlockBuilder {
+                key_group,
+                entries: 0,
+                body: Vec::new(),
+            });
+            block.entries += 1;
+            block.body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
+            block.body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
+            if with_times {
+                push_varint(&mut block.body, written);
+            }
+        }
+        if let Some(done) = current {
+            emit(done.finish(with_times))?;
+        }
+        Ok(())
+    }
+
+    /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
+    /// writes for the same entries) per key group of `changes`: each changed key with its value
+    /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
+    /// not hold it or it expired by then. Keys are read by point lookups in store-key order;
+    /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
+    /// holds an entry it did not write.
+    pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        let err = |problem: String| DiskStateError {
+            dir: self.dir.clone(),
+            problem,
+        };
+        let mut blocks = Vec::new();
+        for (key_group, keys) in changes.by_key_group() {
+            let mut store_keys: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|(hash, key)| store_key(key_group, *hash, key))
+                .collect();
+            store_keys.sort_unstable();
+            let mut body = Vec::with_capacity(store_keys.len() * 24);
+            for key in &store_keys {
+                body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
+                let value = self.view.get(&self.keyspace, key).map_err(|e| err(e.to_string()))?;
+                let live = match value {
+                    Some(value) => {
+                        let written = value_written_ms(&value)
+                            .ok_or_else(|| err("an entry the disk backend did not write".into()))?;
+                        (!expired(self.ttl, written, self.now_ms)).then_some((value, written))
+                    }
+                    None => None,
+                };
+                // postcard: an `Option` is a tag byte (0 none, 1 some) and the value; the write
+                // time a varint.
+                match live {
+                    Some((value, written)) => {
+                        body.push(1);
+                        body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
+                        push_varint(&mut body, written);
+                    }
+                    None => {
+                        body.push(0);
+                        push_varint(&mut body, 0);
+                    }
+                }
+            }
+            let mut data = Vec::with_capacity(body.len() + 24);
+            data.extend_from_slice(&VERSIONED_PREFIX);
+            data.push(BLOCK_VERSION_DELTA);
+            push_varint(&mut data, store_keys.len() as u64);
+            data.extend_from_slice(&body);
+            blocks.push(KeyGroupBlock {
+                key_group,
+                entries: store_keys.len() as u64,
+                data,
+            });
+        }
+        Ok(blocks)
+    }
+}
