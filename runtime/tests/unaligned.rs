@@ -77,14 +77,17 @@ fn kill_9_with_unaligned_checkpoints_is_exactly_once() {
     let recovered = local_output(&dir.path().join("output"));
     assert_same_multiset(&recovered, &failure_free, "unaligned checkpoints with 3 kill -9");
     assert_same_multiset(&recovered, &expected_wordcount(), "against the independent count");
-    // The retained checkpoints: periodic ones unaligned, the final one of the bounded job aligned.
+    // The retained checkpoints: periodic ones went unaligned (a periodic one whose in-band
+    // barriers all arrived before its priority barrier was taken, as near the end of the input, is
+    // reported aligned, as a subtask in Flink that needed no overtaking), the final one of the
+    // bounded job is always aligned.
     let kinds: Vec<bool> = checkpoints(dir.path())
         .iter()
         .map(|m| m["alignment"]["unaligned"].as_bool().unwrap())
         .collect();
     assert!(
-        kinds.len() >= 2 && kinds[..kinds.len() - 1].iter().all(|u| *u),
-        "{kinds:?}"
+        kinds.len() >= 2 && kinds[..kinds.len() - 1].iter().any(|u| *u),
+        "a retained periodic checkpoint went unaligned: {kinds:?}"
     );
     assert_eq!(kinds.last(), Some(&false), "the final checkpoint is aligned: {kinds:?}");
 }
