@@ -1,10 +1,17 @@
 //! The read-position log of at-most-once mode: before a source subtask emits a batch, it
 //! writes the positions of its splits *after* that batch to the checkpoint storage, so a
 //! restore can resume every split past anything that may have been emitted (Kafka's
-//! "commit the offset before processing"). One file per source uid and subtask:
-//! `<job>/read-positions/<lineage>/<uid>-<subtask>.state`, in the state-file format (version,
-//! CRC-32). The log belongs to the lineage whose checkpoints it extends, so a fresh run or a
-//! restore of another history never reads it.
+//! "commit the offset before processing"). One file per source uid, subtask and parallelism:
+//! `<job>/read-positions/<lineage>/<uid>-<subtask>-of-<parallelism>.state`, in the state-file
+//! format (version, CRC-32). The log belongs to the lineage whose checkpoints it extends, so a
+//! fresh run or a restore of another history never reads it.
+//!
+//! Why the parallelism is in the name: after a rescale, subtask `i` may own other splits than
+//! subtask `i` of the previous parallelism. Were its first record to replace that subtask's file,
+//! the positions of the splits that moved away would be gone from the log until their new owner
+//! recorded them, and a crash in between would read them again (a duplicate in at-most-once).
+//! Files of an earlier parallelism are kept and pooled; a position only moves forward, so an
+//! older file never holds a split further than a newer one.
 //!
 //! Cost: one `put` to the checkpoint storage per source batch (at most 1024 records), which is
 //! why only at-most-once writes it.
@@ -26,7 +33,7 @@ pub fn log_dir(job: &str, lineage: &str) -> String {
 pub struct ReadPositionLog {
     /// The checkpoint store.
     pub store: Store,
-    /// `<log_dir>/<uid>-<subtask>.state`.
+    /// `<log_dir>/<uid>-<subtask>-of-<parallelism>.state`.
     pub path: String,
     /// Source uid.
     pub uid: String,
@@ -35,11 +42,12 @@ pub struct ReadPositionLog {
 }
 
 impl ReadPositionLog {
-    /// The log of subtask `subtask` of source `uid` in `dir` ([`log_dir`]).
-    pub fn new(store: Store, dir: &str, uid: &str, subtask: u32) -> ReadPositionLog {
+    /// The log of subtask `subtask` of `parallelism` subtasks of source `uid` in `dir`
+    /// ([`log_dir`]).
+    pub fn new(store: Store, dir: &str, uid: &str, subtask: u32, parallelism: u32) -> ReadPositionLog {
         ReadPositionLog {
             store,
-            path: join(dir, &format!("{uid}-{subtask}.state")),
+            path: join(dir, &format!("{uid}-{subtask}-of-{parallelism}.state")),
             uid: uid.to_string(),
             subtask,
         }
@@ -62,8 +70,10 @@ impl ReadPositionLog {
 }
 
 /// Every position item recorded for source `uid` in log directory `dir`, over all subtasks
-/// that ever wrote one (order unspecified; the caller keeps the furthest per split). Errors: a
-/// file that cannot be read or fails its checks, named.
+/// of every parallelism that ever wrote one (`<uid>-<subtask>-of-<parallelism>.state`, and
+/// `<uid>-<subtask>.state` as written before the parallelism was in the name; order
+/// unspecified; the caller keeps the furthest per split). Errors: a file that cannot be read or
+/// fails its checks, named.
 pub async fn load(store: &Store, dir: &str, uid: &str) -> Result<Vec<Vec<u8>>, String> {
     let prefix = format!("{dir}/");
     let objects = store
@@ -79,7 +89,7 @@ pub async fn load(store: &Store, dir: &str, uid: &str) -> Result<Vec<Vec<u8>>, S
         else {
             continue;
         };
-        if subtask.parse::<u32>().is_err() {
+        if !is_subtask_suffix(subtask) {
             continue;
         }
         let url = store.url(&o.path);
@@ -91,6 +101,16 @@ pub async fn load(store: &Store, dir: &str, uid: &str) -> Result<Vec<Vec<u8>>, S
         items.extend(file.operator_state);
     }
     Ok(items)
+}
+
+/// Whether `rest` (a log file name without `<uid>-` and `.state`) is `<subtask>` or
+/// `<subtask>-of-<parallelism>`: anything else belongs to another uid that starts with this one.
+fn is_subtask_suffix(rest: &str) -> bool {
+    let number = |s: &str| s.parse::<u32>().is_ok();
+    match rest.split_once("-of-") {
+        Some((subtask, parallelism)) => number(subtask) && number(parallelism),
+        None => number(rest),
+    }
 }
 
 /// The read-position log of an at-most-once run of lineage `lineage`: where its sources record
@@ -201,20 +221,63 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Store = Arc::new(LocalStore::new(dir.path()).unwrap());
         let d = log_dir("wc", "run1");
-        let a0 = ReadPositionLog::new(store.clone(), &d, "lines", 0);
-        let a1 = ReadPositionLog::new(store.clone(), &d, "lines", 1);
-        let other = ReadPositionLog::new(store.clone(), &d, "lines-b", 0);
+        let a0 = ReadPositionLog::new(store.clone(), &d, "lines", 0, 2);
+        let a1 = ReadPositionLog::new(store.clone(), &d, "lines", 1, 2);
+        let other = ReadPositionLog::new(store.clone(), &d, "lines-b", 0, 2);
+        let other_of = ReadPositionLog::new(store.clone(), &d, "lines-1-of", 0, 1);
         a0.record(vec![vec![1]]).await.unwrap();
         a0.record(vec![vec![2], vec![3]]).await.unwrap();
         a1.record(vec![vec![4]]).await.unwrap();
         other.record(vec![vec![9]]).await.unwrap();
+        other_of.record(vec![vec![8]]).await.unwrap();
         let mut got = load(&store, &d, "lines").await.unwrap();
         got.sort();
         assert_eq!(got, vec![vec![2], vec![3], vec![4]]);
         assert!(load(&store, &log_dir("wc", "run2"), "lines").await.unwrap().is_empty());
         std::fs::write(dir.path().join(&a1.path), b"torn").unwrap();
         let err = load(&store, &d, "lines").await.unwrap_err();
-        assert!(err.contains("lines-1.state"), "{err}");
+        assert!(err.contains("lines-1-of-2.state"), "{err}");
+    }
+
+    /// A rescale 2 → 3 in the same lineage: subtask 1 of 3 records its first batch, which holds
+    /// only its own splits. Subtask 1 of 2's record of the splits that moved to subtask 0 stays
+    /// in the log until (and after) their new owner records them; a file written before the
+    /// parallelism was in the name is read too.
+    #[tokio::test]
+    async fn a_rescaled_subtask_keeps_the_records_of_the_splits_it_no_longer_owns() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+        let d = log_dir("wc", "run1");
+        let old_1 = ReadPositionLog::new(store.clone(), &d, "lines", 1, 2);
+        old_1.record(vec![vec![1, 7], vec![3, 7]]).await.unwrap();
+        let new_1 = ReadPositionLog::new(store.clone(), &d, "lines", 1, 3);
+        new_1.record(vec![vec![1, 9]]).await.unwrap();
+        std::fs::create_dir_all(dir.path().join(&d)).unwrap();
+        let legacy = StateFile {
+            uid: "lines".into(),
+            subtask: 0,
+            key_groups: vec![],
+            operator_state: vec![vec![5, 2]],
+        };
+        std::fs::write(dir.path().join(&d).join("lines-0.state"), encode_state_file(&legacy)).unwrap();
+        let mut got = load(&store, &d, "lines").await.unwrap();
+        got.sort();
+        assert_eq!(got, vec![vec![1, 7], vec![1, 9], vec![3, 7], vec![5, 2]]);
+    }
+
+    #[test]
+    fn only_subtask_and_parallelism_suffixes_belong_to_the_uid() {
+        for (rest, want) in [
+            ("0", true),
+            ("12-of-16", true),
+            ("b-0", false),
+            ("1-of-", false),
+            ("-of-2", false),
+            ("0-of-2-of-3", false),
+            ("1-of-0-of-1", false),
+        ] {
+            assert_eq!(is_subtask_suffix(rest), want, "{rest}");
+        }
     }
 
     #[test]

@@ -514,7 +514,7 @@ pub async fn build_task(
         let read_log = ctx
             .read_log
             .as_ref()
-            .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub));
+            .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub, p));
         let mut src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
             .await
             .map_err(|e| e.0)?;
