@@ -77,7 +77,8 @@ pub struct KafkaSourceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp_field: Option<String>,
     /// Further librdkafka consumer properties (`fetch.max.bytes`, `security.protocol`, …).
-    /// `enable.auto.commit`, `group.id` and `bootstrap.servers` are set by Weir and refused.
+    /// `enable.auto.commit`, `group.id`, `bootstrap.servers` and `auto.offset.reset` are set by
+    /// Weir and refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
 }

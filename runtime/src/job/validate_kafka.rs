@@ -5,8 +5,16 @@ use super::spec_kafka::{KafkaSinkSpec, KafkaSourceSpec, StartingOffsets};
 use super::validate::JobError;
 use std::collections::BTreeMap;
 
-/// Properties Weir sets itself on consumers; a user value would break the source's contract.
-const SOURCE_RESERVED: [&str; 3] = ["bootstrap.servers", "group.id", "enable.auto.commit"];
+/// Properties Weir sets itself on consumers; a user value would break the source's contract
+/// (`auto.offset.reset`, also spelled with librdkafka's `topic.` prefix: earliest starts at
+/// offset 0 and relies on the reset to the log start).
+const SOURCE_RESERVED: [&str; 5] = [
+    "bootstrap.servers",
+    "group.id",
+    "enable.auto.commit",
+    "auto.offset.reset",
+    "topic.auto.offset.reset",
+];
 /// Properties Weir sets itself on producers.
 const SINK_RESERVED: [&str; 2] = ["bootstrap.servers", "transactional.id"];
 
@@ -231,6 +239,13 @@ mod tests {
                     ..source()
                 },
                 Some("x.properties.group.id"),
+            ),
+            (
+                KafkaSourceSpec {
+                    properties: [("auto.offset.reset".to_string(), "latest".to_string())].into(),
+                    ..source()
+                },
+                Some("x.properties.auto.offset.reset"),
             ),
             (
                 KafkaSourceSpec {

@@ -36,16 +36,15 @@ pub struct ListOffsetsProbe {
     pub latest_not_the_log_end: usize,
 }
 
-/// Creates a topic with `partitions` partitions; `writers` producers (threads released
-/// together) each write one batch of [`RECORDS_PER_BATCH`] records into every partition; then
-/// compares ListOffsets with each partition's raw log and reads the topic from offset 0.
-pub fn probe_list_offsets(servers: &str, writers: usize, partitions: i32) -> ListOffsetsProbe {
-    let topic = unique("weir-list-offsets-probe");
-    create_topic(servers, &topic, partitions);
+/// `writers` producers (threads released together) each write one batch of
+/// [`RECORDS_PER_BATCH`] records into every partition `0..partitions` of `topic` (fresh), so
+/// they race for every partition's first offsets. Record `i` of writer `w` into partition `p`
+/// is the JSON object `{"w": w, "p": p, "i": i}` ([`raced_values`] lists them all).
+pub fn race_for_the_first_offsets(servers: &str, topic: &str, writers: usize, partitions: i32) {
     let start = std::sync::Arc::new(std::sync::Barrier::new(writers));
     let threads: Vec<_> = (0..writers)
         .map(|w| {
-            let (servers, topic, start) = (servers.to_string(), topic.clone(), start.clone());
+            let (servers, topic, start) = (servers.to_string(), topic.to_string(), start.clone());
             std::thread::spawn(move || {
                 let producer: BaseProducer = ClientConfig::new()
                     .set("bootstrap.servers", &servers)
@@ -59,7 +58,7 @@ pub fn probe_list_offsets(servers: &str, writers: usize, partitions: i32) -> Lis
                 start.wait();
                 for p in 0..partitions {
                     for i in 0..RECORDS_PER_BATCH {
-                        let value = format!("w{w}-p{p}-{i}");
+                        let value = raced_value(w, p, i);
                         producer
                             .send(BaseRecord::<(), str>::to(&topic).payload(&value).partition(p))
                             .unwrap();
@@ -72,6 +71,28 @@ pub fn probe_list_offsets(servers: &str, writers: usize, partitions: i32) -> Lis
     for t in threads {
         t.join().unwrap();
     }
+}
+
+fn raced_value(writer: usize, partition: i32, i: usize) -> String {
+    format!(r#"{{"w":{writer},"p":{partition},"i":{i}}}"#)
+}
+
+/// Every value [`race_for_the_first_offsets`] writes with `writers` and `partitions`, sorted.
+pub fn raced_values(writers: usize, partitions: i32) -> Vec<String> {
+    let mut values: Vec<String> = (0..writers)
+        .flat_map(|w| (0..partitions).flat_map(move |p| (0..RECORDS_PER_BATCH).map(move |i| raced_value(w, p, i))))
+        .collect();
+    values.sort();
+    values
+}
+
+/// Creates a topic with `partitions` partitions, has `writers` producers race for its first
+/// offsets ([`race_for_the_first_offsets`]), then compares ListOffsets with each partition's
+/// raw log and reads the topic from offset 0.
+pub fn probe_list_offsets(servers: &str, writers: usize, partitions: i32) -> ListOffsetsProbe {
+    let topic = unique("weir-list-offsets-probe");
+    create_topic(servers, &topic, partitions);
+    race_for_the_first_offsets(servers, &topic, writers, partitions);
     let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
     let mut probe = ListOffsetsProbe {
         partitions: partitions as usize,

@@ -11,7 +11,7 @@
 //! partition's checkpointed state and moves with the partition on a rescale.
 
 use super::Source;
-use super::kafka_assign::{KafkaSplit, StartFrom, newly_owned, restored_event_times, restored_offsets};
+use super::kafka_assign::{KafkaSplit, StartFrom, earliest_start, newly_owned, restored_event_times, restored_offsets};
 use crate::exec::split_watermarks::{SplitId, SplitWatermarks};
 use crate::exec::watermark::NO_WATERMARK;
 use crate::job::{KafkaSourceSpec, StartingOffsets};
@@ -79,6 +79,11 @@ fn client_config(spec: &KafkaSourceSpec) -> ClientConfig {
         .set("bootstrap.servers", &spec.bootstrap_servers)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
+        // Earliest starts at offset 0 (`earliest_start`); an offset below the log start is out
+        // of range and resets to the log start. Restored offsets are in range unless retention
+        // deleted records the job never read (then: what is left of them) or the partition's
+        // log was truncated or re-created (then: its start; docs/concepts.md, "Kafka").
+        .set("auto.offset.reset", "earliest")
         // librdkafka needs a group id for a consumer; nothing is read back from it.
         .set("group.id", spec.group_id.as_deref().unwrap_or("weir-source"));
     config
@@ -129,11 +134,12 @@ fn resolve(
                 format!("reading the offsets of {topic}/{partition}"),
                 servers,
             ))?;
+        let earliest = earliest_start(low, high, spec.bounded);
         let start = match from {
             StartFrom::Restored(offset) => *offset,
-            StartFrom::Earliest => low,
+            StartFrom::Earliest => earliest,
             StartFrom::StartingOffsets => match spec.starting_offsets {
-                StartingOffsets::Earliest => low,
+                StartingOffsets::Earliest => earliest,
                 StartingOffsets::Latest => high,
                 StartingOffsets::Committed => {
                     let mut list = TopicPartitionList::new();
@@ -143,7 +149,7 @@ fn resolve(
                         .map_err(kafka_error("reading the group's committed offsets", servers))?;
                     match committed.elements().first().map(|e| e.offset()) {
                         Some(Offset::Offset(n)) => n,
-                        _ => low,
+                        _ => earliest,
                     }
                 }
                 StartingOffsets::Timestamp => {

@@ -145,6 +145,29 @@ pub fn newly_owned(
         .collect()
 }
 
+/// The offset a partition starts at when it starts at its earliest offset (`startingOffsets:
+/// earliest`, `committed` without a committed offset, a partition that appeared later), given
+/// the broker's ListOffsets answers `listed_earliest` and `listed_latest`.
+///
+/// Offset 0, not `listed_earliest`: the source's consumer has `auto.offset.reset=earliest`, so
+/// on Apache Kafka an offset below the log start (records deleted by retention, or by
+/// `DeleteRecords`) is out of range and librdkafka moves to the log start, which is what
+/// earliest means; on a log that starts at 0 it is the log start itself; on a compacted topic
+/// offset 0 fetches from the first record kept. tansu (the CI broker) answers ListOffsets
+/// (earliest) with the base offset of the batch it stored first, which skips batches when
+/// producers raced for the first offsets (docs/runtime/kafka-test-broker.md).
+///
+/// A bounded source's partition that ListOffsets reports empty (`listed_earliest >=
+/// listed_latest`) starts at `listed_latest`, its end, so it is done at once: from 0 it would
+/// wait for a record that never comes below a log start that is also the end.
+pub fn earliest_start(listed_earliest: i64, listed_latest: i64, bounded: bool) -> i64 {
+    if bounded && listed_earliest >= listed_latest {
+        listed_latest
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +283,32 @@ mod tests {
             [(("t".into(), 0), 12), (("t".into(), 1), 4), (("u".into(), 0), 7)].into();
         assert_eq!(got, want);
         assert!(restored_offsets(&[vec![0xff]]).is_err());
+    }
+
+    #[test]
+    fn earliest_starts_at_zero_except_an_empty_bounded_partition() {
+        // (ListOffsets earliest, latest, bounded) -> start
+        for (earliest, latest, bounded, want) in [
+            // A fresh log, or tansu's earliest after a race (3): from 0.
+            (0, 10, false, 0),
+            (3, 10, false, 0),
+            (3, 10, true, 0),
+            // Retention deleted 0..500: 0 is out of range, the consumer resets to 500.
+            (500, 900, false, 0),
+            (500, 900, true, 0),
+            // Empty: unbounded waits at 0 (reset to the log start when it is not 0).
+            (0, 0, false, 0),
+            (700, 700, false, 0),
+            // Empty and bounded: done at once.
+            (0, 0, true, 0),
+            (700, 700, true, 700),
+        ] {
+            assert_eq!(
+                earliest_start(earliest, latest, bounded),
+                want,
+                "{earliest} {latest} {bounded}"
+            );
+        }
     }
 
     #[test]
