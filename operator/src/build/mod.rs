@@ -8,6 +8,7 @@
 mod defaults;
 mod job_secret;
 mod merge;
+mod names;
 mod network_policy;
 
 pub use defaults::{BUILT_IN_RUNTIME_IMAGE, RuntimeDefaults};
@@ -16,6 +17,11 @@ pub use job_secret::{
     job_secret_name, job_secret_path, token_of, token_to_keep,
 };
 pub use merge::merge_pod_template;
+pub use names::{
+    ANNOTATION_CONFIG_CHECKSUM, ANNOTATION_JOB_NAME, ANNOTATION_SPEC_GENERATION, Component, FIELD_MANAGER,
+    LABEL_DEPLOY_GENERATION, LABEL_JOB, MAX_JOB_KEY_LEN, config_map_name, coordinator_name, job_key, job_selector,
+    labels, owner_reference, run_id, selector_labels, worker_name,
+};
 pub use network_policy::{
     NAMESPACE_NAME_LABEL, NetworkPolicySettings, coordinator_network_policy, network_policies, worker_network_policy,
 };
@@ -23,25 +29,10 @@ pub use network_policy::{
 use crate::crd::{ImagePullPolicy, StreamJob, StreamJobSpec};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, PodTemplateSpec, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use weir_runtime::job::StateBackend;
 
-/// Field manager of every server-side apply the operator makes.
-pub const FIELD_MANAGER: &str = "weir-operator";
-/// Label: the StreamJob's name, on every child and pod.
-pub const LABEL_JOB: &str = "weir.dev/job";
-/// Label: the deploy generation (`status.deployGeneration`) a workload belongs to.
-pub const LABEL_DEPLOY_GENERATION: &str = "weir.dev/deployment-generation";
-/// Annotation on the coordinator Deployment: the StreamJob `metadata.generation` whose spec it
-/// runs (FKO's generation annotation), so a restarted operator can tell whether an upgrade
-/// already reached the cluster.
-pub const ANNOTATION_SPEC_GENERATION: &str = "weir.dev/spec-generation";
-/// Pod-template annotation: checksum of the runtime-relevant part of the job file. It changes
-/// only when the runtime would see a different job, so operator-only spec edits never roll pods.
-pub const ANNOTATION_CONFIG_CHECKSUM: &str = "weir.dev/config-checksum";
 /// Port of the coordinator's control API (`/healthz`, `/v1/...`, `/metrics`).
 pub const CONTROL_PORT: i32 = 8081;
 /// Port of the coordinator's RPC endpoint that workers register with.
@@ -63,61 +54,6 @@ pub const STATE_DIR: &str = "/var/lib/weir/state";
 pub const JOB_FILE_KEY: &str = "job.yaml";
 /// UID/GID the runtime runs as (non-root).
 pub const RUN_AS_USER: i64 = 65532;
-
-/// Pod annotation with the StreamJob's full name, set only when [`job_key`] shortened it (so
-/// the pods of jobs with short names are unchanged).
-pub const ANNOTATION_JOB_NAME: &str = "weir.dev/job-name";
-
-/// Longest StreamJob name used as is in child names and labels. With the longest suffix
-/// (`-coordinator`, 12 characters) a child name stays within 52 characters: a StatefulSet's pods
-/// carry the label `controller-revision-hash: <name>-<10 characters>`, which must fit in 63, and
-/// Service names must fit in 63.
-pub const MAX_JOB_KEY_LEN: usize = 40;
-
-/// The job's key in child object names and in the `weir.dev/job` and
-/// `app.kubernetes.io/instance` label values: the StreamJob name when it has at most
-/// [`MAX_JOB_KEY_LEN`] characters and no dot (dots are not allowed in Service names);
-/// otherwise its first 31 characters with dots as dashes and no trailing dash, `-`, and 8 hex
-/// digits of the xxh3 hash of the full name (deterministic; two names sharing a long prefix
-/// differ). Always at most 40 characters.
-pub fn job_key(job: &str) -> String {
-    if job.len() <= MAX_JOB_KEY_LEN && !job.contains('.') {
-        return job.to_string();
-    }
-    let prefix: String = job
-        .chars()
-        .take(MAX_JOB_KEY_LEN - 9)
-        .map(|c| if c == '.' { '-' } else { c })
-        .collect();
-    let hash = xxhash_rust::xxh3::xxh3_64(job.as_bytes()) as u32;
-    format!("{}-{hash:08x}", prefix.trim_end_matches('-'))
-}
-
-/// Label selector (`weir.dev/job=<key>`) of every child and pod of a job.
-pub fn job_selector(job: &str) -> String {
-    format!("{LABEL_JOB}={}", job_key(job))
-}
-
-/// Name of the ConfigMap holding the job file.
-pub fn config_map_name(job: &str) -> String {
-    format!("{}-config", job_key(job))
-}
-/// Name of the coordinator Deployment and its Service.
-pub fn coordinator_name(job: &str) -> String {
-    format!("{}-coordinator", job_key(job))
-}
-/// Name of the worker StatefulSet and its headless Service.
-pub fn worker_name(job: &str) -> String {
-    format!("{}-worker", job_key(job))
-}
-
-/// The coordinator's `--run-id`: `<job uid>-<deploy generation>`. Stable for one deployment,
-/// so a coordinator container restarted by Kubernetes resumes from its run's newest checkpoint
-/// instead of going back to `--restore`; different for every new deployment.
-pub fn run_id(job: &StreamJob, deploy_generation: u64) -> String {
-    let uid = job.uid().unwrap_or_else(|| job.name_any());
-    format!("{uid}-{deploy_generation}")
-}
 
 /// Number of worker pods: `ceil(parallelism / slotsPerWorker)`, at least 1.
 pub fn worker_replicas(spec: &StreamJobSpec) -> i32 {
@@ -156,65 +92,6 @@ pub struct Children {
     pub workers: StatefulSet,
     /// The workers' headless Service.
     pub worker_service: Service,
-}
-
-/// Pod role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Component {
-    /// The coordinator (Flink's JobManager).
-    Coordinator,
-    /// A worker (Flink's TaskManager).
-    Worker,
-    /// The job's configuration.
-    Config,
-    /// The job secret (the control API token and the workers' HMAC key).
-    JobSecret,
-}
-
-impl Component {
-    /// The `app.kubernetes.io/component` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Component::Coordinator => "coordinator",
-            Component::Worker => "worker",
-            Component::Config => "config",
-            Component::JobSecret => "job-secret",
-        }
-    }
-}
-
-/// Labels that select a role's pods. Stable across deploy generations (selectors are
-/// immutable), unlike [`labels`]. The job appears as its [`job_key`] (label values have at
-/// most 63 characters).
-pub fn selector_labels(job: &str, component: Component) -> BTreeMap<String, String> {
-    let key = job_key(job);
-    BTreeMap::from([
-        ("app.kubernetes.io/name".into(), "weir".into()),
-        ("app.kubernetes.io/instance".into(), key.clone()),
-        ("app.kubernetes.io/component".into(), component.as_str().into()),
-        (LABEL_JOB.into(), key),
-    ])
-}
-
-/// Labels of a child object and its pods.
-pub fn labels(job: &str, component: Component, deploy_generation: u64) -> BTreeMap<String, String> {
-    let mut l = selector_labels(job, component);
-    l.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
-    l.insert("app.kubernetes.io/part-of".into(), "weir".into());
-    l.insert(LABEL_DEPLOY_GENERATION.into(), deploy_generation.to_string());
-    l
-}
-
-/// The controller owner reference to the StreamJob (garbage collection and watches).
-pub fn owner_reference(job: &StreamJob) -> OwnerReference {
-    OwnerReference {
-        api_version: StreamJob::api_version(&()).into_owned(),
-        kind: StreamJob::kind(&()).into_owned(),
-        name: job.name_any(),
-        uid: job.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 /// The job file the pods read: a whole StreamJob manifest (the runtime ignores operator-only
