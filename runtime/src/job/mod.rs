@@ -10,6 +10,7 @@ pub mod fields;
 pub mod join;
 pub mod schema;
 pub mod spec;
+pub mod spec_checkpointing;
 pub mod spec_join;
 pub mod spec_kafka;
 pub mod type_errors;
