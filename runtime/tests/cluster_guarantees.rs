@@ -70,12 +70,7 @@ fn the_cluster_runs_at_least_once_and_loses_nothing_when_a_worker_is_killed() {
     c.coordinator.wait_ok(Duration::from_secs(180));
     let log = c.coordinator.text();
     assert!(log.contains("restarting in"), "{log}");
-    let expected = expected_wordcount();
-    let (lost, extra) = lost_and_extra(&local_output(&dir.path().join("output")), &expected);
-    eprintln!(
-        "cluster at-least-once after a worker kill -9: {lost} lost, {extra} extra of {}",
-        expected.len()
-    );
+    let (lost, _extra) = wordcount_lost_and_extra(dir.path(), "cluster at-least-once after a worker kill -9");
     assert_eq!(lost, 0, "the cluster lost records in at-least-once mode");
 }
 
@@ -109,23 +104,16 @@ fn at_most_once_on_the_cluster_under_kill_9_of_a_worker_and_the_coordinator_writ
     wait_crash_at(&mut c.coordinator, &point);
     c.restart_coordinator(&[]);
     c.coordinator.wait_ok(Duration::from_secs(180));
-    let expected = expected_wordcount();
-    let (lost, extra) = lost_and_extra(&local_output(&dir.path().join("output")), &expected);
-    eprintln!(
-        "cluster at-most-once after kill -9 of a worker and of the coordinator and a coordinator crash: {lost} lost, {extra} extra of {}",
-        expected.len()
+    let (lost, extra) = wordcount_lost_and_extra(
+        dir.path(),
+        "cluster at-most-once after kill -9 of a worker and of the coordinator and a coordinator crash",
     );
     assert_eq!(extra, 0, "at-most-once wrote records twice (or counted a record twice)");
     assert!(
         lost > 0,
         "records read before the coordinator crashed at checkpoint {crash_at} were read again"
     );
-    let log_dir = dir.path().join("checkpoints/wordcount/read-positions/test-run");
-    assert!(
-        std::fs::read_dir(&log_dir).is_ok_and(|mut d| d.next().is_some()),
-        "no read-position log in {}",
-        log_dir.display()
-    );
+    assert_read_position_log_written(&dir.path().join("checkpoints/wordcount/read-positions/test-run"));
 }
 
 /// Lines per input file of the rescale job.

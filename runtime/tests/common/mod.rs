@@ -285,6 +285,25 @@ pub fn lost_and_extra(actual: &[String], expected: &[String]) -> (usize, usize) 
     (missing, extra)
 }
 
+/// The committed output in `<dir>/output` against the independent word count
+/// ([`expected_wordcount`]) as multisets: `(lost, extra)` ([`lost_and_extra`]); prints both
+/// after `what` (the mode and the failures of the run).
+pub fn wordcount_lost_and_extra(dir: &Path, what: &str) -> (usize, usize) {
+    let expected = expected_wordcount();
+    let (lost, extra) = lost_and_extra(&local_output(&dir.join("output")), &expected);
+    eprintln!("{what}: {lost} lost, {extra} extra of {}", expected.len());
+    (lost, extra)
+}
+
+/// Asserts that at-most-once's read-position log directory `log_dir` holds a file.
+pub fn assert_read_position_log_written(log_dir: &Path) {
+    assert!(
+        std::fs::read_dir(log_dir).is_ok_and(|mut d| d.next().is_some()),
+        "no read-position log in {}",
+        log_dir.display()
+    );
+}
+
 /// Asserts two sorted multisets are equal, reporting the first differences.
 pub fn assert_same_multiset(actual: &[String], expected: &[String], what: &str) {
     if actual == expected {

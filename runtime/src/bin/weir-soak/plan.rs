@@ -290,7 +290,7 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
     });
     // Drawn last, only in the modes that have it, so the other modes' plans stay as they were.
     let shape = match mode {
-        Mode::Unaligned => Shape::UnionUnaligned {
+        Mode::Unaligned | Mode::ClusterUnaligned => Shape::UnionUnaligned {
             timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
             sink_rate: rng.random_range(1000..=3000),
             unaligned: true,
@@ -334,14 +334,6 @@ pub fn plan(mode: Mode, seed: u64) -> Plan {
         },
         Mode::AtLeastOnce => Shape::Guarantee { mode: "at-least-once" },
         Mode::AtMostOnce | Mode::ClusterAtMostOnce => Shape::Guarantee { mode: "at-most-once" },
-        Mode::ClusterUnaligned => Shape::UnionUnaligned {
-            timeout_ms: rng.random_bool(0.4).then(|| rng.random_range(0..=300)),
-            sink_rate: rng.random_range(1000..=3000),
-            unaligned: true,
-            checkpoint_timeout_ms: None,
-            tolerable_failed: 0,
-            ttl: rng.random_bool(0.5),
-        },
         _ => Shape::WordCount,
     };
     // The union jobs read 1,500-3,000 lines per file: with the sink at 1,000-3,000 records/s
