@@ -73,6 +73,37 @@ pub struct EncodedState {
 }
 
 impl EncodedState {
+    /// Operator state only (sources, sinks): `items` under the one state name `state_name`,
+    /// no keyed state.
+    pub fn operator_only(state_name: &str, items: Vec<Vec<u8>>) -> EncodedState {
+        EncodedState {
+            state_names: vec![state_name.into()],
+            key_group_range: None,
+            key_groups: vec![],
+            operator_state: items,
+            incremental: None,
+            key_group_stream: None,
+        }
+    }
+
+    /// Keyed state whose blocks are all encoded (`key_groups`, for the subtask's `range`), plus
+    /// operator state `items`; a self-contained file, not incremental.
+    pub fn keyed_in_memory(
+        state_names: Vec<String>,
+        range: KeyGroupRange,
+        key_groups: Vec<KeyGroupBlock>,
+        items: Vec<Vec<u8>>,
+    ) -> EncodedState {
+        EncodedState {
+            state_names,
+            key_group_range: Some(range),
+            key_groups,
+            operator_state: items,
+            incremental: None,
+            key_group_stream: None,
+        }
+    }
+
     /// Runs the [`EncodedState::key_group_stream`], if any, appending its blocks to
     /// `key_groups`: the whole state in memory (tests, and callers that need every block).
     /// Errors: the stream's.

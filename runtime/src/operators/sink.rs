@@ -151,14 +151,7 @@ impl StreamOperator for FileSink {
             })
             .collect::<Result<_, _>>()?;
         Ok(Some(Box::new(move || {
-            Ok(EncodedState {
-                incremental: None,
-                state_names: vec!["operator:pending-commits".into()],
-                key_group_range: None,
-                key_groups: vec![],
-                operator_state: items,
-                key_group_stream: None,
-            })
+            Ok(EncodedState::operator_only("operator:pending-commits", items))
         })))
     }
 

@@ -367,14 +367,7 @@ impl StreamOperator for KafkaSink {
             items.push(postcard::to_stdvec(&SinkStateItem::Pending(t.clone()))?);
         }
         Ok(Some(Box::new(move || {
-            Ok(EncodedState {
-                incremental: None,
-                state_names: vec!["operator:kafka-transactions".into()],
-                key_group_range: None,
-                key_groups: vec![],
-                operator_state: items,
-                key_group_stream: None,
-            })
+            Ok(EncodedState::operator_only("operator:kafka-transactions", items))
         })))
     }
 

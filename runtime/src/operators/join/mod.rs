@@ -245,14 +245,12 @@ impl StreamOperator for Join {
         let kept = self.kept.clone();
         Ok(Some(Box::new(move || {
             // Full state every checkpoint: the join writes no delta blocks yet.
-            Ok(EncodedState {
-                incremental: None,
-                state_names: vec!["keyed:join".into(), "operator:join-fields".into()],
-                key_group_range: Some(range),
-                key_groups: view.encode()?,
-                operator_state: vec![kept],
-                key_group_stream: None,
-            })
+            Ok(EncodedState::keyed_in_memory(
+                vec!["keyed:join".into(), "operator:join-fields".into()],
+                range,
+                view.encode()?,
+                vec![kept],
+            ))
         })))
     }
 }

@@ -510,14 +510,10 @@ impl Source for FileSource {
     }
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
-        Ok(EncodedState {
-            incremental: None,
-            state_names: vec!["operator:splits".into()],
-            key_group_range: None,
-            key_groups: vec![],
-            operator_state: self.splits.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?,
-            key_group_stream: None,
-        })
+        Ok(EncodedState::operator_only(
+            "operator:splits",
+            self.splits.iter().map(postcard::to_stdvec).collect::<Result<_, _>>()?,
+        ))
     }
 
     fn max_records_per_second(&self) -> Option<u64> {

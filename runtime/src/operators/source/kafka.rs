@@ -441,18 +441,13 @@ impl Source for KafkaSource {
     }
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
-        Ok(EncodedState {
-            incremental: None,
-            state_names: vec!["operator:kafka-offsets".into()],
-            key_group_range: None,
-            key_groups: vec![],
-            operator_state: self
-                .assigned
+        Ok(EncodedState::operator_only(
+            "operator:kafka-offsets",
+            self.assigned
                 .values()
                 .map(|a| postcard::to_stdvec(&self.checkpointed(a)))
                 .collect::<Result<_, _>>()?,
-            key_group_stream: None,
-        })
+        ))
     }
 
     fn max_records_per_second(&self) -> Option<u64> {
