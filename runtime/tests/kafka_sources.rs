@@ -460,8 +460,8 @@ fn reading_from_offset_zero_gets_every_record_when_producers_race_for_the_first_
 /// offsets: it reads every record. On tansu the partition's ListOffsets (earliest) is then
 /// sometimes the base offset of a later batch (docs/runtime/kafka-test-broker.md, "tansu's
 /// ListOffsets"); a source that started there skipped the batches before it. Races on fresh
-/// topics until some partition's ListOffsets (earliest) is not 0 (on tansu within 2 to 12 topics
-/// in 4 of 6 runs; on Apache Kafka never: then 60 topics), then reads them all.
+/// topics until some partition's ListOffsets (earliest) is not 0 (on tansu within 1 to 12 topics
+/// in 10 of 12 runs; on Apache Kafka never: then 60 topics), then reads them all.
 #[test]
 #[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn earliest_reads_every_record_when_producers_race_for_the_first_offsets() {
