@@ -222,7 +222,11 @@ async fn an_interrupted_sends_unsent_output_is_channel_state_of_the_downstream_s
     };
     assert_eq!(ack.operators[0].handle.entries, 1, "w0 is counted in the snapshot");
     assert_eq!(ack.channel_state.as_ref().map(|c| c.handle.entries), Some(0));
-    let output = ack.output_channel_state.expect("the unsent output is channel state");
+    let output = ack
+        .output_channel_state
+        .first()
+        .cloned()
+        .expect("the unsent output is channel state");
     assert_eq!((output.uid.as_str(), output.handle.entries), ("downstream", 1));
     let bytes = store.get(&format!("chk-1/{}", output.handle.file)).await.unwrap();
     let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();

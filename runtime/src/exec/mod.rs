@@ -1,9 +1,10 @@
 //! Runs a job in one process: plan the stages, restore, spawn every subtask, run the
 //! checkpoint coordinator and the control API, and wait for the end.
 //!
-//! Plan: the pipeline is cut after each `keyBy`; each piece is a stage of chained operators
-//! run by `parallelism` subtasks, and consecutive stages are joined by a keyed exchange
-//! (every upstream subtask has a bounded channel to every downstream subtask).
+//! Plan ([`plan`]): the dataflow is cut at sources, unions, joins and branches and after each
+//! `keyBy`; each piece is a stage of chained operators run by `parallelism` subtasks, and
+//! stages are joined by edges, each with its own bounded channels: a keyed exchange (every
+//! upstream subtask to every downstream subtask) or a forward one (subtask k to subtask k).
 
 pub mod alignment;
 pub mod channel;
@@ -11,6 +12,7 @@ pub mod channel_state;
 pub mod inputs;
 pub mod lanes;
 pub mod messages;
+pub mod outputs;
 pub mod plan;
 pub mod send;
 pub mod split_watermarks;
@@ -38,7 +40,7 @@ use messages::{Control, TaskEvent};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use task::{Output, TaskCore, TaskMetrics};
+use task::{TaskCore, TaskMetrics};
 use tokio::sync::mpsc;
 
 /// Capacity of each data channel, in batches.
@@ -456,34 +458,7 @@ pub async fn build_task(
         chain.push(boxed);
         chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
     }
-    if let Some((join, side)) = feeds_join(job, stage) {
-        let OperatorKind::Join(def) = &join.kind else {
-            unreachable!("feeds_join returns a join")
-        };
-        let side_op = crate::operators::join::JoinSide::new(&join.uid, def, side, max_p)
-            .map_err(|e| e.context(format!("operator {}", join.uid)).0)?;
-        chain.push(Box::new(side_op));
-        chain_ids.push((
-            crate::operators::join::JoinSide::uid(&join.uid, side),
-            "joinSide".to_string(),
-        ));
-    }
-    let output = match (outputs, plan::output_exchange(&graph, spec.stage)) {
-        (Some(senders), Some(plan::Exchange::Keyed)) => Output::Keyed {
-            senders,
-            max_parallelism: max_p,
-        },
-        (Some(mut senders), Some(plan::Exchange::Forward)) if senders.len() == 1 => {
-            Output::Forward(senders.pop().expect("one sender"))
-        }
-        (None, None) => Output::None,
-        (senders, exchange) => {
-            return Err(format!(
-                "task {index}: {} output channels for exchange {exchange:?} (a bug in the plan)",
-                senders.map_or(0, |s| s.len())
-            ));
-        }
-    };
+    let output = build_outputs(job, &graph, spec, outputs)?;
     let core = TaskCore {
         index,
         subtask: sub,
@@ -500,9 +475,6 @@ pub async fn build_task(
         deferred: Default::default(),
         interrupt_lane: None,
         interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
-        output_channel_uid: plan::downstream_head(&graph, spec.stage)
-            .map(|head| job.operators[head].uid.clone())
-            .unwrap_or_default(),
     };
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
@@ -563,18 +535,69 @@ pub async fn build_task(
     })
 }
 
-/// The join the stage of operators `stage` feeds, and as which side: its output then goes
-/// through that side's [`JoinSide`](crate::operators::join::JoinSide) before the exchange.
-fn feeds_join<'a>(job: &'a Job, stage: &[usize]) -> Option<(&'a crate::job::Operator, crate::job::join::Side)> {
-    let last = *stage.last()?;
-    job.operators.iter().find_map(|o| match o.kind {
-        OperatorKind::Join(_) => o
-            .inputs
-            .iter()
-            .position(|&j| j == last)
-            .map(|k| (o, crate::job::join::Side::of_input(k))),
-        _ => None,
-    })
+/// The output of subtask `spec`: one edge per downstream stage ([`plan::stage_outputs`]),
+/// taking its channels from `senders` (flat, in edge order: a keyed edge one per downstream
+/// subtask, a forward edge one); an edge into a join runs that side's key selector first.
+/// Errors: `senders` does not match the plan (a bug), a join key that does not compile.
+fn build_outputs(
+    job: &Job,
+    graph: &[plan::Stage],
+    spec: &TaskSpec,
+    senders: Option<Vec<channel::DataSender>>,
+) -> Result<task::Outputs, String> {
+    let edges = plan::stage_outputs(graph, spec.stage);
+    let p = job.parallelism as usize;
+    let want: usize = edges
+        .iter()
+        .map(|e| match e.exchange {
+            plan::Exchange::Keyed => p,
+            plan::Exchange::Forward => 1,
+        })
+        .sum();
+    let mut senders = senders.unwrap_or_default().into_iter();
+    if senders.len() != want {
+        return Err(format!(
+            "task {}: {} output channels for {} edges needing {want} (a bug in the plan)",
+            spec.index,
+            senders.len(),
+            edges.len()
+        ));
+    }
+    let last = *graph[spec.stage].operators.last().expect("a stage has an operator");
+    let mut out = Vec::with_capacity(edges.len());
+    for edge in edges {
+        let head = &job.operators[graph[edge.stage].operators[0]];
+        let route = match edge.exchange {
+            plan::Exchange::Keyed => task::Output::Keyed {
+                senders: senders.by_ref().take(p).collect(),
+                max_parallelism: job.max_parallelism,
+            },
+            plan::Exchange::Forward => task::Output::Forward(senders.next().expect("counted above")),
+        };
+        let transform = match &head.kind {
+            OperatorKind::Join(def) => {
+                let k = head.inputs.iter().position(|&j| j == last).ok_or_else(|| {
+                    format!(
+                        "task {}: join {} does not read this stage (a bug in the plan)",
+                        spec.index, head.uid
+                    )
+                })?;
+                let side = crate::job::join::Side::of_input(k);
+                let op = crate::operators::join::JoinSide::new(&head.uid, def, side, job.max_parallelism)
+                    .map_err(|e| e.context(format!("operator {}", head.uid)).0)?;
+                let side_op: Box<dyn StreamOperator> = Box::new(op);
+                Some((crate::operators::join::JoinSide::uid(&head.uid, side), side_op))
+            }
+            _ => None,
+        };
+        out.push(task::OutputEdge {
+            route,
+            port: edge.port,
+            channel_uid: head.uid.clone(),
+            transform,
+        });
+    }
+    Ok(task::Outputs::new(out))
 }
 
 /// The coordinator's configuration for a job.
@@ -650,24 +673,27 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let specs = task_specs(&job);
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
-    // The channels of every exchange, by global task index: a keyed exchange connects every
+    // The channels of every edge, by global task index: a keyed exchange connects every
     // upstream subtask to every downstream one, a forward exchange subtask k to subtask k. A
-    // downstream subtask's receivers are ordered by stage input, then upstream subtask.
+    // downstream subtask's receivers are ordered by stage input, then upstream subtask; an
+    // upstream subtask's senders by edge, then downstream subtask (`plan::downstream_tasks`).
+    let graph = plan::plan_graph(&job);
+    let mut by_pair: HashMap<(usize, usize), channel::DataReceiver> = HashMap::new();
     let mut senders: HashMap<usize, Vec<channel::DataSender>> = HashMap::new();
+    for up in 0..specs.len() {
+        for down in plan::downstream_tasks(&graph, p, up) {
+            let (tx, rx) = channel::data_channel(CHANNEL_CAPACITY);
+            senders.entry(up).or_default().push(tx);
+            by_pair.insert((up, down), rx);
+        }
+    }
     let mut receivers: HashMap<usize, Vec<channel::DataReceiver>> = HashMap::new();
-    for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
-        for &(up_stage, exchange) in &s.inputs {
-            for down in 0..p {
-                let ups: Vec<usize> = match exchange {
-                    plan::Exchange::Keyed => (0..p).collect(),
-                    plan::Exchange::Forward => vec![down],
-                };
-                for up in ups {
-                    let (tx, rx) = channel::data_channel(CHANNEL_CAPACITY);
-                    senders.entry(up_stage * p + up).or_default().push(tx);
-                    receivers.entry(stage * p + down).or_default().push(rx);
-                }
-            }
+    for down in 0..specs.len() {
+        for up in plan::upstream_tasks(&graph, p, down) {
+            let rx = by_pair
+                .remove(&(up, down))
+                .ok_or_else(|| format!("no channel from task {up} to task {down} (a bug in the plan)"))?;
+            receivers.entry(down).or_default().push(rx);
         }
     }
     let mut lanes = lanes::priority_lanes(&job);

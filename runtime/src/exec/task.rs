@@ -11,18 +11,17 @@ pub use watermarks::SourceEventTime;
 
 #[path = "task_watermarks.rs"]
 mod watermarks;
-use super::channel::DataSender;
+pub use super::outputs::{Output, OutputEdge, Outputs};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::state_upload::upload_operator_state;
 use crate::checkpoint::{Ack, Barrier};
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{BATCH_SIZE, Record};
-use crate::state::key_group::subtask_for_key_group;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, error::TrySendError};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -70,105 +69,6 @@ impl TaskMetrics {
     }
 }
 
-/// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
-/// are chained into one subtask, as Flink chains operators, so only keyed exchanges and the
-/// inputs of a union (which is never chained to one of its inputs) cross subtasks.
-pub enum Output {
-    /// Nothing: the chain ends in a sink.
-    None,
-    /// Keyed (hash) exchange: one channel per downstream subtask, routed by key group with
-    /// [`subtask_for_key_group`] — the same function that assigns keyed state.
-    Keyed {
-        /// Channels to downstream subtasks, by index.
-        senders: Vec<DataSender>,
-        /// Max parallelism (number of key groups).
-        max_parallelism: u32,
-    },
-    /// Forward exchange into a union: the one channel to the downstream subtask of the same
-    /// index. Records keep their order.
-    Forward(DataSender),
-}
-
-impl Output {
-    pub(super) fn senders(&self) -> &[DataSender] {
-        match self {
-            Output::None => &[],
-            Output::Keyed { senders, .. } => senders,
-            Output::Forward(sender) => std::slice::from_ref(sender),
-        }
-    }
-
-    pub(super) async fn send_one(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
-        let r = Self::send_inner(s, el, m).await;
-        m.output_buffers_used
-            .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
-        r
-    }
-
-    async fn send_inner(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
-        match s.try_send(el) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(el)) => {
-                let t = Instant::now();
-                let r = s.send(el).await;
-                m.backpressured_ns
-                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                r.map_err(|_| TaskError("downstream subtask is gone".into()))
-            }
-            Err(TrySendError::Closed(_)) => Err(TaskError("downstream subtask is gone".into())),
-        }
-    }
-
-    /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
-    /// group with [`subtask_for_key_group`] for a keyed exchange).
-    pub(super) fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
-        if batch.is_empty() {
-            return Ok(vec![]);
-        }
-        match self {
-            Output::None => Ok(vec![]),
-            Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
-            Output::Keyed {
-                senders,
-                max_parallelism,
-            } => {
-                let p = senders.len() as u32;
-                if p == 1 {
-                    // One downstream subtask: the batch goes whole, without moving each record.
-                    if batch.iter().any(|r| r.keyed.is_none()) {
-                        return Err(TaskError("record without a key at a keyed exchange".into()));
-                    }
-                    return Ok(vec![(0, Element::Records(batch))]);
-                }
-                let mut parts: Vec<Vec<Record>> = (0..p)
-                    .map(|_| Vec::with_capacity(batch.len() / p as usize + 1))
-                    .collect();
-                for r in batch {
-                    let kg = r
-                        .keyed
-                        .as_ref()
-                        .map(|k| k.key_group)
-                        .ok_or_else(|| TaskError("record without a key at a keyed exchange".into()))?;
-                    parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
-                }
-                Ok(parts
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, part)| !part.is_empty())
-                    .map(|(i, part)| (i, Element::Records(part)))
-                    .collect())
-            }
-        }
-    }
-
-    pub(super) async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
-        for s in self.senders() {
-            Self::send_one(s, make(), m).await?;
-        }
-        Ok(())
-    }
-}
-
 /// What every subtask has: identity, chain, output, and its links to the coordinator.
 pub struct TaskCore {
     /// Global task index.
@@ -181,8 +81,8 @@ pub struct TaskCore {
     pub chain: Vec<Box<dyn StreamOperator>>,
     /// `(uid, kind)` of each chained operator, in order.
     pub chain_ids: Vec<(String, String)>,
-    /// Output.
-    pub output: Output,
+    /// Output: the edges to the downstream stages.
+    pub output: Outputs,
     /// From the coordinator.
     pub control: UnboundedReceiver<Control>,
     /// To the coordinator.
@@ -203,9 +103,6 @@ pub struct TaskCore {
     pub interrupt_lane: Option<UnboundedReceiver<Barrier>>,
     /// Sources with unaligned checkpoints: a checkpoint trigger interrupts a blocked send.
     pub interruptible_by_trigger: bool,
-    /// Uid of the first operator of the stage this subtask sends to (empty for a sink): names
-    /// the channel state of its unsent output ([`UploadExtras::output_channel_state`]).
-    pub output_channel_uid: String,
 }
 
 /// Milliseconds since the coordinator triggered `barrier` (for the checkpoint timeline in the
@@ -227,9 +124,9 @@ pub struct UploadExtras {
     pub channel_state: Option<(String, Vec<Record>)>,
     /// The output this subtask had not sent when it snapshotted with unaligned checkpoints
     /// (the rest of an interrupted send), which goes out after the barrier: channel state of
-    /// the downstream stage ([`TaskCore::output_channel_uid`]), by key group for a keyed
-    /// exchange. Empty otherwise.
-    pub output_channel_state: Vec<Record>,
+    /// the downstream stage of each edge, `(uid of its first operator, records)`
+    /// ([`OutputEdge::channel_uid`]), by key group for a keyed exchange. Empty otherwise.
+    pub output_channel_state: Vec<(String, Vec<Record>)>,
 }
 
 impl TaskCore {
@@ -257,9 +154,19 @@ impl TaskCore {
             cur = next;
         }
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
-        let routed = self.output.route(cur)?;
+        let late = self.take_late_output();
+        let routed = self.output.route(cur, late).await?;
         self.unsent.extend(routed);
         Ok(())
+    }
+
+    /// The late records the chain's last operator sent to its side output (a window with
+    /// `lateRecords: sideOutput`, which always ends its stage: [`super::plan`]).
+    pub(super) fn take_late_output(&mut self) -> Vec<Record> {
+        self.chain
+            .last_mut()
+            .map(|op| op.take_late_output())
+            .unwrap_or_default()
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
@@ -322,7 +229,11 @@ impl TaskCore {
     /// send stays behind the barrier, as Flink's output buffers do: the downstream subtask
     /// processes it after its snapshot and does not record it, so it is returned here, to be
     /// stored as channel state of the downstream stage ([`UploadExtras::output_channel_state`]).
-    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<Vec<Record>> {
+    pub(super) async fn forward_barrier(
+        &mut self,
+        barrier: &Barrier,
+        priority: bool,
+    ) -> TaskResult<Vec<(String, Vec<Record>)>> {
         if priority {
             for lane in &self.priority_outputs {
                 // A downstream subtask that is gone fails through its data channel.
@@ -335,16 +246,13 @@ impl TaskCore {
             self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await?;
             return Ok(vec![]);
         }
-        self.output
-            .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
-            .await?;
-        let mut unsent = vec![];
-        for (_, el) in &self.unsent {
-            if let Element::Records(batch) = el {
-                unsent.extend(batch.iter().cloned());
-            }
-        }
-        Ok(unsent)
+        Outputs::broadcast(
+            self.output.senders(),
+            || Element::Barrier(barrier.clone()),
+            &self.metrics,
+        )
+        .await?;
+        Ok(self.output.unsent_by_edge(self.unsent.iter()))
     }
 
     /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
@@ -356,7 +264,6 @@ impl TaskCore {
             channel_state,
             output_channel_state,
         } = extras;
-        let output_channel_uid = self.output_channel_uid.clone();
         self.metrics
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
@@ -377,22 +284,14 @@ impl TaskCore {
                     }
                     None => None,
                 };
-                let output_channel_state = match output_channel_state.is_empty() {
-                    true => None,
-                    false => {
-                        let uid = output_channel_uid;
-                        let name = super::channel_state::output_file_name(&uid, task);
-                        let c = super::channel_state::upload(
-                            &barrier,
-                            subtask,
-                            parallelism,
-                            uid,
-                            name,
-                            output_channel_state,
-                        );
-                        Some(c.await?)
-                    }
-                };
+                // One file per edge: each names its downstream stage, so they are distinct.
+                let mut uploaded_outputs = Vec::with_capacity(output_channel_state.len());
+                for (uid, records) in output_channel_state {
+                    let name = super::channel_state::output_file_name(&uid, task);
+                    let c = super::channel_state::upload(&barrier, subtask, parallelism, uid, name, records);
+                    uploaded_outputs.push(c.await?);
+                }
+                let output_channel_state = uploaded_outputs;
                 Ok::<_, TaskError>((operators, channel_state, output_channel_state))
             }
             .await;
@@ -413,7 +312,7 @@ impl TaskCore {
                         alignment_ms: alignment.as_millis() as u64,
                         unaligned,
                         channel_state: channel_state.map(Box::new),
-                        output_channel_state: output_channel_state.map(Box::new),
+                        output_channel_state,
                     }));
                 }
                 Err(e) => {
@@ -676,7 +575,7 @@ pub(super) mod tests {
             parallelism: 1,
             chain: vec![Box::new(count)],
             chain_ids: vec![("counts".into(), "count".into())],
-            output,
+            output: Outputs::single(output, "downstream"),
             control: ctl_rx,
             events: ev_tx,
             metrics: Arc::default(),
@@ -686,7 +585,6 @@ pub(super) mod tests {
             deferred: Default::default(),
             interrupt_lane: None,
             interruptible_by_trigger: false,
-            output_channel_uid: "downstream".into(),
         };
         (core, ctl_tx, ev_rx, barrier)
     }

@@ -559,10 +559,27 @@ pub struct WindowSpec {
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
     pub as_field: Option<String>,
     /// How long after a window fired records for it are still accepted, each emitting an
-    /// updated result, e.g. `30s`. Default `0s`. Later records are dropped and counted in
-    /// `weir_late_records_dropped_total`.
+    /// updated result, e.g. `30s`. Default `0s`. What happens to later records:
+    /// `lateRecords`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_lateness: Option<String>,
+    /// What happens to records beyond the allowed lateness (Flink's `sideOutputLateData`):
+    /// `drop` (default: dropped and counted in `weir_late_records_dropped_total`) or
+    /// `sideOutput` (sent, as they came in, to the window's side output, which a later step
+    /// reads as `inputs: [<window name>.late]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_records: Option<LateRecords>,
+}
+
+/// What a window does with records beyond its allowed lateness (`window.lateRecords`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum LateRecords {
+    /// Drop them and count them in `weir_late_records_dropped_total`.
+    #[default]
+    Drop,
+    /// Send them to the window's side output `<window name>.late`.
+    SideOutput,
 }
 
 /// The aggregate a window computes (`window.aggregate`).

@@ -10,6 +10,7 @@ fn def(assigner: WindowAssigner, lateness: i64) -> WindowDef {
         expression: None,
         as_field: "count".into(),
         allowed_lateness_ms: lateness,
+        late_side_output: false,
         time_field: "t".into(),
     }
 }
