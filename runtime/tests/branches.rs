@@ -161,6 +161,34 @@ fn each_sink_of_a_branching_job_equals_an_independent_computation() {
     }
 }
 
+/// `examples/wiki-branches.yaml` (the same job, with the repository's paths) runs with
+/// `weir run` and writes both sinks' expected output.
+#[test]
+fn the_branching_example_runs_and_writes_both_branches() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/wiki-branches.yaml");
+    let text = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("../shared/data", &data_dir().display().to_string())
+        .replace(
+            "./weir-data/output/wiki-branches/edits-per-user",
+            &dir.path().join("counts").display().to_string(),
+        )
+        .replace(
+            "./weir-data/output/wiki-branches/robot-edits",
+            &dir.path().join("robots").display().to_string(),
+        )
+        .replace(
+            "./weir-data/checkpoints",
+            &dir.path().join("checkpoints").display().to_string(),
+        );
+    assert!(!text.contains("weir-data"), "every path redirected: {text}");
+    let m = dir.path().join("wiki-branches.yaml");
+    std::fs::write(&m, text).unwrap();
+    Weir::run(&m, &[], &[]).wait_ok();
+    assert_outputs(dir.path(), &expected(), "examples/wiki-branches.yaml");
+}
+
 #[test]
 fn kill_9_during_a_branching_job_then_restore_latest_is_exactly_once() {
     let want = expected();
