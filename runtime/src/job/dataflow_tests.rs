@@ -218,20 +218,29 @@ fn union_inputs_must_have_the_same_fields_where_the_plan_knows_them() {
 fn the_documented_dataflow_example_validates() {
     let doc = include_str!("../../../docs/concepts.md");
     let section = doc
-        .split("## Dataflows: several sources and `union`")
+        .split("## Dataflows: several sources, `union`, branches and several sinks")
         .nth(1)
         .expect("docs/concepts.md has the dataflow section");
-    let yaml = section
-        .split("```yaml\n")
-        .nth(1)
-        .and_then(|s| s.split("```").next())
-        .expect("the section has a yaml block");
-    let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
-    let manifest =
-        format!("apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}");
-    let job = crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"));
+    let yaml_block = |n: usize| {
+        let yaml = section
+            .split("```yaml\n")
+            .nth(n)
+            .and_then(|s| s.split("```").next())
+            .expect("the section has the yaml block");
+        let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
+        let manifest = format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}"
+        );
+        crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"))
+    };
+    let job = yaml_block(1);
     assert!(job.is_multi_input());
     assert_eq!(job.operators[2].inputs, vec![0, 1]);
+    // The branch: `edits` is read by the keyBy and by `robots`; two sinks.
+    let job = yaml_block(2);
+    assert_eq!(job.operators[1].inputs, vec![0]);
+    assert_eq!(job.operators[4].inputs, vec![0]);
+    assert_eq!(job.operators.iter().filter(|o| o.kind.is_sink()).count(), 2);
 }
 
 /// Field types flow through a union: each field's type is the join over the inputs (int and
