@@ -241,12 +241,8 @@ fn unaligned_checkpoints_of_a_branching_job_are_exactly_once_through_kill_9() {
         "no channel state written in {}",
         chk.display()
     );
-    // The source's unsent output at a snapshot is stored per edge, named by the downstream
-    // stage (here the blocked robots branch, headed by `filter-4`).
-    assert!(
-        channel_files.iter().any(|n| n.contains("-output-of-task-")),
-        "no output channel state: {channel_files:?}"
-    );
+    // (Whether a retained checkpoint also holds a blocked source's unsent output, stored per
+    // edge, depends on timing; `exec/inputs_tests.rs` checks that with two blocked edges.)
     Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
     assert_outputs(
         dir.path(),
