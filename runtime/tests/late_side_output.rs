@@ -161,3 +161,14 @@ fn the_late_side_output_is_exactly_once_through_kill_9() {
     assert_outputs(dir.path(), &failure_free, "3 kill -9, against the failure-free run");
     assert_outputs(dir.path(), &want, "3 kill -9, against the independent computation");
 }
+
+/// The same job on the cluster (coordinator and workers, each stage's subtask possibly on
+/// another worker, so the late edge crosses the network): the same late records and results.
+#[test]
+fn the_late_side_output_on_the_cluster_equals_the_independent_computation() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), None);
+    let mut c = common::cluster::Cluster::start(dir.path(), &m, &[], &[]);
+    c.coordinator.wait_ok(std::time::Duration::from_secs(180));
+    assert_outputs(dir.path(), &expected(), "cluster");
+}
