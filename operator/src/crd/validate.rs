@@ -79,6 +79,33 @@ mod tests {
         assert!(spec.validate("wc").is_ok());
     }
 
+    /// A branch (one source read by two steps), several sinks and a window's late side
+    /// output: accepted, as the cluster runs them; the misuses fail with the runtime's message.
+    #[test]
+    fn a_branching_dataflow_with_several_sinks_is_accepted_as_the_cluster_runs_it() {
+        let steps = r#"    - name: events
+      source:
+        file: { path: e.jsonl, format: jsonl, schema: [{ name: t, type: int }, { name: user, type: string }] }
+        eventTime: { field: t, maxOutOfOrderness: 1s }
+    - keyBy: { expression: user, as: user }
+    - { name: w, window: { type: tumbling, size: 1m, lateRecords: sideOutput } }
+    - { uid: windows-out, sink: { discard: {} } }
+    - { inputs: [events], filter: { expression: "user != ''" } }
+    - { uid: events-out, sink: { print: {} } }
+    - { inputs: [w.late], sink: { discard: {} } }
+"#;
+        let spec: StreamJobSpec = serde_yaml::from_str(&format!("image: x\njob:\n  steps:\n{steps}")).unwrap();
+        let job = spec.validate("wc").unwrap();
+        assert_eq!(job.operators.iter().filter(|o| o.kind.is_sink()).count(), 3);
+        let unread = steps.replace("    - { inputs: [w.late], sink: { discard: {} } }\n", "");
+        let spec: StreamJobSpec = serde_yaml::from_str(&format!("image: x\njob:\n  steps:\n{unread}")).unwrap();
+        let e = spec.validate("wc").unwrap_err();
+        assert!(
+            e.starts_with("spec.job.steps[2].window.lateRecords: `sideOutput` sends the late records"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn every_guarantee_is_accepted_as_the_cluster_runs_all_three() {
         for mode in ["exactly-once", "at-least-once", "at-most-once"] {

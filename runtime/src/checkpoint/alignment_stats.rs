@@ -34,8 +34,7 @@ pub fn alignment_of(acks: &[Ack], parallelism: u32) -> (Vec<OperatorMetadata>, C
     for o in channel.values_mut() {
         o.handles.sort_by_key(|h| h.subtask);
     }
-    let mut outputs: Vec<&super::AckedOperator> =
-        acks.iter().filter_map(|a| a.output_channel_state.as_deref()).collect();
+    let mut outputs: Vec<&super::AckedOperator> = acks.iter().flat_map(|a| a.output_channel_state.iter()).collect();
     outputs.sort_by_key(|c| c.handle.subtask);
     for c in outputs {
         entry(&mut channel, c);
@@ -45,7 +44,7 @@ pub fn alignment_of(acks: &[Ack], parallelism: u32) -> (Vec<OperatorMetadata>, C
             a.channel_state
                 .as_deref()
                 .into_iter()
-                .chain(a.output_channel_state.as_deref())
+                .chain(a.output_channel_state.iter())
         };
         subtasks.push(SubtaskCheckpointStats {
             task: a.task,

@@ -85,12 +85,13 @@ pub struct Ack {
     /// is `channel-state`, `handle.entries` the number of records.
     #[serde(default)]
     pub channel_state: Option<Box<AckedOperator>>,
-    /// Its unsent output at an unaligned snapshot, channel state of the downstream stage (`uid`
-    /// is that stage's first operator; see [`crate::exec::channel_state`]). Both channel-state
-    /// handles are boxed: an acknowledgement travels inside messages whose other variants are
-    /// small.
+    /// Its unsent output at an unaligned snapshot, channel state of the downstream stages: one
+    /// file per edge with unsent records (`uid` is that edge's downstream stage's first
+    /// operator; see [`crate::exec::channel_state`]). The input channel-state handle is boxed
+    /// (and this a vector): an acknowledgement travels inside messages whose other variants
+    /// are small.
     #[serde(default)]
-    pub output_channel_state: Option<Box<AckedOperator>>,
+    pub output_channel_state: Vec<AckedOperator>,
 }
 
 /// One operator's part of an [`Ack`].

@@ -71,8 +71,8 @@ struct PendingUnaligned {
     sync_ms: u64,
     alignment: Duration,
     records: Vec<Record>,
-    /// The unsent output at the snapshot ([`UploadExtras::output_channel_state`]).
-    unsent: Vec<Record>,
+    /// The unsent output at the snapshot, by edge ([`UploadExtras::output_channel_state`]).
+    unsent: Vec<(String, Vec<Record>)>,
 }
 
 /// The loop's state besides the channels.

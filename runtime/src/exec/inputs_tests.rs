@@ -222,7 +222,11 @@ async fn an_interrupted_sends_unsent_output_is_channel_state_of_the_downstream_s
     };
     assert_eq!(ack.operators[0].handle.entries, 1, "w0 is counted in the snapshot");
     assert_eq!(ack.channel_state.as_ref().map(|c| c.handle.entries), Some(0));
-    let output = ack.output_channel_state.expect("the unsent output is channel state");
+    let output = ack
+        .output_channel_state
+        .first()
+        .cloned()
+        .expect("the unsent output is channel state");
     assert_eq!((output.uid.as_str(), output.handle.entries), ("downstream", 1));
     let bytes = store.get(&format!("chk-1/{}", output.handle.file)).await.unwrap();
     let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
@@ -286,4 +290,78 @@ async fn only_a_periodic_barrier_overtakes_the_unsent_output() {
             assert!(matches!(out_rx.recv().await, Some(Element::Records(r)) if r.len() == 1));
         }
     }
+}
+
+/// A branch: the count's output goes down two forward edges (to stages headed by `branch-a`
+/// and `branch-b`), both blocked. At the priority barrier the unsent output of *each* edge is
+/// stored as channel state of that edge's downstream stage, in its own file, and on each
+/// channel the barrier goes ahead of that edge's unsent output.
+#[tokio::test]
+async fn the_unsent_output_of_each_edge_is_channel_state_of_its_own_downstream_stage() {
+    use crate::exec::outputs::{OutputEdge, Outputs};
+    let (a_tx, mut a_rx) = crate::exec::channel::data_channel(1);
+    let (b_tx, mut b_rx) = crate::exec::channel::data_channel(1);
+    a_tx.send(Element::Records(vec![])).await.unwrap();
+    b_tx.send(Element::Records(vec![])).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+    let (mut core, ctl_tx, mut ev_rx, barrier) =
+        super::super::task::tests::count_core(&store, Output::None, Some(Duration::ZERO));
+    let edge = |sender, uid: &str| OutputEdge {
+        route: Output::Forward(sender),
+        port: crate::job::dataflow::Port::Main,
+        channel_uid: uid.into(),
+        transform: None,
+    };
+    core.output = Outputs::new(vec![edge(a_tx, "branch-a"), edge(b_tx, "branch-b")]);
+    let (tx0, rx0) = crate::exec::channel::data_channel(8);
+    let (lane_tx, lane_rx) = tokio::sync::mpsc::unbounded_channel();
+    tx0.try_send(Element::Records(vec![word("w0")])).unwrap();
+    let setup = InputSetup {
+        inputs: vec![rx0],
+        mode: CheckpointMode::ExactlyOnce,
+        priority: Some(lane_rx),
+        channel_uid: "counts".into(),
+        replay: vec![],
+    };
+    let task = tokio::spawn(run_inputs_with(core, setup));
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    lane_tx.send(barrier.clone()).unwrap();
+    tx0.try_send(Element::Barrier(barrier)).unwrap();
+    let ack = match tokio::time::timeout(Duration::from_secs(30), ev_rx.recv()).await {
+        Ok(Some(TaskEvent::Ack(a))) => a,
+        other => panic!("no acknowledgement while the outputs are blocked: {other:?}"),
+    };
+    let outputs: Vec<(&str, &str, u64)> = ack
+        .output_channel_state
+        .iter()
+        .map(|o| (o.uid.as_str(), o.handle.file.as_str(), o.handle.entries))
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            ("branch-a", "channel-branch-a-output-of-task-0.state", 1),
+            ("branch-b", "channel-branch-b-output-of-task-0.state", 1)
+        ]
+    );
+    for (o, rx) in ack.output_channel_state.iter().zip([&mut a_rx, &mut b_rx]) {
+        let bytes = store.get(&format!("chk-1/{}", o.handle.file)).await.unwrap();
+        let file = crate::state::snapshot::decode_state_file("f", &bytes).unwrap();
+        let records = crate::cluster::record_codec::decode(&file.operator_state[0]).unwrap();
+        assert_eq!(records[0].row.get("word").unwrap().to_string(), "\"w0\"", "{}", o.uid);
+        let mut order = vec![];
+        for _ in 0..3 {
+            order.push(match rx.recv().await.unwrap() {
+                Element::Records(r) if r.is_empty() => "queued before",
+                Element::Records(_) => "unsent output",
+                Element::Barrier(_) => "barrier",
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        assert_eq!(order, ["queued before", "barrier", "unsent output"], "{}", o.uid);
+    }
+    ctl_tx.send(Control::Shutdown).unwrap();
+    task.await.unwrap().unwrap();
 }

@@ -33,13 +33,13 @@ pub fn priority_lanes(job: &Job) -> HashMap<usize, PriorityLanes> {
                 }
                 let (tx, rx) = mpsc::unbounded_channel();
                 lanes.entry(stage * p + down).or_default().input = Some(rx);
-                for &(up_stage, exchange) in &s.inputs {
-                    let ups: Vec<usize> = match exchange {
+                for input in &s.inputs {
+                    let ups: Vec<usize> = match input.exchange {
                         plan::Exchange::Keyed => (0..p).collect(),
                         plan::Exchange::Forward => vec![down],
                     };
                     for up in ups {
-                        lanes.entry(up_stage * p + up).or_default().outputs.push(tx.clone());
+                        lanes.entry(input.stage * p + up).or_default().outputs.push(tx.clone());
                     }
                 }
             }

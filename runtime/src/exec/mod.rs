@@ -1,16 +1,19 @@
 //! Runs a job in one process: plan the stages, restore, spawn every subtask, run the
 //! checkpoint coordinator and the control API, and wait for the end.
 //!
-//! Plan: the pipeline is cut after each `keyBy`; each piece is a stage of chained operators
-//! run by `parallelism` subtasks, and consecutive stages are joined by a keyed exchange
-//! (every upstream subtask has a bounded channel to every downstream subtask).
+//! Plan ([`plan`]): the dataflow is cut at sources, unions, joins and branches and after each
+//! `keyBy`; each piece is a stage of chained operators run by `parallelism` subtasks, and
+//! stages are joined by edges, each with its own bounded channels: a keyed exchange (every
+//! upstream subtask to every downstream subtask) or a forward one (subtask k to subtask k).
 
 pub mod alignment;
+mod build;
 pub mod channel;
 pub mod channel_state;
 pub mod inputs;
 pub mod lanes;
 pub mod messages;
+pub mod outputs;
 pub mod plan;
 pub mod send;
 pub mod split_watermarks;
@@ -19,26 +22,19 @@ pub mod watermark;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::decide;
-use crate::checkpoint::read_positions::{self, ReadPositionLog};
+use crate::checkpoint::read_positions;
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
-use crate::operators::aggregate::{Aggregate, KeyedStateInit};
-use crate::operators::discard::DiscardSink;
-use crate::operators::sink::{FileSink, PrintSink, commit_restored};
-use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
-use crate::operators::window::WindowOperator;
-use crate::operators::{StreamOperator, TaskError, source};
-use crate::state::backend::BackendChoice;
-use crate::state::disk::DiskStateOptions;
-use crate::state::key_group::key_group_range;
+use crate::operators::sink::commit_restored;
 use crate::state::local_dir;
 use crate::storage::{self, S3Options};
+pub use build::{BuiltTask, build_task};
 pub use lanes::PriorityLanes;
 use messages::{Control, TaskEvent};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use task::{Output, TaskCore, TaskMetrics};
+use task::TaskMetrics;
 use tokio::sync::mpsc;
 
 /// Capacity of each data channel, in batches.
@@ -313,270 +309,6 @@ pub fn local_state_dir(job: &Job, root: Option<&std::path::Path>, run: &str) -> 
     Ok(dir)
 }
 
-/// The backend of stateful step `uid`'s subtask `subtask`: the job's `stateBackend`, a disk
-/// store in its own directory under the run's.
-fn backend_choice(ctx: &RunContext, uid: &str, subtask: u32) -> BackendChoice {
-    match ctx.job.spec.state_backend {
-        crate::job::StateBackend::Heap => BackendChoice::Heap,
-        crate::job::StateBackend::Disk => BackendChoice::Disk {
-            dir: local_dir::store_dir(&ctx.state_dir, uid, subtask),
-            options: DiskStateOptions::default(),
-        },
-    }
-}
-
-/// A subtask ready to start.
-pub struct BuiltTask {
-    /// Starts it; the task reports failure as [`TaskEvent::Failed`].
-    pub start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>,
-    /// Its counters.
-    pub metrics: Arc<TaskMetrics>,
-    /// Whether it is a source subtask.
-    pub is_source: bool,
-}
-
-/// Builds subtask `spec`: its chained operators with their restored state, reading `inputs`
-/// (one receiver per upstream subtask, by index; empty for sources) and writing `outputs`
-/// (one sender per downstream subtask; `None` when the chain ends in a sink).
-pub async fn build_task(
-    ctx: &RunContext,
-    spec: &TaskSpec,
-    inputs: Vec<channel::DataReceiver>,
-    outputs: Option<Vec<channel::DataSender>>,
-    control: mpsc::UnboundedReceiver<Control>,
-    events: mpsc::UnboundedSender<TaskEvent>,
-    lanes: PriorityLanes,
-) -> Result<BuiltTask, String> {
-    let job = &ctx.job;
-    let graph = plan::plan_graph(job);
-    let stage = &graph[spec.stage].operators;
-    let (p, max_p, sub, index) = (job.parallelism, job.max_parallelism, spec.subtask, spec.index);
-    let range = key_group_range(sub, p, max_p);
-    let snapshot = ctx.snapshot.as_deref();
-    let first = &job.operators[stage[0]];
-    let is_source = first.kind.is_source();
-    let failed_prefix = match &ctx.worker_id {
-        Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
-        None => format!("{} failed", subtask_label(spec, p)),
-    };
-    // A source runs outside the chain; a union only merges its input channels.
-    let chain_ops: Vec<usize> = stage
-        .iter()
-        .copied()
-        .filter(|&oi| oi != stage[0] || !(is_source || first.kind == OperatorKind::Union))
-        .collect();
-    let metrics = Arc::new(TaskMetrics::default());
-    let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
-    let mut chain_ids = Vec::new();
-    for &oi in &chain_ops {
-        let op = &job.operators[oi];
-        let restore_state = restore::operator_restore(snapshot, &op.uid, Some(range));
-        let ctx_err = |e: TaskError| e.context(format!("operator {}", op.uid)).0;
-        let boxed: Box<dyn StreamOperator> = match &op.kind {
-            OperatorKind::Filter(e) => Box::new(Filter::new(e).map_err(ctx_err)?),
-            OperatorKind::Map(e) => Box::new(Map::new(e).map_err(ctx_err)?),
-            OperatorKind::FlatMap(spec) => Box::new(FlatMap::new(spec).map_err(ctx_err)?),
-            OperatorKind::KeyBy { expression, .. } => Box::new(KeyBy::new(expression, max_p).map_err(ctx_err)?),
-            OperatorKind::Aggregate {
-                func,
-                expression,
-                as_field,
-                ttl,
-            } => {
-                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
-                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
-                    _ => "key".into(),
-                };
-                let state = KeyedStateInit {
-                    ttl: *ttl,
-                    backend: backend_choice(ctx, &op.uid, sub),
-                    ..KeyedStateInit::new(range, restore_state)
-                };
-                Box::new(
-                    Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
-                        .map_err(ctx_err)?,
-                )
-            }
-            OperatorKind::Window(def) => {
-                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
-                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
-                    _ => "key".into(),
-                };
-                Box::new(
-                    WindowOperator::new(
-                        &op.uid,
-                        def,
-                        &key_field,
-                        range,
-                        restore_state,
-                        metrics.late_records_dropped.clone(),
-                    )
-                    .map_err(ctx_err)?,
-                )
-            }
-            OperatorKind::Join(def) => Box::new(
-                crate::operators::join::Join::new(
-                    &op.uid,
-                    def,
-                    range,
-                    restore_state,
-                    Arc::new(crate::state::ttl::SystemClock),
-                )
-                .map_err(ctx_err)?,
-            ),
-            OperatorKind::FileSink(spec) => Box::new(
-                FileSink::new(&spec.path, sub, &ctx.run_id, &ctx.s3)
-                    .await
-                    .map_err(ctx_err)?,
-            ),
-            OperatorKind::KafkaSink(spec) => Box::new(
-                crate::operators::sink_kafka::KafkaSink::new(
-                    spec,
-                    &format!("weir-{}-{}", job.name, op.uid),
-                    sub,
-                    p,
-                    restore_state,
-                )
-                .await
-                .map_err(ctx_err)?,
-            ),
-            OperatorKind::PrintSink => Box::new(PrintSink),
-            OperatorKind::DiscardSink => Box::new(DiscardSink),
-            OperatorKind::FileSource(_)
-            | OperatorKind::Generator(_)
-            | OperatorKind::KafkaSource(_)
-            | OperatorKind::Union => {
-                return Err(format!("operator {}: must head its stage", op.uid));
-            }
-        };
-        let boxed = crate::operators::throttle::Throttled::wrap(
-            boxed,
-            crate::operators::throttle::sink_rate_limit(job, op.index),
-        );
-        chain.push(boxed);
-        chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
-    }
-    if let Some((join, side)) = feeds_join(job, stage) {
-        let OperatorKind::Join(def) = &join.kind else {
-            unreachable!("feeds_join returns a join")
-        };
-        let side_op = crate::operators::join::JoinSide::new(&join.uid, def, side, max_p)
-            .map_err(|e| e.context(format!("operator {}", join.uid)).0)?;
-        chain.push(Box::new(side_op));
-        chain_ids.push((
-            crate::operators::join::JoinSide::uid(&join.uid, side),
-            "joinSide".to_string(),
-        ));
-    }
-    let output = match (outputs, plan::output_exchange(&graph, spec.stage)) {
-        (Some(senders), Some(plan::Exchange::Keyed)) => Output::Keyed {
-            senders,
-            max_parallelism: max_p,
-        },
-        (Some(mut senders), Some(plan::Exchange::Forward)) if senders.len() == 1 => {
-            Output::Forward(senders.pop().expect("one sender"))
-        }
-        (None, None) => Output::None,
-        (senders, exchange) => {
-            return Err(format!(
-                "task {index}: {} output channels for exchange {exchange:?} (a bug in the plan)",
-                senders.map_or(0, |s| s.len())
-            ));
-        }
-    };
-    let core = TaskCore {
-        index,
-        subtask: sub,
-        parallelism: p,
-        chain,
-        chain_ids,
-        output,
-        control,
-        events: events.clone(),
-        metrics: metrics.clone(),
-        priority_outputs: lanes.outputs,
-        unaligned_after: job.unaligned_after(),
-        unsent: Default::default(),
-        deferred: Default::default(),
-        interrupt_lane: None,
-        interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
-        output_channel_uid: plan::downstream_head(&graph, spec.stage)
-            .map(|head| job.operators[head].uid.clone())
-            .unwrap_or_default(),
-    };
-    let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
-        let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
-        if let Some(read) = ctx.furthest_read.get(&first.uid) {
-            restore_state.operator_state.extend(read.iter().cloned());
-            restore_state.operator_state = source::furthest_positions(&first.kind, &restore_state.operator_state)
-                .map_err(|e| e.context(format!("operator {}: read-position log", first.uid)).0)?;
-        }
-        let read_log = ctx
-            .read_log
-            .as_ref()
-            .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub, p));
-        let mut src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
-            .await
-            .map_err(|e| e.0)?;
-        let id = (first.uid.clone(), first.kind.name().to_string());
-        let event_time = crate::job::event_time::source_event_time(first, &job.spec.job.steps)
-            .map_err(|e| e.to_string())?
-            .map(|et| task::SourceEventTime {
-                per_split: src.enable_split_watermarks(et.max_out_of_orderness_ms, et.idle_timeout),
-                field: et.field,
-                generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
-                idle_timeout: et.idle_timeout,
-            });
-        Box::new(move || {
-            tokio::spawn(async move {
-                if let Err(e) = task::run_source(core, src, id, read_log, event_time).await {
-                    let _ = events.send(TaskEvent::Failed {
-                        task: index,
-                        error: format!("{failed_prefix}: {}", e.0),
-                    });
-                }
-            })
-        })
-    } else {
-        let setup = task::InputSetup {
-            inputs,
-            mode: job.spec.checkpointing.mode,
-            priority: lanes.input,
-            channel_uid: first.uid.clone(),
-            replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
-        };
-        Box::new(move || {
-            tokio::spawn(async move {
-                if let Err(e) = task::run_inputs_with(core, setup).await {
-                    let _ = events.send(TaskEvent::Failed {
-                        task: index,
-                        error: format!("{failed_prefix}: {}", e.0),
-                    });
-                }
-            })
-        })
-    };
-    Ok(BuiltTask {
-        start,
-        metrics,
-        is_source,
-    })
-}
-
-/// The join the stage of operators `stage` feeds, and as which side: its output then goes
-/// through that side's [`JoinSide`](crate::operators::join::JoinSide) before the exchange.
-fn feeds_join<'a>(job: &'a Job, stage: &[usize]) -> Option<(&'a crate::job::Operator, crate::job::join::Side)> {
-    let last = *stage.last()?;
-    job.operators.iter().find_map(|o| match o.kind {
-        OperatorKind::Join(_) => o
-            .inputs
-            .iter()
-            .position(|&j| j == last)
-            .map(|k| (o, crate::job::join::Side::of_input(k))),
-        _ => None,
-    })
-}
-
 /// The coordinator's configuration for a job.
 pub fn coordinator_config(
     job: &Job,
@@ -650,24 +382,27 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let specs = task_specs(&job);
     let (ev_tx, ev_rx) = mpsc::unbounded_channel::<TaskEvent>();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
-    // The channels of every exchange, by global task index: a keyed exchange connects every
+    // The channels of every edge, by global task index: a keyed exchange connects every
     // upstream subtask to every downstream one, a forward exchange subtask k to subtask k. A
-    // downstream subtask's receivers are ordered by stage input, then upstream subtask.
+    // downstream subtask's receivers are ordered by stage input, then upstream subtask; an
+    // upstream subtask's senders by edge, then downstream subtask (`plan::downstream_tasks`).
+    let graph = plan::plan_graph(&job);
+    let mut by_pair: HashMap<(usize, usize), channel::DataReceiver> = HashMap::new();
     let mut senders: HashMap<usize, Vec<channel::DataSender>> = HashMap::new();
+    for up in 0..specs.len() {
+        for down in plan::downstream_tasks(&graph, p, up) {
+            let (tx, rx) = channel::data_channel(CHANNEL_CAPACITY);
+            senders.entry(up).or_default().push(tx);
+            by_pair.insert((up, down), rx);
+        }
+    }
     let mut receivers: HashMap<usize, Vec<channel::DataReceiver>> = HashMap::new();
-    for (stage, s) in plan::plan_graph(&job).iter().enumerate() {
-        for &(up_stage, exchange) in &s.inputs {
-            for down in 0..p {
-                let ups: Vec<usize> = match exchange {
-                    plan::Exchange::Keyed => (0..p).collect(),
-                    plan::Exchange::Forward => vec![down],
-                };
-                for up in ups {
-                    let (tx, rx) = channel::data_channel(CHANNEL_CAPACITY);
-                    senders.entry(up_stage * p + up).or_default().push(tx);
-                    receivers.entry(stage * p + down).or_default().push(rx);
-                }
-            }
+    for down in 0..specs.len() {
+        for up in plan::upstream_tasks(&graph, p, down) {
+            let rx = by_pair
+                .remove(&(up, down))
+                .ok_or_else(|| format!("no channel from task {up} to task {down} (a bug in the plan)"))?;
+            receivers.entry(down).or_default().push(rx);
         }
     }
     let mut lanes = lanes::priority_lanes(&job);

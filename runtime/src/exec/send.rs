@@ -157,7 +157,7 @@ impl TaskCore {
     /// output (not interruptible: a barrier or end-of-stream must follow what precedes it).
     pub(super) async fn broadcast_in_band(&mut self, make: impl Fn() -> Element) -> TaskResult<()> {
         self.flush(None, false).await?;
-        self.output.broadcast(make, &self.metrics).await
+        super::outputs::Outputs::broadcast(self.output.senders(), make, &self.metrics).await
     }
 
     fn sampled_buffers(&self, sender: &DataSender) {

@@ -6,23 +6,23 @@
 pub use super::inputs::{InputSetup, run_inputs, run_inputs_with};
 use super::messages::{Control, Element, TaskEvent};
 pub use super::send::Interrupt;
-use super::watermark::{END_OF_TIME, Watermark};
 pub use watermarks::SourceEventTime;
 
+#[path = "task_source.rs"]
+mod source_loop;
 #[path = "task_watermarks.rs"]
 mod watermarks;
-use super::channel::DataSender;
-use crate::checkpoint::read_positions::ReadPositionLog;
+pub use super::outputs::{Output, OutputEdge, Outputs};
 use crate::checkpoint::state_upload::upload_operator_state;
 use crate::checkpoint::{Ack, Barrier};
-use crate::operators::source::{Source, SourcePending};
+use crate::operators::source::SourcePending;
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
-use crate::record::{BATCH_SIZE, Record};
-use crate::state::key_group::subtask_for_key_group;
+use crate::record::Record;
+pub use source_loop::run_source;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, error::TrySendError};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// Counters of one subtask, read by the status endpoint and metrics.
 #[derive(Debug, Default)]
@@ -70,105 +70,6 @@ impl TaskMetrics {
     }
 }
 
-/// Where a subtask's output goes. Forward connections (same parallelism, no repartitioning)
-/// are chained into one subtask, as Flink chains operators, so only keyed exchanges and the
-/// inputs of a union (which is never chained to one of its inputs) cross subtasks.
-pub enum Output {
-    /// Nothing: the chain ends in a sink.
-    None,
-    /// Keyed (hash) exchange: one channel per downstream subtask, routed by key group with
-    /// [`subtask_for_key_group`] — the same function that assigns keyed state.
-    Keyed {
-        /// Channels to downstream subtasks, by index.
-        senders: Vec<DataSender>,
-        /// Max parallelism (number of key groups).
-        max_parallelism: u32,
-    },
-    /// Forward exchange into a union: the one channel to the downstream subtask of the same
-    /// index. Records keep their order.
-    Forward(DataSender),
-}
-
-impl Output {
-    pub(super) fn senders(&self) -> &[DataSender] {
-        match self {
-            Output::None => &[],
-            Output::Keyed { senders, .. } => senders,
-            Output::Forward(sender) => std::slice::from_ref(sender),
-        }
-    }
-
-    pub(super) async fn send_one(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
-        let r = Self::send_inner(s, el, m).await;
-        m.output_buffers_used
-            .store((s.max_capacity() - s.capacity()) as u64, Ordering::Relaxed);
-        r
-    }
-
-    async fn send_inner(s: &DataSender, el: Element, m: &TaskMetrics) -> TaskResult<()> {
-        match s.try_send(el) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(el)) => {
-                let t = Instant::now();
-                let r = s.send(el).await;
-                m.backpressured_ns
-                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                r.map_err(|_| TaskError("downstream subtask is gone".into()))
-            }
-            Err(TrySendError::Closed(_)) => Err(TaskError("downstream subtask is gone".into())),
-        }
-    }
-
-    /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
-    /// group with [`subtask_for_key_group`] for a keyed exchange).
-    pub(super) fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
-        if batch.is_empty() {
-            return Ok(vec![]);
-        }
-        match self {
-            Output::None => Ok(vec![]),
-            Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
-            Output::Keyed {
-                senders,
-                max_parallelism,
-            } => {
-                let p = senders.len() as u32;
-                if p == 1 {
-                    // One downstream subtask: the batch goes whole, without moving each record.
-                    if batch.iter().any(|r| r.keyed.is_none()) {
-                        return Err(TaskError("record without a key at a keyed exchange".into()));
-                    }
-                    return Ok(vec![(0, Element::Records(batch))]);
-                }
-                let mut parts: Vec<Vec<Record>> = (0..p)
-                    .map(|_| Vec::with_capacity(batch.len() / p as usize + 1))
-                    .collect();
-                for r in batch {
-                    let kg = r
-                        .keyed
-                        .as_ref()
-                        .map(|k| k.key_group)
-                        .ok_or_else(|| TaskError("record without a key at a keyed exchange".into()))?;
-                    parts[subtask_for_key_group(kg, p, *max_parallelism) as usize].push(r);
-                }
-                Ok(parts
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, part)| !part.is_empty())
-                    .map(|(i, part)| (i, Element::Records(part)))
-                    .collect())
-            }
-        }
-    }
-
-    pub(super) async fn broadcast(&self, make: impl Fn() -> Element, m: &TaskMetrics) -> TaskResult<()> {
-        for s in self.senders() {
-            Self::send_one(s, make(), m).await?;
-        }
-        Ok(())
-    }
-}
-
 /// What every subtask has: identity, chain, output, and its links to the coordinator.
 pub struct TaskCore {
     /// Global task index.
@@ -181,8 +82,8 @@ pub struct TaskCore {
     pub chain: Vec<Box<dyn StreamOperator>>,
     /// `(uid, kind)` of each chained operator, in order.
     pub chain_ids: Vec<(String, String)>,
-    /// Output.
-    pub output: Output,
+    /// Output: the edges to the downstream stages.
+    pub output: Outputs,
     /// From the coordinator.
     pub control: UnboundedReceiver<Control>,
     /// To the coordinator.
@@ -203,9 +104,6 @@ pub struct TaskCore {
     pub interrupt_lane: Option<UnboundedReceiver<Barrier>>,
     /// Sources with unaligned checkpoints: a checkpoint trigger interrupts a blocked send.
     pub interruptible_by_trigger: bool,
-    /// Uid of the first operator of the stage this subtask sends to (empty for a sink): names
-    /// the channel state of its unsent output ([`UploadExtras::output_channel_state`]).
-    pub output_channel_uid: String,
 }
 
 /// Milliseconds since the coordinator triggered `barrier` (for the checkpoint timeline in the
@@ -227,9 +125,9 @@ pub struct UploadExtras {
     pub channel_state: Option<(String, Vec<Record>)>,
     /// The output this subtask had not sent when it snapshotted with unaligned checkpoints
     /// (the rest of an interrupted send), which goes out after the barrier: channel state of
-    /// the downstream stage ([`TaskCore::output_channel_uid`]), by key group for a keyed
-    /// exchange. Empty otherwise.
-    pub output_channel_state: Vec<Record>,
+    /// the downstream stage of each edge, `(uid of its first operator, records)`
+    /// ([`OutputEdge::channel_uid`]), by key group for a keyed exchange. Empty otherwise.
+    pub output_channel_state: Vec<(String, Vec<Record>)>,
 }
 
 impl TaskCore {
@@ -257,9 +155,19 @@ impl TaskCore {
             cur = next;
         }
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
-        let routed = self.output.route(cur)?;
+        let late = self.take_late_output();
+        let routed = self.output.route(cur, late).await?;
         self.unsent.extend(routed);
         Ok(())
+    }
+
+    /// The late records the chain's last operator sent to its side output (a window with
+    /// `lateRecords: sideOutput`, which always ends its stage: [`super::plan`]).
+    pub(super) fn take_late_output(&mut self) -> Vec<Record> {
+        self.chain
+            .last_mut()
+            .map(|op| op.take_late_output())
+            .unwrap_or_default()
     }
 
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
@@ -322,7 +230,11 @@ impl TaskCore {
     /// send stays behind the barrier, as Flink's output buffers do: the downstream subtask
     /// processes it after its snapshot and does not record it, so it is returned here, to be
     /// stored as channel state of the downstream stage ([`UploadExtras::output_channel_state`]).
-    pub(super) async fn forward_barrier(&mut self, barrier: &Barrier, priority: bool) -> TaskResult<Vec<Record>> {
+    pub(super) async fn forward_barrier(
+        &mut self,
+        barrier: &Barrier,
+        priority: bool,
+    ) -> TaskResult<Vec<(String, Vec<Record>)>> {
         if priority {
             for lane in &self.priority_outputs {
                 // A downstream subtask that is gone fails through its data channel.
@@ -335,16 +247,13 @@ impl TaskCore {
             self.broadcast_in_band(|| Element::Barrier(barrier.clone())).await?;
             return Ok(vec![]);
         }
-        self.output
-            .broadcast(|| Element::Barrier(barrier.clone()), &self.metrics)
-            .await?;
-        let mut unsent = vec![];
-        for (_, el) in &self.unsent {
-            if let Element::Records(batch) = el {
-                unsent.extend(batch.iter().cloned());
-            }
-        }
-        Ok(unsent)
+        Outputs::broadcast(
+            self.output.senders(),
+            || Element::Barrier(barrier.clone()),
+            &self.metrics,
+        )
+        .await?;
+        Ok(self.output.unsent_by_edge(self.unsent.iter()))
     }
 
     /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
@@ -356,7 +265,6 @@ impl TaskCore {
             channel_state,
             output_channel_state,
         } = extras;
-        let output_channel_uid = self.output_channel_uid.clone();
         self.metrics
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
@@ -377,22 +285,14 @@ impl TaskCore {
                     }
                     None => None,
                 };
-                let output_channel_state = match output_channel_state.is_empty() {
-                    true => None,
-                    false => {
-                        let uid = output_channel_uid;
-                        let name = super::channel_state::output_file_name(&uid, task);
-                        let c = super::channel_state::upload(
-                            &barrier,
-                            subtask,
-                            parallelism,
-                            uid,
-                            name,
-                            output_channel_state,
-                        );
-                        Some(c.await?)
-                    }
-                };
+                // One file per edge: each names its downstream stage, so they are distinct.
+                let mut uploaded_outputs = Vec::with_capacity(output_channel_state.len());
+                for (uid, records) in output_channel_state {
+                    let name = super::channel_state::output_file_name(&uid, task);
+                    let c = super::channel_state::upload(&barrier, subtask, parallelism, uid, name, records);
+                    uploaded_outputs.push(c.await?);
+                }
+                let output_channel_state = uploaded_outputs;
                 Ok::<_, TaskError>((operators, channel_state, output_channel_state))
             }
             .await;
@@ -413,7 +313,7 @@ impl TaskCore {
                         alignment_ms: alignment.as_millis() as u64,
                         unaligned,
                         channel_state: channel_state.map(Box::new),
-                        output_channel_state: output_channel_state.map(Box::new),
+                        output_channel_state,
                     }));
                 }
                 Err(e) => {
@@ -464,159 +364,6 @@ pub(super) enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
-}
-
-/// Runs a source subtask until shutdown. With a `read_log` (at-most-once), the positions after
-/// each batch are recorded there before the batch is emitted, so a restore never reads it again.
-pub async fn run_source(
-    mut core: TaskCore,
-    mut source: Box<dyn Source>,
-    source_id: (String, String),
-    read_log: Option<ReadPositionLog>,
-    mut event_time: Option<SourceEventTime>,
-) -> TaskResult<()> {
-    let mut paused = false;
-    let mut last_records = Instant::now();
-    let mut idle = false;
-    let mut exhausted = false;
-    let rate = source.max_records_per_second();
-    let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
-    let started = Instant::now();
-    let mut emitted: u64 = 0;
-    core.metrics.set_source_pending(source.pending());
-    loop {
-        let c = if let Some(c) = core.deferred.pop_front() {
-            Some(c)
-        } else if paused || exhausted {
-            match core.control.recv().await {
-                Some(c) => Some(c),
-                None => return Ok(()),
-            }
-        } else if let Some(delay) = rate.and_then(|r| {
-            let due = Duration::from_secs_f64(emitted as f64 / r as f64);
-            due.checked_sub(started.elapsed()).filter(|d| !d.is_zero())
-        }) {
-            tokio::select! {
-                c = core.control.recv() => match c { Some(c) => Some(c), None => return Ok(()) },
-                _ = tokio::time::sleep(delay) => None,
-            }
-        } else {
-            core.control.try_recv().ok()
-        };
-        if let Some(c) = c {
-            if let Control::Complete(id) = &c {
-                source.checkpoint_complete(*id).await;
-            }
-            match core.on_control(c).await? {
-                Flow::Continue => {}
-                Flow::Exit => return Ok(()),
-                Flow::Source(Control::Trigger(barrier)) => {
-                    tracing::debug!(
-                        checkpoint = barrier.id,
-                        task = core.index,
-                        since_trigger_ms = since_trigger_ms(&barrier),
-                        "source: trigger taken between batches"
-                    );
-                    paused = paused || barrier.stop;
-                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
-                }
-                Flow::Source(Control::Resume) => paused = false,
-                Flow::Source(Control::Pause) => paused = true,
-                Flow::Source(Control::Finish) => {
-                    core.broadcast_in_band(|| Element::End).await?;
-                    return core.drain_until_shutdown().await;
-                }
-                Flow::Source(_) => {}
-            }
-            continue;
-        }
-        let mut batch = Vec::with_capacity(batch_max);
-        let more = source
-            .next_batch(&mut batch, batch_max)
-            .await
-            .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
-        core.metrics.set_source_pending(source.pending());
-        if !more {
-            if event_time.is_some() && !exhausted {
-                // A bounded source ends with the watermark of the end of time: every window fires.
-                core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
-            }
-            exhausted = true;
-            let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
-            continue;
-        }
-        if let Some(log) = &read_log {
-            log.record(source.snapshot()?.operator_state)
-                .await
-                .map_err(|e| TaskError(format!("operator {}: {e}", source_id.0)))?;
-        }
-        emitted += batch.len() as u64;
-        core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        match &mut event_time {
-            None => {
-                let mut interrupt = core.process(batch, None).await?;
-                while let Some(Interrupt::Barrier(barrier)) = interrupt {
-                    tracing::debug!(
-                        checkpoint = barrier.id,
-                        task = core.index,
-                        since_trigger_ms = since_trigger_ms(&barrier),
-                        "source: trigger taken in a blocked send"
-                    );
-                    // A checkpoint triggered while the output was blocked: the position includes
-                    // this batch, whose unsent rest goes out after the in-band barrier and is
-                    // stored as channel state of the downstream stage (`forward_barrier`). The
-                    // rest is sent before the next batch is read: reading on would add a batch
-                    // to what waits here at every checkpoint.
-                    snapshot_source(&mut core, &mut source, &source_id, barrier).await?;
-                    interrupt = core.flush(None, true).await?;
-                }
-            }
-            Some(et) if et.per_split => {
-                // `per_split` is set only when the source turned per-split watermarks on, so it
-                // has them; a batch is never dropped silently if that ever breaks.
-                let Some(w) = source.split_watermarks() else {
-                    return Err(TaskError(format!(
-                        "source `{}`: per-split watermarks are on but the source keeps none",
-                        source_id.0
-                    )));
-                };
-                core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
-                    .await?;
-            }
-            Some(et) if batch.is_empty() => {
-                if !idle && et.idle_timeout.is_some_and(|t| last_records.elapsed() >= t) {
-                    idle = true;
-                    core.process_watermark(Watermark::Idle).await?;
-                }
-            }
-            Some(et) => {
-                last_records = Instant::now();
-                core.process_with_event_time(batch, et, &source_id.0).await?;
-                if std::mem::replace(&mut idle, false) {
-                    core.process_watermark(Watermark::Time(et.generator.current())).await?;
-                }
-            }
-        }
-        // A source chained with every operator of its job never waits on a channel: yield once
-        // per batch, or the tasks it spawned (the asynchronous part of a snapshot, which acks
-        // the checkpoint) wait in this worker thread's LIFO slot, which other workers cannot
-        // steal, until the input is used up.
-        tokio::task::yield_now().await;
-    }
-}
-
-/// A source subtask's snapshot at `barrier`: its positions with the chain's state, then the
-/// barrier forwarded ([`TaskCore::snapshot_and_forward`]).
-async fn snapshot_source(
-    core: &mut TaskCore,
-    source: &mut Box<dyn Source>,
-    source_id: &(String, String),
-    barrier: Barrier,
-) -> TaskResult<()> {
-    let state = source.snapshot()?;
-    source.snapshot_taken(barrier.id);
-    let id = Some((source_id.0.clone(), source_id.1.clone(), state));
-    core.snapshot_and_forward(barrier, id, Duration::ZERO).await
 }
 
 #[cfg(test)]
@@ -676,7 +423,7 @@ pub(super) mod tests {
             parallelism: 1,
             chain: vec![Box::new(count)],
             chain_ids: vec![("counts".into(), "count".into())],
-            output,
+            output: Outputs::single(output, "downstream"),
             control: ctl_rx,
             events: ev_tx,
             metrics: Arc::default(),
@@ -686,7 +433,6 @@ pub(super) mod tests {
             deferred: Default::default(),
             interrupt_lane: None,
             interruptible_by_trigger: false,
-            output_channel_uid: "downstream".into(),
         };
         (core, ctl_tx, ev_rx, barrier)
     }

@@ -46,7 +46,8 @@ impl TaskCore {
         self.metrics
             .records_out
             .fetch_add(pending.len() as u64, Ordering::Relaxed);
-        let routed = self.output.route(pending)?;
+        let late = self.take_late_output();
+        let routed = self.output.route(pending, late).await?;
         self.unsent.extend(routed);
         self.broadcast_in_band(|| Element::Watermark(w)).await
     }

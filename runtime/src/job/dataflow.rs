@@ -1,5 +1,5 @@
 //! Dataflows, not lines: validation of a `steps` list whose steps are named (`name`) and wired
-//! by `inputs`, with several sources merged by `union` steps.
+//! by `inputs`, with several sources merged by `union` steps, branches and several sinks.
 //!
 //! The rules, each an error naming the field path:
 //! - names are unique step identifiers; `inputs` name steps declared *above* the step (steps
@@ -9,18 +9,37 @@
 //!   `union` reads two or more; a `join` exactly two (`[left, right]`, no `keyBy` before it:
 //!   it partitions both by its keys); any other step one (merge streams with a `union`);
 //! - a sink has no output, so it is nobody's input;
-//! - every step feeds at most one step (no branching yet) and every step but the sink feeds
-//!   one: a step whose output goes nowhere is an error (Flink would run such a branch and drop
-//!   its records; here it is almost always a wiring mistake);
-//! - exactly one sink (several sinks would need branching or disconnected jobs: not yet);
-//! - an aggregation reads a `keyBy`, and a `keyBy` feeds an aggregation.
+//! - a step may feed several steps (a **branch**, as a Flink `DataStream` used by two
+//!   operators): each of them receives every record. Every step but a sink feeds at least one:
+//!   a step whose output goes nowhere is an error (Flink would run such a branch and drop its
+//!   records; here it is almost always a wiring mistake);
+//! - at least one sink; a job may have several, each committing its output with every
+//!   completed checkpoint;
+//! - a window with `lateRecords: sideOutput` has a second output, its **late side output**
+//!   (Flink's `sideOutputLateData` / `getSideOutput`), which later steps read as
+//!   `inputs: [<window name>.late]`; it must be read, and only such a window has one. A step
+//!   reads at most one output of a step (not `w` and `w.late` together);
+//! - an aggregation reads a `keyBy`, and a `keyBy` feeds only aggregations and windows.
 //!
-//! So a valid dataflow is a tree: sources at the leaves, the sink at the root.
+//! So a valid dataflow is a directed acyclic graph: sources at the start, sinks at the ends.
 
 use super::join::Side;
 use super::spec::Step;
 use super::validate::{JobError, Operator, OperatorKind, is_step_identifier, step_kind, step_uid};
 use std::collections::HashMap;
+
+/// The suffix that names a window's late side output in `inputs` (`hourly.late`).
+pub const LATE_SUFFIX: &str = ".late";
+
+/// Which output of a step another step reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Port {
+    /// Its records (every step but a sink has this output).
+    Main = 0,
+    /// A window's late side output (`lateRecords: sideOutput`): records beyond the allowed
+    /// lateness, as they came in.
+    Late = 1,
+}
 
 /// Whether `steps` uses the dataflow form (any step has `name`, `inputs` or `union`). The
 /// single-line form (none of them) keeps its own rules and messages.
@@ -54,14 +73,26 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             }
         }
     }
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(window) = step.name.as_deref().and_then(|n| n.strip_suffix(LATE_SUFFIX))
+            && names.get(window).is_some_and(|&w| steps[w].window.is_some())
+        {
+            return Err(JobError::new(
+                format!("spec.job.steps[{i}].name"),
+                format!(
+                    "`{window}{LATE_SUFFIX}` names the late side output of the window `{window}`; choose another name"
+                ),
+            ));
+        }
+    }
     let mut ops: Vec<Operator> = Vec::with_capacity(steps.len());
-    // consumer[j] = the step that reads step j.
-    let mut consumer: Vec<Option<usize>> = vec![None; steps.len()];
+    // consumers[j][port] = the steps that read that output of step j.
+    let mut consumers: Vec<[Vec<usize>; 2]> = vec![Default::default(); steps.len()];
     for (i, step) in steps.iter().enumerate() {
         let at = format!("spec.job.steps[{i}]");
         let kind = step_kind(i, step)?;
         let inputs = resolve_inputs(i, step, &kind, &names)?;
-        for (k, &j) in inputs.iter().enumerate() {
+        for (k, &(j, port)) in inputs.iter().enumerate() {
             let field = match &step.inputs {
                 Some(_) => format!("{at}.inputs[{k}]"),
                 None => at.clone(),
@@ -73,15 +104,19 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                     format!("{shown} is a sink: it has no output to read"),
                 ));
             }
-            if let Some(other) = consumer[j] {
-                return Err(JobError::new(
-                    field,
-                    format!(
-                        "{shown} already feeds spec.job.steps[{other}]; a step feeds one step so far (no branching)"
+            if port == Port::Late && !matches!(&ops[j].kind, OperatorKind::Window(def) if def.late_side_output) {
+                let what = match ops[j].kind {
+                    OperatorKind::Window(_) => format!(
+                        "the window {shown} drops its late records: set `lateRecords: sideOutput` on it \
+                         (spec.job.steps[{j}].window.lateRecords) to read them here"
                     ),
-                ));
+                    _ => format!(
+                        "{shown} is not a window: only a window with `lateRecords: sideOutput` has a late side output"
+                    ),
+                };
+                return Err(JobError::new(field, what));
             }
-            consumer[j] = Some(i);
+            consumers[j][port as usize].push(i);
         }
         check_keyed(&at, &kind, &inputs, &ops)?;
         let uid = step_uid(i, step, &kind, &ops)?;
@@ -89,28 +124,20 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
             uid,
             index: i,
             kind,
-            inputs,
+            inputs: inputs.iter().map(|&(j, _)| j).collect(),
+            input_ports: inputs.iter().map(|&(_, port)| port).collect(),
         });
     }
     check_join_side_uids(&ops)?;
-    let sinks: Vec<usize> = ops.iter().filter(|o| o.kind.is_sink()).map(|o| o.index).collect();
-    match sinks.as_slice() {
-        [] => {
-            return Err(JobError::new(
-                "spec.job.steps",
-                "the dataflow has no sink: add a `sink` step",
-            ));
-        }
-        [_] => {}
-        [first, second, ..] => {
-            return Err(JobError::new(
-                format!("spec.job.steps[{second}]"),
-                format!("a job has one sink so far (spec.job.steps[{first}] is the other)"),
-            ));
-        }
+    if !ops.iter().any(|o| o.kind.is_sink()) {
+        return Err(JobError::new(
+            "spec.job.steps",
+            "the dataflow has no sink: add a `sink` step",
+        ));
     }
     for op in &ops {
-        if !op.kind.is_sink() && consumer[op.index].is_none() {
+        let [main, late] = &consumers[op.index];
+        if !op.kind.is_sink() && main.is_empty() {
             return Err(JobError::new(
                 format!("spec.job.steps[{}]", op.index),
                 format!(
@@ -119,14 +146,32 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                 ),
             ));
         }
-        if let OperatorKind::KeyBy { .. } = op.kind {
-            let feeds_aggregate = consumer[op.index].is_some_and(|c| ops[c].kind.is_keyed());
-            if !feeds_aggregate {
-                return Err(JobError::new(
-                    format!("spec.job.steps[{}]", op.index),
-                    "`keyBy` must feed an aggregation (count, sum, min, max) or a `window`",
-                ));
-            }
+        if let OperatorKind::Window(def) = &op.kind
+            && def.late_side_output
+            && late.is_empty()
+        {
+            let read_as = match &steps[op.index].name {
+                Some(n) => format!("`inputs: [{n}{LATE_SUFFIX}]`"),
+                None => format!("`inputs: [<name>{LATE_SUFFIX}]` after naming it (`name`)"),
+            };
+            return Err(JobError::new(
+                format!("spec.job.steps[{}].window.lateRecords", op.index),
+                format!(
+                    "`sideOutput` sends the late records to the window's side output, but no step reads it: \
+                     read it in a later step with {read_as}, or remove `lateRecords` to drop and count them"
+                ),
+            ));
+        }
+        if let OperatorKind::KeyBy { .. } = op.kind
+            && let Some(&c) = main.iter().find(|&&c| !ops[c].kind.is_keyed())
+        {
+            return Err(JobError::new(
+                format!("spec.job.steps[{}]", op.index),
+                format!(
+                    "`keyBy` must feed only aggregations (count, sum, min, max) and windows; spec.job.steps[{c}] \
+                     reads it (put a branch before the `keyBy`, not after it)"
+                ),
+            ));
         }
     }
     Ok(ops)
@@ -140,13 +185,14 @@ fn step_label(j: usize, steps: &[Step]) -> String {
     }
 }
 
-/// The inputs of step `i` by index: its `inputs` resolved by name, or the step before it.
+/// The inputs of step `i` by index and output: its `inputs` resolved by name (`w.late`: the
+/// late side output of step `w`), or the main output of the step before it.
 fn resolve_inputs(
     i: usize,
     step: &Step,
     kind: &OperatorKind,
     names: &HashMap<&str, usize>,
-) -> Result<Vec<usize>, JobError> {
+) -> Result<Vec<(usize, Port)>, JobError> {
     let at = format!("spec.job.steps[{i}]");
     if kind.is_source() {
         if step.inputs.is_some() {
@@ -171,7 +217,7 @@ fn resolve_inputs(
             ));
         }
         return match i.checked_sub(1) {
-            Some(previous) => Ok(vec![previous]),
+            Some(previous) => Ok(vec![(previous, Port::Main)]),
             None => Err(JobError::new(
                 at,
                 "has no input: the first step must be a `source` (or name this step's input in `inputs`)",
@@ -209,7 +255,14 @@ fn resolve_inputs(
     let mut out = Vec::with_capacity(listed.len());
     for (k, name) in listed.iter().enumerate() {
         let field = format!("{at}.inputs[{k}]");
-        let Some(&j) = names.get(name.as_str()) else {
+        let found = match names.get(name.as_str()) {
+            Some(&j) => Some((j, Port::Main)),
+            None => name
+                .strip_suffix(LATE_SUFFIX)
+                .and_then(|w| names.get(w))
+                .map(|&j| (j, Port::Late)),
+        };
+        let Some((j, port)) = found else {
             let mut known: Vec<&str> = names.keys().copied().collect();
             known.sort_unstable();
             let known = known.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
@@ -227,20 +280,27 @@ fn resolve_inputs(
                 ),
             ));
         }
-        if out.contains(&j) {
-            return Err(JobError::new(field, format!("`{name}` is listed twice")));
+        if let Some(&(_, other)) = out.iter().find(|(o, _)| *o == j) {
+            let message = match other == port {
+                true => format!("`{name}` is listed twice"),
+                false => format!(
+                    "`{name}` is another output of a step this step already reads: read a window's output and its \
+                     late side output in two steps (and `union` them after if needed)"
+                ),
+            };
+            return Err(JobError::new(field, message));
         }
-        out.push(j);
+        out.push((j, port));
     }
     Ok(out)
 }
 
 /// An aggregation reads exactly a `keyBy`; a join reads no `keyBy` (it keys both inputs).
-fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[usize], ops: &[Operator]) -> Result<(), JobError> {
+fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[(usize, Port)], ops: &[Operator]) -> Result<(), JobError> {
     if matches!(kind, OperatorKind::Join(_))
         && let Some(k) = inputs
             .iter()
-            .position(|&j| matches!(ops[j].kind, OperatorKind::KeyBy { .. }))
+            .position(|&(j, _)| matches!(ops[j].kind, OperatorKind::KeyBy { .. }))
     {
         return Err(JobError::new(
             format!("{at}.inputs[{k}]"),
@@ -248,7 +308,7 @@ fn check_keyed(at: &str, kind: &OperatorKind, inputs: &[usize], ops: &[Operator]
         ));
     }
     if kind.is_keyed() {
-        let reads_key_by = matches!(inputs, [j] if matches!(ops[*j].kind, OperatorKind::KeyBy { .. }));
+        let reads_key_by = matches!(inputs, [(j, Port::Main)] if matches!(ops[*j].kind, OperatorKind::KeyBy { .. }));
         if !reads_key_by {
             return Err(JobError::new(
                 at,

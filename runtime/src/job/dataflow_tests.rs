@@ -100,17 +100,14 @@ fn wiring_errors_name_the_field() {
             json!([text("a"), text("b"), sink()]),
             "spec.job.steps[0]: the output of step `a` goes nowhere: no step reads it",
         ),
+        // A branch whose first arm ends nowhere.
         (
             json!([text("a"), {"name": "f", "filter": {"expression": "true"}}, {"name": "g", "inputs": ["a"], "filter": {"expression": "true"}}, sink()]),
-            "spec.job.steps[2].inputs[0]: step `a` already feeds spec.job.steps[1]; a step feeds one step so far (no branching)",
+            "spec.job.steps[1]: the output of step `f` goes nowhere: no step reads it",
         ),
         (
             json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}]),
             "spec.job.steps: the dataflow has no sink",
-        ),
-        (
-            json!([text("a"), {"name": "s1", "sink": {"print": {}}}, text("b"), {"sink": {"discard": {}}}]),
-            "spec.job.steps[3]: a job has one sink so far (spec.job.steps[1] is the other)",
         ),
         (
             json!([text("a"), {"name": "s1", "sink": {"print": {}}}, {"inputs": ["s1"], "sink": {"print": {}}}]),
@@ -150,7 +147,12 @@ fn wiring_errors_name_the_field() {
         ),
         (
             json!([text("a"), {"name": "k", "keyBy": {"expression": "line"}}, text("b"), {"union": {}, "inputs": ["k", "b"]}, sink()]),
-            "spec.job.steps[1]: `keyBy` must feed an aggregation",
+            "spec.job.steps[1]: `keyBy` must feed only aggregations (count, sum, min, max) and windows; spec.job.steps[3] reads it",
+        ),
+        // A keyBy branching into a count and a filter.
+        (
+            json!([text("a"), {"name": "k", "keyBy": {"expression": "line"}}, {"count": {}}, sink(), {"inputs": ["k"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[1]: `keyBy` must feed only aggregations (count, sum, min, max) and windows; spec.job.steps[4] reads it (put a branch before the `keyBy`",
         ),
         (
             json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "b"]}, {"filter": {"expression": "true"}, "union": {}}, sink()]),
@@ -216,20 +218,29 @@ fn union_inputs_must_have_the_same_fields_where_the_plan_knows_them() {
 fn the_documented_dataflow_example_validates() {
     let doc = include_str!("../../../docs/concepts.md");
     let section = doc
-        .split("## Dataflows: several sources and `union`")
+        .split("## Dataflows: several sources, `union`, branches and several sinks")
         .nth(1)
         .expect("docs/concepts.md has the dataflow section");
-    let yaml = section
-        .split("```yaml\n")
-        .nth(1)
-        .and_then(|s| s.split("```").next())
-        .expect("the section has a yaml block");
-    let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
-    let manifest =
-        format!("apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}");
-    let job = crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"));
+    let yaml_block = |n: usize| {
+        let yaml = section
+            .split("```yaml\n")
+            .nth(n)
+            .and_then(|s| s.split("```").next())
+            .expect("the section has the yaml block");
+        let indented: String = yaml.lines().map(|l| format!("    {l}\n")).collect();
+        let manifest = format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{ name: doc }}\nspec:\n  job:\n{indented}"
+        );
+        crate::job::parse_manifest(&manifest, &[]).unwrap_or_else(|e| panic!("{e}\n{manifest}"))
+    };
+    let job = yaml_block(1);
     assert!(job.is_multi_input());
     assert_eq!(job.operators[2].inputs, vec![0, 1]);
+    // The branch: `edits` is read by the keyBy and by `robots`; two sinks.
+    let job = yaml_block(2);
+    assert_eq!(job.operators[1].inputs, vec![0]);
+    assert_eq!(job.operators[4].inputs, vec![0]);
+    assert_eq!(job.operators.iter().filter(|o| o.kind.is_sink()).count(), 2);
 }
 
 /// Field types flow through a union: each field's type is the join over the inputs (int and
@@ -285,4 +296,128 @@ fn union_field_types_are_joined_over_the_inputs() {
         e.starts_with("spec.job.steps[4].sum.expression: `sum` aggregates numbers, and `key` is a string"),
         "{e}"
     );
+}
+
+/// A source of JSON lines with event time `t` and a `user` field.
+fn events(name: &str) -> Value {
+    json!({"name": name, "source": {
+        "file": {"path": "e.jsonl", "format": "jsonl", "schema": [{"name": "t", "type": "int"}, {"name": "user", "type": "string"}]},
+        "eventTime": {"field": "t", "maxOutOfOrderness": "1s"}
+    }})
+}
+
+fn window(name: &str, late: Option<&str>) -> Value {
+    let mut w = json!({"type": "tumbling", "size": "1m"});
+    if let Some(l) = late {
+        w["lateRecords"] = json!(l);
+    }
+    json!({"name": name, "window": w})
+}
+
+/// A branch: one source read by two steps, each into its own sink; every consumer of a step
+/// is listed, and the plan ends the source's stage there (two edges).
+#[test]
+fn a_step_may_feed_several_steps_and_a_job_may_have_several_sinks() {
+    let job = Job::from_spec(
+        "t",
+        spec(json!([
+            text("lines"),
+            {"keyBy": {"expression": "line", "as": "line"}},
+            {"count": {}},
+            {"uid": "counts-out", "sink": {"print": {}}},
+            {"inputs": ["lines"], "filter": {"expression": "line != ''"}},
+            {"uid": "lines-out", "sink": {"discard": {}}},
+            // Two disconnected dataflows in one job are fine too, each with its sink.
+            generator("g"),
+            {"uid": "generated-out", "sink": {"discard": {}}}
+        ])),
+    )
+    .unwrap();
+    let wiring: Vec<(&str, Vec<usize>)> = job
+        .operators
+        .iter()
+        .map(|o| (o.uid.as_str(), o.inputs.clone()))
+        .collect();
+    assert_eq!(
+        wiring,
+        [
+            ("source-file-0", vec![]),
+            ("keyBy-1", vec![0]),
+            ("count-2", vec![1]),
+            ("counts-out", vec![2]),
+            ("filter-4", vec![0]),
+            ("lines-out", vec![4]),
+            ("source-generator-6", vec![]),
+            ("generated-out", vec![6]),
+        ]
+    );
+    let sinks = job.operators.iter().filter(|o| o.kind.is_sink()).count();
+    assert_eq!(sinks, 3);
+}
+
+/// `lateRecords: sideOutput` and `inputs: [w.late]`: the late records' schema is the window's
+/// input's (a filter on `user` checks), and every misuse is an error naming the field.
+#[test]
+fn a_windows_late_side_output_is_read_by_name_and_checked() {
+    use crate::job::dataflow::Port;
+    let ok = json!([
+        events("e"),
+        {"keyBy": {"expression": "user", "as": "user"}},
+        window("w", Some("sideOutput")),
+        {"uid": "windows-out", "sink": {"print": {}}},
+        {"inputs": ["w.late"], "filter": {"expression": "user != ''"}},
+        {"uid": "late-out", "sink": {"print": {}}}
+    ]);
+    let job = Job::from_spec("t", spec(ok)).unwrap();
+    assert_eq!(job.operators[4].inputs, vec![2]);
+    assert_eq!(job.operators[4].input_ports, vec![Port::Late]);
+    assert_eq!(job.operators[3].input_ports, vec![Port::Main]);
+    let cases = [
+        // A field the window's input does not have.
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", Some("sideOutput")), sink(),
+                {"inputs": ["w.late"], "filter": {"expression": "repo != ''"}}, sink()]),
+            "spec.job.steps[4].filter.expression",
+        ),
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", None), sink(),
+                {"inputs": ["w.late"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[4].inputs[0]: the window step `w` drops its late records: set `lateRecords: sideOutput` on it (spec.job.steps[2].window.lateRecords)",
+        ),
+        (
+            json!([events("e"), {"inputs": ["e.late"], "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[1].inputs[0]: step `e` is not a window: only a window with `lateRecords: sideOutput` has a late side output",
+        ),
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", Some("sideOutput")), sink()]),
+            "spec.job.steps[2].window.lateRecords: `sideOutput` sends the late records to the window's side output, but no step reads it: read it in a later step with `inputs: [w.late]`",
+        ),
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", Some("sideOutput")),
+                {"name": "m", "map": {"expression": "{'user': user}"}},
+                {"union": {}, "inputs": ["m", "w.late"]}, sink()]),
+            "spec.job.steps[4].inputs[1]: a union merges streams of the same fields",
+        ),
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", Some("sideOutput")),
+                {"union": {}, "inputs": ["w", "w.late"]}, sink()]),
+            "spec.job.steps[3].inputs[1]: `w.late` is another output of a step this step already reads",
+        ),
+        (
+            json!([events("e"), {"keyBy": {"expression": "user", "as": "user"}}, window("w", None),
+                {"name": "w.late", "filter": {"expression": "true"}}, sink()]),
+            "spec.job.steps[3].name: `w.late` names the late side output of the window `w`; choose another name",
+        ),
+        // The single-line form has no way to read the side output.
+        (
+            json!([{"source": events("e")["source"]}, {"keyBy": {"expression": "user", "as": "user"}},
+                {"window": {"type": "tumbling", "size": "1m", "lateRecords": "sideOutput"}}, sink()]),
+            "spec.job.steps[2].window.lateRecords: `sideOutput` sends the late records to the window's side output",
+        ),
+    ];
+    for (steps, want) in cases {
+        let got = Job::from_spec("t", spec(steps.clone()));
+        let e = got.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.starts_with(want), "{steps}\n want `{want}`\n got  `{e}`");
+    }
 }

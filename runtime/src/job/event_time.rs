@@ -52,6 +52,9 @@ pub struct WindowDef {
     pub as_field: String,
     /// Allowed lateness in milliseconds (≥ 0).
     pub allowed_lateness_ms: i64,
+    /// Records beyond the allowed lateness go to the side output (`lateRecords: sideOutput`)
+    /// instead of being dropped.
+    pub late_side_output: bool,
     /// The event-time field, from the `eventTime` of the sources upstream (filled in by
     /// [`resolve_time_fields`]; empty before).
     pub time_field: String,
@@ -188,6 +191,7 @@ pub fn window_def(at: &str, spec: &WindowSpec) -> Result<WindowDef, JobError> {
         expression: spec.expression.clone(),
         as_field,
         allowed_lateness_ms,
+        late_side_output: spec.late_records == Some(super::spec::LateRecords::SideOutput),
         time_field: String::new(),
     })
 }

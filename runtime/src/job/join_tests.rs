@@ -95,7 +95,10 @@ fn a_join_plans_both_inputs_as_keyed_exchanges_into_its_own_stage() {
     ]))
     .unwrap();
     type StageRow = (Vec<usize>, Vec<(usize, Exchange)>);
-    let stages: Vec<StageRow> = plan_graph(&j).into_iter().map(|s| (s.operators, s.inputs)).collect();
+    let stages: Vec<StageRow> = plan_graph(&j)
+        .into_iter()
+        .map(|s| (s.operators, s.inputs.iter().map(|i| (i.stage, i.exchange)).collect()))
+        .collect();
     assert_eq!(
         stages,
         vec![

@@ -325,7 +325,9 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
     let mut key_types: Vec<FieldType> = Vec::with_capacity(operators.len());
     for (i, op) in operators.iter().enumerate() {
         let at = format!("spec.job.steps[{}]", op.index);
-        let (input, mut key_type) = match op.inputs.as_slice() {
+        // A window's late side output carries the window's input records.
+        let sources = op.record_sources(operators);
+        let (input, mut key_type) = match sources.as_slice() {
             [j] => (schemas[*j].clone(), key_types[*j]),
             _ => (None, FieldType::Any),
         };
@@ -340,9 +342,9 @@ fn follow_steps(operators: &[Operator], samples: &[Option<&SourceSample>]) -> Re
             OperatorKind::FileSource(spec) => file_source_schema(&at, spec, samples.get(i).copied().flatten())?,
             // JSON values whose fields are only known when read.
             OperatorKind::KafkaSource(_) => None,
-            OperatorKind::Union => union_schema(&at, &op.inputs, operators, &schemas)?,
+            OperatorKind::Union => union_schema(&at, &sources, operators, &schemas)?,
             OperatorKind::Join(def) => {
-                let sides: Vec<PlanSchema> = op.inputs.iter().map(|&j| schemas[j].clone()).collect();
+                let sides: Vec<PlanSchema> = sources.iter().map(|&j| schemas[j].clone()).collect();
                 let (left, right) = (sides[0].as_deref(), sides[1].as_deref());
                 let left_type = check_expression(&format!("{at}.join.leftKey"), &def.left_key, left)?;
                 let right_type = check_expression(&format!("{at}.join.rightKey"), &def.right_key, right)?;

@@ -150,7 +150,10 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Names of the steps this step reads, each declared above it. Default: the step listed
-    /// just before it. A `union` lists two or more; any other step at most one; a source none.
+    /// just before it. A `union` lists two or more, a `join` two (`[left, right]`); any other
+    /// step at most one; a source none. Several steps may read one step (a branch: each gets
+    /// every record). `<window name>.late` reads a window's late side output
+    /// (`lateRecords: sideOutput`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Vec<String>>,
     /// Read records from files or a generator.
@@ -430,10 +433,30 @@ pub struct WindowSpec {
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
     pub as_field: Option<String>,
     /// How long after a window fired records for it are still accepted, each emitting an
-    /// updated result, e.g. `30s`. Default `0s`. Later records are dropped and counted in
-    /// `weir_late_records_dropped_total`.
+    /// updated result, e.g. `30s`. Default `0s`. What happens to later records:
+    /// `lateRecords`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_lateness: Option<String>,
+    /// What happens to records beyond the allowed lateness (Flink's `sideOutputLateData`):
+    /// `drop` (default: dropped and counted in `weir_late_records_dropped_total`) or
+    /// `sideOutput` (sent, as they came in, to the window's side output, which a later step
+    /// reads as `inputs: [<window name>.late]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_records: Option<LateRecords>,
+}
+
+/// What a window does with records beyond its allowed lateness (Flink's
+/// `sideOutputLateData`): `drop` (default: dropped and counted in
+/// `weir_late_records_dropped_total`) or `sideOutput` (sent, as they came in, to the window's
+/// late side output, which a later step reads as `inputs: [<window name>.late]`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum LateRecords {
+    /// Drop them and count them in `weir_late_records_dropped_total`.
+    #[default]
+    Drop,
+    /// Send them to the window's side output `<window name>.late`.
+    SideOutput,
 }
 
 /// The aggregate a window computes (`window.aggregate`).

@@ -178,6 +178,25 @@ pub struct Operator {
     /// none for a source, one for most steps, two or more for a union, two for a join (left,
     /// right).
     pub inputs: Vec<usize>,
+    /// Which output of each input it reads (same length as `inputs`): the main output, or a
+    /// window's late side output (`inputs: [hourly.late]`).
+    pub input_ports: Vec<super::dataflow::Port>,
+}
+
+impl Operator {
+    /// The operators whose *records* this one reads, by input: the input itself, or for a
+    /// window's late side output the window's own input (late records are the window's input
+    /// records as they came in, so they have its input's fields and key).
+    pub fn record_sources(&self, operators: &[Operator]) -> Vec<usize> {
+        self.inputs
+            .iter()
+            .zip(&self.input_ports)
+            .map(|(&j, port)| match port {
+                super::dataflow::Port::Main => j,
+                super::dataflow::Port::Late => operators[j].inputs[0],
+            })
+            .collect()
+    }
 }
 
 /// A validated job with defaults applied.
@@ -550,12 +569,21 @@ fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
                 "`keyBy` must be followed by an aggregation (count, sum, min, max) or a `window`",
             ));
         }
+        if matches!(&kind, OperatorKind::Window(def) if def.late_side_output) {
+            return Err(JobError::new(
+                format!("{at}.window.lateRecords"),
+                "`sideOutput` sends the late records to the window's side output, which a later step reads as \
+                 `inputs: [<window name>.late]`: name the window (`name`) and read it in a step's `inputs`, \
+                 or remove `lateRecords` to drop and count them",
+            ));
+        }
         let uid = step_uid(i, step, &kind, &ops)?;
         let inputs = if i == 0 { vec![] } else { vec![i - 1] };
         ops.push(Operator {
             uid,
             index: i,
             kind,
+            input_ports: vec![super::dataflow::Port::Main; inputs.len()],
             inputs,
         });
     }

@@ -158,4 +158,11 @@ pub trait StreamOperator: Send {
     async fn notify_complete(&mut self, _id: u64) -> TaskResult<()> {
         Ok(())
     }
+
+    /// The records this operator sent to its late side output since the last call (a window
+    /// with `lateRecords: sideOutput`: its input records beyond the allowed lateness, in the
+    /// order they came). Taken after every batch and watermark; most operators have none.
+    fn take_late_output(&mut self) -> Vec<Record> {
+        Vec::new()
+    }
 }

@@ -4,7 +4,8 @@
 //! A record goes into the windows of its event time ([`assign`]); a window whose last
 //! millisecond plus the allowed lateness is at or behind the watermark is late: the record is
 //! not added to it, and a record all of whose windows are late is dropped and counted
-//! (`weir_late_records_dropped_total`). When the watermark reaches a window's last millisecond
+//! (`weir_late_records_dropped_total`), or with `lateRecords: sideOutput` sent as it came to
+//! the window's late side output (Flink's `sideOutputLateData`). When the watermark reaches a window's last millisecond
 //! the window fires once, emitting `{<key>, window_start, window_end, <as>}`; a record added
 //! to a fired window within the allowed lateness fires an update at once. A window's state is
 //! deleted when its lateness has passed. Session windows merge when they overlap or touch.
@@ -50,6 +51,11 @@ pub struct WindowOperator {
     next_timer: i64,
     /// Late records dropped (the `weir_late_records_dropped_total` counter).
     late_dropped: Arc<AtomicU64>,
+    /// With `lateRecords: sideOutput`: late records not yet taken
+    /// ([`StreamOperator::take_late_output`]); `None` when late records are dropped.
+    late_output: Option<Vec<Record>>,
+    /// Late records sent to the side output by this subtask (logged at the end of event time).
+    late_sent: u64,
 }
 
 impl WindowOperator {
@@ -112,6 +118,8 @@ impl WindowOperator {
             watermark: restored_min.unwrap_or(NO_WATERMARK),
             next_timer: i64::MAX,
             late_dropped,
+            late_output: def.late_side_output.then(Vec::new),
+            late_sent: 0,
         };
         op.next_timer = op.earliest_timer();
         Ok(op)
@@ -273,10 +281,22 @@ impl StreamOperator for WindowOperator {
             let value = self.value_of(&r.row)?;
             let at = (keyed.key_group - self.range.start) as usize;
             if !self.add(at, &keyed.key, ts, value, out) {
-                self.late_dropped.fetch_add(1, Ordering::Relaxed);
+                match &mut self.late_output {
+                    Some(late) => {
+                        late.push(r);
+                        self.late_sent += 1;
+                    }
+                    None => {
+                        self.late_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             }
         }
         Ok(())
+    }
+
+    fn take_late_output(&mut self) -> Vec<Record> {
+        self.late_output.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     async fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> TaskResult<()> {
@@ -284,7 +304,14 @@ impl StreamOperator for WindowOperator {
             return Ok(());
         }
         self.watermark = watermark;
-        if watermark == END_OF_TIME {
+        if watermark == END_OF_TIME && self.late_output.is_some() {
+            tracing::info!(
+                target: "weir",
+                "operator {}: end of event time; {} late records sent to the side output by this subtask",
+                self.uid,
+                self.late_sent
+            );
+        } else if watermark == END_OF_TIME {
             match self.late_dropped.load(Ordering::Relaxed) {
                 0 => tracing::info!(
                     target: "weir",

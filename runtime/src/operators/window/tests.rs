@@ -10,6 +10,7 @@ fn def(assigner: WindowAssigner, lateness: i64) -> WindowDef {
         expression: None,
         as_field: "count".into(),
         allowed_lateness_ms: lateness,
+        late_side_output: false,
         time_field: "t".into(),
     }
 }
@@ -262,4 +263,53 @@ async fn restore_into_a_window_of_another_shape_is_refused() {
     renamed.as_field = "events".into();
     let restored = WindowOperator::new("w", &renamed, "k", all, restore(true), late()).expect("same shape");
     assert_eq!(restored.windows(), 2);
+}
+
+/// `lateRecords: sideOutput`: a record beyond the allowed lateness leaves as it came, through
+/// `take_late_output` (taken once), and is not counted as dropped; a sliding-window record
+/// with one window still open is not late.
+#[tokio::test]
+async fn late_records_go_to_the_side_output_instead_of_being_dropped() {
+    let all = key_group_range(0, 1, 8);
+    for (assigner, records, want_late) in [
+        (
+            WindowAssigner::Tumbling { size_ms: 10 },
+            vec![rec("a", 3), rec("b", 25)],
+            vec![3],
+        ),
+        // Windows [0,10) and [5,15) hold t = 7; at watermark 9 only [0,10) is late.
+        (
+            WindowAssigner::Sliding {
+                size_ms: 10,
+                slide_ms: 5,
+            },
+            vec![rec("a", 7), rec("a", 2)],
+            vec![2],
+        ),
+        (
+            WindowAssigner::Session { gap_ms: 3 },
+            vec![rec("a", 1), rec("a", 20)],
+            vec![1],
+        ),
+    ] {
+        let d = WindowDef {
+            late_side_output: true,
+            ..def(assigner, 0)
+        };
+        let (mut w, dropped) = op(&d, all, Default::default());
+        let mut out = Vec::new();
+        w.on_watermark(9, &mut out).await.unwrap();
+        w.process(records, &mut out).await.unwrap();
+        let late: Vec<i64> = w
+            .take_late_output()
+            .iter()
+            .map(|r| match r.row.get("t") {
+                Some(Datum::Int(t)) => *t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(late, want_late, "{assigner:?}");
+        assert!(w.take_late_output().is_empty(), "taken once");
+        assert_eq!(dropped.load(Ordering::Relaxed), 0, "{assigner:?}: none dropped");
+    }
 }

@@ -1,0 +1,306 @@
+//! Building one subtask (part of [`exec`](super)): its chain of operators with their restored
+//! state, its inputs (or its source) and its output edges ([`super::outputs`]).
+
+use super::messages::{Control, TaskEvent};
+use super::task::{self, TaskCore, TaskMetrics};
+use super::{PriorityLanes, RunContext, TaskSpec, channel, channel_state, plan, subtask_label, watermark};
+use crate::checkpoint::read_positions::ReadPositionLog;
+use crate::checkpoint::restore;
+use crate::job::{Job, OperatorKind};
+use crate::operators::aggregate::{Aggregate, KeyedStateInit};
+use crate::operators::discard::DiscardSink;
+use crate::operators::sink::{FileSink, PrintSink};
+use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
+use crate::operators::window::WindowOperator;
+use crate::operators::{StreamOperator, TaskError, source};
+use crate::state::backend::BackendChoice;
+use crate::state::disk::DiskStateOptions;
+use crate::state::key_group::key_group_range;
+use crate::state::local_dir;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The backend of stateful step `uid`'s subtask `subtask`: the job's `stateBackend`, a disk
+/// store in its own directory under the run's.
+fn backend_choice(ctx: &RunContext, uid: &str, subtask: u32) -> BackendChoice {
+    match ctx.job.spec.state_backend {
+        crate::job::StateBackend::Heap => BackendChoice::Heap,
+        crate::job::StateBackend::Disk => BackendChoice::Disk {
+            dir: local_dir::store_dir(&ctx.state_dir, uid, subtask),
+            options: DiskStateOptions::default(),
+        },
+    }
+}
+
+/// A subtask ready to start.
+pub struct BuiltTask {
+    /// Starts it; the task reports failure as [`TaskEvent::Failed`].
+    pub start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>,
+    /// Its counters.
+    pub metrics: Arc<TaskMetrics>,
+    /// Whether it is a source subtask.
+    pub is_source: bool,
+}
+
+/// Builds subtask `spec`: its chained operators with their restored state, reading `inputs`
+/// (one receiver per upstream subtask, by index; empty for sources) and writing `outputs`
+/// (one sender per downstream subtask; `None` when the chain ends in a sink).
+pub async fn build_task(
+    ctx: &RunContext,
+    spec: &TaskSpec,
+    inputs: Vec<channel::DataReceiver>,
+    outputs: Option<Vec<channel::DataSender>>,
+    control: mpsc::UnboundedReceiver<Control>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+    lanes: PriorityLanes,
+) -> Result<BuiltTask, String> {
+    let job = &ctx.job;
+    let graph = plan::plan_graph(job);
+    let stage = &graph[spec.stage].operators;
+    let (p, max_p, sub, index) = (job.parallelism, job.max_parallelism, spec.subtask, spec.index);
+    let range = key_group_range(sub, p, max_p);
+    let snapshot = ctx.snapshot.as_deref();
+    let first = &job.operators[stage[0]];
+    let is_source = first.kind.is_source();
+    let failed_prefix = match &ctx.worker_id {
+        Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
+        None => format!("{} failed", subtask_label(spec, p)),
+    };
+    // A source runs outside the chain; a union only merges its input channels.
+    let chain_ops: Vec<usize> = stage
+        .iter()
+        .copied()
+        .filter(|&oi| oi != stage[0] || !(is_source || first.kind == OperatorKind::Union))
+        .collect();
+    let metrics = Arc::new(TaskMetrics::default());
+    let mut chain: Vec<Box<dyn StreamOperator>> = Vec::new();
+    let mut chain_ids = Vec::new();
+    for &oi in &chain_ops {
+        let op = &job.operators[oi];
+        let restore_state = restore::operator_restore(snapshot, &op.uid, Some(range));
+        let ctx_err = |e: TaskError| e.context(format!("operator {}", op.uid)).0;
+        let boxed: Box<dyn StreamOperator> = match &op.kind {
+            OperatorKind::Filter(e) => Box::new(Filter::new(e).map_err(ctx_err)?),
+            OperatorKind::Map(e) => Box::new(Map::new(e).map_err(ctx_err)?),
+            OperatorKind::FlatMap(spec) => Box::new(FlatMap::new(spec).map_err(ctx_err)?),
+            OperatorKind::KeyBy { expression, .. } => Box::new(KeyBy::new(expression, max_p).map_err(ctx_err)?),
+            OperatorKind::Aggregate {
+                func,
+                expression,
+                as_field,
+                ttl,
+            } => {
+                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
+                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
+                    _ => "key".into(),
+                };
+                let state = KeyedStateInit {
+                    ttl: *ttl,
+                    backend: backend_choice(ctx, &op.uid, sub),
+                    ..KeyedStateInit::new(range, restore_state)
+                };
+                Box::new(
+                    Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
+                        .map_err(ctx_err)?,
+                )
+            }
+            OperatorKind::Window(def) => {
+                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
+                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
+                    _ => "key".into(),
+                };
+                Box::new(
+                    WindowOperator::new(
+                        &op.uid,
+                        def,
+                        &key_field,
+                        range,
+                        restore_state,
+                        metrics.late_records_dropped.clone(),
+                    )
+                    .map_err(ctx_err)?,
+                )
+            }
+            OperatorKind::Join(def) => Box::new(
+                crate::operators::join::Join::new(
+                    &op.uid,
+                    def,
+                    range,
+                    restore_state,
+                    Arc::new(crate::state::ttl::SystemClock),
+                )
+                .map_err(ctx_err)?,
+            ),
+            OperatorKind::FileSink(spec) => Box::new(
+                FileSink::new(&spec.path, sub, &ctx.run_id, &ctx.s3)
+                    .await
+                    .map_err(ctx_err)?,
+            ),
+            OperatorKind::KafkaSink(spec) => Box::new(
+                crate::operators::sink_kafka::KafkaSink::new(
+                    spec,
+                    &format!("weir-{}-{}", job.name, op.uid),
+                    sub,
+                    p,
+                    restore_state,
+                )
+                .await
+                .map_err(ctx_err)?,
+            ),
+            OperatorKind::PrintSink => Box::new(PrintSink),
+            OperatorKind::DiscardSink => Box::new(DiscardSink),
+            OperatorKind::FileSource(_)
+            | OperatorKind::Generator(_)
+            | OperatorKind::KafkaSource(_)
+            | OperatorKind::Union => {
+                return Err(format!("operator {}: must head its stage", op.uid));
+            }
+        };
+        let boxed = crate::operators::throttle::Throttled::wrap(
+            boxed,
+            crate::operators::throttle::sink_rate_limit(job, op.index),
+        );
+        chain.push(boxed);
+        chain_ids.push((op.uid.clone(), op.kind.name().to_string()));
+    }
+    let output = build_outputs(job, &graph, spec, outputs)?;
+    let core = TaskCore {
+        index,
+        subtask: sub,
+        parallelism: p,
+        chain,
+        chain_ids,
+        output,
+        control,
+        events: events.clone(),
+        metrics: metrics.clone(),
+        priority_outputs: lanes.outputs,
+        unaligned_after: job.unaligned_after(),
+        unsent: Default::default(),
+        deferred: Default::default(),
+        interrupt_lane: None,
+        interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
+    };
+    let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
+        let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
+        if let Some(read) = ctx.furthest_read.get(&first.uid) {
+            restore_state.operator_state.extend(read.iter().cloned());
+            restore_state.operator_state = source::furthest_positions(&first.kind, &restore_state.operator_state)
+                .map_err(|e| e.context(format!("operator {}: read-position log", first.uid)).0)?;
+        }
+        let read_log = ctx
+            .read_log
+            .as_ref()
+            .map(|(store, dir)| ReadPositionLog::new(store.clone(), dir, &first.uid, sub, p));
+        let mut src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
+            .await
+            .map_err(|e| e.0)?;
+        let id = (first.uid.clone(), first.kind.name().to_string());
+        let event_time = crate::job::event_time::source_event_time(first, &job.spec.job.steps)
+            .map_err(|e| e.to_string())?
+            .map(|et| task::SourceEventTime {
+                per_split: src.enable_split_watermarks(et.max_out_of_orderness_ms, et.idle_timeout),
+                field: et.field,
+                generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
+                idle_timeout: et.idle_timeout,
+            });
+        Box::new(move || {
+            tokio::spawn(async move {
+                if let Err(e) = task::run_source(core, src, id, read_log, event_time).await {
+                    let _ = events.send(TaskEvent::Failed {
+                        task: index,
+                        error: format!("{failed_prefix}: {}", e.0),
+                    });
+                }
+            })
+        })
+    } else {
+        let setup = task::InputSetup {
+            inputs,
+            mode: job.spec.checkpointing.mode,
+            priority: lanes.input,
+            channel_uid: first.uid.clone(),
+            replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
+        };
+        Box::new(move || {
+            tokio::spawn(async move {
+                if let Err(e) = task::run_inputs_with(core, setup).await {
+                    let _ = events.send(TaskEvent::Failed {
+                        task: index,
+                        error: format!("{failed_prefix}: {}", e.0),
+                    });
+                }
+            })
+        })
+    };
+    Ok(BuiltTask {
+        start,
+        metrics,
+        is_source,
+    })
+}
+
+/// The output of subtask `spec`: one edge per downstream stage ([`plan::stage_outputs`]),
+/// taking its channels from `senders` (flat, in edge order: a keyed edge one per downstream
+/// subtask, a forward edge one); an edge into a join runs that side's key selector first.
+/// Errors: `senders` does not match the plan (a bug), a join key that does not compile.
+fn build_outputs(
+    job: &Job,
+    graph: &[plan::Stage],
+    spec: &TaskSpec,
+    senders: Option<Vec<channel::DataSender>>,
+) -> Result<task::Outputs, String> {
+    let edges = plan::stage_outputs(graph, spec.stage);
+    let p = job.parallelism as usize;
+    let want: usize = edges
+        .iter()
+        .map(|e| match e.exchange {
+            plan::Exchange::Keyed => p,
+            plan::Exchange::Forward => 1,
+        })
+        .sum();
+    let mut senders = senders.unwrap_or_default().into_iter();
+    if senders.len() != want {
+        return Err(format!(
+            "task {}: {} output channels for {} edges needing {want} (a bug in the plan)",
+            spec.index,
+            senders.len(),
+            edges.len()
+        ));
+    }
+    let last = *graph[spec.stage].operators.last().expect("a stage has an operator");
+    let mut out = Vec::with_capacity(edges.len());
+    for edge in edges {
+        let head = &job.operators[graph[edge.stage].operators[0]];
+        let route = match edge.exchange {
+            plan::Exchange::Keyed => task::Output::Keyed {
+                senders: senders.by_ref().take(p).collect(),
+                max_parallelism: job.max_parallelism,
+            },
+            plan::Exchange::Forward => task::Output::Forward(senders.next().expect("counted above")),
+        };
+        let transform = match &head.kind {
+            OperatorKind::Join(def) => {
+                let k = head.inputs.iter().position(|&j| j == last).ok_or_else(|| {
+                    format!(
+                        "task {}: join {} does not read this stage (a bug in the plan)",
+                        spec.index, head.uid
+                    )
+                })?;
+                let side = crate::job::join::Side::of_input(k);
+                let op = crate::operators::join::JoinSide::new(&head.uid, def, side, job.max_parallelism)
+                    .map_err(|e| e.context(format!("operator {}", head.uid)).0)?;
+                let side_op: Box<dyn StreamOperator> = Box::new(op);
+                Some((crate::operators::join::JoinSide::uid(&head.uid, side), side_op))
+            }
+            _ => None,
+        };
+        out.push(task::OutputEdge {
+            route,
+            port: edge.port,
+            channel_uid: head.uid.clone(),
+            transform,
+        });
+    }
+    Ok(task::Outputs::new(out))
+}
