@@ -17,7 +17,7 @@ use crate::checkpoint::state_upload::upload_operator_state;
 use crate::checkpoint::{Ack, Barrier};
 use crate::operators::source::{Source, SourcePending};
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
-use crate::record::{BATCH_SIZE, Record};
+use crate::record::{BATCH_SIZE, Batch, Record};
 use crate::state::key_group::subtask_for_key_group;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,10 +121,24 @@ impl Output {
 
     /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
     /// group with [`subtask_for_key_group`] for a keyed exchange).
-    pub(super) fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
+    pub(super) fn route(&self, batch: Batch) -> TaskResult<Vec<(usize, Element)>> {
         if batch.is_empty() {
             return Ok(vec![]);
         }
+        let batch = match (self, batch) {
+            (_, Batch::Rows(rows)) => rows,
+            (Output::None, Batch::Columns(_)) => return Ok(vec![]),
+            (Output::Forward(_), Batch::Columns(c)) => return Ok(vec![(0, Element::Columns(c))]),
+            (Output::Keyed { senders, max_parallelism }, Batch::Columns(c)) => {
+                let (p, max_p) = (senders.len() as u32, *max_parallelism);
+                let parts = c.partition(p as usize, |kg| subtask_for_key_group(kg, p, max_p) as usize);
+                return Ok(parts
+                    .map_err(TaskError)?
+                    .into_iter()
+                    .map(|(i, part)| (i, Element::Columns(part)))
+                    .collect());
+            }
+        };
         match self {
             Output::None => Ok(vec![]),
             Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
@@ -238,7 +252,7 @@ impl TaskCore {
     /// in [`TaskCore::unsent`] and the interrupt is returned.
     pub(super) async fn process(
         &mut self,
-        batch: Vec<Record>,
+        batch: Batch,
         deadline: Option<Instant>,
     ) -> TaskResult<Option<Interrupt>> {
         self.run_chain(batch).await?;
@@ -247,14 +261,18 @@ impl TaskCore {
 
     /// Runs `batch` through the chain and queues the output in [`TaskCore::unsent`] (sent by
     /// [`TaskCore::flush`]).
-    pub(super) async fn run_chain(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+    pub(super) async fn run_chain(&mut self, batch: Batch) -> TaskResult<()> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
-            let mut next = Vec::with_capacity(cur.len());
-            op.process(cur, &mut next)
-                .await
-                .map_err(|e| e.context(format!("operator {uid}")))?;
-            cur = next;
+            cur = match cur {
+                Batch::Rows(rows) => {
+                    let mut next = Vec::with_capacity(rows.len());
+                    op.process(rows, &mut next).await.map(|()| Batch::Rows(next))
+                }
+                // An operator that does not take columns turns them into rows.
+                Batch::Columns(columns) => op.process_columns(columns).await,
+            }
+            .map_err(|e| e.context(format!("operator {uid}")))?;
         }
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
         let routed = self.output.route(cur)?;
@@ -340,8 +358,10 @@ impl TaskCore {
             .await?;
         let mut unsent = vec![];
         for (_, el) in &self.unsent {
-            if let Element::Records(batch) = el {
-                unsent.extend(batch.iter().cloned());
+            match el {
+                Element::Records(batch) => unsent.extend(batch.iter().cloned()),
+                Element::Columns(batch) => unsent.extend(batch.clone().into_records()),
+                _ => {}
             }
         }
         Ok(unsent)
@@ -530,13 +550,14 @@ pub async fn run_source(
             }
             continue;
         }
-        let mut batch = Vec::with_capacity(batch_max);
-        let more = source
-            .next_batch(&mut batch, batch_max)
-            .await
-            .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
+        // Columns where the source makes them, unless event time needs rows.
+        let next = match event_time.is_none() && crate::record::columns::columns_enabled() {
+            true => source.next_any_batch(batch_max).await,
+            false => source.next_rows(batch_max).await.map(|rows| rows.map(Batch::Rows)),
+        };
+        let next = next.map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         core.metrics.set_source_pending(source.pending());
-        if !more {
+        let Some(batch) = next else {
             if event_time.is_some() && !exhausted {
                 // A bounded source ends with the watermark of the end of time: every window fires.
                 core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
@@ -544,7 +565,7 @@ pub async fn run_source(
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
-        }
+        };
         if let Some(log) = &read_log {
             log.record(source.snapshot()?.operator_state)
                 .await
@@ -580,7 +601,7 @@ pub async fn run_source(
                         source_id.0
                     )));
                 };
-                core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
+                core.process_with_split_event_time(batch.into_records(), &et.field, w, &source_id.0)
                     .await?;
             }
             Some(et) if batch.is_empty() => {
@@ -591,7 +612,7 @@ pub async fn run_source(
             }
             Some(et) => {
                 last_records = Instant::now();
-                core.process_with_event_time(batch, et, &source_id.0).await?;
+                core.process_with_event_time(batch.into_records(), et, &source_id.0).await?;
                 if std::mem::replace(&mut idle, false) {
                     core.process_watermark(Watermark::Time(et.generator.current())).await?;
                 }

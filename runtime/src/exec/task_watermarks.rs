@@ -46,7 +46,7 @@ impl TaskCore {
         self.metrics
             .records_out
             .fetch_add(pending.len() as u64, Ordering::Relaxed);
-        let routed = self.output.route(pending)?;
+        let routed = self.output.route(pending.into())?;
         self.unsent.extend(routed);
         self.broadcast_in_band(|| Element::Watermark(w)).await
     }
@@ -94,7 +94,7 @@ impl TaskCore {
                     let tail = rest.split_off(range.len());
                     // Event time and unaligned checkpoints are refused together at validation,
                     // so no send is interruptible here and there is no interrupt to take.
-                    if self.process(std::mem::replace(&mut rest, tail), None).await?.is_some() {
+                    if self.process(std::mem::replace(&mut rest, tail).into(), None).await?.is_some() {
                         return Err(TaskError(format!(
                             "operator {source_uid}: a checkpoint interrupted an event-time source's send; \
                              event time with unaligned checkpoints is not supported"

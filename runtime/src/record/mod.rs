@@ -10,9 +10,11 @@ pub mod cel;
 pub mod cel_fast;
 pub mod cel_fields;
 pub mod cel_types;
+pub mod columns;
 pub mod json;
 pub mod row;
 
+pub use columns::{Batch, ColumnBatch};
 pub use row::{Datum, Row, RowBuilder, Schema, SchemaCache};
 
 use compact_str::CompactString;
