@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 /// Writes a manifest of `steps` (generator first, file sink into `dir/output` last) at
 /// `parallelism`, exactly-once checkpoints every `interval` into `dir/checkpoints`.
@@ -17,6 +18,7 @@ metadata: {{ name: columns }}
 spec:
   parallelism: {parallelism}
   checkpointing: {{ interval: {interval}, mode: exactly-once, storage: "{d}/checkpoints", retained: 2 }}
+  savepoints: {{ directory: "{d}/savepoints" }}
   job:
     steps:
 {steps}      - uid: output
@@ -95,6 +97,9 @@ fn columns_through_a_keyed_exchange_at_parallelism_2_give_the_rows_records() {
     assert_eq!(lines(&rows).len(), 30_000);
 }
 
+/// 60,000 generated records (4,000 per second per subtask) counted by `id % 1000`.
+const STEPS_60K: &str = "      - source: { generator: { seed: 3, count: 60000, keys: 10, maxRecordsPerSecond: 4000 } }\n      - keyBy: { expression: \"id % 1000\", as: k }\n      - uid: counts\n        count: {}\n";
+
 /// Exactly-once on the columnar path: crashes in both windows of two-phase commit and three
 /// `kill -9` at random points, each run restored from the latest checkpoint, commit every
 /// running count exactly once: `{"k":k,"count":c}` for c = 1..(records with id % 1000 == k).
@@ -102,10 +107,15 @@ fn columns_through_a_keyed_exchange_at_parallelism_2_give_the_rows_records() {
 fn kill_9_three_times_on_the_columnar_path_is_exactly_once() {
     let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
-    let steps = "      - source: { generator: { seed: 3, count: 60000, keys: 10, maxRecordsPerSecond: 8000 } }\n      - keyBy: { expression: \"id % 1000\", as: k }\n      - count: {}\n";
-    let m = manifest(dir.path(), 2, "200ms", steps);
+    let m = manifest(dir.path(), 2, "200ms", STEPS_60K);
     crash_in_both_commit_windows(&m, &[]);
     run_with_kills(&m, 3, &[], &mut rng);
+    assert_same_multiset(&local_output(&dir.path().join("output")), &expected_counts(), "run with 5 crashes");
+}
+
+/// Every running count of [`STEPS_60K`]: `{"k":k,"count":c}` for c = 1..(ids with
+/// id % 1000 == k), sorted.
+fn expected_counts() -> Vec<String> {
     let mut per_key: BTreeMap<u64, u64> = BTreeMap::new();
     for id in 0..60_000u64 {
         *per_key.entry(id % 1000).or_default() += 1;
@@ -115,5 +125,30 @@ fn kill_9_three_times_on_the_columnar_path_is_exactly_once() {
         .flat_map(|(k, n)| (1..=*n).map(move |c| format!(r#"{{"k":{k},"count":{c}}}"#)))
         .collect();
     expected.sort();
-    assert_same_multiset(&local_output(&dir.path().join("output")), &expected, "run with 5 crashes");
+    expected
+}
+
+/// A savepoint of the columnar path at parallelism 2 restores at 3 on the row path, whose
+/// savepoint restores at 1 on columns again: the keyed state is the same either way, split
+/// by key group, and the output is every running count once.
+#[test]
+fn rescale_2_to_3_to_1_across_the_columnar_and_row_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), 2, "300ms", STEPS_60K);
+    let mut restore_from: Option<String> = None;
+    for (parallelism, env) in [("2", vec![]), ("3", rows_env())] {
+        let mut args = vec!["--parallelism", parallelism];
+        if let Some(sp) = &restore_from {
+            args.extend(["--restore", sp.as_str()]);
+        }
+        let w = Weir::run(&m, &args, &env);
+        let api = w.api();
+        std::thread::sleep(Duration::from_millis(1200));
+        restore_from = Some(stop_with_savepoint(&api, &env));
+        let log = w.wait_ok();
+        assert!(log.contains("stopped with savepoint"), "{log}");
+    }
+    let sp = restore_from.unwrap();
+    Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &[]).wait_ok();
+    assert_same_multiset(&local_output(&dir.path().join("output")), &expected_counts(), "2 → 3 → 1 rescale");
 }
