@@ -281,11 +281,13 @@ impl StreamOperator for Aggregate {
                     updated.push(heap.update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x)));
                 }
             }
-            KeyedState::Disk(disk) => {
+            // The integer-key table (a key of another type moves it to the generic one) and
+            // the disk backend, through `KeyedState::update`.
+            KeyedState::HeapInt(_) | KeyedState::Disk(_) => {
                 for r in &input {
                     let keyed = checked_key(uid, range, r)?;
                     let x = input_value(uid, expr, r)?;
-                    let value = disk
+                    let value = state
                         .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x))
                         .map_err(state_err)?;
                     updated.push(value);

@@ -70,27 +70,28 @@ impl Aggregate {
                 "operator {uid}: key group {kg} routed to the subtask owning {range:?}"
             )));
         }
-        let mut update = |i: usize, key: &Key| {
+        let combine = |i: usize| {
             let x = inputs.as_ref().map_or(Num::Int(1), |v| Num::Int(v[i]));
-            let combine = move |current: Option<&Num>| match current {
+            move |current: Option<&Num>| match current {
                 Some(old) => old.combine(func, x),
                 None if func == AggregateFn::Count => Num::Int(1),
                 None => x,
-            };
-            state
-                .update(keyed.key_groups[i], keyed.hashes[i], key, now_ms, combine)
-                .map_err(state_err)
+            }
         };
+        let (key_groups, hashes) = (&keyed.key_groups, &keyed.hashes);
         let mut values = Vec::with_capacity(n);
         match &keyed.keys {
+            // Integer keys: the typed table's probe, with no `Key` built.
             KeyColumn::Int(keys) => {
                 for (i, &k) in keys.iter().enumerate() {
-                    values.push(update(i, &Key::Int(k))?);
+                    let value = state.update_int(key_groups[i], hashes[i], k, now_ms, combine(i));
+                    values.push(value.map_err(state_err)?);
                 }
             }
             KeyColumn::Any(keys) => {
                 for (i, k) in keys.iter().enumerate() {
-                    values.push(update(i, k)?);
+                    let value = state.update(key_groups[i], hashes[i], k, now_ms, combine(i));
+                    values.push(value.map_err(state_err)?);
                 }
             }
         }

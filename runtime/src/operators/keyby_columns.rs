@@ -3,7 +3,7 @@
 //! once and its key group taken from that hash (the numbers the row path computes).
 
 use super::KeyBy;
-use crate::record::cel_fast::{ColumnKernel, FastValue};
+use crate::record::cel_fast::{BinaryOp, ColumnKernel, FastValue};
 use crate::record::columns::{Column, KeyColumn, KeyColumns};
 use crate::record::{ColumnBatch, Key, KeyedBy};
 use crate::state::key_group::{int_key_hash, key_group_of_hash};
@@ -18,23 +18,36 @@ impl KeyBy {
         let kernel = self.expr.column_kernel(batch.schema())?;
         let max_parallelism = self.max_parallelism;
         let n = batch.len();
-        let (mut key_groups, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let keys = match batch.columns().get(kernel.position())? {
             Column::Int(v) if v.validity.is_none() => {
-                let mut keys = Vec::with_capacity(n);
-                for &x in &v.values {
-                    let FastValue::Int(key) = kernel.eval_int(x)? else {
-                        return None;
-                    };
-                    let hash = int_key_hash(key);
-                    keys.push(key);
-                    hashes.push(hash);
-                    key_groups.push(key_group_of_hash(hash, max_parallelism));
-                }
-                KeyColumn::Int(keys)
+                // One tight loop per vector: keys, then hashes, then key groups.
+                let keys: Vec<i64> = match kernel {
+                    ColumnKernel::Column(_) => v.values.clone(),
+                    // `% k` cannot fail for these k (the checked form fails for 0 and for
+                    // i64::MIN % -1 only).
+                    ColumnKernel::ColumnOpInt(BinaryOp::Modulo, _, k) if k != 0 && k != -1 => {
+                        v.values.iter().map(|x| x % k).collect()
+                    }
+                    _ => v
+                        .values
+                        .iter()
+                        .map(|&x| match kernel.eval_int(x)? {
+                            FastValue::Int(key) => Some(key),
+                            _ => None,
+                        })
+                        .collect::<Option<_>>()?,
+                };
+                let hashes: Vec<u64> = keys.iter().map(|&k| int_key_hash(k)).collect();
+                let key_groups = hashes.iter().map(|&h| key_group_of_hash(h, max_parallelism)).collect();
+                return Some(KeyColumns {
+                    keys: KeyColumn::Int(keys),
+                    key_groups,
+                    hashes,
+                });
             }
             // A plain field read: the string is the key.
             Column::Str(s) if matches!(kernel, ColumnKernel::Column(_)) => {
+                let (mut key_groups, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
                 let mut keys = Vec::with_capacity(n);
                 for i in 0..n {
                     let keyed = KeyedBy::new(Key::Str(s.get(i)?.into()), max_parallelism);
@@ -42,10 +55,11 @@ impl KeyBy {
                     key_groups.push(keyed.key_group);
                     keys.push(keyed.key);
                 }
-                KeyColumn::Any(keys)
+                (KeyColumn::Any(keys), key_groups, hashes)
             }
             _ => return None,
         };
+        let (keys, key_groups, hashes) = keys;
         Some(KeyColumns {
             keys,
             key_groups,

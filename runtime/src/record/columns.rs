@@ -383,12 +383,15 @@ impl ColumnBatch {
     }
 
     /// Splits a keyed batch into `parts` batches by `part_of(key group)`, records in order
-    /// within each: `(part, batch)` for every part that gets a record. Errors when the batch
-    /// is not keyed.
+    /// within each: `(part, batch)` for every part that gets a record (with one part, or when
+    /// every record goes to one, the batch whole). Errors when the batch is not keyed.
     pub fn partition(self, parts: usize, part_of: impl Fn(u32) -> usize) -> Result<Vec<(usize, ColumnBatch)>, String> {
         let Some(keyed) = &self.keyed else {
             return Err("record without a key at a keyed exchange".into());
         };
+        if parts == 1 {
+            return Ok(vec![(0, self)]);
+        }
         let mut rows: Vec<Vec<u32>> = vec![Vec::with_capacity(self.len / parts.max(1) + 1); parts];
         for (i, &kg) in keyed.key_groups.iter().enumerate() {
             rows[part_of(kg)].push(i as u32);
