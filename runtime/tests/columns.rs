@@ -66,15 +66,30 @@ const GENERATOR: &str = "      - source: { generator: { seed: 11, count: 30000, 
 #[test]
 fn columns_and_rows_write_the_same_bytes() {
     for (what, steps) in [
-        ("count by id % 250", "      - keyBy: { expression: \"id % 250\", as: k }\n      - count: {}\n"),
-        ("count by key", "      - keyBy: { expression: key, as: key }\n      - count: { as: n }\n"),
+        (
+            "count by id % 250",
+            "      - keyBy: { expression: \"id % 250\", as: k }\n      - count: {}\n",
+        ),
+        (
+            "count by key",
+            "      - keyBy: { expression: key, as: key }\n      - count: { as: n }\n",
+        ),
         (
             "sum of value by id % 97",
             "      - keyBy: { expression: \"id % 97\", as: bucket }\n      - sum: { expression: value, as: total }\n",
         ),
-        ("key field = value field", "      - keyBy: { expression: \"id % 5\", as: c }\n      - count: { as: c }\n"),
-        ("boolean key", "      - keyBy: { expression: \"id % 7 == 0\", as: seventh }\n      - count: {}\n"),
-        ("map after the generator", "      - map: { expression: \"{'id': id, 'k': key}\" }\n      - keyBy: { expression: k, as: k }\n      - count: {}\n"),
+        (
+            "key field = value field",
+            "      - keyBy: { expression: \"id % 5\", as: c }\n      - count: { as: c }\n",
+        ),
+        (
+            "boolean key",
+            "      - keyBy: { expression: \"id % 7 == 0\", as: seventh }\n      - count: {}\n",
+        ),
+        (
+            "map after the generator",
+            "      - map: { expression: \"{'id': id, 'k': key}\" }\n      - keyBy: { expression: k, as: k }\n      - count: {}\n",
+        ),
     ] {
         let (rows, columns) = both_paths(1, &format!("{GENERATOR}{steps}"));
         assert!(rows.len() > 30_000 * 8, "{what}: the row run wrote its records");
@@ -89,7 +104,11 @@ fn columns_through_a_keyed_exchange_at_parallelism_2_give_the_rows_records() {
     let steps = format!("{GENERATOR}      - keyBy: {{ expression: \"id % 1000\", as: k }}\n      - count: {{}}\n");
     let (rows, columns) = both_paths(2, &steps);
     let lines = |b: &[u8]| {
-        let mut l: Vec<String> = String::from_utf8(b.to_vec()).unwrap().lines().map(String::from).collect();
+        let mut l: Vec<String> = String::from_utf8(b.to_vec())
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
         l.sort();
         l
     };
@@ -110,7 +129,11 @@ fn kill_9_three_times_on_the_columnar_path_is_exactly_once() {
     let m = manifest(dir.path(), 2, "200ms", STEPS_60K);
     crash_in_both_commit_windows(&m, &[]);
     run_with_kills(&m, 3, &[], &mut rng);
-    assert_same_multiset(&local_output(&dir.path().join("output")), &expected_counts(), "run with 5 crashes");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_counts(),
+        "run with 5 crashes",
+    );
 }
 
 /// Every running count of [`STEPS_60K`]: `{"k":k,"count":c}` for c = 1..(ids with
@@ -150,5 +173,9 @@ fn rescale_2_to_3_to_1_across_the_columnar_and_row_paths() {
     }
     let sp = restore_from.unwrap();
     Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &[]).wait_ok();
-    assert_same_multiset(&local_output(&dir.path().join("output")), &expected_counts(), "2 → 3 → 1 rescale");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_counts(),
+        "2 → 3 → 1 rescale",
+    );
 }

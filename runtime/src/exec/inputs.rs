@@ -261,7 +261,7 @@ impl InputState {
                 }
                 Element::Columns(batch) => {
                     if let Some(p) = &mut self.pending {
-                        p.records.extend(batch.clone().into_records());
+                        p.records.extend((**batch).clone().into_records());
                     }
                 }
                 Element::Barrier(b) if Some(b.id) == self.align.recording_id() => {
@@ -294,7 +294,7 @@ impl InputState {
             }
             Element::Columns(batch) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                self.process(core, inputs, Batch::Columns(batch)).await?;
+                self.process(core, inputs, Batch::Columns(*batch)).await?;
             }
             Element::Watermark(w) => {
                 if let Some(forward) = self.watermarks.on_watermark(i, w) {
@@ -323,12 +323,7 @@ impl InputState {
     /// mid-send); while inputs are recorded as channel state, what arrives on them is taken
     /// in mid-send too, so their in-band barriers complete the checkpoint although the output
     /// is blocked. Then the rest is sent.
-    async fn process(
-        &mut self,
-        core: &mut TaskCore,
-        inputs: &mut [DataReceiver],
-        batch: Batch,
-    ) -> TaskResult<()> {
+    async fn process(&mut self, core: &mut TaskCore, inputs: &mut [DataReceiver], batch: Batch) -> TaskResult<()> {
         core.run_chain(batch).await?;
         loop {
             if self.align.recording_id().is_some() {
@@ -406,7 +401,7 @@ impl InputState {
                 for (el, _) in self.queued[i].iter().take(upto) {
                     match el {
                         Element::Records(batch) => p.records.extend(batch.iter().cloned()),
-                        Element::Columns(batch) => p.records.extend(batch.clone().into_records()),
+                        Element::Columns(batch) => p.records.extend((**batch).clone().into_records()),
                         _ => {}
                     }
                 }

@@ -11,8 +11,8 @@ pub enum Element {
     /// A batch of records.
     Records(Vec<Record>),
     /// A batch of records as columns (the same records; converted to rows where a consumer
-    /// takes rows only: the cluster wire, channel state).
-    Columns(ColumnBatch),
+    /// takes rows only: the cluster wire, channel state). Boxed: the element stays small.
+    Columns(Box<ColumnBatch>),
     /// A checkpoint barrier.
     Barrier(Barrier),
     /// An event-time watermark, or the sender's idleness ([`Watermark`]).

@@ -128,14 +128,20 @@ impl Output {
         let batch = match (self, batch) {
             (_, Batch::Rows(rows)) => rows,
             (Output::None, Batch::Columns(_)) => return Ok(vec![]),
-            (Output::Forward(_), Batch::Columns(c)) => return Ok(vec![(0, Element::Columns(c))]),
-            (Output::Keyed { senders, max_parallelism }, Batch::Columns(c)) => {
+            (Output::Forward(_), Batch::Columns(c)) => return Ok(vec![(0, Element::Columns(Box::new(c)))]),
+            (
+                Output::Keyed {
+                    senders,
+                    max_parallelism,
+                },
+                Batch::Columns(c),
+            ) => {
                 let (p, max_p) = (senders.len() as u32, *max_parallelism);
                 let parts = c.partition(p as usize, |kg| subtask_for_key_group(kg, p, max_p) as usize);
                 return Ok(parts
                     .map_err(TaskError)?
                     .into_iter()
-                    .map(|(i, part)| (i, Element::Columns(part)))
+                    .map(|(i, part)| (i, Element::Columns(Box::new(part))))
                     .collect());
             }
         };
@@ -250,11 +256,7 @@ impl TaskCore {
     /// Runs `batch` through the chain and sends the output. With unaligned checkpoints a
     /// blocked send is interruptible ([`TaskCore::flush`]): then the rest of the output stays
     /// in [`TaskCore::unsent`] and the interrupt is returned.
-    pub(super) async fn process(
-        &mut self,
-        batch: Batch,
-        deadline: Option<Instant>,
-    ) -> TaskResult<Option<Interrupt>> {
+    pub(super) async fn process(&mut self, batch: Batch, deadline: Option<Instant>) -> TaskResult<Option<Interrupt>> {
         self.run_chain(batch).await?;
         self.flush(deadline, true).await
     }
@@ -360,7 +362,7 @@ impl TaskCore {
         for (_, el) in &self.unsent {
             match el {
                 Element::Records(batch) => unsent.extend(batch.iter().cloned()),
-                Element::Columns(batch) => unsent.extend(batch.clone().into_records()),
+                Element::Columns(batch) => unsent.extend((**batch).clone().into_records()),
                 _ => {}
             }
         }
@@ -612,7 +614,8 @@ pub async fn run_source(
             }
             Some(et) => {
                 last_records = Instant::now();
-                core.process_with_event_time(batch.into_records(), et, &source_id.0).await?;
+                core.process_with_event_time(batch.into_records(), et, &source_id.0)
+                    .await?;
                 if std::mem::replace(&mut idle, false) {
                     core.process_watermark(Watermark::Time(et.generator.current())).await?;
                 }

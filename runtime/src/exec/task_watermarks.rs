@@ -94,7 +94,11 @@ impl TaskCore {
                     let tail = rest.split_off(range.len());
                     // Event time and unaligned checkpoints are refused together at validation,
                     // so no send is interruptible here and there is no interrupt to take.
-                    if self.process(std::mem::replace(&mut rest, tail).into(), None).await?.is_some() {
+                    if self
+                        .process(std::mem::replace(&mut rest, tail).into(), None)
+                        .await?
+                        .is_some()
+                    {
                         return Err(TaskError(format!(
                             "operator {source_uid}: a checkpoint interrupted an event-time source's send; \
                              event time with unaligned checkpoints is not supported"

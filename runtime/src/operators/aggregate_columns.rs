@@ -7,7 +7,7 @@ use super::{Aggregate, Num, TaskError, TaskResult};
 use crate::job::validate::AggregateFn;
 use crate::record::cel_fast::FastValue;
 use crate::record::columns::{Column, KeyColumn, KeyColumns, Values};
-use crate::record::{Batch, ColumnBatch, Key, Record, Row};
+use crate::record::{Batch, ColumnBatch, Record, Row};
 
 impl Aggregate {
     /// Aggregates a keyed columnar batch. `Err(input)` (untouched) when the column path does
@@ -115,7 +115,9 @@ impl Aggregate {
             Some(columns)
         });
         match columns {
-            Some(columns) => Ok(Batch::Columns(ColumnBatch::new(output.clone(), columns).map_err(TaskError)?)),
+            Some(columns) => Ok(Batch::Columns(
+                ColumnBatch::new(output.clone(), columns).map_err(TaskError)?,
+            )),
             _ => Ok(Batch::Rows(
                 values
                     .into_iter()
@@ -140,7 +142,7 @@ mod tests {
     use crate::operators::transform::KeyBy;
     use crate::operators::{OperatorRestore, StreamOperator};
     use crate::record::columns::Strings;
-    use crate::record::{Datum, Schema};
+    use crate::record::{Datum, Key, Schema};
     use crate::state::key_group::key_group_range;
 
     /// 3,000 records `{id, w, value}`: integer ids, 40 words, values 0..1000.
@@ -180,18 +182,35 @@ mod tests {
         ] {
             let what = format!("{key} {func:?} {expression:?}");
             let range = key_group_range(0, 1, 64);
-            let new = || Aggregate::new("a", func, expression, key_field, as_field, range, OperatorRestore::default()).unwrap();
+            let new = || {
+                Aggregate::new(
+                    "a",
+                    func,
+                    expression,
+                    key_field,
+                    as_field,
+                    range,
+                    OperatorRestore::default(),
+                )
+                .unwrap()
+            };
             let (mut by_rows, mut by_columns) = (new(), new());
             let mut want = Vec::new();
             for _ in 0..2 {
                 let mut keyed = Vec::new();
-                KeyBy::new(key, 64).unwrap().process(input().into_records(), &mut keyed).await.unwrap();
+                KeyBy::new(key, 64)
+                    .unwrap()
+                    .process(input().into_records(), &mut keyed)
+                    .await
+                    .unwrap();
                 by_rows.process(keyed, &mut want).await.unwrap();
             }
             let mut got = Vec::new();
             for _ in 0..2 {
                 let keyed = KeyBy::new(key, 64).unwrap().process_columns(input()).await.unwrap();
-                let Batch::Columns(keyed) = keyed else { panic!("{what}: keyBy gave rows") };
+                let Batch::Columns(keyed) = keyed else {
+                    panic!("{what}: keyBy gave rows")
+                };
                 got.extend(by_columns.process_columns(keyed).await.unwrap().into_records());
             }
             assert_eq!(got, want, "{what}");
@@ -204,7 +223,16 @@ mod tests {
         }
         // Overflowing sums become floats, and the output rows (not columns) say so.
         let range = key_group_range(0, 1, 64);
-        let mut op = Aggregate::new("a", AggregateFn::Sum, Some("id"), "k", "s", range, OperatorRestore::default()).unwrap();
+        let mut op = Aggregate::new(
+            "a",
+            AggregateFn::Sum,
+            Some("id"),
+            "k",
+            "s",
+            range,
+            OperatorRestore::default(),
+        )
+        .unwrap();
         let mut big = ColumnBatch::new(
             Schema::new(["id"]),
             vec![Column::Int(Values::from_vec(vec![i64::MAX, i64::MAX]))],

@@ -78,7 +78,11 @@ mod tests {
     fn batch(ids: &[i64]) -> ColumnBatch {
         let mut s = Strings::default();
         for i in 0..ids.len() {
-            s.push(if i % 2 == 0 { "a" } else { "a string longer than twenty-four bytes" });
+            s.push(if i % 2 == 0 {
+                "a"
+            } else {
+                "a string longer than twenty-four bytes"
+            });
         }
         let columns = vec![Column::Str(s), Column::Int(Values::from_vec(ids.to_vec()))];
         ColumnBatch::new(Schema::new(["s", "id"]), columns).unwrap()

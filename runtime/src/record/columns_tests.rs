@@ -36,7 +36,10 @@ fn json_lines_from_columns_are_the_bytes_of_the_rows() {
     for r in batch.clone().into_records() {
         write_json_line(&r.row, &mut from_rows);
     }
-    assert_eq!(String::from_utf8(from_columns).unwrap(), String::from_utf8(from_rows).unwrap());
+    assert_eq!(
+        String::from_utf8(from_columns).unwrap(),
+        String::from_utf8(from_rows).unwrap()
+    );
     // An object without fields is `{}` per record.
     let empty = ColumnBatch::new(Schema::new(Vec::<&str>::new()), vec![]).unwrap();
     let mut out = vec![];
@@ -76,7 +79,11 @@ fn batches_check_their_shape() {
     let one = || Column::Int(Values::from_vec(vec![1]));
     let two = Column::Int(Values::from_vec(vec![1, 2]));
     for (schema, columns, message) in [
-        (Schema::new(["a"]), vec![one(), one()], "2 columns for a schema of 1 fields"),
+        (
+            Schema::new(["a"]),
+            vec![one(), one()],
+            "2 columns for a schema of 1 fields",
+        ),
         (Schema::new(["a", "b"]), vec![one(), two], "column 1 has 2 rows"),
         (Schema::bare(), vec![one()], "not bare values"),
     ] {
@@ -119,7 +126,11 @@ fn partition_splits_by_key_group_in_order() {
     let mut seen = vec![];
     for (p, part) in parts {
         let records = part.into_records();
-        assert!(records.iter().all(|r| r.keyed.as_ref().unwrap().key_group % 3 == p as u32));
+        assert!(
+            records
+                .iter()
+                .all(|r| r.keyed.as_ref().unwrap().key_group % 3 == p as u32)
+        );
         seen.extend(records);
     }
     seen.sort_by_key(|r| r.keyed.as_ref().unwrap().hash);

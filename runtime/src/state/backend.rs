@@ -82,7 +82,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             let mut heap = HeapKeyedState::new(ints.range(), None);
             for (key_group, k, v) in ints.entries() {
                 let key = Key::Int(k);
-                heap.update(key_group, crate::state::key_group::int_key_hash(k), &key, 0, |_| v.clone());
+                heap.update(key_group, crate::state::key_group::int_key_hash(k), &key, 0, |_| {
+                    v.clone()
+                });
             }
             *self = KeyedState::Heap(heap);
         }

@@ -32,10 +32,13 @@ fn entry_hash<V>(entry: &(i64, V)) -> u64 {
     table_hash(int_key_hash(entry.0))
 }
 
+/// One key group's table, shared with the snapshots that hold it.
+type GroupTable<V> = Arc<HashTable<(i64, V)>>;
+
 /// One subtask's integer-keyed state: a table per key group of its range.
 pub struct IntKeyedState<V> {
     range: KeyGroupRange,
-    groups: Vec<Arc<HashTable<(i64, V)>>>,
+    groups: Vec<GroupTable<V>>,
     len: usize,
 }
 
@@ -165,7 +168,7 @@ impl<V: Clone + DeserializeOwned> IntKeyedState<V> {
 /// A snapshot of an [`IntKeyedState`]: the tables of its non-empty key groups, as of the
 /// barrier.
 pub struct IntSnapshot<V> {
-    groups: Vec<(u32, Arc<HashTable<(i64, V)>>)>,
+    groups: Vec<(u32, GroupTable<V>)>,
 }
 
 impl<V: Serialize> IntSnapshot<V> {

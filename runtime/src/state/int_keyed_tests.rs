@@ -49,7 +49,10 @@ fn snapshots_hold_the_generic_tables_entries_in_the_same_block_format() {
     assert_eq!(entries(&a), entries(&b));
     let counts = |blocks: &[KeyGroupBlock]| blocks.iter().map(|b| (b.key_group, b.entries)).collect::<Vec<_>>();
     assert_eq!(counts(&a), counts(&b));
-    assert!(a.iter().all(|b| !keyed_block::is_delta(&b.data) && b.data[0] != 0xFF), "version 1");
+    assert!(
+        a.iter().all(|b| !keyed_block::is_delta(&b.data) && b.data[0] != 0xFF),
+        "version 1"
+    );
 }
 
 /// A snapshot is the state at its barrier: writes after it (to groups the snapshot holds,
@@ -63,7 +66,10 @@ fn writes_after_a_snapshot_are_not_in_it() {
         ints.update(kg, hash, k, |v| v.map_or(100, |v| v + 100));
     }
     let (_, mut heap) = fill(300);
-    assert_eq!(entries(&snapshot.encode().unwrap()), entries(&heap.snapshot(0).encode().unwrap()));
+    assert_eq!(
+        entries(&snapshot.encode().unwrap()),
+        entries(&heap.snapshot(0).encode().unwrap())
+    );
     let (kg, hash) = keyed(7);
     assert_eq!(ints.get(kg, hash, 7), Some(&(7 % 5 + 1 + 100)));
     assert_eq!(ints.len(), 600);
@@ -95,7 +101,11 @@ fn restores_by_key_group_and_hands_back_what_it_cannot_hold() {
     let key = Key::Str("s".into());
     let hash = crate::state::key_group::key_hash(&key);
     strings.update(key_group_of_hash(hash, MAX_P), hash, &key, 0, |_| 1);
-    let mixed: Vec<KeyGroupBlock> = blocks.iter().cloned().chain(strings.snapshot(0).encode().unwrap()).collect();
+    let mixed: Vec<KeyGroupBlock> = blocks
+        .iter()
+        .cloned()
+        .chain(strings.snapshot(0).encode().unwrap())
+        .collect();
     let mut ints = IntKeyedState::<i64>::new(key_group_range(0, 1, MAX_P));
     let back = ints.restore(mixed.clone()).unwrap().unwrap_err();
     assert_eq!(back.len(), mixed.len());
@@ -117,8 +127,10 @@ fn keyed_state_moves_to_the_generic_table_when_it_must() {
     let open = || KeyedState::<i64>::open(&BackendChoice::Heap, range, None).unwrap();
     let add = |s: &mut KeyedState<i64>, key: Key| {
         let hash = crate::state::key_group::key_hash(&key);
-        s.update(key_group_of_hash(hash, MAX_P), hash, &key, 0, |v| v.map_or(1, |v| v + 1))
-            .unwrap()
+        s.update(key_group_of_hash(hash, MAX_P), hash, &key, 0, |v| {
+            v.map_or(1, |v| v + 1)
+        })
+        .unwrap()
     };
     let mut s = open();
     for k in 0..100 {

@@ -268,10 +268,16 @@ mod tests {
             got.extend(batch.into_records());
         }
         assert_eq!(got, want);
-        assert_eq!(columns.snapshot().unwrap().operator_state, rows.snapshot().unwrap().operator_state);
+        assert_eq!(
+            columns.snapshot().unwrap().operator_state,
+            rows.snapshot().unwrap().operator_state
+        );
         let beyond = columns_of(&schema(), 1, 10, i64::MAX as u64 - 2, 4, 1);
         assert!(beyond.is_none(), "an id beyond i64::MAX is not an integer column value");
-        assert_eq!(columns_of(&schema(), 1, 10, i64::MAX as u64 - 3, 4, 1).map(|b| b.len()), Some(4));
+        assert_eq!(
+            columns_of(&schema(), 1, 10, i64::MAX as u64 - 3, 4, 1).map(|b| b.len()),
+            Some(4)
+        );
     }
 
     #[test]
