@@ -57,6 +57,18 @@ impl KeyBy {
                 }
                 (KeyColumn::Any(keys), key_groups, hashes)
             }
+            // The generator's `key-<k>`, formatted into an inline string per record.
+            Column::Prefixed(p) if matches!(kernel, ColumnKernel::Column(_)) => {
+                let (mut key_groups, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                let mut keys = Vec::with_capacity(n);
+                for i in 0..n {
+                    let keyed = KeyedBy::new(Key::Str(p.get(i)), max_parallelism);
+                    hashes.push(keyed.hash);
+                    key_groups.push(keyed.key_group);
+                    keys.push(keyed.key);
+                }
+                (KeyColumn::Any(keys), key_groups, hashes)
+            }
             _ => return None,
         };
         let (keys, key_groups, hashes) = keys;
@@ -72,7 +84,7 @@ impl KeyBy {
 mod tests {
     use super::*;
     use crate::operators::StreamOperator;
-    use crate::record::columns::{Strings, Values};
+    use crate::record::columns::{PrefixedInts, Strings, Values};
     use crate::record::{Batch, Record, Schema};
 
     fn batch(ids: &[i64]) -> ColumnBatch {
@@ -84,8 +96,16 @@ mod tests {
                 "a string longer than twenty-four bytes"
             });
         }
-        let columns = vec![Column::Str(s), Column::Int(Values::from_vec(ids.to_vec()))];
-        ColumnBatch::new(Schema::new(["s", "id"]), columns).unwrap()
+        let p = PrefixedInts {
+            prefix: "key-",
+            values: ids.iter().map(|i| i.unsigned_abs()).collect(),
+        };
+        let columns = vec![
+            Column::Str(s),
+            Column::Int(Values::from_vec(ids.to_vec())),
+            Column::Prefixed(p),
+        ];
+        ColumnBatch::new(Schema::new(["s", "id", "p"]), columns).unwrap()
     }
 
     /// Over columns, `keyBy` gives every record the key, key group and hash of the row path,
@@ -98,6 +118,7 @@ mod tests {
         for (source, columnar) in [
             ("id", true),
             ("s", true),
+            ("p", true),
             ("id % 100000", true),
             ("id / 7", true),
             ("id - 1", true),

@@ -12,6 +12,7 @@
 //! Why our own typed vectors and not Apache Arrow's arrays: docs/architecture.md, "Records".
 
 use super::{Datum, Key, KeyedBy, Record, Row, Schema};
+use compact_str::CompactString;
 use std::sync::{Arc, OnceLock};
 
 /// Whether sources may produce columnar batches: yes unless the environment variable
@@ -103,23 +104,14 @@ impl Strings {
         self.len() == 0
     }
 
-    /// Appends a row made of `parts`, concatenated (the generator's `key-<k>` without a
-    /// temporary string).
+    /// Appends a row.
     #[inline]
-    pub fn push_parts(&mut self, parts: &[&str]) {
-        for p in parts {
-            self.bytes.push_str(p);
-        }
+    pub fn push(&mut self, s: &str) {
+        self.bytes.push_str(s);
         self.offsets.push(self.bytes.len());
         if let Some(v) = &mut self.validity {
             v.push(true);
         }
-    }
-
-    /// Appends a row.
-    #[inline]
-    pub fn push(&mut self, s: &str) {
-        self.push_parts(&[s]);
     }
 
     /// Appends a null row.
@@ -150,6 +142,29 @@ impl Strings {
     }
 }
 
+/// Strings `<prefix><n>` (`n` in decimal) stored as their numbers `n`: a string column whose
+/// values share a prefix and end in an integer, as the generator's `key-<k>`, without a string
+/// formatted per record. A value is formatted when it is read (a `keyBy` on the field, a row,
+/// JSON output).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrefixedInts {
+    /// The prefix of every value.
+    pub prefix: &'static str,
+    /// The number after the prefix, by row.
+    pub values: Vec<u64>,
+}
+
+impl PrefixedInts {
+    /// Row `i`'s string (inline in the `CompactString` up to 24 bytes).
+    #[inline]
+    pub fn get(&self, i: usize) -> CompactString {
+        let mut digits = itoa::Buffer::new();
+        let mut s = CompactString::const_new(self.prefix);
+        s.push_str(digits.format(self.values[i]));
+        s
+    }
+}
+
 /// One field of a [`ColumnBatch`], typed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Column {
@@ -161,6 +176,8 @@ pub enum Column {
     Bool(Values<bool>),
     /// Strings.
     Str(Strings),
+    /// Strings of a common prefix and a decimal number, stored as the numbers.
+    Prefixed(PrefixedInts),
 }
 
 impl Column {
@@ -171,6 +188,7 @@ impl Column {
             Column::Float(v) => v.values.len(),
             Column::Bool(v) => v.values.len(),
             Column::Str(s) => s.len(),
+            Column::Prefixed(p) => p.values.len(),
         }
     }
 
@@ -186,6 +204,7 @@ impl Column {
             Column::Float(v) => v.get(i).map_or(Datum::Null, Datum::from_f64),
             Column::Bool(v) => v.get(i).map_or(Datum::Null, Datum::Bool),
             Column::Str(s) => s.get(i).map_or(Datum::Null, |s| Datum::Str(s.into())),
+            Column::Prefixed(p) => Datum::Str(p.get(i)),
         }
     }
 
@@ -196,6 +215,10 @@ impl Column {
             Column::Float(v) => Column::Float(v.take(rows)),
             Column::Bool(v) => Column::Bool(v.take(rows)),
             Column::Str(s) => Column::Str(s.take(rows)),
+            Column::Prefixed(p) => Column::Prefixed(PrefixedInts {
+                prefix: p.prefix,
+                values: rows.iter().map(|&i| p.values[i as usize]).collect(),
+            }),
         }
     }
 
@@ -425,12 +448,25 @@ impl ColumnBatch {
                 p
             })
             .collect();
+        // A prefixed column's `"prefix`, escaped once.
+        let quoted_prefixes: Vec<Vec<u8>> = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                Column::Prefixed(p) => {
+                    let mut q = serde_json::to_vec(p.prefix).unwrap_or_default();
+                    q.pop();
+                    q
+                }
+                _ => vec![],
+            })
+            .collect();
         let mut digits = itoa::Buffer::new();
         for i in 0..self.len {
             if prefixes.is_empty() {
                 out.push(b'{');
             }
-            for (column, prefix) in self.columns.iter().zip(&prefixes) {
+            for ((column, prefix), quoted_prefix) in self.columns.iter().zip(&prefixes).zip(&quoted_prefixes) {
                 out.extend_from_slice(prefix);
                 match column {
                     Column::Int(v) => match v.get(i) {
@@ -453,6 +489,12 @@ impl ColumnBatch {
                         }
                         None => out.extend_from_slice(b"null"),
                     },
+                    Column::Prefixed(p) => {
+                        // Decimal digits need no escaping.
+                        out.extend_from_slice(quoted_prefix);
+                        out.extend_from_slice(digits.format(p.values[i]).as_bytes());
+                        out.push(b'"');
+                    }
                 }
             }
             out.extend_from_slice(b"}\n");

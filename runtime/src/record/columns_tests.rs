@@ -23,8 +23,12 @@ fn mixed() -> ColumnBatch {
             validity: Some(vec![true, true, true, false]),
         }),
         Column::Str(s),
+        Column::Prefixed(PrefixedInts {
+            prefix: "k\"é-",
+            values: vec![0, 7, u64::MAX, 123],
+        }),
     ];
-    ColumnBatch::new(Schema::new(["i", "f \"quoted\"", "b", "s"]), columns).unwrap()
+    ColumnBatch::new(Schema::new(["i", "f \"quoted\"", "b", "s", "p"]), columns).unwrap()
 }
 
 #[test]
@@ -60,7 +64,7 @@ fn records_from_columns_hold_the_values_and_keys() {
     let records = batch.into_records();
     assert_eq!(
         records[1].row.to_json(),
-        json!({"i": 0, "f \"quoted\"": -2.5e-300, "b": false, "s": null})
+        json!({"i": 0, "f \"quoted\"": -2.5e-300, "b": false, "s": null, "p": "k\"é-7"})
     );
     assert_eq!(records[2].row.values()[0], Datum::Null);
     assert_eq!(records[3].row.values()[2], Datum::Null);

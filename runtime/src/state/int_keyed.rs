@@ -10,11 +10,12 @@
 //! (`postcard(Vec<(Key, V)>)`, [`keyed_block::encode_v1`]), so savepoints and checkpoints
 //! restore on either table, at any parallelism.
 //!
-//! Snapshots are copy-on-write per key group: each group's table is an `Arc`, the snapshot
-//! holds a clone of the `Arc`s (O(key groups)), and the first write to a group whose table a
-//! snapshot still holds copies that group's table (`Arc::make_mut`). The copy costs about a
-//! `memcpy` of the group's entries on the task thread, once per group per checkpoint while
-//! the encoder holds it, where the generic table writes into small delta tables instead.
+//! Snapshots are copy-on-write per key group: the synchronous part moves each non-empty
+//! group's table into an `Arc` shared with the snapshot (O(key groups)), and the first write
+//! to a group takes its table back: without a copy when the encoder has released it, else by
+//! copying it. The copy costs about a `memcpy` of the group's entries on the task thread, once
+//! per group per checkpoint while the encoder holds it, where the generic table writes into
+//! small delta tables instead.
 
 use super::heap::table_hash;
 use super::key_group::{KeyGroupRange, int_key_hash};
@@ -35,10 +36,40 @@ fn entry_hash<V>(entry: &(i64, V)) -> u64 {
 /// One key group's table, shared with the snapshots that hold it.
 type GroupTable<V> = Arc<HashTable<(i64, V)>>;
 
+/// One key group's table: owned, or shared with a snapshot since the last barrier (the
+/// first write takes it back, copying it only if the snapshot still holds it).
+#[derive(Clone)]
+enum Group<V> {
+    Owned(HashTable<(i64, V)>),
+    Shared(GroupTable<V>),
+}
+
+impl<V: Clone> Group<V> {
+    /// The table to write into.
+    #[inline]
+    fn owned(&mut self) -> &mut HashTable<(i64, V)> {
+        if let Group::Shared(shared) = self {
+            let table = Arc::try_unwrap(std::mem::take(shared)).unwrap_or_else(|still_held| (*still_held).clone());
+            *self = Group::Owned(table);
+        }
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(_) => unreachable!("taken back above"),
+        }
+    }
+
+    fn table(&self) -> &HashTable<(i64, V)> {
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(shared) => shared,
+        }
+    }
+}
+
 /// One subtask's integer-keyed state: a table per key group of its range.
 pub struct IntKeyedState<V> {
     range: KeyGroupRange,
-    groups: Vec<GroupTable<V>>,
+    groups: Vec<Group<V>>,
     len: usize,
 }
 
@@ -47,7 +78,7 @@ impl<V: Clone> IntKeyedState<V> {
     pub fn new(range: KeyGroupRange) -> IntKeyedState<V> {
         IntKeyedState {
             range,
-            groups: (0..range.len()).map(|_| Arc::new(HashTable::new())).collect(),
+            groups: (0..range.len()).map(|_| Group::Owned(HashTable::new())).collect(),
             len: 0,
         }
     }
@@ -72,7 +103,7 @@ impl<V: Clone> IntKeyedState<V> {
     /// check).
     #[inline]
     pub fn update(&mut self, key_group: u32, hash: u64, key: i64, f: impl FnOnce(Option<&V>) -> V) -> V {
-        let table = Arc::make_mut(&mut self.groups[(key_group - self.range.start) as usize]);
+        let table = self.groups[(key_group - self.range.start) as usize].owned();
         let hash = table_hash(hash);
         match table.find_mut(hash, |e| e.0 == key) {
             Some(entry) => {
@@ -92,13 +123,14 @@ impl<V: Clone> IntKeyedState<V> {
     /// The value of `key` (whose [`int_key_hash`] is `hash`) in `key_group`, if any.
     pub fn get(&self, key_group: u32, hash: u64, key: i64) -> Option<&V> {
         self.groups[(key_group - self.range.start) as usize]
+            .table()
             .find(table_hash(hash), |e| e.0 == key)
             .map(|e| &e.1)
     }
 
     /// Removes `key`; whether it was held.
     pub fn remove(&mut self, key_group: u32, hash: u64, key: i64) -> bool {
-        let table = Arc::make_mut(&mut self.groups[(key_group - self.range.start) as usize]);
+        let table = self.groups[(key_group - self.range.start) as usize].owned();
         match table.find_entry(table_hash(hash), |e| e.0 == key) {
             Ok(entry) => {
                 entry.remove();
@@ -116,21 +148,26 @@ impl<V: Clone> IntKeyedState<V> {
         self.groups
             .iter()
             .enumerate()
-            .flat_map(move |(i, t)| t.iter().map(move |(k, v)| (start + i as u32, *k, v)))
+            .flat_map(move |(i, g)| g.table().iter().map(move |(k, v)| (start + i as u32, *k, v)))
     }
 
     /// The synchronous part of a snapshot: the non-empty groups' tables, shared (O(key
     /// groups); a later write to a shared group copies it first).
-    pub fn snapshot(&self) -> IntSnapshot<V> {
-        IntSnapshot {
-            groups: self
-                .groups
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| !t.is_empty())
-                .map(|(i, t)| (self.range.start + i as u32, t.clone()))
-                .collect(),
+    pub fn snapshot(&mut self) -> IntSnapshot<V> {
+        let start = self.range.start;
+        let mut groups = Vec::new();
+        for (i, group) in self.groups.iter_mut().enumerate() {
+            if group.table().is_empty() {
+                continue;
+            }
+            if let Group::Owned(table) = group {
+                *group = Group::Shared(Arc::new(std::mem::take(table)));
+            }
+            if let Group::Shared(shared) = group {
+                groups.push((start + i as u32, shared.clone()));
+            }
         }
+        IntSnapshot { groups }
     }
 }
 

@@ -43,7 +43,7 @@ fn entries(blocks: &[KeyGroupBlock]) -> Vec<(u32, Key, i64)> {
 /// table's (the same entries in version-1 blocks, with the same entry counts per group).
 #[test]
 fn snapshots_hold_the_generic_tables_entries_in_the_same_block_format() {
-    let (ints, mut heap) = fill(5000);
+    let (mut ints, mut heap) = fill(5000);
     assert_eq!(ints.len(), 5000);
     let (a, b) = (ints.snapshot().encode().unwrap(), heap.snapshot(0).encode().unwrap());
     assert_eq!(entries(&a), entries(&b));

@@ -4,7 +4,7 @@
 use super::Source;
 use crate::job::GeneratorSpec;
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
-use crate::record::columns::{Column, Strings, Values};
+use crate::record::columns::{Column, PrefixedInts, Values};
 use crate::record::{Batch, ColumnBatch, Datum, Record, Row, Schema};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -153,19 +153,25 @@ fn columns_of(schema: &Arc<Schema>, seed: u64, keys: u64, first: u64, n: u64, st
     let last = first.checked_add(n.saturating_sub(1).checked_mul(step)?)?;
     i64::try_from(last).ok()?;
     let rows = n as usize;
-    let (mut ids, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
-    let mut key_strings = Strings::with_capacity(rows, rows * 10);
-    let mut digits = itoa::Buffer::new();
+    let (mut ids, mut key_numbers, mut values) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+    );
     for j in 0..n {
         let id = first + j * step;
         let h = splitmix64(seed ^ splitmix64(id));
         ids.push(id as i64);
-        key_strings.push_parts(&["key-", digits.format(h % keys)]);
+        key_numbers.push(h % keys);
         values.push(((h >> 40) % 1000) as i64);
     }
+    // `key-<k>` kept as the numbers k (formatted where a key string is read).
     let columns = vec![
         Column::Int(Values::from_vec(ids)),
-        Column::Str(key_strings),
+        Column::Prefixed(PrefixedInts {
+            prefix: "key-",
+            values: key_numbers,
+        }),
         Column::Int(Values::from_vec(values)),
     ];
     ColumnBatch::new(schema.clone(), columns).ok()
