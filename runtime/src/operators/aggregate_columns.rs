@@ -96,10 +96,14 @@ impl Aggregate {
             }
         }
         let key_and_value = output.names().len() != 1;
-        let integers: Option<Vec<i64>> = values
-            .iter()
-            .map(|v| if let Num::Int(i) = v { Some(*i) } else { None })
-            .collect();
+        let mut integers = Vec::with_capacity(n);
+        for v in &values {
+            match v {
+                Num::Int(i) => integers.push(*i),
+                Num::Float(_) => break,
+            }
+        }
+        let integers = (integers.len() == n).then_some(integers);
         let mut keys = keyed.keys;
         // The output columns: the key column (an integer key vector moved, not copied) and
         // the value column. `None` (rows instead) when a value is a float or the keys mix types.

@@ -46,8 +46,19 @@ enum Group<V> {
 
 impl<V: Clone> Group<V> {
     /// The table to write into.
-    #[inline]
+    #[inline(always)]
     fn owned(&mut self) -> &mut HashTable<(i64, V)> {
+        match self {
+            Group::Owned(table) => table,
+            shared => shared.take_back(),
+        }
+    }
+
+    /// Takes a shared table back (once per group after a snapshot): without a copy when the
+    /// snapshot released it, else by copying it.
+    #[cold]
+    #[inline(never)]
+    fn take_back(&mut self) -> &mut HashTable<(i64, V)> {
         if let Group::Shared(shared) = self {
             let table = Arc::try_unwrap(std::mem::take(shared)).unwrap_or_else(|still_held| (*still_held).clone());
             *self = Group::Owned(table);
