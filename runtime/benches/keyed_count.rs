@@ -15,15 +15,22 @@
 //!    (`interval: 0s`; the bounded job still takes its final one), interleaved, with 100k
 //!    keys and with 5M distinct keys (large heap state).
 //!
+//! 4. Integer keys (issue 10's goal ≥ 0.8×): generator → `keyBy: id % 100000` → `count` →
+//!    `discard`, p=1, exactly-once checkpoints every second, against a `HashMap<u64, u64>`
+//!    counting `i % 100000` on one thread (vs_flink's integer baseline), interleaved, 3 rounds.
+//!    `WEIR_RECORDS=rows` runs Weir on row batches and the generic key table instead of
+//!    columns and the integer table, for a before/after in two runs of one build.
+//!
 //! Prints records/s, records/s per core and the ratio to the baseline (for 3: the ratio of
-//! the median records/s with checkpoints to the median without).
+//! the median records/s with checkpoints to the median without; for 4: every round and the
+//! median ratio).
 //!
 //! Run: `cargo bench -p weir-runtime --bench keyed_count`. Environment: `WEIR_BENCH_RECORDS`
-//! (keyed count input size; default 2,000,000), `WEIR_BENCH_OVERHEAD_RECORDS` and
+//! (keyed count input size, also of part 4; default 2,000,000), `WEIR_BENCH_OVERHEAD_RECORDS` and
 //! `WEIR_BENCH_LARGE_RECORDS` (input of the 100k-key and 5M-key overhead runs; default
 //! 10,000,000 and 20,000,000: runs of several seconds, so that one checkpoint more or less
 //! does not decide the ratio), `WEIR_BENCH_OVERHEAD_ROUNDS` (runs of each side;
-//! default 3), `WEIR_BENCH_ONLY=overhead` (only part 3), `WEIR_BENCH_TEXT` (glob of the word count's
+//! default 3), `WEIR_BENCH_ONLY=overhead` (only part 3), `WEIR_BENCH_ONLY=int` (only part 4), `WEIR_BENCH_TEXT` (glob of the word count's
 //! text files; default the repository's `../shared/data/text/*.txt`), `WEIR_BENCH_TEXT_REPEAT`
 //! (how many copies of the text files are read; default 4).
 
@@ -183,6 +190,58 @@ fn checkpoint_overhead(dir: &std::path::Path) {
     }
 }
 
+/// vs_flink's integer baseline: `i % KEYS` counted in a std `HashMap<u64, u64>` on one
+/// thread; returns records/s.
+fn int_count_baseline(n: u64) -> f64 {
+    let t = Instant::now();
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    for i in 0..n {
+        *counts.entry(i % KEYS).or_default() += 1;
+    }
+    assert_eq!(counts.values().sum::<u64>(), n);
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Part 4: integer keys at p=1 into `discard` against [`int_count_baseline`], interleaved,
+/// 3 rounds; prints every round and the median ratio.
+fn int_keys(n: u64, dir: &std::path::Path) {
+    let records = if columns_off() { "rows" } else { "columns" };
+    println!("\ninteger keys (`id % {KEYS}`), {n} records, p=1, discard sink, exactly-once, chk 1s, {records}");
+    println!(
+        "{:<8} {:>16} {:>16} {:>10}",
+        "round", "baseline rec/s", "weir rec/s", "ratio"
+    );
+    let mut ratios = vec![];
+    for round in 1..=3 {
+        let base = int_count_baseline(n);
+        let manifest = format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: bench-int }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: 1s, storage: "{d}/checkpoints-int" }}
+  job:
+    steps:
+      - source: {{ generator: {{ seed: {SEED}, count: {n}, keys: {KEYS} }} }}
+      - keyBy: {{ expression: "id % {KEYS}", as: key }}
+      - count: {{}}
+      - sink: {{ discard: {{}} }}
+"#,
+            d = dir.display()
+        );
+        let weir = run(&manifest, n, "count");
+        ratios.push(weir / base);
+        println!("{round:<8} {base:>16.0} {weir:>16.0} {:>10.3}", weir / base);
+    }
+    println!("median ratio weir / baseline: {:.3}", median(ratios));
+}
+
+/// Whether `WEIR_RECORDS=rows` turned the columnar path off.
+fn columns_off() -> bool {
+    std::env::var("WEIR_RECORDS").is_ok_and(|v| v == "rows")
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
@@ -225,6 +284,10 @@ fn main() {
         checkpoint_overhead(dir.path());
         return;
     }
+    if std::env::var("WEIR_BENCH_ONLY").is_ok_and(|v| v == "int") {
+        int_keys(n, dir.path());
+        return;
+    }
     let base = keyed_count_baseline(n);
     println!("keyed count, {n} records, {KEYS} keys, {cores} cores");
     println!(
@@ -243,6 +306,7 @@ fn main() {
     }
 
     checkpoint_overhead(dir.path());
+    int_keys(n, dir.path());
 
     // Word count over copies of the bundled texts.
     let pattern = std::env::var("WEIR_BENCH_TEXT")

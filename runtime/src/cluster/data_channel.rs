@@ -167,6 +167,11 @@ pub(super) async fn write_channel(
             Element::Barrier(b) => Some(b.id),
             _ => None,
         };
+        // Columnar batches cross workers as rows for now (the record codec's frames).
+        let el = match el {
+            Element::Columns(c) => Element::Records(c.into_records()),
+            el => el,
+        };
         let takes_credits = matches!(el, Element::Records(_));
         let (frames, end) = match el {
             Element::Records(r) => match encode_records(&r, MAX_FRAME) {
@@ -184,6 +189,8 @@ pub(super) async fn write_channel(
                 false,
             ),
             Element::End => (vec![encode_frame(&DataFrame::End)], true),
+            // Converted to rows above.
+            Element::Columns(_) => (vec![], false),
             Element::Watermark(w) => (vec![encode_frame(&DataFrame::Watermark(w))], false),
         };
         let mut credit = Some(credit);

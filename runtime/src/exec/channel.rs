@@ -47,7 +47,7 @@ impl Credits {
 }
 
 fn takes_credit(el: &Element) -> bool {
-    matches!(el, Element::Records(_))
+    matches!(el, Element::Records(_) | Element::Columns(_))
 }
 
 /// A data channel between two subtasks of one process, of `capacity` batches

@@ -28,7 +28,7 @@ use super::watermark::InputWatermarks;
 use crate::checkpoint::Barrier;
 use crate::job::CheckpointMode;
 use crate::operators::{TaskError, TaskResult};
-use crate::record::{BATCH_SIZE, Record};
+use crate::record::{BATCH_SIZE, Batch, Record};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
@@ -143,7 +143,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
     // in the lane, which is attached only once the replay is done.
     for chunk in replay.chunks(BATCH_SIZE) {
         core.metrics.records_in.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        st.process(&mut core, &mut inputs, chunk.to_vec()).await?;
+        st.process(&mut core, &mut inputs, chunk.to_vec().into()).await?;
     }
     core.interrupt_lane = priority;
     let mut rr = 0usize;
@@ -259,6 +259,11 @@ impl InputState {
                         p.records.extend(batch.iter().cloned());
                     }
                 }
+                Element::Columns(batch) => {
+                    if let Some(p) = &mut self.pending {
+                        p.records.extend((**batch).clone().into_records());
+                    }
+                }
                 Element::Barrier(b) if Some(b.id) == self.align.recording_id() => {
                     if let BarrierAction::ChannelStateComplete(id) =
                         self.align.on_barrier(i, b.clone(), &self.live, Instant::now())
@@ -285,7 +290,11 @@ impl InputState {
         match el {
             Element::Records(batch) => {
                 core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                self.process(core, inputs, batch).await?;
+                self.process(core, inputs, batch.into()).await?;
+            }
+            Element::Columns(batch) => {
+                core.metrics.records_in.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.process(core, inputs, Batch::Columns(*batch)).await?;
             }
             Element::Watermark(w) => {
                 if let Some(forward) = self.watermarks.on_watermark(i, w) {
@@ -314,12 +323,7 @@ impl InputState {
     /// mid-send); while inputs are recorded as channel state, what arrives on them is taken
     /// in mid-send too, so their in-band barriers complete the checkpoint although the output
     /// is blocked. Then the rest is sent.
-    async fn process(
-        &mut self,
-        core: &mut TaskCore,
-        inputs: &mut [DataReceiver],
-        batch: Vec<Record>,
-    ) -> TaskResult<()> {
+    async fn process(&mut self, core: &mut TaskCore, inputs: &mut [DataReceiver], batch: Batch) -> TaskResult<()> {
         core.run_chain(batch).await?;
         loop {
             if self.align.recording_id().is_some() {
@@ -395,8 +399,10 @@ impl InputState {
             let upto = marker.unwrap_or(self.queued[i].len());
             if let Some(p) = &mut self.pending {
                 for (el, _) in self.queued[i].iter().take(upto) {
-                    if let Element::Records(batch) = el {
-                        p.records.extend(batch.iter().cloned());
+                    match el {
+                        Element::Records(batch) => p.records.extend(batch.iter().cloned()),
+                        Element::Columns(batch) => p.records.extend((**batch).clone().into_records()),
+                        _ => {}
                     }
                 }
             }

@@ -3,13 +3,16 @@
 
 use super::watermark::Watermark;
 use crate::checkpoint::{Ack, Barrier};
-use crate::record::Record;
+use crate::record::{ColumnBatch, Record};
 
 /// An element of a data channel: records in batches, barriers and end-of-stream in band.
 #[derive(Debug)]
 pub enum Element {
     /// A batch of records.
     Records(Vec<Record>),
+    /// A batch of records as columns (the same records; converted to rows where a consumer
+    /// takes rows only: the cluster wire, channel state). Boxed: the element stays small.
+    Columns(Box<ColumnBatch>),
     /// A checkpoint barrier.
     Barrier(Barrier),
     /// An event-time watermark, or the sender's idleness ([`Watermark`]).

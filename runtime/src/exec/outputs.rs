@@ -13,7 +13,7 @@ use super::messages::Element;
 use super::task::TaskMetrics;
 use crate::job::dataflow::Port;
 use crate::operators::{StreamOperator, TaskError, TaskResult};
-use crate::record::Record;
+use crate::record::{Batch, Record};
 use crate::state::key_group::subtask_for_key_group;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -70,10 +70,30 @@ impl Output {
 
     /// Routes a batch to the output channels: `(channel index, element)` in send order (by key
     /// group with [`subtask_for_key_group`] for a keyed exchange).
-    fn route(&self, batch: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
+    fn route(&self, batch: Batch) -> TaskResult<Vec<(usize, Element)>> {
         if batch.is_empty() {
             return Ok(vec![]);
         }
+        let batch = match (self, batch) {
+            (_, Batch::Rows(rows)) => rows,
+            (Output::None, Batch::Columns(_)) => return Ok(vec![]),
+            (Output::Forward(_), Batch::Columns(c)) => return Ok(vec![(0, Element::Columns(Box::new(c)))]),
+            (
+                Output::Keyed {
+                    senders,
+                    max_parallelism,
+                },
+                Batch::Columns(c),
+            ) => {
+                let (p, max_p) = (senders.len() as u32, *max_parallelism);
+                let parts = c.partition(p as usize, |kg| subtask_for_key_group(kg, p, max_p) as usize);
+                return Ok(parts
+                    .map_err(TaskError)?
+                    .into_iter()
+                    .map(|(i, part)| (i, Element::Columns(Box::new(part))))
+                    .collect());
+            }
+        };
         match self {
             Output::None => Ok(vec![]),
             Output::Forward(_) => Ok(vec![(0, Element::Records(batch))]),
@@ -184,9 +204,9 @@ impl Outputs {
     /// Routes the chain's output to the channels: `main` down every edge of the main output,
     /// `late` down every edge of the late side output (each edge after its transform);
     /// `(channel index, element)` in send order.
-    pub async fn route(&mut self, main: Vec<Record>, late: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
+    pub async fn route(&mut self, main: Batch, late: Vec<Record>) -> TaskResult<Vec<(usize, Element)>> {
         let mut out = Vec::new();
-        let mut batches = [main, late];
+        let mut batches = [main, Batch::Rows(late)];
         for port in [Port::Main, Port::Late] {
             let readers: Vec<usize> = (0..self.edges.len()).filter(|&e| self.edges[e].port == port).collect();
             for (n, &e) in readers.iter().enumerate() {
@@ -196,17 +216,21 @@ impl Outputs {
                 }
                 // The last reader takes the batch; the others get a copy.
                 let records = match n + 1 == readers.len() {
-                    true => std::mem::take(batch),
-                    false => batch.clone(),
+                    true => std::mem::replace(batch, Batch::Rows(Vec::new())),
+                    false => match batch {
+                        Batch::Rows(rows) => Batch::Rows(rows.clone()),
+                        Batch::Columns(columns) => Batch::Columns(columns.clone()),
+                    },
                 };
                 let edge = &mut self.edges[e];
                 let records = match &mut edge.transform {
                     Some((uid, op)) => {
+                        let records = records.into_records();
                         let mut next = Vec::with_capacity(records.len());
                         op.process(records, &mut next)
                             .await
                             .map_err(|err| err.context(format!("operator {uid}")))?;
-                        next
+                        Batch::Rows(next)
                     }
                     None => records,
                 };
@@ -235,9 +259,11 @@ impl Outputs {
     pub fn unsent_by_edge<'a>(&self, unsent: impl Iterator<Item = &'a (usize, Element)>) -> Vec<(String, Vec<Record>)> {
         let mut by_edge: Vec<Vec<Record>> = vec![Vec::new(); self.edges.len()];
         for (channel, el) in unsent {
-            if let Element::Records(batch) = el {
-                let e = self.firsts.partition_point(|&f| f <= *channel) - 1;
-                by_edge[e].extend(batch.iter().cloned());
+            let e = self.firsts.partition_point(|&f| f <= *channel) - 1;
+            match el {
+                Element::Records(batch) => by_edge[e].extend(batch.iter().cloned()),
+                Element::Columns(batch) => by_edge[e].extend((**batch).clone().into_records()),
+                _ => {}
             }
         }
         self.edges
@@ -301,7 +327,7 @@ mod tests {
         ]);
         assert_eq!(out.senders().len(), 4);
         let main: Vec<Record> = ["a", "b", "c", "d", "e"].map(rec).to_vec();
-        let routed = out.route(main.clone(), vec![rec("x")]).await.unwrap();
+        let routed = out.route(main.clone().into(), vec![rec("x")]).await.unwrap();
         let mut by_channel: Vec<Vec<String>> = vec![vec![]; 4];
         for (i, el) in &routed {
             by_channel[*i].extend(words(el));

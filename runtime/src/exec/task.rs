@@ -17,7 +17,7 @@ use crate::checkpoint::state_upload::upload_operator_state;
 use crate::checkpoint::{Ack, Barrier};
 use crate::operators::source::SourcePending;
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
-use crate::record::Record;
+use crate::record::{Batch, Record};
 pub use source_loop::run_source;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,25 +134,25 @@ impl TaskCore {
     /// Runs `batch` through the chain and sends the output. With unaligned checkpoints a
     /// blocked send is interruptible ([`TaskCore::flush`]): then the rest of the output stays
     /// in [`TaskCore::unsent`] and the interrupt is returned.
-    pub(super) async fn process(
-        &mut self,
-        batch: Vec<Record>,
-        deadline: Option<Instant>,
-    ) -> TaskResult<Option<Interrupt>> {
+    pub(super) async fn process(&mut self, batch: Batch, deadline: Option<Instant>) -> TaskResult<Option<Interrupt>> {
         self.run_chain(batch).await?;
         self.flush(deadline, true).await
     }
 
     /// Runs `batch` through the chain and queues the output in [`TaskCore::unsent`] (sent by
     /// [`TaskCore::flush`]).
-    pub(super) async fn run_chain(&mut self, batch: Vec<Record>) -> TaskResult<()> {
+    pub(super) async fn run_chain(&mut self, batch: Batch) -> TaskResult<()> {
         let mut cur = batch;
         for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
-            let mut next = Vec::with_capacity(cur.len());
-            op.process(cur, &mut next)
-                .await
-                .map_err(|e| e.context(format!("operator {uid}")))?;
-            cur = next;
+            cur = match cur {
+                Batch::Rows(rows) => {
+                    let mut next = Vec::with_capacity(rows.len());
+                    op.process(rows, &mut next).await.map(|()| Batch::Rows(next))
+                }
+                // An operator that does not take columns turns them into rows.
+                Batch::Columns(columns) => op.process_columns(columns).await,
+            }
+            .map_err(|e| e.context(format!("operator {uid}")))?;
         }
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
         let late = self.take_late_output();

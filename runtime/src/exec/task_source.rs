@@ -10,7 +10,7 @@ use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::watermark::{END_OF_TIME, Watermark};
 use crate::operators::source::Source;
 use crate::operators::{TaskError, TaskResult};
-use crate::record::BATCH_SIZE;
+use crate::record::{BATCH_SIZE, Batch};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -78,13 +78,14 @@ pub async fn run_source(
             }
             continue;
         }
-        let mut batch = Vec::with_capacity(batch_max);
-        let more = source
-            .next_batch(&mut batch, batch_max)
-            .await
-            .map_err(|e| e.context(format!("operator {}", source_id.0)))?;
+        // Columns where the source makes them, unless event time needs rows.
+        let next = match event_time.is_none() && crate::record::columns::columns_enabled() {
+            true => source.next_any_batch(batch_max).await,
+            false => source.next_rows(batch_max).await.map(|rows| rows.map(Batch::Rows)),
+        };
+        let next = next.map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         core.metrics.set_source_pending(source.pending());
-        if !more {
+        let Some(batch) = next else {
             if event_time.is_some() && !exhausted {
                 // A bounded source ends with the watermark of the end of time: every window fires.
                 core.process_watermark(Watermark::Time(END_OF_TIME)).await?;
@@ -92,7 +93,7 @@ pub async fn run_source(
             exhausted = true;
             let _ = core.events.send(TaskEvent::SourceExhausted { task: core.index });
             continue;
-        }
+        };
         if let Some(log) = &read_log {
             log.record(source.snapshot()?.operator_state)
                 .await
@@ -128,7 +129,7 @@ pub async fn run_source(
                         source_id.0
                     )));
                 };
-                core.process_with_split_event_time(batch, &et.field, w, &source_id.0)
+                core.process_with_split_event_time(batch.into_records(), &et.field, w, &source_id.0)
                     .await?;
             }
             Some(et) if batch.is_empty() => {
@@ -139,7 +140,8 @@ pub async fn run_source(
             }
             Some(et) => {
                 last_records = Instant::now();
-                core.process_with_event_time(batch, et, &source_id.0).await?;
+                core.process_with_event_time(batch.into_records(), et, &source_id.0)
+                    .await?;
                 if std::mem::replace(&mut idle, false) {
                     core.process_watermark(Watermark::Time(et.generator.current())).await?;
                 }

@@ -47,7 +47,7 @@ impl TaskCore {
             .records_out
             .fetch_add(pending.len() as u64, Ordering::Relaxed);
         let late = self.take_late_output();
-        let routed = self.output.route(pending, late).await?;
+        let routed = self.output.route(pending.into(), late).await?;
         self.unsent.extend(routed);
         self.broadcast_in_band(|| Element::Watermark(w)).await
     }
@@ -95,7 +95,11 @@ impl TaskCore {
                     let tail = rest.split_off(range.len());
                     // Event time and unaligned checkpoints are refused together at validation,
                     // so no send is interruptible here and there is no interrupt to take.
-                    if self.process(std::mem::replace(&mut rest, tail), None).await?.is_some() {
+                    if self
+                        .process(std::mem::replace(&mut rest, tail).into(), None)
+                        .await?
+                        .is_some()
+                    {
                         return Err(TaskError(format!(
                             "operator {source_uid}: a checkpoint interrupted an event-time source's send; \
                              event time with unaligned checkpoints is not supported"

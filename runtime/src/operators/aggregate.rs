@@ -232,8 +232,22 @@ fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
     Num::from_datum(&v).ok_or_else(|| TaskError(format!("operator {uid}: `{}` gave {v}, not a number", e.source())))
 }
 
+#[path = "aggregate_columns.rs"]
+mod columns;
+
 #[async_trait]
 impl StreamOperator for Aggregate {
+    async fn process_columns(&mut self, input: crate::record::ColumnBatch) -> TaskResult<crate::record::Batch> {
+        match self.process_key_columns(input) {
+            Ok(output) => output,
+            Err(input) => {
+                let mut out = Vec::with_capacity(input.len());
+                self.process(input.into_records(), &mut out).await?;
+                Ok(crate::record::Batch::Rows(out))
+            }
+        }
+    }
+
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         // Batch at a time, in two passes: the first only updates state, a short loop whose
         // table lookups (cache misses on large state) the CPU can overlap across records,
@@ -267,11 +281,13 @@ impl StreamOperator for Aggregate {
                     updated.push(heap.update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x)));
                 }
             }
-            KeyedState::Disk(disk) => {
+            // The integer-key table (a key of another type moves it to the generic one) and
+            // the disk backend, through `KeyedState::update`.
+            KeyedState::HeapInt(_) | KeyedState::Disk(_) => {
                 for r in &input {
                     let keyed = checked_key(uid, range, r)?;
                     let x = input_value(uid, expr, r)?;
-                    let value = disk
+                    let value = state
                         .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, combine(x))
                         .map_err(state_err)?;
                     updated.push(value);
@@ -427,7 +443,7 @@ mod tests {
         }
     }
 
-    fn barrier() -> Barrier {
+    pub(super) fn barrier() -> Barrier {
         let target = std::sync::Arc::new(crate::checkpoint::SnapshotTarget {
             store: std::sync::Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
             dir: "x".into(),

@@ -18,7 +18,7 @@ pub mod transform;
 pub mod window;
 
 use crate::checkpoint::Barrier;
-use crate::record::Record;
+use crate::record::{Batch, ColumnBatch, Record};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::KeyGroupBlock;
 use async_trait::async_trait;
@@ -140,6 +140,15 @@ pub struct OperatorRestore {
 pub trait StreamOperator: Send {
     /// Processes a batch, appending results to `out`.
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()>;
+
+    /// Processes a columnar batch ([`crate::record::columns`]) and returns the output batch.
+    /// The default turns it into rows and calls [`StreamOperator::process`]; operators that
+    /// work on columns override it (their output may be rows or columns).
+    async fn process_columns(&mut self, input: ColumnBatch) -> TaskResult<Batch> {
+        let mut out = Vec::with_capacity(input.len());
+        self.process(input.into_records(), &mut out).await?;
+        Ok(Batch::Rows(out))
+    }
 
     /// Synchronous part of a snapshot at `barrier`: capture a consistent view and return its
     /// encoder, or `None` for stateless operators. Sinks pre-commit here.

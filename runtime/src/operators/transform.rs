@@ -227,8 +227,27 @@ fn key_of(value: FastValue<'_>) -> Option<Key> {
     }
 }
 
+#[path = "keyby_columns.rs"]
+mod keyby_columns;
+
 #[async_trait]
 impl StreamOperator for KeyBy {
+    async fn process_columns(&mut self, mut input: crate::record::ColumnBatch) -> TaskResult<crate::record::Batch> {
+        // The key column by the column kernel when it decides every row; else the row path,
+        // which decides (and names what is wrong) row by row.
+        match self.key_columns(&input) {
+            Some(keyed) => {
+                input.set_keyed(keyed).map_err(super::TaskError)?;
+                Ok(crate::record::Batch::Columns(input))
+            }
+            None => {
+                let mut out = Vec::with_capacity(input.len());
+                self.process(input.into_records(), &mut out).await?;
+                Ok(crate::record::Batch::Rows(out))
+            }
+        }
+    }
+
     async fn process(&mut self, mut input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         // Batch at a time: the key expression is resolved to a column kernel once per schema
         // (once per batch in practice), then each row's key is read and computed straight from

@@ -284,6 +284,23 @@ impl ColumnKernel {
             },
         }
     }
+
+    /// The position of the field the kernel reads.
+    pub fn position(&self) -> usize {
+        match *self {
+            ColumnKernel::Column(i) | ColumnKernel::ColumnOpInt(_, i, _) => i,
+        }
+    }
+
+    /// The value for a row whose field at [`ColumnKernel::position`] is the integer `x`: what
+    /// [`ColumnKernel::eval`] gives for `Datum::Int(x)` there (an integer column's kernel).
+    #[inline]
+    pub fn eval_int(&self, x: i64) -> Option<FastValue<'static>> {
+        match *self {
+            ColumnKernel::Column(_) => Some(FastValue::Int(x)),
+            ColumnKernel::ColumnOpInt(op, _, k) => int_binary(op, x, k),
+        }
+    }
 }
 
 fn as_bool(value: FastValue<'_>) -> Option<bool> {

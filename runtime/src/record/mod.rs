@@ -5,14 +5,20 @@
 //! record carries its [`Key`], key group and key hash, computed once upstream of the keyed
 //! exchange, so the exchange and the keyed state use the same numbers and nothing downstream
 //! hashes the key again.
+//!
+//! Where the job allows, a batch of records travels as columns instead ([`columns`]: one typed
+//! vector per field and vectors of keys, key groups and hashes): from the generator through
+//! `keyBy`, the keyed exchange and `count`/`sum`/`min`/`max` to the discard and file sinks.
 
 pub mod cel;
 pub mod cel_fast;
 pub mod cel_fields;
 pub mod cel_types;
+pub mod columns;
 pub mod json;
 pub mod row;
 
+pub use columns::{Batch, ColumnBatch};
 pub use row::{Datum, Row, RowBuilder, Schema, SchemaCache};
 
 use compact_str::CompactString;

@@ -6,6 +6,7 @@
 use crate::record::Key;
 use crate::state::disk::{DiskKeyedState, DiskSnapshot, DiskStateError, DiskStateOptions};
 use crate::state::heap::{ChangedKeys, HeapKeyedState, HeapSnapshot};
+use crate::state::int_keyed::{IntKeyedState, IntSnapshot};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::StateTtl;
@@ -33,6 +34,9 @@ pub enum BackendChoice {
 pub enum KeyedState<V> {
     /// Heap backend.
     Heap(HeapKeyedState<V>),
+    /// Heap backend, integer keys only (a step without `ttl` starts here and moves to
+    /// [`KeyedState::Heap`] at the first other key; see [`IntKeyedState`]).
+    HeapInt(IntKeyedState<V>),
     /// Disk backend.
     Disk(DiskKeyedState<V>),
 }
@@ -41,6 +45,8 @@ pub enum KeyedState<V> {
 pub enum KeyedSnapshot<V> {
     /// Frozen heap tables.
     Heap(HeapSnapshot<V>),
+    /// Shared integer-key tables.
+    HeapInt(IntSnapshot<V>),
     /// The store's read view.
     Disk(DiskSnapshot),
 }
@@ -50,6 +56,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     /// disk store cannot be created.
     pub fn open(backend: &BackendChoice, range: KeyGroupRange, ttl: Option<StateTtl>) -> Result<Self, DiskStateError> {
         Ok(match backend {
+            // Integer keys first (the generic table at the first other key), unless
+            // `WEIR_RECORDS=rows` asks for the row path of earlier releases throughout.
+            BackendChoice::Heap if ttl.is_none() && crate::record::columns::columns_enabled() => {
+                KeyedState::HeapInt(IntKeyedState::new(range))
+            }
             BackendChoice::Heap => KeyedState::Heap(HeapKeyedState::new(range, ttl)),
             BackendChoice::Disk { dir, options } => KeyedState::Disk(DiskKeyedState::open(dir, range, ttl, *options)?),
         })
@@ -59,7 +70,27 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn len(&self) -> usize {
         match self {
             KeyedState::Heap(s) => s.len(),
+            KeyedState::HeapInt(s) => s.len(),
             KeyedState::Disk(s) => s.len(),
+        }
+    }
+
+    /// Moves an integer-key state into the generic heap table (no-op otherwise) and returns
+    /// that table, or `None` for the disk backend.
+    fn generic(&mut self) -> Option<&mut HeapKeyedState<V>> {
+        if let KeyedState::HeapInt(ints) = self {
+            let mut heap = HeapKeyedState::new(ints.range(), None);
+            for (key_group, k, v) in ints.entries() {
+                let key = Key::Int(k);
+                heap.update(key_group, crate::state::key_group::int_key_hash(k), &key, 0, |_| {
+                    v.clone()
+                });
+            }
+            *self = KeyedState::Heap(heap);
+        }
+        match self {
+            KeyedState::Heap(heap) => Some(heap),
+            _ => None,
         }
     }
 
@@ -73,6 +104,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         match self {
             KeyedState::Heap(s) => s.restore(blocks, now_ms),
+            KeyedState::HeapInt(s) => match s.restore(blocks)? {
+                Ok(()) => Ok(()),
+                // A delta or a key of another type: the generic table restores them.
+                Err(blocks) => self.generic().map_or(Ok(()), |heap| heap.restore(blocks, now_ms)),
+            },
             KeyedState::Disk(s) => s.restore(blocks, now_ms),
         }
     }
@@ -81,6 +117,10 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
         match self {
             KeyedState::Heap(s) => Ok(s.get(key_group, hash, key, now_ms).cloned()),
+            KeyedState::HeapInt(s) => Ok(match key {
+                Key::Int(k) => s.get(key_group, hash, *k).cloned(),
+                _ => None,
+            }),
             KeyedState::Disk(s) => s.get(key_group, hash, key, now_ms),
         }
     }
@@ -96,9 +136,30 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         now_ms: u64,
         f: impl FnOnce(Option<&V>) -> V,
     ) -> Result<V, DiskStateError> {
+        match (self, key) {
+            (KeyedState::Heap(s), _) => Ok(s.update(key_group, hash, key, now_ms, f)),
+            (KeyedState::HeapInt(s), Key::Int(k)) => Ok(s.update(key_group, hash, *k, f)),
+            (KeyedState::Disk(s), _) => s.update(key_group, hash, key, now_ms, f),
+            (state, _) => match state.generic() {
+                Some(heap) => Ok(heap.update(key_group, hash, key, now_ms, f)),
+                None => unreachable!("only an integer-key state moves to the generic table"),
+            },
+        }
+    }
+
+    /// [`KeyedState::update`] of the integer key `key` (`keyBy`'s integer key column).
+    #[inline]
+    pub fn update_int(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: i64,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+    ) -> Result<V, DiskStateError> {
         match self {
-            KeyedState::Heap(s) => Ok(s.update(key_group, hash, key, now_ms, f)),
-            KeyedState::Disk(s) => s.update(key_group, hash, key, now_ms, f),
+            KeyedState::HeapInt(s) => Ok(s.update(key_group, hash, key, f)),
+            other => other.update(key_group, hash, &Key::Int(key), now_ms, f),
         }
     }
 
@@ -106,6 +167,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         match self {
             KeyedState::Heap(s) => Ok(s.remove(key_group, hash, key)),
+            KeyedState::HeapInt(s) => Ok(matches!(key, Key::Int(k) if s.remove(key_group, hash, *k))),
             KeyedState::Disk(s) => s.remove(key_group, hash, key),
         }
     }
@@ -118,6 +180,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 s.maintain(now_ms, records);
                 Ok(())
             }
+            // No TTL, and a snapshot's tables are released when the encoder drops them.
+            KeyedState::HeapInt(_) => Ok(()),
             KeyedState::Disk(s) => s.maintain(now_ms, records),
         }
     }
@@ -127,6 +191,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn track_changes(&mut self) {
         match self {
             KeyedState::Heap(s) => s.track_changes(),
+            // Incremental checkpoints track changed keys in the generic table.
+            KeyedState::HeapInt(_) => {
+                if let Some(heap) = self.generic() {
+                    heap.track_changes();
+                }
+            }
             KeyedState::Disk(s) => s.track_changes(),
         }
     }
@@ -135,6 +205,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn take_changes(&mut self) -> ChangedKeys {
         match self {
             KeyedState::Heap(s) => s.take_changes(),
+            // Changes are never tracked here (tracking moves the state to the generic table).
+            KeyedState::HeapInt(_) => ChangedKeys::default(),
             KeyedState::Disk(s) => s.take_changes(),
         }
     }
@@ -143,6 +215,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     pub fn snapshot(&mut self, now_ms: u64) -> KeyedSnapshot<V> {
         match self {
             KeyedState::Heap(s) => KeyedSnapshot::Heap(s.snapshot(now_ms)),
+            KeyedState::HeapInt(s) => KeyedSnapshot::HeapInt(s.snapshot()),
             KeyedState::Disk(s) => KeyedSnapshot::Disk(s.snapshot(now_ms)),
         }
     }
@@ -154,6 +227,7 @@ impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
     pub fn encode(self) -> Result<Vec<KeyGroupBlock>, String> {
         match self {
             KeyedSnapshot::Heap(s) => s.encode().map_err(|e| e.to_string()),
+            KeyedSnapshot::HeapInt(s) => s.encode(),
             KeyedSnapshot::Disk(s) => s.encode().map_err(|e| e.to_string()),
         }
     }
@@ -164,6 +238,7 @@ impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
     pub fn encode_each<E: From<String>>(self, emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>) -> Result<(), E> {
         match self {
             KeyedSnapshot::Heap(s) => s.encode_each(&mut |block| emit(block).map_err(Failure::Emit)),
+            KeyedSnapshot::HeapInt(s) => s.encode_each(&mut |block| emit(block).map_err(Failure::Emit)),
             KeyedSnapshot::Disk(s) => s.encode_each(&mut |block| emit(block).map_err(Failure::Emit)),
         }
         .map_err(|f| match f {
@@ -177,6 +252,12 @@ impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
         match self {
             KeyedSnapshot::Heap(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
+            // Never tracked changes (tracking moves the state to the generic table): no
+            // change, no delta block.
+            KeyedSnapshot::HeapInt(_) if changes.groups.is_empty() => Ok(vec![]),
+            KeyedSnapshot::HeapInt(_) => {
+                Err("an integer-key state snapshot has no changed keys to encode as a delta".into())
+            }
             KeyedSnapshot::Disk(s) => s.encode_delta(changes).map_err(|e| e.to_string()),
         }
     }
@@ -186,6 +267,12 @@ impl<V: Serialize + Send + Sync> KeyedSnapshot<V> {
 enum Failure<E> {
     Encode(String),
     Emit(E),
+}
+
+impl<E> From<String> for Failure<E> {
+    fn from(e: String) -> Self {
+        Failure::Encode(e)
+    }
 }
 
 impl<E> From<postcard::Error> for Failure<E> {

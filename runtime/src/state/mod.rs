@@ -5,6 +5,7 @@ pub mod disk_snapshot;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod incremental;
+pub mod int_keyed;
 pub mod key_group;
 pub mod keyed_block;
 pub mod local_dir;

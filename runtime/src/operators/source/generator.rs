@@ -4,7 +4,8 @@
 use super::Source;
 use crate::job::GeneratorSpec;
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
-use crate::record::{Datum, Record, Row, Schema};
+use crate::record::columns::{Column, PrefixedInts, Values};
+use crate::record::{Batch, ColumnBatch, Datum, Record, Row, Schema};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
@@ -120,6 +121,60 @@ impl Generator {
     fn live(&self, s: &GeneratorSplit) -> bool {
         self.count.is_none_or(|c| s.next < c)
     }
+
+    /// The next batch's records, taken from the next live split round-robin (one batch from
+    /// each in turn): `(first record index, records, step between indexes)`, the split's
+    /// position already moved past them. `None` once every split is exhausted.
+    fn take_next(&mut self, max: usize) -> Option<(u64, u64, u64)> {
+        for _ in 0..self.splits.len() {
+            let i = self.cursor % self.splits.len();
+            self.cursor = self.cursor.wrapping_add(1);
+            if !self.live(&self.splits[i]) {
+                continue;
+            }
+            let (step, count) = (self.splits_total, self.count);
+            let split = &mut self.splits[i];
+            // The records of this batch, counted up front: one loop that fills the batch with
+            // no per-record bound check.
+            let left = count.map_or(u64::MAX, |c| c.saturating_sub(split.next).div_ceil(step.max(1)));
+            let n = left.min(max as u64);
+            let first = split.next;
+            split.next += n * step;
+            return Some((first, n, step));
+        }
+        None
+    }
+}
+
+/// Records `first`, `first + step`, … (`n` of them) as columns `id`, `key`, `value`: the
+/// values of [`record`] for the same indexes. `None` when an index does not fit in an `i64`
+/// (its `id` is a `Datum::UInt`, which the integer column does not hold).
+fn columns_of(schema: &Arc<Schema>, seed: u64, keys: u64, first: u64, n: u64, step: u64) -> Option<ColumnBatch> {
+    let last = first.checked_add(n.saturating_sub(1).checked_mul(step)?)?;
+    i64::try_from(last).ok()?;
+    let rows = n as usize;
+    let (mut ids, mut key_numbers, mut values) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+    );
+    for j in 0..n {
+        let id = first + j * step;
+        let h = splitmix64(seed ^ splitmix64(id));
+        ids.push(id as i64);
+        key_numbers.push(h % keys);
+        values.push(((h >> 40) % 1000) as i64);
+    }
+    // `key-<k>` kept as the numbers k (formatted where a key string is read).
+    let columns = vec![
+        Column::Int(Values::from_vec(ids)),
+        Column::Prefixed(PrefixedInts {
+            prefix: "key-",
+            values: key_numbers,
+        }),
+        Column::Int(Values::from_vec(values)),
+    ];
+    ColumnBatch::new(schema.clone(), columns).ok()
 }
 
 /// Records left in `splits` of a generator of `count` records whose splits step by `step`
@@ -138,26 +193,28 @@ impl Source for Generator {
     }
 
     async fn next_batch(&mut self, out: &mut Vec<Record>, max: usize) -> TaskResult<bool> {
-        // Round-robin over live splits, one batch from each in turn.
-        for _ in 0..self.splits.len() {
-            let i = self.cursor % self.splits.len();
-            self.cursor = self.cursor.wrapping_add(1);
-            if !self.live(&self.splits[i]) {
-                continue;
-            }
-            let (seed, keys, step, count) = (self.seed, self.keys, self.splits_total, self.count);
-            let split = &mut self.splits[i];
-            // The records of this batch, counted up front: one loop that fills the batch with
-            // no per-record bound check.
-            let left = count.map_or(u64::MAX, |c| c.saturating_sub(split.next).div_ceil(step.max(1)));
-            let n = left.min(max as u64);
-            let (first, schema) = (split.next, &self.schema);
-            out.reserve(n as usize);
-            out.extend((0..n).map(|j| Record::new(record_of(schema, seed, first + j * step, keys))));
-            split.next += n * step;
-            return Ok(true);
-        }
-        Ok(false)
+        let Some((first, n, step)) = self.take_next(max) else {
+            return Ok(false);
+        };
+        let (seed, keys, schema) = (self.seed, self.keys, &self.schema);
+        out.reserve(n as usize);
+        out.extend((0..n).map(|j| Record::new(record_of(schema, seed, first + j * step, keys))));
+        Ok(true)
+    }
+
+    async fn next_any_batch(&mut self, max: usize) -> TaskResult<Option<Batch>> {
+        let Some((first, n, step)) = self.take_next(max) else {
+            return Ok(None);
+        };
+        let (seed, keys, schema) = (self.seed, self.keys, &self.schema);
+        Ok(Some(match columns_of(schema, seed, keys, first, n, step) {
+            Some(columns) => Batch::Columns(columns),
+            None => Batch::Rows(
+                (0..n)
+                    .map(|j| Record::new(record_of(schema, seed, first + j * step, keys)))
+                    .collect(),
+            ),
+        }))
     }
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
@@ -190,6 +247,39 @@ mod tests {
             ids.extend(out.drain(..).map(|r| id_of(&r)));
         }
         ids
+    }
+
+    /// Columnar batches hold the records of the row path, split by split in the same order,
+    /// and the positions move the same way; an id beyond `i64::MAX` gives rows.
+    #[tokio::test]
+    async fn columnar_batches_hold_the_records_of_the_row_path() {
+        let spec = GeneratorSpec {
+            seed: 9,
+            count: Some(1000),
+            splits: Some(3),
+            keys: Some(77),
+            ..Default::default()
+        };
+        let mut rows = Generator::new(&spec, 0, 1, OperatorRestore::default()).unwrap();
+        let mut columns = Generator::new(&spec, 0, 1, OperatorRestore::default()).unwrap();
+        let mut want = vec![];
+        while rows.next_batch(&mut want, 64).await.unwrap() {}
+        let mut got = vec![];
+        while let Some(batch) = columns.next_any_batch(64).await.unwrap() {
+            assert!(matches!(batch, Batch::Columns(_)));
+            got.extend(batch.into_records());
+        }
+        assert_eq!(got, want);
+        assert_eq!(
+            columns.snapshot().unwrap().operator_state,
+            rows.snapshot().unwrap().operator_state
+        );
+        let beyond = columns_of(&schema(), 1, 10, i64::MAX as u64 - 2, 4, 1);
+        assert!(beyond.is_none(), "an id beyond i64::MAX is not an integer column value");
+        assert_eq!(
+            columns_of(&schema(), 1, 10, i64::MAX as u64 - 3, 4, 1).map(|b| b.len()),
+            Some(4)
+        );
     }
 
     #[test]

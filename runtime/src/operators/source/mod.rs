@@ -10,7 +10,7 @@ pub mod kafka_assign;
 use super::{EncodedState, OperatorRestore, TaskResult};
 use crate::exec::split_watermarks::SplitWatermarks;
 use crate::job::{OperatorKind, validate::Operator};
-use crate::record::Record;
+use crate::record::{Batch, Record};
 use crate::storage::S3Options;
 use async_trait::async_trait;
 use std::time::Duration;
@@ -21,6 +21,19 @@ pub trait Source: Send {
     /// Appends at most `max` records to `out`. Returns `false` once every split of this
     /// subtask is exhausted (and nothing was appended).
     async fn next_batch(&mut self, out: &mut Vec<Record>, max: usize) -> TaskResult<bool>;
+
+    /// [`Source::next_batch`] into a new vector: `None` once every split is exhausted.
+    async fn next_rows(&mut self, max: usize) -> TaskResult<Option<Vec<Record>>> {
+        let mut out = Vec::with_capacity(max);
+        Ok(self.next_batch(&mut out, max).await?.then_some(out))
+    }
+
+    /// The next batch as rows or, for a source that makes them, as columns
+    /// ([`crate::record::columns`]): the same records as [`Source::next_batch`]. `None` once
+    /// every split is exhausted. The default gives rows.
+    async fn next_any_batch(&mut self, max: usize) -> TaskResult<Option<Batch>> {
+        Ok(self.next_rows(max).await?.map(Batch::Rows))
+    }
 
     /// Captures the split positions (synchronous; cheap).
     fn snapshot(&self) -> TaskResult<EncodedState>;

@@ -1,0 +1,154 @@
+//! `keyBy` over a columnar batch: the key column computed from the key field's column by the
+//! key expression's [`ColumnKernel`](crate::record::cel_fast::ColumnKernel), each key hashed
+//! once and its key group taken from that hash (the numbers the row path computes).
+
+use super::KeyBy;
+use crate::record::cel_fast::{BinaryOp, ColumnKernel, FastValue};
+use crate::record::columns::{Column, KeyColumn, KeyColumns};
+use crate::record::{ColumnBatch, Key, KeyedBy};
+use crate::state::key_group::{int_key_hash, key_group_of_hash};
+
+impl KeyBy {
+    /// The key columns of `batch` when the key expression is a column kernel that decides
+    /// every row: an integer column without nulls whose kernel gives integers (`id`,
+    /// `id % 100000`; an overflow or `% 0` is left to the row path), or a string column read
+    /// as it is (`key`). `None` otherwise: the row path then decides row by row, with its
+    /// errors.
+    pub(super) fn key_columns(&self, batch: &ColumnBatch) -> Option<KeyColumns> {
+        let kernel = self.expr.column_kernel(batch.schema())?;
+        let max_parallelism = self.max_parallelism;
+        let n = batch.len();
+        let keys = match batch.columns().get(kernel.position())? {
+            Column::Int(v) if v.validity.is_none() => {
+                // One tight loop per vector: keys, then hashes, then key groups.
+                let keys: Vec<i64> = match kernel {
+                    ColumnKernel::Column(_) => v.values.clone(),
+                    // `% k` cannot fail for these k (the checked form fails for 0 and for
+                    // i64::MIN % -1 only).
+                    ColumnKernel::ColumnOpInt(BinaryOp::Modulo, _, k) if k != 0 && k != -1 => {
+                        v.values.iter().map(|x| x % k).collect()
+                    }
+                    _ => v
+                        .values
+                        .iter()
+                        .map(|&x| match kernel.eval_int(x)? {
+                            FastValue::Int(key) => Some(key),
+                            _ => None,
+                        })
+                        .collect::<Option<_>>()?,
+                };
+                let hashes: Vec<u64> = keys.iter().map(|&k| int_key_hash(k)).collect();
+                let key_groups = hashes.iter().map(|&h| key_group_of_hash(h, max_parallelism)).collect();
+                return Some(KeyColumns {
+                    keys: KeyColumn::Int(keys),
+                    key_groups,
+                    hashes,
+                });
+            }
+            // A plain field read: the string is the key.
+            Column::Str(s) if matches!(kernel, ColumnKernel::Column(_)) => {
+                let (mut key_groups, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                let mut keys = Vec::with_capacity(n);
+                for i in 0..n {
+                    let keyed = KeyedBy::new(Key::Str(s.get(i)?.into()), max_parallelism);
+                    hashes.push(keyed.hash);
+                    key_groups.push(keyed.key_group);
+                    keys.push(keyed.key);
+                }
+                (KeyColumn::Any(keys), key_groups, hashes)
+            }
+            // The generator's `key-<k>`, formatted into an inline string per record.
+            Column::Prefixed(p) if matches!(kernel, ColumnKernel::Column(_)) => {
+                let (mut key_groups, mut hashes) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                let mut keys = Vec::with_capacity(n);
+                for i in 0..n {
+                    let keyed = KeyedBy::new(Key::Str(p.get(i)), max_parallelism);
+                    hashes.push(keyed.hash);
+                    key_groups.push(keyed.key_group);
+                    keys.push(keyed.key);
+                }
+                (KeyColumn::Any(keys), key_groups, hashes)
+            }
+            _ => return None,
+        };
+        let (keys, key_groups, hashes) = keys;
+        Some(KeyColumns {
+            keys,
+            key_groups,
+            hashes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::StreamOperator;
+    use crate::record::columns::{PrefixedInts, Strings, Values};
+    use crate::record::{Batch, Record, Schema};
+
+    fn batch(ids: &[i64]) -> ColumnBatch {
+        let mut s = Strings::default();
+        for i in 0..ids.len() {
+            s.push(if i % 2 == 0 {
+                "a"
+            } else {
+                "a string longer than twenty-four bytes"
+            });
+        }
+        let p = PrefixedInts {
+            prefix: "key-",
+            values: ids.iter().map(|i| i.unsigned_abs()).collect(),
+        };
+        let columns = vec![
+            Column::Str(s),
+            Column::Int(Values::from_vec(ids.to_vec())),
+            Column::Prefixed(p),
+        ];
+        ColumnBatch::new(Schema::new(["s", "id", "p"]), columns).unwrap()
+    }
+
+    /// Over columns, `keyBy` gives every record the key, key group and hash of the row path,
+    /// as columns when the kernel decides every row; what the kernel leaves (a boolean
+    /// result, an overflow, `% 0`, another expression) goes to the row path, which decides
+    /// and names the expression in its errors.
+    #[tokio::test]
+    async fn column_keys_equal_the_row_keys() {
+        let ids = [0, 1, -7, 123_456, i64::MAX, i64::MIN + 1, 99_999];
+        for (source, columnar) in [
+            ("id", true),
+            ("s", true),
+            ("p", true),
+            ("id % 100000", true),
+            ("id / 7", true),
+            ("id - 1", true),
+            ("id > 5", false),
+            ("s + '!'", false),
+            ("id * 2", false),
+        ] {
+            let mut by = KeyBy::new(source, 128).unwrap();
+            let input = batch(&ids);
+            let rows = by.process(input.clone().into_records(), &mut Vec::new()).await;
+            let mut by = KeyBy::new(source, 128).unwrap();
+            let columns = by.process_columns(input).await;
+            match (rows, columns) {
+                (Ok(()), Ok(out)) => {
+                    assert_eq!(matches!(out, Batch::Columns(_)), columnar, "{source}");
+                    let mut want = Vec::new();
+                    KeyBy::new(source, 128)
+                        .unwrap()
+                        .process(batch(&ids).into_records(), &mut want)
+                        .await
+                        .unwrap();
+                    let got: Vec<Record> = out.into_records();
+                    assert_eq!(got, want, "{source}");
+                }
+                (Err(r), Err(c)) => {
+                    assert_eq!(r.0, c.0, "{source}");
+                    assert!(c.0.contains(source), "{source}: {}", c.0);
+                }
+                (r, c) => panic!("{source}: rows {r:?}, columns {:?}", c.map(|b| b.len())),
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Keyed state on heap for integer keys: one hash table per key group from `i64` to the value,
+//! probed with the hash `keyBy` computed (as [`HeapKeyedState`](super::heap::HeapKeyedState)
+//! does), its entries 8 bytes of key and the value, with no [`Key`] enum to compare and no
+//! write time (it is used only for steps without `ttl`).
+//!
+//! [`KeyedState`](super::backend::KeyedState) starts every heap step without `ttl` on this
+//! table and turns it into the generic one, entries moved over, at the first key that is not
+//! an integer, when incremental checkpoints start tracking changes, or when a restored block
+//! holds another key or is a delta. Its blocks are the generic table's version-1 blocks
+//! (`postcard(Vec<(Key, V)>)`, [`keyed_block::encode_v1`]), so savepoints and checkpoints
+//! restore on either table, at any parallelism.
+//!
+//! Snapshots are copy-on-write per key group: the synchronous part moves each non-empty
+//! group's table into an `Arc` shared with the snapshot (O(key groups)), and the first write
+//! to a group takes its table back: without a copy when the encoder has released it, else by
+//! copying it. The copy costs about a `memcpy` of the group's entries on the task thread, once
+//! per group per checkpoint while the encoder holds it, where the generic table writes into
+//! small delta tables instead.
+
+use super::heap::table_hash;
+use super::key_group::{KeyGroupRange, int_key_hash};
+use super::keyed_block;
+use super::snapshot::KeyGroupBlock;
+use crate::record::Key;
+use hashbrown::HashTable;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// The table hash of an entry, recomputed from its key when a table grows.
+#[inline]
+fn entry_hash<V>(entry: &(i64, V)) -> u64 {
+    table_hash(int_key_hash(entry.0))
+}
+
+/// One key group's table, shared with the snapshots that hold it.
+type GroupTable<V> = Arc<HashTable<(i64, V)>>;
+
+/// One key group's table: owned, or shared with a snapshot since the last barrier (the
+/// first write takes it back, copying it only if the snapshot still holds it).
+#[derive(Clone)]
+enum Group<V> {
+    Owned(HashTable<(i64, V)>),
+    Shared(GroupTable<V>),
+}
+
+impl<V: Clone> Group<V> {
+    /// The table to write into.
+    #[inline(always)]
+    fn owned(&mut self) -> &mut HashTable<(i64, V)> {
+        match self {
+            Group::Owned(table) => table,
+            shared => shared.take_back(),
+        }
+    }
+
+    /// Takes a shared table back (once per group after a snapshot): without a copy when the
+    /// snapshot released it, else by copying it.
+    #[cold]
+    #[inline(never)]
+    fn take_back(&mut self) -> &mut HashTable<(i64, V)> {
+        if let Group::Shared(shared) = self {
+            let table = Arc::try_unwrap(std::mem::take(shared)).unwrap_or_else(|still_held| (*still_held).clone());
+            *self = Group::Owned(table);
+        }
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(_) => unreachable!("taken back above"),
+        }
+    }
+
+    fn table(&self) -> &HashTable<(i64, V)> {
+        match self {
+            Group::Owned(table) => table,
+            Group::Shared(shared) => shared,
+        }
+    }
+}
+
+/// One subtask's integer-keyed state: a table per key group of its range.
+pub struct IntKeyedState<V> {
+    range: KeyGroupRange,
+    groups: Vec<Group<V>>,
+    len: usize,
+}
+
+impl<V: Clone> IntKeyedState<V> {
+    /// Empty state for the key groups of `range`.
+    pub fn new(range: KeyGroupRange) -> IntKeyedState<V> {
+        IntKeyedState {
+            range,
+            groups: (0..range.len()).map(|_| Group::Owned(HashTable::new())).collect(),
+            len: 0,
+        }
+    }
+
+    /// The key groups held.
+    pub fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Read-modify-write of `key` (whose [`int_key_hash`] is `hash`) in `key_group`: stores
+    /// `f(current value)` and returns it. Panics if `key_group` is outside the range (callers
+    /// check).
+    #[inline]
+    pub fn update(&mut self, key_group: u32, hash: u64, key: i64, f: impl FnOnce(Option<&V>) -> V) -> V {
+        let table = self.groups[(key_group - self.range.start) as usize].owned();
+        let hash = table_hash(hash);
+        match table.find_mut(hash, |e| e.0 == key) {
+            Some(entry) => {
+                let value = f(Some(&entry.1));
+                entry.1 = value.clone();
+                value
+            }
+            None => {
+                let value = f(None);
+                table.insert_unique(hash, (key, value.clone()), entry_hash);
+                self.len += 1;
+                value
+            }
+        }
+    }
+
+    /// The value of `key` (whose [`int_key_hash`] is `hash`) in `key_group`, if any.
+    pub fn get(&self, key_group: u32, hash: u64, key: i64) -> Option<&V> {
+        self.groups[(key_group - self.range.start) as usize]
+            .table()
+            .find(table_hash(hash), |e| e.0 == key)
+            .map(|e| &e.1)
+    }
+
+    /// Removes `key`; whether it was held.
+    pub fn remove(&mut self, key_group: u32, hash: u64, key: i64) -> bool {
+        let table = self.groups[(key_group - self.range.start) as usize].owned();
+        match table.find_entry(table_hash(hash), |e| e.0 == key) {
+            Ok(entry) => {
+                entry.remove();
+                self.len -= 1;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Every entry as `(key group, key, value)`, by key group (moving the state to another
+    /// table).
+    pub fn entries(&self) -> impl Iterator<Item = (u32, i64, &V)> {
+        let start = self.range.start;
+        self.groups
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, g)| g.table().iter().map(move |(k, v)| (start + i as u32, *k, v)))
+    }
+
+    /// The synchronous part of a snapshot: the non-empty groups' tables, shared (O(key
+    /// groups); a later write to a shared group copies it first).
+    pub fn snapshot(&mut self) -> IntSnapshot<V> {
+        let start = self.range.start;
+        let mut groups = Vec::new();
+        for (i, group) in self.groups.iter_mut().enumerate() {
+            if group.table().is_empty() {
+                continue;
+            }
+            if let Group::Owned(table) = group {
+                *group = Group::Shared(Arc::new(std::mem::take(table)));
+            }
+            if let Group::Shared(shared) = group {
+                groups.push((start + i as u32, shared.clone()));
+            }
+        }
+        IntSnapshot { groups }
+    }
+}
+
+impl<V: Clone + DeserializeOwned> IntKeyedState<V> {
+    /// Loads restored `blocks` (those outside the range are skipped) when every one is a full
+    /// block (version 1 or 2; write times are not kept) holding integer keys only; `Ok(Err(blocks))`,
+    /// nothing loaded, when one is a delta or holds another key (the caller restores them into
+    /// the generic table). Errors: the key group and why its block does not decode.
+    pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>) -> Result<Result<(), Vec<KeyGroupBlock>>, String> {
+        let mut decoded = Vec::with_capacity(blocks.len());
+        for block in blocks.iter().filter(|b| self.range.contains(b.key_group)) {
+            if keyed_block::is_delta(&block.data) {
+                return Ok(Err(blocks));
+            }
+            let entries = keyed_block::decode::<V>(&block.data)
+                .map_err(|e| format!("keyed state of key group {} does not decode: {e}", block.key_group))?;
+            let mut ints = Vec::with_capacity(entries.len());
+            for (key, value, _) in entries {
+                let Key::Int(k) = key else {
+                    return Ok(Err(blocks));
+                };
+                ints.push((k, value));
+            }
+            decoded.push((block.key_group, ints));
+        }
+        for (key_group, entries) in decoded {
+            for (k, v) in entries {
+                self.update(key_group, int_key_hash(k), k, |_| v);
+            }
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// A snapshot of an [`IntKeyedState`]: the tables of its non-empty key groups, as of the
+/// barrier.
+pub struct IntSnapshot<V> {
+    groups: Vec<(u32, GroupTable<V>)>,
+}
+
+impl<V: Serialize> IntSnapshot<V> {
+    /// Hands one version-1 block per non-empty key group to `emit`, in key-group order,
+    /// releasing each group's table as soon as it is encoded. Errors: encoding failed (as
+    /// text), or `emit`'s error.
+    pub fn encode_each<E: From<String>>(self, emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>) -> Result<(), E> {
+        for (key_group, table) in self.groups {
+            let keys: Vec<(Key, &V)> = table.iter().map(|(k, v)| (Key::Int(*k), v)).collect();
+            let refs: Vec<(&Key, &V)> = keys.iter().map(|(k, v)| (k, *v)).collect();
+            let data = keyed_block::encode_v1(&refs).map_err(|e| E::from(e.to_string()))?;
+            let entries = refs.len() as u64;
+            drop(refs);
+            drop(keys);
+            drop(table);
+            emit(KeyGroupBlock {
+                key_group,
+                entries,
+                data,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Every block at once ([`IntSnapshot::encode_each`]).
+    pub fn encode(self) -> Result<Vec<KeyGroupBlock>, String> {
+        let mut blocks = Vec::new();
+        self.encode_each::<String>(&mut |b| {
+            blocks.push(b);
+            Ok(())
+        })?;
+        Ok(blocks)
+    }
+}
+
+#[cfg(test)]
+#[path = "int_keyed_tests.rs"]
+mod tests;
