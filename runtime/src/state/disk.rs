@@ -414,6 +414,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             dir: self.dir.clone(),
             ttl: self.ttl,
             now_ms,
+            range: self.range,
         }
     }
 }
@@ -431,10 +432,7 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     ttl: Option<StateTtl>,
     now_ms: u64,
 ) -> Result<Vec<StoreEntry>, String> {
-    let decode = |block: &KeyGroupBlock| {
-        keyed_block::decode_with_removals::<V>(&block.data)
-            .map_err(|e| format!("key group {key_group} does not decode: {e}"))
-    };
+    let undecodable = |e: String| format!("key group {key_group} does not decode: {e}");
     let live = |value: Option<V>, written_ms: Option<u64>| {
         let written_ms = written_ms.unwrap_or(now_ms);
         value
@@ -444,12 +442,13 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     if let [block] = blocks.as_slice()
         && !keyed_block::is_delta(&block.data)
     {
-        let mut out: Vec<StoreEntry> = decode(block)?
-            .into_iter()
-            .filter_map(|(key, value, written_ms)| {
-                live(value, written_ms).map(|v| (store_key(key_group, key_hash(&key), &key), v))
-            })
-            .collect();
+        let mut out: Vec<StoreEntry> = Vec::with_capacity(keyed_block::entry_count(&block.data).map_err(undecodable)?);
+        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
+            if let Some(v) = live(value, written_ms) {
+                out.push((store_key(key_group, key_hash(&key), &key), v));
+            }
+        })
+        .map_err(undecodable)?;
         out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A full block holds each key once; should one not, the later entry wins (as the
         // batch path would do) and ingestion still sees strictly ascending keys.
@@ -464,13 +463,14 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     }
     let mut applied = std::collections::BTreeMap::new();
     for block in &blocks {
-        for (key, value, written_ms) in decode(block)? {
+        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
             let store_key = store_key(key_group, key_hash(&key), &key);
             match live(value, written_ms) {
                 Some(v) => applied.insert(store_key, v),
                 None => applied.remove(&store_key),
             };
-        }
+        })
+        .map_err(undecodable)?;
     }
     Ok(applied.into_iter().collect())
 }
