@@ -143,7 +143,10 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
         String::from_utf8_lossy(&out.stderr)
     );
     // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on.
-    for line in String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("breakdown")) {
+    for line in String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("breakdown"))
+    {
         println!("    {line}");
     }
     let text = String::from_utf8_lossy(&out.stdout);

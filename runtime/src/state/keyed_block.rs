@@ -218,7 +218,14 @@ mod tests {
         let keys: Vec<Key> = (0..300).map(|i| Key::Str(format!("key-{i}").into())).collect();
         let values: Vec<i64> = (0..300).collect();
         let v1 = encode_v1(&keys.iter().zip(&values).collect::<Vec<_>>()).unwrap();
-        let v2 = encode_v2(&keys.iter().zip(&values).map(|(k, v)| (k, v, *v as u64 * 7)).collect::<Vec<_>>()).unwrap();
+        let v2 = encode_v2(
+            &keys
+                .iter()
+                .zip(&values)
+                .map(|(k, v)| (k, v, *v as u64 * 7))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
         let delta_entries: Vec<(&Key, Option<&i64>, u64)> = keys
             .iter()
             .zip(&values)
@@ -234,7 +241,11 @@ mod tests {
                 let d: Vec<(Key, Option<i64>, u64)> = postcard::from_bytes(&data[11..]).unwrap();
                 d.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect()
             } else {
-                decode::<i64>(data).unwrap().into_iter().map(|(k, v, t)| (k, Some(v), t)).collect()
+                decode::<i64>(data)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, v, t)| (k, Some(v), t))
+                    .collect()
             };
             assert_eq!(each, whole);
         }

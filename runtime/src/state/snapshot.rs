@@ -517,7 +517,11 @@ mod tests {
     #[test]
     fn blocks_read_in_one_piece_as_postcard_reads_them() {
         for (key_group, entries, len) in [(0u32, 0u64, 0usize), (300, 1 << 40, 200), (u32::MAX, 5, 70_000)] {
-            let block = KeyGroupBlock { key_group, entries, data: (0..len).map(|i| i as u8).collect() };
+            let block = KeyGroupBlock {
+                key_group,
+                entries,
+                data: (0..len).map(|i| i as u8).collect(),
+            };
             let bytes = [postcard::to_allocvec(&block).unwrap(), vec![42]].concat();
             let (got, rest) = take_block(&bytes).unwrap();
             assert_eq!((got, rest), postcard::take_from_bytes::<KeyGroupBlock>(&bytes).unwrap());
