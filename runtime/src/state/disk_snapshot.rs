@@ -169,6 +169,11 @@ impl DiskSnapshot {
             dir: self.dir.clone(),
             problem,
         };
+        if changes.is_overflowed() {
+            // The incremental tracker writes a base for an overflowed set; a delta from it
+            // would leave changed keys out.
+            return Err(err("a delta was asked for from an overflowed changed-key set".into()));
+        }
         let mut blocks = Vec::new();
         for (key_group, keys) in changes.by_key_group() {
             let mut store_keys: Vec<Vec<u8>> = keys
