@@ -6,11 +6,11 @@ use crate::state::disk::DiskStateOptions;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`). The
-/// store's memory is about `cacheSize + 5 × writeBufferSize` (the active write buffer and up
-/// to four sealed ones waiting to be flushed: fjall stops writes beyond that), whatever the
-/// number of keys; a checkpoint in flight adds what is written while it reads its snapshot
-/// (docs/runtime/state-backends.md, "Memory"). Flink's counterparts:
+/// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): fjall's
+/// block cache and memtable size. fjall keeps the active memtable and at most four sealed
+/// ones, so the store's configured memory is `cacheSize + 5 × writeBufferSize` (counted as
+/// key and value bytes; measured peaks are higher and, with checkpoints running, still grow
+/// with the key count: docs/runtime/state-backends.md, "Memory"). Flink's counterparts:
 /// `state.backend.rocksdb.block.cache-size` and `state.backend.rocksdb.writebuffer.size`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
