@@ -284,9 +284,13 @@ impl StreamingPut {
     /// orphaned part is invisible and S3 lifecycle rules or the local store's next run remove
     /// it).
     async fn abort(&mut self) {
-        let _ = self.settle().await;
-        if let Some(upload) = &self.upload {
-            let _ = self.store.abort_multipart(upload).await;
+        // A failed part leaves the upload in `self.upload`; a finished one hands it back.
+        let upload = match self.settle().await {
+            Ok(upload) => upload,
+            Err(_) => self.upload.take(),
+        };
+        if let Some(upload) = upload {
+            let _ = self.store.abort_multipart(&upload).await;
         }
     }
 }
@@ -383,7 +387,8 @@ mod tests {
             &b,
             1,
             2,
-            vec![("count".into(), "count".into(), encoder(5, 6 << 20, true))],
+            // 9 MiB blocks: the first part (16 MiB) is uploading when the encoder fails.
+            vec![("count".into(), "count".into(), encoder(5, 9 << 20, true))],
         )
         .await
         .unwrap_err();
@@ -392,5 +397,13 @@ mod tests {
             !store.exists("job/chk-4/count-1.state").await.unwrap(),
             "no partial file"
         );
+        // The multipart upload started for the first part was aborted: no staging file left.
+        let left: Vec<String> = std::fs::read_dir(dir.path().join("job/chk-4"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
