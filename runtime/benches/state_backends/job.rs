@@ -77,7 +77,7 @@ kind: StreamJob
 metadata: {{ name: bench-state }}
 spec:
   parallelism: 1
-  stateBackend: {backend}
+  stateBackend: {backend}{disk_state}
   checkpointing: {{ interval: {interval}, storage: "{storage}", retained: 1, incremental: {incremental} }}
   job:
     steps:
@@ -87,12 +87,23 @@ spec:
       - sink: {{ discard: {{}} }}
 "#,
         backend = a.backend,
+        disk_state = disk_state(&a.backend),
         interval = a.interval,
         storage = a.storage,
         incremental = a.incremental,
         records = a.records,
         keys = a.keys,
     )
+}
+
+/// `spec.diskState` of a disk run from the environment: `WEIR_BENCH_DISK_STATE` (e.g.
+/// `{writeBufferSize: 4Mi}`) is added as it is, so one invocation can be compared with
+/// another at other memory settings; empty for heap runs or when unset.
+fn disk_state(backend: &str) -> String {
+    match std::env::var("WEIR_BENCH_DISK_STATE") {
+        Ok(v) if backend == "disk" && !v.trim().is_empty() => format!("\n  diskState: {v}"),
+        _ => String::new(),
+    }
 }
 
 /// The child's body: runs the job, then (with `store`) the store measurements; prints the

@@ -142,6 +142,13 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
         "child {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on.
+    for line in String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("breakdown"))
+    {
+        println!("    {line}");
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().expect("the child's report");
     serde_json::from_str(line).expect("decode the child's report")

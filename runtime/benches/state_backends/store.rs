@@ -62,6 +62,7 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     // Restore: load the snapshot, then build the aggregation's keyed state from it.
     let t = Instant::now();
     let snapshot = load(&store, "").await.expect("load the checkpoint");
+    let load_s = t.elapsed().as_secs_f64();
     let range = key_group_range(0, 1, metadata.max_parallelism);
     let mut entries = 0;
     let mut restored = Vec::new();
@@ -84,6 +85,10 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
         restored.push(aggregate);
     }
     let restore_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "restore breakdown ({backend}): load (download, verify, decode files) {load_s:.3} s, keyed state built {:.3} s",
+        restore_s - load_s
+    );
     assert_eq!(restored.iter().map(|a| a.len() as u64).sum::<u64>(), entries);
     drop((restored, snapshot));
 

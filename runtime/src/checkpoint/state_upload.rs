@@ -2,9 +2,10 @@
 //! state file, streaming. The encoder runs on tokio's blocking pool and hands the file's
 //! pieces ([`StreamedStateFile`]: head, one frame per key group, trailer) through a bounded
 //! channel to the upload, which sends them to storage in parts of at least
-//! [`MULTIPART_PART_SIZE`] (an S3 multipart upload, the local store's staging file) while
-//! later key groups are still encoding. A file smaller than one part is one `put`. Memory
-//! holds a part and the channel's pieces, not the whole state file.
+//! [`STATE_PART_SIZE`] (an S3 multipart upload, the local store's staging file) while
+//! later key groups are still encoding, one part uploading while the next fills. A file
+//! smaller than one part is one `put`. Memory holds two parts and the channel's pieces, not
+//! the whole state file.
 
 use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
@@ -173,13 +174,26 @@ async fn write_file(
     Ok((name, size, crc, path))
 }
 
-/// One object written from pieces: buffered until a part's worth, then a multipart upload; a
-/// single `put` if it ends before the first part is full. Keeps the object's size and CRC-32.
+/// Bytes of each part of a streamed state file but the last: two S3 parts' worth (16 MiB), so
+/// a 64 MiB file is 4 parts (the local store fsyncs each part; S3 answers each request).
+pub const STATE_PART_SIZE: usize = 2 * MULTIPART_PART_SIZE;
+
+/// A part being uploaded in the background, with the upload it extends (handed back when it
+/// is done, so the next part follows it).
+type PartInFlight = tokio::task::JoinHandle<(MultipartUpload, Result<(), StorageError>)>;
+
+/// One object written from pieces: buffered until a part's worth ([`STATE_PART_SIZE`]), then
+/// a multipart upload; a single `put` if it ends before the first part is full. A full part
+/// is uploaded in the background while the next one fills (at most one part in flight: parts
+/// stay in order, as the local store's multipart upload needs, and memory holds two parts),
+/// so encoding and upload overlap instead of taking turns. Keeps the object's size and CRC-32.
 struct StreamingPut {
     store: Store,
     path: String,
     buffer: Vec<u8>,
+    /// The multipart upload, when no part is in flight.
     upload: Option<MultipartUpload>,
+    in_flight: Option<PartInFlight>,
     crc: crc32fast::Hasher,
     size: u64,
 }
@@ -191,46 +205,72 @@ impl StreamingPut {
             path,
             buffer: Vec::new(),
             upload: None,
+            in_flight: None,
             crc: crc32fast::Hasher::new(),
             size: 0,
         }
     }
 
-    /// Appends `bytes`; uploads the buffer as the next part once it holds a part's worth.
+    /// Appends `bytes`; once the buffer holds a part's worth, waits for the part in flight (if
+    /// any) and starts uploading the buffer as the next part.
     async fn write(&mut self, bytes: Vec<u8>) -> Result<(), StorageError> {
         self.crc.update(&bytes);
         self.size += bytes.len() as u64;
-        if self.buffer.is_empty() && bytes.len() >= MULTIPART_PART_SIZE {
+        if self.buffer.is_empty() && bytes.len() >= STATE_PART_SIZE {
             self.buffer = bytes;
         } else {
+            if self.buffer.capacity() == 0 {
+                self.buffer.reserve(STATE_PART_SIZE + bytes.len());
+            }
             self.buffer.extend_from_slice(&bytes);
         }
-        if self.buffer.len() >= MULTIPART_PART_SIZE {
-            let part = std::mem::take(&mut self.buffer);
-            if self.upload.is_none() {
-                self.upload = Some(self.store.create_multipart(&self.path).await?);
-            }
-            let upload = self.upload.as_mut().expect("created above");
-            self.store.upload_part(upload, bytes::Bytes::from(part)).await?;
+        if self.buffer.len() >= STATE_PART_SIZE {
+            let part = bytes::Bytes::from(std::mem::take(&mut self.buffer));
+            let mut upload = match self.settle().await? {
+                Some(upload) => upload,
+                None => self.store.create_multipart(&self.path).await?,
+            };
+            let store = self.store.clone();
+            self.in_flight = Some(tokio::spawn(async move {
+                let result = store.upload_part(&mut upload, part).await;
+                (upload, result)
+            }));
         }
         Ok(())
+    }
+
+    /// Waits for the part in flight, if any; the multipart upload (if one was started) is
+    /// then `self.upload`'s, which this also returns (taken). Errors: the part's upload failed.
+    async fn settle(&mut self) -> Result<Option<MultipartUpload>, StorageError> {
+        if let Some(part) = self.in_flight.take() {
+            let (upload, result) = part.await.map_err(|e| StorageError::Io {
+                path: self.store.url(&self.path),
+                source: std::io::Error::other(format!("the part upload task failed: {e}")),
+            })?;
+            self.upload = Some(upload);
+            result?;
+        }
+        Ok(self.upload.take())
     }
 
     /// Writes what is left and makes the object visible; returns its size and CRC-32.
     async fn finish(mut self) -> Result<(u64, u32), TaskError> {
         let rest = bytes::Bytes::from(std::mem::take(&mut self.buffer));
-        let result = match self.upload.as_mut() {
-            None => self.store.put(&self.path, rest).await,
-            Some(upload) => {
+        let result = match self.settle().await {
+            Err(e) => Err(e),
+            Ok(None) => self.store.put(&self.path, rest).await,
+            Ok(Some(mut upload)) => {
                 let last = if rest.is_empty() {
                     Ok(())
                 } else {
-                    self.store.upload_part(upload, rest).await
+                    self.store.upload_part(&mut upload, rest).await
                 };
-                match last {
-                    Ok(()) => self.store.complete_multipart(upload).await,
+                let done = match last {
+                    Ok(()) => self.store.complete_multipart(&upload).await,
                     Err(e) => Err(e),
-                }
+                };
+                self.upload = Some(upload);
+                done
             }
         };
         if let Err(e) = result {
@@ -240,11 +280,17 @@ impl StreamingPut {
         Ok((self.size, self.crc.finalize()))
     }
 
-    /// Abandons a multipart upload in progress (best effort: an orphaned part is invisible and
-    /// S3 lifecycle rules or the local store's next run remove it).
-    async fn abort(&self) {
-        if let Some(upload) = &self.upload {
-            let _ = self.store.abort_multipart(upload).await;
+    /// Abandons a multipart upload in progress, after its part in flight (best effort: an
+    /// orphaned part is invisible and S3 lifecycle rules or the local store's next run remove
+    /// it).
+    async fn abort(&mut self) {
+        // A failed part leaves the upload in `self.upload`; a finished one hands it back.
+        let upload = match self.settle().await {
+            Ok(upload) => upload,
+            Err(_) => self.upload.take(),
+        };
+        if let Some(upload) = upload {
+            let _ = self.store.abort_multipart(&upload).await;
         }
     }
 }
@@ -341,7 +387,8 @@ mod tests {
             &b,
             1,
             2,
-            vec![("count".into(), "count".into(), encoder(5, 6 << 20, true))],
+            // 9 MiB blocks: the first part (16 MiB) is uploading when the encoder fails.
+            vec![("count".into(), "count".into(), encoder(5, 9 << 20, true))],
         )
         .await
         .unwrap_err();
@@ -350,5 +397,13 @@ mod tests {
             !store.exists("job/chk-4/count-1.state").await.unwrap(),
             "no partial file"
         );
+        // The multipart upload started for the first part was aborted: no staging file left.
+        let left: Vec<String> = std::fs::read_dir(dir.path().join("job/chk-4"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }

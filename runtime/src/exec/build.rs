@@ -14,7 +14,6 @@ use crate::operators::transform::{Filter, FlatMap, KeyBy, Map};
 use crate::operators::window::WindowOperator;
 use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::backend::BackendChoice;
-use crate::state::disk::DiskStateOptions;
 use crate::state::key_group::key_group_range;
 use crate::state::local_dir;
 use std::sync::Arc;
@@ -27,7 +26,8 @@ fn backend_choice(ctx: &RunContext, uid: &str, subtask: u32) -> BackendChoice {
         crate::job::StateBackend::Heap => BackendChoice::Heap,
         crate::job::StateBackend::Disk => BackendChoice::Disk {
             dir: local_dir::store_dir(&ctx.state_dir, uid, subtask),
-            options: DiskStateOptions::default(),
+            // Validated with the job (`Job::from_spec`): defaults only for a spec built otherwise.
+            options: ctx.job.spec.disk_state_options().unwrap_or_default(),
         },
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod bounds;
 pub mod dataflow;
+pub mod disk_state;
 mod durations;
 pub mod event_time;
 pub mod fields;

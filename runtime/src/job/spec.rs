@@ -76,6 +76,10 @@ pub struct JobSpec {
     /// docs/runtime/state-backends.md.
     #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
     pub state_backend: StateBackend,
+    /// Memory of each disk store (`stateBackend: disk` only): block cache and write buffer
+    /// per subtask of each stateful step, e.g. `{cacheSize: 256Mi, writeBufferSize: 32Mi}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_state: Option<crate::job::disk_state::DiskStateSpec>,
     /// The pipeline.
     pub job: PipelineSpec,
 }
@@ -93,6 +97,14 @@ pub enum StateBackend {
     /// than memory.
     #[serde(rename = "disk")]
     Disk,
+}
+
+impl JobSpec {
+    /// The disk stores' options (`spec.diskState`, defaults where unset). Errors: a value
+    /// that does not parse, naming its field.
+    pub fn disk_state_options(&self) -> Result<crate::state::disk::DiskStateOptions, crate::job::validate::JobError> {
+        self.disk_state.clone().unwrap_or_default().options("spec.diskState")
+    }
 }
 
 impl StateBackend {

@@ -282,6 +282,13 @@ impl Job {
             return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
         }
         check_unaligned(c)?;
+        spec.disk_state_options()?;
+        if spec.disk_state.is_some() && spec.state_backend != crate::job::StateBackend::Disk {
+            return Err(JobError::new(
+                "spec.diskState",
+                "sets the disk state backend's memory, but spec.stateBackend is heap; set `stateBackend: disk` or remove diskState",
+            ));
+        }
         let operators = validate_steps(&spec.job.steps)?;
         if c.unaligned
             && let Some(i) = spec

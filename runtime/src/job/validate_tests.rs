@@ -386,3 +386,38 @@ fn negative_durations_are_refused_in_every_duration_field() {
         "{e}"
     );
 }
+
+/// `spec.diskState`: read into the disk stores' options, refused with a heap backend or a
+/// value that is not a size, naming the field.
+#[test]
+fn disk_state_settings_are_checked_with_the_job() {
+    use serde_json::json;
+    let steps = json!([{"source": {"file": {"path": "a"}}}, {"sink": {"print": {}}}]);
+    let with = |extra: serde_json::Value| -> JobSpec {
+        let mut v = json!({ "parallelism": 1, "job": { "steps": steps } });
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    };
+    let ok = with(json!({"stateBackend": "disk", "diskState": {"cacheSize": "256Mi"}}));
+    let job = Job::from_spec("t", ok).unwrap();
+    let options = job.spec.disk_state_options().unwrap();
+    assert_eq!(options.cache_bytes, 256 << 20);
+    assert_eq!(options.write_buffer_bytes, 16 << 20);
+    for (extra, want) in [
+        (
+            json!({"diskState": {"cacheSize": "256Mi"}}),
+            "spec.diskState: sets the disk state backend's memory, but spec.stateBackend is heap",
+        ),
+        (
+            json!({"stateBackend": "disk", "diskState": {"cacheSize": "lots"}}),
+            "spec.diskState.cacheSize: `lots` is not a size in bytes",
+        ),
+        (
+            json!({"stateBackend": "disk", "diskState": {"writeBufferSize": "4Ki"}}),
+            "spec.diskState.writeBufferSize: must be at least 1Mi",
+        ),
+    ] {
+        let e = err(with(extra));
+        assert!(e.starts_with(want), "{e}");
+    }
+}

@@ -18,14 +18,43 @@ pub(crate) type ChangedTable = HashTable<(u64, Key)>;
 /// Keys written or removed since some point, by key group: what an incremental checkpoint's
 /// delta holds ([`HeapKeyedState::take_changes`], [`DiskKeyedState::take_changes`],
 /// [`HeapSnapshot::encode_delta`], [`DiskSnapshot::encode_delta`]).
+///
+/// A set may be **overflowed** ([`ChangedKeys::overflow`]): more keys changed than its owner
+/// keeps in memory (the disk backend's bound), so it no longer says which; it holds no keys,
+/// counts as unbounded ([`ChangedKeys::len_upper_bound`]), and the incremental checkpoint
+/// that would need it writes a full base instead of a delta (`state/incremental.rs`).
 #[derive(Default, Clone, Debug)]
 pub struct ChangedKeys {
     pub(crate) groups: BTreeMap<u32, ChangedTable>,
+    overflowed: bool,
 }
 
 impl ChangedKeys {
-    /// Adds the keys of `other` (a set union).
+    /// Forgets the keys (their memory is freed) and marks the set as overflowed: every key
+    /// may have changed.
+    pub fn overflow(&mut self) {
+        self.groups.clear();
+        self.overflowed = true;
+    }
+
+    /// Whether the set overflowed (see the type's doc).
+    pub fn is_overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// [`ChangedKeys::len`], or `u64::MAX` when overflowed.
+    pub fn len_upper_bound(&self) -> u64 {
+        if self.overflowed { u64::MAX } else { self.len() as u64 }
+    }
+
+    /// Adds the keys of `other` (a set union; overflowed if either is).
     pub fn merge(&mut self, other: &ChangedKeys) {
+        if other.overflowed {
+            self.overflow();
+        }
+        if self.overflowed {
+            return;
+        }
         for (key_group, keys) in &other.groups {
             let mine = self.groups.entry(*key_group).or_default();
             for (hash, key) in keys.iter() {
@@ -48,6 +77,22 @@ impl ChangedKeys {
     #[inline]
     pub fn insert_hashed(&mut self, key_group: u32, hash: u64, key: &Key) {
         record_change(self.groups.entry(key_group).or_default(), table_hash(hash), key);
+    }
+
+    /// As [`ChangedKeys::insert_hashed`]; returns whether the key was not recorded yet
+    /// (nothing is recorded in an overflowed set).
+    #[inline]
+    pub fn insert_hashed_new(&mut self, key_group: u32, hash: u64, key: &Key) -> bool {
+        if self.overflowed {
+            return false;
+        }
+        let changed = self.groups.entry(key_group).or_default();
+        let hash = table_hash(hash);
+        if changed.find(hash, |e| e.1 == *key).is_some() {
+            return false;
+        }
+        changed.insert_unique(hash, (hash, key.clone()), |e| e.0);
+        true
     }
 
     /// The changed keys by key group, in key-group order: the group and its keys, each with

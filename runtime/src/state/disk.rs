@@ -111,7 +111,25 @@ pub struct DiskKeyedState<V> {
     /// Keys written or removed since the last [`DiskKeyedState::take_changes`], when changes
     /// are tracked (incremental checkpoints); `None` when they are not.
     changed: Option<ChangedKeys>,
+    /// Keys in `changed`.
+    changed_len: usize,
+    /// Most keys `changed` holds before it overflows ([`changed_key_limit`]).
+    changed_limit: usize,
     _value: PhantomData<fn() -> V>,
+}
+
+/// Memory one changed key takes in a changed-key set, bytes (an estimate: the key and its
+/// hash in a hash table, 40 bytes, plus the table's spare room).
+pub const CHANGED_KEY_BYTES: u64 = 64;
+
+/// Most keys a subtask's changed-key set holds before it overflows (and the next incremental
+/// checkpoint writes a full base instead of a delta): as many as fit in the store's write
+/// buffer size ([`DiskStateOptions::write_buffer_bytes`] / [`CHANGED_KEY_BYTES`]; 262,144
+/// keys at the default 16 MiB), at least 1,024. So the set's memory is bounded by the
+/// configuration, not by the key count: with many keys changing between checkpoints a delta
+/// would be nearly as large as a base anyway.
+pub fn changed_key_limit(options: &DiskStateOptions) -> usize {
+    (options.write_buffer_bytes / CHANGED_KEY_BYTES).max(1024) as usize
 }
 
 impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedState<V> {
@@ -161,6 +179,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             cleanup_cursor: Vec::new(),
             cleanup_credit: 0,
             changed: None,
+            changed_len: 0,
+            changed_limit: changed_key_limit(&options),
             _value: PhantomData,
         })
     }
@@ -192,8 +212,24 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.len == 0
     }
 
+    /// Records `key` as changed when changes are tracked; past [`changed_key_limit`] keys the
+    /// set overflows (its keys are dropped, the next incremental checkpoint is a base).
+    #[inline]
+    fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
+        if let Some(changed) = &mut self.changed
+            && changed.insert_hashed_new(key_group, hash, key)
+        {
+            self.changed_len += 1;
+            if self.changed_len > self.changed_limit {
+                changed.overflow();
+            }
+        }
+    }
+
     /// Starts recording the keys written or removed (one hash-set insert per write, memory
-    /// O(keys changed between two snapshots)), for incremental checkpoints;
+    /// O(keys changed between two snapshots), at most [`changed_key_limit`] keys: past it the
+    /// set overflows and the next incremental checkpoint is a full base), for incremental
+    /// checkpoints;
     /// [`DiskKeyedState::take_changes`] hands them over. Removals by TTL cleanup are not
     /// recorded (as on the heap backend): an expired entry left in a chain's base is dropped by
     /// every restore, which happens later than its expiry.
@@ -204,6 +240,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// The keys written or removed since the previous call (or since tracking started), and
     /// starts a new record; empty unless [`DiskKeyedState::track_changes`] was called. O(1).
     pub fn take_changes(&mut self) -> ChangedKeys {
+        self.changed_len = 0;
         match &mut self.changed {
             Some(changed) => std::mem::take(changed),
             None => ChangedKeys::default(),
@@ -324,9 +361,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ) -> Result<V, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let found = self.read(&store_key)?;
-        if let Some(changed) = &mut self.changed {
-            changed.insert_hashed(key_group, hash, key);
-        }
+        self.record_change(key_group, hash, key);
         if found.is_none() {
             self.len += 1;
         }
@@ -343,9 +378,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
-        if let Some(changed) = &mut self.changed {
-            changed.insert_hashed(key_group, hash, key);
-        }
+        self.record_change(key_group, hash, key);
         if held {
             self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
             self.len = self.len.saturating_sub(1);
@@ -414,6 +447,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             dir: self.dir.clone(),
             ttl: self.ttl,
             now_ms,
+            range: self.range,
         }
     }
 }
@@ -431,10 +465,7 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     ttl: Option<StateTtl>,
     now_ms: u64,
 ) -> Result<Vec<StoreEntry>, String> {
-    let decode = |block: &KeyGroupBlock| {
-        keyed_block::decode_with_removals::<V>(&block.data)
-            .map_err(|e| format!("key group {key_group} does not decode: {e}"))
-    };
+    let undecodable = |e: String| format!("key group {key_group} does not decode: {e}");
     let live = |value: Option<V>, written_ms: Option<u64>| {
         let written_ms = written_ms.unwrap_or(now_ms);
         value
@@ -444,12 +475,13 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     if let [block] = blocks.as_slice()
         && !keyed_block::is_delta(&block.data)
     {
-        let mut out: Vec<StoreEntry> = decode(block)?
-            .into_iter()
-            .filter_map(|(key, value, written_ms)| {
-                live(value, written_ms).map(|v| (store_key(key_group, key_hash(&key), &key), v))
-            })
-            .collect();
+        let mut out: Vec<StoreEntry> = Vec::with_capacity(keyed_block::entry_count(&block.data).map_err(undecodable)?);
+        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
+            if let Some(v) = live(value, written_ms) {
+                out.push((store_key(key_group, key_hash(&key), &key), v));
+            }
+        })
+        .map_err(undecodable)?;
         out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A full block holds each key once; should one not, the later entry wins (as the
         // batch path would do) and ingestion still sees strictly ascending keys.
@@ -464,13 +496,14 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     }
     let mut applied = std::collections::BTreeMap::new();
     for block in &blocks {
-        for (key, value, written_ms) in decode(block)? {
+        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
             let store_key = store_key(key_group, key_hash(&key), &key);
             match live(value, written_ms) {
                 Some(v) => applied.insert(store_key, v),
                 None => applied.remove(&store_key),
             };
-        }
+        })
+        .map_err(undecodable)?;
     }
     Ok(applied.into_iter().collect())
 }

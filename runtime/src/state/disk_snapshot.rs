@@ -6,7 +6,9 @@ use crate::state::changed_keys::ChangedKeys;
 use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
+use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
 use fjall::{Keyspace, Readable};
@@ -47,6 +49,21 @@ pub struct DiskSnapshot {
     pub(crate) dir: PathBuf,
     pub(crate) ttl: Option<StateTtl>,
     pub(crate) now_ms: u64,
+    /// The key groups of the store (the spans a full encode scans).
+    pub(crate) range: KeyGroupRange,
+}
+
+/// `range` cut into at most `count` contiguous spans of nearly equal numbers of key groups,
+/// in order (fewer when the range holds fewer key groups).
+pub fn spans(range: KeyGroupRange, count: usize) -> Vec<KeyGroupRange> {
+    let groups = u64::from(range.end - range.start) + 1;
+    let count = (count.max(1) as u64).min(groups);
+    (0..count)
+        .map(|i| KeyGroupRange {
+            start: range.start + (groups * i / count) as u32,
+            end: range.start + (groups * (i + 1) / count) as u32 - 1,
+        })
+        .collect()
 }
 
 impl DiskSnapshot {
@@ -63,22 +80,57 @@ impl DiskSnapshot {
         Ok(blocks)
     }
 
-    /// [`DiskSnapshot::encode`] as a stream: each key group's block is handed to `emit` as
-    /// soon as the view's iteration leaves the group. Stops at the first error of `emit`.
+    /// [`DiskSnapshot::encode`] as a stream: blocks are handed to `emit` in key-group order.
+    /// The key groups are cut into contiguous spans ([`spans`]: about 8 per worker), each
+    /// span iterated and encoded by one of up to [`parallel::max_workers`] threads (the read
+    /// view is shared; each span is a range scan of its own), a wave of spans at a time, so
+    /// memory holds the encoded blocks of one wave, not of the whole state. Stops at the
+    /// first error of `emit`.
     pub fn encode_each<E: From<DiskStateError>>(
         self,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.encode_each_on(parallel::max_workers(), emit)
+    }
+
+    /// [`DiskSnapshot::encode_each`] on up to `workers` threads (the same blocks for any count).
+    pub fn encode_each_on<E: From<DiskStateError>>(
+        self,
+        workers: usize,
+        emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let workers = workers.max(1);
+        let mut spans = spans(self.range, workers * 8).into_iter().peekable();
+        while spans.peek().is_some() {
+            let wave: Vec<KeyGroupRange> = spans.by_ref().take(workers).collect();
+            for blocks in parallel::map_in_order(wave, workers, |span| self.encode_span(span)) {
+                for block in blocks? {
+                    emit(block)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks of the key groups of `span` with live entries, in order: one range scan of
+    /// the read view.
+    fn encode_span(&self, span: KeyGroupRange) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
         let err = |problem: String| DiskStateError {
             dir: self.dir.clone(),
             problem,
         };
         let with_times = self.ttl.is_some();
+        let mut blocks = Vec::new();
         let mut current: Option<BlockBuilder> = None;
-        for guard in self.view.iter(&self.keyspace) {
+        let from = span.start.to_be_bytes();
+        let scan = match span.end.checked_add(1) {
+            Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
+            None => self.view.range(&self.keyspace, from..),
+        };
+        for guard in scan {
             let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
             let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
-                return Err(err("an entry the disk backend did not write".into()).into());
+                return Err(err("an entry the disk backend did not write".into()));
             };
             if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
                 continue;
@@ -86,7 +138,7 @@ impl DiskSnapshot {
             if current.as_ref().is_some_and(|b| b.key_group != key_group)
                 && let Some(done) = current.take()
             {
-                emit(done.finish(with_times))?;
+                blocks.push(done.finish(with_times));
             }
             let block = current.get_or_insert_with(|| BlockBuilder {
                 key_group,
@@ -101,9 +153,9 @@ impl DiskSnapshot {
             }
         }
         if let Some(done) = current {
-            emit(done.finish(with_times))?;
+            blocks.push(done.finish(with_times));
         }
-        Ok(())
+        Ok(blocks)
     }
 
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
@@ -117,6 +169,11 @@ impl DiskSnapshot {
             dir: self.dir.clone(),
             problem,
         };
+        if changes.is_overflowed() {
+            // The incremental tracker writes a base for an overflowed set; a delta from it
+            // would leave changed keys out.
+            return Err(err("a delta was asked for from an overflowed changed-key set".into()));
+        }
         let mut blocks = Vec::new();
         for (key_group, keys) in changes.by_key_group() {
             let mut store_keys: Vec<Vec<u8>> = keys

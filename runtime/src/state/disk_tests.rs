@@ -488,3 +488,91 @@ fn bulk_ingested_restore_equals_restore_by_batches() {
     assert!(remove(&mut ingested.state, 0));
     assert_eq!(get(&ingested.state, 0, 3_000), None);
 }
+
+/// Past [`changed_key_limit`] distinct keys the changed-key set overflows: it drops its keys,
+/// a delta from it is refused, and the incremental tracker writes a full base instead.
+#[test]
+fn the_changed_key_set_is_bounded_and_an_overflow_makes_a_base() {
+    use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
+    let mut f = open(None, all());
+    let limit = changed_key_limit(&DiskStateOptions::default());
+    f.state.track_changes();
+    for i in 0..limit as i64 {
+        add(&mut f.state, i, 1, 0);
+    }
+    let within = f.state.take_changes();
+    assert!(!within.is_overflowed());
+    assert_eq!(within.len(), limit);
+    for i in 0..=limit as i64 {
+        add(&mut f.state, i, 1, 0);
+    }
+    let over = f.state.take_changes();
+    assert!(
+        over.is_overflowed() && over.is_empty(),
+        "past the limit: overflowed, no keys kept"
+    );
+    assert_eq!(over.len_upper_bound(), u64::MAX);
+    let e = f.state.snapshot(0).encode_delta(&over).unwrap_err();
+    assert!(e.problem.contains("overflowed"), "{e}");
+    // A tracker with a confirmed base: a small set gives a delta, an overflowed one a base.
+    let live = f.state.len() as u64;
+    let mut tracker = IncrementalTracker::default();
+    assert_eq!(
+        tracker
+            .plan(1, Some(None), ChangedKeys::default(), live, DEFAULT_POLICY)
+            .form,
+        Form::Base
+    );
+    let mut one = ChangedKeys::default();
+    one.insert(0, &key(1));
+    assert_eq!(
+        tracker.plan(2, Some(Some(1)), one, live, DEFAULT_POLICY).form,
+        Form::Delta { over: 1 }
+    );
+    assert_eq!(
+        tracker.plan(3, Some(Some(2)), over, live, DEFAULT_POLICY).form,
+        Form::Base
+    );
+}
+
+/// A full snapshot encoded on several threads (key-group spans) gives the blocks of one
+/// thread, in key-group order; spans cover the range in order without gaps.
+#[test]
+fn parallel_span_encoding_equals_one_thread() {
+    use crate::state::disk_snapshot::spans;
+    for (range, count) in [((0, 0), 4), ((3, 10), 3), ((0, 127), 16), ((5, 6), 8)] {
+        let range = KeyGroupRange {
+            start: range.0,
+            end: range.1,
+        };
+        let got = spans(range, count);
+        assert_eq!(got.first().unwrap().start, range.start);
+        assert_eq!(got.last().unwrap().end, range.end);
+        assert!(
+            got.windows(2)
+                .all(|w| w[0].end + 1 == w[1].start && w[0].start <= w[0].end)
+        );
+        assert_eq!(got.len(), count.min(range.len() as usize));
+    }
+    let mut f = open(Some(Duration::from_secs(3600)), all());
+    for i in 0..3000 {
+        add(&mut f.state, i, i, 1000 + i as u64);
+    }
+    let encode = |workers: usize| {
+        let mut blocks = Vec::new();
+        f.state
+            .snapshot(5000)
+            .encode_each_on(workers, &mut |b| {
+                blocks.push(b);
+                Ok::<(), DiskStateError>(())
+            })
+            .unwrap();
+        blocks
+    };
+    let one = encode(1);
+    assert_eq!(one.iter().map(|b| b.entries).sum::<u64>(), 3000);
+    assert!(one.windows(2).all(|w| w[0].key_group < w[1].key_group));
+    for workers in [2, 3, 8] {
+        assert_eq!(encode(workers), one, "{workers} workers");
+    }
+}

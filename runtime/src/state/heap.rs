@@ -465,28 +465,28 @@ fn restore_group<V: DeserializeOwned>(
 ) -> Result<BaseTable<V>, String> {
     for block in blocks {
         let key_group = block.key_group;
-        let entries = keyed_block::decode_with_removals::<V>(&block.data)
-            .map_err(|e| format!("key group {key_group} does not decode: {e}"))?;
+        let undecodable = |e: String| format!("key group {key_group} does not decode: {e}");
         let stamp = |value: Option<V>, written_ms: Option<u64>| {
             let written_ms = written_ms.unwrap_or(now_ms);
             value
                 .filter(|_| !expired(ttl, written_ms, now_ms))
                 .map(|value| Stamped { value, written_ms })
         };
+        table.reserve(keyed_block::entry_count(&block.data).map_err(undecodable)?, base_hash);
         if table.is_empty() && !keyed_block::is_delta(&block.data) {
-            // Bulk build: one allocation, no probe for an existing key.
-            table.reserve(entries.len(), base_hash);
-            for (key, value, written_ms) in entries {
+            // Bulk build, straight from the block's bytes: no list of decoded entries, no probe
+            // for an existing key (a full block holds each key once).
+            keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
                 if let Some(stamped) = stamp(value, written_ms) {
                     table.insert_unique(table_hash(key_hash(&key)), (key, stamped), base_hash);
                 }
-            }
+            })
+            .map_err(undecodable)?;
             continue;
         }
-        table.reserve(entries.len(), base_hash);
         // A delta block (incremental checkpoint) comes after its base block: a removal or an
         // expired write there removes the key restored so far.
-        for (key, value, written_ms) in entries {
+        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
             let hash = table_hash(key_hash(&key));
             match (table.find_entry(hash, |e| e.0 == key), stamp(value, written_ms)) {
                 (Ok(mut occupied), Some(stamped)) => occupied.get_mut().1 = stamped,
@@ -498,7 +498,8 @@ fn restore_group<V: DeserializeOwned>(
                 }
                 (Err(_), None) => {}
             }
-        }
+        })
+        .map_err(undecodable)?;
     }
     Ok(table)
 }

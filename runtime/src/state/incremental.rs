@@ -157,7 +157,8 @@ pub fn choose_form(base: Option<(u64, ChainShape)>, changed_entries: u64, policy
         return Form::Base;
     };
     let too_long = shape.deltas + 1 > policy.max_deltas;
-    let too_big = (shape.delta_entries + changed_entries) as f64 > policy.max_delta_ratio * shape.base_entries as f64;
+    let too_big =
+        shape.delta_entries.saturating_add(changed_entries) as f64 > policy.max_delta_ratio * shape.base_entries as f64;
     if too_long || too_big {
         Form::Base
     } else {
@@ -240,8 +241,12 @@ impl SinceBase {
 
     /// An upper bound of [`SinceBase::len`] in O(sets × key groups): the sum of the sets'
     /// sizes, exact when there is one set (or the sets do not overlap).
+    /// `u64::MAX` when a set overflowed ([`ChangedKeys::overflow`]): the checkpoint is then a
+    /// full base.
     pub fn len_upper_bound(&self) -> u64 {
-        self.sets.iter().map(|s| s.len() as u64).sum()
+        self.sets
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.len_upper_bound()))
     }
 }
 

@@ -75,11 +75,82 @@ pub type EntryOrRemoval<V> = (Key, Option<V>, Option<u64>);
 /// Decodes a block of any version, delta blocks included: apply the result over the state
 /// restored so far (a `None` value removes the key). Errors as [`decode`].
 pub fn decode_with_removals<V: DeserializeOwned>(data: &[u8]) -> Result<Vec<EntryOrRemoval<V>>, String> {
-    if let Some([BLOCK_VERSION_DELTA, body @ ..]) = data.strip_prefix(&VERSIONED_PREFIX[..]) {
-        let entries: Vec<(Key, Option<V>, u64)> = postcard::from_bytes(body).map_err(|e| e.to_string())?;
-        return Ok(entries.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect());
+    let mut out = Vec::with_capacity(entry_count(data)?);
+    decode_each::<V>(data, |key, value, written_ms| out.push((key, value, written_ms)))?;
+    Ok(out)
+}
+
+/// The layout of a block's entries after its version prefix.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `(Key, V)`.
+    Plain,
+    /// `(Key, V, u64)`.
+    Stamped,
+    /// `(Key, Option<V>, u64)`.
+    Delta,
+}
+
+/// The layout of `data` and its bytes from the entry count on. Errors: an unknown version or
+/// a block that ends after its prefix, as [`decode`] words them.
+fn layout(data: &[u8]) -> Result<(Layout, &[u8]), String> {
+    match data.strip_prefix(&VERSIONED_PREFIX[..]) {
+        None => Ok((Layout::Plain, data)),
+        Some([BLOCK_VERSION_TTL, body @ ..]) => Ok((Layout::Stamped, body)),
+        Some([BLOCK_VERSION_DELTA, body @ ..]) => Ok((Layout::Delta, body)),
+        Some([version, ..]) => Err(format!(
+            "keyed state block version {version} is unknown to this build (it reads 1, {BLOCK_VERSION_TTL} and {BLOCK_VERSION_DELTA}); \
+             restore with the Weir version that wrote it or newer"
+        )),
+        Some([]) => Err("keyed state block ends after its version prefix".into()),
     }
-    Ok(decode(data)?.into_iter().map(|(k, v, t)| (k, Some(v), t)).collect())
+}
+
+/// The number of entries a block of any version says it holds (its leading varint), capped
+/// at its byte length (every entry takes at least one byte, so a corrupt count cannot make a
+/// caller reserve more than the block's size). Errors as [`decode`].
+pub fn entry_count(data: &[u8]) -> Result<usize, String> {
+    let (_, body) = layout(data)?;
+    let (count, rest): (u64, &[u8]) = postcard::take_from_bytes(body).map_err(|e| e.to_string())?;
+    Ok((count as usize).min(rest.len()))
+}
+
+/// Decodes a block of any version entry by entry, straight into `f(key, value, last write)`
+/// (`None` value: removed, delta blocks only; `None` write time: a version-1 block), in the
+/// block's order, with no intermediate list: a restore builds its tables from the block's
+/// bytes directly. Returns the number of entries. The bytes read are those of
+/// [`decode_with_removals`]: postcard writes a sequence as its varint length followed by the
+/// elements, and a tuple as its fields in order, so the elements decode one at a time.
+/// Errors as [`decode`]; entries before an undecodable one have been passed to `f`.
+pub fn decode_each<V: DeserializeOwned>(
+    data: &[u8],
+    mut f: impl FnMut(Key, Option<V>, Option<u64>),
+) -> Result<u64, String> {
+    let (layout, body) = layout(data)?;
+    let (count, mut rest): (u64, &[u8]) = postcard::take_from_bytes(body).map_err(|e| e.to_string())?;
+    for _ in 0..count {
+        rest = match layout {
+            Layout::Plain => {
+                let ((key, value), after): ((Key, V), &[u8]) =
+                    postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
+                f(key, Some(value), None);
+                after
+            }
+            Layout::Stamped => {
+                let ((key, value, written), after): ((Key, V, u64), &[u8]) =
+                    postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
+                f(key, Some(value), Some(written));
+                after
+            }
+            Layout::Delta => {
+                let ((key, value, written), after): ((Key, Option<V>, u64), &[u8]) =
+                    postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
+                f(key, value, Some(written));
+                after
+            }
+        };
+    }
+    Ok(count)
 }
 
 /// Decodes a full block of either version 1 or 2. Errors: the reason (unknown version, undecodable
@@ -138,6 +209,52 @@ mod tests {
                 (got, want) => panic!("{data:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// Entry by entry gives what the whole-sequence decode gives, for every version, and the
+    /// count is capped by the block's size.
+    #[test]
+    fn decoding_entry_by_entry_matches_the_sequence_decode() {
+        let keys: Vec<Key> = (0..300).map(|i| Key::Str(format!("key-{i}").into())).collect();
+        let values: Vec<i64> = (0..300).collect();
+        let v1 = encode_v1(&keys.iter().zip(&values).collect::<Vec<_>>()).unwrap();
+        let v2 = encode_v2(
+            &keys
+                .iter()
+                .zip(&values)
+                .map(|(k, v)| (k, v, *v as u64 * 7))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let delta_entries: Vec<(&Key, Option<&i64>, u64)> = keys
+            .iter()
+            .zip(&values)
+            .map(|(k, v)| (k, (v % 3 != 0).then_some(v), *v as u64))
+            .collect();
+        let delta = encode_delta(&delta_entries).unwrap();
+        for data in [&v1, &v2, &delta] {
+            let mut each = Vec::new();
+            let n = decode_each::<i64>(data, |k, v, t| each.push((k, v, t))).unwrap();
+            assert_eq!(n, 300);
+            assert_eq!(entry_count(data).unwrap(), 300);
+            let whole: Vec<EntryOrRemoval<i64>> = if is_delta(data) {
+                let d: Vec<(Key, Option<i64>, u64)> = postcard::from_bytes(&data[11..]).unwrap();
+                d.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect()
+            } else {
+                decode::<i64>(data)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, v, t)| (k, Some(v), t))
+                    .collect()
+            };
+            assert_eq!(each, whole);
+        }
+        // A count far above what the bytes can hold: capped, and the decode fails cleanly.
+        let lying = [0xFF, 0xFF, 0x03, 1];
+        assert_eq!(entry_count(&lying).unwrap(), 1);
+        assert!(decode_each::<i64>(&lying, |_, _, _| {}).is_err());
+        let truncated = &v2[..v2.len() - 3];
+        assert!(decode_each::<i64>(truncated, |_, _, _| {}).is_err());
     }
 
     #[test]

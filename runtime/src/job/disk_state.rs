@@ -1,0 +1,133 @@
+//! `spec.diskState`: the memory settings of the disk state backend (`stateBackend: disk`),
+//! per subtask of each stateful step, and their parsing (Kubernetes quantities: `64Mi`).
+
+use crate::job::validate::JobError;
+use crate::state::disk::DiskStateOptions;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): fjall's
+/// block cache and memtable size. fjall keeps the active memtable and at most four sealed
+/// ones, so the store's configured memory is `cacheSize + 5 × writeBufferSize` (counted as
+/// key and value bytes; measured peaks are higher and, with checkpoints running, still grow
+/// with the key count: docs/runtime/state-backends.md, "Memory"). Flink's counterparts:
+/// `state.backend.rocksdb.block.cache-size` and `state.backend.rocksdb.writebuffer.size`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskStateSpec {
+    /// Block cache of the store, a quantity in bytes (`64Mi`, `1Gi`, `500M`, `1048576`).
+    /// Default `32Mi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_size: Option<String>,
+    /// Write buffer (memtable) size: how much is written in memory before it is flushed to a
+    /// table file, a quantity in bytes, at least `1Mi`. Default `16Mi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_buffer_size: Option<String>,
+}
+
+impl DiskStateSpec {
+    /// The store options these settings give (defaults for what is unset). Errors: a value
+    /// that is not a quantity, or a write buffer under 1 MiB, naming the field under `at`
+    /// (`spec.diskState`).
+    pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
+        let mut options = DiskStateOptions::default();
+        if let Some(text) = &self.cache_size {
+            options.cache_bytes = parse_quantity(&format!("{at}.cacheSize"), text)?;
+        }
+        if let Some(text) = &self.write_buffer_size {
+            let field = format!("{at}.writeBufferSize");
+            options.write_buffer_bytes = parse_quantity(&field, text)?;
+            if options.write_buffer_bytes < 1 << 20 {
+                return Err(JobError::new(field, format!("must be at least 1Mi, got `{text}`")));
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// A Kubernetes-style quantity of bytes: digits, then optionally a binary (`Ki`, `Mi`, `Gi`,
+/// `Ti`) or decimal (`k`, `M`, `G`, `T`) suffix. Errors name `field` and show the forms.
+pub fn parse_quantity(field: &str, text: &str) -> Result<u64, JobError> {
+    let bad = || {
+        JobError::new(
+            field,
+            format!(
+                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `1048576`"
+            ),
+        )
+    };
+    let trimmed = text.trim();
+    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(digits_end);
+    let number: u64 = digits.parse().map_err(|_| bad())?;
+    let multiplier: u64 = match unit {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    number.checked_mul(multiplier).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_table() {
+        let rows: [(&str, Result<u64, &str>); 10] = [
+            ("64Mi", Ok(64 << 20)),
+            ("1Gi", Ok(1 << 30)),
+            ("500M", Ok(500_000_000)),
+            ("1048576", Ok(1 << 20)),
+            (" 2Ki ", Ok(2048)),
+            ("1.5Gi", Err("`1.5Gi` is not a size in bytes")),
+            ("64MB", Err("not a size")),
+            ("Mi", Err("not a size")),
+            ("-1", Err("not a size")),
+            ("99999999999Ti", Err("not a size")),
+        ];
+        for (text, want) in rows {
+            match (parse_quantity("spec.diskState.cacheSize", text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
+                (Err(e), Err(want)) => {
+                    assert_eq!(e.field, "spec.diskState.cacheSize");
+                    assert!(e.message.contains(want), "{text}: {}", e.message);
+                }
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn options_default_what_is_unset_and_refuse_a_tiny_write_buffer() {
+        let at = "spec.diskState";
+        assert_eq!(
+            DiskStateSpec::default().options(at).unwrap(),
+            DiskStateOptions::default()
+        );
+        let spec = DiskStateSpec {
+            cache_size: Some("256Mi".into()),
+            write_buffer_size: None,
+        };
+        let options = spec.options(at).unwrap();
+        assert_eq!(options.cache_bytes, 256 << 20);
+        assert_eq!(
+            options.write_buffer_bytes,
+            DiskStateOptions::default().write_buffer_bytes
+        );
+        let tiny = DiskStateSpec {
+            cache_size: None,
+            write_buffer_size: Some("512Ki".into()),
+        };
+        let e = tiny.options(at).unwrap_err();
+        assert_eq!(e.field, "spec.diskState.writeBufferSize");
+        assert!(e.message.contains("at least 1Mi"), "{}", e.message);
+    }
+}
