@@ -216,13 +216,20 @@ fn a_disk_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_ke
 fn killed_before_metadata(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = incremental_job(dir.path(), 2, backend);
-    // Checkpoint 20 on heap (about 4 s in), 10 on disk (whose debug-build checkpoints are
-    // slower: a run of the text completes about 17), when the chains hold deltas, is
-    // acknowledged, its files uploaded, but `_metadata` is never written.
-    let unconfirmed: u64 = if backend == "disk" { 10 } else { 20 };
+    // Checkpoint 10, when the chains hold deltas, is acknowledged, its files uploaded, but
+    // `_metadata` is never written. The failing run reads at 2,000 records/s (not 5,000) so
+    // that it lasts long enough to reach checkpoint 10 on a loaded machine, where checkpoints
+    // take longer than the 200 ms interval (at 5,000 records/s a loaded run ended after
+    // checkpoint 15 on heap and before 10 on disk).
+    let unconfirmed: u64 = 10;
+    let slow = dir.path().join("slow.yaml");
+    let yaml = std::fs::read_to_string(&m).unwrap();
+    let slowed = yaml.replace("maxRecordsPerSecond: 5000", "maxRecordsPerSecond: 2000");
+    assert_ne!(yaml, slowed, "the manifest's rate line changed; update this test");
+    std::fs::write(&slow, slowed).unwrap();
     let mut failing = env.clone();
     failing.push(("WEIR_FAILPOINT".to_string(), format!("before-metadata:{unconfirmed}")));
-    let (ok, stderr) = Weir::run(&m, &[], &failing).wait();
+    let (ok, stderr) = Weir::run(&slow, &[], &failing).wait();
     assert!(
         !ok && stderr.contains(&format!("failpoint before-metadata:{unconfirmed} reached")),
         "{stderr}"
