@@ -109,7 +109,7 @@ pub enum Command {
 pub struct RunArgs {
     /// The StreamJob manifest (YAML).
     pub file: PathBuf,
-    /// Override a manifest field: `--set spec.parallelism=4` (dotted path, YAML value).
+    /// Override a manifest field: `--set spec.parallelism=4` (dotted path, list indexes as `steps.0` or `steps[0]`; YAML value).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Override `spec.parallelism` (at least 1).

@@ -42,7 +42,8 @@ pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError>
 /// the first local file each file source names ([`sample`](crate::operators::source::file::sample))
 /// and checks every step against those schemas ([`schema::check_dataflow`]). Nothing to read (a
 /// generator or text source, `s3://`, no file yet) checks nothing more than [`Job::from_spec`]
-/// did. Errors: as [`schema::check_steps`].
+/// did. Errors: as [`schema::check_steps`], and a sampled record without a valid event time
+/// ([`event_time::check_sampled_event_times`]).
 pub fn check_source_files(job: &Job) -> Result<(), JobError> {
     let samples: Vec<Option<schema::SourceSample>> = job
         .operators
@@ -57,7 +58,8 @@ pub fn check_source_files(job: &Job) -> Result<(), JobError> {
     }
     let samples: Vec<Option<&schema::SourceSample>> = samples.iter().map(Option::as_ref).collect();
     let schemas = schema::check_dataflow(&job.operators, &samples)?;
-    event_time::check_source_fields(&job.operators, &job.spec.job.steps, &schemas)
+    event_time::check_source_fields(&job.operators, &job.spec.job.steps, &schemas)?;
+    event_time::check_sampled_event_times(&job.operators, &job.spec.job.steps, &samples)
 }
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].
@@ -91,6 +93,7 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;
+    let path = &dotted_set_path(path);
     fields::check_set_path(path)?;
     let at = |message: String| JobError::new(field_path(path), format!("{message} (in --set {set})"));
     let value: serde_yaml::Value =
@@ -124,6 +127,29 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     }
     *cur = value;
     Ok(())
+}
+
+/// A `--set` path with list indexes in brackets, as Helm's `--set` and this tool's error
+/// messages write them (`spec.job.steps[0].source.file.path`), in the dotted form
+/// (`spec.job.steps.0.source.file.path`); a path without brackets is returned as it is.
+pub fn dotted_set_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        let index = &rest[open + 1..close];
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        out.push_str(&rest[..open]);
+        out.push('.');
+        out.push_str(index);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A `--set` path (`spec.job.steps.0.source.file.path`) as error messages name fields, the
@@ -227,6 +253,33 @@ spec:
         );
         let e = parse_manifest(MINIMAL, &["spec.parallelism".into()]).unwrap_err();
         assert!(e.to_string().contains("PATH=VALUE"), "{e}");
+    }
+
+    #[test]
+    fn set_paths_take_list_indexes_in_brackets_as_errors_print_them() {
+        for (given, want) in [
+            (
+                "spec.job.steps[0].source.file.path",
+                "spec.job.steps.0.source.file.path",
+            ),
+            (
+                "spec.job.steps[12].join.fields[1].as",
+                "spec.job.steps.12.join.fields.1.as",
+            ),
+            ("spec.job.steps.0.uid", "spec.job.steps.0.uid"),
+            ("spec.parallelism", "spec.parallelism"),
+            ("spec.job.steps[x].uid", "spec.job.steps[x].uid"),
+        ] {
+            assert_eq!(dotted_set_path(given), want, "{given}");
+        }
+        let job = parse_manifest(MINIMAL, &["spec.job.steps[0].source.file.path=y.txt".into()]).unwrap();
+        let source = job.spec.job.steps[0].source.as_ref().unwrap();
+        assert_eq!(source.file.as_ref().unwrap().path, "y.txt");
+        let e = parse_manifest(MINIMAL, &["spec.job.steps[9].uid=a".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.job.steps[9].uid: index 9 is out of range (the list has 5 items) (in --set spec.job.steps[9].uid=a)"
+        );
     }
 
     #[test]

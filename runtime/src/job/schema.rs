@@ -129,7 +129,8 @@ pub(super) fn check_expression(
     input: Option<&[Field]>,
 ) -> Result<FieldType, JobError> {
     // The expression compiled in step validation; a failure here is reported the same way.
-    let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
+    let expr = cel::compile(expression)
+        .map_err(|e| super::validate::cel_compile_error(field_path, expression, &e.to_string()))?;
     let Some(input) = input else {
         return cel_types::infer(expr.syntax(), &|_| FieldType::Any).map_err(|m| JobError::new(field_path, m));
     };
@@ -152,7 +153,8 @@ fn missing(field_path: &str, name: &str, input: &[Field]) -> JobError {
 /// The output of a `map`: the object literal's keys, sorted, with their values' types; `None`
 /// when the expression is not such a literal.
 fn map_output(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<PlanSchema, JobError> {
-    let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
+    let expr = cel::compile(expression)
+        .map_err(|e| super::validate::cel_compile_error(field_path, expression, &e.to_string()))?;
     let Some(entries) = map_literal_entries(expr.syntax()) else {
         return Ok(None);
     };

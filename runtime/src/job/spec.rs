@@ -506,7 +506,9 @@ pub struct AggregateSpec {
 #[serde(rename_all = "camelCase")]
 pub struct EventTimeSpec {
     /// Top-level field holding the event time: an ISO-8601 / RFC 3339 string in UTC
-    /// (`2015-02-22T21:00:00Z`, fractional seconds allowed) or an integer of epoch milliseconds.
+    /// (`2015-02-22T21:00:00Z`, fractional seconds allowed; also with a space for the `T` and
+    /// without the `Z`, as CSV and SQL exports write it: `2019-01-15 03:36:12`, read as UTC) or
+    /// an integer of epoch milliseconds.
     pub field: String,
     /// Bounded out-of-orderness: how far behind the largest event time seen a record may
     /// arrive and still be on time, e.g. `5s`. The watermark is the largest event time seen
@@ -543,7 +545,8 @@ pub struct WindowSpec {
     /// Window length (`tumbling`, `sliding`), e.g. `1m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
-    /// How often a sliding window starts (`sliding` only), e.g. `1m`; divides `size`.
+    /// How often a sliding window starts (`sliding` only), e.g. `1m`; divides `size`, and
+    /// `size / slide` (the windows each record is in) is at most 10,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slide: Option<String>,
     /// Inactivity gap that closes a session (`session` only), e.g. `30s`.

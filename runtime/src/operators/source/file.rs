@@ -51,6 +51,9 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
     };
     files.sort();
     if files.is_empty() {
+        if let Some(hint) = directory_hint(pattern) {
+            return Err(TaskError(hint));
+        }
         let relative = !pattern.starts_with('/') && !pattern.contains("://");
         let hint = match std::env::current_dir() {
             Ok(cwd) if relative => format!(
@@ -63,6 +66,31 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
         return Err(TaskError(format!("no file matches `{pattern}`{hint}")));
     }
     Ok(files)
+}
+
+/// The message for a source path that matched no file but names a directory (a local one, or
+/// an S3 prefix without a glob, which Flink's `FileSource` would read whole): the file source
+/// reads the files a path or glob names, so say which glob reads the directory's files.
+fn directory_hint(pattern: &str) -> Option<String> {
+    let is_s3 = pattern.starts_with("s3://");
+    let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+    let is_dir = if is_s3 {
+        !pattern.contains(['*', '?', '['])
+    } else {
+        std::path::Path::new(local).is_dir()
+    };
+    is_dir.then(|| {
+        let glob = format!("{}/*", pattern.trim_end_matches('/'));
+        let what = if is_s3 {
+            "no object; if it is a prefix (a directory)"
+        } else {
+            "a directory"
+        };
+        format!(
+            "`{pattern}` names {what}: the file source reads the files a path or glob names, not a directory's \
+             contents; give a glob of its files, like `{glob}`"
+        )
+    })
 }
 
 /// The local files a source path (`dir/*.csv`, `file:///abs/x.jsonl`) names, sorted; empty if
