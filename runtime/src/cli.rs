@@ -330,9 +330,18 @@ pub async fn main(cli: Cli) -> i32 {
         }) => match secret::for_client(secret_file.as_deref()) {
             Ok(token) => {
                 let c = crate::control::client::Client::new(&url, token);
-                c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
-                    .await
-                    .and_then(|s| output::print_data(&s, output, || vec![s.path.clone().unwrap_or_default()]))
+                // Ask for the job first, as `weir cancel` does, so that nothing answering reads
+                // as it does for every other command (with what to do), not as a bare HTTP error.
+                match c.job().await {
+                    Ok(_) => c
+                        .savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
+                        .await
+                        .and_then(|s| output::print_data(&s, output, || vec![s.path.clone().unwrap_or_default()])),
+                    Err(e) => Err(crate::cli_control::failure_at(
+                        &format!("cannot reach the job's control API at {url}"),
+                        &e,
+                    )),
+                }
             }
             Err(e) => Err(e),
         },

@@ -244,3 +244,23 @@ fn has_on_a_record_field_says_how_to_test_for_a_field() {
         "{err}"
     );
 }
+
+#[test]
+fn savepoint_trigger_with_no_job_answering_says_what_to_start_as_every_command_does() {
+    for command in [&["savepoint", "trigger"][..], &["status"][..], &["cancel"][..]] {
+        let out = Command::new(weir())
+            .args(command)
+            .args(["--url", "http://127.0.0.1:1"])
+            .env("WEIR_LOG", "warn,weir=info")
+            .env(SECRET_ENV, secret_file())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {err}");
+        assert!(
+            err.contains("http://127.0.0.1:1: nothing answers"),
+            "{command:?}: {err}"
+        );
+        assert!(err.contains("start a job with `weir run FILE`"), "{command:?}: {err}");
+    }
+}

@@ -98,6 +98,13 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     let at = |message: String| JobError::new(field_path(path), format!("{message} (in --set {set})"));
     let value: serde_yaml::Value =
         serde_yaml::from_str(raw).map_err(|e| at(format!("value `{raw}` is not valid YAML: {e}")))?;
+    if value.is_mapping() && !raw.trim_start().starts_with('{') {
+        // `a ? b : c` or `x: y` on one line: YAML reads `key: value`, never what was meant.
+        return Err(at(format!(
+            "value `{raw}` reads as a YAML mapping because of its `: `; quote it to set a string \
+             (--set '{path}=\"{raw}\"') or write a mapping as `{{key: value}}`"
+        )));
+    }
     let mut cur = doc;
     for part in path.split('.') {
         if part.is_empty() {
@@ -279,6 +286,30 @@ spec:
         assert_eq!(
             e.to_string(),
             "spec.job.steps[9].uid: index 9 is out of range (the list has 5 items) (in --set spec.job.steps[9].uid=a)"
+        );
+    }
+
+    #[test]
+    fn a_set_value_that_reads_as_a_mapping_by_accident_says_to_quote_it() {
+        let set = "spec.job.steps.2.keyBy.expression=has(record.w) ? w : 'none'";
+        let e = parse_manifest(MINIMAL, &[set.into()]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "spec.job.steps[2].keyBy.expression: value `has(record.w) ? w : 'none'` reads as a YAML mapping"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                r#"quote it to set a string (--set 'spec.job.steps.2.keyBy.expression="has(record.w) ? w : 'none'"')"#
+            ),
+            "{e}"
+        );
+        let quoted = r#"spec.job.steps.2.keyBy.expression="has(record.w) ? w : 'none'""#;
+        let job = parse_manifest(MINIMAL, &[quoted.into()]).unwrap();
+        assert_eq!(
+            job.spec.job.steps[2].key_by.as_ref().unwrap().expression,
+            "has(record.w) ? w : 'none'"
         );
     }
 
