@@ -291,25 +291,25 @@ spec:
 
     #[test]
     fn a_set_value_that_reads_as_a_mapping_by_accident_says_to_quote_it() {
-        let set = "spec.job.steps.2.keyBy.expression=has(record.w) ? w : 'none'";
+        let set = "spec.job.steps.2.keyBy.expression=has(record.word) ? word : 'none'";
         let e = parse_manifest(MINIMAL, &[set.into()]).unwrap_err().to_string();
         assert!(
             e.starts_with(
-                "spec.job.steps[2].keyBy.expression: value `has(record.w) ? w : 'none'` reads as a YAML mapping"
+                "spec.job.steps[2].keyBy.expression: value `has(record.word) ? word : 'none'` reads as a YAML mapping"
             ),
             "{e}"
         );
         assert!(
             e.contains(
-                r#"quote it to set a string (--set 'spec.job.steps.2.keyBy.expression="has(record.w) ? w : 'none'"')"#
+                r#"quote it to set a string (--set 'spec.job.steps.2.keyBy.expression="has(record.word) ? word : 'none'"')"#
             ),
             "{e}"
         );
-        let quoted = r#"spec.job.steps.2.keyBy.expression="has(record.w) ? w : 'none'""#;
+        let quoted = r#"spec.job.steps.2.keyBy.expression="has(record.word) ? word : 'none'""#;
         let job = parse_manifest(MINIMAL, &[quoted.into()]).unwrap();
         assert_eq!(
             job.spec.job.steps[2].key_by.as_ref().unwrap().expression,
-            "has(record.w) ? w : 'none'"
+            "has(record.word) ? word : 'none'"
         );
     }
 
