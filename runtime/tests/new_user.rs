@@ -264,3 +264,27 @@ fn savepoint_trigger_with_no_job_answering_says_what_to_start_as_every_command_d
         assert!(err.contains("start a job with `weir run FILE`"), "{command:?}: {err}");
     }
 }
+
+#[test]
+fn an_s3_endpoint_that_does_not_answer_says_where_the_tools_read_the_endpoint() {
+    let out = Command::new(weir())
+        .args(["checkpoints", "list", "s3://weir/checkpoints", "--job", "wordcount"])
+        .env("WEIR_LOG", "warn,weir=info")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nothing answered at the S3 endpoint http://127.0.0.1:1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`AWS_ENDPOINT_URL` and `WEIR_S3_PATH_STYLE=true` for `weir checkpoints list`"),
+        "{err}"
+    );
+}

@@ -439,9 +439,11 @@ pub struct GeneratorSpec {
     #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
     /// Number of splits the sequence is cut into (record n belongs to split n mod splits);
-    /// splits are the unit of source rescaling. At least 1; default 32.
+    /// splits are the unit of source rescaling. At least 1, at most 32768 (the largest
+    /// `maxParallelism`: more splits spread over no more subtasks, and every split is state in
+    /// every checkpoint); default 32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 32768))]
     pub splits: Option<u32>,
 }
 
