@@ -288,3 +288,61 @@ fn an_s3_endpoint_that_does_not_answer_says_where_the_tools_read_the_endpoint() 
         "{err}"
     );
 }
+
+/// Files written by Windows tools start with a UTF-8 byte order mark; it is not part of the
+/// CSV header's first column name nor of the first JSON line.
+#[test]
+fn a_byte_order_mark_at_the_start_of_a_file_is_not_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("fares.csv");
+    std::fs::write(&csv, b"\xEF\xBB\xBFzone,fare\r\n1,2.5\r\n2,4.0\r\n1,1.5\r\n").unwrap();
+    let jsonl = dir.path().join("events.jsonl");
+    std::fs::write(
+        &jsonl,
+        b"\xEF\xBB\xBF{\"zone\":1,\"t\":\"2020-01-01T00:00:00Z\"}\n{\"zone\":1,\"t\":\"2020-01-01T00:00:01Z\"}\n",
+    )
+    .unwrap();
+    let sources = [
+        format!(
+            "{{ file: {{ path: \"{}\", format: csv, schema: [ {{ name: zone, type: int }} ] }} }}",
+            csv.display()
+        ),
+        format!(
+            "{{ file: {{ path: \"{}\", format: jsonl }}, eventTime: {{ field: t }} }}",
+            jsonl.display()
+        ),
+    ];
+    for (source, want) in sources.iter().zip([
+        vec![r#"{"zone":1,"count":2}"#, r#"{"zone":2,"count":1}"#],
+        vec![r#"{"zone":1,"count":2}"#],
+    ]) {
+        let out = dir.path().join("output");
+        let _ = std::fs::remove_dir_all(&out);
+        let yaml = format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: bom }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - source: {source}
+      - keyBy: {{ expression: zone, as: zone }}
+      - count: {{}}
+      - sink: {{ file: {{ path: "{out}" }} }}
+"#,
+            dir = dir.path().display(),
+            out = out.display()
+        );
+        let m = dir.path().join("bom.yaml");
+        std::fs::write(&m, yaml).unwrap();
+        let (code, err) = run(&m, &["--restore", "none"]);
+        assert_eq!(code, Some(0), "{source}: {err}");
+        let mut finals: Vec<String> = local_output(&out);
+        finals.retain(|l| want.iter().any(|w| w == l));
+        finals.sort();
+        finals.dedup();
+        assert_eq!(finals, want, "{source}: {:?}", local_output(&out));
+    }
+}

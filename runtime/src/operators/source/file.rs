@@ -133,7 +133,12 @@ pub fn sample(spec: &FileSourceSpec) -> Option<SourceSample> {
         if reader.read_until(b'\n', &mut line).ok()? == 0 {
             break;
         }
-        let Ok(text) = std::str::from_utf8(trim_eol(&line)) else {
+        let first = rows.is_empty();
+        let Ok(text) = std::str::from_utf8(if first {
+            strip_bom(trim_eol(&line))
+        } else {
+            trim_eol(&line)
+        }) else {
             break;
         };
         if text.trim().is_empty() {
@@ -303,7 +308,10 @@ async fn open_split(
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?, declared))
+            Some(CsvHeader::new(
+                csv_fields(&split.path, 0, strip_bom(trim_eol(&line)))?,
+                declared,
+            ))
         } else {
             None
         };
@@ -472,6 +480,13 @@ fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
     }
 }
 
+/// `line` without a leading UTF-8 byte order mark (`EF BB BF`), which Windows tools write at
+/// the start of text and JSON files: it is not part of the first line's content (a JSON line's
+/// opening brace). (The csv crate drops it from a CSV header itself.)
+fn strip_bom(line: &[u8]) -> &[u8] {
+    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+}
+
 fn trim_eol(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
@@ -514,7 +529,11 @@ impl Source for FileSource {
                 let at = split.offset;
                 split.offset += n as u64;
                 self.progress.fetch_add(n as u64, Ordering::Relaxed);
-                let line = trim_eol(&self.line);
+                let line = if at == 0 {
+                    strip_bom(trim_eol(&self.line))
+                } else {
+                    trim_eol(&self.line)
+                };
                 if let Some(v) = parse(
                     self.format,
                     &split.path,
