@@ -406,6 +406,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
+    crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let local_bytes: u64 = local_input_bytes(&job);
     // The port first: a second `weir run` on the same port fails before it restores anything.
     let listener = crate::control::server::bind(&a.listen).await?;

@@ -195,6 +195,15 @@ fn a_directory_as_source_path_says_which_glob_reads_its_files() {
         "{err}"
     );
     assert!(err.contains("names a directory") && err.contains(&want), "{err}");
+    // A file that cannot be reached (here: under a file; as another user, in a directory it
+    // cannot search) is not a file that does not exist.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let set = format!("spec.job.steps[0].source.file.path={}/events.jsonl", file.display());
+    let (code, err) = run(&m, &["--set", &set]);
+    assert_eq!(code, Some(1), "{err}");
+    let want = format!("cannot read `{}/events.jsonl`: Not a directory", file.display());
+    assert!(err.contains(&want) && !err.contains("no file matches"), "{err}");
 }
 
 #[test]
@@ -206,10 +215,11 @@ fn a_file_or_a_url_typo_as_output_location_is_refused_without_writing_elsewhere(
     let set = format!("spec.job.steps[3].sink.file.path={}", file.display());
     let (code, err) = run(&m, &["--set", &set]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("it is a file; checkpoints, savepoints and file-sink output are written into a directory"),
-        "{err}"
+    let want = format!(
+        "spec.job.steps[3].sink.file.path: cannot write to {}: it is a file",
+        file.display()
     );
+    assert!(err.contains(&want), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 
     let (code, err) = Command::new(weir())
@@ -345,4 +355,23 @@ spec:
         finals.dedup();
         assert_eq!(finals, want, "{source}: {:?}", local_output(&out));
     }
+}
+
+/// A checkpoint storage that cannot be written is refused before the job reads anything, naming
+/// the field (it failed at the first checkpoint, with the input read and nothing committed).
+#[test]
+fn a_checkpoint_storage_that_cannot_be_written_is_refused_before_the_job_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = windowed_manifest(dir.path(), "dt", "type: tumbling, size: 1m");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let set = format!("spec.checkpointing.storage={}/checkpoints", file.display());
+    let (code, err) = run(&m, &["--set", &set]);
+    assert_eq!(code, Some(1), "{err}");
+    let want = format!(
+        "job.yaml: spec.checkpointing.storage: cannot write to {}/checkpoints: ",
+        file.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(!err.contains("run summary"), "the job started: {err}");
 }

@@ -216,7 +216,7 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
 /// The scheme of a URL written with fewer than two slashes after it (`s3:/bucket`,
 /// `s3:bucket`, `file:/x`): a first path segment that is a URL scheme (a letter, then letters,
 /// digits, `+`, `-`, `.`) followed by `:`. `None` for plain paths.
-fn scheme_without_slashes(url: &str) -> Option<&str> {
+pub(crate) fn scheme_without_slashes(url: &str) -> Option<&str> {
     let (scheme, _) = url.split_once(':')?;
     let mut chars = scheme.chars();
     let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())

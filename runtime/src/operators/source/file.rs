@@ -54,6 +54,15 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
         if let Some(hint) = directory_hint(pattern) {
             return Err(TaskError(hint));
         }
+        let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+        if !pattern.starts_with("s3://") && !local.contains(['*', '?', '[']) {
+            // A file that exists in a directory this user cannot search: glob finds nothing.
+            if let Err(e) = std::fs::metadata(local).map_err(|e| (e.kind(), e))
+                && e.0 != std::io::ErrorKind::NotFound
+            {
+                return Err(TaskError(format!("cannot read `{pattern}`: {}", e.1)));
+            }
+        }
         let relative = !pattern.starts_with('/') && !pattern.contains("://");
         let hint = match std::env::current_dir() {
             Ok(cwd) if relative => format!(
