@@ -375,3 +375,34 @@ fn a_checkpoint_storage_that_cannot_be_written_is_refused_before_the_job_starts(
     assert!(err.contains(&want), "{err}");
     assert!(!err.contains("run summary"), "the job started: {err}");
 }
+
+/// 100,000,000 generator splits ran out of memory (each split is state in every checkpoint and
+/// every batch visits them all); the schema bounds them by the largest maxParallelism.
+#[test]
+fn generator_splits_beyond_the_largest_max_parallelism_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: gen }}
+spec:
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - source: {{ generator: {{ count: 10, splits: 100000000 }} }}
+      - sink: {{ file: {{ path: "{dir}/output" }} }}
+"#,
+        dir = dir.path().display()
+    );
+    let m = dir.path().join("gen.yaml");
+    std::fs::write(&m, yaml).unwrap();
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("gen.yaml: spec.job.steps[0].source.generator.splits: must be at most 32768, got 100000000"),
+        "{err}"
+    );
+    let (code, err) = run(&m, &["--set", "spec.job.steps[0].source.generator.splits=32768"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(local_output(&dir.path().join("output")).len(), 10);
+}
