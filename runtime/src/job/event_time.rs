@@ -177,8 +177,9 @@ pub fn window_def(at: &str, spec: &WindowSpec) -> Result<WindowDef, JobError> {
             ));
         }
         (Some(e), _) => {
-            crate::record::cel::compile(e)
-                .map_err(|err| super::validate::cel_compile_error(&format!("{at}.expression"), e, &err.to_string()))?;
+            crate::record::cel::compile(e).map_err(|err| {
+                super::cel_errors::cel_compile_error(&format!("{at}.expression"), e, &err.to_string())
+            })?;
         }
         (None, AggregateFn::Count) => {}
         (None, _) => {

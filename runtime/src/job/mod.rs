@@ -3,6 +3,7 @@
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
 pub mod bounds;
+mod cel_errors;
 pub mod dataflow;
 mod durations;
 pub mod event_time;

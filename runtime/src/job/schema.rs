@@ -130,7 +130,7 @@ pub(super) fn check_expression(
 ) -> Result<FieldType, JobError> {
     // The expression compiled in step validation; a failure here is reported the same way.
     let expr = cel::compile(expression)
-        .map_err(|e| super::validate::cel_compile_error(field_path, expression, &e.to_string()))?;
+        .map_err(|e| super::cel_errors::cel_compile_error(field_path, expression, &e.to_string()))?;
     let Some(input) = input else {
         return cel_types::infer(expr.syntax(), &|_| FieldType::Any).map_err(|m| JobError::new(field_path, m));
     };
@@ -164,7 +164,7 @@ fn missing(field_path: &str, name: &str, input: &[Field]) -> JobError {
 /// when the expression is not such a literal.
 fn map_output(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<PlanSchema, JobError> {
     let expr = cel::compile(expression)
-        .map_err(|e| super::validate::cel_compile_error(field_path, expression, &e.to_string()))?;
+        .map_err(|e| super::cel_errors::cel_compile_error(field_path, expression, &e.to_string()))?;
     let lookup = |name: &str| input.map_or(FieldType::Any, |fields| type_of(fields, name));
     let Some(entries) = map_literal_entries(expr.syntax()) else {
         // A number, string or bool is a bare record: one unnamed value, no fields to read.

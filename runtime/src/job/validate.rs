@@ -503,33 +503,7 @@ fn check_at_least_one(field: &str, value: Option<u64>) -> Result<(), JobError> {
 fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
     crate::record::cel::compile(expr)
         .map(|_| ())
-        .map_err(|e| cel_compile_error(field, expr, &e.to_string()))
-}
-
-/// The error of a CEL expression at `field` that does not compile, with what to write instead
-/// where the mistake is a usual one: `has(x)` on a record field (CEL's `has()` takes a field
-/// selection; a record's fields are variables, and the record as a whole is `record`).
-pub(super) fn cel_compile_error(field: &str, expr: &str, message: &str) -> JobError {
-    if message.contains("has() macro") {
-        let example: String = expr
-            .split_once("has(")
-            .map(|(_, rest)| {
-                rest.trim_start()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect()
-            })
-            .filter(|name: &String| !name.is_empty())
-            .unwrap_or_else(|| "field".into());
-        return JobError::new(
-            field,
-            format!(
-                "{message}; test whether a record has a field with `has(record.{example})` (a record's fields \
-                 are variables; `record` is the whole record)"
-            ),
-        );
-    }
-    JobError::new(field, message)
+        .map_err(|e| super::cel_errors::cel_compile_error(field, expr, &e.to_string()))
 }
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {

@@ -241,7 +241,9 @@ mod tests {
     async fn a_url_with_a_missing_slash_is_refused_not_made_a_local_directory() {
         let dir = tempfile::tempdir().unwrap();
         for url in ["s3:/bucket/checkpoints", "s3:bucket", "file:/tmp/x"] {
-            let e = open(url, &S3Options::default()).await.err().expect(url);
+            let Err(e) = open(url, &S3Options::default()).await else {
+                panic!("{url} was opened");
+            };
             let text = e.to_string();
             assert!(text.contains("without `//` is not a URL"), "{url}: {text}");
             assert!(text.contains("s3://bucket/prefix"), "{url}: {text}");
