@@ -12,8 +12,8 @@ use std::path::Path;
 
 /// Checks every local location `job` writes: the checkpoint storage (`checkpoint_override`
 /// is `--checkpoint-dir`, which replaces `spec.checkpointing.storage`) and the `path` of each
-/// file sink. Each is created when missing (as the run would) and written once (a file
-/// `.weir-write-probe-<pid>`, removed at once).
+/// file sink. Each is written once (a file `.weir-write-probe-<pid>`, removed at once), or its
+/// nearest existing ancestor when it does not exist yet: nothing is created.
 ///
 /// Errors: the first location that cannot be created or written, naming its field
 /// (`spec.checkpointing.storage`, `--checkpoint-dir`, `spec.job.steps[5].sink.file.path`),
@@ -48,14 +48,25 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
     Ok(())
 }
 
-/// Creates `dir` (and its parents) when missing and writes and removes a probe file in it.
-/// Errors: the reason, as the operating system gives it.
+/// Writes and removes a probe file in `dir`, or, when `dir` does not exist yet, in its nearest
+/// existing ancestor (where the run will create it), so a check leaves nothing behind.
+/// Errors: the reason, as the operating system gives it, or the ancestor that is a file.
 fn probe_writable(dir: &Path) -> Result<(), String> {
-    if dir.exists() && !dir.is_dir() {
-        return Err("it is a file, and checkpoints and output are written into a directory".into());
+    let absolute = std::env::current_dir().map_err(|e| e.to_string())?.join(dir);
+    let Some(existing) = absolute.ancestors().find(|a| a.exists()) else {
+        return Ok(());
+    };
+    if !existing.is_dir() {
+        return Err(if existing == absolute {
+            "it is a file, and checkpoints and output are written into a directory".into()
+        } else {
+            format!(
+                "{} is a file, so no directory can be created under it",
+                existing.display()
+            )
+        });
     }
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let probe = dir.join(format!(".weir-write-probe-{}", std::process::id()));
+    let probe = existing.join(format!(".weir-write-probe-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -112,9 +123,10 @@ mod tests {
                 }
             }
         }
-        assert!(
-            std::fs::read_dir(dir.path().join("ok")).unwrap().next().is_none(),
-            "probe left behind"
-        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("a-file")], "created or left behind");
     }
 }
