@@ -213,12 +213,35 @@ fn example(name: &str) -> Value {
 }
 
 /// Every StreamJob example; the README says `kubectl apply` takes each of them.
-const EXAMPLE_STREAMJOBS: [&str; 4] = [
+/// (`every_streamjob_example_is_listed` keeps the list whole.)
+const EXAMPLE_STREAMJOBS: [&str; 10] = [
     "streamjob-wordcount.yaml",
     "streamjob-generator-stateless.yaml",
     "wordcount.yaml",
     "github-events.yaml",
+    "github-push-join.yaml",
+    "github-windowed.yaml",
+    "kafka-wordcount.yaml",
+    "taxi-fares.yaml",
+    "union-wordcount.yaml",
+    "wikiticker-sessions.yaml",
 ];
+
+#[test]
+fn every_streamjob_example_is_listed() {
+    let dir = repo_root().join("examples");
+    let mut found: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains("\nkind: StreamJob"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let mut listed = EXAMPLE_STREAMJOBS.map(String::from).to_vec();
+    listed.sort();
+    assert_eq!(found, listed, "add the new StreamJob example to EXAMPLE_STREAMJOBS");
+}
 
 fn minimal() -> Value {
     json!({

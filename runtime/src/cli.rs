@@ -109,7 +109,7 @@ pub enum Command {
 pub struct RunArgs {
     /// The StreamJob manifest (YAML).
     pub file: PathBuf,
-    /// Override a manifest field: `--set spec.parallelism=4` (dotted path, YAML value).
+    /// Override a manifest field: `--set spec.parallelism=4` (dotted path, list indexes as `steps.0` or `steps[0]`; YAML value).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Override `spec.parallelism` (at least 1).
@@ -330,9 +330,18 @@ pub async fn main(cli: Cli) -> i32 {
         }) => match secret::for_client(secret_file.as_deref()) {
             Ok(token) => {
                 let c = crate::control::client::Client::new(&url, token);
-                c.savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
-                    .await
-                    .and_then(|s| output::print_data(&s, output, || vec![s.path.clone().unwrap_or_default()]))
+                // Ask for the job first, as `weir cancel` does, so that nothing answering reads
+                // as it does for every other command (with what to do), not as a bare HTTP error.
+                match c.job().await {
+                    Ok(_) => c
+                        .savepoint_and_wait(&SavepointRequest { directory, stop }, timeout.into())
+                        .await
+                        .and_then(|s| output::print_data(&s, output, || vec![s.path.clone().unwrap_or_default()])),
+                    Err(e) => Err(crate::cli_control::failure_at(
+                        &format!("cannot reach the job's control API at {url}"),
+                        &e,
+                    )),
+                }
             }
             Err(e) => Err(e),
         },
@@ -397,6 +406,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
+    crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let local_bytes: u64 = local_input_bytes(&job);
     // The port first: a second `weir run` on the same port fails before it restores anything.
     let listener = crate::control::server::bind(&a.listen).await?;

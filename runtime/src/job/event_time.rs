@@ -60,6 +60,11 @@ pub struct WindowDef {
     pub time_field: String,
 }
 
+/// The most windows a sliding window puts one record into (`size / slide`): each record updates
+/// every window it is in, so a day sliding by 1 ms (86,400,000 windows) would allocate gigabytes
+/// per record. 10,000 allows a day sliding by 9 s, or an hour by 360 ms.
+pub const MAX_SLIDING_WINDOWS_PER_RECORD: i64 = 10_000;
+
 /// Output field of a window's start (epoch milliseconds, inclusive).
 pub const WINDOW_START_FIELD: &str = "window_start";
 /// Output field of a window's end (epoch milliseconds, exclusive).
@@ -140,6 +145,17 @@ pub fn window_def(at: &str, spec: &WindowSpec) -> Result<WindowDef, JobError> {
                     format!("must divide `size` ({size_ms} ms) evenly, got {slide_ms} ms"),
                 ));
             }
+            if size_ms / slide_ms > MAX_SLIDING_WINDOWS_PER_RECORD {
+                return Err(JobError::new(
+                    format!("{at}.slide"),
+                    format!(
+                        "puts each record into {} windows (`size` / `slide`), more than the {MAX_SLIDING_WINDOWS_PER_RECORD} \
+                         a sliding window allows (each record updates every window it is in); use a larger `slide` \
+                         or a smaller `size`",
+                        size_ms / slide_ms
+                    ),
+                ));
+            }
             WindowAssigner::Sliding { size_ms, slide_ms }
         }
         WindowType::Session => {
@@ -164,7 +180,9 @@ pub fn window_def(at: &str, spec: &WindowSpec) -> Result<WindowDef, JobError> {
             ));
         }
         (Some(e), _) => {
-            crate::record::cel::compile(e).map_err(|err| JobError::new(format!("{at}.expression"), err.to_string()))?;
+            crate::record::cel::compile(e).map_err(|err| {
+                super::cel_errors::cel_compile_error(&format!("{at}.expression"), e, &err.to_string())
+            })?;
         }
         (None, AggregateFn::Count) => {}
         (None, _) => {
@@ -315,6 +333,53 @@ pub fn check_source_fields(
     Ok(())
 }
 
+/// Checks the event time of every record the plan read from a JSON lines source with
+/// `eventTime` (`samples[i]` for operator `i`: the first lines of its first file), as the
+/// source will read it: before the job starts, and naming the field, the file and the record,
+/// where the job would fail on that record naming only the operator.
+///
+/// Errors: a sampled record without the field, or whose value is not an event time (not an
+/// ISO-8601 string or an integer of epoch milliseconds), naming
+/// `spec.job.steps[i].source.eventTime.field`.
+pub fn check_sampled_event_times(
+    ops: &[Operator],
+    steps: &[Step],
+    samples: &[Option<&super::schema::SourceSample>],
+) -> Result<(), JobError> {
+    use super::schema::SourceSample;
+    for (op, sample) in ops.iter().zip(samples) {
+        let (Some(et), Some(SourceSample::JsonRows { file, rows })) = (source_event_time(op, steps)?, sample) else {
+            continue;
+        };
+        let at = format!("spec.job.steps[{}].source.eventTime.field", op.index);
+        for (n, row) in rows.iter().enumerate() {
+            let record = n + 1;
+            let Some(value) = row.get(&et.field) else {
+                return Err(JobError::new(
+                    at,
+                    format!(
+                        "record {record} of {file} has no field `{}`; every record needs an event time, \
+                         so name a field every record has",
+                        et.field
+                    ),
+                ));
+            };
+            if let Err(why) = crate::exec::watermark::event_time_millis(value) {
+                return Err(JobError::new(
+                    at,
+                    format!(
+                        "`{}` of record {record} of {file} is not an event time: {why}; name a field holding \
+                         an ISO-8601 time in UTC (`2015-02-22T21:00:00Z`, `2019-01-15 03:36:12`) or \
+                         epoch milliseconds",
+                        et.field
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +414,10 @@ mod tests {
             (
                 json!({"type": "sliding", "size": "5m", "slide": "2m"}),
                 "w.slide: must divide `size` (300000 ms) evenly, got 120000 ms",
+            ),
+            (
+                json!({"type": "sliding", "size": "100000000000 d", "slide": "1s"}),
+                "w.slide: puts each record into 8640000000000000 windows (`size` / `slide`), more than the 10000",
             ),
             (json!({"type": "session"}), "w.gap: is required for session windows"),
             (

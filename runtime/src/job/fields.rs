@@ -176,6 +176,9 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
         return Ok(());
     }
     match value {
+        Value::Mapping(_) if schema.get("type").and_then(Schema::as_str) == Some("string") => {
+            return Err(mapping_for_a_string(path));
+        }
         Value::Mapping(map) => {
             let properties = schema.get("properties");
             let values = schema.get("additionalProperties").filter(|v| v.is_object());
@@ -199,6 +202,17 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
         _ => {}
     }
     Ok(())
+}
+
+/// The error of a YAML mapping where the schema has a string: almost always a CEL map literal
+/// (`expression: {'line': line.lower()}`) that YAML read as a flow mapping because it is not
+/// quoted.
+fn mapping_for_a_string(path: &str) -> JobError {
+    JobError::new(
+        path,
+        "invalid type: a mapping, expected a string; a CEL map literal must be quoted, since YAML reads \
+         `{...}` as a mapping: `expression: \"{'line': line.lower()}\"`",
+    )
 }
 
 /// Whether the schema keeps whatever is below it (`x-kubernetes-preserve-unknown-fields`).
@@ -336,6 +350,10 @@ mod tests {
                 "metadata: unknown field `lables`; did you mean `labels`?",
             ),
             ("spec: { zzz: 1 }".into(), "spec: unknown field `zzz`; known fields: "),
+            (
+                "spec: { job: { steps: [ {}, { map: { expression: {'line': line.lower()} } } ] } }".into(),
+                "spec.job.steps[1].map.expression: invalid type: a mapping, expected a string; a CEL map literal must be quoted",
+            ),
         ] {
             let e = check(&yaml).unwrap_err();
             assert!(e.starts_with(want), "want `{want}`, got `{e}`");

@@ -3,6 +3,7 @@
 //! ([`Operator`]), and the plan-time check of the fields each step reads ([`schema`]).
 
 pub mod bounds;
+mod cel_errors;
 pub mod dataflow;
 pub mod disk_state;
 mod durations;
@@ -44,7 +45,8 @@ pub fn load_manifest(path: &Path, overrides: &[String]) -> Result<Job, JobError>
 /// the first local file each file source names ([`sample`](crate::operators::source::file::sample))
 /// and checks every step against those schemas ([`schema::check_dataflow`]). Nothing to read (a
 /// generator or text source, `s3://`, no file yet) checks nothing more than [`Job::from_spec`]
-/// did. Errors: as [`schema::check_steps`].
+/// did. Errors: as [`schema::check_steps`], and a sampled record without a valid event time
+/// ([`event_time::check_sampled_event_times`]).
 pub fn check_source_files(job: &Job) -> Result<(), JobError> {
     let samples: Vec<Option<schema::SourceSample>> = job
         .operators
@@ -59,7 +61,8 @@ pub fn check_source_files(job: &Job) -> Result<(), JobError> {
     }
     let samples: Vec<Option<&schema::SourceSample>> = samples.iter().map(Option::as_ref).collect();
     let schemas = schema::check_dataflow(&job.operators, &samples)?;
-    event_time::check_source_fields(&job.operators, &job.spec.job.steps, &schemas)
+    event_time::check_source_fields(&job.operators, &job.spec.job.steps, &schemas)?;
+    event_time::check_sampled_event_times(&job.operators, &job.spec.job.steps, &samples)
 }
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].
@@ -93,10 +96,18 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     let (path, raw) = set
         .split_once('=')
         .ok_or_else(|| JobError::new("--set", format!("`{set}` is not PATH=VALUE")))?;
+    let path = &dotted_set_path(path);
     fields::check_set_path(path)?;
     let at = |message: String| JobError::new(field_path(path), format!("{message} (in --set {set})"));
     let value: serde_yaml::Value =
         serde_yaml::from_str(raw).map_err(|e| at(format!("value `{raw}` is not valid YAML: {e}")))?;
+    if value.is_mapping() && !raw.trim_start().starts_with('{') {
+        // `a ? b : c` or `x: y` on one line: YAML reads `key: value`, never what was meant.
+        return Err(at(format!(
+            "value `{raw}` reads as a YAML mapping because of its `: `; quote it to set a string \
+             (--set '{path}=\"{raw}\"') or write a mapping as `{{key: value}}`"
+        )));
+    }
     let mut cur = doc;
     for part in path.split('.') {
         if part.is_empty() {
@@ -126,6 +137,29 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     }
     *cur = value;
     Ok(())
+}
+
+/// A `--set` path with list indexes in brackets, as Helm's `--set` and this tool's error
+/// messages write them (`spec.job.steps[0].source.file.path`), in the dotted form
+/// (`spec.job.steps.0.source.file.path`); a path without brackets is returned as it is.
+pub fn dotted_set_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        let index = &rest[open + 1..close];
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        out.push_str(&rest[..open]);
+        out.push('.');
+        out.push_str(index);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A `--set` path (`spec.job.steps.0.source.file.path`) as error messages name fields, the
@@ -229,6 +263,57 @@ spec:
         );
         let e = parse_manifest(MINIMAL, &["spec.parallelism".into()]).unwrap_err();
         assert!(e.to_string().contains("PATH=VALUE"), "{e}");
+    }
+
+    #[test]
+    fn set_paths_take_list_indexes_in_brackets_as_errors_print_them() {
+        for (given, want) in [
+            (
+                "spec.job.steps[0].source.file.path",
+                "spec.job.steps.0.source.file.path",
+            ),
+            (
+                "spec.job.steps[12].join.fields[1].as",
+                "spec.job.steps.12.join.fields.1.as",
+            ),
+            ("spec.job.steps.0.uid", "spec.job.steps.0.uid"),
+            ("spec.parallelism", "spec.parallelism"),
+            ("spec.job.steps[x].uid", "spec.job.steps[x].uid"),
+        ] {
+            assert_eq!(dotted_set_path(given), want, "{given}");
+        }
+        let job = parse_manifest(MINIMAL, &["spec.job.steps[0].source.file.path=y.txt".into()]).unwrap();
+        let source = job.spec.job.steps[0].source.as_ref().unwrap();
+        assert_eq!(source.file.as_ref().unwrap().path, "y.txt");
+        let e = parse_manifest(MINIMAL, &["spec.job.steps[9].uid=a".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.job.steps[9].uid: index 9 is out of range (the list has 5 items) (in --set spec.job.steps[9].uid=a)"
+        );
+    }
+
+    #[test]
+    fn a_set_value_that_reads_as_a_mapping_by_accident_says_to_quote_it() {
+        let set = "spec.job.steps.2.keyBy.expression=has(record.word) ? word : 'none'";
+        let e = parse_manifest(MINIMAL, &[set.into()]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "spec.job.steps[2].keyBy.expression: value `has(record.word) ? word : 'none'` reads as a YAML mapping"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                r#"quote it to set a string (--set 'spec.job.steps.2.keyBy.expression="has(record.word) ? word : 'none'"')"#
+            ),
+            "{e}"
+        );
+        let quoted = r#"spec.job.steps.2.keyBy.expression="has(record.word) ? word : 'none'""#;
+        let job = parse_manifest(MINIMAL, &[quoted.into()]).unwrap();
+        assert_eq!(
+            job.spec.job.steps[2].key_by.as_ref().unwrap().expression,
+            "has(record.word) ? word : 'none'"
+        );
     }
 
     #[test]

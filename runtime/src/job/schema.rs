@@ -129,7 +129,8 @@ pub(super) fn check_expression(
     input: Option<&[Field]>,
 ) -> Result<FieldType, JobError> {
     // The expression compiled in step validation; a failure here is reported the same way.
-    let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
+    let expr = cel::compile(expression)
+        .map_err(|e| super::cel_errors::cel_compile_error(field_path, expression, &e.to_string()))?;
     let Some(input) = input else {
         return cel_types::infer(expr.syntax(), &|_| FieldType::Any).map_err(|m| JobError::new(field_path, m));
     };
@@ -142,6 +143,16 @@ pub(super) fn check_expression(
 }
 
 fn missing(field_path: &str, name: &str, input: &[Field]) -> JobError {
+    if input.is_empty() {
+        return JobError::new(
+            field_path,
+            format!(
+                "field `{name}` does not exist in the records this step receives: a `map` before it gives a bare \
+                 value (a number, string or bool), not an object with fields; make that `map` give an object \
+                 like `{{'{name}': ...}}`"
+            ),
+        );
+    }
     let known = quoted(input.iter().map(|f| &f.name));
     JobError::new(
         field_path,
@@ -152,11 +163,17 @@ fn missing(field_path: &str, name: &str, input: &[Field]) -> JobError {
 /// The output of a `map`: the object literal's keys, sorted, with their values' types; `None`
 /// when the expression is not such a literal.
 fn map_output(field_path: &str, expression: &str, input: Option<&[Field]>) -> Result<PlanSchema, JobError> {
-    let expr = cel::compile(expression).map_err(|e| JobError::new(field_path, e.to_string()))?;
-    let Some(entries) = map_literal_entries(expr.syntax()) else {
-        return Ok(None);
-    };
+    let expr = cel::compile(expression)
+        .map_err(|e| super::cel_errors::cel_compile_error(field_path, expression, &e.to_string()))?;
     let lookup = |name: &str| input.map_or(FieldType::Any, |fields| type_of(fields, name));
+    let Some(entries) = map_literal_entries(expr.syntax()) else {
+        // A number, string or bool is a bare record: one unnamed value, no fields to read.
+        let bare = matches!(
+            cel_types::infer(expr.syntax(), &lookup),
+            Ok(FieldType::Bool | FieldType::Int | FieldType::Float | FieldType::String)
+        );
+        return Ok(bare.then(Vec::new));
+    };
     let mut out = Vec::with_capacity(entries.len());
     for (key, value) in entries {
         let t = cel_types::infer_expr(value, &lookup).map_err(|m| JobError::new(field_path, m))?;

@@ -306,3 +306,25 @@ fn valid_jobs_over_typed_sources_plan() {
         );
     }
 }
+
+#[test]
+fn a_step_after_a_map_to_a_bare_value_cannot_read_a_field() {
+    let generator = json!({"source": {"generator": {}}});
+    let steps = json!([
+        generator,
+        {"map": {"expression": "value * 2"}},
+        {"keyBy": {"expression": "key"}},
+        {"count": {}},
+        sink()
+    ]);
+    let e = plan(steps, None).unwrap_err();
+    assert!(
+        e.starts_with("spec.job.steps[2].keyBy.expression: field `key` does not exist in the records this step receives: a `map` before it gives a bare value"),
+        "{e}"
+    );
+    // A bare value may still go to the sink; a computed map's fields stay unknown.
+    let bare = plan(json!([generator, {"map": {"expression": "key + '!'"}}, sink()]), None).unwrap();
+    assert_eq!(bare[1], Some(vec![]));
+    let computed = plan(json!([generator, {"map": {"expression": "record"}}, sink()]), None).unwrap();
+    assert_eq!(computed[1], None);
+}

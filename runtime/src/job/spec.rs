@@ -325,9 +325,11 @@ pub struct GeneratorSpec {
     #[schemars(range(min = 1))]
     pub max_records_per_second: Option<u64>,
     /// Number of splits the sequence is cut into (record n belongs to split n mod splits);
-    /// splits are the unit of source rescaling. At least 1; default 32.
+    /// splits are the unit of source rescaling. At least 1, at most 32768 (the largest
+    /// `maxParallelism`: more splits spread over no more subtasks, and every split is state in
+    /// every checkpoint); default 32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 32768))]
     pub splits: Option<u32>,
 }
 
@@ -392,7 +394,9 @@ pub struct AggregateSpec {
 #[serde(rename_all = "camelCase")]
 pub struct EventTimeSpec {
     /// Top-level field holding the event time: an ISO-8601 / RFC 3339 string in UTC
-    /// (`2015-02-22T21:00:00Z`, fractional seconds allowed) or an integer of epoch milliseconds.
+    /// (`2015-02-22T21:00:00Z`, fractional seconds allowed; also with a space for the `T` and
+    /// without the `Z`, as CSV and SQL exports write it: `2019-01-15 03:36:12`, read as UTC) or
+    /// an integer of epoch milliseconds.
     pub field: String,
     /// Bounded out-of-orderness: how far behind the largest event time seen a record may
     /// arrive and still be on time, e.g. `5s`. The watermark is the largest event time seen
@@ -429,7 +433,8 @@ pub struct WindowSpec {
     /// Window length (`tumbling`, `sliding`), e.g. `1m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
-    /// How often a sliding window starts (`sliding` only), e.g. `1m`; divides `size`.
+    /// How often a sliding window starts (`sliding` only), e.g. `1m`; divides `size`, and
+    /// `size / slide` (the windows each record is in) is at most 10,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slide: Option<String>,
     /// Inactivity gap that closes a session (`session` only), e.g. `30s`.

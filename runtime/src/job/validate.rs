@@ -336,7 +336,7 @@ impl Job {
         Some(
             c.aligned_checkpoint_timeout
                 .as_deref()
-                .and_then(|t| humantime::parse_duration(t.trim()).ok())
+                .and_then(|t| super::durations::parse_duration("spec.checkpointing.alignedCheckpointTimeout", t).ok())
                 .unwrap_or(Duration::ZERO),
         )
     }
@@ -529,7 +529,7 @@ fn check_at_least_one(field: &str, value: Option<u64>) -> Result<(), JobError> {
 fn check_cel(field: &str, expr: &str) -> Result<(), JobError> {
     crate::record::cel::compile(expr)
         .map(|_| ())
-        .map_err(|e| JobError::new(field, e.to_string()))
+        .map_err(|e| super::cel_errors::cel_compile_error(field, expr, &e.to_string()))
 }
 
 fn validate_steps(steps: &[Step]) -> Result<Vec<Operator>, JobError> {

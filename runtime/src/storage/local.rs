@@ -28,6 +28,7 @@ fn io(path: &Path, source: std::io::Error) -> StorageError {
 
 impl LocalStore {
     /// A store rooted at `root` (relative paths resolve against the working directory).
+    /// Errors: `root` exists and is not a directory.
     pub fn new(root: impl AsRef<Path>) -> Result<LocalStore> {
         let root = root.as_ref();
         let root = if root.is_absolute() {
@@ -40,6 +41,14 @@ impl LocalStore {
             .components()
             .filter(|c| !matches!(c, std::path::Component::CurDir))
             .collect();
+        if root.exists() && !root.is_dir() {
+            return Err(StorageError::InvalidUrl(
+                root.display().to_string(),
+                "it is a file; checkpoints, savepoints and file-sink output are written into a directory: \
+                 give the path of a directory (it is created when missing)"
+                    .into(),
+            ));
+        }
         Ok(LocalStore { root })
     }
 

@@ -200,9 +200,28 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
             url.into(),
             "supported schemes are s3:// and file://, or a plain path".into(),
         ))
+    } else if let Some(scheme) = scheme_without_slashes(url) {
+        Err(StorageError::InvalidUrl(
+            url.into(),
+            format!(
+                "`{scheme}:` without `//` is not a URL and would be a local directory named `{scheme}:`; \
+                 write `s3://bucket/prefix`, `file:///absolute/path` or a plain path"
+            ),
+        ))
     } else {
         Ok(Arc::new(LocalStore::new(url)?))
     }
+}
+
+/// The scheme of a URL written with fewer than two slashes after it (`s3:/bucket`,
+/// `s3:bucket`, `file:/x`): a first path segment that is a URL scheme (a letter, then letters,
+/// digits, `+`, `-`, `.`) followed by `:`. `None` for plain paths.
+pub(crate) fn scheme_without_slashes(url: &str) -> Option<&str> {
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    valid.then_some(scheme)
 }
 
 /// Joins path segments with `/`, skipping empty ones.
@@ -211,5 +230,28 @@ pub fn join(a: &str, b: &str) -> String {
         ("", b) => b.to_string(),
         (a, "") => a.to_string(),
         (a, b) => format!("{a}/{b}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_url_with_a_missing_slash_is_refused_not_made_a_local_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for url in ["s3:/bucket/checkpoints", "s3:bucket", "file:/tmp/x"] {
+            let Err(e) = open(url, &S3Options::default()).await else {
+                panic!("{url} was opened");
+            };
+            let text = e.to_string();
+            assert!(text.contains("without `//` is not a URL"), "{url}: {text}");
+            assert!(text.contains("s3://bucket/prefix"), "{url}: {text}");
+        }
+        let plain = dir.path().join("with:colon").display().to_string();
+        assert!(open(&plain, &S3Options::default()).await.is_ok(), "{plain}");
+        assert_eq!(scheme_without_slashes("./weir-data/checkpoints"), None);
+        assert_eq!(scheme_without_slashes("/abs/a:b"), None);
+        assert_eq!(scheme_without_slashes("s3:/b"), Some("s3"));
     }
 }

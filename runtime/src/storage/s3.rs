@@ -32,6 +32,8 @@ pub struct S3Store {
     client: Client,
     bucket: String,
     prefix: String,
+    /// The endpoint requests go to, for error messages (`None`: AWS S3, or not known).
+    endpoint: Option<String>,
 }
 
 impl S3Store {
@@ -70,7 +72,16 @@ impl S3Store {
                 "weir-static",
             ));
         }
-        Ok(S3Store::from_client(Client::from_conf(conf.build()), bucket, prefix))
+        let endpoint = opts
+            .endpoint
+            .clone()
+            .filter(|e| !e.is_empty())
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        Ok(S3Store {
+            endpoint,
+            ..S3Store::from_client(Client::from_conf(conf.build()), bucket, prefix)
+        })
     }
 
     /// A store using an already configured client (for embedding and tests).
@@ -79,6 +90,7 @@ impl S3Store {
             client,
             bucket: bucket.to_string(),
             prefix: prefix.trim_matches('/').to_string(),
+            endpoint: None,
         }
     }
 
@@ -119,10 +131,14 @@ impl S3Store {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
+        let mut message = DisplayErrorContext(&err).to_string();
+        if matches!(err, SdkError::DispatchFailure(_)) {
+            message.push_str(&no_answer_hint(self.endpoint.as_deref()));
+        }
         StorageError::S3 {
             path: self.url(path),
             op,
-            message: DisplayErrorContext(&err).to_string(),
+            message,
         }
     }
 
@@ -167,6 +183,21 @@ impl S3Store {
 }
 
 type HttpResponse = aws_sdk_s3::config::http::HttpResponse;
+
+/// What to check when a request to `endpoint` (`None`: AWS S3) got no answer: the endpoint a
+/// job sets in `spec.s3.endpoint` is not known to the command-line tools, which read
+/// `AWS_ENDPOINT_URL` (and `WEIR_S3_PATH_STYLE`) like the AWS CLI.
+fn no_answer_hint(endpoint: Option<&str>) -> String {
+    let target = match endpoint {
+        Some(e) => format!("the S3 endpoint {e}"),
+        None => "AWS S3 (no endpoint is set)".into(),
+    };
+    format!(
+        "; nothing answered at {target}: for MinIO, Ceph or moto set the endpoint (`spec.s3.endpoint` in a \
+         job; `AWS_ENDPOINT_URL` and `{PATH_STYLE_ENV}=true` for `weir checkpoints list`, `weir savepoint \
+         inspect` and `weir list --storage`) and check it is reachable"
+    )
+}
 
 fn path_style_from_env() -> bool {
     std::env::var(PATH_STYLE_ENV).is_ok_and(|v| {

@@ -51,6 +51,18 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
     };
     files.sort();
     if files.is_empty() {
+        if let Some(hint) = directory_hint(pattern) {
+            return Err(TaskError(hint));
+        }
+        let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+        if !pattern.starts_with("s3://") && !local.contains(['*', '?', '[']) {
+            // A file that exists in a directory this user cannot search: glob finds nothing.
+            if let Err(e) = std::fs::metadata(local).map_err(|e| (e.kind(), e))
+                && e.0 != std::io::ErrorKind::NotFound
+            {
+                return Err(TaskError(format!("cannot read `{pattern}`: {}", e.1)));
+            }
+        }
         let relative = !pattern.starts_with('/') && !pattern.contains("://");
         let hint = match std::env::current_dir() {
             Ok(cwd) if relative => format!(
@@ -63,6 +75,31 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
         return Err(TaskError(format!("no file matches `{pattern}`{hint}")));
     }
     Ok(files)
+}
+
+/// The message for a source path that matched no file but names a directory (a local one, or
+/// an S3 prefix without a glob, which Flink's `FileSource` would read whole): the file source
+/// reads the files a path or glob names, so say which glob reads the directory's files.
+fn directory_hint(pattern: &str) -> Option<String> {
+    let is_s3 = pattern.starts_with("s3://");
+    let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+    let is_dir = if is_s3 {
+        !pattern.contains(['*', '?', '['])
+    } else {
+        std::path::Path::new(local).is_dir()
+    };
+    is_dir.then(|| {
+        let glob = format!("{}/*", pattern.trim_end_matches('/'));
+        let what = if is_s3 {
+            "no object; if it is a prefix (a directory)"
+        } else {
+            "a directory"
+        };
+        format!(
+            "`{pattern}` names {what}: the file source reads the files a path or glob names, not a directory's \
+             contents; give a glob of its files, like `{glob}`"
+        )
+    })
 }
 
 /// The local files a source path (`dir/*.csv`, `file:///abs/x.jsonl`) names, sorted; empty if
@@ -105,7 +142,12 @@ pub fn sample(spec: &FileSourceSpec) -> Option<SourceSample> {
         if reader.read_until(b'\n', &mut line).ok()? == 0 {
             break;
         }
-        let Ok(text) = std::str::from_utf8(trim_eol(&line)) else {
+        let first = rows.is_empty();
+        let Ok(text) = std::str::from_utf8(if first {
+            strip_bom(trim_eol(&line))
+        } else {
+            trim_eol(&line)
+        }) else {
             break;
         };
         if text.trim().is_empty() {
@@ -275,7 +317,10 @@ async fn open_split(
                 None => reader.read_until(b'\n', &mut line).inspect(|&n| consumed = n as u64),
             };
             read.map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
-            Some(CsvHeader::new(csv_fields(&split.path, 0, trim_eol(&line))?, declared))
+            Some(CsvHeader::new(
+                csv_fields(&split.path, 0, strip_bom(trim_eol(&line)))?,
+                declared,
+            ))
         } else {
             None
         };
@@ -444,6 +489,13 @@ fn decode(gz: bool, r: Box<dyn Read + Send>) -> Box<dyn BufRead + Send> {
     }
 }
 
+/// `line` without a leading UTF-8 byte order mark (`EF BB BF`), which Windows tools write at
+/// the start of text and JSON files: it is not part of the first line's content (a JSON line's
+/// opening brace). (The csv crate drops it from a CSV header itself.)
+fn strip_bom(line: &[u8]) -> &[u8] {
+    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+}
+
 fn trim_eol(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
@@ -486,7 +538,11 @@ impl Source for FileSource {
                 let at = split.offset;
                 split.offset += n as u64;
                 self.progress.fetch_add(n as u64, Ordering::Relaxed);
-                let line = trim_eol(&self.line);
+                let line = if at == 0 {
+                    strip_bom(trim_eol(&self.line))
+                } else {
+                    trim_eol(&self.line)
+                };
                 if let Some(v) = parse(
                     self.format,
                     &split.path,

@@ -96,7 +96,12 @@ pub async fn build(
         OperatorKind::FileSource(spec) => Ok(Box::new(
             file::FileSource::new(spec, subtask, parallelism, restore, s3, progress)
                 .await
-                .map_err(|e| e.context(format!("operator {}", op.uid)))?,
+                .map_err(|e| {
+                    e.context(format!(
+                        "operator {} (spec.job.steps[{}].source.file)",
+                        op.uid, op.index
+                    ))
+                })?,
         )),
         OperatorKind::Generator(spec) => Ok(Box::new(
             generator::Generator::new(spec, subtask, parallelism, restore)

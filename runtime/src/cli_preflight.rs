@@ -1,0 +1,132 @@
+//! Before `weir run` starts a job: the local directories it will write (the checkpoint
+//! storage, each file sink's output) must be directories this process can write, so a
+//! read-only or misplaced location is an error naming its field before anything runs, instead
+//! of a job that reads its input and then fails at its first checkpoint (or at its first
+//! output record) with a bare `Permission denied`.
+//!
+//! `s3://` locations are not probed (credentials and buckets surface on the first request,
+//! with the S3 error), nor URLs the storage refuses (`s3:/bucket`, `hdfs://…`).
+
+use crate::job::{Job, OperatorKind};
+use std::path::Path;
+
+/// Checks every local location `job` writes: the checkpoint storage (`checkpoint_override`
+/// is `--checkpoint-dir`, which replaces `spec.checkpointing.storage`) and the `path` of each
+/// file sink. Each is written once (a file `.weir-write-probe-<pid>`, removed at once), or its
+/// nearest existing ancestor when it does not exist yet: nothing is created.
+///
+/// Errors: the first location that cannot be created or written, naming its field
+/// (`spec.checkpointing.storage`, `--checkpoint-dir`, `spec.job.steps[5].sink.file.path`),
+/// the path and the operating system's reason.
+pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Result<(), String> {
+    let checkpoint_field = if checkpoint_override.is_some() {
+        "--checkpoint-dir".to_string()
+    } else {
+        "spec.checkpointing.storage".to_string()
+    };
+    let mut locations = vec![(checkpoint_field, crate::exec::storage_url(job, checkpoint_override))];
+    for op in &job.operators {
+        if let OperatorKind::FileSink(spec) = &op.kind {
+            locations.push((
+                format!("spec.job.steps[{}].sink.file.path", op.index),
+                spec.path.clone(),
+            ));
+        }
+    }
+    for (field, url) in locations {
+        // S3, and what is not a local path (another scheme, `s3:/typo`): `storage::open`
+        // serves or refuses them with its own message.
+        let other_scheme = url.contains("://") && !url.starts_with("file://");
+        if other_scheme || crate::storage::scheme_without_slashes(&url).is_some() {
+            continue;
+        }
+        let path = url.strip_prefix("file://").unwrap_or(&url);
+        probe_writable(Path::new(path)).map_err(|why| {
+            format!("{field}: cannot write to {path}: {why}; give a directory this user can write (it is created when missing)")
+        })?;
+    }
+    Ok(())
+}
+
+/// Writes and removes a probe file in `dir`, or, when `dir` does not exist yet, in its nearest
+/// existing ancestor (where the run will create it), so a check leaves nothing behind.
+/// Errors: the reason, as the operating system gives it, or the ancestor that is a file.
+fn probe_writable(dir: &Path) -> Result<(), String> {
+    let absolute = std::env::current_dir().map_err(|e| e.to_string())?.join(dir);
+    let Some(existing) = absolute.ancestors().find(|a| a.exists()) else {
+        return Ok(());
+    };
+    if !existing.is_dir() {
+        return Err(if existing == absolute {
+            "it is a file, and checkpoints and output are written into a directory".into()
+        } else {
+            format!(
+                "{} is a file, so no directory can be created under it",
+                existing.display()
+            )
+        });
+    }
+    let probe = existing.join(format!(".weir-write-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| e.to_string())?;
+    std::fs::remove_file(&probe).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(storage: &str, sink: &str) -> Job {
+        let yaml = format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: p}}\nspec:\n  checkpointing: {{storage: \"{storage}\"}}\n  job:\n    steps:\n      - source: {{generator: {{}}}}\n      - sink: {{file: {{path: \"{sink}\"}}}}\n"
+        );
+        crate::job::parse_manifest(&yaml, &[]).unwrap()
+    }
+
+    #[test]
+    fn locations_that_cannot_be_written_are_named_by_their_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let ok = dir.path().join("ok").display().to_string();
+        let under_file = file.join("chk").display().to_string();
+        let cases = [
+            (job(&ok, &ok), None, None),
+            (
+                job(&under_file, &ok),
+                None,
+                Some("spec.checkpointing.storage: cannot write to "),
+            ),
+            (
+                job(&ok, &ok),
+                Some(under_file.as_str()),
+                Some("--checkpoint-dir: cannot write to "),
+            ),
+            (
+                job(&ok, &file.display().to_string()),
+                None,
+                Some("spec.job.steps[1].sink.file.path: cannot write to "),
+            ),
+            (job("s3://bucket/chk", "s3://bucket/out"), None, None),
+            (job(&ok, &ok), Some("s3:/typo"), None),
+        ];
+        for (job, over, want) in cases {
+            let got = check_local_outputs(&job, over);
+            match want {
+                None => assert_eq!(got, Ok(())),
+                Some(w) => {
+                    let e = got.unwrap_err();
+                    assert!(e.starts_with(w), "{e}");
+                }
+            }
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("a-file")], "created or left behind");
+    }
+}
