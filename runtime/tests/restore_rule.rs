@@ -238,3 +238,60 @@ fn unwritable_checkpoint_storage_fails_the_job_with_the_storage_error() {
         "nothing is committed without a checkpoint"
     );
 }
+
+/// A checkpoint whose upload fails mid-run (the storage refuses a write after the job started,
+/// which `weir run`'s start-up probe cannot see): with `tolerableFailedCheckpoints` 0 (the
+/// default) the job fails naming the setting and the storage error, and commits nothing past
+/// the last completed checkpoint; with 1, the job goes on and its output is exactly the
+/// failure-free word count.
+#[test]
+fn a_checkpoint_failing_mid_run_fails_the_job_only_past_tolerable_failed_checkpoints() {
+    let failpoint = [("WEIR_FAILPOINT".to_string(), "fail-upload:3".to_string())];
+    let dir = tempfile::tempdir().unwrap();
+    let m = wordcount_manifest(
+        dir.path(),
+        &Paths::local(dir.path()),
+        2,
+        "exactly-once",
+        "200ms",
+        Some(5000),
+        None,
+    );
+    let (ok, log) = Weir::run(&m, &[], &failpoint).wait();
+    assert!(!ok, "the job must fail at its third checkpoint: {log}");
+    assert!(
+        log.contains("tolerableFailedCheckpoints") && log.contains("fail-upload:3"),
+        "the failure names the setting and the storage error: {log}"
+    );
+    Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "restored after a failed checkpoint",
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let m = wordcount_manifest(
+        dir.path(),
+        &Paths::local(dir.path()),
+        2,
+        "exactly-once",
+        "200ms",
+        Some(5000),
+        None,
+    );
+    let yaml = std::fs::read_to_string(&m).unwrap();
+    let tolerant = yaml.replace("retained: 2 }", "retained: 2, tolerableFailedCheckpoints: 1 }");
+    assert_ne!(
+        yaml, tolerant,
+        "the manifest's checkpointing line changed; update this test"
+    );
+    std::fs::write(&m, tolerant).unwrap();
+    let (ok, log) = Weir::run(&m, &[], &failpoint).wait();
+    assert!(ok, "one failed checkpoint is tolerated: {log}");
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "one failed checkpoint tolerated",
+    );
+}

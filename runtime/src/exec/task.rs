@@ -276,6 +276,12 @@ impl TaskCore {
             }
             let unaligned = channel_state.is_some() || !output_channel_state.is_empty();
             let uploaded = async {
+                if upload_fails(barrier.id) {
+                    return Err(TaskError(format!(
+                        "failpoint fail-upload:{}: the checkpoint storage refused the write",
+                        barrier.id
+                    )));
+                }
                 let operators = upload_operator_state(&barrier, subtask, parallelism, parts).await?;
                 let channel_state = match channel_state {
                     Some((uid, records)) => {
@@ -364,6 +370,13 @@ pub(super) enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
+}
+
+/// Test hook: `WEIR_FAILPOINT=fail-upload:<id>` makes every subtask's upload of snapshot `id`
+/// fail, as on storage that refuses a write mid-run (the subtask declines the checkpoint).
+/// Unset in production.
+fn upload_fails(id: u64) -> bool {
+    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("fail-upload:{id}")))
 }
 
 #[cfg(test)]
