@@ -214,7 +214,7 @@ fn example(name: &str) -> Value {
 
 /// Every StreamJob example; the README says `kubectl apply` takes each of them.
 /// (`every_streamjob_example_is_listed` keeps the list whole.)
-const EXAMPLE_STREAMJOBS: [&str; 10] = [
+const EXAMPLE_STREAMJOBS: [&str; 11] = [
     "streamjob-wordcount.yaml",
     "streamjob-generator-stateless.yaml",
     "wordcount.yaml",
@@ -225,6 +225,7 @@ const EXAMPLE_STREAMJOBS: [&str; 10] = [
     "taxi-fares.yaml",
     "union-wordcount.yaml",
     "wikiticker-sessions.yaml",
+    "wiki-branches.yaml",
 ];
 
 #[test]

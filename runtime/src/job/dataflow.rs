@@ -129,6 +129,7 @@ pub fn validate(steps: &[Step]) -> Result<Vec<Operator>, JobError> {
         });
     }
     check_join_side_uids(&ops)?;
+    check_file_sink_paths(&ops)?;
     if !ops.iter().any(|o| o.kind.is_sink()) {
         return Err(JobError::new(
             "spec.job.steps",
@@ -349,3 +350,48 @@ fn check_join_side_uids(ops: &[Operator]) -> Result<(), JobError> {
 #[cfg(test)]
 #[path = "dataflow_tests.rs"]
 mod tests;
+
+/// Refuses two file sinks whose output directories are the same or one inside the other: part
+/// files are named by run, subtask and sequence number, not by sink, so two sinks in one
+/// directory would write the same names and one sink's committed output would replace (S3) or
+/// be dropped in favour of (local) the other's.
+///
+/// Paths are compared lexically after trimming, dropping a trailing `/` and `.` components
+/// (`out`, `./out/` and `out/.` are one directory); symbolic links are not followed.
+fn check_file_sink_paths(ops: &[Operator]) -> Result<(), JobError> {
+    let mut seen: Vec<(usize, String)> = Vec::new();
+    for op in ops {
+        let OperatorKind::FileSink(spec) = &op.kind else {
+            continue;
+        };
+        let dir = output_dir(&spec.path);
+        for (other, other_dir) in &seen {
+            let inside = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/"));
+            if inside(&dir, other_dir) || inside(other_dir, &dir) {
+                return Err(JobError::new(
+                    format!("spec.job.steps[{}].sink.file.path", op.index),
+                    format!(
+                        "`{}` is the output directory of spec.job.steps[{other}] too (or inside it, or it inside this one); \
+                         two file sinks in one directory would overwrite each other's part files: give each sink its own directory",
+                        spec.path
+                    ),
+                ));
+            }
+        }
+        seen.push((op.index, dir));
+    }
+    Ok(())
+}
+
+/// `path` as compared by [`check_file_sink_paths`]: trimmed, without `.` components, empty
+/// components or a trailing `/` (the scheme's `//` of a URL is kept).
+fn output_dir(path: &str) -> String {
+    let path = path.trim();
+    let (scheme, rest) = match path.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), path),
+    };
+    let absolute = scheme.is_empty() && rest.starts_with('/');
+    let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    format!("{scheme}{}{}", if absolute { "/" } else { "" }, parts.join("/"))
+}

@@ -421,3 +421,45 @@ fn a_windows_late_side_output_is_read_by_name_and_checked() {
         assert!(e.starts_with(want), "{steps}\n want `{want}`\n got  `{e}`");
     }
 }
+
+/// Two file sinks in one directory would write the same part-file names: refused, naming the
+/// second sink's path, for the same directory spelt differently and for one inside the other;
+/// distinct directories (also sharing a name prefix) are accepted.
+#[test]
+fn two_file_sinks_in_one_directory_are_refused() {
+    let job = |a: &str, b: &str| {
+        Job::from_spec(
+            "t",
+            spec(json!([
+                text("edits"),
+                {"name": "a", "filter": {"expression": "line != ''"}, "inputs": ["edits"]},
+                {"sink": {"file": {"path": a}}, "inputs": ["a"]},
+                {"name": "b", "filter": {"expression": "line == ''"}, "inputs": ["edits"]},
+                {"sink": {"file": {"path": b}}, "inputs": ["b"]}
+            ])),
+        )
+    };
+    for (a, b) in [
+        ("out", "out"),
+        ("out", "./out/"),
+        ("/data/out", "/data/./out"),
+        ("s3://bucket/out", "s3://bucket/out/"),
+        ("out", "out/robots"),
+        ("out/robots", "out"),
+    ] {
+        let e = job(a, b).unwrap_err().to_string();
+        assert!(
+            e.starts_with("spec.job.steps[4].sink.file.path:")
+                && e.contains("spec.job.steps[2]")
+                && e.contains("its own directory"),
+            "{a} and {b}: {e}"
+        );
+    }
+    for (a, b) in [
+        ("out-a", "out-b"),
+        ("out", "output"),
+        ("s3://bucket/out", "s3://other/out"),
+    ] {
+        job(a, b).unwrap_or_else(|e| panic!("{a} and {b} are distinct directories: {e}"));
+    }
+}
