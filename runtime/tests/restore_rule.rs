@@ -247,16 +247,11 @@ fn unwritable_checkpoint_storage_fails_the_job_with_the_storage_error() {
 #[test]
 fn a_checkpoint_failing_mid_run_fails_the_job_only_past_tolerable_failed_checkpoints() {
     let failpoint = [("WEIR_FAILPOINT".to_string(), "fail-upload:3".to_string())];
+    let manifest = |dir: &std::path::Path| {
+        wordcount_manifest(dir, &Paths::local(dir), 2, "exactly-once", "200ms", Some(5000), None)
+    };
     let dir = tempfile::tempdir().unwrap();
-    let m = wordcount_manifest(
-        dir.path(),
-        &Paths::local(dir.path()),
-        2,
-        "exactly-once",
-        "200ms",
-        Some(5000),
-        None,
-    );
+    let m = manifest(dir.path());
     let (ok, log) = Weir::run(&m, &[], &failpoint).wait();
     assert!(!ok, "the job must fail at its third checkpoint: {log}");
     assert!(
@@ -271,15 +266,7 @@ fn a_checkpoint_failing_mid_run_fails_the_job_only_past_tolerable_failed_checkpo
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let m = wordcount_manifest(
-        dir.path(),
-        &Paths::local(dir.path()),
-        2,
-        "exactly-once",
-        "200ms",
-        Some(5000),
-        None,
-    );
+    let m = manifest(dir.path());
     let yaml = std::fs::read_to_string(&m).unwrap();
     let tolerant = yaml.replace("retained: 2 }", "retained: 2, tolerableFailedCheckpoints: 1 }");
     assert_ne!(

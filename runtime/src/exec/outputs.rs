@@ -153,6 +153,8 @@ pub struct Outputs {
     senders: Vec<DataSender>,
     /// Index in `senders` of each edge's first channel.
     firsts: Vec<usize>,
+    /// The edges of each port (`[Port::Main, Port::Late]`), in edge order.
+    readers: [Vec<usize>; 2],
 }
 
 impl Outputs {
@@ -169,7 +171,14 @@ impl Outputs {
             firsts.push(senders.len());
             senders.extend(e.route.senders().iter().cloned());
         }
-        Outputs { edges, senders, firsts }
+        let readers =
+            [Port::Main, Port::Late].map(|port| (0..edges.len()).filter(|&e| edges[e].port == port).collect());
+        Outputs {
+            edges,
+            senders,
+            firsts,
+            readers,
+        }
     }
 
     /// One edge of the main output into the stage headed by `channel_uid` (tests).
@@ -208,7 +217,7 @@ impl Outputs {
         let mut out = Vec::new();
         let mut batches = [main, Batch::Rows(late)];
         for port in [Port::Main, Port::Late] {
-            let readers: Vec<usize> = (0..self.edges.len()).filter(|&e| self.edges[e].port == port).collect();
+            let readers = &self.readers[port as usize];
             for (n, &e) in readers.iter().enumerate() {
                 let batch = &mut batches[port as usize];
                 if batch.is_empty() {
