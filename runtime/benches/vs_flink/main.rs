@@ -57,9 +57,13 @@ struct Args {
     /// Run only workloads whose name contains this (repeatable).
     #[arg(long)]
     only: Vec<String>,
-    /// Records of keyed count and of the checkpoint-overhead runs.
+    /// Records of keyed count.
     #[arg(long, default_value_t = 10_000_000, env = "WEIR_BENCH_KEYED_RECORDS")]
     keyed_records: u64,
+    /// Records of the checkpoint-overhead runs: enough for several periodic checkpoints (at
+    /// 7-12M records/s, 60M records run 5-9 s; each run prints how many checkpoints it took).
+    #[arg(long, default_value_t = 60_000_000, env = "WEIR_BENCH_CHECKPOINT_RECORDS")]
+    checkpoint_records: u64,
     /// Minimum words of the word-count input (the text is repeated to reach it).
     #[arg(long, default_value_t = 10_000_000, env = "WEIR_BENCH_WORDS")]
     words: u64,
@@ -169,6 +173,9 @@ impl Runner {
                         log.with_extension("err").display()
                     ));
                 }
+                if workload.name == workloads::CHECKPOINT_OVERHEAD {
+                    report_checkpoints(&log.with_extension("err"), label, round);
+                }
                 RunResult::measured(&workload.name, label, round, workload.records, &m, m.wall_seconds)
             }
             Side::Flink { job } => {
@@ -199,6 +206,30 @@ impl Runner {
         };
         let _ = std::fs::remove_dir_all(&checkpoints);
         Ok(Some(result))
+    }
+}
+
+/// Prints how many checkpoints a checkpoint-overhead run completed (from `weir run`'s summary
+/// line, `checkpoints_completed=N`), warning when the periodic run took fewer than 3: its
+/// ratio then says little about the cost of checkpointing (raise `--checkpoint-records`).
+fn report_checkpoints(stderr_log: &Path, label: &str, round: u32) {
+    let text = std::fs::read_to_string(stderr_log).unwrap_or_default();
+    let completed = text
+        .rsplit("checkpoints_completed=")
+        .next()
+        .filter(|_| text.contains("checkpoints_completed="))
+        .and_then(|tail| tail.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse::<u64>().ok());
+    match completed {
+        Some(n) if label.contains("chk 1s") && n < 3 => eprintln!(
+            "vs_flink: checkpoint-overhead {label} run {round}: only {n} checkpoint(s) completed; \
+             raise --checkpoint-records for a meaningful ratio"
+        ),
+        Some(n) => eprintln!("vs_flink: checkpoint-overhead {label} run {round}: {n} checkpoint(s) completed"),
+        None => eprintln!(
+            "vs_flink: checkpoint-overhead {label} run {round}: no checkpoint count in {}",
+            stderr_log.display()
+        ),
     }
 }
 
@@ -261,6 +292,7 @@ fn run(args: Args) -> Result<(), String> {
     let bids_path = data::bids_path(&paths.data, args.bids);
     let sizes = workloads::Sizes {
         keyed_records: args.keyed_records,
+        checkpoint_records: args.checkpoint_records,
         bids: args.bids,
     };
     let selected: Vec<Workload> = workloads::all(sizes, &words_path, words, &bids_path)
@@ -305,8 +337,8 @@ fn run(args: Args) -> Result<(), String> {
         );
     }
     println!(
-        "vs_flink: keyed count {} records, word count {words} words, Nexmark {} bids",
-        args.keyed_records, args.bids
+        "vs_flink: keyed count {} records, word count {words} words, Nexmark {} bids, checkpoint overhead {} records",
+        args.keyed_records, args.bids, args.checkpoint_records
     );
     let weir = private_weir(&paths)?;
     let runner = Runner {

@@ -107,6 +107,9 @@ fn keyed_count(records: u64, parallelism: u32, integer_keys: bool) -> Workload {
     Workload { name, records, sides }
 }
 
+/// Name of the checkpoint-overhead workload.
+pub const CHECKPOINT_OVERHEAD: &str = "checkpoint-overhead";
+
 /// Checkpoint overhead: Weir's string-key keyed count at p=1 with checkpoints every second
 /// vs periodic checkpoints off (`interval: 0s`; the bounded job still takes its final one).
 fn checkpoint_overhead(records: u64) -> Workload {
@@ -114,7 +117,7 @@ fn checkpoint_overhead(records: u64) -> Workload {
         "      - source: {{ generator: {{ seed: {SEED}, count: {records}, keys: {KEYS} }} }}\n      - keyBy: {{ expression: key, as: key }}\n      - count: {{}}\n      - sink: {{ discard: {{}} }}\n"
     );
     Workload {
-        name: "checkpoint-overhead".into(),
+        name: CHECKPOINT_OVERHEAD.into(),
         records,
         sides: vec![
             (
@@ -224,8 +227,10 @@ fn nexmark(bids_path: &Path, bids: u64) -> Vec<Workload> {
 /// Sizes of the workloads.
 #[derive(Clone, Copy, Debug)]
 pub struct Sizes {
-    /// Records of keyed count (and of the checkpoint-overhead runs).
+    /// Records of keyed count.
     pub keyed_records: u64,
+    /// Records of the checkpoint-overhead runs.
+    pub checkpoint_records: u64,
     /// Bids of the Nexmark queries.
     pub bids: u64,
 }
@@ -240,6 +245,6 @@ pub fn all(sizes: Sizes, words_path: &Path, words: u64, bids_path: &Path) -> Vec
     }
     all.push(word_count(words_path, words));
     all.extend(nexmark(bids_path, sizes.bids));
-    all.push(checkpoint_overhead(sizes.keyed_records));
+    all.push(checkpoint_overhead(sizes.checkpoint_records));
     all
 }
