@@ -19,7 +19,7 @@ use crate::record::{Datum, KeyedBy, Record, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
-use crate::state::pending::{BUILD_PER_BATCH, PendingKeyGroups};
+use crate::state::pending::{LazyRestoreFailpoints, PendingKeyGroups};
 use crate::state::ttl::{Clock, StateTtl, SystemClock};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,8 @@ pub struct Aggregate {
     /// Whether the step has a TTL (a pending block without write times is built before a
     /// snapshot writes it).
     has_ttl: bool,
+    /// Test hooks of the lazy restore (`WEIR_FAILPOINT`), read once at start.
+    lazy_failpoints: LazyRestoreFailpoints,
     /// Processing time for TTL and write timestamps.
     clock: Arc<dyn Clock>,
     /// Incremental checkpoints: the confirmed chain and the changes since
@@ -188,6 +190,7 @@ impl Aggregate {
             state,
             pending,
             has_ttl: init.ttl.is_some(),
+            lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
         })
@@ -198,29 +201,6 @@ impl Aggregate {
     /// deltas).
     pub fn len(&self) -> usize {
         self.state.len() + self.pending.pending_entries() as usize
-    }
-
-    /// Key groups restored but not built yet (0 once the restore is complete).
-    pub fn pending_key_groups(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Builds every pending key group now (what an eager restore did before the first
-    /// record). Errors: a block does not decode (named by operator and key group), the disk
-    /// store fails.
-    pub fn build_pending(&mut self) -> TaskResult<()> {
-        let uid = &self.uid;
-        self.pending
-            .build_all(&mut self.state)
-            .map_err(|e| TaskError(format!("operator {uid}: {e}")))
-    }
-
-    /// Builds the pending ones of `key_groups`, then [`BUILD_PER_BATCH`] more, before a batch.
-    fn build_for_batch(&mut self, key_groups: impl IntoIterator<Item = u32>) -> TaskResult<()> {
-        let uid = &self.uid;
-        let failed = |e: String| TaskError(format!("operator {uid}: {e}"));
-        self.pending.build(&mut self.state, key_groups).map_err(failed)?;
-        self.pending.build_next(&mut self.state, BUILD_PER_BATCH).map_err(failed)
     }
 
     /// Whether no key is held.
@@ -267,6 +247,9 @@ fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
 
 #[path = "aggregate_columns.rs"]
 mod columns;
+
+#[path = "aggregate_restore.rs"]
+mod restore;
 
 #[async_trait]
 impl StreamOperator for Aggregate {
@@ -368,6 +351,14 @@ impl StreamOperator for Aggregate {
             .pending
             .snapshot(&mut self.state, self.has_ttl)
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        if !pending.is_empty() {
+            tracing::info!(
+                target: "weir",
+                "operator {uid}: snapshot {}: {} restored key groups not built yet, written as restored",
+                barrier.id,
+                pending.as_is.len()
+            );
+        }
         let incremental = barrier.incremental;
         if incremental.is_some() {
             // The first incremental checkpoint is a full base: changes before it do not matter.

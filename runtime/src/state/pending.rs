@@ -279,6 +279,32 @@ impl PendingSnapshot {
     }
 }
 
+/// Test hooks of the lazy restore, from `WEIR_FAILPOINT` (comma-separated; unset in
+/// production): `lazy-restore-no-background-build` builds a restored key group only when a
+/// record touches it (none `BUILD_PER_BATCH` after each batch), so checkpoints are taken
+/// while groups are pending; `abort-with-pending-key-groups` aborts the process (like `kill
+/// -9`) after a batch's key groups were built while others are still pending.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LazyRestoreFailpoints {
+    /// `lazy-restore-no-background-build`.
+    pub no_background_build: bool,
+    /// `abort-with-pending-key-groups`.
+    pub abort_with_pending: bool,
+}
+
+impl LazyRestoreFailpoints {
+    /// The hooks `WEIR_FAILPOINT` names.
+    pub fn from_env() -> LazyRestoreFailpoints {
+        let Ok(v) = std::env::var("WEIR_FAILPOINT") else {
+            return LazyRestoreFailpoints::default();
+        };
+        LazyRestoreFailpoints {
+            no_background_build: v.split(',').any(|f| f == "lazy-restore-no-background-build"),
+            abort_with_pending: v.split(',').any(|f| f == "abort-with-pending-key-groups"),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "pending_tests.rs"]
 mod tests;
