@@ -67,18 +67,18 @@ pub fn print_run(r: &Run, header: bool) {
         all => &all[..all.len().saturating_sub(1)],
     };
     let med = |f: fn(&crate::job::CheckpointRow) -> u64| median(periodic.iter().map(|c| f(c) as f64).collect());
-    let (chk, raw, first, restore, get) = res
-        .store
-        .as_ref()
-        .map_or((f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN), |s| {
-            (
-                s.checkpoint_bytes_per_s / MB,
-                s.raw_upload_bytes_per_s / MB,
-                s.restore_first_record_s,
-                s.restore_s,
-                s.raw_download_s,
-            )
-        });
+    let (chk, raw, first, restore, get) =
+        res.store
+            .as_ref()
+            .map_or((f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN), |s| {
+                (
+                    s.checkpoint_bytes_per_s / MB,
+                    s.raw_upload_bytes_per_s / MB,
+                    s.restore_first_record_s,
+                    s.restore_s,
+                    s.raw_download_s,
+                )
+            });
     println!(
         "{:>5} {:>10} {:>5} {:<12} {:>11.0} {:>8.0} {:>5} {:>9.1} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>9.3}",
         r.round,

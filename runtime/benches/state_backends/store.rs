@@ -98,11 +98,17 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     assert_eq!(restored.iter().map(|a| a.len() as u64).sum::<u64>(), entries);
     let record = |n: u64| Record {
         row: Row::bare(weir_runtime::record::Datum::Int(1)),
-        keyed: Some(KeyedBy::new(Key::Str(format!("key-{n}").into()), metadata.max_parallelism)),
+        keyed: Some(KeyedBy::new(
+            Key::Str(format!("key-{n}").into()),
+            metadata.max_parallelism,
+        )),
     };
     let mut out = Vec::new();
     for aggregate in &mut restored {
-        aggregate.process(vec![record(0)], &mut out).await.expect("first record");
+        aggregate
+            .process(vec![record(0)], &mut out)
+            .await
+            .expect("first record");
     }
     let restore_first_record_s = t.elapsed().as_secs_f64();
     let stride = (entries / 1024).max(1);

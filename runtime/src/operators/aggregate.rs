@@ -275,7 +275,10 @@ impl StreamOperator for Aggregate {
         // table lookups (cache misses on large state) the CPU can overlap across records,
         // with the backend chosen once per batch; the second builds every output row.
         if !self.pending.is_empty() {
-            let key_groups: Vec<u32> = input.iter().filter_map(|r| r.keyed.as_ref().map(|k| k.key_group)).collect();
+            let key_groups: Vec<u32> = input
+                .iter()
+                .filter_map(|r| r.keyed.as_ref().map(|k| k.key_group))
+                .collect();
             self.build_for_batch(key_groups)?;
         }
         let now_ms = self.clock.now_ms();
@@ -365,13 +368,9 @@ impl StreamOperator for Aggregate {
             self.state.track_changes();
         }
         let changes = self.state.take_changes();
-        let plan = self.incremental.plan(
-            barrier.id,
-            incremental,
-            changes,
-            self.len() as u64,
-            DEFAULT_POLICY,
-        );
+        let plan = self
+            .incremental
+            .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {

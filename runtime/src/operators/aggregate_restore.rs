@@ -36,6 +36,8 @@ impl Aggregate {
         if self.lazy_failpoints.no_background_build {
             return Ok(());
         }
-        self.pending.build_next(&mut self.state, BUILD_PER_BATCH).map_err(failed)
+        self.pending
+            .build_next(&mut self.state, BUILD_PER_BATCH)
+            .map_err(failed)
     }
 }

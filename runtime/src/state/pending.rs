@@ -191,7 +191,11 @@ impl PendingKeyGroups {
 
     /// Builds the pending ones of `key_groups` into `state` (several at a time on the
     /// backend's restore threads). Errors: as [`KeyedState::restore`].
-    pub fn build<V>(&mut self, state: &mut KeyedState<V>, key_groups: impl IntoIterator<Item = u32>) -> Result<(), String>
+    pub fn build<V>(
+        &mut self,
+        state: &mut KeyedState<V>,
+        key_groups: impl IntoIterator<Item = u32>,
+    ) -> Result<(), String>
     where
         V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
     {

@@ -44,7 +44,11 @@ fn first_access_takes_only_the_touched_groups_once() {
     let range = KeyGroupRange { start: 2, end: 5 };
     let blocks = vec![full_v1(2), full_v1(3), delta(3), full_v1(5), full_v1(7)];
     let mut pending = PendingKeyGroups::new(range, blocks, 0);
-    assert_eq!((pending.len(), pending.pending_entries()), (3, 4), "key group 7 is not owned");
+    assert_eq!(
+        (pending.len(), pending.pending_entries()),
+        (3, 4),
+        "key group 7 is not owned"
+    );
     // (touched key groups, blocks taken, groups pending after)
     let table: [(&[u32], &[u32], usize); 5] = [
         (&[5, 5], &[5], 2),
@@ -170,7 +174,10 @@ fn decoded(blocks: &[KeyGroupBlock]) -> BTreeMap<(u32, String), i64> {
     let mut out = BTreeMap::new();
     for b in blocks {
         for (k, v, _) in keyed_block::decode::<i64>(&b.data).unwrap() {
-            assert!(out.insert((b.key_group, k.to_string()), v).is_none(), "one block per key group");
+            assert!(
+                out.insert((b.key_group, k.to_string()), v).is_none(),
+                "one block per key group"
+            );
         }
     }
     out
@@ -215,13 +222,10 @@ fn lazily_built_state_equals_eagerly_restored_state() {
                 let snap = pending.snapshot(&mut lazy, true).unwrap();
                 assert_eq!(pending.len(), 0, "{backend}: every group has a delta: built first");
                 let mut lazy_written = Vec::new();
-                snap.merge_each::<String>(
-                    |each| lazy.snapshot(2_500).encode_each(each),
-                    &mut |b| {
-                        lazy_written.push(b);
-                        Ok(())
-                    },
-                )
+                snap.merge_each::<String>(|each| lazy.snapshot(2_500).encode_each(each), &mut |b| {
+                    lazy_written.push(b);
+                    Ok(())
+                })
                 .unwrap();
                 let eager_written = eager.snapshot(2_500).encode().unwrap();
                 assert_eq!(decoded(&lazy_written), decoded(&eager_written), "{backend} p={p} i={i}");
@@ -258,18 +262,18 @@ fn a_checkpoint_while_groups_are_pending_restores_the_same_state() {
         let snap = pending.snapshot(&mut lazy, false).unwrap();
         assert_eq!(pending.len(), left, "{backend}: full blocks are written as they are");
         let mut written = Vec::new();
-        snap.merge_each::<String>(
-            |each| lazy.snapshot(2_200).encode_each(each),
-            &mut |b| {
-                written.push(b);
-                Ok(())
-            },
-        )
+        snap.merge_each::<String>(|each| lazy.snapshot(2_200).encode_each(each), &mut |b| {
+            written.push(b);
+            Ok(())
+        })
         .unwrap();
         // Building the rest after the snapshot changes nothing it wrote.
         pending.build_all(&mut lazy).unwrap();
         let eager_written = eager.snapshot(2_200).encode().unwrap();
         assert_eq!(decoded(&written), decoded(&eager_written), "{backend}");
-        assert_eq!(decoded(&lazy.snapshot(2_300).encode().unwrap()), decoded(&eager_written));
+        assert_eq!(
+            decoded(&lazy.snapshot(2_300).encode().unwrap()),
+            decoded(&eager_written)
+        );
     }
 }
