@@ -407,6 +407,14 @@ impl StreamOperator for Aggregate {
         self.incremental.confirm(id);
         Ok(())
     }
+
+    fn has_idle_work(&self) -> bool {
+        !self.pending.is_empty() && !self.lazy_failpoints.no_background_build
+    }
+
+    async fn on_idle(&mut self) -> TaskResult<()> {
+        self.build_when_idle()
+    }
 }
 
 #[cfg(test)]
