@@ -158,9 +158,10 @@ impl Aggregate {
 
     /// Creates the operator with the keyed state of `init`. Restored blocks are kept encoded
     /// and each key group is built on first access (a lazy restore, `state/pending.rs`),
-    /// entries already expired under the TTL at this time dropped then; a block that does not
-    /// decode fails the batch that first touches its key group (named by operator and key
-    /// group). Errors: the expression does not compile; the disk store cannot be created.
+    /// entries already expired under the TTL at this time dropped then. Errors: the
+    /// expression does not compile; a block's header does not decode (an unknown version,
+    /// named by key group; a block whose entries do not decode fails the batch that first
+    /// touches its key group instead); the disk store cannot be created.
     pub fn with_state(
         uid: &str,
         func: AggregateFn,
@@ -176,7 +177,8 @@ impl Aggregate {
         // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
         let state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
             .map_err(|e| TaskError(e.to_string()))?;
-        let pending = PendingKeyGroups::new(init.range, init.restore.key_groups, init.clock.now_ms());
+        let pending =
+            PendingKeyGroups::new(init.range, init.restore.key_groups, init.clock.now_ms()).map_err(TaskError)?;
         Ok(Aggregate {
             uid: uid.to_string(),
             func,

@@ -67,16 +67,25 @@ pub struct PendingSnapshot {
 impl PendingKeyGroups {
     /// Nothing pending (a start without a restore).
     pub fn none(range: KeyGroupRange) -> PendingKeyGroups {
-        PendingKeyGroups::new(range, Vec::new(), 0)
+        PendingKeyGroups::new(range, Vec::new(), 0).expect("no block to check")
     }
 
     /// `blocks` of the key groups in `range` (the others are dropped) pending, each group's in
-    /// the order given; `restore_now_ms` is the time every build restores at.
-    pub fn new(range: KeyGroupRange, blocks: Vec<KeyGroupBlock>, restore_now_ms: u64) -> PendingKeyGroups {
+    /// the order given; `restore_now_ms` is the time every build restores at. Each block's
+    /// header (version and entry count, O(1)) is checked here, so a block of a version this
+    /// build does not read is refused before the first record, as an eager restore refused
+    /// it. Errors: the key group and why its block does not decode.
+    pub fn new(
+        range: KeyGroupRange,
+        blocks: Vec<KeyGroupBlock>,
+        restore_now_ms: u64,
+    ) -> Result<PendingKeyGroups, String> {
         let mut lists: Vec<Vec<KeyGroupBlock>> = (0..range.len()).map(|_| Vec::new()).collect();
         let mut pending_entries = 0;
         for block in blocks {
             if range.contains(block.key_group) {
+                keyed_block::entry_count(&block.data)
+                    .map_err(|e| format!("key group {} does not decode: {e}", block.key_group))?;
                 pending_entries += block.entries;
                 lists[(block.key_group - range.start) as usize].push(block);
             }
@@ -85,14 +94,14 @@ impl PendingKeyGroups {
             .into_iter()
             .map(|blocks| (!blocks.is_empty()).then(|| Arc::new(blocks)))
             .collect();
-        PendingKeyGroups {
+        Ok(PendingKeyGroups {
             range,
             restore_now_ms,
             pending: groups.iter().filter(|g| g.is_some()).count(),
             pending_entries,
             groups,
             cursor: 0,
-        }
+        })
     }
 
     /// Whether every restored group is built (the usual state: one branch per batch).

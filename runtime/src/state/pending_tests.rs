@@ -43,7 +43,7 @@ fn groups(blocks: &[KeyGroupBlock]) -> Vec<u32> {
 fn first_access_takes_only_the_touched_groups_once() {
     let range = KeyGroupRange { start: 2, end: 5 };
     let blocks = vec![full_v1(2), full_v1(3), delta(3), full_v1(5), full_v1(7)];
-    let mut pending = PendingKeyGroups::new(range, blocks, 0);
+    let mut pending = PendingKeyGroups::new(range, blocks, 0).unwrap();
     assert_eq!(
         (pending.len(), pending.pending_entries()),
         (3, 4),
@@ -68,7 +68,7 @@ fn first_access_takes_only_the_touched_groups_once() {
 #[test]
 fn groups_are_built_a_few_at_a_time_in_key_group_order() {
     let range = KeyGroupRange { start: 0, end: 5 };
-    let mut pending = PendingKeyGroups::new(range, (0..6).map(full_v1).collect(), 0);
+    let mut pending = PendingKeyGroups::new(range, (0..6).map(full_v1).collect(), 0).unwrap();
     assert_eq!(groups(&pending.take([3])), [3]);
     assert_eq!(groups(&pending.take_next(2)), [0, 1]);
     assert_eq!(groups(&pending.take_next(2)), [2, 4]);
@@ -90,7 +90,7 @@ fn a_checkpoint_writes_single_full_blocks_as_they_are_and_builds_the_rest_first(
         (vec![delta(0)], false, false),
     ];
     for (blocks, ttl, as_is) in table {
-        let mut pending = PendingKeyGroups::new(KeyGroupRange { start: 0, end: 1 }, blocks.clone(), 0);
+        let mut pending = PendingKeyGroups::new(KeyGroupRange { start: 0, end: 1 }, blocks.clone(), 0).unwrap();
         let (snapshot, build) = pending.for_snapshot(ttl);
         let written: Vec<KeyGroupBlock> = snapshot.as_is.iter().flat_map(|b| b.iter().cloned()).collect();
         if as_is {
@@ -109,7 +109,8 @@ fn merged_blocks_come_in_key_group_order() {
         KeyGroupRange { start: 0, end: 7 },
         vec![full_v1(0), full_v1(3), full_v1(7)],
         0,
-    );
+    )
+    .unwrap();
     let (snapshot, _) = pending.for_snapshot(false);
     let mut out = Vec::new();
     snapshot
@@ -132,7 +133,7 @@ fn rescale_splits_pending_groups_by_the_new_ranges() {
         seen.clear();
         for i in 0..p {
             let range = key_group_range(i, p, MAX_P);
-            let mut pending = PendingKeyGroups::new(range, blocks.clone(), 0);
+            let mut pending = PendingKeyGroups::new(range, blocks.clone(), 0).unwrap();
             assert_eq!(pending.len() as u32, range.len());
             let taken = pending.take_all();
             assert!(taken.iter().all(|b| range.contains(b.key_group)));
@@ -215,7 +216,7 @@ fn lazily_built_state_equals_eagerly_restored_state() {
                 let mut eager = open(backend, &eager_dir, range, Some(60_000));
                 eager.restore(blocks.clone(), 2_000).unwrap();
                 let mut lazy = open(backend, &lazy_dir, range, Some(60_000));
-                let mut pending = PendingKeyGroups::new(range, blocks.clone(), 2_000);
+                let mut pending = PendingKeyGroups::new(range, blocks.clone(), 2_000).unwrap();
                 // First access to key group of key 7, then a checkpoint while the rest is pending.
                 let kg7 = key_group_of_hash(key_hash(&key(7)), MAX_P);
                 pending.build(&mut lazy, [kg7]).unwrap();
@@ -250,7 +251,7 @@ fn a_checkpoint_while_groups_are_pending_restores_the_same_state() {
         let mut eager = open(backend, &dir.path().join("eager"), range, None);
         eager.restore(blocks.clone(), 2_000).unwrap();
         let mut lazy = open(backend, &dir.path().join("lazy"), range, None);
-        let mut pending = PendingKeyGroups::new(range, blocks, 2_000);
+        let mut pending = PendingKeyGroups::new(range, blocks, 2_000).unwrap();
         for i in [1, 2, 1000] {
             let kg = key_group_of_hash(key_hash(&key(i)), MAX_P);
             pending.build(&mut lazy, [kg]).unwrap();
@@ -276,4 +277,15 @@ fn a_checkpoint_while_groups_are_pending_restores_the_same_state() {
             decoded(&eager_written)
         );
     }
+}
+
+#[test]
+fn a_block_of_an_unknown_version_is_refused_at_the_start() {
+    let mut data = VERSIONED_PREFIX.to_vec();
+    data.push(9);
+    let range = KeyGroupRange { start: 0, end: 3 };
+    let err = PendingKeyGroups::new(range, vec![full_v1(1), block(2, data.clone(), 1)], 0).unwrap_err();
+    assert!(err.contains("key group 2") && err.contains("version 9"), "{err}");
+    // Outside the range: dropped unread, as an eager restore skips it.
+    assert!(PendingKeyGroups::new(range, vec![block(7, data, 1)], 0).is_ok());
 }
