@@ -145,6 +145,10 @@ pub fn print_summary(runs: &[Run], keys: &[u64], backends: &[String]) {
                 ib / fb,
                 format!("{:.0}/{:.0}/{:.0}", peak(&none), peak(&full), peak(&incr)),
             );
+            if full.is_empty() && incr.is_empty() {
+                // `--only restore`: no periodic-checkpoint runs to compare.
+                continue;
+            }
             println!(
                 "{:>16} goal chk 1s / none >= 0.95: full {} ({:.3}), incremental {} ({:.3})",
                 "",
