@@ -208,30 +208,41 @@ fn lazily_built_state_equals_eagerly_restored_state() {
     for backend in ["heap", "disk"] {
         let dir = tempfile::tempdir().unwrap();
         let blocks = restored_blocks(backend, dir.path());
-        for p in [1, 2] {
-            for i in 0..p {
-                let range = key_group_range(i, p, MAX_P);
-                let eager_dir = dir.path().join(format!("eager-{p}"));
-                let lazy_dir = dir.path().join(format!("lazy-{p}"));
-                let mut eager = open(backend, &eager_dir, range, Some(60_000));
-                eager.restore(blocks.clone(), 2_000).unwrap();
-                let mut lazy = open(backend, &lazy_dir, range, Some(60_000));
-                let mut pending = PendingKeyGroups::new(range, blocks.clone(), 2_000).unwrap();
-                // First access to key group of key 7, then a checkpoint while the rest is pending.
-                let kg7 = key_group_of_hash(key_hash(&key(7)), MAX_P);
-                pending.build(&mut lazy, [kg7]).unwrap();
-                let snap = pending.snapshot(&mut lazy, true).unwrap();
-                assert_eq!(pending.len(), 0, "{backend}: every group has a delta: built first");
-                let mut lazy_written = Vec::new();
-                snap.merge_each::<String>(|each| lazy.snapshot(2_500).encode_each(each), &mut |b| {
-                    lazy_written.push(b);
-                    Ok(())
-                })
-                .unwrap();
-                let eager_written = eager.snapshot(2_500).encode().unwrap();
-                assert_eq!(decoded(&lazy_written), decoded(&eager_written), "{backend} p={p} i={i}");
-                assert_eq!(lazy.len(), eager.len());
+        // At 61,200 ms the keys last written at 1,000 have expired (TTL 60 s): the restore
+        // drops them, a lazy build too (it restores at the restore's time, not its own).
+        for (restore_ms, live) in [(2_000, 400), (61_200, 100)] {
+            let mut held = 0;
+            for p in [1, 2] {
+                for i in 0..p {
+                    let range = key_group_range(i, p, MAX_P);
+                    let eager_dir = dir.path().join(format!("eager-{p}-{restore_ms}"));
+                    let lazy_dir = dir.path().join(format!("lazy-{p}-{restore_ms}"));
+                    let mut eager = open(backend, &eager_dir, range, Some(60_000));
+                    eager.restore(blocks.clone(), restore_ms).unwrap();
+                    let mut lazy = open(backend, &lazy_dir, range, Some(60_000));
+                    let mut pending = PendingKeyGroups::new(range, blocks.clone(), restore_ms).unwrap();
+                    // First access to the key group of key 7, then a checkpoint while the rest
+                    // is pending.
+                    let kg7 = key_group_of_hash(key_hash(&key(7)), MAX_P);
+                    pending.build(&mut lazy, [kg7]).unwrap();
+                    let snap = pending.snapshot(&mut lazy, true).unwrap();
+                    assert_eq!(pending.len(), 0, "{backend}: every group has a delta: built first");
+                    let mut lazy_written = Vec::new();
+                    snap.merge_each::<String>(|each| lazy.snapshot(restore_ms).encode_each(each), &mut |b| {
+                        lazy_written.push(b);
+                        Ok(())
+                    })
+                    .unwrap();
+                    let eager_written = eager.snapshot(restore_ms).encode().unwrap();
+                    let what = format!("{backend} p={p} i={i} at {restore_ms}");
+                    assert_eq!(decoded(&lazy_written), decoded(&eager_written), "{what}");
+                    assert_eq!(lazy.len(), eager.len(), "{what}");
+                    if p == 2 {
+                        held += decoded(&eager_written).len();
+                    }
+                }
             }
+            assert_eq!(held, live, "{backend} at {restore_ms}");
         }
     }
 }
