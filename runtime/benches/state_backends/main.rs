@@ -14,13 +14,16 @@
 //!   checkpoint throughput vs a raw upload of the same bytes (goal ≥ 0.8), restore time vs a
 //!   raw download of the same files (goal ≤ 1.3×).
 //! - `memory`: the keyed state alone, peak RSS at 1× and 4× `--memory-keys` (`memory.rs`).
+//! - `restore`: only the runs that measure the final checkpoint against the store, local
+//!   directory and S3 (the no-checkpoint run and the S3 run of `overhead` and `store`): the
+//!   short way to the restore and checkpoint-vs-raw rows.
 //!
 //! Incremental checkpoints are switched on by configuration only: a backend that does not
 //! write deltas yet writes full checkpoints under `incremental: true`, and this bench picks up
 //! its deltas without a change when it does.
 //!
 //! Run: `cargo bench -p weir-runtime --bench state_backends -- [--keys 5000000,50000000]
-//! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory]...
+//! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore]...
 //! [--memory-keys 500000] [--scratch DIR] [--no-s3]`. S3 needs `moto_server` on the `PATH`
 //! (`pip install 'moto[server]'`); without it the S3 rows are skipped with that hint.
 //! Linux only (reads `/proc/self/status`).
@@ -54,7 +57,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: state_backends [--keys N,N..] [--records-per-key F] [--rounds N] \
-[--backends heap,disk] [--only overhead|store|memory].. [--memory-keys N] [--scratch DIR] [--no-s3]";
+[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3]";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -106,8 +109,10 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             }
             "--only" => {
                 let v = value("a part name")?;
-                if !["overhead", "store", "memory"].contains(&v.as_str()) {
-                    return Err(format!("--only: unknown part `{v}`; use overhead, store or memory"));
+                if !["overhead", "store", "memory", "restore"].contains(&v.as_str()) {
+                    return Err(format!(
+                        "--only: unknown part `{v}`; use overhead, store, memory or restore"
+                    ));
                 }
                 o.only.push(v);
             }
@@ -193,7 +198,7 @@ fn main() {
         o.backends,
         load_average()
     );
-    let moto = if o.part("store") && o.s3 {
+    let moto = if (o.part("store") || o.part("restore")) && o.s3 {
         if moto::available() {
             let m = moto::MotoServer::start_with_bucket("weir-bench");
             let warmed = std::process::Command::new(std::env::current_exe().expect("own path"))
@@ -228,6 +233,8 @@ fn main() {
                         ("full", "1s", false, None),
                         ("incremental", "1s", true, None),
                     ]);
+                } else if o.part("restore") {
+                    variants.push(("none", "0s", false, None));
                 }
                 if let Some(m) = &moto {
                     variants.push(("s3 final", "0s", false, Some(m)));

@@ -93,6 +93,8 @@ enum Event {
     Priority(Barrier),
     Deadline,
     Input(usize, Option<(Element, Credit)>),
+    /// Nothing else was ready and an operator has idle work (a lazy restore's key groups).
+    Idle,
 }
 
 /// Polls the inputs that are not skipped, round-robin from `start`.
@@ -187,6 +189,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
             .map(|i| !st.live[i] || st.align.is_held(i, mode) || !st.queued[i].is_empty())
             .collect();
         let deadline = st.align.deadline();
+        let idle_work = core.has_idle_work();
         let event = {
             let inputs = &mut inputs;
             let skip = &skip;
@@ -196,6 +199,8 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
                 Some(b) = recv_lane(&mut core.interrupt_lane) => Event::Priority(b),
                 _ = sleep_until(deadline) => Event::Deadline,
                 r = std::future::poll_fn(|cx| poll_inputs(inputs, skip, rr, cx)) => Event::Input(r.0, r.1),
+                // Last (`biased`): only when nothing above is ready.
+                () = std::future::ready(()), if idle_work => Event::Idle,
             }
         };
         rr = rr.wrapping_add(1);
@@ -215,6 +220,7 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
                 st.act(&mut core, action).await?;
             }
             Event::Input(i, Some((el, credit))) => st.intake(&core, i, el, credit),
+            Event::Idle => core.on_idle().await?,
             Event::Input(i, None) => {
                 return Err(TaskError(format!(
                     "input {i} closed without end-of-stream (upstream lost)"

@@ -170,6 +170,21 @@ impl TaskCore {
             .unwrap_or_default()
     }
 
+    /// Whether an operator of the chain has idle work ([`StreamOperator::has_idle_work`]).
+    pub(super) fn has_idle_work(&self) -> bool {
+        self.chain.iter().any(|op| op.has_idle_work())
+    }
+
+    /// Runs one step of the chain's idle work ([`StreamOperator::on_idle`]).
+    pub(super) async fn on_idle(&mut self) -> TaskResult<()> {
+        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
+            if op.has_idle_work() {
+                op.on_idle().await.map_err(|e| e.context(format!("operator {uid}")))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Snapshots the chain (plus an optional source state) at `barrier`, forwards the barrier,
     /// and uploads asynchronously; the upload task acknowledges to the coordinator. With
     /// unaligned checkpoints, a checkpoint barrier goes on the priority lanes too, so it

@@ -19,6 +19,7 @@ use crate::record::{Datum, KeyedBy, Record, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::pending::{LazyRestoreFailpoints, PendingKeyGroups};
 use crate::state::ttl::{Clock, StateTtl, SystemClock};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,14 @@ pub struct Aggregate {
     range: KeyGroupRange,
     /// The running values by key.
     state: KeyedState<Num>,
+    /// Restored key groups not built into `state` yet (a lazy restore, `state/pending.rs`):
+    /// each batch first builds the groups its records touch, then [`BUILD_PER_BATCH`] more.
+    pending: PendingKeyGroups,
+    /// Whether the step has a TTL (a pending block without write times is built before a
+    /// snapshot writes it).
+    has_ttl: bool,
+    /// Test hooks of the lazy restore (`WEIR_FAILPOINT`), read once at start.
+    lazy_failpoints: LazyRestoreFailpoints,
     /// Processing time for TTL and write timestamps.
     clock: Arc<dyn Clock>,
     /// Incremental checkpoints: the confirmed chain and the changes since
@@ -147,10 +156,12 @@ impl Aggregate {
         )
     }
 
-    /// Creates the operator with the keyed state of `init`: restored blocks are loaded
-    /// (entries already expired under the TTL dropped). Errors: the expression does not
-    /// compile; a block does not decode (named by operator and key group); the disk store
-    /// cannot be created.
+    /// Creates the operator with the keyed state of `init`. Restored blocks are kept encoded
+    /// and each key group is built on first access (a lazy restore, `state/pending.rs`),
+    /// entries already expired under the TTL at this time dropped then. Errors: the
+    /// expression does not compile; a block's header does not decode (an unknown version,
+    /// named by key group; a block whose entries do not decode fails the batch that first
+    /// touches its key group instead); the disk store cannot be created.
     pub fn with_state(
         uid: &str,
         func: AggregateFn,
@@ -164,11 +175,10 @@ impl Aggregate {
             (_, Some(e)) => Some(cel::compile(e)?),
         };
         // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
-        let mut state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
+        let state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
             .map_err(|e| TaskError(e.to_string()))?;
-        state
-            .restore(init.restore.key_groups, init.clock.now_ms())
-            .map_err(|e| TaskError(e.to_string()))?;
+        let pending =
+            PendingKeyGroups::new(init.range, init.restore.key_groups, init.clock.now_ms()).map_err(TaskError)?;
         Ok(Aggregate {
             uid: uid.to_string(),
             func,
@@ -180,14 +190,19 @@ impl Aggregate {
             },
             range: init.range,
             state,
+            pending,
+            has_ttl: init.ttl.is_some(),
+            lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
         })
     }
 
-    /// Number of keys held (expired keys included until incremental cleanup removes them).
+    /// Number of keys held (expired keys included until incremental cleanup removes them;
+    /// a pending key group counts the entries of its blocks, an upper bound when it has
+    /// deltas).
     pub fn len(&self) -> usize {
-        self.state.len()
+        self.state.len() + self.pending.pending_entries() as usize
     }
 
     /// Whether no key is held.
@@ -235,9 +250,18 @@ fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
 #[path = "aggregate_columns.rs"]
 mod columns;
 
+#[path = "aggregate_restore.rs"]
+mod restore;
+
 #[async_trait]
 impl StreamOperator for Aggregate {
     async fn process_columns(&mut self, input: crate::record::ColumnBatch) -> TaskResult<crate::record::Batch> {
+        if !self.pending.is_empty()
+            && let Some(keyed) = input.keyed()
+        {
+            let key_groups = keyed.key_groups.clone();
+            self.build_for_batch(key_groups)?;
+        }
         match self.process_key_columns(input) {
             Ok(output) => output,
             Err(input) => {
@@ -252,6 +276,13 @@ impl StreamOperator for Aggregate {
         // Batch at a time, in two passes: the first only updates state, a short loop whose
         // table lookups (cache misses on large state) the CPU can overlap across records,
         // with the backend chosen once per batch; the second builds every output row.
+        if !self.pending.is_empty() {
+            let key_groups: Vec<u32> = input
+                .iter()
+                .filter_map(|r| r.keyed.as_ref().map(|k| k.key_group))
+                .collect();
+            self.build_for_batch(key_groups)?;
+        }
         let now_ms = self.clock.now_ms();
         let Aggregate {
             uid,
@@ -319,19 +350,29 @@ impl StreamOperator for Aggregate {
         // view (disk, O(1)) and, for an incremental checkpoint, take the changed keys
         // (O(changed keys)); encode on the encoder thread. Both backends write the same
         // delta blocks.
+        // Pending key groups: written as they are, or built first (`state/pending.rs`).
+        let uid = &self.uid;
+        let pending = self
+            .pending
+            .snapshot(&mut self.state, self.has_ttl)
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        if !pending.is_empty() {
+            tracing::info!(
+                target: "weir",
+                "operator {uid}: snapshot {}: {} restored key groups not built yet, written as restored",
+                barrier.id,
+                pending.as_is.len()
+            );
+        }
         let incremental = barrier.incremental;
         if incremental.is_some() {
             // The first incremental checkpoint is a full base: changes before it do not matter.
             self.state.track_changes();
         }
         let changes = self.state.take_changes();
-        let plan = self.incremental.plan(
-            barrier.id,
-            incremental,
-            changes,
-            self.state.len() as u64,
-            DEFAULT_POLICY,
-        );
+        let plan = self
+            .incremental
+            .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         Ok(Some(Box::new(move || {
@@ -341,7 +382,8 @@ impl StreamOperator for Aggregate {
                 Form::SelfContained | Form::Base => (
                     vec![],
                     Some(Box::new(move |emit| {
-                        view.encode_each(&mut |block| emit(block).map_err(|e| e.0))
+                        pending
+                            .merge_each(|each| view.encode_each(each), &mut |block| emit(block).map_err(|e| e.0))
                             .map_err(TaskError)
                     })),
                     (plan.form == Form::Base).then_some(Form::Base),
@@ -366,6 +408,14 @@ impl StreamOperator for Aggregate {
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
         self.incremental.confirm(id);
         Ok(())
+    }
+
+    fn has_idle_work(&self) -> bool {
+        !self.pending.is_empty() && !self.lazy_failpoints.no_background_build
+    }
+
+    async fn on_idle(&mut self) -> TaskResult<()> {
+        self.build_when_idle()
     }
 }
 

@@ -174,4 +174,17 @@ pub trait StreamOperator: Send {
     fn take_late_output(&mut self) -> Vec<Record> {
         Vec::new()
     }
+
+    /// Whether the operator has work to do when its subtask is idle (no input, control
+    /// message or barrier ready): an aggregation whose restored key groups are not all built
+    /// yet (`state/pending.rs`). Most operators have none.
+    fn has_idle_work(&self) -> bool {
+        false
+    }
+
+    /// Does a small, bounded part of that work (an aggregation builds a few pending key
+    /// groups); the subtask calls it again while it stays idle and there is work left.
+    async fn on_idle(&mut self) -> TaskResult<()> {
+        Ok(())
+    }
 }

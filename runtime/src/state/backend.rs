@@ -113,6 +113,16 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// [`KeyedState::restore`] of blocks whose key groups hold no entry yet (a lazy
+    /// restore's pending groups, `state/pending.rs`): on disk by bulk ingestion even into a
+    /// store that holds other key groups. Errors: as [`KeyedState::restore`].
+    pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        match self {
+            KeyedState::Disk(s) => s.restore_absent_groups(blocks, now_ms),
+            _ => self.restore(blocks, now_ms),
+        }
+    }
+
     /// The live value of `key` at `now_ms` (cloned). Errors: the disk store fails.
     pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
         match self {

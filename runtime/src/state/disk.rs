@@ -259,6 +259,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         if self.len > 0 {
             return self.restore_by_batches(blocks, now_ms);
         }
+        self.restore_absent_groups(blocks, now_ms)
+    }
+
+    /// [`DiskKeyedState::restore`] of the blocks of key groups that hold no entry in the store
+    /// (a lazy restore's pending groups, `state/pending.rs`), by bulk ingestion whatever the
+    /// store holds in other key groups: the ingested tables get a sequence number above every
+    /// write so far (fjall's `Ingestion::finish`), and no key of theirs is in the store, so
+    /// nothing is looked up or overwritten. Errors: as [`DiskKeyedState::restore`].
+    pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         let mut by_group: std::collections::BTreeMap<u32, Vec<KeyGroupBlock>> = Default::default();
         for block in blocks {
             if self.range.contains(block.key_group) {
@@ -289,7 +298,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             }
         }
         ingestion.finish().map_err(|e| self.err(e).to_string())?;
-        self.len = held;
+        self.len += held;
         Ok(())
     }
 

@@ -10,5 +10,6 @@ pub mod key_group;
 pub mod keyed_block;
 pub mod local_dir;
 pub mod parallel;
+pub mod pending;
 pub mod snapshot;
 pub mod ttl;
