@@ -18,32 +18,29 @@ impl KeyBy {
         let kernel = self.expr.column_kernel(batch.schema())?;
         let max_parallelism = self.max_parallelism;
         let n = batch.len();
-        let keys = match batch.columns().get(kernel.position())? {
+        // A derived column (a field the source left to be computed when read) computed here.
+        let column = batch.columns().get(kernel.position())?.materialized();
+        let keys = match &*column {
             Column::Int(v) if v.validity.is_none() => {
-                // One tight loop per vector: keys, then hashes, then key groups.
-                let keys: Vec<i64> = match kernel {
-                    ColumnKernel::Column(_) => v.values.clone(),
+                return match kernel {
+                    ColumnKernel::Column(_) => Some(fused_int_keys(&v.values, |x| x, max_parallelism)),
                     // `% k` cannot fail for these k (the checked form fails for 0 and for
                     // i64::MIN % -1 only).
                     ColumnKernel::ColumnOpInt(BinaryOp::Modulo, _, k) if k != 0 && k != -1 => {
-                        v.values.iter().map(|x| x % k).collect()
+                        Some(fused_int_keys(&v.values, |x| x % k, max_parallelism))
                     }
-                    _ => v
-                        .values
-                        .iter()
-                        .map(|&x| match kernel.eval_int(x)? {
-                            FastValue::Int(key) => Some(key),
-                            _ => None,
-                        })
-                        .collect::<Option<_>>()?,
+                    _ => {
+                        let keys: Vec<i64> = v
+                            .values
+                            .iter()
+                            .map(|&x| match kernel.eval_int(x)? {
+                                FastValue::Int(key) => Some(key),
+                                _ => None,
+                            })
+                            .collect::<Option<_>>()?;
+                        Some(fused_int_keys(&keys, |x| x, max_parallelism))
+                    }
                 };
-                let hashes: Vec<u64> = keys.iter().map(|&k| int_key_hash(k)).collect();
-                let key_groups = hashes.iter().map(|&h| key_group_of_hash(h, max_parallelism)).collect();
-                return Some(KeyColumns {
-                    keys: KeyColumn::Int(keys),
-                    key_groups,
-                    hashes,
-                });
             }
             // A plain field read: the string is the key.
             Column::Str(s) if matches!(kernel, ColumnKernel::Column(_)) => {
@@ -77,6 +74,45 @@ impl KeyBy {
             key_groups,
             hashes,
         })
+    }
+}
+
+/// The key columns of integer keys `key(x)` for the values `x`: in one pass over the batch,
+/// each key written, hashed ([`int_key_hash`]) and given its key group
+/// ([`key_group_of_hash`]; a mask when `max_parallelism` is a power of two, the same number),
+/// into vectors sized up front (no capacity check per record).
+fn fused_int_keys(values: &[i64], key: impl Fn(i64) -> i64 + Copy, max_parallelism: u32) -> KeyColumns {
+    let n = values.len();
+    let (mut keys, mut hashes, mut key_groups) = (vec![0i64; n], vec![0u64; n], vec![0u32; n]);
+    if max_parallelism.is_power_of_two() {
+        let mask = u64::from(max_parallelism) - 1;
+        fill_int_keys(values, key, |hash| (hash & mask) as u32, (&mut keys, &mut hashes, &mut key_groups));
+    } else {
+        let group_of = |hash| key_group_of_hash(hash, max_parallelism);
+        fill_int_keys(values, key, group_of, (&mut keys, &mut hashes, &mut key_groups));
+    }
+    KeyColumns {
+        keys: KeyColumn::Int(keys),
+        key_groups,
+        hashes,
+    }
+}
+
+/// The loop of [`fused_int_keys`], one instance per key group function.
+#[inline(always)]
+fn fill_int_keys(
+    values: &[i64],
+    key: impl Fn(i64) -> i64,
+    group_of: impl Fn(u64) -> u32,
+    (keys, hashes, key_groups): (&mut [i64], &mut [u64], &mut [u32]),
+) {
+    let rows = values.iter().zip(keys).zip(hashes).zip(key_groups);
+    for (((&x, key_out), hash_out), group_out) in rows {
+        let k = key(x);
+        let hash = int_key_hash(k);
+        *key_out = k;
+        *hash_out = hash;
+        *group_out = group_of(hash);
     }
 }
 

@@ -165,6 +165,59 @@ impl PrefixedInts {
     }
 }
 
+/// Integers computed from a vector of ids by a pure function when they are read, not when
+/// the batch is made: a source's field that no later step reads
+/// ([`crate::job::field_use`]), kept so that whatever does read it (a row, JSON output, a
+/// record sent to another worker) gets the value the source would have stored. Read as
+/// strings `<prefix><n>` (as [`PrefixedInts`]) when `prefix` is set, else as integers.
+#[derive(Clone, Debug)]
+pub struct DerivedInts {
+    /// The ids the values are computed from, by row.
+    pub ids: Vec<i64>,
+    /// The function's parameters (the generator's seed and number of keys).
+    pub params: [u64; 2],
+    /// Row value from `(params, id)`.
+    pub derive: fn(&[u64; 2], i64) -> u64,
+    /// `Some(prefix)`: strings `<prefix><n>`; `None`: integers (the value as `i64`).
+    pub prefix: Option<&'static str>,
+}
+
+impl DerivedInts {
+    /// The values computed, as the column the source would have made.
+    pub fn materialize(&self) -> Column {
+        let values = self.ids.iter().map(|&id| (self.derive)(&self.params, id));
+        match self.prefix {
+            Some(prefix) => Column::Prefixed(PrefixedInts {
+                prefix,
+                values: values.collect(),
+            }),
+            None => Column::Int(Values::from_vec(values.map(|v| v as i64).collect())),
+        }
+    }
+
+    /// Row `i`'s value.
+    fn datum(&self, i: usize) -> Datum {
+        let value = (self.derive)(&self.params, self.ids[i]);
+        match self.prefix {
+            Some(prefix) => Datum::Str(
+                PrefixedInts {
+                    prefix,
+                    values: vec![value],
+                }
+                .get(0),
+            ),
+            None => Datum::Int(value as i64),
+        }
+    }
+}
+
+/// Equal when the values are (the function is not compared).
+impl PartialEq for DerivedInts {
+    fn eq(&self, other: &DerivedInts) -> bool {
+        self.materialize() == other.materialize()
+    }
+}
+
 /// One field of a [`ColumnBatch`], typed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Column {
@@ -178,6 +231,8 @@ pub enum Column {
     Str(Strings),
     /// Strings of a common prefix and a decimal number, stored as the numbers.
     Prefixed(PrefixedInts),
+    /// Integers or prefixed strings computed from ids when read.
+    Derived(DerivedInts),
 }
 
 impl Column {
@@ -189,6 +244,7 @@ impl Column {
             Column::Bool(v) => v.values.len(),
             Column::Str(s) => s.len(),
             Column::Prefixed(p) => p.values.len(),
+            Column::Derived(d) => d.ids.len(),
         }
     }
 
@@ -205,6 +261,7 @@ impl Column {
             Column::Bool(v) => v.get(i).map_or(Datum::Null, Datum::Bool),
             Column::Str(s) => s.get(i).map_or(Datum::Null, |s| Datum::Str(s.into())),
             Column::Prefixed(p) => Datum::Str(p.get(i)),
+            Column::Derived(d) => d.datum(i),
         }
     }
 
@@ -219,6 +276,18 @@ impl Column {
                 prefix: p.prefix,
                 values: rows.iter().map(|&i| p.values[i as usize]).collect(),
             }),
+            Column::Derived(d) => Column::Derived(DerivedInts {
+                ids: rows.iter().map(|&i| d.ids[i as usize]).collect(),
+                ..d.clone()
+            }),
+        }
+    }
+
+    /// The column with its values stored: a [`Column::Derived`] computed, any other borrowed.
+    pub fn materialized(&self) -> std::borrow::Cow<'_, Column> {
+        match self {
+            Column::Derived(d) => std::borrow::Cow::Owned(d.materialize()),
+            other => std::borrow::Cow::Borrowed(other),
         }
     }
 
@@ -449,10 +518,11 @@ impl ColumnBatch {
             })
             .collect();
         // A prefixed column's `"prefix`, escaped once.
-        let quoted_prefixes: Vec<Vec<u8>> = self
-            .columns
+        // Derived columns computed once for the batch.
+        let columns: Vec<std::borrow::Cow<'_, Column>> = self.columns.iter().map(Column::materialized).collect();
+        let quoted_prefixes: Vec<Vec<u8>> = columns
             .iter()
-            .map(|c| match c {
+            .map(|c| match &**c {
                 Column::Prefixed(p) => {
                     let mut q = serde_json::to_vec(p.prefix).unwrap_or_default();
                     q.pop();
@@ -466,9 +536,9 @@ impl ColumnBatch {
             if prefixes.is_empty() {
                 out.push(b'{');
             }
-            for ((column, prefix), quoted_prefix) in self.columns.iter().zip(&prefixes).zip(&quoted_prefixes) {
+            for ((column, prefix), quoted_prefix) in columns.iter().zip(&prefixes).zip(&quoted_prefixes) {
                 out.extend_from_slice(prefix);
-                match column {
+                match &**column {
                     Column::Int(v) => match v.get(i) {
                         Some(x) => out.extend_from_slice(digits.format(x).as_bytes()),
                         None => out.extend_from_slice(b"null"),
@@ -494,6 +564,10 @@ impl ColumnBatch {
                         out.extend_from_slice(quoted_prefix);
                         out.extend_from_slice(digits.format(p.values[i]).as_bytes());
                         out.push(b'"');
+                    }
+                    // Not left after `materialized`; written through the row value if it were.
+                    Column::Derived(d) => {
+                        let _ = serde_json::to_writer(&mut *out, &d.datum(i));
                     }
                 }
             }
