@@ -86,9 +86,7 @@ fn input_reads(op: &Operator, after: FieldsRead) -> FieldsRead {
         | OperatorKind::Window(_)
         | OperatorKind::Join(_) => FieldsRead::All,
         // A source reads no input.
-        OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::KafkaSource(_) => {
-            FieldsRead::none()
-        }
+        OperatorKind::FileSource(_) | OperatorKind::Generator(_) | OperatorKind::KafkaSource(_) => FieldsRead::none(),
     }
 }
 

@@ -80,13 +80,17 @@ impl Aggregate {
             }
         };
         let (key_groups, hashes) = (&keyed.key_groups, &keyed.hashes);
-        // The output values: integers by row (no `Num` vector), and any float value by row
-        // (a sum turned to floats by overflow, or restored as one).
-        let mut integers = vec![0i64; n];
+        // The output values, handed out in row order: integers (no `Num` vector; a float's
+        // row holds 0 there), and any float value by row (a sum turned to floats by overflow,
+        // or restored as one).
+        let mut integers: Vec<i64> = Vec::with_capacity(n);
         let mut floats: Vec<(usize, f64)> = Vec::new();
         let mut out = |i: usize, value: &Num| match *value {
-            Num::Int(x) => integers[i] = x,
-            Num::Float(f) => floats.push((i, f)),
+            Num::Int(x) => integers.push(x),
+            Num::Float(f) => {
+                integers.push(0);
+                floats.push((i, f));
+            }
         };
         match (&keyed.keys, state.int_table()) {
             // Integer keys on the integer-key table: one loop of probes, the backend chosen

@@ -3,8 +3,8 @@
 
 use super::Source;
 use crate::job::GeneratorSpec;
-use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::job::field_use::FieldsRead;
+use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
 use crate::record::columns::{Column, DerivedInts, PrefixedInts, Values};
 use crate::record::{Batch, ColumnBatch, Datum, Record, Row, Schema};
 use async_trait::async_trait;
@@ -225,17 +225,26 @@ fn columns_of(
             }
             (key_column(key_numbers), Column::Int(Values::from_vec(values)))
         }
-        Computed { key: true, value: false } => (
+        Computed {
+            key: true,
+            value: false,
+        } => (
             key_column(ids.iter().map(|&id| key_number(&params, id)).collect()),
             derived(value_number, None),
         ),
-        Computed { key: false, value: true } => (
+        Computed {
+            key: false,
+            value: true,
+        } => (
             derived(key_number, Some("key-")),
             Column::Int(Values::from_vec(
                 ids.iter().map(|&id| value_number(&params, id) as i64).collect(),
             )),
         ),
-        Computed { key: false, value: false } => (derived(key_number, Some("key-")), derived(value_number, None)),
+        Computed {
+            key: false,
+            value: false,
+        } => (derived(key_number, Some("key-")), derived(value_number, None)),
     };
     ColumnBatch::new(schema.clone(), vec![Column::Int(Values::from_vec(ids)), key, value]).ok()
 }
@@ -270,14 +279,16 @@ impl Source for Generator {
             return Ok(None);
         };
         let (seed, keys, schema) = (self.seed, self.keys, &self.schema);
-        Ok(Some(match columns_of(schema, seed, keys, (first, n, step), self.computed) {
-            Some(columns) => Batch::Columns(columns),
-            None => Batch::Rows(
-                (0..n)
-                    .map(|j| Record::new(record_of(schema, seed, first + j * step, keys)))
-                    .collect(),
-            ),
-        }))
+        Ok(Some(
+            match columns_of(schema, seed, keys, (first, n, step), self.computed) {
+                Some(columns) => Batch::Columns(columns),
+                None => Batch::Rows(
+                    (0..n)
+                        .map(|j| Record::new(record_of(schema, seed, first + j * step, keys)))
+                        .collect(),
+                ),
+            },
+        ))
     }
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
@@ -388,7 +399,11 @@ mod tests {
                 let (mut a, mut b) = (Vec::new(), Vec::new());
                 want.write_json_lines(&mut a);
                 got.write_json_lines(&mut b);
-                assert_eq!(String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap(), "{computed:?}");
+                assert_eq!(
+                    String::from_utf8(a).unwrap(),
+                    String::from_utf8(b).unwrap(),
+                    "{computed:?}"
+                );
                 let rows = [3, 0, 7];
                 assert_eq!(got.take(&rows).into_records(), want.take(&rows).into_records());
                 let materialized: Vec<Column> = got.columns().iter().map(|c| c.materialized().into_owned()).collect();
