@@ -125,7 +125,7 @@ mod tests {
         FieldsRead::Only(fields.iter().map(|s| s.to_string()).collect())
     }
 
-    const GENERATOR: &str = "      - source: { generator: { count: 10 } }\n";
+    const GENERATOR: &str = "      - name: g\n        source: { generator: { count: 10 } }\n";
 
     #[test]
     fn fields_read_table() {
@@ -179,11 +179,11 @@ mod tests {
             ),
             // Branches: every consumer counts.
             (
-                "      - keyBy: { expression: id }\n        name: k\n      - count: {}\n      - sink: { discard: {} }\n      - inputs: [k]\n        filter: { expression: 'value > 1' }\n      - sink: { discard: {} }\n",
+                "      - keyBy: { expression: id }\n      - count: {}\n      - sink: { discard: {} }\n      - inputs: [g]\n        filter: { expression: 'value > 1' }\n      - sink: { discard: {} }\n",
                 only(&["id", "value"]),
             ),
             (
-                "      - keyBy: { expression: id }\n        name: k\n      - count: {}\n      - sink: { discard: {} }\n      - inputs: [k]\n        sink: { print: {} }\n",
+                "      - keyBy: { expression: id }\n      - count: {}\n      - sink: { discard: {} }\n      - inputs: [g]\n        sink: { print: {} }\n",
                 FieldsRead::All,
             ),
         ];
