@@ -126,6 +126,46 @@ fn update_each_is_update_row_by_row_around_snapshots() {
     }
 }
 
+/// The block writer gives `keyed_block::encode_v1`'s bytes exactly, for keys of every varint
+/// length and sign and for `count`'s `Num` values (integers and floats).
+#[test]
+fn blocks_are_encode_v1_bytes() {
+    use crate::operators::aggregate::Num;
+    let keys = [
+        0,
+        1,
+        -1,
+        63,
+        -64,
+        64,
+        127,
+        128,
+        -129,
+        300,
+        1 << 20,
+        -(1 << 40),
+        i64::MAX,
+        i64::MIN,
+    ];
+    let mut table: HashTable<(i64, Num)> = HashTable::new();
+    for (i, &k) in keys.iter().enumerate() {
+        let v = if i % 3 == 0 {
+            Num::Float(i as f64 + 0.5)
+        } else {
+            Num::Int(k.wrapping_mul(7))
+        };
+        table.insert_unique(table_hash(int_key_hash(k)), (k, v), entry_hash);
+    }
+    let owned: Vec<(Key, &Num)> = table.iter().map(|(k, v)| (Key::Int(*k), v)).collect();
+    let refs: Vec<(&Key, &Num)> = owned.iter().map(|(k, v)| (k, *v)).collect();
+    assert_eq!(encode_v1_block(&table).unwrap(), keyed_block::encode_v1(&refs).unwrap());
+    let empty: HashTable<(i64, Num)> = HashTable::new();
+    assert_eq!(
+        encode_v1_block(&empty).unwrap(),
+        keyed_block::encode_v1::<Num>(&[]).unwrap()
+    );
+}
+
 /// Restores split the blocks by key group (a rescale to 3 subtasks), and blocks of the
 /// generic table restore into the integer table; a block with another key, or a delta, is
 /// handed back for the generic table.
