@@ -13,7 +13,8 @@
 //! 3. Checkpoint overhead (issue 10's goal ≤ 2 %, issue 12's ≥ 0.95): the keyed count at p=1
 //!    into a `discard` sink with checkpoints every second vs periodic checkpoints off
 //!    (`interval: 0s`; the bounded job still takes its final one), interleaved, with 100k
-//!    keys and with 5M distinct keys (large heap state).
+//!    string keys, 100k integer keys (`id % 100000`, the integer-key table) and 5M distinct
+//!    string keys (large heap state).
 //!
 //! 4. Integer keys (issue 10's goal ≥ 0.8×): generator → `keyBy: id % 100000` → `count` →
 //!    `discard`, p=1, exactly-once checkpoints every second, against a `HashMap<u64, u64>`
@@ -139,8 +140,10 @@ spec:
 }
 
 /// The keyed count at p=1 over `keys` distinct keys into a `discard` sink, checkpoint
-/// interval `interval` (`0s`: periodic checkpoints off); returns records/s.
-fn keyed_count_discard(n: u64, keys: u64, interval: &str, dir: &std::path::Path) -> f64 {
+/// interval `interval` (`0s`: periodic checkpoints off), keyed by `key_expression` (`key`:
+/// the generator's strings `key-<k>`; `id % <keys>`: integers on the integer-key table);
+/// returns records/s.
+fn keyed_count_discard(n: u64, keys: u64, key_expression: &str, interval: &str, dir: &std::path::Path) -> f64 {
     let manifest = format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
@@ -151,7 +154,7 @@ spec:
   job:
     steps:
       - source: {{ generator: {{ seed: {SEED}, count: {n}, keys: {keys} }} }}
-      - keyBy: {{ expression: key, as: key }}
+      - keyBy: {{ expression: "{key_expression}", as: key }}
       - count: {{}}
       - sink: {{ discard: {{}} }}
 "#,
@@ -175,16 +178,21 @@ fn checkpoint_overhead(dir: &std::path::Path) {
         "{:<40} {:>14} {:>14} {:>10}",
         "keys, records", "chk 1s rec/s", "no chk rec/s", "ratio"
     );
-    for (keys, records) in [(KEYS, small), (5_000_000, large)] {
+    let int_key = format!("id % {KEYS}");
+    for (keys, key_expression, records) in [
+        (KEYS, "key", small),
+        (KEYS, int_key.as_str(), small),
+        (5_000_000, "key", large),
+    ] {
         let (mut with, mut without) = (vec![], vec![]);
         for _ in 0..rounds {
-            with.push(keyed_count_discard(records, keys, "1s", dir));
-            without.push(keyed_count_discard(records, keys, "0s", dir));
+            with.push(keyed_count_discard(records, keys, key_expression, "1s", dir));
+            without.push(keyed_count_discard(records, keys, key_expression, "0s", dir));
         }
         let (w, wo) = (median(with), median(without));
         println!(
             "{:<40} {w:>14.0} {wo:>14.0} {:>10.3}",
-            format!("{keys} keys, {records}"),
+            format!("{keys} keys ({key_expression}), {records}"),
             w / wo
         );
     }

@@ -90,10 +90,59 @@ fn columns_and_rows_write_the_same_bytes() {
             "map after the generator",
             "      - map: { expression: \"{'id': id, 'k': key}\" }\n      - keyBy: { expression: k, as: k }\n      - count: {}\n",
         ),
+        // The generator's records written whole: every field computed.
+        ("records written whole", ""),
+        // A row step reading `value`, which the generator computes, then `key`, which it
+        // derives from `id` when the row is built.
+        (
+            "filter on value, keyBy key",
+            "      - filter: { expression: \"value < 500\" }\n      - keyBy: { expression: key, as: key }\n      - count: {}\n",
+        ),
     ] {
         let (rows, columns) = both_paths(1, &format!("{GENERATOR}{steps}"));
         assert!(rows.len() > 30_000 * 8, "{what}: the row run wrote its records");
         assert!(rows == columns, "{what}: columns wrote other bytes than rows");
+    }
+}
+
+/// Projection pushdown (docs/architecture.md, "Records"): a job whose steps read only `id`
+/// has the generator compute only `id`; the same job with a branch that writes the generated
+/// records whole (so every field is computed) commits the same counts, byte for byte, at
+/// parallelism 1 and, through the keyed exchange, at parallelism 2 (as multisets).
+#[test]
+fn a_job_reading_one_field_counts_as_one_reading_every_field() {
+    let counts = "      - keyBy: { expression: \"id % 250\", as: k }\n      - count: {}\n";
+    let source = "      - name: generated\n        source: { generator: { seed: 11, count: 30000, keys: 700 } }\n";
+    for parallelism in [1, 2] {
+        let (one_field, every_field) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let m = manifest(one_field.path(), parallelism, "0s", &format!("{source}{counts}"));
+        Weir::run(&m, &[], &[]).wait_ok();
+        // The branch writes the generated records whole into `all`; the counts go last, into
+        // `output` as in the other job.
+        let whole = format!(
+            "{source}      - sink: {{ file: {{ path: \"{}/all\" }} }}\n      - inputs: [generated]\n        keyBy: {{ expression: \"id % 250\", as: k }}\n      - count: {{}}\n",
+            every_field.path().display()
+        );
+        let m = manifest(every_field.path(), parallelism, "0s", &whole);
+        Weir::run(&m, &[], &[]).wait_ok();
+        let all = local_output(&every_field.path().join("all"));
+        assert_eq!(all.len(), 30_000, "the branch wrote every generated record");
+        let (a, b) = (output_bytes(one_field.path()), output_bytes(every_field.path()));
+        assert!(a.len() > 30_000 * 8, "p={parallelism}: the counts were written");
+        if parallelism == 1 {
+            assert!(a == b, "p=1: the job reading one field wrote other counts");
+        } else {
+            let lines = |b: &[u8]| {
+                let mut l: Vec<String> = String::from_utf8(b.to_vec())
+                    .unwrap()
+                    .lines()
+                    .map(String::from)
+                    .collect();
+                l.sort();
+                l
+            };
+            assert_same_multiset(&lines(&a), &lines(&b), "p=2, one field read vs every field");
+        }
     }
 }
 

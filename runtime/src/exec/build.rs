@@ -195,6 +195,7 @@ pub async fn build_task(
         let mut src = source::build(first, sub, p, restore_state, &ctx.s3, ctx.bytes_read.clone())
             .await
             .map_err(|e| e.0)?;
+        src.project(&crate::job::field_use::fields_read(&job.operators, first.index));
         let id = (first.uid.clone(), first.kind.name().to_string());
         let event_time = crate::job::event_time::source_event_time(first, &job.spec.job.steps)
             .map_err(|e| e.to_string())?

@@ -8,6 +8,7 @@ pub mod dataflow;
 pub mod disk_state;
 mod durations;
 pub mod event_time;
+pub mod field_use;
 pub mod fields;
 pub mod join;
 pub mod schema;

@@ -32,7 +32,8 @@ impl Aggregate {
             return (self.func == AggregateFn::Count).then_some(None);
         };
         let kernel = expr.column_kernel(input.schema())?;
-        let Column::Int(v) = input.columns().get(kernel.position())? else {
+        let column = input.columns().get(kernel.position())?.materialized();
+        let Column::Int(v) = &*column else {
             return None;
         };
         if v.validity.is_some() {
@@ -79,64 +80,86 @@ impl Aggregate {
             }
         };
         let (key_groups, hashes) = (&keyed.key_groups, &keyed.hashes);
-        let mut values = Vec::with_capacity(n);
-        match &keyed.keys {
-            // Integer keys: the typed table's probe, with no `Key` built.
-            KeyColumn::Int(keys) => {
-                for (i, &k) in keys.iter().enumerate() {
-                    let value = state.update_int(key_groups[i], hashes[i], k, now_ms, combine(i));
-                    values.push(value.map_err(state_err)?);
+        // The output values, handed out in row order: integers (no `Num` vector; a float's
+        // row holds 0 there), and any float value by row (a sum turned to floats by overflow,
+        // or restored as one).
+        let mut integers: Vec<i64> = Vec::with_capacity(n);
+        let mut floats: Vec<(usize, f64)> = Vec::new();
+        let mut out = |i: usize, value: &Num| match *value {
+            Num::Int(x) => integers.push(x),
+            Num::Float(f) => {
+                integers.push(0);
+                floats.push((i, f));
+            }
+        };
+        match (&keyed.keys, state.int_table()) {
+            // Integer keys on the integer-key table: one loop of probes, the backend chosen
+            // and shared groups taken back once per batch.
+            (KeyColumn::Int(keys), Some(table)) => {
+                let rows = (&key_groups[..], &hashes[..], &keys[..]);
+                if func == AggregateFn::Count {
+                    let count = |_, current: Option<&Num>| match current {
+                        Some(Num::Int(c)) => Num::Int(c + 1),
+                        Some(other) => other.combine(func, Num::Int(1)),
+                        None => Num::Int(1),
+                    };
+                    table.update_each(rows, count, &mut out);
+                } else {
+                    table.update_each(rows, |i, current| combine(i)(current), &mut out);
                 }
             }
-            KeyColumn::Any(keys) => {
+            // Integer keys on another backend: no `Key` built until it needs one.
+            (KeyColumn::Int(keys), None) => {
+                for (i, &k) in keys.iter().enumerate() {
+                    let value = state.update_int(key_groups[i], hashes[i], k, now_ms, combine(i));
+                    out(i, &value.map_err(state_err)?);
+                }
+            }
+            (KeyColumn::Any(keys), _) => {
                 for (i, k) in keys.iter().enumerate() {
                     let value = state.update(key_groups[i], hashes[i], k, now_ms, combine(i));
-                    values.push(value.map_err(state_err)?);
+                    out(i, &value.map_err(state_err)?);
                 }
             }
         }
         let key_and_value = output.names().len() != 1;
-        let mut integers = Vec::with_capacity(n);
-        for v in &values {
-            match v {
-                Num::Int(i) => integers.push(*i),
-                Num::Float(_) => break,
-            }
-        }
-        let integers = (integers.len() == n).then_some(integers);
         let mut keys = keyed.keys;
-        // The output columns: the key column (an integer key vector moved, not copied) and
-        // the value column. `None` (rows instead) when a value is a float or the keys mix types.
-        let columns = integers.and_then(|integers| {
-            let mut columns = Vec::with_capacity(2);
-            if key_and_value {
-                columns.push(match &mut keys {
-                    KeyColumn::Int(keys) => Column::Int(Values::from_vec(std::mem::take(keys))),
-                    KeyColumn::Any(keys) => Column::from_keys(keys)?,
-                });
+        // The output columns when every value is an integer: the key column (an integer key
+        // vector moved, not copied; none when the keys mix types) and the value column.
+        if floats.is_empty() {
+            let key_column = match &mut keys {
+                _ if !key_and_value => None,
+                KeyColumn::Int(keys) => Some(Column::Int(Values::from_vec(std::mem::take(keys)))),
+                KeyColumn::Any(keys) => Column::from_keys(keys),
+            };
+            if !key_and_value || key_column.is_some() {
+                let mut columns = Vec::with_capacity(2);
+                columns.extend(key_column);
+                columns.push(Column::Int(Values::from_vec(integers)));
+                return Ok(Batch::Columns(
+                    ColumnBatch::new(output.clone(), columns).map_err(TaskError)?,
+                ));
             }
-            columns.push(Column::Int(Values::from_vec(integers)));
-            Some(columns)
-        });
-        match columns {
-            Some(columns) => Ok(Batch::Columns(
-                ColumnBatch::new(output.clone(), columns).map_err(TaskError)?,
-            )),
-            _ => Ok(Batch::Rows(
-                values
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, value)| {
-                        let mut row = Vec::with_capacity(2);
-                        if key_and_value {
-                            row.push(keys.key(i).into_datum());
-                        }
-                        row.push(value.to_datum());
-                        Record::new(Row::new_unchecked(output.clone(), row))
-                    })
-                    .collect(),
-            )),
         }
+        // Rows otherwise.
+        let mut values: Vec<Num> = integers.into_iter().map(Num::Int).collect();
+        for &(i, f) in &floats {
+            values[i] = Num::Float(f);
+        }
+        Ok(Batch::Rows(
+            values
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| {
+                    let mut row = Vec::with_capacity(2);
+                    if key_and_value {
+                        row.push(keys.key(i).into_datum());
+                    }
+                    row.push(value.to_datum());
+                    Record::new(Row::new_unchecked(output.clone(), row))
+                })
+                .collect(),
+        ))
     }
 }
 

@@ -178,6 +178,8 @@ pub enum Column {
     Str(Strings),
     /// Strings of a common prefix and a decimal number, stored as the numbers.
     Prefixed(PrefixedInts),
+    /// Integers or prefixed strings computed from ids when read.
+    Derived(DerivedInts),
 }
 
 impl Column {
@@ -189,6 +191,7 @@ impl Column {
             Column::Bool(v) => v.values.len(),
             Column::Str(s) => s.len(),
             Column::Prefixed(p) => p.values.len(),
+            Column::Derived(d) => d.ids.len(),
         }
     }
 
@@ -205,6 +208,7 @@ impl Column {
             Column::Bool(v) => v.get(i).map_or(Datum::Null, Datum::Bool),
             Column::Str(s) => s.get(i).map_or(Datum::Null, |s| Datum::Str(s.into())),
             Column::Prefixed(p) => Datum::Str(p.get(i)),
+            Column::Derived(d) => d.datum(i),
         }
     }
 
@@ -219,6 +223,18 @@ impl Column {
                 prefix: p.prefix,
                 values: rows.iter().map(|&i| p.values[i as usize]).collect(),
             }),
+            Column::Derived(d) => Column::Derived(DerivedInts {
+                ids: rows.iter().map(|&i| d.ids[i as usize]).collect(),
+                ..d.clone()
+            }),
+        }
+    }
+
+    /// The column with its values stored: a [`Column::Derived`] computed, any other borrowed.
+    pub fn materialized(&self) -> std::borrow::Cow<'_, Column> {
+        match self {
+            Column::Derived(d) => std::borrow::Cow::Owned(d.materialize()),
+            other => std::borrow::Cow::Borrowed(other),
         }
     }
 
@@ -449,10 +465,11 @@ impl ColumnBatch {
             })
             .collect();
         // A prefixed column's `"prefix`, escaped once.
-        let quoted_prefixes: Vec<Vec<u8>> = self
-            .columns
+        // Derived columns computed once for the batch.
+        let columns: Vec<std::borrow::Cow<'_, Column>> = self.columns.iter().map(Column::materialized).collect();
+        let quoted_prefixes: Vec<Vec<u8>> = columns
             .iter()
-            .map(|c| match c {
+            .map(|c| match &**c {
                 Column::Prefixed(p) => {
                     let mut q = serde_json::to_vec(p.prefix).unwrap_or_default();
                     q.pop();
@@ -466,9 +483,9 @@ impl ColumnBatch {
             if prefixes.is_empty() {
                 out.push(b'{');
             }
-            for ((column, prefix), quoted_prefix) in self.columns.iter().zip(&prefixes).zip(&quoted_prefixes) {
+            for ((column, prefix), quoted_prefix) in columns.iter().zip(&prefixes).zip(&quoted_prefixes) {
                 out.extend_from_slice(prefix);
-                match column {
+                match &**column {
                     Column::Int(v) => match v.get(i) {
                         Some(x) => out.extend_from_slice(digits.format(x).as_bytes()),
                         None => out.extend_from_slice(b"null"),
@@ -494,6 +511,10 @@ impl ColumnBatch {
                         out.extend_from_slice(quoted_prefix);
                         out.extend_from_slice(digits.format(p.values[i]).as_bytes());
                         out.push(b'"');
+                    }
+                    // Not left after `materialized`; written through the row value if it were.
+                    Column::Derived(d) => {
+                        let _ = serde_json::to_writer(&mut *out, &d.datum(i));
                     }
                 }
             }
@@ -539,6 +560,10 @@ impl From<Vec<Record>> for Batch {
         Batch::Rows(rows)
     }
 }
+
+#[path = "columns_derived.rs"]
+mod derived;
+pub use derived::DerivedInts;
 
 #[cfg(test)]
 #[path = "columns_tests.rs"]

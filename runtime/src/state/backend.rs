@@ -173,6 +173,17 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// The integer-key table, while the state is on it (a heap step without `ttl` whose keys
+    /// so far are all integers): for a batch's loop over integer keys
+    /// ([`IntKeyedState::update_each`]) with the backend chosen once.
+    #[inline]
+    pub fn int_table(&mut self) -> Option<&mut IntKeyedState<V>> {
+        match self {
+            KeyedState::HeapInt(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// Removes `key`; whether an entry was held. Errors: the disk store fails.
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         match self {

@@ -79,6 +79,93 @@ fn writes_after_a_snapshot_are_not_in_it() {
     assert_eq!(ints.len(), 599);
 }
 
+/// A batch's [`IntKeyedState::update_each`] is `update` row by row: the same values handed
+/// out in order, the same state, and a snapshot taken before it holds the state at its
+/// barrier, whether the encoder still holds its groups (they are copied back) or released
+/// them (taken back without a copy).
+#[test]
+fn update_each_is_update_row_by_row_around_snapshots() {
+    let batch: Vec<i64> = (0..3000).map(|i| (i * 7919) % 900).collect();
+    let rows = |keys: &[i64]| {
+        let (kg, hashes): (Vec<u32>, Vec<u64>) = keys.iter().map(|&k| keyed(k)).unzip();
+        (kg, hashes, keys.to_vec())
+    };
+    let (key_groups, hashes, keys) = rows(&batch);
+    for encoder_holds in [true, false] {
+        let (mut one_by_one, _) = fill(500);
+        let (mut each, _) = fill(500);
+        let before = one_by_one.snapshot().encode().unwrap();
+        let mut held = Some(each.snapshot());
+        if !encoder_holds {
+            let released = held.take().unwrap().encode().unwrap();
+            assert_eq!(entries(&released), entries(&before));
+        }
+        let mut want = vec![];
+        for i in 0..keys.len() {
+            want.push(one_by_one.update(key_groups[i], hashes[i], keys[i], |v| v.map_or(i as i64, |v| v * 3 + 1)));
+        }
+        let mut got = vec![];
+        each.update_each(
+            (&key_groups, &hashes, &keys),
+            |i, v| v.map_or(i as i64, |v| v * 3 + 1),
+            |i, v| got.push((i, *v)),
+        );
+        assert_eq!(got, want.iter().copied().enumerate().collect::<Vec<_>>());
+        assert_eq!(each.len(), one_by_one.len());
+        assert_eq!(
+            entries(&each.snapshot().encode().unwrap()),
+            entries(&one_by_one.snapshot().encode().unwrap())
+        );
+        if let Some(held) = held {
+            assert_eq!(
+                entries(&held.encode().unwrap()),
+                entries(&before),
+                "the barrier's state"
+            );
+        }
+    }
+}
+
+/// The block writer gives `keyed_block::encode_v1`'s bytes exactly, for keys of every varint
+/// length and sign and for `count`'s `Num` values (integers and floats).
+#[test]
+fn blocks_are_encode_v1_bytes() {
+    use crate::operators::aggregate::Num;
+    let keys = [
+        0,
+        1,
+        -1,
+        63,
+        -64,
+        64,
+        127,
+        128,
+        -129,
+        300,
+        1 << 20,
+        -(1 << 40),
+        i64::MAX,
+        i64::MIN,
+    ];
+    let mut table: HashTable<(i64, Num)> = HashTable::new();
+    for (i, &k) in keys.iter().enumerate() {
+        let v = if i % 3 == 0 {
+            Num::Float(i as f64 + 0.5)
+        } else {
+            Num::Int(k.wrapping_mul(7))
+        };
+        table.insert_unique(table_hash(int_key_hash(k)), (k, v), entry_hash);
+    }
+    let owned: Vec<(Key, &Num)> = table.iter().map(|(k, v)| (Key::Int(*k), v)).collect();
+    let refs: Vec<(&Key, &Num)> = owned.iter().map(|(k, v)| (k, *v)).collect();
+    assert_eq!(encode_v1_block(&table).unwrap(), keyed_block::encode_v1(&refs).unwrap());
+    let empty: HashTable<(i64, Num)> = HashTable::new();
+    assert_eq!(
+        encode_v1_block(&empty).unwrap(),
+        keyed_block::encode_v1::<Num>(&[]).unwrap()
+    );
+}
+
 /// Restores split the blocks by key group (a rescale to 3 subtasks), and blocks of the
 /// generic table restore into the integer table; a block with another key, or a delta, is
 /// handed back for the generic table.

@@ -3,8 +3,9 @@
 
 use super::Source;
 use crate::job::GeneratorSpec;
+use crate::job::field_use::FieldsRead;
 use crate::operators::{EncodedState, OperatorRestore, TaskError, TaskResult};
-use crate::record::columns::{Column, PrefixedInts, Values};
+use crate::record::columns::{Column, DerivedInts, PrefixedInts, Values};
 use crate::record::{Batch, ColumnBatch, Datum, Record, Row, Schema};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,8 @@ pub struct Generator {
     splits: Vec<GeneratorSplit>,
     cursor: usize,
     schema: Arc<Schema>,
+    /// The fields columnar batches compute when made ([`Source::project`]).
+    computed: Computed,
 }
 
 impl Generator {
@@ -115,6 +118,7 @@ impl Generator {
             splits,
             cursor: 0,
             schema: schema(),
+            computed: Computed::ALL,
         })
     }
 
@@ -146,35 +150,103 @@ impl Generator {
     }
 }
 
+/// Which of the generated fields `key` and `value` a batch computes when it is made; the
+/// others are [`Column::Derived`]: computed from `id` only where something reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Computed {
+    /// `key` is computed.
+    pub key: bool,
+    /// `value` is computed.
+    pub value: bool,
+}
+
+impl Computed {
+    /// Both fields (what a job that reads every field needs).
+    pub const ALL: Computed = Computed { key: true, value: true };
+
+    /// The fields `read` names.
+    pub fn of(read: &FieldsRead) -> Computed {
+        Computed {
+            key: read.reads("key"),
+            value: read.reads("value"),
+        }
+    }
+}
+
+/// Record `id`'s key number k (`key-<k>`) for `params` = `[seed, keys]`.
+fn key_number(params: &[u64; 2], id: i64) -> u64 {
+    splitmix64(params[0] ^ splitmix64(id as u64)) % params[1]
+}
+
+/// Record `id`'s `value` for `params` = `[seed, keys]`.
+fn value_number(params: &[u64; 2], id: i64) -> u64 {
+    (splitmix64(params[0] ^ splitmix64(id as u64)) >> 40) % 1000
+}
+
 /// Records `first`, `first + step`, … (`n` of them) as columns `id`, `key`, `value`: the
-/// values of [`record`] for the same indexes. `None` when an index does not fit in an `i64`
-/// (its `id` is a `Datum::UInt`, which the integer column does not hold).
-fn columns_of(schema: &Arc<Schema>, seed: u64, keys: u64, first: u64, n: u64, step: u64) -> Option<ColumnBatch> {
+/// values of [`record`] for the same indexes, `key` and `value` computed now only when
+/// `computed` says so (else derived from `id` when read). `None` when an index does not fit
+/// in an `i64` (its `id` is a `Datum::UInt`, which the integer column does not hold).
+fn columns_of(
+    schema: &Arc<Schema>,
+    seed: u64,
+    keys: u64,
+    (first, n, step): (u64, u64, u64),
+    computed: Computed,
+) -> Option<ColumnBatch> {
     let last = first.checked_add(n.saturating_sub(1).checked_mul(step)?)?;
     i64::try_from(last).ok()?;
     let rows = n as usize;
-    let (mut ids, mut key_numbers, mut values) = (
-        Vec::with_capacity(rows),
-        Vec::with_capacity(rows),
-        Vec::with_capacity(rows),
-    );
-    for j in 0..n {
-        let id = first + j * step;
-        let h = splitmix64(seed ^ splitmix64(id));
-        ids.push(id as i64);
-        key_numbers.push(h % keys);
-        values.push(((h >> 40) % 1000) as i64);
-    }
+    let params = [seed, keys];
+    let ids: Vec<i64> = (0..n).map(|j| (first + j * step) as i64).collect();
     // `key-<k>` kept as the numbers k (formatted where a key string is read).
-    let columns = vec![
-        Column::Int(Values::from_vec(ids)),
+    let key_column = |key_numbers| {
         Column::Prefixed(PrefixedInts {
             prefix: "key-",
             values: key_numbers,
-        }),
-        Column::Int(Values::from_vec(values)),
-    ];
-    ColumnBatch::new(schema.clone(), columns).ok()
+        })
+    };
+    let derived = |derive, prefix| {
+        Column::Derived(DerivedInts {
+            ids: ids.clone(),
+            params,
+            derive,
+            prefix,
+        })
+    };
+    let (key, value) = match computed {
+        // Both from one hash per record.
+        Computed { key: true, value: true } => {
+            let (mut key_numbers, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+            for &id in &ids {
+                let h = splitmix64(seed ^ splitmix64(id as u64));
+                key_numbers.push(h % keys);
+                values.push(((h >> 40) % 1000) as i64);
+            }
+            (key_column(key_numbers), Column::Int(Values::from_vec(values)))
+        }
+        Computed {
+            key: true,
+            value: false,
+        } => (
+            key_column(ids.iter().map(|&id| key_number(&params, id)).collect()),
+            derived(value_number, None),
+        ),
+        Computed {
+            key: false,
+            value: true,
+        } => (
+            derived(key_number, Some("key-")),
+            Column::Int(Values::from_vec(
+                ids.iter().map(|&id| value_number(&params, id) as i64).collect(),
+            )),
+        ),
+        Computed {
+            key: false,
+            value: false,
+        } => (derived(key_number, Some("key-")), derived(value_number, None)),
+    };
+    ColumnBatch::new(schema.clone(), vec![Column::Int(Values::from_vec(ids)), key, value]).ok()
 }
 
 /// Records left in `splits` of a generator of `count` records whose splits step by `step`
@@ -207,14 +279,16 @@ impl Source for Generator {
             return Ok(None);
         };
         let (seed, keys, schema) = (self.seed, self.keys, &self.schema);
-        Ok(Some(match columns_of(schema, seed, keys, first, n, step) {
-            Some(columns) => Batch::Columns(columns),
-            None => Batch::Rows(
-                (0..n)
-                    .map(|j| Record::new(record_of(schema, seed, first + j * step, keys)))
-                    .collect(),
-            ),
-        }))
+        Ok(Some(
+            match columns_of(schema, seed, keys, (first, n, step), self.computed) {
+                Some(columns) => Batch::Columns(columns),
+                None => Batch::Rows(
+                    (0..n)
+                        .map(|j| Record::new(record_of(schema, seed, first + j * step, keys)))
+                        .collect(),
+                ),
+            },
+        ))
     }
 
     fn snapshot(&self) -> TaskResult<EncodedState> {
@@ -226,6 +300,10 @@ impl Source for Generator {
 
     fn max_records_per_second(&self) -> Option<u64> {
         self.rate
+    }
+
+    fn project(&mut self, read: &FieldsRead) {
+        self.computed = Computed::of(read);
     }
 }
 
@@ -274,12 +352,65 @@ mod tests {
             columns.snapshot().unwrap().operator_state,
             rows.snapshot().unwrap().operator_state
         );
-        let beyond = columns_of(&schema(), 1, 10, i64::MAX as u64 - 2, 4, 1);
+        let beyond = columns_of(&schema(), 1, 10, (i64::MAX as u64 - 2, 4, 1), Computed::ALL);
         assert!(beyond.is_none(), "an id beyond i64::MAX is not an integer column value");
         assert_eq!(
-            columns_of(&schema(), 1, 10, i64::MAX as u64 - 3, 4, 1).map(|b| b.len()),
+            columns_of(&schema(), 1, 10, (i64::MAX as u64 - 3, 4, 1), Computed::ALL).map(|b| b.len()),
             Some(4)
         );
+    }
+
+    /// A projected generator (fields not read are derived from `id` when read) gives the same
+    /// records, the same JSON lines and the same columns once materialized, for every choice of
+    /// computed fields, also after a keyed exchange's gather.
+    #[tokio::test]
+    async fn projected_batches_hold_the_same_records() {
+        let spec = GeneratorSpec {
+            seed: 5,
+            count: Some(300),
+            splits: Some(2),
+            keys: Some(13),
+            ..Default::default()
+        };
+        let mut full = Generator::new(&spec, 0, 1, OperatorRestore::default()).unwrap();
+        let mut want = vec![];
+        while let Some(batch) = full.next_any_batch(50).await.unwrap() {
+            let Batch::Columns(batch) = batch else { panic!("rows") };
+            want.push(batch);
+        }
+        for (key, value) in [(false, false), (true, false), (false, true)] {
+            let computed = Computed { key, value };
+            let mut projected = Generator::new(&spec, 0, 1, OperatorRestore::default()).unwrap();
+            let read = FieldsRead::Only(
+                [("id", true), ("key", key), ("value", value)]
+                    .iter()
+                    .filter(|(_, read)| *read)
+                    .map(|(f, _)| f.to_string())
+                    .collect(),
+            );
+            projected.project(&read);
+            assert_eq!(projected.computed, computed);
+            for want in &want {
+                let Some(Batch::Columns(got)) = projected.next_any_batch(50).await.unwrap() else {
+                    panic!("{computed:?}: no columnar batch")
+                };
+                let derived = got.columns().iter().filter(|c| matches!(c, Column::Derived(_))).count();
+                assert_eq!(derived, usize::from(!key) + usize::from(!value), "{computed:?}");
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                want.write_json_lines(&mut a);
+                got.write_json_lines(&mut b);
+                assert_eq!(
+                    String::from_utf8(a).unwrap(),
+                    String::from_utf8(b).unwrap(),
+                    "{computed:?}"
+                );
+                let rows = [3, 0, 7];
+                assert_eq!(got.take(&rows).into_records(), want.take(&rows).into_records());
+                let materialized: Vec<Column> = got.columns().iter().map(|c| c.materialized().into_owned()).collect();
+                assert_eq!(materialized, want.columns(), "{computed:?}");
+                assert_eq!(got.clone().into_records(), want.clone().into_records(), "{computed:?}");
+            }
+        }
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub trait Source: Send {
     /// Optional rate limit in records per second for this subtask.
     fn max_records_per_second(&self) -> Option<u64>;
 
+    /// Tells the source which fields of its records the job's later steps read
+    /// ([`crate::job::field_use::fields_read`]), called once right after it is built. A source
+    /// may then skip computing the others in its columnar batches, as long as every record
+    /// still reads the same wherever it is read (the generator derives them from `id` when
+    /// read). The default ignores it.
+    fn project(&mut self, _read: &crate::job::field_use::FieldsRead) {}
+
     /// Called right after [`Source::snapshot`] captured the positions of checkpoint
     /// `checkpoint_id` (a source that acts on completion remembers them here).
     fn snapshot_taken(&mut self, _checkpoint_id: u64) {}
