@@ -182,7 +182,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
     for (set, want) in [
         (
             "spec.job.steps.0.source.eventTime=id",
-            r#"spec.job.steps[0].source.eventTime: invalid type: string "id", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness"#,
+            r#"spec.job.steps[0].source.eventTime: invalid type: string "id", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness, unit"#,
         ),
         (
             "spec.job.steps.2.count.ttl=300",

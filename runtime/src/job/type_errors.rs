@@ -104,7 +104,7 @@ mod tests {
             (
                 "spec.job.steps[0].source.eventTime",
                 "invalid type: string \"dt\", expected struct EventTimeSpec",
-                "invalid type: string \"dt\", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness",
+                "invalid type: string \"dt\", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness, unit",
             ),
             (
                 "spec.job.steps[3].join.leftKey",
