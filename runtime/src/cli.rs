@@ -112,7 +112,7 @@ pub struct RunArgs {
     /// Override a manifest field: `--set spec.parallelism=4` (dotted path, list indexes as `steps.0` or `steps[0]`; YAML value).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism` (at least 1).
+    /// Override `spec.parallelism` (1 to 256: `weir run` holds every subtask in one process).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore from `latest` (newest completed checkpoint of the job) or a checkpoint /
@@ -404,7 +404,15 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if let Some(p) = a.parallelism {
         sets.push(format!("spec.parallelism={p}"));
     }
-    let job = job::load_manifest(&a.file, &sets).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let job = job::load_manifest(&a.file, &sets).map_err(|e| {
+        format!(
+            "{}: {}",
+            a.file.display(),
+            crate::cli_parallelism::name_the_flag(e, a.parallelism)
+        )
+    })?;
+    crate::cli_parallelism::check_local(job.parallelism, a.parallelism)
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
         .map_err(|e| format!("{}: {e}", a.file.display()))?;

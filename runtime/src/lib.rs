@@ -11,6 +11,7 @@ pub mod cli_control;
 pub mod cli_input;
 pub mod cli_inspect;
 pub mod cli_list;
+pub mod cli_parallelism;
 pub mod cli_preflight;
 pub mod cli_resume;
 pub mod cluster;

@@ -182,7 +182,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
     for (set, want) in [
         (
             "spec.job.steps.0.source.eventTime=id",
-            r#"spec.job.steps[0].source.eventTime: invalid type: string "id", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness"#,
+            r#"spec.job.steps[0].source.eventTime: invalid type: string "id", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness, unit"#,
         ),
         (
             "spec.job.steps.2.count.ttl=300",
@@ -520,12 +520,12 @@ spec:
         }
     }
     // A parallelism above the restore point's maxParallelism (the default maxParallelism of
-    // p = 300 would be 512): said as such, not as "set spec.maxParallelism: 128", which would
+    // p = 200 would be 512): said as such, not as "set spec.maxParallelism: 128", which would
     // then be refused as below the parallelism.
-    let (code, err) = run(&manifest, &["--restore", checkpoint, "--parallelism", "300"]);
+    let (code, err) = run(&manifest, &["--restore", checkpoint, "--parallelism", "200"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("parallelism 300 is above the restore point's maxParallelism 128")
+        err.contains("parallelism 200 is above the restore point's maxParallelism 128")
             && err.contains("restore at a parallelism of 128 or less"),
         "{err}"
     );

@@ -168,6 +168,35 @@ fn pending_commits_go_to_the_output_path_they_were_written_to_after_the_path_cha
     assert_same_multiset(&all, &expected_wordcount(), "output path changed across a savepoint");
 }
 
+/// A crash right after a checkpoint's commit point (its `_metadata` written, the sink's parts
+/// not yet committed), then a restore with the sink's uid changed and
+/// `allowNonRestoredState: true` (what the refusal suggests after a step's default uid shifts):
+/// the dropped sink's pending parts are committed still, so the output is the word count
+/// exactly, not missing the checkpoint's records (it lost all 427,149 before).
+#[test]
+fn pending_commits_of_a_sink_dropped_by_allow_non_restored_state_are_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "0s", None, None);
+    let crash = [("WEIR_FAILPOINT".to_string(), "after-metadata:1".to_string())];
+    let (ok, stderr) = Weir::run(&m, &[], &crash).wait();
+    assert!(!ok && stderr.contains("failpoint after-metadata:1 reached"), "{stderr}");
+    let renamed = [
+        "--restore",
+        "latest",
+        "--set",
+        "spec.job.steps.5.uid=output-v2",
+        "--set",
+        "spec.allowNonRestoredState=true",
+    ];
+    Weir::run(&m, &renamed, &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "sink uid changed after a crash past the commit point",
+    );
+}
+
 #[test]
 fn stop_with_savepoint_supersedes_a_hung_savepoint() {
     let dir = tempfile::tempdir().unwrap();

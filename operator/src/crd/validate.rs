@@ -1,5 +1,6 @@
 //! Checks of the operator-only fields of a [`StreamJobSpec`] that the CRD schema cannot express
-//! (durations in humantime syntax, which CEL's Go durations do not cover: `7d`), run together
+//! (durations in the runtime's syntax, [`weir_runtime::job::parse_duration`], which CEL's Go
+//! durations do not cover: `7d`, `PT10S`, `500 milliseconds`), run together
 //! with the runtime's validation before the operator changes anything.
 
 use super::StreamJobSpec;
@@ -52,12 +53,10 @@ fn check_positive_duration(field: &str, text: &str, hint: &str) -> Result<Durati
             "{field}: `{text}` is negative: give a positive duration like `30s`, `5m`; {hint}"
         ));
     }
-    match humantime::parse_duration(text.trim()) {
+    match weir_runtime::job::parse_duration(text) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{field}: must be greater than 0; {hint}")),
-        Err(e) => Err(format!(
-            "{field}: `{text}` is not a duration like `30s`, `5m`, `6h`, `7d`: {e}"
-        )),
+        Err(e) => Err(format!("{field}: {e}")),
     }
 }
 
@@ -152,6 +151,37 @@ mod tests {
             let e = spec(extra).validate("wc").unwrap_err();
             assert!(e.starts_with(want), "{extra}: want `{want}`, got `{e}`");
         }
+    }
+
+    /// Every operator-only duration takes the forms every runtime duration takes (Flink's unit
+    /// words, ISO-8601), through the one parser, and refuses a number without a unit the same way.
+    #[test]
+    fn operator_durations_take_the_runtime_forms() {
+        for d in [
+            "PT10S",
+            "500 milliseconds",
+            "10 seconds",
+            "1 MIN",
+            "P1DT12H",
+            "7d",
+            "1h 30m",
+        ] {
+            let extra = format!(
+                "savepoints: {{ periodicInterval: '{d}', history: {{ maxAge: '{d}' }} }}\n\
+                 rollback: {{ readinessTimeout: '{d}' }}\nhealth: {{ restartWindow: '{d}' }}"
+            );
+            let job = spec(&extra).validate("wc");
+            assert!(job.is_ok(), "{d}: {job:?}");
+        }
+        let e = spec("health: { restartWindow: '3600' }").validate("wc").unwrap_err();
+        assert!(
+            e.starts_with("spec.health.restartWindow: `3600` has no unit; write `3600ms`"),
+            "{e}"
+        );
+        let e = spec("savepoints: { periodicInterval: P1M }")
+            .validate("wc")
+            .unwrap_err();
+        assert!(e.starts_with("spec.savepoints.periodicInterval: `P1M`: "), "{e}");
     }
 
     /// The same bad YAML gives the same error, path included, under `weir run` and in a

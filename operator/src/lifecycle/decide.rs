@@ -260,7 +260,8 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
     // Health: a failed or crash-looping job restarts from its newest checkpoint, within limits.
     let failed = job_state == Some(JobState::Failed) || obs.crash_looping;
     if failed && lifecycle == LifecycleState::Running {
-        let window = humantime::parse_duration(&spec.health.restart_window).unwrap_or(Duration::from_secs(3600));
+        let window =
+            weir_runtime::job::parse_duration(&spec.health.restart_window).unwrap_or(Duration::from_secs(3600));
         let now = obs.now;
         cx.d.status.restarts.retain(|t| {
             parse_time(t)
@@ -312,7 +313,8 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
 
     // Readiness timeout: roll back a change that does not come up.
     if lifecycle == LifecycleState::Deploying && job_state != Some(JobState::Running) {
-        let timeout = humantime::parse_duration(&spec.rollback.readiness_timeout).unwrap_or(Duration::from_secs(300));
+        let timeout =
+            weir_runtime::job::parse_duration(&spec.rollback.readiness_timeout).unwrap_or(Duration::from_secs(300));
         let waited =
             cx.d.status
                 .deployed_at
@@ -428,7 +430,7 @@ fn periodic_and_retention(cx: &mut Ctx) {
     if let Some(interval) = sp
         .periodic_interval
         .as_deref()
-        .and_then(|s| humantime::parse_duration(s).ok())
+        .and_then(|s| weir_runtime::job::parse_duration(s).ok())
         && cx.obs.savepoint_in_flight_since.is_none()
     {
         let last =

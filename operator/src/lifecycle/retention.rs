@@ -31,7 +31,7 @@ pub fn to_dispose<'a>(
     let max_age = policy
         .max_age
         .as_deref()
-        .and_then(|s| humantime::parse_duration(s).ok());
+        .and_then(|s| weir_runtime::job::parse_duration(s).ok());
     let mut candidates: Vec<(SystemTime, &SavepointRecord)> = history
         .iter()
         .filter(|r| r.origin != SavepointOrigin::Manual)

@@ -4,6 +4,7 @@
 //! savepoint triggers and drives the end of bounded and stopped jobs.
 
 use super::decide::{self, PendingState};
+use super::failure_cause::{self, FailureDecision};
 use super::lineage::{self, CommitError};
 use super::retention::{RetentionScope, RetentionWorker};
 use super::{Ack, Barrier, METADATA_FILE, SnapshotTarget, checkpoint_dir, now_ms, savepoint_dir_name};
@@ -183,6 +184,9 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();
     let mut suspend_deadline: Option<Instant> = None;
+    // Subtask failures in arrival order, and when the first one's grace for its cause ends.
+    let mut task_failures: Vec<String> = Vec::new();
+    let mut cause_deadline: Option<Instant> = None;
     shared.lock().expect("lock").state = JobState::Running;
     let send_all = |c: &dyn Fn() -> Control| {
         for tx in &controls {
@@ -192,7 +196,12 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = events.recv() => {
-                let Some(ev) = ev else { return Err("all subtasks are gone".into()) };
+                let Some(ev) = ev else {
+                    return Err(match failure_cause::decide(&task_failures, true) {
+                        FailureDecision::Fail(m) => job_failed(&shared, m),
+                        _ => "all subtasks are gone".into(),
+                    });
+                };
                 match ev {
                     TaskEvent::Ack(a) => {
                         if let Some(p) = pending.as_mut()
@@ -233,8 +242,10 @@ pub async fn run(
                     }
                     TaskEvent::Failed { error, .. } => {
                         // Producers name the subtask (`count (2/4) on worker w2 failed: ...`) or
-                        // lead with the cause (`worker w2 lost: ...`).
-                        return Err(job_failed(&shared, error));
+                        // lead with the cause (`worker w2 lost: ...`). A closed channel is a
+                        // symptom: wait briefly for its cause (`failure_cause`).
+                        task_failures.push(error);
+                        cause_deadline.get_or_insert_with(|| Instant::now() + failure_cause::SYMPTOM_GRACE);
                     }
                 }
             }
@@ -259,6 +270,13 @@ pub async fn run(
                 super::suspend::begin(&shared, &cfg.sources, &controls);
             }
             _ = tick.tick() => {}
+        }
+
+        match failure_cause::decide(&task_failures, cause_deadline.is_some_and(|d| Instant::now() >= d)) {
+            FailureDecision::Fail(message) => return Err(job_failed(&shared, message)),
+            // A subtask failed: nothing completes or starts while its cause is awaited.
+            FailureDecision::WaitForCause => continue,
+            FailureDecision::Running => {}
         }
 
         // Pending checkpoint: complete or time out.

@@ -7,6 +7,7 @@
 pub mod alignment_stats;
 pub mod coordinator;
 pub mod decide;
+pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;
 pub mod read_positions;

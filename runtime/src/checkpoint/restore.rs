@@ -338,12 +338,42 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
             );
             Ok(())
         }
-        Compatibility::NonRestoredState(uids) => Err(RestoreError::Incompatible(format!(
-            "{}: state for operator uid(s) {} has no operator in the job; set spec.allowNonRestoredState: true to drop it",
-            snapshot.url,
-            uids.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
+        Compatibility::NonRestoredState(uids) => Err(RestoreError::Incompatible(non_restored_message(
+            &snapshot.url,
+            &uids,
+            &job_ops,
+            &snap_ops,
         ))),
     }
+}
+
+/// The refusal of a restore point holding state for `uids` that no stateful step of the job
+/// (`job_ops`, `(uid, kind)`) has: names them, the job's stateful uids the snapshot
+/// (`snap_ops`) has no state for, and the two ways on (a step without `uid` is saved as
+/// `<kind>-<index>`, which shifts when steps are inserted or removed).
+fn non_restored_message(
+    url: &str,
+    uids: &[String],
+    job_ops: &[(String, String)],
+    snap_ops: &[(String, String)],
+) -> String {
+    let quoted = |list: Vec<&String>| list.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ");
+    let new: Vec<&String> = job_ops
+        .iter()
+        .filter(|(u, _)| !snap_ops.iter().any(|(s, _)| s == u))
+        .map(|(u, _)| u)
+        .collect();
+    let new = match new.is_empty() {
+        true => String::new(),
+        false => format!(" (the job's {} have no state there)", quoted(new)),
+    };
+    format!(
+        "{url}: state for operator uid(s) {} has no operator in the job{new}; a step without `uid` is saved as \
+         `<kind>-<index>`, which changes when steps are inserted or removed: set each stateful step's `uid` to \
+         the one its state has (`uid: {}`), or set spec.allowNonRestoredState: true to drop that state",
+        quoted(uids.iter().collect()),
+        uids.first().map_or("<uid>", String::as_str)
+    )
 }
 
 /// Channel state (of an unaligned checkpoint) is replayed into the stage its uid heads: that
@@ -533,5 +563,37 @@ mod tests {
         for (what, owned, want) in rows {
             assert_eq!(names(owned.as_deref()), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_refused_restore_names_the_uids_on_both_sides_and_how_to_keep_the_state() {
+        let ops = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(u, k)| (u.to_string(), k.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let snap = ops(&[
+            ("source-generator-0", "source-generator"),
+            ("count-2", "count"),
+            ("sink-file-3", "sink-file"),
+        ]);
+        let job = ops(&[
+            ("source-generator-0", "source-generator"),
+            ("count-3", "count"),
+            ("sink-file-4", "sink-file"),
+        ]);
+        let dropped = vec!["count-2".to_string(), "sink-file-3".to_string()];
+        assert_eq!(
+            non_restored_message("file:///c/chk-1", &dropped, &job, &snap),
+            "file:///c/chk-1: state for operator uid(s) `count-2`, `sink-file-3` has no operator in the job (the \
+             job's `count-3`, `sink-file-4` have no state there); a step without `uid` is saved as `<kind>-<index>`, \
+             which changes when steps are inserted or removed: set each stateful step's `uid` to the one its state \
+             has (`uid: count-2`), or set spec.allowNonRestoredState: true to drop that state"
+        );
+        let removed = non_restored_message("u", &["count-2".to_string()], &snap[..1], &snap);
+        assert!(
+            removed.starts_with("u: state for operator uid(s) `count-2` has no operator in the job; "),
+            "{removed}"
+        );
     }
 }

@@ -101,7 +101,8 @@ pub async fn build_task(
                 };
                 Box::new(
                     Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
-                        .map_err(ctx_err)?,
+                        .map_err(ctx_err)?
+                        .at_step(op.index),
                 )
             }
             OperatorKind::Window(def) => {
@@ -202,12 +203,15 @@ pub async fn build_task(
             .map(|et| task::SourceEventTime {
                 per_split: src.enable_split_watermarks(et.max_out_of_orderness_ms, et.idle_timeout),
                 field: et.field,
+                unit: et.unit,
+                field_path: format!("spec.job.steps[{}].source.eventTime.field", first.index),
                 generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
                 idle_timeout: et.idle_timeout,
             });
         Box::new(move || {
             tokio::spawn(async move {
                 if let Err(e) = task::run_source(core, src, id, read_log, event_time).await {
+                    slow_failure_report_failpoint().await;
                     let _ = events.send(TaskEvent::Failed {
                         task: index,
                         error: format!("{failed_prefix}: {}", e.0),
@@ -304,4 +308,13 @@ fn build_outputs(
         });
     }
     Ok(task::Outputs::new(out))
+}
+
+/// Test hook: `WEIR_FAILPOINT=slow-failure-report` delays a failed source subtask's report by
+/// 200 ms, so the symptoms of its failure (downstream subtasks whose input closed) reach the
+/// coordinator first, as they can on a loaded machine. Unset in production.
+async fn slow_failure_report_failpoint() {
+    if std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == "slow-failure-report")) {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

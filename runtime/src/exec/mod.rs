@@ -283,7 +283,13 @@ pub async fn restore_for_run(
     Ok((snapshot, first_id))
 }
 
-/// Commits the pending parts a snapshot records for every file sink of the job (idempotent).
+/// Commits the pending parts a snapshot records for every file sink of the job, and for every
+/// file sink of the snapshot the job no longer has (a uid renamed or a step removed, restored
+/// with `allowNonRestoredState`): its parts are output the snapshot's completion committed to,
+/// and each records the directory it was written to. Idempotent.
+///
+/// Errors: a part that cannot be committed, naming it (and the sink's uid when the job no
+/// longer has it).
 pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), String> {
     let s3 = s3_options(job);
     for op in job.operators.iter() {
@@ -293,6 +299,21 @@ pub async fn commit_restored_sinks(job: &Job, s: &LoadedSnapshot) -> Result<(), 
             if n > 0 {
                 tracing::info!(operator = %op.uid, parts = n, "committed pending parts of the restore point");
             }
+        }
+    }
+    let file_sink_kind = "sink-file";
+    for dropped in s
+        .metadata
+        .operators
+        .iter()
+        .filter(|o| o.kind == file_sink_kind && !job.operators.iter().any(|j| j.uid == o.uid))
+    {
+        let items = restore::operator_restore(Some(s), &dropped.uid, None).operator_state;
+        let n = commit_restored("", &items, &s3)
+            .await
+            .map_err(|e| format!("{}: file sink `{}` (no longer in the job): {}", s.url, dropped.uid, e.0))?;
+        if n > 0 {
+            tracing::info!(operator = %dropped.uid, parts = n, "committed pending parts of a file sink the job no longer has");
         }
     }
     Ok(())

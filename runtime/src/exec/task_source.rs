@@ -2,7 +2,7 @@
 //! and send it, between control messages (checkpoint triggers, pause, finish), at the
 //! source's rate and with its event time.
 
-use super::watermarks::SourceEventTime;
+use super::watermarks::{SourceEventTime, event_times};
 use super::{Flow, Interrupt, TaskCore, since_trigger_ms};
 use crate::checkpoint::Barrier;
 use crate::checkpoint::read_positions::ReadPositionLog;
@@ -123,13 +123,16 @@ pub async fn run_source(
             Some(et) if et.per_split => {
                 // `per_split` is set only when the source turned per-split watermarks on, so it
                 // has them; a batch is never dropped silently if that ever breaks.
+                let records = batch.into_records();
+                let times = event_times(&records, et, &source_id.0, &|i| source.record_origin(i))?;
+                let batch = records;
                 let Some(w) = source.split_watermarks() else {
                     return Err(TaskError(format!(
                         "source `{}`: per-split watermarks are on but the source keeps none",
                         source_id.0
                     )));
                 };
-                core.process_with_split_event_time(batch.into_records(), &et.field, w, &source_id.0)
+                core.process_with_split_event_time(batch, times, w, &source_id.0)
                     .await?;
             }
             Some(et) if batch.is_empty() => {
@@ -140,8 +143,9 @@ pub async fn run_source(
             }
             Some(et) => {
                 last_records = Instant::now();
-                core.process_with_event_time(batch.into_records(), et, &source_id.0)
-                    .await?;
+                let records = batch.into_records();
+                let times = event_times(&records, et, &source_id.0, &|i| source.record_origin(i))?;
+                core.process_with_event_time(records, times, et, &source_id.0).await?;
                 if std::mem::replace(&mut idle, false) {
                     core.process_watermark(Watermark::Time(et.generator.current())).await?;
                 }

@@ -5,6 +5,7 @@ use super::{TaskCore, TaskError, TaskResult};
 use crate::exec::messages::Element;
 use crate::exec::split_watermarks::SplitWatermarks;
 use crate::exec::watermark::{BoundedOutOfOrderness, Segment, Watermark, event_time_millis};
+use crate::job::spec::EventTimeUnit;
 use crate::record::Record;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,6 +15,11 @@ use std::time::{Duration, Instant};
 pub struct SourceEventTime {
     /// Top-level field holding the event time.
     pub field: String,
+    /// The unit of an integer event time (`eventTime.unit`; `None`: milliseconds, refusing
+    /// ambiguous values).
+    pub unit: Option<EventTimeUnit>,
+    /// The field's path in the manifest, for errors (`spec.job.steps[0].source.eventTime.field`).
+    pub field_path: String,
     /// Watermark generation.
     pub generator: BoundedOutOfOrderness,
     /// After this long without records the subtask sends [`Watermark::Idle`].
@@ -52,15 +58,16 @@ impl TaskCore {
         self.broadcast_in_band(|| Element::Watermark(w)).await
     }
 
-    /// Emits a source batch with its watermarks: reads each record's event time and sends
-    /// records and watermarks in the order [`BoundedOutOfOrderness::split_batch`] gives.
+    /// Emits a source batch with its watermarks: sends records (whose event times are
+    /// `times`, from [`event_times`]) and watermarks in the order
+    /// [`BoundedOutOfOrderness::split_batch`] gives.
     pub(super) async fn process_with_event_time(
         &mut self,
         batch: Vec<Record>,
+        times: Vec<i64>,
         event_time: &mut SourceEventTime,
         source_uid: &str,
     ) -> TaskResult<()> {
-        let times = event_times(&batch, &event_time.field, source_uid)?;
         let segments = event_time.generator.split_batch(&times);
         self.emit_segments(batch, segments, source_uid).await
     }
@@ -70,7 +77,7 @@ impl TaskCore {
     pub(super) async fn process_with_split_event_time(
         &mut self,
         batch: Vec<Record>,
-        field: &str,
+        times: Vec<i64>,
         watermarks: &mut SplitWatermarks,
         source_uid: &str,
     ) -> TaskResult<()> {
@@ -81,7 +88,6 @@ impl TaskCore {
             }
             return Ok(());
         }
-        let times = event_times(&batch, field, source_uid)?;
         let segments = watermarks.split_batch(&times, now);
         self.emit_segments(batch, segments, source_uid).await
     }
@@ -113,16 +119,32 @@ impl TaskCore {
     }
 }
 
-/// The event time of each record of `batch` from `field`. Errors: a record without a valid
-/// event time, naming the operator and the field.
-fn event_times(batch: &[Record], field: &str, source_uid: &str) -> TaskResult<Vec<i64>> {
+/// The event time of each record of `batch` (`origin(i)` says where record `i` came from, when
+/// the source knows). Errors: a record without a valid event time, naming the operator, the
+/// field's path in the manifest, the record and what to do.
+pub(super) fn event_times(
+    batch: &[Record],
+    event_time: &SourceEventTime,
+    source_uid: &str,
+    origin: &dyn Fn(usize) -> Option<String>,
+) -> TaskResult<Vec<i64>> {
+    let field = &event_time.field;
     batch
         .iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             let value = r.row.get(field).unwrap_or(&crate::record::Datum::Null);
-            event_time_millis(value).map_err(|e| {
+            event_time_millis(value, event_time.unit).map_err(|why| {
+                let record = origin(i).unwrap_or_else(|| "a record".to_string());
+                let fix = match value {
+                    crate::record::Datum::Int(_) => String::new(),
+                    _ => "; every record needs an event time: correct or drop that record, or name a field every \
+                          record holds as an ISO-8601 time in UTC or epoch milliseconds"
+                        .to_string(),
+                };
                 TaskError(format!(
-                    "operator {source_uid}: event-time field `{field}` (eventTime.field): {e}"
+                    "operator {source_uid}: {}: `{field}` of {record} is not an event time: {why}{fix}",
+                    event_time.field_path
                 ))
             })
         })

@@ -7,6 +7,7 @@
 //! only moves forward; a bounded source ends with [`END_OF_TIME`] (`Long.MAX_VALUE`), which
 //! fires every window.
 
+use crate::job::spec::EventTimeUnit;
 use crate::record::Datum;
 use std::ops::Range;
 
@@ -159,14 +160,34 @@ impl InputWatermarks {
     }
 }
 
+/// Integers in `[start, end)` read as epoch seconds of the years 2000 to 2099, and as epoch
+/// milliseconds in January and February 1970: an integer event time there, with no declared
+/// `eventTime.unit`, is refused as ambiguous rather than read as 1970.
+pub const AMBIGUOUS_EPOCH_SECONDS: Range<i64> = 946_684_800..4_102_444_800;
+
 /// The event time (epoch ms) of a field value: an RFC 3339 / ISO-8601 string in UTC
-/// (`2015-02-22T21:00:00Z`, `2015-09-12T00:46:58.771Z`) or an integer of epoch milliseconds.
+/// (`2015-02-22T21:00:00Z`, `2015-09-12T00:46:58.771Z`) or an integer in `unit` (the source's
+/// `eventTime.unit`; `None`: milliseconds, refusing [`AMBIGUOUS_EPOCH_SECONDS`]).
 ///
-/// Errors: null, another type, or a string that is not such a timestamp; the message says
+/// Errors: null, another type, a string that is not such a timestamp, an integer of seconds
+/// beyond the range of epoch milliseconds, an ambiguous integer with no unit; the message says
 /// what was found and what is expected.
-pub fn event_time_millis(value: &Datum) -> Result<i64, String> {
+pub fn event_time_millis(value: &Datum, unit: Option<EventTimeUnit>) -> Result<i64, String> {
     match value {
-        Datum::Int(ms) => Ok(*ms),
+        Datum::Int(n) => match unit {
+            Some(EventTimeUnit::Milliseconds) => Ok(*n),
+            Some(EventTimeUnit::Seconds) => n
+                .checked_mul(1000)
+                .ok_or_else(|| format!("{n} seconds is beyond the range of epoch milliseconds")),
+            None if AMBIGUOUS_EPOCH_SECONDS.contains(n) => Err(format!(
+                "{n} looks like epoch seconds ({}), but an integer event time is epoch milliseconds \
+                 (as in Flink), where it would be {}: set `unit: seconds` in the source's `eventTime` \
+                 (or `unit: milliseconds` if the times really are in early 1970)",
+                utc_millis(n.saturating_mul(1000)),
+                utc_millis(*n)
+            )),
+            None => Ok(*n),
+        },
         Datum::UInt(u) => Err(format!("{u} is too large for epoch milliseconds")),
         Datum::Str(s) => {
             let t = humantime::parse_rfc3339_weak(s.trim())
@@ -181,6 +202,12 @@ pub fn event_time_millis(value: &Datum) -> Result<i64, String> {
             "{other} is not an event time: use an ISO-8601 string or an integer of epoch milliseconds"
         )),
     }
+}
+
+/// `ms` (epoch milliseconds, ≥ 0) as an RFC 3339 time in UTC, for messages.
+fn utc_millis(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 #[cfg(test)]
@@ -258,9 +285,11 @@ mod tests {
             (Datum::Str("2015-09-12T00:46:58.771Z".into()), 1_442_018_818_771),
             (Datum::Str("1970-01-01T00:00:00Z".into()), 0),
             (Datum::Int(1_424_638_800_123), 1_424_638_800_123),
+            (Datum::Int(946_684_799), 946_684_799),
+            (Datum::Int(4_102_444_800), 4_102_444_800),
         ];
         for (v, want) in ok {
-            assert_eq!(event_time_millis(&v), Ok(want), "{v:?}");
+            assert_eq!(event_time_millis(&v, None), Ok(want), "{v:?}");
         }
         for v in [
             Datum::Null,
@@ -268,7 +297,45 @@ mod tests {
             Datum::Bool(true),
             Datum::Float(1.5),
         ] {
-            assert!(event_time_millis(&v).is_err(), "{v:?}");
+            assert!(event_time_millis(&v, None).is_err(), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn integer_event_times_are_read_in_the_declared_unit_and_ambiguous_ones_refused() {
+        use EventTimeUnit::{Milliseconds, Seconds};
+        let s = |v: i64| Datum::Int(v);
+        for (v, unit, want) in [
+            (s(1_424_638_800), Some(Seconds), Ok(1_424_638_800_000)),
+            (s(1_424_638_800), Some(Milliseconds), Ok(1_424_638_800)),
+            (s(1_424_638_800_000), Some(Milliseconds), Ok(1_424_638_800_000)),
+            (s(5), Some(Seconds), Ok(5_000)),
+            (s(5), None, Ok(5)),
+            (s(1_424_638_800_000), None, Ok(1_424_638_800_000)),
+            (
+                s(1_424_638_800),
+                None,
+                Err(
+                    "1424638800 looks like epoch seconds (2015-02-22T21:00:00.000Z), but an integer event time \
+                     is epoch milliseconds (as in Flink), where it would be 1970-01-17T11:43:58.800Z: set \
+                     `unit: seconds` in the source's `eventTime` (or `unit: milliseconds` if the times really \
+                     are in early 1970)"
+                        .to_string(),
+                ),
+            ),
+            (
+                s(i64::MAX),
+                Some(Seconds),
+                Err("9223372036854775807 seconds is beyond the range of epoch milliseconds".to_string()),
+            ),
+            // Strings are ISO-8601 whatever the unit.
+            (
+                Datum::Str("2015-02-22T21:00:00Z".into()),
+                Some(Seconds),
+                Ok(1_424_638_800_000),
+            ),
+        ] {
+            assert_eq!(event_time_millis(&v, unit), want, "{v:?} {unit:?}");
         }
     }
 }

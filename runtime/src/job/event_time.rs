@@ -2,7 +2,7 @@
 //! `eventTime` ([`EventTime`]) and of a `window` step ([`WindowDef`]), and the rule that ties
 //! them: a window reads event time from the field its upstream sources name.
 
-use super::spec::{EventTimeSpec, Step, WindowAggregate, WindowSpec, WindowType};
+use super::spec::{EventTimeSpec, EventTimeUnit, Step, WindowAggregate, WindowSpec, WindowType};
 use super::validate::{AggregateFn, JobError, Operator, OperatorKind};
 use std::time::Duration;
 
@@ -11,6 +11,9 @@ use std::time::Duration;
 pub struct EventTime {
     /// Top-level field holding the event time.
     pub field: String,
+    /// The unit of an integer event time (`eventTime.unit`); `None`: milliseconds, refusing
+    /// ambiguous values ([`crate::exec::watermark::event_time_millis`]).
+    pub unit: Option<EventTimeUnit>,
     /// Bounded out-of-orderness in milliseconds (≥ 0).
     pub max_out_of_orderness_ms: i64,
     /// Idle timeout of a source subtask; `None`: never idle.
@@ -58,6 +61,8 @@ pub struct WindowDef {
     /// The event-time field, from the `eventTime` of the sources upstream (filled in by
     /// [`resolve_time_fields`]; empty before).
     pub time_field: String,
+    /// The unit of an integer event time, from the same sources' `eventTime.unit`.
+    pub time_unit: Option<EventTimeUnit>,
 }
 
 /// The most windows a sliding window puts one record into (`size / slide`): each record updates
@@ -106,6 +111,7 @@ pub fn event_time(at: &str, spec: &EventTimeSpec) -> Result<EventTime, JobError>
     };
     Ok(EventTime {
         field: spec.field.clone(),
+        unit: spec.unit,
         max_out_of_orderness_ms,
         idle_timeout,
     })
@@ -211,6 +217,7 @@ pub fn window_def(at: &str, spec: &WindowSpec) -> Result<WindowDef, JobError> {
         allowed_lateness_ms,
         late_side_output: spec.late_records == Some(super::spec::LateRecords::SideOutput),
         time_field: String::new(),
+        time_unit: None,
     })
 }
 
@@ -241,7 +248,7 @@ pub fn resolve_time_fields(ops: &mut [Operator], steps: &[Step]) -> Result<(), J
         }
         let at = format!("spec.job.steps[{}].window", ops[w].index);
         let mut stack = ops[w].inputs.clone();
-        let mut field: Option<(String, usize)> = None;
+        let mut field: Option<(String, Option<EventTimeUnit>, usize)> = None;
         while let Some(j) = stack.pop() {
             let op = &ops[j];
             if let OperatorKind::KeyBy { as_field, .. } = &op.kind
@@ -267,7 +274,7 @@ pub fn resolve_time_fields(ops: &mut [Operator], steps: &[Step]) -> Result<(), J
                 ));
             };
             match &field {
-                Some((f, other)) if *f != et.field => {
+                Some((f, _, other)) if *f != et.field => {
                     return Err(JobError::new(
                         at,
                         format!(
@@ -277,15 +284,36 @@ pub fn resolve_time_fields(ops: &mut [Operator], steps: &[Step]) -> Result<(), J
                         ),
                     ));
                 }
+                Some((_, unit, other)) if *unit != et.unit => {
+                    return Err(JobError::new(
+                        at,
+                        format!(
+                            "its sources give event time in different units (`unit` {} at spec.job.steps[{other}], {} \
+                             at spec.job.steps[{}]); set the same `eventTime.unit` in every source",
+                            unit_name(*unit),
+                            unit_name(et.unit),
+                            op.index
+                        ),
+                    ));
+                }
                 Some(_) => {}
-                None => field = Some((et.field, op.index)),
+                None => field = Some((et.field, et.unit, op.index)),
             }
         }
-        if let (OperatorKind::Window(def), Some((f, _))) = (&mut ops[w].kind, field) {
+        if let (OperatorKind::Window(def), Some((f, unit, _))) = (&mut ops[w].kind, field) {
             def.time_field = f;
+            def.time_unit = unit;
         }
     }
     Ok(())
+}
+
+fn unit_name(unit: Option<EventTimeUnit>) -> &'static str {
+    match unit {
+        None => "unset",
+        Some(EventTimeUnit::Milliseconds) => "`milliseconds`",
+        Some(EventTimeUnit::Seconds) => "`seconds`",
+    }
 }
 
 /// Checks the `eventTime.field` of every source against the source's plan schema (where
@@ -364,20 +392,28 @@ pub fn check_sampled_event_times(
                     ),
                 ));
             };
-            if let Err(why) = crate::exec::watermark::event_time_millis(value) {
+            if let Err(why) = crate::exec::watermark::event_time_millis(value, et.unit) {
                 return Err(JobError::new(
                     at,
-                    format!(
-                        "`{}` of record {record} of {file} is not an event time: {why}; name a field holding \
-                         an ISO-8601 time in UTC (`2015-02-22T21:00:00Z`, `2019-01-15 03:36:12`) or \
-                         epoch milliseconds",
-                        et.field
-                    ),
+                    sampled_event_time_error(&et.field, record, file, value, &why),
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// The message of a sampled record whose event time does not read: what it holds, and what to
+/// do (the reason says it already when the value is an integer in an ambiguous unit).
+fn sampled_event_time_error(field: &str, record: usize, file: &str, value: &crate::record::Datum, why: &str) -> String {
+    if matches!(value, crate::record::Datum::Int(_)) {
+        return format!("`{field}` of record {record} of {file}: {why}");
+    }
+    format!(
+        "`{field}` of record {record} of {file} is not an event time: {why}; name a field holding \
+         an ISO-8601 time in UTC (`2015-02-22T21:00:00Z`, `2019-01-15 03:36:12`) or \
+         epoch milliseconds"
+    )
 }
 
 #[cfg(test)]
@@ -453,6 +489,7 @@ mod tests {
             field: "dt".into(),
             max_out_of_orderness: o.map(Into::into),
             idle_timeout: i.map(Into::into),
+            unit: None,
         };
         let et = event_time("e", &spec(Some("5s"), Some("1m"))).unwrap();
         assert_eq!(

@@ -132,31 +132,46 @@ pub fn check_set_path(set_path: &str) -> Result<(), JobError> {
 /// The fields of the object at `field` (`spec.job.steps[0].source.eventTime`, as errors name
 /// fields), sorted; empty when the path names no object of the schema.
 pub fn known_fields_at(field: &str) -> Vec<&'static str> {
-    let mut node: &'static Schema = &OPEN_API_SCHEMA;
     if field.is_empty() {
         // The manifest itself: `status` is the operator's to write.
-        let mut names: Vec<&str> = top_level_fields(node).into_iter().filter(|f| *f != "status").collect();
+        let mut names: Vec<&str> = top_level_fields(&OPEN_API_SCHEMA)
+            .into_iter()
+            .filter(|f| *f != "status")
+            .collect();
         names.sort_unstable();
         return names;
     }
+    let Some(node) = schema_at(field) else {
+        return Vec::new();
+    };
+    let mut names = known_fields(node);
+    names.sort_unstable();
+    names
+}
+
+/// The values the schema allows at `field` when it is an enum (`spec.checkpointing.mode`:
+/// `exactly-once`, `at-least-once`, `at-most-once`), in the schema's order; empty otherwise.
+pub fn enum_values_at(field: &str) -> Vec<&'static str> {
+    schema_at(field)
+        .and_then(|node| node.get("enum"))
+        .and_then(Schema::as_array)
+        .map(|values| values.iter().filter_map(Schema::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The schema node at `field` (as errors name fields: `spec.job.steps[0].source`), if any.
+fn schema_at(field: &str) -> Option<&'static Schema> {
+    let mut node: &'static Schema = &OPEN_API_SCHEMA;
     for part in field.split('.').filter(|p| !p.is_empty()) {
         let (name, indexes) = part
             .split_once('[')
             .map_or((part, 0), |(n, rest)| (n, rest.matches(']').count()));
-        let Some(child) = node.get("properties").and_then(|p| p.get(name)) else {
-            return Vec::new();
-        };
-        node = child;
+        node = node.get("properties")?.get(name)?;
         for _ in 0..indexes {
-            let Some(items) = node.get("items") else {
-                return Vec::new();
-            };
-            node = items;
+            node = node.get("items")?;
         }
     }
-    let mut names = known_fields(node);
-    names.sort_unstable();
-    names
+    Some(node)
 }
 
 fn check_metadata(value: &Value) -> Result<(), JobError> {
@@ -177,7 +192,7 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
     }
     match value {
         Value::Mapping(_) if schema.get("type").and_then(Schema::as_str) == Some("string") => {
-            return Err(mapping_for_a_string(path));
+            return Err(mapping_for_a_string(path, schema));
         }
         Value::Mapping(map) => {
             let properties = schema.get("properties");
@@ -204,15 +219,35 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
     Ok(())
 }
 
-/// The error of a YAML mapping where the schema has a string: almost always a CEL map literal
-/// (`expression: {'line': line.lower()}`) that YAML read as a flow mapping because it is not
-/// quoted.
-fn mapping_for_a_string(path: &str) -> JobError {
-    JobError::new(
-        path,
-        "invalid type: a mapping, expected a string; a CEL map literal must be quoted, since YAML reads \
-         `{...}` as a mapping: `expression: \"{'line': line.lower()}\"`",
-    )
+/// The error of a YAML mapping where the schema (`schema`, at `path`) has a string: in an
+/// `expression`, almost always a CEL map literal (`expression: {'line': line.lower()}`) that
+/// YAML read as a flow mapping because it is not quoted; elsewhere the values allowed.
+fn mapping_for_a_string(path: &str, schema: &Schema) -> JobError {
+    if path.ends_with(".expression") || path == "expression" {
+        return JobError::new(
+            path,
+            "invalid type: a mapping, expected a string; a CEL map literal must be quoted, since YAML reads \
+             `{...}` as a mapping: `expression: \"{'line': line.lower()}\"`",
+        );
+    }
+    let allowed: Vec<String> = schema
+        .get("enum")
+        .and_then(Schema::as_array)
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(Schema::as_str)
+                .map(|v| format!("`{v}`"))
+                .collect()
+        })
+        .unwrap_or_default();
+    match allowed.is_empty() {
+        true => JobError::new(path, "invalid type: a mapping, expected a string"),
+        false => JobError::new(
+            path,
+            format!("invalid type: a mapping, expected one of {}", allowed.join(", ")),
+        ),
+    }
 }
 
 /// Whether the schema keeps whatever is below it (`x-kubernetes-preserve-unknown-fields`).
@@ -354,10 +389,20 @@ mod tests {
                 "spec: { job: { steps: [ {}, { map: { expression: {'line': line.lower()} } } ] } }".into(),
                 "spec.job.steps[1].map.expression: invalid type: a mapping, expected a string; a CEL map literal must be quoted",
             ),
+            // Only an expression gets the CEL hint; an enum lists its values.
+            (
+                "spec: { job: { steps: [ { source: { file: { path: x, format: { a: 1 } } } } ] } }".into(),
+                "spec.job.steps[0].source.file.format: invalid type: a mapping, expected one of `text`, `jsonl`, `csv`",
+            ),
         ] {
             let e = check(&yaml).unwrap_err();
             assert!(e.starts_with(want), "want `{want}`, got `{e}`");
         }
+        let e = check("spec: { job: { steps: [ { source: { file: { path: { a: 1 } } } } ] } }").unwrap_err();
+        assert_eq!(
+            e,
+            "spec.job.steps[0].source.file.path: invalid type: a mapping, expected a string"
+        );
     }
 
     #[test]

@@ -26,6 +26,17 @@ pub use validate::{Job, JobError, Operator, OperatorKind, default_max_parallelis
 
 use std::path::Path;
 
+/// Parses a duration the way every duration field of a manifest is parsed (`500ms`, `10s`,
+/// `1h 30m`, `7d`, Flink's `10 seconds` / `500 milliseconds`, ISO-8601 `PT10S`; a number
+/// without a unit is refused), for fields outside the runtime's spec (the operator's
+/// `periodicInterval`, `restartWindow`, ...), so every duration field accepts the same forms.
+///
+/// Errors: what is wrong with `text` and the forms to use (without a field path: the caller
+/// names its field).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    durations::parse_duration("", text).map_err(|e| e.message)
+}
+
 /// Reads a StreamJob manifest from `path`, applies `--set PATH=VALUE` overrides (helm-style
 /// dotted paths into the manifest, e.g. `spec.parallelism=4` or
 /// `spec.job.steps.0.source.file.path=x`; VALUE is parsed as YAML), validates it, and checks

@@ -396,8 +396,15 @@ pub struct EventTimeSpec {
     /// Top-level field holding the event time: an ISO-8601 / RFC 3339 string in UTC
     /// (`2015-02-22T21:00:00Z`, fractional seconds allowed; also with a space for the `T` and
     /// without the `Z`, as CSV and SQL exports write it: `2019-01-15 03:36:12`, read as UTC) or
-    /// an integer of epoch milliseconds.
+    /// an integer of epoch milliseconds (epoch seconds with `unit: seconds`).
     pub field: String,
+    /// The unit of an integer event time: `milliseconds` (Flink's event-time unit) or
+    /// `seconds` (Unix time, as `TO_TIMESTAMP_LTZ(field, 0)` reads it in Flink SQL). Unset:
+    /// milliseconds, and an integer that reads as epoch seconds of the years 2000-2099
+    /// (946684800 to 4102444799, which as milliseconds would be January 1970) is refused as
+    /// ambiguous, naming this field. Strings are ISO-8601 whatever the unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<EventTimeUnit>,
     /// Bounded out-of-orderness: how far behind the largest event time seen a record may
     /// arrive and still be on time, e.g. `5s`. The watermark is the largest event time seen
     /// minus this bound minus 1 ms (as Flink). Default `0s` (records in order).
@@ -408,6 +415,20 @@ pub struct EventTimeSpec {
     /// `1m`. Default: never idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<String>,
+}
+
+/// The unit of an integer event time (`eventTime.unit`): `milliseconds` (Flink's event-time
+/// unit) or `seconds` (Unix time, as `TO_TIMESTAMP_LTZ(field, 0)` reads it in Flink SQL).
+/// Unset: milliseconds, and an integer that reads as epoch seconds of the years 2000-2099
+/// (946684800 to 4102444799, which as milliseconds would be January 1970) is refused as
+/// ambiguous. Strings are ISO-8601 whatever the unit.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EventTimeUnit {
+    /// Epoch milliseconds (`1424638800000`).
+    Milliseconds,
+    /// Epoch seconds (`1424638800`), Unix time.
+    Seconds,
 }
 
 /// The kind of window (`window.type`).

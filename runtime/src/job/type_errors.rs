@@ -60,6 +60,22 @@ pub fn plain_type_error(field: &str, message: &str) -> String {
             .unwrap_or(rest.len());
         out = format!("{}{what}{}", &out[..at], &rest[end..]);
     }
+    // An enum given a number, bool or list: serde_yaml says `expected a Value::Tagged enum`,
+    // serde `expected enum WindowType`; the manifest's words are the values allowed.
+    for rust in ["expected a Value::Tagged enum", "expected enum "] {
+        let Some(at) = out.find(rust) else { continue };
+        let allowed = fields::enum_values_at(field);
+        if allowed.is_empty() {
+            continue;
+        }
+        let rest = &out[at + rust.len()..];
+        let end = rest
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
+        let rest = if rust.ends_with(' ') { &rest[end..] } else { rest };
+        let list = allowed.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+        out = format!("{}expected one of {list}{rest}", &out[..at]);
+    }
     let last = field.rsplit('.').next().unwrap_or(field);
     let is_number = out.starts_with("invalid type: integer") || out.starts_with("invalid type: floating point");
     if is_number && out.ends_with("expected a string") && DURATION_FIELDS.contains(&last) {
@@ -92,6 +108,16 @@ mod tests {
     fn rust_words_become_the_manifests_words() {
         for (field, serde, want) in [
             (
+                "spec.checkpointing.mode",
+                "invalid type: integer `5`, expected a Value::Tagged enum",
+                "invalid type: integer `5`, expected one of `exactly-once`, `at-least-once`, `at-most-once`",
+            ),
+            (
+                "spec.job.steps[0].source.eventTime.unit",
+                "invalid type: boolean `true`, expected enum EventTimeUnit",
+                "invalid type: boolean `true`, expected one of `milliseconds`, `seconds`",
+            ),
+            (
                 "spec.parallelism",
                 "invalid value: integer `-2`, expected u32",
                 "invalid value: integer `-2`, expected a whole number from 0 to 4294967295",
@@ -104,7 +130,7 @@ mod tests {
             (
                 "spec.job.steps[0].source.eventTime",
                 "invalid type: string \"dt\", expected struct EventTimeSpec",
-                "invalid type: string \"dt\", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness",
+                "invalid type: string \"dt\", expected a mapping with the fields field, idleTimeout, maxOutOfOrderness, unit",
             ),
             (
                 "spec.job.steps[3].join.leftKey",

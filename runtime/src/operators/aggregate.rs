@@ -103,6 +103,9 @@ pub struct Aggregate {
     /// Incremental checkpoints: the confirmed chain and the changes since
     /// (tracked from the first barrier of an incremental checkpoint on).
     incremental: IncrementalTracker,
+    /// The step's path in the manifest for errors (`spec.job.steps[4].sum`), once known
+    /// ([`Aggregate::at_step`]).
+    step_path: Option<String>,
 }
 
 /// How an [`Aggregate`]'s keyed state starts: the key groups it owns, what to restore, its
@@ -195,7 +198,15 @@ impl Aggregate {
             lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
+            step_path: None,
         })
+    }
+
+    /// Names the step in errors by its path in the manifest: `index` is its position in
+    /// `spec.job.steps` (`spec.job.steps[4].sum.expression: ...`).
+    pub fn at_step(mut self, index: usize) -> Aggregate {
+        self.step_path = Some(format!("spec.job.steps[{index}].{}", self.func.name()));
+        self
     }
 
     /// Number of keys held (expired keys included until incremental cleanup removes them;
@@ -241,10 +252,51 @@ fn input_value(uid: &str, expr: Option<&Expr>, r: &Record) -> TaskResult<Num> {
     }
 }
 
-/// The number `e` gives for `r`. Errors: evaluation fails, the value is not a number.
+/// The number `e` gives for `r`. Errors: evaluation fails, the value is not a number (a
+/// double beyond ±1.8e308 is said to have overflowed, not to be null).
 fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
     let v = e.eval(&r.row)?;
-    Num::from_datum(&v).ok_or_else(|| TaskError(format!("operator {uid}: `{}` gave {v}, not a number", e.source())))
+    Num::from_datum(&v).ok_or_else(|| {
+        let found = match e.non_finite_result(&r.row) {
+            Some(f) => format!("overflowed to {} (a double holds at most ±1.8e308)", non_finite_name(f)),
+            None => format!("gave {v}, not a number"),
+        };
+        TaskError(format!("operator {uid}: `{}` {found}", e.source()))
+    })
+}
+
+/// `err` with the step's field path after the operator's uid, when known:
+/// `operator sm: spec.job.steps[3].sum.expression: ...`.
+fn at_field(err: TaskError, uid: &str, step_path: Option<&str>, field: &str) -> TaskError {
+    match (step_path, err.0.strip_prefix(&format!("operator {uid}: "))) {
+        (Some(path), Some(rest)) => TaskError(format!("operator {uid}: {path}{field}: {rest}")),
+        _ => err,
+    }
+}
+
+/// How a message names a double that is not finite.
+fn non_finite_name(f: f64) -> &'static str {
+    if f.is_nan() {
+        "NaN (not a number)"
+    } else if f > 0.0 {
+        "infinity"
+    } else {
+        "-infinity"
+    }
+}
+
+/// Errors: a running sum that left the doubles' range (infinity, which JSON cannot write).
+#[inline]
+fn finite(uid: &str, step_path: Option<&str>, value: Num) -> TaskResult<Num> {
+    match value {
+        Num::Float(f) if !f.is_finite() => Err(TaskError(format!(
+            "operator {uid}: {}: a running value overflowed to {} (a double holds at most ±1.8e308); \
+             aggregate smaller numbers (scale the expression down) or use `count`",
+            step_path.unwrap_or("the aggregation"),
+            non_finite_name(f)
+        ))),
+        v => Ok(v),
+    }
 }
 
 #[path = "aggregate_columns.rs"]
@@ -291,9 +343,13 @@ impl StreamOperator for Aggregate {
             output,
             range,
             state,
+            step_path,
             ..
         } = self;
-        let (uid, func, expr) = (uid.as_str(), *func, expr.as_ref());
+        let (uid, func, expr, step_path) = (uid.as_str(), *func, expr.as_ref(), step_path.as_deref());
+        let input_value = |uid: &str, expr: Option<&Expr>, r: &Record| {
+            input_value(uid, expr, r).map_err(|e| at_field(e, uid, step_path, ".expression"))
+        };
         let state_err = |e: crate::state::disk::DiskStateError| TaskError(format!("operator {uid}: {e}"));
         state.maintain(now_ms, input.len()).map_err(state_err)?;
         let combine = |x: Num| {
@@ -335,7 +391,7 @@ impl StreamOperator for Aggregate {
             if let (true, Some(keyed)) = (key_and_value, keyed) {
                 values.push(keyed.key.into_datum());
             }
-            values.push(value.to_datum());
+            values.push(finite(uid, step_path, value)?.to_datum());
         }
         if out.is_empty() {
             *out = input;

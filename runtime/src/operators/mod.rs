@@ -29,8 +29,17 @@ use async_trait::async_trait;
 pub struct TaskError(pub String);
 
 impl TaskError {
-    /// Prefixes the message with context (`operator count-4: ...`).
+    /// Prefixes the message with context (`operator count-4: ...`), unless it already starts
+    /// with that context (an operator that names itself is not named twice).
     pub fn context(self, ctx: impl std::fmt::Display) -> TaskError {
+        let ctx = ctx.to_string();
+        if self
+            .0
+            .strip_prefix(ctx.as_str())
+            .is_some_and(|rest| rest.starts_with(": "))
+        {
+            return self;
+        }
         TaskError(format!("{ctx}: {}", self.0))
     }
 }

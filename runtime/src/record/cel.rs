@@ -210,6 +210,23 @@ impl Expr {
         datum_from_cel(&out).map_err(|m| self.error(m))
     }
 
+    /// The result for `row` when it is a double that is not finite (±infinity, NaN), which
+    /// [`Expr::eval`] gives as null (JSON has no such numbers); `None` for any other result or
+    /// an error. For error messages: it evaluates again.
+    pub fn non_finite_result(&self, row: &Row) -> Option<f64> {
+        let non_finite = |f: f64| (!f.is_finite()).then_some(f);
+        if let Some(found) = self.eval_borrowed(row, |v| match v {
+            FastValue::Float(f) => non_finite(f),
+            _ => None,
+        }) {
+            return found;
+        }
+        match self.eval_cel(row).ok()? {
+            cel::Value::Float(f) => non_finite(f),
+            _ => None,
+        }
+    }
+
     /// Evaluates against a row and returns the result as a record: a CEL map becomes a row of
     /// its keys, sorted (the schema comes from `cache` when the keys are the same as last
     /// time); any other result is a bare row.

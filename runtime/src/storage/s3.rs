@@ -12,7 +12,8 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
 
-/// Region used when neither [`S3Options::region`] nor the default chain names one.
+/// Region used when neither [`S3Options::region`], the environment nor the AWS profile names
+/// one.
 const DEFAULT_REGION: &str = "us-east-1";
 
 /// Most keys one `DeleteObjects` request may name.
@@ -39,7 +40,8 @@ pub struct S3Store {
 impl S3Store {
     /// Connects with the default credential chain and `opts`: `opts.endpoint` overrides the
     /// endpoint (otherwise `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` as aws-config reads them),
-    /// `opts.region` the region (otherwise the default chain, then `us-east-1`), and path-style
+    /// `opts.region` the region (otherwise `AWS_REGION`, the AWS profile, then `us-east-1`; never
+    /// the instance metadata service), and path-style
     /// addressing is on when `opts.path_style` or `WEIR_S3_PATH_STYLE=true`.
     ///
     /// No request is made here: bad credentials or a missing bucket surface on first use.
@@ -50,15 +52,25 @@ impl S3Store {
                 "no bucket name".into(),
             ));
         }
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(region) = opts.region.as_deref().filter(|r| !r.is_empty()) {
-            loader = loader.region(Region::new(region.to_string()));
-        }
-        let sdk = loader.load().await;
+        // The region: `opts.region`, else `AWS_REGION` / `AWS_DEFAULT_REGION`, else the AWS
+        // profile's, else us-east-1. Not the instance metadata service (IMDS), which the SDK's
+        // default chain asks last: off EC2 it answers with a refusal or a timeout and the SDK
+        // logs warnings on every command (`weir checkpoints list s3://…`).
+        use aws_config::meta::region::RegionProviderChain;
+        let region = RegionProviderChain::first_try(opts.region.clone().filter(|r| !r.is_empty()).map(Region::new))
+            .or_else(
+                ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                    .iter()
+                    .find_map(|v| std::env::var(v).ok().filter(|r| !r.trim().is_empty()))
+                    .map(Region::new),
+            )
+            .or_else(aws_config::profile::ProfileFileRegionProvider::new())
+            .or_else(Region::from_static(DEFAULT_REGION));
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .region(region)
+            .load()
+            .await;
         let mut conf = aws_sdk_s3::config::Builder::from(&sdk);
-        if sdk.region().is_none() {
-            conf = conf.region(Region::from_static(DEFAULT_REGION));
-        }
         if let Some(endpoint) = opts.endpoint.as_deref().filter(|e| !e.is_empty()) {
             conf = conf.endpoint_url(endpoint);
         }

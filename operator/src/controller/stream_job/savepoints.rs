@@ -72,7 +72,7 @@ pub fn periodic_attempted_recently(spec: &StreamJobSpec, savepoints: &[Savepoint
         .savepoints
         .as_ref()
         .and_then(|s| s.periodic_interval.as_deref())
-        .and_then(|s| humantime::parse_duration(s).ok())
+        .and_then(|s| weir_runtime::job::parse_duration(s).ok())
     else {
         return false;
     };

@@ -184,6 +184,9 @@ pub struct FileSource {
     /// Size in bytes of each split's file when it is a local uncompressed file (offsets count
     /// the bytes of the file itself); `None` for compressed and S3 files.
     sizes: Vec<Option<u64>>,
+    /// The last batch's split and the byte offset of each of its records
+    /// ([`Source::record_origin`]).
+    batch_origin: (usize, Vec<u64>),
 }
 
 /// Bytes not yet read from `splits` whose file sizes are `sizes` (same order): the sum over
@@ -252,6 +255,7 @@ impl FileSource {
             progress,
             schemas: SchemaCache::default(),
             sizes,
+            batch_origin: (0, Vec::new()),
         })
     }
 }
@@ -524,6 +528,8 @@ impl Source for FileSource {
             }
             let (i, open) = self.current.as_mut().expect("opened above");
             let split = &mut self.splits[*i];
+            self.batch_origin.0 = *i;
+            self.batch_origin.1.clear();
             let mut produced = 0;
             while produced < max {
                 self.line.clear();
@@ -553,6 +559,7 @@ impl Source for FileSource {
                     &mut self.schemas,
                 )? {
                     out.push(Record::new(v));
+                    self.batch_origin.1.push(at);
                     produced += 1;
                 }
             }
@@ -578,6 +585,15 @@ impl Source for FileSource {
 
     fn pending(&self) -> Option<super::SourcePending> {
         pending_bytes(&self.splits, &self.sizes).map(super::SourcePending::Bytes)
+    }
+
+    fn record_origin(&self, index: usize) -> Option<String> {
+        let (split, offsets) = &self.batch_origin;
+        let offset = offsets.get(index)?;
+        Some(format!(
+            "the record at byte offset {offset} of {}",
+            self.splits.get(*split)?.path
+        ))
     }
 }
 

@@ -73,6 +73,12 @@ pub trait Source: Send {
         false
     }
 
+    /// Where record `index` of the last batch came from, for error messages (`the record at
+    /// byte offset 1234 of /data/events.jsonl`), or `None` when the source cannot say.
+    fn record_origin(&self, _index: usize) -> Option<String> {
+        None
+    }
+
     /// The per-split watermarks turned on by [`Source::enable_split_watermarks`]; the source
     /// notes the split of each record it appends ([`SplitWatermarks::record_from`]).
     fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {

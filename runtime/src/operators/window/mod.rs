@@ -276,7 +276,7 @@ impl StreamOperator for WindowOperator {
                 )));
             }
             let field = &self.def.time_field;
-            let ts = event_time_millis(r.row.get(field).unwrap_or(&Datum::Null))
+            let ts = event_time_millis(r.row.get(field).unwrap_or(&Datum::Null), self.def.time_unit)
                 .map_err(|e| TaskError(format!("operator {}: event-time field `{field}`: {e}", self.uid)))?;
             let value = self.value_of(&r.row)?;
             let at = (keyed.key_group - self.range.start) as usize;

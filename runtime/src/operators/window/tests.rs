@@ -12,6 +12,7 @@ fn def(assigner: WindowAssigner, lateness: i64) -> WindowDef {
         allowed_lateness_ms: lateness,
         late_side_output: false,
         time_field: "t".into(),
+        time_unit: None,
     }
 }
 
