@@ -50,6 +50,16 @@ pub(crate) const KEY_PREFIX_LEN: usize = 12;
 /// Bytes of a store value before the encoded value: the write time.
 pub(crate) const VALUE_PREFIX_LEN: usize = 8;
 
+/// Background threads of each store: fjall's worker pool runs memtable rotation, flushes and
+/// compaction from one queue, and with more than one thread its worker 0 never compacts (it
+/// keeps rotating and flushing). With a single thread a rotation waits behind a compaction,
+/// and compactions of a growing store take longer and longer: the active memtable then grows
+/// past its limit without bound (measured: 88 MiB of write buffer at 1M keys with a 16 MiB
+/// limit, and peak RSS proportional to the store, 3.7 GiB at 2.3 GB of store in a 50M-key run;
+/// docs/runtime/state-backends.md). Two threads keep the write buffer at its limit: the
+/// active memtable plus at most four sealed ones (fjall halts writes at four until a flush).
+pub const STORE_WORKER_THREADS: usize = 2;
+
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
 /// the subtask fails and restarts from its checkpoint.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +163,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let db = Database::builder(dir)
             .temporary(true)
             .manual_journal_persist(true)
-            .worker_threads(1)
+            .worker_threads(STORE_WORKER_THREADS)
             .cache_size(options.cache_bytes)
             .open()
             .map_err(|e| err(format!("cannot open the store: {e}")))?;
@@ -200,6 +210,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// The store's local directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Bytes of the store's write buffers now (active and sealed memtables, key and value
+    /// bytes), for tests of the memory bound.
+    #[cfg(test)]
+    pub(crate) fn write_buffer_bytes(&self) -> u64 {
+        self.db.write_buffer_size()
     }
 
     /// Entries held, expired ones included until cleanup removes them.

@@ -14,25 +14,54 @@ use crate::state::ttl::{StateTtl, expired};
 use fjall::{Keyspace, Readable};
 use std::path::PathBuf;
 
-/// One key group's block being assembled from stored bytes.
+/// Room left at the front of a block's buffer for its header: the versioned prefix (10 bytes),
+/// the version byte and the entry count as a varint (at most 10 bytes).
+const HEADER_ROOM: usize = VERSIONED_PREFIX.len() + 1 + 10;
+
+/// One key group's block being assembled from stored bytes: `data` holds [`HEADER_ROOM`] bytes
+/// of room for the header, then the entries, so finishing the block writes the header in place
+/// instead of copying the entries into a second buffer.
 struct BlockBuilder {
     key_group: u32,
     entries: u64,
-    body: Vec<u8>,
+    data: Vec<u8>,
 }
 
 impl BlockBuilder {
+    /// An empty block of `key_group` with room for `expected_bytes` of entries (the previous
+    /// key group's size: key groups of one subtask hold about as many keys each, so the
+    /// buffer rarely grows, and growing is a copy of everything written so far).
+    fn new(key_group: u32, expected_bytes: usize) -> BlockBuilder {
+        let mut data = Vec::with_capacity(HEADER_ROOM + expected_bytes);
+        data.resize(HEADER_ROOM, 0);
+        BlockBuilder {
+            key_group,
+            entries: 0,
+            data,
+        }
+    }
+
+    /// Bytes of entries written so far.
+    fn body_len(&self) -> usize {
+        self.data.len() - HEADER_ROOM
+    }
+
     /// The block: `Vec<(Key, V)>` (version 1) or `Vec<(Key, V, u64)>` after the versioned
     /// prefix (version 2), as [`keyed_block`] encodes them: postcard writes a sequence as its
-    /// varint length followed by its elements, and a tuple as its fields in order.
+    /// varint length followed by its elements, and a tuple as its fields in order. The header
+    /// goes into the room in front of the entries; the unused part of the room is removed (a
+    /// move of the entries within the buffer, no allocation).
     fn finish(self, with_times: bool) -> KeyGroupBlock {
-        let mut data = Vec::with_capacity(self.body.len() + 24);
+        let mut header = Vec::with_capacity(HEADER_ROOM);
         if with_times {
-            data.extend_from_slice(&VERSIONED_PREFIX);
-            data.push(BLOCK_VERSION_TTL);
+            header.extend_from_slice(&VERSIONED_PREFIX);
+            header.push(BLOCK_VERSION_TTL);
         }
-        push_varint(&mut data, self.entries);
-        data.extend_from_slice(&self.body);
+        push_varint(&mut header, self.entries);
+        let mut data = self.data;
+        let start = HEADER_ROOM - header.len();
+        data[start..HEADER_ROOM].copy_from_slice(&header);
+        data.drain(..start);
         KeyGroupBlock {
             key_group: self.key_group,
             entries: self.entries,
@@ -122,6 +151,8 @@ impl DiskSnapshot {
         let with_times = self.ttl.is_some();
         let mut blocks = Vec::new();
         let mut current: Option<BlockBuilder> = None;
+        // The previous key group's entry bytes, to size the next one's buffer.
+        let mut expected_bytes = 0usize;
         let from = span.start.to_be_bytes();
         let scan = match span.end.checked_add(1) {
             Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
@@ -138,18 +169,15 @@ impl DiskSnapshot {
             if current.as_ref().is_some_and(|b| b.key_group != key_group)
                 && let Some(done) = current.take()
             {
+                expected_bytes = done.body_len() + done.body_len() / 8;
                 blocks.push(done.finish(with_times));
             }
-            let block = current.get_or_insert_with(|| BlockBuilder {
-                key_group,
-                entries: 0,
-                body: Vec::new(),
-            });
+            let block = current.get_or_insert_with(|| BlockBuilder::new(key_group, expected_bytes));
             block.entries += 1;
-            block.body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
-            block.body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
+            block.data.extend_from_slice(&key[KEY_PREFIX_LEN..]);
+            block.data.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
             if with_times {
-                push_varint(&mut block.body, written);
+                push_varint(&mut block.data, written);
             }
         }
         if let Some(done) = current {

@@ -576,3 +576,37 @@ fn parallel_span_encoding_equals_one_thread() {
         assert_eq!(encode(workers), one, "{workers} workers");
     }
 }
+
+/// The store's write buffers stay within their configured bound (the active memtable plus at
+/// most four sealed ones, fjall halts writes at four) while far more is written than fits:
+/// with one store thread, rotations waited behind compactions and the active memtable grew
+/// with the store ([`STORE_WORKER_THREADS`]).
+#[test]
+fn the_write_buffer_stays_bounded_while_the_store_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DiskStateOptions {
+        cache_bytes: 1 << 20,
+        write_buffer_bytes: 1 << 20,
+    };
+    let mut state = DiskKeyedState::<String>::open(&dir.path().join("count-0"), all(), None, options).unwrap();
+    let value = "v".repeat(1000);
+    let mut peak = 0;
+    // About 24 MiB of entries: 24 memtables' worth, flushed and compacted while writing.
+    for i in 0..24_000i64 {
+        let k = key(i);
+        let h = key_hash(&k);
+        state
+            .update(key_group_of_hash(h, MAX_P), h, &k, 0, |_| value.clone())
+            .unwrap();
+        if i % 100 == 0 {
+            peak = peak.max(state.write_buffer_bytes());
+        }
+    }
+    assert_eq!(state.len(), 24_000);
+    let bound = 6 * options.write_buffer_bytes;
+    assert!(
+        peak <= bound,
+        "write buffers peaked at {peak} bytes, over {bound} (5 memtables of {} and slack)",
+        options.write_buffer_bytes
+    );
+}
