@@ -197,6 +197,35 @@ fn pending_commits_of_a_sink_dropped_by_allow_non_restored_state_are_committed()
     );
 }
 
+/// As above, but the file sink is replaced by a discard sink that keeps its uid `output`: the
+/// uid is still in the job, yet no file sink has it, so the old sink's pending parts are
+/// committed still (they were skipped, because only the uid was compared).
+#[test]
+fn pending_commits_of_a_file_sink_whose_uid_now_names_another_step_are_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "0s", None, None);
+    let crash = [("WEIR_FAILPOINT".to_string(), "after-metadata:1".to_string())];
+    let (ok, stderr) = Weir::run(&m, &[], &crash).wait();
+    assert!(!ok && stderr.contains("failpoint after-metadata:1 reached"), "{stderr}");
+    let text = std::fs::read_to_string(&m).unwrap();
+    let file_sink = format!("sink: {{ file: {{ path: \"{}\" }} }}", paths.output);
+    assert!(text.contains(&file_sink), "{text}");
+    let discard = dir.path().join("discard.yaml");
+    std::fs::write(&discard, text.replace(&file_sink, "sink: { discard: {} }")).unwrap();
+    Weir::run(
+        &discard,
+        &["--restore", "latest", "--set", "spec.allowNonRestoredState=true"],
+        &[],
+    )
+    .wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "file sink replaced by a discard sink with the same uid after a crash past the commit point",
+    );
+}
+
 #[test]
 fn stop_with_savepoint_supersedes_a_hung_savepoint() {
     let dir = tempfile::tempdir().unwrap();

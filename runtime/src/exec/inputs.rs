@@ -220,7 +220,13 @@ pub async fn run_inputs_with(mut core: TaskCore, setup: InputSetup) -> TaskResul
                 st.act(&mut core, action).await?;
             }
             Event::Input(i, Some((el, credit))) => st.intake(&core, i, el, credit),
-            Event::Idle => core.on_idle().await?,
+            Event::Idle => {
+                core.on_idle().await?;
+                // The idle branch is always ready and the build runs without an await: hand
+                // the worker thread back, or sources, the coordinator and the control API on
+                // the same runtime wait until every pending key group is built.
+                tokio::task::yield_now().await;
+            }
             Event::Input(i, None) => {
                 return Err(TaskError(format!(
                     "input {i} closed without end-of-stream (upstream lost)"

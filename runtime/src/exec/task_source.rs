@@ -2,7 +2,7 @@
 //! and send it, between control messages (checkpoint triggers, pause, finish), at the
 //! source's rate and with its event time.
 
-use super::watermarks::{SourceEventTime, event_times};
+use super::watermarks::{SourceEventTime, event_times, settle_event_time_unit};
 use super::{Flow, Interrupt, TaskCore, since_trigger_ms};
 use crate::checkpoint::Barrier;
 use crate::checkpoint::read_positions::ReadPositionLog;
@@ -125,6 +125,7 @@ pub async fn run_source(
                 // has them; a batch is never dropped silently if that ever breaks.
                 let records = batch.into_records();
                 let times = event_times(&records, et, &source_id.0, &|i| source.record_origin(i))?;
+                settle_event_time_unit(et, &records);
                 let batch = records;
                 let Some(w) = source.split_watermarks() else {
                     return Err(TaskError(format!(
@@ -145,6 +146,7 @@ pub async fn run_source(
                 last_records = Instant::now();
                 let records = batch.into_records();
                 let times = event_times(&records, et, &source_id.0, &|i| source.record_origin(i))?;
+                settle_event_time_unit(et, &records);
                 core.process_with_event_time(records, times, et, &source_id.0).await?;
                 if std::mem::replace(&mut idle, false) {
                     core.process_watermark(Watermark::Time(et.generator.current())).await?;

@@ -119,6 +119,16 @@ impl TaskCore {
     }
 }
 
+/// Once a subtask has read event times without a declared unit, the first value has decided
+/// it: milliseconds (an ambiguous first value was refused). Later integers are read as
+/// milliseconds without the ambiguity check, so a stream that starts at small values (a
+/// generator's `id`) does not fail when it passes epoch seconds' range hours later.
+pub(super) fn settle_event_time_unit(event_time: &mut SourceEventTime, batch: &[Record]) {
+    if event_time.unit.is_none() && !batch.is_empty() {
+        event_time.unit = Some(EventTimeUnit::Milliseconds);
+    }
+}
+
 /// The event time of each record of `batch` (`origin(i)` says where record `i` came from, when
 /// the source knows). Errors: a record without a valid event time, naming the operator, the
 /// field's path in the manifest, the record and what to do.
@@ -149,4 +159,36 @@ pub(super) fn event_times(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_read_without_a_unit_settles_milliseconds_and_an_empty_one_does_not() {
+        let mut event_time = SourceEventTime {
+            field: "t".into(),
+            unit: None,
+            field_path: "spec.job.steps[0].source.eventTime.field".into(),
+            generator: BoundedOutOfOrderness::new(0),
+            idle_timeout: None,
+            per_split: false,
+        };
+        settle_event_time_unit(&mut event_time, &[]);
+        assert_eq!(event_time.unit, None);
+        let record = Record {
+            row: crate::record::Row::from_json(serde_json::json!({ "t": 5 })),
+            keyed: None,
+        };
+        settle_event_time_unit(&mut event_time, std::slice::from_ref(&record));
+        assert_eq!(event_time.unit, Some(EventTimeUnit::Milliseconds));
+        // Read with the settled unit, a value in epoch seconds' range is milliseconds.
+        let late = Record {
+            row: crate::record::Row::from_json(serde_json::json!({ "t": 1_500_000_000i64 })),
+            keyed: None,
+        };
+        let times = event_times(std::slice::from_ref(&late), &event_time, "src", &|_| None).unwrap();
+        assert_eq!(times, [1_500_000_000]);
+    }
 }

@@ -419,9 +419,10 @@ pub struct EventTimeSpec {
 
 /// The unit of an integer event time (`eventTime.unit`): `milliseconds` (Flink's event-time
 /// unit) or `seconds` (Unix time, as `TO_TIMESTAMP_LTZ(field, 0)` reads it in Flink SQL).
-/// Unset: milliseconds, and an integer that reads as epoch seconds of the years 2000-2099
-/// (946684800 to 4102444799, which as milliseconds would be January 1970) is refused as
-/// ambiguous. Strings are ISO-8601 whatever the unit.
+/// Unset: milliseconds, and a first integer that reads as epoch seconds of the years
+/// 2000-2099 (946684800 to 4102444799, which as milliseconds would be January 1970) is refused
+/// as ambiguous (after a first value outside that range, later ones are milliseconds).
+/// Strings are ISO-8601 whatever the unit.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum EventTimeUnit {

@@ -18,17 +18,16 @@
 //! does not see it; a checkpoint or savepoint taken while groups are pending writes each
 //! pending group that is one full block **as it is** (its bytes, the same block format:
 //! cheapest, no decode) and first **builds** the groups it cannot write as they are: several
-//! blocks (a chain's base and deltas, which a full state file must not carry as one group) or,
-//! with a TTL, a block without write timestamps (version 1: a later restore would stamp its
-//! entries with that later time). A block written as it is may still carry entries expired by
-//! the TTL; every restore drops them (it comes after their expiry), as it does for a chain's
-//! base. Pending groups never have changed keys, so a delta is unaffected. Rescale needs
+//! blocks (a chain's base and deltas, which a full state file must not carry as one group) or
+//! any group of a step with a TTL (a snapshot leaves out entries expired at its barrier; a
+//! block written as it is would keep them, and a restore with a longer TTL or none would bring
+//! them back). Pending groups never have changed keys, so a delta is unaffected. Rescale needs
 //! nothing here: only the blocks of the subtask's own range are kept (the others are dropped
 //! at construction, as an eager restore skips them), whatever the parallelism they came from.
 
 use crate::state::backend::KeyedState;
 use crate::state::key_group::KeyGroupRange;
-use crate::state::keyed_block::{self, VERSIONED_PREFIX};
+use crate::state::keyed_block;
 use crate::state::snapshot::KeyGroupBlock;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -177,8 +176,8 @@ impl PendingKeyGroups {
         self.take_next(usize::MAX)
     }
 
-    /// What a snapshot writes of the pending groups: the groups that are one full block, and
-    /// (with `ttl`) whose block has write timestamps, are shared as they are; the blocks of the
+    /// What a snapshot writes of the pending groups: without `ttl`, the groups that are one
+    /// full block are shared as they are; the blocks of the
     /// others are taken (returned second) for the caller to build before it snapshots the
     /// backend.
     pub fn for_snapshot(&mut self, ttl: bool) -> (PendingSnapshot, Vec<KeyGroupBlock>) {
@@ -258,10 +257,12 @@ where
 }
 
 /// Whether a pending group's `blocks` go into a full state file as they are: one full block,
-/// with write timestamps when the step has a TTL.
+/// and no TTL on the step. With a TTL a snapshot leaves out entries expired at its barrier; a
+/// block written as it is would keep them, and a later restore with a longer TTL (or none)
+/// would bring them back, so such groups are built first.
 fn writable_as_is(blocks: &[KeyGroupBlock], ttl: bool) -> bool {
     match blocks {
-        [block] => !keyed_block::is_delta(&block.data) && (!ttl || block.data.starts_with(&VERSIONED_PREFIX)),
+        [block] => !ttl && !keyed_block::is_delta(&block.data),
         _ => false,
     }
 }

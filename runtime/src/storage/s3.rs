@@ -40,8 +40,8 @@ pub struct S3Store {
 impl S3Store {
     /// Connects with the default credential chain and `opts`: `opts.endpoint` overrides the
     /// endpoint (otherwise `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` as aws-config reads them),
-    /// `opts.region` the region (otherwise `AWS_REGION`, the AWS profile, then `us-east-1`; never
-    /// the instance metadata service), and path-style
+    /// `opts.region` the region (otherwise `AWS_REGION`, the AWS profile, in a Kubernetes pod the
+    /// instance metadata service, then `us-east-1`), and path-style
     /// addressing is on when `opts.path_style` or `WEIR_S3_PATH_STYLE=true`.
     ///
     /// No request is made here: bad credentials or a missing bucket surface on first use.
@@ -53,9 +53,10 @@ impl S3Store {
             ));
         }
         // The region: `opts.region`, else `AWS_REGION` / `AWS_DEFAULT_REGION`, else the AWS
-        // profile's, else us-east-1. Not the instance metadata service (IMDS), which the SDK's
-        // default chain asks last: off EC2 it answers with a refusal or a timeout and the SDK
-        // logs warnings on every command (`weir checkpoints list s3://…`).
+        // profile's, else (in a Kubernetes pod only) the instance metadata service (IMDS), else
+        // us-east-1. Off a cloud node IMDS answers with a refusal or a timeout and the SDK logs
+        // warnings on every command (`weir checkpoints list s3://…` on a laptop), so it is asked
+        // only where a pod on EKS without IRSA or `spec.s3.region` needs it, as before.
         use aws_config::meta::region::RegionProviderChain;
         let region = RegionProviderChain::first_try(opts.region.clone().filter(|r| !r.is_empty()).map(Region::new))
             .or_else(
@@ -64,8 +65,15 @@ impl S3Store {
                     .find_map(|v| std::env::var(v).ok().filter(|r| !r.trim().is_empty()))
                     .map(Region::new),
             )
-            .or_else(aws_config::profile::ProfileFileRegionProvider::new())
-            .or_else(Region::from_static(DEFAULT_REGION));
+            .or_else(aws_config::profile::ProfileFileRegionProvider::new());
+        let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        let imds_disabled = std::env::var("AWS_EC2_METADATA_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+        let region = if in_pod && !imds_disabled {
+            region.or_else(aws_config::imds::region::ImdsRegionProvider::builder().build())
+        } else {
+            region
+        }
+        .or_else(Region::from_static(DEFAULT_REGION));
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .region(region)
             .load()

@@ -278,6 +278,11 @@ impl StreamOperator for WindowOperator {
             let field = &self.def.time_field;
             let ts = event_time_millis(r.row.get(field).unwrap_or(&Datum::Null), self.def.time_unit)
                 .map_err(|e| TaskError(format!("operator {}: event-time field `{field}`: {e}", self.uid)))?;
+            // The first value decided the unit (an ambiguous one was refused): later integers
+            // are milliseconds, as for a source's event time (`exec::watermarks`).
+            self.def
+                .time_unit
+                .get_or_insert(crate::job::spec::EventTimeUnit::Milliseconds);
             let value = self.value_of(&r.row)?;
             let at = (keyed.key_group - self.range.start) as usize;
             if !self.add(at, &keyed.key, ts, value, out) {

@@ -314,3 +314,29 @@ async fn late_records_go_to_the_side_output_instead_of_being_dropped() {
         assert_eq!(dropped.load(Ordering::Relaxed), 0, "{assigner:?}: none dropped");
     }
 }
+
+#[tokio::test]
+async fn the_first_event_time_decides_the_unit_so_later_values_in_epoch_seconds_range_are_milliseconds() {
+    let all = key_group_range(0, 1, 8);
+    // A first value in epoch seconds' range, no unit declared: refused as ambiguous.
+    let (mut w, _) = op(
+        &def(WindowAssigner::Tumbling { size_ms: 10 }, 0),
+        all,
+        Default::default(),
+    );
+    let err = w
+        .process(vec![rec("a", 1_500_000_000)], &mut Vec::new())
+        .await
+        .unwrap_err();
+    assert!(err.0.contains("looks like epoch seconds"), "{}", err.0);
+    // A stream that starts at small milliseconds (a generator's id) reaches that range later:
+    // the first value decided milliseconds, so it goes on.
+    let (mut w, _) = op(
+        &def(WindowAssigner::Tumbling { size_ms: 10 }, 0),
+        all,
+        Default::default(),
+    );
+    let mut out = Vec::new();
+    w.process(vec![rec("a", 5)], &mut out).await.unwrap();
+    w.process(vec![rec("a", 1_500_000_000)], &mut out).await.unwrap();
+}
