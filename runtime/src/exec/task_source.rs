@@ -10,7 +10,7 @@ use crate::exec::messages::{Control, Element, TaskEvent};
 use crate::exec::watermark::{END_OF_TIME, Watermark};
 use crate::operators::source::Source;
 use crate::operators::{TaskError, TaskResult};
-use crate::record::{BATCH_SIZE, Batch};
+use crate::record::{BATCH_SIZE, Batch, COLUMN_BATCH_SIZE};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ pub async fn run_source(
     let mut exhausted = false;
     let rate = source.max_records_per_second();
     let batch_max = rate.map_or(BATCH_SIZE, |r| ((r / 20).max(1) as usize).min(BATCH_SIZE));
+    // Larger batches where the source makes columns (rows stay at `batch_max`: the default
+    // `next_any_batch` caps them), none larger under a rate limit.
+    let any_batch_max = if rate.is_some() { batch_max } else { COLUMN_BATCH_SIZE };
     let started = Instant::now();
     let mut emitted: u64 = 0;
     core.metrics.set_source_pending(source.pending());
@@ -80,7 +83,7 @@ pub async fn run_source(
         }
         // Columns where the source makes them, unless event time needs rows.
         let next = match event_time.is_none() && crate::record::columns::columns_enabled() {
-            true => source.next_any_batch(batch_max).await,
+            true => source.next_any_batch(any_batch_max).await,
             false => source.next_rows(batch_max).await.map(|rows| rows.map(Batch::Rows)),
         };
         let next = next.map_err(|e| e.context(format!("operator {}", source_id.0)))?;

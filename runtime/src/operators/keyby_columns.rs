@@ -7,6 +7,7 @@ use crate::record::cel_fast::{BinaryOp, ColumnKernel, FastValue};
 use crate::record::columns::{Column, KeyColumn, KeyColumns};
 use crate::record::{ColumnBatch, Key, KeyedBy};
 use crate::state::key_group::{int_key_hash, key_group_of_hash};
+use strength_reduce::StrengthReducedU64;
 
 impl KeyBy {
     /// The key columns of `batch` when the key expression is a column kernel that decides
@@ -25,9 +26,17 @@ impl KeyBy {
                 return match kernel {
                     ColumnKernel::Column(_) => Some(int_key_columns(&v.values, |x| x, max_parallelism)),
                     // `% k` cannot fail for these k (the checked form fails for 0 and for
-                    // i64::MIN % -1 only).
+                    // i64::MIN % -1 only). `k` is known only at run time, so `x % k` would be
+                    // a hardware division per record (tens of cycles; one instruction to
+                    // callgrind): divide by multiplication instead, as a compiler does for a
+                    // constant divisor.
                     ColumnKernel::ColumnOpInt(BinaryOp::Modulo, _, k) if k != 0 && k != -1 => {
-                        Some(int_key_columns(&v.values, |x| x % k, max_parallelism))
+                        let divisor = StrengthReducedU64::new(k.unsigned_abs());
+                        Some(int_key_columns(
+                            &v.values,
+                            |x| truncated_remainder(x, divisor),
+                            max_parallelism,
+                        ))
                     }
                     _ => {
                         let keys: Vec<i64> = v
@@ -77,6 +86,15 @@ impl KeyBy {
     }
 }
 
+/// `x % k` as Rust computes it (truncated: the result has the sign of `x`), for the divisor
+/// `abs_divisor` = `|k|` reduced once per batch (`strength_reduce`: a multiply and shifts per
+/// value, Granlund and Montgomery, "Division by invariant integers using multiplication",
+/// PLDI 1994). `|x| % |k|` is below `|k|` ≤ 2^63, so it fits an `i64`.
+fn truncated_remainder(x: i64, abs_divisor: StrengthReducedU64) -> i64 {
+    let remainder = (x.unsigned_abs() % abs_divisor) as i64;
+    if x < 0 { -remainder } else { remainder }
+}
+
 /// The key columns of integer keys `key(x)` for the values `x`: each key, its hash
 /// ([`int_key_hash`]) and its key group ([`key_group_of_hash`]; a mask when
 /// `max_parallelism` is a power of two, the same number, in a loop the compiler vectorizes).
@@ -108,6 +126,30 @@ fn int_key_columns(values: &[i64], key: impl Fn(i64) -> i64, max_parallelism: u3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_strength_reduced_remainder_is_rusts_remainder() {
+        let divisors = [1, 2, 3, 7, 10, 100_000, 1 << 32, i64::MAX, i64::MIN, -2, -7, -100_000];
+        let values = [
+            0,
+            1,
+            -1,
+            99_999,
+            100_000,
+            -100_001,
+            123_456_789_012,
+            -123_456_789_012,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        for k in divisors {
+            let divisor = StrengthReducedU64::new(k.unsigned_abs());
+            for x in values.into_iter().chain((-5000..5000).map(|i| i * 7919)) {
+                assert_eq!(truncated_remainder(x, divisor), x % k, "{x} % {k}");
+            }
+        }
+    }
     use crate::operators::StreamOperator;
     use crate::record::columns::{DerivedInts, PrefixedInts, Strings, Values};
     use crate::record::{Batch, Record, Schema};

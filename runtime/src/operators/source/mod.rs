@@ -30,9 +30,13 @@ pub trait Source: Send {
 
     /// The next batch as rows or, for a source that makes them, as columns
     /// ([`crate::record::columns`]): the same records as [`Source::next_batch`]. `None` once
-    /// every split is exhausted. The default gives rows.
+    /// every split is exhausted. `max` may be up to [`crate::record::COLUMN_BATCH_SIZE`]; the
+    /// default gives rows, at most [`crate::record::BATCH_SIZE`] of them.
     async fn next_any_batch(&mut self, max: usize) -> TaskResult<Option<Batch>> {
-        Ok(self.next_rows(max).await?.map(Batch::Rows))
+        Ok(self
+            .next_rows(max.min(crate::record::BATCH_SIZE))
+            .await?
+            .map(Batch::Rows))
     }
 
     /// Captures the split positions (synchronous; cheap).
