@@ -168,6 +168,18 @@ fn pending_commits_go_to_the_output_path_they_were_written_to_after_the_path_cha
     assert_same_multiset(&all, &expected_wordcount(), "output path changed across a savepoint");
 }
 
+/// The word count at p=2 crashed right after checkpoint 1's commit point (its `_metadata`
+/// written, the file sink's parts not yet committed): its directory, paths and manifest.
+fn word_count_crashed_past_its_first_commit_point() -> (tempfile::TempDir, Paths, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "0s", None, None);
+    let crash = [("WEIR_FAILPOINT".to_string(), "after-metadata:1".to_string())];
+    let (ok, stderr) = Weir::run(&m, &[], &crash).wait();
+    assert!(!ok && stderr.contains("failpoint after-metadata:1 reached"), "{stderr}");
+    (dir, paths, m)
+}
+
 /// A crash right after a checkpoint's commit point (its `_metadata` written, the sink's parts
 /// not yet committed), then a restore with the sink's uid changed and
 /// `allowNonRestoredState: true` (what the refusal suggests after a step's default uid shifts):
@@ -175,12 +187,7 @@ fn pending_commits_go_to_the_output_path_they_were_written_to_after_the_path_cha
 /// exactly, not missing the checkpoint's records (it lost all 427,149 before).
 #[test]
 fn pending_commits_of_a_sink_dropped_by_allow_non_restored_state_are_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "0s", None, None);
-    let crash = [("WEIR_FAILPOINT".to_string(), "after-metadata:1".to_string())];
-    let (ok, stderr) = Weir::run(&m, &[], &crash).wait();
-    assert!(!ok && stderr.contains("failpoint after-metadata:1 reached"), "{stderr}");
+    let (dir, _, m) = word_count_crashed_past_its_first_commit_point();
     let renamed = [
         "--restore",
         "latest",
@@ -202,12 +209,7 @@ fn pending_commits_of_a_sink_dropped_by_allow_non_restored_state_are_committed()
 /// committed still (they were skipped, because only the uid was compared).
 #[test]
 fn pending_commits_of_a_file_sink_whose_uid_now_names_another_step_are_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "0s", None, None);
-    let crash = [("WEIR_FAILPOINT".to_string(), "after-metadata:1".to_string())];
-    let (ok, stderr) = Weir::run(&m, &[], &crash).wait();
-    assert!(!ok && stderr.contains("failpoint after-metadata:1 reached"), "{stderr}");
+    let (dir, paths, m) = word_count_crashed_past_its_first_commit_point();
     let text = std::fs::read_to_string(&m).unwrap();
     let file_sink = format!("sink: {{ file: {{ path: \"{}\" }} }}", paths.output);
     assert!(text.contains(&file_sink), "{text}");
