@@ -217,6 +217,45 @@ fn epoch_seconds_need_their_unit_declared() {
     );
 }
 
+/// Without `unit`, the first integer event time decides: a stream starting at small
+/// milliseconds (a generator's `id`, a test clock) that reaches epoch seconds' range later,
+/// both within the lines sampled before the start and past them, runs, and its windows are
+/// the milliseconds' windows.
+#[test]
+fn a_first_event_time_in_milliseconds_settles_the_unit_for_later_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    // Records 0..50 at t = i ms, 50..400 at 1,500,000,000 + i ms (in epoch seconds' range).
+    events_jsonl(&input, 400, |i| {
+        Some(if i < 50 { i as i64 } else { 1_500_000_000 + i as i64 }.into())
+    });
+    let window = "window: { type: tumbling, size: 1h, as: events }";
+    let m = manifest(
+        dir.path(),
+        &input,
+        "jsonl",
+        "\n          eventTime: { field: dt }",
+        1,
+        window,
+    );
+    let (code, stderr) = run(&m, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let starts: std::collections::BTreeSet<i64> = local_output(&dir.path().join("out"))
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["window_start"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let hour = 3_600_000;
+    assert_eq!(
+        starts.into_iter().collect::<Vec<_>>(),
+        vec![0, 1_500_000_000 / hour * hour],
+        "the first hour of 1970 and the hour holding 1,500,000,000 ms"
+    );
+}
+
 /// A `sum` whose expression overflows a double, or whose running value does, fails with one
 /// `operator sm:` prefix, the step's field path and "overflowed to infinity", never "null".
 #[test]

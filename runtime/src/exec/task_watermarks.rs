@@ -139,12 +139,19 @@ pub(super) fn event_times(
     origin: &dyn Fn(usize) -> Option<String>,
 ) -> TaskResult<Vec<i64>> {
     let field = &event_time.field;
+    // Without a declared unit the first value decides (see `settle_event_time_unit`), within
+    // the first batch too.
+    let mut unit = event_time.unit;
     batch
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let value = r.row.get(field).unwrap_or(&crate::record::Datum::Null);
-            event_time_millis(value, event_time.unit).map_err(|why| {
+            let read = event_time_millis(value, unit);
+            if read.is_ok() {
+                unit.get_or_insert(EventTimeUnit::Milliseconds);
+            }
+            read.map_err(|why| {
                 let record = origin(i).unwrap_or_else(|| "a record".to_string());
                 let fix = match value {
                     crate::record::Datum::Int(_) => String::new(),

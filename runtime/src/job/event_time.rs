@@ -380,6 +380,9 @@ pub fn check_sampled_event_times(
             continue;
         };
         let at = format!("spec.job.steps[{}].source.eventTime.field", op.index);
+        // As the source reads them: without a declared unit the first value decides
+        // (`exec::watermarks::settle_event_time_unit`).
+        let mut unit = et.unit;
         for (n, row) in rows.iter().enumerate() {
             let record = n + 1;
             let Some(value) = row.get(&et.field) else {
@@ -392,12 +395,13 @@ pub fn check_sampled_event_times(
                     ),
                 ));
             };
-            if let Err(why) = crate::exec::watermark::event_time_millis(value, et.unit) {
+            if let Err(why) = crate::exec::watermark::event_time_millis(value, unit) {
                 return Err(JobError::new(
                     at,
                     sampled_event_time_error(&et.field, record, file, value, &why),
                 ));
             }
+            unit.get_or_insert(super::spec::EventTimeUnit::Milliseconds);
         }
     }
     Ok(())

@@ -400,9 +400,10 @@ pub struct EventTimeSpec {
     pub field: String,
     /// The unit of an integer event time: `milliseconds` (Flink's event-time unit) or
     /// `seconds` (Unix time, as `TO_TIMESTAMP_LTZ(field, 0)` reads it in Flink SQL). Unset:
-    /// milliseconds, and an integer that reads as epoch seconds of the years 2000-2099
+    /// milliseconds, and a first integer that reads as epoch seconds of the years 2000-2099
     /// (946684800 to 4102444799, which as milliseconds would be January 1970) is refused as
-    /// ambiguous, naming this field. Strings are ISO-8601 whatever the unit.
+    /// ambiguous, naming this field (after a first value outside that range, later ones are
+    /// milliseconds). Strings are ISO-8601 whatever the unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<EventTimeUnit>,
     /// Bounded out-of-orderness: how far behind the largest event time seen a record may
