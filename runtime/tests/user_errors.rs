@@ -155,6 +155,20 @@ fn a_csv_event_time_that_is_no_timestamp_names_the_field_and_record() {
     assert!(failure_line(&stderr).contains(&want), "want `{want}` in:\n{stderr}");
 }
 
+/// The manifest of hourly tumbling windows over the JSON-lines `input` with the source's
+/// `eventTime` set to `event_time` (a YAML flow mapping), at p=1.
+fn hourly_windows(dir: &Path, input: &Path, event_time: &str) -> PathBuf {
+    let window = "window: { type: tumbling, size: 1h, as: events }";
+    manifest(
+        dir,
+        input,
+        "jsonl",
+        &format!("\n          eventTime: {event_time}"),
+        1,
+        window,
+    )
+}
+
 /// Integer event times in epoch seconds are refused before the job starts (they would be
 /// read as milliseconds in January 1970), naming the field and `unit: seconds`; with
 /// `unit: seconds` the same file gives hourly windows of 2015.
@@ -164,15 +178,7 @@ fn epoch_seconds_need_their_unit_declared() {
     let input = dir.path().join("events.jsonl");
     let start: i64 = 1_424_638_800; // 2015-02-22T21:00:00Z
     events_jsonl(&input, 7200, |i| Some((start + i as i64).into()));
-    let window = "window: { type: tumbling, size: 1h, as: events }";
-    let m = manifest(
-        dir.path(),
-        &input,
-        "jsonl",
-        "\n          eventTime: { field: dt }",
-        1,
-        window,
-    );
+    let m = hourly_windows(dir.path(), &input, "{ field: dt }");
     let (code, stderr) = run(&m, &[], &[]);
     assert_eq!(code, Some(1), "{stderr}");
     let want = format!(
@@ -187,14 +193,7 @@ fn epoch_seconds_need_their_unit_declared() {
         "refused before the job started"
     );
 
-    let m = manifest(
-        dir.path(),
-        &input,
-        "jsonl",
-        "\n          eventTime: { field: dt, unit: seconds }",
-        1,
-        window,
-    );
+    let m = hourly_windows(dir.path(), &input, "{ field: dt, unit: seconds }");
     let (code, stderr) = run(&m, &[], &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let mut windows: Vec<(i64, String)> = local_output(&dir.path().join("out"))
@@ -229,15 +228,7 @@ fn a_first_event_time_in_milliseconds_settles_the_unit_for_later_values() {
     events_jsonl(&input, 400, |i| {
         Some(if i < 50 { i as i64 } else { 1_500_000_000 + i as i64 }.into())
     });
-    let window = "window: { type: tumbling, size: 1h, as: events }";
-    let m = manifest(
-        dir.path(),
-        &input,
-        "jsonl",
-        "\n          eventTime: { field: dt }",
-        1,
-        window,
-    );
+    let m = hourly_windows(dir.path(), &input, "{ field: dt }");
     let (code, stderr) = run(&m, &[], &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let starts: std::collections::BTreeSet<i64> = local_output(&dir.path().join("out"))
