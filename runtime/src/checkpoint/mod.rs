@@ -10,6 +10,7 @@ pub mod decide;
 pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;
+pub mod max_parallelism;
 pub mod read_positions;
 pub mod restore;
 pub mod retention;
