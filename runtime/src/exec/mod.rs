@@ -14,6 +14,7 @@ pub mod inputs;
 pub mod lanes;
 pub mod messages;
 pub mod outputs;
+pub mod panics;
 pub mod plan;
 pub mod send;
 pub mod split_watermarks;
