@@ -32,8 +32,10 @@ use tokio::sync::mpsc;
 pub struct CoordinatorOptions {
     /// The StreamJob manifest.
     pub job_file: PathBuf,
-    /// `--set` overrides.
+    /// `--set` overrides (`--parallelism` among them, last).
     pub sets: Vec<String>,
+    /// What set the parallelism, as errors name it.
+    pub parallelism_source: crate::cli_parallelism::ParallelismSource,
     /// Restore point of the first deployment.
     pub restore: RestoreFrom,
     /// Checkpoint storage override.
@@ -64,8 +66,12 @@ pub struct CoordinatorOptions {
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
-    let job: Job =
-        job::load_manifest(&opts.job_file, &opts.sets).map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    let job: Job = crate::cli_parallelism::check_parallelism(
+        job::load_manifest(&opts.job_file, &opts.sets),
+        &opts.parallelism_source,
+        crate::cli_parallelism::Runner::Distributed,
+    )
+    .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     // Both ports before the epoch claim: a second coordinator started on the same ports by
     // mistake fails without fencing out the running one.
