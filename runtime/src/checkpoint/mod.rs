@@ -5,6 +5,7 @@
 //! tests; [`coordinator`] and [`restore`] do the I/O around them.
 
 pub mod alignment_stats;
+mod commit;
 pub mod coordinator;
 pub mod decide;
 pub mod failure_cause;
