@@ -77,7 +77,14 @@ mod tests {
     fn the_snapshots_max_parallelism_is_adopted_unless_the_job_sets_another() {
         use MaxParallelismOnRestore::*;
         // (explicit, job max p, parallelism, snapshot max p, expected: Ok or a part of the error)
-        let rows: [(Option<u32>, u32, u32, u32, Result<MaxParallelismOnRestore, &str>); 9] = [
+        type Row = (
+            Option<u32>,
+            u32,
+            u32,
+            u32,
+            Result<MaxParallelismOnRestore, &'static str>,
+        );
+        let rows: [Row; 9] = [
             // Not set, same default: nothing to do.
             (None, 128, 2, 128, Ok(Keep)),
             // Not set, default differs (p 100 → 40: 256 → 128): the snapshot's is adopted.
