@@ -151,7 +151,7 @@ pub struct CoordinatorArgs {
     /// Override a manifest field (as for `weir run`).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
-    /// Override `spec.parallelism` (at least 1).
+    /// Override `spec.parallelism` (1 to the job's maxParallelism; the job waits for that many task slots).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: Option<u32>,
     /// Restore point of the first deployment: `none`, `latest`, or a checkpoint / savepoint
@@ -404,15 +404,12 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if let Some(p) = a.parallelism {
         sets.push(format!("spec.parallelism={p}"));
     }
-    let job = job::load_manifest(&a.file, &sets).map_err(|e| {
-        format!(
-            "{}: {}",
-            a.file.display(),
-            crate::cli_parallelism::name_the_flag(e, a.parallelism)
-        )
-    })?;
-    crate::cli_parallelism::check_local(job.parallelism, a.parallelism)
-        .map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let job = crate::cli_parallelism::check_parallelism(
+        job::load_manifest(&a.file, &sets),
+        &crate::cli_parallelism::ParallelismSource::of(a.parallelism, &a.set),
+        crate::cli_parallelism::Runner::Local,
+    )
+    .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
         .map_err(|e| format!("{}: {e}", a.file.display()))?;
@@ -525,6 +522,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
     }
     crate::cluster::coordinator::run(crate::cluster::coordinator::CoordinatorOptions {
         job_file: a.job,
+        parallelism_source: crate::cli_parallelism::ParallelismSource::of(a.parallelism, &a.set),
         sets,
         restore: parse_restore_arg(&a.restore, local_path_exists)?,
         checkpoint_dir: a.checkpoint_dir,

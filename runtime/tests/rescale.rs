@@ -130,7 +130,12 @@ fn restore_refuses_changed_max_parallelism_and_dropped_state() {
     w.wait_ok();
 
     let (ok, err) = Weir::run(&m, &["--restore", &sp, "--set", "spec.maxParallelism=256"], &[]).wait();
-    assert!(!ok && err.contains("maxParallelism was 128, the job has 256"), "{err}");
+    assert!(
+        !ok && err.contains("spec.maxParallelism is 256, but the restore point")
+            && err.contains("was taken with maxParallelism 128")
+            && err.contains("Set spec.maxParallelism: 128, or remove spec.maxParallelism"),
+        "{err}"
+    );
 
     let (ok, err) = Weir::run(&m, &["--restore", &sp, "--set", "spec.job.steps.4.uid=renamed"], &[]).wait();
     assert!(

@@ -310,6 +310,61 @@ fn a_parallelism_weir_run_cannot_hold_is_refused_naming_the_flag() {
     );
 }
 
+/// The same check wherever a parallelism enters: `--set spec.parallelism` on `weir run`, and
+/// `--parallelism` or `--set` on `weir coordinator` above the job's maxParallelism, are refused
+/// at once naming what set it (the coordinator would otherwise wait for the slots).
+#[test]
+fn a_parallelism_from_set_or_the_coordinator_is_refused_naming_what_set_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.jsonl");
+    events_jsonl(&input, 10, |_| None);
+    let m = manifest(dir.path(), &input, "jsonl", "", 1, "count: {}");
+    let (code, stderr) = run(&m, &["--set", "spec.parallelism=2000"], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("job.yaml: --set spec.parallelism=2000 is above 256, the most `weir run` runs"),
+        "{stderr}"
+    );
+
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(
+        &m,
+        text.replace(
+            "  parallelism: 1
+",
+            "  parallelism: 1
+  maxParallelism: 128
+",
+        ),
+    )
+    .unwrap();
+    let job = m.display().to_string();
+    let coordinator = [
+        "coordinator",
+        "--job",
+        &job,
+        "--listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+    ];
+    for (extra, want) in [
+        (
+            ["--parallelism", "200"],
+            "job.yaml: --parallelism 200 (spec.parallelism): must be between 1 and maxParallelism (128), got 200",
+        ),
+        (
+            ["--set", "spec.parallelism=300"],
+            "job.yaml: --set spec.parallelism=300 (spec.parallelism): must be between 1 and maxParallelism (128), got 300",
+        ),
+    ] {
+        let args: Vec<&str> = coordinator.iter().chain(&extra).copied().collect();
+        let (code, stderr) = weir_run(&args, &[]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(want), "want `{want}` in {stderr}");
+    }
+}
+
 /// `weir checkpoints list s3://…` without `AWS_REGION` uses us-east-1 without asking the
 /// instance metadata service: no IMDS warnings (the endpoint here refuses connections, so the
 /// command fails with the S3 error alone).

@@ -184,7 +184,10 @@ impl<'a> Ctx<'a> {
                     return Check::Refuse(
                         Reason::ValidationError,
                         format!(
-                            "restore point {path} was written with maxParallelism {} but spec.maxParallelism is {}",
+                            "restore point {path} was written with maxParallelism {} but spec.maxParallelism is {}: \
+                             its keyed state is split into {0} key groups, fixed for the life of the state; \
+                             restore it in a StreamJob created with spec.maxParallelism: {0} (the field is \
+                             immutable), or restore another point",
                             info.max_parallelism, target.max_parallelism
                         ),
                     );

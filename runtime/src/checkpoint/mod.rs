@@ -5,11 +5,13 @@
 //! tests; [`coordinator`] and [`restore`] do the I/O around them.
 
 pub mod alignment_stats;
+mod commit;
 pub mod coordinator;
 pub mod decide;
 pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;
+pub mod max_parallelism;
 pub mod read_positions;
 pub mod restore;
 pub mod retention;

@@ -32,8 +32,10 @@ use tokio::sync::mpsc;
 pub struct CoordinatorOptions {
     /// The StreamJob manifest.
     pub job_file: PathBuf,
-    /// `--set` overrides.
+    /// `--set` overrides (`--parallelism` among them, last).
     pub sets: Vec<String>,
+    /// What set the parallelism, as errors name it.
+    pub parallelism_source: crate::cli_parallelism::ParallelismSource,
     /// Restore point of the first deployment.
     pub restore: RestoreFrom,
     /// Checkpoint storage override.
@@ -64,8 +66,12 @@ pub struct CoordinatorOptions {
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
-    let job: Job =
-        job::load_manifest(&opts.job_file, &opts.sets).map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    let job: Job = crate::cli_parallelism::check_parallelism(
+        job::load_manifest(&opts.job_file, &opts.sets),
+        &opts.parallelism_source,
+        crate::cli_parallelism::Runner::Distributed,
+    )
+    .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     // Both ports before the epoch claim: a second coordinator started on the same ports by
     // mistake fails without fencing out the running one.
@@ -92,7 +98,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         // Every attempt and restarted coordinator of the run continues its lineage.
         lineage_id: opts.run_id.clone(),
         parallelism: job.parallelism,
-        max_parallelism: job.max_parallelism,
+        max_parallelism: Arc::new(job.max_parallelism.into()),
         shared: shared.clone(),
         commands: cmd_tx,
         tasks: specs
@@ -310,6 +316,19 @@ fn render_manifest(file: &std::path::Path, sets: &[String]) -> Result<String, St
     serde_yaml::to_string(&doc).map_err(|e| e.to_string())
 }
 
+/// The manifest workers receive for `restored` (the coordinator's job after its restore): with
+/// `spec.maxParallelism` set when the restore adopted the restore point's, so workers compute
+/// the same key groups; `manifest` unchanged otherwise.
+fn with_max_parallelism(manifest: &str, job: &Job, restored: &Job) -> Result<String, String> {
+    if restored.max_parallelism == job.max_parallelism {
+        return Ok(manifest.to_string());
+    }
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(manifest).map_err(|e| e.to_string())?;
+    job::apply_override(&mut doc, &format!("spec.maxParallelism={}", restored.max_parallelism))
+        .map_err(|e| e.to_string())?;
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+}
+
 fn cancel_attempt(registry: &Arc<Mutex<Registry>>, attempt: u64) {
     let mut r = registry.lock().expect("lock");
     r.events = None;
@@ -361,7 +380,16 @@ async fn run_attempt(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let (snapshot, first_id) = exec::restore_for_run(job, store, from, Some(&opts.run_id)).await?;
+    // Without `spec.maxParallelism` the job takes the restore point's (`exec::adopt_max_parallelism`),
+    // and so do the workers: their manifest then sets it.
+    let mut restored_job = job.clone();
+    let (snapshot, first_id) = exec::restore_for_run(&mut restored_job, store, from, Some(&opts.run_id)).await?;
+    let manifest = &with_max_parallelism(manifest, job, &restored_job).map_err(|message| exec::StartError {
+        message,
+        permanent: true,
+    })?;
+    let job = &restored_job;
+    handle.max_parallelism.store(job.max_parallelism, Ordering::Relaxed);
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());
     // At-most-once: where sources resume (the furthest positions any earlier attempt read) and
     // where this attempt's sources record theirs. Read after the previous attempt was cancelled

@@ -327,7 +327,8 @@ pub struct SnapshotInfo {
     pub checkpoint_id: u64,
     /// Checkpoint or savepoint.
     pub kind: SnapshotKind,
-    /// Max parallelism the keyed state was written with (must match on restore).
+    /// Max parallelism the keyed state was written with (a restore adopts it when the job sets
+    /// no `spec.maxParallelism`, and refuses another value).
     pub max_parallelism: u32,
     /// Parallelism at snapshot time.
     pub parallelism: u32,

@@ -23,7 +23,7 @@ fn status(h: &JobHandle) -> JobStatus {
         lineage_id: Some(h.lineage_id.clone()),
         state: s.state,
         parallelism: h.parallelism,
-        max_parallelism: h.max_parallelism,
+        max_parallelism: h.max_parallelism.load(std::sync::atomic::Ordering::Relaxed),
         restored_from: s.restored_from.clone(),
         last_completed_checkpoint: s.history.completed.last().cloned(),
         subtasks: h

@@ -3,7 +3,7 @@
 
 use super::messages::{Control, TaskEvent};
 use super::task::{self, TaskCore, TaskMetrics};
-use super::{PriorityLanes, RunContext, TaskSpec, channel, channel_state, plan, subtask_label, watermark};
+use super::{PriorityLanes, RunContext, TaskSpec, channel, channel_state, panics, plan, subtask_label, watermark};
 use crate::checkpoint::read_positions::ReadPositionLog;
 use crate::checkpoint::restore;
 use crate::job::{Job, OperatorKind};
@@ -62,10 +62,11 @@ pub async fn build_task(
     let snapshot = ctx.snapshot.as_deref();
     let first = &job.operators[stage[0]];
     let is_source = first.kind.is_source();
-    let failed_prefix = match &ctx.worker_id {
-        Some(w) => format!("{} on worker {w} failed", subtask_label(spec, p)),
-        None => format!("{} failed", subtask_label(spec, p)),
+    let subtask = match &ctx.worker_id {
+        Some(w) => format!("{} on worker {w}", subtask_label(spec, p)),
+        None => subtask_label(spec, p),
     };
+    let failed_prefix = format!("{subtask} failed");
     // A source runs outside the chain; a union only merges its input channels.
     let chain_ops: Vec<usize> = stage
         .iter()
@@ -208,15 +209,22 @@ pub async fn build_task(
                 generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
                 idle_timeout: et.idle_timeout,
             });
+        let first_uid = first.uid.clone();
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_source(core, src, id, read_log, event_time).await {
-                    slow_failure_report_failpoint().await;
-                    let _ = events.send(TaskEvent::Failed {
-                        task: index,
-                        error: format!("{failed_prefix}: {}", e.0),
-                    });
-                }
+                let run = async {
+                    panics::panic_failpoint(&first_uid, sub);
+                    task::run_source(core, src, id, read_log, event_time).await
+                };
+                panics::run_reporting_failure(
+                    run,
+                    index,
+                    &subtask,
+                    &failed_prefix,
+                    &events,
+                    slow_failure_report_failpoint,
+                )
+                .await;
             })
         })
     } else {
@@ -227,14 +235,14 @@ pub async fn build_task(
             channel_uid: first.uid.clone(),
             replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
         };
+        let first_uid = first.uid.clone();
         Box::new(move || {
             tokio::spawn(async move {
-                if let Err(e) = task::run_inputs_with(core, setup).await {
-                    let _ = events.send(TaskEvent::Failed {
-                        task: index,
-                        error: format!("{failed_prefix}: {}", e.0),
-                    });
-                }
+                let run = async {
+                    panics::panic_failpoint(&first_uid, sub);
+                    task::run_inputs_with(core, setup).await
+                };
+                panics::run_reporting_failure(run, index, &subtask, &failed_prefix, &events, || async {}).await;
             })
         })
     };

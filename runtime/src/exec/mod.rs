@@ -14,6 +14,7 @@ pub mod inputs;
 pub mod lanes;
 pub mod messages;
 pub mod outputs;
+pub mod panics;
 pub mod plan;
 pub mod send;
 pub mod split_watermarks;
@@ -22,6 +23,7 @@ pub mod watermark;
 
 use crate::checkpoint::coordinator::{self, CoordinatorConfig, Outcome, SavepointCommand, Shared};
 use crate::checkpoint::decide;
+use crate::checkpoint::max_parallelism::{MaxParallelismOnRestore, max_parallelism_on_restore};
 use crate::checkpoint::read_positions;
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
 use crate::job::{Job, OperatorKind};
@@ -68,8 +70,9 @@ pub struct JobHandle {
     pub lineage_id: String,
     /// Parallelism.
     pub parallelism: u32,
-    /// Max parallelism.
-    pub max_parallelism: u32,
+    /// Max parallelism: the job's, or the restore point's it adopted
+    /// ([`adopt_max_parallelism`]; a coordinator's attempt sets it when it restores).
+    pub max_parallelism: Arc<std::sync::atomic::AtomicU32>,
     /// Coordinator state.
     pub shared: Arc<Mutex<Shared>>,
     /// Savepoint commands.
@@ -229,8 +232,11 @@ impl std::fmt::Display for StartError {
 /// [`LineageRecord`](crate::checkpoint::decide::LineageRecord) is read (a failover or a restarted
 /// coordinator restores the newest snapshot of the lineage) or written (a new run). `None` for
 /// `weir run`, whose process is its only attempt.
+///
+/// A job without `spec.maxParallelism` takes the restore point's max parallelism
+/// ([`adopt_max_parallelism`]), so `job` may change; errors name the fields when it cannot.
 pub async fn restore_for_run(
-    job: &Job,
+    job: &mut Job,
     store: &storage::Store,
     from: &RestoreFrom,
     run_id: Option<&str>,
@@ -259,6 +265,10 @@ pub async fn restore_for_run(
         );
     }
     if let Some(s) = &snapshot {
+        adopt_max_parallelism(job, s).map_err(|message| StartError {
+            message,
+            permanent: true,
+        })?;
         restore::check(s, job).map_err(|e| StartError {
             message: e.to_string(),
             permanent: true,
@@ -281,6 +291,32 @@ pub async fn restore_for_run(
             .map_err(transient)?;
     }
     Ok((snapshot, first_id))
+}
+
+/// Gives `job` the max parallelism of the snapshot it restores when `spec.maxParallelism` is
+/// not set, as Flink does ([`max_parallelism_on_restore`]), and says so in the log.
+///
+/// Errors: `spec.maxParallelism` set to another value than the snapshot's, or a parallelism
+/// above the adopted max parallelism (messages name the fields, both values and what to do).
+pub fn adopt_max_parallelism(job: &mut Job, s: &LoadedSnapshot) -> Result<(), String> {
+    let decision = max_parallelism_on_restore(
+        job.spec.max_parallelism,
+        job.max_parallelism,
+        job.parallelism,
+        s.metadata.max_parallelism,
+        &s.url,
+    )?;
+    if let MaxParallelismOnRestore::Adopt { derived, restored } = decision {
+        tracing::info!(
+            target: "weir",
+            "maxParallelism {restored} adopted from the restore point {} (spec.maxParallelism is not set; \
+             the default for parallelism {} would be {derived}): keyed state keeps its {restored} key groups",
+            s.url,
+            job.parallelism
+        );
+        job.max_parallelism = restored;
+    }
+    Ok(())
 }
 
 /// Commits the pending parts a snapshot records for every file sink of the job, and for every
@@ -384,12 +420,12 @@ pub fn coordinator_config(
 
 /// Resolves the restore point, validates it, commits its pending sink parts, and wires every
 /// subtask in this process with local bounded channels. Errors are user-facing messages.
-pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
+pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String> {
     let s3 = s3_options(&job);
     let store = storage::open(&storage_url(&job, opts.checkpoint_storage.as_deref()), &s3)
         .await
         .map_err(|e| e.to_string())?;
-    let (snapshot, first_id) = restore_for_run(&job, &store, &opts.restore, None).await?;
+    let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None).await?;
     let run_id = format!("{:016x}", rand::random::<u64>());
     // The lineage continues when this run restored one of the job's own checkpoints, so
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
@@ -477,7 +513,7 @@ pub async fn prepare(job: Job, opts: RunOptions) -> Result<Prepared, String> {
         job_id: ctx.run_id.clone(),
         lineage_id: lineage.clone(),
         parallelism: job.parallelism,
-        max_parallelism: job.max_parallelism,
+        max_parallelism: Arc::new(job.max_parallelism.into()),
         shared: shared.clone(),
         commands: cmd_tx,
         tasks: task_metrics,

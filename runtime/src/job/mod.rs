@@ -11,6 +11,7 @@ pub mod event_time;
 pub mod field_use;
 pub mod fields;
 pub mod join;
+pub mod operator;
 pub mod schema;
 pub mod spec;
 pub mod spec_checkpointing;

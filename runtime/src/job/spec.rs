@@ -51,8 +51,9 @@ pub struct JobSpec {
     pub parallelism: u32,
     /// Number of key groups: the upper bound for parallelism and the unit by which keyed state
     /// is redistributed on rescale. Defaults by Flink's rule,
-    /// `min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)`. Cannot change once a job has state:
-    /// a restore with a different value is refused.
+    /// `min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)`. Fixed once a job has state: unset,
+    /// a restore adopts the restore point's (as Flink does); set to a different value, the
+    /// restore is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 32768))]
     pub max_parallelism: Option<u32>,
