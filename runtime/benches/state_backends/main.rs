@@ -36,6 +36,7 @@ mod moto;
 mod report;
 mod rss;
 mod store;
+mod usage;
 
 use job::{JobArgs, JobRun};
 
