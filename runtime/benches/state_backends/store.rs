@@ -70,8 +70,8 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     );
     let state_bytes: u64 = files.iter().map(|f| f.1).sum();
 
-    // `WEIR_BENCH_RESTORE_DETAIL=1`: after the measured restore, its steps one by one and the
-    // same restore again (warm), to tell first-touch costs from the work itself.
+    // `WEIR_BENCH_RESTORE_DETAIL=1`: after the measurements, the restore's steps one by one
+    // and the same restore again (warm), to tell first-touch costs from the work itself.
     let detail = std::env::var_os("WEIR_BENCH_RESTORE_DETAIL").is_some();
 
     // Restore: load the snapshot, then build the aggregation's keyed state from it.
@@ -113,33 +113,8 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
          keyed state fully built {restore_s:.3} s (from the restore's start)",
         opened_s - load_s
     );
-    eprintln!("    restore detail: {}", phases.detail);
-    drop((restored, out));
-    if detail {
-        eprintln!(
-            "    restore detail, the load's steps one by one: {}",
-            load_steps(&store, &files).await
-        );
-        // What `operator_restore` cost before its blocks were shared: a copy of every block.
-        let p = Probe::now();
-        let copies: Vec<Vec<u8>> = snapshot
-            .files
-            .values()
-            .flat_map(|f| &f.key_groups)
-            .map(|b| b.data.to_vec())
-            .collect();
-        eprintln!(
-            "    restore detail: a copy of every restored block {}",
-            p.until(&Probe::now())
-        );
-        drop(copies);
-        drop(snapshot);
-        let (snapshot, restored, _, phases) = restore(&store, &metadata, backend, state_dir, "again").await;
-        eprintln!("    restore detail, the same restore again: {}", phases.detail);
-        drop((restored, snapshot));
-    } else {
-        drop(snapshot);
-    }
+    eprintln!("    restore breakdown, detail: {}", phases.detail);
+    drop((restored, snapshot, out));
 
     // Raw download of the same files.
     let t = Instant::now();
@@ -160,6 +135,10 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     .await;
     let raw_upload_s = t.elapsed().as_secs_f64();
     store.delete_prefix("raw-upload/").await.expect("delete the raw upload");
+    drop(downloaded);
+    if detail {
+        restore_detail(&store, &files, &metadata, backend, state_dir).await;
+    }
 
     StoreRun {
         state_bytes,
@@ -171,6 +150,51 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
         restore_s,
         raw_download_s,
     }
+}
+
+/// Prints (as `restore breakdown, detail` lines) the load's steps one by one, the same restore
+/// again (warm: memory and files touched once already), what copying every restored block costs
+/// (what each subtask's share cost before blocks were shared) and one `fsync` of a new 4 KiB
+/// file next to the disk stores (the disk backend's store syncs its files on open and on each
+/// ingestion).
+async fn restore_detail(
+    store: &storage::Store,
+    files: &[(String, u64)],
+    metadata: &CheckpointMetadata,
+    backend: &str,
+    state_dir: &str,
+) {
+    let steps = load_steps(store, files).await;
+    eprintln!("    restore breakdown, detail, the load's steps one by one: {steps}");
+    let (snapshot, restored, _, phases) = restore(store, metadata, backend, state_dir, "again").await;
+    eprintln!(
+        "    restore breakdown, detail, the same restore again: {}",
+        phases.detail
+    );
+    drop(restored);
+    let p = Probe::now();
+    let copies: Vec<Vec<u8>> = snapshot
+        .files
+        .values()
+        .flat_map(|f| &f.key_groups)
+        .map(|b| b.data.to_vec())
+        .collect();
+    eprintln!(
+        "    restore breakdown, detail: a copy of every restored block {}",
+        p.until(&Probe::now())
+    );
+    drop((copies, snapshot));
+    let path = std::path::Path::new(state_dir).join("fsync-probe");
+    std::fs::create_dir_all(state_dir).expect("the state directory");
+    let p = Probe::now();
+    let file = std::fs::File::create(&path).expect("create the fsync probe");
+    std::io::Write::write_all(&mut &file, &[7; 4096]).expect("write the fsync probe");
+    file.sync_all().expect("fsync the probe");
+    eprintln!(
+        "    restore breakdown, detail: one fsync of a new 4 KiB file in the state directory {}",
+        p.until(&Probe::now())
+    );
+    let _ = std::fs::remove_file(path);
 }
 
 /// The times of one restore's steps before the first record.
