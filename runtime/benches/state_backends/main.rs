@@ -16,7 +16,10 @@
 //! - `memory`: the keyed state alone, peak RSS at 1× and 4× `--memory-keys` (`memory.rs`).
 //! - `restore`: only the runs that measure the final checkpoint against the store, local
 //!   directory and S3 (the no-checkpoint run and the S3 run of `overhead` and `store`): the
-//!   short way to the restore and checkpoint-vs-raw rows.
+//!   short way to the restore and checkpoint-vs-raw rows. Every restore prints a `restore
+//!   breakdown` (times from its start) and its steps' wall and CPU time, page faults and
+//!   preemptions; `WEIR_BENCH_RESTORE_DETAIL=1` adds, after the measurements, the load's steps
+//!   one by one, the same restore again (warm), a copy of every block and one `fsync`.
 //!
 //! Incremental checkpoints are switched on by configuration only: a backend that does not
 //! write deltas yet writes full checkpoints under `incremental: true`, and this bench picks up
@@ -36,6 +39,7 @@ mod moto;
 mod report;
 mod rss;
 mod store;
+mod usage;
 
 use job::{JobArgs, JobRun};
 

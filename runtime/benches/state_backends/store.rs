@@ -15,10 +15,11 @@
 //!
 //! Only full (self-contained) checkpoints are measured this way.
 
+use crate::usage::Probe;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
-use weir_runtime::checkpoint::restore::{PARALLEL_READS, load, load_metadata, operator_restore};
+use weir_runtime::checkpoint::restore::{LoadedSnapshot, PARALLEL_READS, load, load_metadata, operator_restore};
 use weir_runtime::job::validate::AggregateFn;
 use weir_runtime::operators::StreamOperator;
 use weir_runtime::operators::aggregate::{Aggregate, KeyedStateInit};
@@ -26,6 +27,7 @@ use weir_runtime::record::{Key, KeyedBy, Record, Row};
 use weir_runtime::state::backend::BackendChoice;
 use weir_runtime::state::disk::DiskStateOptions;
 use weir_runtime::state::key_group::key_group_range;
+use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options};
 
 /// The store measurements of one checkpoint; seconds and bytes.
@@ -68,31 +70,14 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     );
     let state_bytes: u64 = files.iter().map(|f| f.1).sum();
 
+    // `WEIR_BENCH_RESTORE_DETAIL=1`: after the measurements, the restore's steps one by one
+    // and the same restore again (warm), to tell first-touch costs from the work itself.
+    let detail = std::env::var_os("WEIR_BENCH_RESTORE_DETAIL").is_some();
+
     // Restore: load the snapshot, then build the aggregation's keyed state from it.
     let t = Instant::now();
-    let snapshot = load(&store, "").await.expect("load the checkpoint");
-    let load_s = t.elapsed().as_secs_f64();
-    let range = key_group_range(0, 1, metadata.max_parallelism);
-    let mut entries = 0;
-    let mut restored = Vec::new();
-    for op in metadata
-        .operators
-        .iter()
-        .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
-    {
-        entries += op.handles.iter().map(|h| h.entries).sum::<u64>();
-        let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
-        if backend == "disk" {
-            init.backend = BackendChoice::Disk {
-                dir: std::path::Path::new(state_dir).join(format!("restore-{}", op.uid)),
-                options: DiskStateOptions::default(),
-            };
-        }
-        let aggregate = tokio::task::block_in_place(|| {
-            Aggregate::with_state(&op.uid, AggregateFn::Count, None, "key", "count", init).expect("restore")
-        });
-        restored.push(aggregate);
-    }
+    let (snapshot, mut restored, entries, phases) = restore(&store, &metadata, backend, state_dir, "restore").await;
+    let load_s = phases.loaded;
     let opened_s = t.elapsed().as_secs_f64();
     // Pending groups count their blocks' entries: exact for a full checkpoint.
     assert_eq!(restored.iter().map(|a| a.len() as u64).sum::<u64>(), entries);
@@ -128,21 +113,12 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
          keyed state fully built {restore_s:.3} s (from the restore's start)",
         opened_s - load_s
     );
+    eprintln!("    restore breakdown, detail: {}", phases.detail);
     drop((restored, snapshot, out));
 
     // Raw download of the same files.
     let t = Instant::now();
-    let downloaded: Vec<(String, bytes::Bytes)> = futures::stream::iter(files.iter().cloned())
-        .map(|(f, _)| {
-            let store = store.clone();
-            async move {
-                let data = store.get(&f).await.expect("raw download");
-                (f, data)
-            }
-        })
-        .buffer_unordered(PARALLEL_READS)
-        .collect()
-        .await;
+    let downloaded = raw_download(&store, &files).await;
     let raw_download_s = t.elapsed().as_secs_f64();
 
     // Raw upload of the same bytes, all files at once.
@@ -159,6 +135,10 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     .await;
     let raw_upload_s = t.elapsed().as_secs_f64();
     store.delete_prefix("raw-upload/").await.expect("delete the raw upload");
+    drop(downloaded);
+    if detail {
+        restore_detail(&store, &files, &metadata, backend, state_dir).await;
+    }
 
     StoreRun {
         state_bytes,
@@ -170,6 +150,146 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
         restore_s,
         raw_download_s,
     }
+}
+
+/// Prints (as `restore breakdown, detail` lines) the load's steps one by one, the same restore
+/// again (warm: memory and files touched once already), what copying every restored block costs
+/// (what each subtask's share cost before blocks were shared) and one `fsync` of a new 4 KiB
+/// file next to the disk stores (the disk backend's store syncs its files on open and on each
+/// ingestion).
+async fn restore_detail(
+    store: &storage::Store,
+    files: &[(String, u64)],
+    metadata: &CheckpointMetadata,
+    backend: &str,
+    state_dir: &str,
+) {
+    let steps = load_steps(store, files).await;
+    eprintln!("    restore breakdown, detail, the load's steps one by one: {steps}");
+    let (snapshot, restored, _, phases) = restore(store, metadata, backend, state_dir, "again").await;
+    eprintln!(
+        "    restore breakdown, detail, the same restore again: {}",
+        phases.detail
+    );
+    drop(restored);
+    let p = Probe::now();
+    let copies: Vec<Vec<u8>> = snapshot
+        .files
+        .values()
+        .flat_map(|f| &f.key_groups)
+        .map(|b| b.data.to_vec())
+        .collect();
+    eprintln!(
+        "    restore breakdown, detail: a copy of every restored block {}",
+        p.until(&Probe::now())
+    );
+    drop((copies, snapshot));
+    let path = std::path::Path::new(state_dir).join("fsync-probe");
+    std::fs::create_dir_all(state_dir).expect("the state directory");
+    let p = Probe::now();
+    let file = std::fs::File::create(&path).expect("create the fsync probe");
+    std::io::Write::write_all(&mut &file, &[7; 4096]).expect("write the fsync probe");
+    file.sync_all().expect("fsync the probe");
+    eprintln!(
+        "    restore breakdown, detail: one fsync of a new 4 KiB file in the state directory {}",
+        p.until(&Probe::now())
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+/// The times of one restore's steps before the first record.
+struct RestorePhases {
+    /// Restore start to the snapshot loaded, s.
+    loaded: f64,
+    /// Each step's wall and CPU time, page faults and preemptions.
+    detail: String,
+}
+
+/// Restores the aggregations of the snapshot in `store` (its `metadata`) on `backend` (a disk
+/// store under `<state_dir>/<name>-<uid>`), every key group pending: the snapshot, the
+/// aggregations, their entries and the steps' times.
+async fn restore(
+    store: &storage::Store,
+    metadata: &CheckpointMetadata,
+    backend: &str,
+    state_dir: &str,
+    name: &str,
+) -> (LoadedSnapshot, Vec<Aggregate>, u64, RestorePhases) {
+    let start = Probe::now();
+    let t = Instant::now();
+    let snapshot = load(store, "").await.expect("load the checkpoint");
+    let loaded = t.elapsed().as_secs_f64();
+    let after_load = Probe::now();
+    let range = key_group_range(0, 1, metadata.max_parallelism);
+    let mut entries = 0;
+    let mut restored = Vec::new();
+    let (mut handed, mut opened) = (after_load, after_load);
+    for op in metadata
+        .operators
+        .iter()
+        .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
+    {
+        entries += op.handles.iter().map(|h| h.entries).sum::<u64>();
+        let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
+        handed = Probe::now();
+        if backend == "disk" {
+            init.backend = BackendChoice::Disk {
+                dir: std::path::Path::new(state_dir).join(format!("{name}-{}", op.uid)),
+                options: DiskStateOptions::default(),
+            };
+        }
+        let aggregate = tokio::task::block_in_place(|| {
+            Aggregate::with_state(&op.uid, AggregateFn::Count, None, "key", "count", init).expect("restore")
+        });
+        opened = Probe::now();
+        restored.push(aggregate);
+    }
+    let detail = format!(
+        "load {}; blocks handed to the subtask {}; state opened {}",
+        start.until(&after_load),
+        after_load.until(&handed),
+        handed.until(&opened)
+    );
+    (snapshot, restored, entries, RestorePhases { loaded, detail })
+}
+
+/// What `restore::load` does to the state files, one step at a time over all of them: read
+/// (one after the other), CRC-32, decode.
+async fn load_steps(store: &storage::Store, files: &[(String, u64)]) -> String {
+    let start = Probe::now();
+    let mut got = Vec::new();
+    for (f, _) in files {
+        got.push((f.clone(), store.get(f).await.expect("read")));
+    }
+    let read = Probe::now();
+    let crc: u32 = got.iter().map(|(_, b)| crc32fast::hash(b)).fold(0, |a, c| a ^ c);
+    let checked = Probe::now();
+    for (f, b) in &got {
+        std::hint::black_box(weir_runtime::state::snapshot::decode_state_file(f, b).expect("decode"));
+    }
+    let decoded = Probe::now();
+    std::hint::black_box(crc);
+    format!(
+        "read {}; crc32 {}; decode {}",
+        start.until(&read),
+        read.until(&checked),
+        checked.until(&decoded)
+    )
+}
+
+/// The `files` of `store` downloaded, [`PARALLEL_READS`] at a time, as a restore reads them.
+async fn raw_download(store: &storage::Store, files: &[(String, u64)]) -> Vec<(String, bytes::Bytes)> {
+    futures::stream::iter(files.iter().cloned())
+        .map(|(f, _)| {
+            let store = store.clone();
+            async move {
+                let data = store.get(&f).await.expect("raw download");
+                (f, data)
+            }
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .collect()
+        .await
 }
 
 /// Warms a store up before anything is measured on it: a small and a multipart put (above

@@ -117,7 +117,8 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
     let mut send_block = |block: crate::state::snapshot::KeyGroupBlock| -> TaskResult<()> {
         entries += block.entries;
         tx.blocking_send(Piece::Bytes(file.block(&block))).map_err(|_| gone())?;
-        tx.blocking_send(Piece::Bytes(block.data)).map_err(|_| gone())
+        tx.blocking_send(Piece::Bytes(Vec::from(block.data)))
+            .map_err(|_| gone())
     };
     for block in st.key_groups {
         send_block(block)?;
@@ -324,7 +325,7 @@ mod tests {
             let block = move |kg: u32| KeyGroupBlock {
                 key_group: kg,
                 entries: u64::from(kg) + 1,
-                data: vec![kg as u8; size],
+                data: vec![kg as u8; size].into(),
             };
             Ok(EncodedState {
                 state_names: vec!["keyed:aggregate".into()],

@@ -60,7 +60,7 @@ pub fn to_state_file(uid: &str, subtask: u32, records: &[Record]) -> StateFile {
             .map(|(key_group, rs)| KeyGroupBlock {
                 key_group,
                 entries: rs.len() as u64,
-                data: record_codec::encode(&rs),
+                data: record_codec::encode(&rs).into(),
             })
             .collect(),
         operator_state: if forward.is_empty() {

@@ -65,7 +65,7 @@ impl BlockBuilder {
         KeyGroupBlock {
             key_group: self.key_group,
             entries: self.entries,
-            data,
+            data: data.into(),
         }
     }
 }
@@ -243,7 +243,7 @@ impl DiskSnapshot {
             blocks.push(KeyGroupBlock {
                 key_group,
                 entries: store_keys.len() as u64,
-                data,
+                data: data.into(),
             });
         }
         Ok(blocks)

@@ -244,7 +244,7 @@ fn restore_drops_expired_entries_and_the_directory_is_scratch() {
     let block = KeyGroupBlock {
         key_group: key_group_of_hash(h, MAX_P),
         entries: 1,
-        data: v2,
+        data: v2.into(),
     };
     s.restore(vec![block.clone()], 5_000).unwrap();
     assert_eq!(s.len(), 1);

@@ -76,7 +76,7 @@ impl<V: Serialize> GroupView<V> {
         Ok(Some(KeyGroupBlock {
             key_group: self.key_group,
             entries: entries.len() as u64,
-            data,
+            data: data.into(),
         }))
     }
 }
@@ -164,7 +164,7 @@ impl<V: Serialize> HeapSnapshot<V> {
             blocks.push(KeyGroupBlock {
                 key_group: *key_group,
                 entries: entries.len() as u64,
-                data: keyed_block::encode_delta(&entries)?,
+                data: keyed_block::encode_delta(&entries)?.into(),
             });
         }
         Ok(blocks)

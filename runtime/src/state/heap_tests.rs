@@ -324,7 +324,7 @@ fn a_block_that_does_not_decode_names_its_key_group() {
             vec![KeyGroupBlock {
                 key_group: 3,
                 entries: 1,
-                data: vec![9],
+                data: vec![9].into(),
             }],
             0,
         )
@@ -489,7 +489,7 @@ fn parallel_restore_builds_the_same_state_as_one_thread() {
         KeyGroupBlock {
             key_group: kg,
             entries: 1,
-            data,
+            data: data.into(),
         }
     };
     blocks.extend([delta_of(1, None), delta_of(2, Some(99)), delta_of(5000, Some(7))]);
@@ -516,7 +516,7 @@ fn parallel_restore_builds_the_same_state_as_one_thread() {
         assert_eq!(len_one, want.len());
     }
     let mut bad = blocks[0].clone();
-    bad.data = vec![0xFF; 3];
+    bad.data = vec![0xFF; 3].into();
     let mut s = state(None);
     let e = s.restore_on(vec![bad.clone()], 0, 4).unwrap_err();
     assert!(

@@ -289,7 +289,7 @@ impl<V: Serialize> IntSnapshot<V> {
             emit(KeyGroupBlock {
                 key_group,
                 entries,
-                data,
+                data: data.into(),
             })?;
         }
         Ok(())

@@ -200,7 +200,7 @@ fn restores_by_key_group_and_hands_back_what_it_cannot_hold() {
     let broken = vec![KeyGroupBlock {
         key_group: 3,
         entries: 1,
-        data: vec![1, 2],
+        data: vec![1, 2].into(),
     }];
     assert!(ints.restore(broken).unwrap_err().contains("key group 3"));
 }

@@ -16,7 +16,7 @@ fn block(key_group: u32, data: Vec<u8>, entries: u64) -> KeyGroupBlock {
     KeyGroupBlock {
         key_group,
         entries,
-        data,
+        data: data.into(),
     }
 }
 

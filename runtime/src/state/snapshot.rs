@@ -48,8 +48,26 @@ pub struct KeyGroupBlock {
     pub key_group: u32,
     /// Number of entries.
     pub entries: u64,
-    /// Encoded entries.
-    pub data: Vec<u8>,
+    /// Encoded entries. Shared, not copied, by clones: a restored block is a slice of the
+    /// state file it was read from ([`decode_state_file_shared`]), handed to every subtask
+    /// that owns its key group without copying its bytes (`Vec<u8>` converts with `.into()`,
+    /// no copy either).
+    #[serde(with = "shared_bytes")]
+    pub data: bytes::Bytes,
+}
+
+/// Serde for [`KeyGroupBlock::data`]: exactly as a `Vec<u8>` (a sequence of `u8`), so the
+/// format is unchanged (postcard: the varint length, then the bytes).
+mod shared_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &bytes::Bytes, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(data.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bytes::Bytes, D::Error> {
+        Vec::<u8>::deserialize(deserializer).map(bytes::Bytes::from)
+    }
 }
 
 /// The body of a state file: one subtask's state of one operator.
@@ -87,6 +105,13 @@ pub fn encode_state_file(f: &StateFile) -> Vec<u8> {
 
 /// Decodes and verifies a state file. Errors name `path`.
 pub fn decode_state_file(path: &str, bytes: &[u8]) -> Result<StateFile, FormatError> {
+    decode_state_file_shared(path, bytes::Bytes::copy_from_slice(bytes))
+}
+
+/// As [`decode_state_file`], without copying: the keyed blocks of a streamed state file
+/// (version 2, what checkpoints write) are slices of `bytes` (the file's buffer lives as long
+/// as one of its blocks does); a version-1 file's blocks are decoded into their own buffers.
+pub fn decode_state_file_shared(path: &str, bytes: bytes::Bytes) -> Result<StateFile, FormatError> {
     let err = |problem: String| FormatError {
         path: path.to_string(),
         problem,
@@ -102,7 +127,7 @@ pub fn decode_state_file(path: &str, bytes: &[u8]) -> Result<StateFile, FormatEr
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
     if version == STREAMED_FORMAT_VERSION {
-        return decode_streamed(bytes).map_err(err);
+        return decode_streamed(&bytes).map_err(err);
     }
     if version != FORMAT_VERSION {
         return Err(err(format!(
@@ -137,9 +162,9 @@ struct StreamedHead {
     operator_state: Vec<Vec<u8>>,
 }
 
-/// Decodes a streamed state file (version 2; the magic and version are checked). Errors: the
-/// problem (the caller names the file).
-fn decode_streamed(bytes: &[u8]) -> Result<StateFile, String> {
+/// Decodes a streamed state file (version 2; the magic and version are checked); its blocks'
+/// data are slices of `bytes`. Errors: the problem (the caller names the file).
+fn decode_streamed(bytes: &bytes::Bytes) -> Result<StateFile, String> {
     if bytes.len() < STREAMED_PREAMBLE + STREAMED_TRAILER {
         return Err(format!(
             "truncated: {} bytes, shorter than the header and trailer",
@@ -164,7 +189,7 @@ fn decode_streamed(bytes: &[u8]) -> Result<StateFile, String> {
     let (head, mut rest): (StreamedHead, &[u8]) = postcard::take_from_bytes(body).map_err(undecodable)?;
     let mut key_groups = Vec::new();
     while !rest.is_empty() {
-        let (block, after) = take_block(rest).map_err(undecodable)?;
+        let (block, after) = take_block(bytes, rest).map_err(undecodable)?;
         key_groups.push(block);
         rest = after;
     }
@@ -176,12 +201,13 @@ fn decode_streamed(bytes: &[u8]) -> Result<StateFile, String> {
     })
 }
 
-/// One postcard-encoded [`KeyGroupBlock`] from the front of `bytes`, and the bytes after it:
-/// the same bytes `postcard::take_from_bytes::<KeyGroupBlock>` reads (key group and entry
-/// count as varints, then `data` as its varint length and its bytes), but `data` is copied
-/// in one piece: serde's `Vec<u8>` decodes byte by byte, which was most of a restore's file
-/// decoding time.
-fn take_block(bytes: &[u8]) -> Result<(KeyGroupBlock, &[u8]), postcard::Error> {
+/// One postcard-encoded [`KeyGroupBlock`] from the front of `bytes` (a part of `file`), and
+/// the bytes after it: the same bytes `postcard::take_from_bytes::<KeyGroupBlock>` reads (key
+/// group and entry count as varints, then `data` as its varint length and its bytes), but
+/// `data` is not decoded at all: it is the slice of `file` that holds it (serde's `Vec<u8>`
+/// decodes byte by byte, which was most of a restore's file decoding time; a copy in one
+/// piece was still a copy of all state).
+fn take_block<'a>(file: &bytes::Bytes, bytes: &'a [u8]) -> Result<(KeyGroupBlock, &'a [u8]), postcard::Error> {
     let (key_group, rest): (u32, &[u8]) = postcard::take_from_bytes(bytes)?;
     let (entries, rest): (u64, &[u8]) = postcard::take_from_bytes(rest)?;
     let (len, rest): (u64, &[u8]) = postcard::take_from_bytes(rest)?;
@@ -193,7 +219,7 @@ fn take_block(bytes: &[u8]) -> Result<(KeyGroupBlock, &[u8]), postcard::Error> {
     let block = KeyGroupBlock {
         key_group,
         entries,
-        data: data.to_vec(),
+        data: file.slice_ref(data),
     };
     Ok((block, rest))
 }
@@ -506,7 +532,7 @@ mod tests {
             key_groups: vec![KeyGroupBlock {
                 key_group: 7,
                 entries: 2,
-                data: vec![1, 2, 3],
+                data: vec![1, 2, 3].into(),
             }],
             operator_state: vec![vec![9, 9]],
         }
@@ -522,10 +548,10 @@ mod tests {
                 entries,
                 data: (0..len).map(|i| i as u8).collect(),
             };
-            let bytes = [postcard::to_allocvec(&block).unwrap(), vec![42]].concat();
-            let (got, rest) = take_block(&bytes).unwrap();
+            let bytes = bytes::Bytes::from([postcard::to_allocvec(&block).unwrap(), vec![42]].concat());
+            let (got, rest) = take_block(&bytes, &bytes).unwrap();
             assert_eq!((got, rest), postcard::take_from_bytes::<KeyGroupBlock>(&bytes).unwrap());
-            assert!(take_block(&bytes[..bytes.len() - 2]).is_err() || len == 0);
+            assert!(take_block(&bytes, &bytes[..bytes.len() - 2]).is_err() || len == 0);
         }
     }
 
@@ -576,7 +602,7 @@ mod tests {
         f.key_groups.push(KeyGroupBlock {
             key_group: 300,
             entries: 1 << 20,
-            data: vec![5; 200],
+            data: vec![5; 200].into(),
         });
         let (mut writer, mut bytes) = StreamedStateFile::start(&f.uid, f.subtask, f.operator_state.clone());
         for block in &f.key_groups {

@@ -385,7 +385,7 @@ impl StreamOperator for WindowOperator {
                 blocks.push(KeyGroupBlock {
                     key_group: kg,
                     entries: snap.windows(),
-                    data: postcard::to_stdvec(&snap)?,
+                    data: postcard::to_stdvec(&snap)?.into(),
                 });
             }
             Ok(EncodedState {
