@@ -19,9 +19,11 @@
 //! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
 //!
 //! **Incremental checkpoints** (`checkpointing.incremental: true`): with
-//! [`DiskKeyedState::track_changes`] on, every write and removal records its key (one hash-set
-//! insert, as on the heap backend); [`DiskSnapshot::encode_delta`] reads those keys from the
-//! read view (point lookups, O(changed keys)) and writes the heap backend's delta blocks
+//! [`DiskKeyedState::track_changes`] on, every write records its key's hash and every removal
+//! its key (`state/changed_keys.rs`, as on the heap backend); [`DiskSnapshot::encode_delta`]
+//! reads the entries of those hashes from the read view (a prefix scan of key group + hash
+//! each, and a point lookup per removed key: O(changed keys)) and writes the heap backend's
+//! delta blocks
 //! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
 //! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
 //! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
@@ -128,8 +130,9 @@ pub struct DiskKeyedState<V> {
     _value: PhantomData<fn() -> V>,
 }
 
-/// Memory one changed key takes in a changed-key set, bytes (an estimate: the key and its
-/// hash in a hash table, 40 bytes, plus the table's spare room).
+/// Memory one changed key takes in a changed-key set, bytes (an estimate for a removal: the
+/// key and its hash in a hash table, 40 bytes, plus the table's spare room; a write takes 9
+/// bytes plus spare room, its hash only, so the bound is conservative).
 pub const CHANGED_KEY_BYTES: u64 = 64;
 
 /// Most keys a subtask's changed-key set holds before it overflows (and the next incremental
@@ -229,21 +232,27 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.len == 0
     }
 
-    /// Records `key` as changed when changes are tracked; past [`changed_key_limit`] keys the
-    /// set overflows (its keys are dropped, the next incremental checkpoint is a base).
+    /// Records a write (`key` `None`: by hash only) or a removal of `key` as a change when
+    /// changes are tracked; past [`changed_key_limit`] records the set overflows (its keys are
+    /// dropped, the next incremental checkpoint is a base).
     #[inline]
-    fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
-        if let Some(changed) = &mut self.changed
-            && changed.insert_hashed_new(key_group, hash, key)
-        {
-            self.changed_len += 1;
-            if self.changed_len > self.changed_limit {
-                changed.overflow();
+    fn record_change(&mut self, key_group: u32, hash: u64, removed: Option<&Key>) {
+        if let Some(changed) = &mut self.changed {
+            let new = match removed {
+                None => changed.record_write(key_group, hash),
+                Some(key) => changed.record_removal(key_group, hash, key),
+            };
+            if new {
+                self.changed_len += 1;
+                if self.changed_len > self.changed_limit {
+                    changed.overflow();
+                }
             }
         }
     }
 
-    /// Starts recording the keys written or removed (one hash-set insert per write, memory
+    /// Starts recording the keys written (by hash, one insert into a set of `u64`s per write)
+    /// or removed (by key), memory
     /// O(keys changed between two snapshots), at most [`changed_key_limit`] keys: past it the
     /// set overflows and the next incremental checkpoint is a full base), for incremental
     /// checkpoints;
@@ -387,7 +396,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ) -> Result<V, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let found = self.read(&store_key)?;
-        self.record_change(key_group, hash, key);
+        self.record_change(key_group, hash, None);
         if found.is_none() {
             self.len += 1;
         }
@@ -404,7 +413,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
-        self.record_change(key_group, hash, key);
+        self.record_change(key_group, hash, Some(key));
         if held {
             self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
             self.len = self.len.saturating_sub(1);
