@@ -1,20 +1,27 @@
 //! The keys written or removed since some point, by key group: what a delta block of an
 //! incremental checkpoint holds, on both state backends (`state/incremental.rs`).
 //!
-//! **A written key is recorded by its hash only** (its [`key_hash`], 8 bytes in a hash set:
-//! no key clone, no allocation, no key comparison per write); a removed key is recorded with
-//! the key itself, since a removal's tombstone must name a key the snapshot no longer holds
-//! (removals are rare in the jobs this serves: counts, aggregates). The encoder of a delta
-//! resolves each written hash to the keys the snapshot holds under that hash, off the task
-//! thread ([`HeapSnapshot::encode_delta`]: the frozen tables' `iter_hash`;
-//! [`DiskSnapshot::encode_delta`]: a prefix scan of the 12 bytes key group + hash that start
-//! every store key). Two keys sharing a hash both go into the delta, the unchanged one with
-//! its own value as of the barrier: a delta entry always states a key's state as of the
-//! barrier, so any superset of the changed keys restores exactly.
+//! **On the heap backend a written key is recorded by its hash only** (its [`key_hash`], 8
+//! bytes in a set of `u64`s: no key clone, no allocation, no key comparison per write); a
+//! removed key is recorded by key, since a removal's tombstone must name a key the snapshot no
+//! longer holds (removals are rare in the jobs this serves: counts, aggregates). The encoder of
+//! a delta resolves each written hash to the keys the snapshot holds under it, off the task
+//! thread ([`HeapSnapshot::encode_delta`]: the frozen tables' `iter_hash`). Two keys sharing a
+//! hash both go into the delta, the unchanged one with its own value as of the barrier: a
+//! delta entry always states a key's state as of the barrier, so any superset of the changed
+//! keys restores exactly.
 //!
-//! Measured (keyed count, 20M records over 1M keys, checkpoints every second, heap backend):
-//! recording the key as well (a second table probe comparing keys and a key clone per write)
-//! took a quarter of all CPU samples and doubled peak RSS; docs/runtime/state-backends.md.
+//! **The disk backend records every change by key**: its encoder reads a key by a point lookup
+//! (bloom filters skip most tables), where resolving a hash takes a prefix scan of key group +
+//! hash that seeks in every table of the store; measured on a keyed count (1M keys, 2M
+//! records, checkpoints every second, release, load 10-13), hashes made the delta's
+//! asynchronous part 1.29 s instead of 0.24-0.29 s. [`DiskSnapshot::encode_delta`] still
+//! resolves hashes (a prefix scan each), so every set encodes exactly on either backend.
+//!
+//! Measured on the heap (keyed count, 20M records over 1M keys, checkpoints every second):
+//! recording written keys by key (a second table probe comparing keys and a key clone per
+//! write) took a quarter of all CPU samples and doubled peak RSS;
+//! docs/runtime/state-backends.md, "Changed keys by hash".
 //!
 //! [`HeapKeyedState::take_changes`]: crate::state::heap::HeapKeyedState::take_changes
 //! [`DiskKeyedState::take_changes`]: crate::state::disk::DiskKeyedState::take_changes
@@ -30,10 +37,11 @@ use std::collections::BTreeMap;
 /// The changes of one key group since some point.
 #[derive(Default, Clone, Debug)]
 pub struct GroupChanges {
-    /// Table hashes ([`table_hash`]) of the keys written, each once.
+    /// Table hashes ([`table_hash`]) of the keys written, each once (heap backend).
     pub(crate) written: HashTable<u64>,
-    /// Keys removed, each once with its table hash.
-    pub(crate) removed: HashTable<(u64, Key)>,
+    /// Keys recorded by key, each once with its table hash: removals (both backends) and
+    /// writes on the disk backend.
+    pub(crate) keys: HashTable<(u64, Key)>,
 }
 
 impl GroupChanges {
@@ -50,14 +58,13 @@ impl GroupChanges {
         }
     }
 
-    /// Records the removal of `key`, whose table hash is `table_hash`; whether it was not
-    /// recorded yet.
-    pub(crate) fn record_removal(&mut self, table_hash: u64, key: &Key) -> bool {
-        if self.removed.find(table_hash, |e| e.1 == *key).is_some() {
+    /// Records a change of `key` (a removal, or a write on the disk backend) by key; its table
+    /// hash is `table_hash`. Whether it was not recorded yet.
+    pub(crate) fn record_key(&mut self, table_hash: u64, key: &Key) -> bool {
+        if self.keys.find(table_hash, |e| e.1 == *key).is_some() {
             return false;
         }
-        self.removed
-            .insert_unique(table_hash, (table_hash, key.clone()), |e| e.0);
+        self.keys.insert_unique(table_hash, (table_hash, key.clone()), |e| e.0);
         true
     }
 
@@ -66,14 +73,14 @@ impl GroupChanges {
         self.written.find(table_hash, |h| *h == table_hash).is_some()
     }
 
-    /// Written hashes plus removed keys.
+    /// Written hashes plus keys recorded by key.
     pub(crate) fn len(&self) -> usize {
-        self.written.len() + self.removed.len()
+        self.written.len() + self.keys.len()
     }
 
     /// Whether nothing was recorded.
     pub(crate) fn is_empty(&self) -> bool {
-        self.written.is_empty() && self.removed.is_empty()
+        self.written.is_empty() && self.keys.is_empty()
     }
 
     /// Adds the records of `other` (a set union).
@@ -81,16 +88,16 @@ impl GroupChanges {
         for hash in other.written.iter() {
             self.record_write(*hash);
         }
-        for (hash, key) in other.removed.iter() {
-            self.record_removal(*hash, key);
+        for (hash, key) in other.keys.iter() {
+            self.record_key(*hash, key);
         }
     }
 }
 
 /// Keys written or removed since some point, by key group: what an incremental checkpoint's
 /// delta holds ([`HeapKeyedState::take_changes`], [`DiskKeyedState::take_changes`],
-/// [`HeapSnapshot::encode_delta`], [`DiskSnapshot::encode_delta`]). Written keys are held as
-/// hashes, removed keys as keys (see the module doc).
+/// [`HeapSnapshot::encode_delta`], [`DiskSnapshot::encode_delta`]). Keys written on the heap
+/// are held as hashes, removed keys and keys written on disk as keys (see the module doc).
 ///
 /// A set may be **overflowed** ([`ChangedKeys::overflow`]): more keys changed than its owner
 /// keeps in memory (the disk backend's bound), so it no longer says which; it holds no keys,
@@ -133,27 +140,29 @@ impl ChangedKeys {
         }
     }
 
-    /// Records a write of `key` in `key_group`.
+    /// Records a write of `key` in `key_group` (by hash).
     pub fn insert(&mut self, key_group: u32, key: &Key) {
         self.record_write(key_group, key_hash(key));
     }
 
-    /// Records a write of the key of `key_group` whose [`key_hash`] is `hash`; returns
-    /// whether the hash was not recorded yet (nothing is recorded in an overflowed set).
+    /// Records a write of the key of `key_group` whose [`key_hash`] is `hash`, by the hash
+    /// only; returns whether the hash was not recorded yet (nothing is recorded in an
+    /// overflowed set).
     #[inline]
     pub fn record_write(&mut self, key_group: u32, hash: u64) -> bool {
         !self.overflowed && self.groups.entry(key_group).or_default().record_write(table_hash(hash))
     }
 
-    /// Records the removal of `key` of `key_group`, whose [`key_hash`] is `hash`; returns
-    /// whether it was not recorded yet (nothing is recorded in an overflowed set).
-    pub fn record_removal(&mut self, key_group: u32, hash: u64, key: &Key) -> bool {
+    /// Records a change of `key` of `key_group` (a removal, or a write on the disk backend),
+    /// whose [`key_hash`] is `hash`, by key; returns whether it was not recorded yet (nothing
+    /// is recorded in an overflowed set).
+    pub fn record_key(&mut self, key_group: u32, hash: u64, key: &Key) -> bool {
         !self.overflowed
             && self
                 .groups
                 .entry(key_group)
                 .or_default()
-                .record_removal(table_hash(hash), key)
+                .record_key(table_hash(hash), key)
     }
 
     /// The changes by key group, in key-group order; groups without changes are left out.
@@ -164,10 +173,10 @@ impl ChangedKeys {
             .map(|(key_group, changes)| (*key_group, changes))
     }
 
-    /// Records held: written hashes plus removed keys, per key group. The entries of the
-    /// delta the set makes, but for a key both written and removed (one entry, counted
-    /// twice) and for keys sharing a written hash (each an entry, counted once: a 64-bit
-    /// hash, so practically never).
+    /// Records held: written hashes plus keys recorded by key, per key group. The entries of
+    /// the delta the set makes, but for a key both written (by hash) and removed (one entry,
+    /// counted twice) and for keys sharing a written hash (each an entry, counted once: a
+    /// 64-bit hash, so practically never).
     pub fn len(&self) -> usize {
         self.groups.values().map(|g| g.len()).sum()
     }

@@ -19,11 +19,10 @@
 //! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
 //!
 //! **Incremental checkpoints** (`checkpointing.incremental: true`): with
-//! [`DiskKeyedState::track_changes`] on, every write records its key's hash and every removal
-//! its key (`state/changed_keys.rs`, as on the heap backend); [`DiskSnapshot::encode_delta`]
-//! reads the entries of those hashes from the read view (a prefix scan of key group + hash
-//! each, and a point lookup per removed key: O(changed keys)) and writes the heap backend's
-//! delta blocks
+//! [`DiskKeyedState::track_changes`] on, every write and removal records its key (one hash-set
+//! insert; the heap backend records a write by its hash only, `state/changed_keys.rs` says
+//! why not here); [`DiskSnapshot::encode_delta`] reads those keys from the read view (point
+//! lookups, O(changed keys)) and writes the heap backend's delta blocks
 //! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
 //! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
 //! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
@@ -130,9 +129,8 @@ pub struct DiskKeyedState<V> {
     _value: PhantomData<fn() -> V>,
 }
 
-/// Memory one changed key takes in a changed-key set, bytes (an estimate for a removal: the
-/// key and its hash in a hash table, 40 bytes, plus the table's spare room; a write takes 9
-/// bytes plus spare room, its hash only, so the bound is conservative).
+/// Memory one changed key takes in a changed-key set, bytes (an estimate: the key and its
+/// hash in a hash table, 40 bytes, plus the table's spare room).
 pub const CHANGED_KEY_BYTES: u64 = 64;
 
 /// Most keys a subtask's changed-key set holds before it overflows (and the next incremental
@@ -232,27 +230,23 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.len == 0
     }
 
-    /// Records a write (`key` `None`: by hash only) or a removal of `key` as a change when
-    /// changes are tracked; past [`changed_key_limit`] records the set overflows (its keys are
-    /// dropped, the next incremental checkpoint is a base).
+    /// Records `key` as changed (by key: see `state/changed_keys.rs`) when changes are
+    /// tracked; past [`changed_key_limit`] keys the set overflows (its keys are dropped, the
+    /// next incremental checkpoint is a base).
     #[inline]
-    fn record_change(&mut self, key_group: u32, hash: u64, removed: Option<&Key>) {
-        if let Some(changed) = &mut self.changed {
-            let new = match removed {
-                None => changed.record_write(key_group, hash),
-                Some(key) => changed.record_removal(key_group, hash, key),
-            };
-            if new {
-                self.changed_len += 1;
-                if self.changed_len > self.changed_limit {
-                    changed.overflow();
-                }
+    fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
+        if let Some(changed) = &mut self.changed
+            && changed.record_key(key_group, hash, key)
+        {
+            self.changed_len += 1;
+            if self.changed_len > self.changed_limit {
+                changed.overflow();
             }
         }
     }
 
-    /// Starts recording the keys written (by hash, one insert into a set of `u64`s per write)
-    /// or removed (by key), memory
+    /// Starts recording the keys written or removed (by key, one hash-set insert per write;
+    /// the heap backend records writes by hash, `state/changed_keys.rs` says why not here), memory
     /// O(keys changed between two snapshots), at most [`changed_key_limit`] keys: past it the
     /// set overflows and the next incremental checkpoint is a full base), for incremental
     /// checkpoints;
@@ -396,7 +390,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ) -> Result<V, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let found = self.read(&store_key)?;
-        self.record_change(key_group, hash, None);
+        self.record_change(key_group, hash, key);
         if found.is_none() {
             self.len += 1;
         }
@@ -413,7 +407,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         let store_key = store_key(key_group, hash, key);
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
-        self.record_change(key_group, hash, Some(key));
+        self.record_change(key_group, hash, key);
         if held {
             self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
             self.len = self.len.saturating_sub(1);

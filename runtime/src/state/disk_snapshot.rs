@@ -247,22 +247,33 @@ impl DiskSnapshot {
     }
 
     /// One key group's changed entries in the read view, `(store key, stored value or None
-    /// when the view does not hold the key)`, in store-key order, each key once: every entry
-    /// under a written hash (a prefix scan of key group + hash: two keys sharing the hash are
-    /// both read) and each removed key (a point lookup). Errors: the store fails to read.
-    fn changed_entries(
-        &self,
-        key_group: u32,
-        changes: &GroupChanges,
-    ) -> Result<Vec<(Vec<u8>, Option<UserValue>)>, DiskStateError> {
+    /// when the view does not hold the key)`, in store-key order, each key once: each key
+    /// recorded by key (a point lookup, in store-key order; what this backend records) and
+    /// every entry under a written hash (a prefix scan of key group + hash: two keys sharing
+    /// the hash are both read; only a set recorded on the heap holds hashes). Errors: the store
+    /// fails to read.
+    fn changed_entries(&self, key_group: u32, changes: &GroupChanges) -> Result<Vec<StoreRead>, DiskStateError> {
         let err = |e: fjall::Error| DiskStateError {
             dir: self.dir.clone(),
             problem: e.to_string(),
         };
+        let mut store_keys: Vec<Vec<u8>> = changes
+            .keys
+            .iter()
+            .map(|(hash, key)| store_key(key_group, hash.rotate_right(32), key))
+            .collect();
+        store_keys.sort_unstable();
+        let mut out = Vec::with_capacity(changes.len());
+        for key in store_keys {
+            let value = self.view.get(&self.keyspace, &key).map_err(err)?;
+            out.push((key, value));
+        }
+        if changes.written.is_empty() {
+            return Ok(out);
+        }
         // The inverse of `table_hash` (a rotation by 32 bits); in store-key order.
         let mut hashes: Vec<u64> = changes.written.iter().map(|h| h.rotate_right(32)).collect();
         hashes.sort_unstable();
-        let mut out = Vec::with_capacity(changes.len());
         let mut prefix = [0u8; KEY_PREFIX_LEN];
         prefix[..4].copy_from_slice(&key_group.to_be_bytes());
         for hash in hashes {
@@ -272,16 +283,14 @@ impl DiskSnapshot {
                 out.push((key.to_vec(), Some(value)));
             }
         }
-        for (hash, key) in changes.removed.iter() {
-            let key = store_key(key_group, hash.rotate_right(32), key);
-            let value = self.view.get(&self.keyspace, &key).map_err(err)?;
-            out.push((key, value));
-        }
-        if !changes.removed.is_empty() {
-            // A key removed, then written again: read by its hash and by its key.
-            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            out.dedup_by(|a, b| a.0 == b.0);
-        }
+        // A key recorded by key and found under a written hash too: one entry (the same
+        // read view, so the same state).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
         Ok(out)
     }
 }
+
+/// A store key and what the read view holds under it (see
+/// [`DiskSnapshot::encode_delta`]).
+type StoreRead = (Vec<u8>, Option<UserValue>);

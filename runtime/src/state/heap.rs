@@ -352,7 +352,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         } = &mut self.groups[(key_group - self.range.start) as usize];
         let hash = table_hash(hash);
         if self.track_changes {
-            changed.record_removal(hash, key);
+            changed.record_key(hash, key);
         }
         let held = match base {
             Base::Owned(table) => match table.find_entry(hash, |e| e.0 == *key) {

@@ -48,11 +48,11 @@ impl<V> GroupView<V> {
             .iter_hash(hash)
             .filter(|e| hash_of(&e.0) == hash)
             .map(|e| &e.0)
-            .chain(self.deltas.iter().flat_map(|d| {
-                d.iter_hash(hash)
-                    .filter(|e| e.table_hash == hash)
-                    .map(|e| &e.key)
-            }));
+            .chain(
+                self.deltas
+                    .iter()
+                    .flat_map(|d| d.iter_hash(hash).filter(|e| e.table_hash == hash).map(|e| &e.key)),
+            );
         for key in candidates {
             if out[start..].iter().any(|(k, _)| *k == key) {
                 continue;
@@ -206,7 +206,7 @@ pub(crate) fn key_table_hash(key: &Key) -> u64 {
 /// `(key, live value, its write time)`, or `(key, None, 0)` for a key not held or expired at
 /// the barrier. `view` is `None` when the group held no entry at the barrier. A written hash
 /// yields every key held under it (two keys sharing a hash: both, each with its own state);
-/// a removed key is left out when a written hash already yielded it. `hash_of`: a key's
+/// a key recorded by key is left out when a written hash already yielded it. `hash_of`: a key's
 /// table hash ([`key_table_hash`]; tests substitute one to make keys collide).
 pub(crate) fn delta_entries<'a, V>(
     view: Option<&'a GroupView<V>>,
@@ -227,10 +227,10 @@ pub(crate) fn delta_entries<'a, V>(
             entries.extend(keys.drain(..).map(|(key, stamped)| state_of(key, Some(stamped))));
         }
     }
-    for (hash, key) in changes.removed.iter() {
+    for (hash, key) in changes.keys.iter() {
         let held = view.and_then(|v| lookup_layers(&v.base, &v.deltas, None, *hash, key).flatten());
         if held.is_some() && changes.was_written(*hash) {
-            // Written again after its removal: its hash yielded it above.
+            // Held and its hash written (removed, then written again): yielded above.
             continue;
         }
         entries.push(state_of(key, held));
