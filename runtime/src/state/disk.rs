@@ -20,8 +20,9 @@
 //!
 //! **Incremental checkpoints** (`checkpointing.incremental: true`): with
 //! [`DiskKeyedState::track_changes`] on, every write and removal records its key (one hash-set
-//! insert, as on the heap backend); [`DiskSnapshot::encode_delta`] reads those keys from the
-//! read view (point lookups, O(changed keys)) and writes the heap backend's delta blocks
+//! insert; the heap backend records a write by its hash only, `state/changed_keys.rs` says
+//! why not here); [`DiskSnapshot::encode_delta`] reads those keys from the read view (point
+//! lookups, O(changed keys)) and writes the heap backend's delta blocks
 //! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
 //! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
 //! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
@@ -229,12 +230,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.len == 0
     }
 
-    /// Records `key` as changed when changes are tracked; past [`changed_key_limit`] keys the
-    /// set overflows (its keys are dropped, the next incremental checkpoint is a base).
+    /// Records `key` as changed (by key: see `state/changed_keys.rs`) when changes are
+    /// tracked; past [`changed_key_limit`] keys the set overflows (its keys are dropped, the
+    /// next incremental checkpoint is a base).
     #[inline]
     fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
         if let Some(changed) = &mut self.changed
-            && changed.insert_hashed_new(key_group, hash, key)
+            && changed.record_key(key_group, hash, key)
         {
             self.changed_len += 1;
             if self.changed_len > self.changed_limit {
@@ -243,7 +245,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
     }
 
-    /// Starts recording the keys written or removed (one hash-set insert per write, memory
+    /// Starts recording the keys written or removed (by key, one hash-set insert per write;
+    /// the heap backend records writes by hash, `state/changed_keys.rs` says why not here), memory
     /// O(keys changed between two snapshots), at most [`changed_key_limit`] keys: past it the
     /// set overflows and the next incremental checkpoint is a full base), for incremental
     /// checkpoints;

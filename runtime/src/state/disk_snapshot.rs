@@ -2,7 +2,7 @@
 //! the task thread into the heap backend's key-group blocks, byte for byte (see
 //! `state/disk.rs` for the store layout).
 
-use crate::state::changed_keys::ChangedKeys;
+use crate::state::changed_keys::{ChangedKeys, GroupChanges};
 use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
@@ -11,7 +11,7 @@ use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONE
 use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
-use fjall::{Keyspace, Readable};
+use fjall::{Keyspace, Readable, UserValue};
 use std::path::PathBuf;
 
 /// Room left at the front of a block's buffer for its header: the versioned prefix (10 bytes),
@@ -189,7 +189,9 @@ impl DiskSnapshot {
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
     /// writes for the same entries) per key group of `changes`: each changed key with its value
     /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
-    /// not hold it or it expired by then. Keys are read by point lookups in store-key order;
+    /// not hold it or it expired by then; entries in store-key order. A written key is found by
+    /// its hash (a prefix scan of key group + hash), a removed one by a point lookup; a key
+    /// sharing a written hash is written with its own state (see `state/changed_keys.rs`).
     /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
     /// holds an entry it did not write.
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
@@ -203,19 +205,14 @@ impl DiskSnapshot {
             return Err(err("a delta was asked for from an overflowed changed-key set".into()));
         }
         let mut blocks = Vec::new();
-        for (key_group, keys) in changes.by_key_group() {
-            let mut store_keys: Vec<Vec<u8>> = keys
-                .iter()
-                .map(|(hash, key)| store_key(key_group, *hash, key))
-                .collect();
-            store_keys.sort_unstable();
-            let mut body = Vec::with_capacity(store_keys.len() * 24);
-            for key in &store_keys {
+        for (key_group, group_changes) in changes.by_key_group() {
+            let entries = self.changed_entries(key_group, group_changes)?;
+            let mut body = Vec::with_capacity(entries.len() * 24);
+            for (key, value) in &entries {
                 body.extend_from_slice(&key[KEY_PREFIX_LEN..]);
-                let value = self.view.get(&self.keyspace, key).map_err(|e| err(e.to_string()))?;
                 let live = match value {
                     Some(value) => {
-                        let written = value_written_ms(&value)
+                        let written = value_written_ms(value)
                             .ok_or_else(|| err("an entry the disk backend did not write".into()))?;
                         (!expired(self.ttl, written, self.now_ms)).then_some((value, written))
                     }
@@ -238,14 +235,62 @@ impl DiskSnapshot {
             let mut data = Vec::with_capacity(body.len() + 24);
             data.extend_from_slice(&VERSIONED_PREFIX);
             data.push(BLOCK_VERSION_DELTA);
-            push_varint(&mut data, store_keys.len() as u64);
+            push_varint(&mut data, entries.len() as u64);
             data.extend_from_slice(&body);
             blocks.push(KeyGroupBlock {
                 key_group,
-                entries: store_keys.len() as u64,
+                entries: entries.len() as u64,
                 data: data.into(),
             });
         }
         Ok(blocks)
     }
+
+    /// One key group's changed entries in the read view, `(store key, stored value or None
+    /// when the view does not hold the key)`, in store-key order, each key once: each key
+    /// recorded by key (a point lookup, in store-key order; what this backend records) and
+    /// every entry under a written hash (a prefix scan of key group + hash: two keys sharing
+    /// the hash are both read; only a set recorded on the heap holds hashes). Errors: the store
+    /// fails to read.
+    fn changed_entries(&self, key_group: u32, changes: &GroupChanges) -> Result<Vec<StoreRead>, DiskStateError> {
+        let err = |e: fjall::Error| DiskStateError {
+            dir: self.dir.clone(),
+            problem: e.to_string(),
+        };
+        let mut store_keys: Vec<Vec<u8>> = changes
+            .keys
+            .iter()
+            .map(|(hash, key)| store_key(key_group, hash.rotate_right(32), key))
+            .collect();
+        store_keys.sort_unstable();
+        let mut out = Vec::with_capacity(changes.len());
+        for key in store_keys {
+            let value = self.view.get(&self.keyspace, &key).map_err(err)?;
+            out.push((key, value));
+        }
+        if changes.written.is_empty() {
+            return Ok(out);
+        }
+        // The inverse of `table_hash` (a rotation by 32 bits); in store-key order.
+        let mut hashes: Vec<u64> = changes.written.iter().map(|h| h.rotate_right(32)).collect();
+        hashes.sort_unstable();
+        let mut prefix = [0u8; KEY_PREFIX_LEN];
+        prefix[..4].copy_from_slice(&key_group.to_be_bytes());
+        for hash in hashes {
+            prefix[4..].copy_from_slice(&hash.to_be_bytes());
+            for guard in self.view.prefix(&self.keyspace, prefix) {
+                let (key, value) = guard.into_inner().map_err(err)?;
+                out.push((key.to_vec(), Some(value)));
+            }
+        }
+        // A key recorded by key and found under a written hash too: one entry (the same
+        // read view, so the same state).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        Ok(out)
+    }
 }
+
+/// A store key and what the read view holds under it (see
+/// [`DiskSnapshot::encode_delta`]).
+type StoreRead = (Vec<u8>, Option<UserValue>);

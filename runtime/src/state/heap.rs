@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 pub use crate::state::changed_keys::ChangedKeys;
-use crate::state::changed_keys::{ChangedTable, record_change};
+use crate::state::changed_keys::GroupChanges;
 use crate::state::heap_snapshot::GroupView;
 pub use crate::state::heap_snapshot::HeapSnapshot;
 
@@ -88,9 +88,9 @@ struct Group<V> {
     delta: DeltaTable<V>,
     /// Entries held (expired ones included until cleaned up).
     len: usize,
-    /// Keys written or removed since the last [`HeapKeyedState::take_changes`], when
-    /// changes are tracked (incremental checkpoints).
-    changed: ChangedTable,
+    /// Keys written (by hash) or removed since the last [`HeapKeyedState::take_changes`],
+    /// when changes are tracked (incremental checkpoints).
+    changed: GroupChanges,
 }
 
 impl<V: Clone> Group<V> {
@@ -100,7 +100,7 @@ impl<V: Clone> Group<V> {
             frozen: Vec::new(),
             delta: HashTable::new(),
             len: 0,
-            changed: HashTable::new(),
+            changed: GroupChanges::default(),
         }
     }
 
@@ -180,8 +180,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         }
     }
 
-    /// Starts recording the keys written or removed (one hash-set insert per write), for
-    /// incremental checkpoints; [`HeapKeyedState::take_changes`] hands them over.
+    /// Starts recording the keys written (by hash: one probe of a set of `u64`s per write, no
+    /// key cloned) or removed (by key), for incremental checkpoints;
+    /// [`HeapKeyedState::take_changes`] hands them over.
     pub fn track_changes(&mut self) {
         self.track_changes = true;
     }
@@ -284,7 +285,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         } = &mut self.groups[(key_group - self.range.start) as usize];
         let hash = table_hash(hash);
         if self.track_changes {
-            record_change(changed, hash, key);
+            changed.record_write(hash);
         }
         let live = |s: &Stamped<V>| !expired(ttl, s.written_ms, now_ms);
         match base {
@@ -351,7 +352,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         } = &mut self.groups[(key_group - self.range.start) as usize];
         let hash = table_hash(hash);
         if self.track_changes {
-            record_change(changed, hash, key);
+            changed.record_key(hash, key);
         }
         let held = match base {
             Base::Owned(table) => match table.find_entry(hash, |e| e.0 == *key) {

@@ -3,6 +3,7 @@
 //! off the task thread, several key groups at a time ([`parallel`]).
 
 use crate::record::Key;
+use crate::state::changed_keys::GroupChanges;
 use crate::state::heap::{BaseTable, ChangedKeys, DeltaTable, Stamped, lookup_layers, table_hash};
 use crate::state::key_group::key_hash;
 use crate::state::keyed_block;
@@ -20,11 +21,46 @@ pub(crate) struct GroupView<V> {
 }
 
 impl<V> GroupView<V> {
-    /// The live entry of `key` (table hash `hash`) as of the barrier.
-    fn get(&self, ttl: Option<StateTtl>, now_ms: u64, hash: u64, key: &Key) -> Option<&Stamped<V>> {
-        lookup_layers(&self.base, &self.deltas, None, hash, key)
-            .flatten()
-            .filter(|s| !expired(ttl, s.written_ms, now_ms))
+    /// Appends to `out` every key held as of the barrier (expired or not) whose table hash is
+    /// `hash`, each once, with its newest entry: the base's and the frozen deltas' entries under
+    /// `hash` (`iter_hash` yields every entry that may have it; a base entry's hash is
+    /// recomputed from its key by `hash_of`, [`key_table_hash`] but in tests, to drop the
+    /// others), resolved newest layer first.
+    fn held_with_hash<'a>(
+        &'a self,
+        hash: u64,
+        hash_of: &impl Fn(&Key) -> u64,
+        out: &mut Vec<(&'a Key, &'a Stamped<V>)>,
+    ) {
+        if self.deltas.is_empty() {
+            // No frozen layer (the usual case): the base's entries are the state.
+            out.extend(
+                self.base
+                    .iter_hash(hash)
+                    .filter(|e| hash_of(&e.0) == hash)
+                    .map(|e| (&e.0, &e.1)),
+            );
+            return;
+        }
+        let start = out.len();
+        let candidates = self
+            .base
+            .iter_hash(hash)
+            .filter(|e| hash_of(&e.0) == hash)
+            .map(|e| &e.0)
+            .chain(
+                self.deltas
+                    .iter()
+                    .flat_map(|d| d.iter_hash(hash).filter(|e| e.table_hash == hash).map(|e| &e.key)),
+            );
+        for key in candidates {
+            if out[start..].iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            if let Some(Some(stamped)) = lookup_layers(&self.base, &self.deltas, None, hash, key) {
+                out.push((key, stamped));
+            }
+        }
     }
 
     /// The live entries as of the barrier (a key's newest layer wins), in table order, as
@@ -138,35 +174,66 @@ impl<V: Serialize> HeapSnapshot<V> {
         blocks.into_iter().filter_map(Result::transpose).collect()
     }
 
-    /// Encodes a delta block ([`keyed_block::encode_delta`]) per key group of `changes`: each
-    /// changed key with its value as of the barrier, or as removed when it is not held (or
-    /// expired) then. Groups without changes have no block. O(changed keys).
+    /// Encodes a delta block ([`keyed_block::encode_delta`]) per key group of `changes`: the
+    /// keys held as of the barrier under each written hash (with their values; an expired one
+    /// as removed), and each removed key with its state as of the barrier (removed, or its
+    /// value when written again). Groups without changes have no block. O(changed keys).
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, postcard::Error> {
         let mut blocks = Vec::with_capacity(changes.groups.len());
-        for (key_group, keys) in &changes.groups {
-            if keys.is_empty() {
-                continue;
-            }
+        for (key_group, group_changes) in changes.by_key_group() {
             let view = self
                 .views
-                .binary_search_by_key(key_group, |v| v.key_group)
+                .binary_search_by_key(&key_group, |v| v.key_group)
                 .ok()
                 .map(|i| &self.views[i]);
-            let entries: Vec<(&Key, Option<&V>, u64)> = keys
-                .iter()
-                .map(
-                    |(hash, key)| match view.and_then(|v| v.get(self.ttl, self.now_ms, *hash, key)) {
-                        Some(stamped) => (key, Some(&stamped.value), stamped.written_ms),
-                        None => (key, None, 0),
-                    },
-                )
-                .collect();
+            let entries = delta_entries(view, group_changes, self.ttl, self.now_ms, &key_table_hash);
             blocks.push(KeyGroupBlock {
-                key_group: *key_group,
+                key_group,
                 entries: entries.len() as u64,
                 data: keyed_block::encode_delta(&entries)?.into(),
             });
         }
         Ok(blocks)
     }
+}
+
+/// The table hash of `key` ([`table_hash`] of its [`key_hash`]).
+pub(crate) fn key_table_hash(key: &Key) -> u64 {
+    table_hash(key_hash(key))
+}
+
+/// One key group's delta entries as of the barrier (see [`HeapSnapshot::encode_delta`]):
+/// `(key, live value, its write time)`, or `(key, None, 0)` for a key not held or expired at
+/// the barrier. `view` is `None` when the group held no entry at the barrier. A written hash
+/// yields every key held under it (two keys sharing a hash: both, each with its own state);
+/// a key recorded by key is left out when a written hash already yielded it. `hash_of`: a key's
+/// table hash ([`key_table_hash`]; tests substitute one to make keys collide).
+pub(crate) fn delta_entries<'a, V>(
+    view: Option<&'a GroupView<V>>,
+    changes: &'a GroupChanges,
+    ttl: Option<StateTtl>,
+    now_ms: u64,
+    hash_of: &impl Fn(&Key) -> u64,
+) -> Vec<(&'a Key, Option<&'a V>, u64)> {
+    let state_of = |key: &'a Key, stamped: Option<&'a Stamped<V>>| match stamped {
+        Some(s) if !expired(ttl, s.written_ms, now_ms) => (key, Some(&s.value), s.written_ms),
+        _ => (key, None, 0),
+    };
+    let mut entries = Vec::with_capacity(changes.len());
+    if let Some(view) = view {
+        let mut keys = Vec::new();
+        for &hash in changes.written.iter() {
+            view.held_with_hash(hash, hash_of, &mut keys);
+            entries.extend(keys.drain(..).map(|(key, stamped)| state_of(key, Some(stamped))));
+        }
+    }
+    for (hash, key) in changes.keys.iter() {
+        let held = view.and_then(|v| lookup_layers(&v.base, &v.deltas, None, *hash, key).flatten());
+        if held.is_some() && changes.was_written(*hash) {
+            // Held and its hash written (removed, then written again): yielded above.
+            continue;
+        }
+        entries.push(state_of(key, held));
+    }
+    entries
 }
