@@ -175,16 +175,22 @@ async fn write_file(
     Ok((name, size, crc, path))
 }
 
-/// Bytes of each part of a streamed state file but the last: two S3 parts' worth (16 MiB), so
-/// a 64 MiB file is 4 parts (the local store fsyncs each part; S3 answers each request).
-pub const STATE_PART_SIZE: usize = 2 * MULTIPART_PART_SIZE;
+/// Bytes of each part of a streamed state file but the last: one S3 multipart part (8 MiB),
+/// exactly. A part's buffer is allocated at this size and never grows (a piece that does not
+/// fit is split across two parts), so the upload holds at most two parts: 16 MiB. It stays
+/// below mimalloc's huge-object size (16 MiB): a huge block freed on another thread than the
+/// one that allocated it (the upload frees what the encoder's thread filled) is only reset
+/// (`MADV_FREE`), staying in the process's RSS until the kernel needs the memory, and each
+/// new part took fresh memory (measured: 16 MiB parts that grew to 36 MiB left 100–230 MiB of
+/// such pages during full disk checkpoints at 5M keys; docs/runtime/state-backends.md).
+pub const STATE_PART_SIZE: usize = MULTIPART_PART_SIZE;
 
 /// A part being uploaded in the background, with the upload it extends (handed back when it
 /// is done, so the next part follows it).
 type PartInFlight = tokio::task::JoinHandle<(MultipartUpload, Result<(), StorageError>)>;
 
-/// One object written from pieces: buffered until a part's worth ([`STATE_PART_SIZE`]), then
-/// a multipart upload; a single `put` if it ends before the first part is full. A full part
+/// One object written from pieces: buffered until a part's worth ([`STATE_PART_SIZE`], parts
+/// cut at exactly that size), then a multipart upload; a single `put` if it ends before the first part is full. A full part
 /// is uploaded in the background while the next one fills (at most one part in flight: parts
 /// stay in order, as the local store's multipart upload needs, and memory holds two parts),
 /// so encoding and upload overlap instead of taking turns. Keeps the object's size and CRC-32.
@@ -197,6 +203,8 @@ struct StreamingPut {
     in_flight: Option<PartInFlight>,
     crc: crc32fast::Hasher,
     size: u64,
+    /// The largest capacity the part buffer had, bytes (at most [`STATE_PART_SIZE`]; tests).
+    largest_buffer: usize,
 }
 
 impl StreamingPut {
@@ -209,33 +217,36 @@ impl StreamingPut {
             in_flight: None,
             crc: crc32fast::Hasher::new(),
             size: 0,
+            largest_buffer: 0,
         }
     }
 
-    /// Appends `bytes`; once the buffer holds a part's worth, waits for the part in flight (if
-    /// any) and starts uploading the buffer as the next part.
+    /// Appends `bytes`; each time the buffer holds exactly [`STATE_PART_SIZE`] bytes, waits
+    /// for the part in flight (if any) and starts uploading the buffer as the next part.
     async fn write(&mut self, bytes: Vec<u8>) -> Result<(), StorageError> {
         self.crc.update(&bytes);
         self.size += bytes.len() as u64;
-        if self.buffer.is_empty() && bytes.len() >= STATE_PART_SIZE {
-            self.buffer = bytes;
-        } else {
+        let mut rest = bytes.as_slice();
+        while !rest.is_empty() {
             if self.buffer.capacity() == 0 {
-                self.buffer.reserve(STATE_PART_SIZE + bytes.len());
+                self.buffer = Vec::with_capacity(STATE_PART_SIZE);
             }
-            self.buffer.extend_from_slice(&bytes);
-        }
-        if self.buffer.len() >= STATE_PART_SIZE {
-            let part = bytes::Bytes::from(std::mem::take(&mut self.buffer));
-            let mut upload = match self.settle().await? {
-                Some(upload) => upload,
-                None => self.store.create_multipart(&self.path).await?,
-            };
-            let store = self.store.clone();
-            self.in_flight = Some(tokio::spawn(async move {
-                let result = store.upload_part(&mut upload, part).await;
-                (upload, result)
-            }));
+            let take = rest.len().min(STATE_PART_SIZE - self.buffer.len());
+            self.buffer.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            self.largest_buffer = self.largest_buffer.max(self.buffer.capacity());
+            if self.buffer.len() == STATE_PART_SIZE {
+                let part = bytes::Bytes::from(std::mem::take(&mut self.buffer));
+                let mut upload = match self.settle().await? {
+                    Some(upload) => upload,
+                    None => self.store.create_multipart(&self.path).await?,
+                };
+                let store = self.store.clone();
+                self.in_flight = Some(tokio::spawn(async move {
+                    let result = store.upload_part(&mut upload, part).await;
+                    (upload, result)
+                }));
+            }
         }
         Ok(())
     }
@@ -388,7 +399,7 @@ mod tests {
             &b,
             1,
             2,
-            // 9 MiB blocks: the first part (16 MiB) is uploading when the encoder fails.
+            // 9 MiB blocks: the first part (8 MiB) is uploading when the encoder fails.
             vec![("count".into(), "count".into(), encoder(5, 9 << 20, true))],
         )
         .await
@@ -406,5 +417,40 @@ mod tests {
             })
             .unwrap_or_default();
         assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    /// The part buffer never grows past one part, whatever the pieces' sizes (pieces that do
+    /// not fit are split across parts): before, a 16 MiB part buffer reallocated to about
+    /// twice its size whenever a piece crossed the part boundary, and such a huge block stayed
+    /// in the RSS after it was freed (`STATE_PART_SIZE`). The object is the pieces, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn part_buffers_stay_one_part_large_whatever_the_piece_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
+        let sizes = [
+            10,
+            3 << 20,
+            STATE_PART_SIZE - 7,
+            700_000,
+            2 * STATE_PART_SIZE + 5,
+            1,
+            STATE_PART_SIZE,
+        ];
+        let mut put = StreamingPut::new(store.clone(), "job/file".into());
+        let mut want = Vec::new();
+        for (i, size) in sizes.into_iter().enumerate() {
+            let piece = vec![i as u8 + 1; size];
+            want.extend_from_slice(&piece);
+            put.write(piece).await.unwrap();
+            assert!(
+                put.largest_buffer <= STATE_PART_SIZE,
+                "the part buffer grew to {} bytes, over one part ({STATE_PART_SIZE})",
+                put.largest_buffer
+            );
+        }
+        let (size, crc) = put.finish().await.unwrap();
+        let got = store.get("job/file").await.unwrap();
+        assert_eq!((size, crc), (want.len() as u64, crc32fast::hash(&want)));
+        assert!(got[..] == want[..], "the object is the pieces in order");
     }
 }

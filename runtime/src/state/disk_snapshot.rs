@@ -13,6 +13,17 @@ use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
 use fjall::{Keyspace, Readable, UserValue};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Blocks (key groups) each scan thread of a full disk snapshot may encode ahead of the
+/// upload: the encoder's memory is at most `workers × 2` key-group blocks (plus the upload's
+/// pieces and parts, `checkpoint/state_upload.rs`), not a share of the state.
+pub const BLOCKS_IN_FLIGHT_PER_WORKER: usize = 2;
+
+/// Threads that scan the store for a full disk snapshot: [`parallel::max_workers`].
+pub fn scan_workers() -> usize {
+    parallel::max_workers()
+}
 
 /// Room left at the front of a block's buffer for its header: the versioned prefix (10 bytes),
 /// the version byte and the entry count as a varint (at most 10 bytes).
@@ -78,21 +89,8 @@ pub struct DiskSnapshot {
     pub(crate) dir: PathBuf,
     pub(crate) ttl: Option<StateTtl>,
     pub(crate) now_ms: u64,
-    /// The key groups of the store (the spans a full encode scans).
+    /// The key groups of the store (each one range scan of a full encode).
     pub(crate) range: KeyGroupRange,
-}
-
-/// `range` cut into at most `count` contiguous spans of nearly equal numbers of key groups,
-/// in order (fewer when the range holds fewer key groups).
-pub fn spans(range: KeyGroupRange, count: usize) -> Vec<KeyGroupRange> {
-    let groups = u64::from(range.end - range.start) + 1;
-    let count = (count.max(1) as u64).min(groups);
-    (0..count)
-        .map(|i| KeyGroupRange {
-            start: range.start + (groups * i / count) as u32,
-            end: range.start + (groups * (i + 1) / count) as u32 - 1,
-        })
-        .collect()
 }
 
 impl DiskSnapshot {
@@ -110,69 +108,78 @@ impl DiskSnapshot {
     }
 
     /// [`DiskSnapshot::encode`] as a stream: blocks are handed to `emit` in key-group order.
-    /// The key groups are cut into contiguous spans ([`spans`]: about 8 per worker), each
-    /// span iterated and encoded by one of up to [`parallel::max_workers`] threads (the read
-    /// view is shared; each span is a range scan of its own), a wave of spans at a time, so
-    /// memory holds the encoded blocks of one wave, not of the whole state. Stops at the
-    /// first error of `emit`.
+    /// Each key group is one range scan of the read view (shared by the threads), encoded on
+    /// one of up to [`scan_workers`] threads that live for the whole encode; at most
+    /// [`BLOCKS_IN_FLIGHT_PER_WORKER`] blocks per worker are encoded ahead of `emit`
+    /// ([`parallel::for_each_in_order`]), so memory holds a few key groups' blocks whatever the
+    /// size of the state. Stops at the first error of `emit`.
     pub fn encode_each<E: From<DiskStateError>>(
         self,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.encode_each_on(parallel::max_workers(), emit)
+        self.encode_each_on(scan_workers(), emit).map(|_| ())
     }
 
-    /// [`DiskSnapshot::encode_each`] on up to `workers` threads (the same blocks for any count).
+    /// [`DiskSnapshot::encode_each`] on up to `workers` threads (the same blocks for any
+    /// count). Returns the most blocks that were encoded and not yet handed over at once (at
+    /// most `workers` × [`BLOCKS_IN_FLIGHT_PER_WORKER`]).
     pub fn encode_each_on<E: From<DiskStateError>>(
         self,
         workers: usize,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
-    ) -> Result<(), E> {
+    ) -> Result<usize, E> {
         let workers = workers.max(1);
-        let mut spans = spans(self.range, workers * 8).into_iter().peekable();
-        while spans.peek().is_some() {
-            let wave: Vec<KeyGroupRange> = spans.by_ref().take(workers).collect();
-            for blocks in parallel::map_in_order(wave, workers, |span| self.encode_span(span)) {
-                for block in blocks? {
-                    emit(block)?;
-                }
-            }
-        }
-        Ok(())
+        let key_groups: Vec<u32> = (self.range.start..=self.range.end).collect();
+        // The last key group's entry bytes, to size the next one's buffer (key groups of one
+        // subtask hold about as many keys each).
+        let expected_bytes = AtomicUsize::new(0);
+        parallel::for_each_in_order(
+            key_groups,
+            workers,
+            workers * BLOCKS_IN_FLIGHT_PER_WORKER,
+            |key_group| self.encode_key_group(key_group, &expected_bytes),
+            &mut |block| match block {
+                Ok(Some(block)) => emit(block),
+                Ok(None) => Ok(()),
+                Err(e) => Err(E::from(e)),
+            },
+        )
     }
 
-    /// The blocks of the key groups of `span` with live entries, in order: one range scan of
-    /// the read view.
-    fn encode_span(&self, span: KeyGroupRange) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+    /// The block of `key_group` if it holds live entries: one range scan of the read view.
+    /// `expected_bytes` carries the previous block's size to the next (a buffer sized right
+    /// is not copied while it grows).
+    fn encode_key_group(
+        &self,
+        key_group: u32,
+        expected_bytes: &AtomicUsize,
+    ) -> Result<Option<KeyGroupBlock>, DiskStateError> {
         let err = |problem: String| DiskStateError {
             dir: self.dir.clone(),
             problem,
         };
         let with_times = self.ttl.is_some();
-        let mut blocks = Vec::new();
-        let mut current: Option<BlockBuilder> = None;
-        // The previous key group's entry bytes, to size the next one's buffer.
-        let mut expected_bytes = 0usize;
-        let from = span.start.to_be_bytes();
-        let scan = match span.end.checked_add(1) {
+        let mut block: Option<BlockBuilder> = None;
+        let from = key_group.to_be_bytes();
+        let scan = match key_group.checked_add(1) {
             Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
             None => self.view.range(&self.keyspace, from..),
         };
         for guard in scan {
             let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
-            let (Some(key_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
+            let (Some(entry_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
                 return Err(err("an entry the disk backend did not write".into()));
             };
-            if key.len() < KEY_PREFIX_LEN || expired(self.ttl, written, self.now_ms) {
+            if entry_group != key_group || key.len() < KEY_PREFIX_LEN {
+                return Err(err("an entry the disk backend did not write".into()));
+            }
+            if expired(self.ttl, written, self.now_ms) {
                 continue;
             }
-            if current.as_ref().is_some_and(|b| b.key_group != key_group)
-                && let Some(done) = current.take()
-            {
-                expected_bytes = done.body_len() + done.body_len() / 8;
-                blocks.push(done.finish(with_times));
-            }
-            let block = current.get_or_insert_with(|| BlockBuilder::new(key_group, expected_bytes));
+            let block = block.get_or_insert_with(|| {
+                let expected = expected_bytes.load(Ordering::Relaxed);
+                BlockBuilder::new(key_group, expected + expected / 8)
+            });
             block.entries += 1;
             block.data.extend_from_slice(&key[KEY_PREFIX_LEN..]);
             block.data.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
@@ -180,10 +187,10 @@ impl DiskSnapshot {
                 push_varint(&mut block.data, written);
             }
         }
-        if let Some(done) = current {
-            blocks.push(done.finish(with_times));
-        }
-        Ok(blocks)
+        Ok(block.map(|done| {
+            expected_bytes.store(done.body_len(), Ordering::Relaxed);
+            done.finish(with_times)
+        }))
     }
 
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend

@@ -541,25 +541,10 @@ fn the_changed_key_set_is_bounded_and_an_overflow_makes_a_base() {
     );
 }
 
-/// A full snapshot encoded on several threads (key-group spans) gives the blocks of one
-/// thread, in key-group order; spans cover the range in order without gaps.
+/// A full snapshot encoded on several threads gives the blocks of one thread, in key-group
+/// order.
 #[test]
-fn parallel_span_encoding_equals_one_thread() {
-    use crate::state::disk_snapshot::spans;
-    for (range, count) in [((0, 0), 4), ((3, 10), 3), ((0, 127), 16), ((5, 6), 8)] {
-        let range = KeyGroupRange {
-            start: range.0,
-            end: range.1,
-        };
-        let got = spans(range, count);
-        assert_eq!(got.first().unwrap().start, range.start);
-        assert_eq!(got.last().unwrap().end, range.end);
-        assert!(
-            got.windows(2)
-                .all(|w| w[0].end + 1 == w[1].start && w[0].start <= w[0].end)
-        );
-        assert_eq!(got.len(), count.min(range.len() as usize));
-    }
+fn parallel_encoding_equals_one_thread() {
     let mut f = open(Some(Duration::from_secs(3600)), all());
     for i in 0..3000 {
         add(&mut f.state, i, i, 1000 + i as u64);
@@ -615,4 +600,47 @@ fn the_write_buffer_stays_bounded_while_the_store_grows() {
         "write buffers peaked at {peak} bytes, over {bound} (5 memtables of {} and slack)",
         options.write_buffer_bytes
     );
+}
+
+/// A full snapshot of a store with many key groups holds only a few blocks ahead of a slow
+/// upload: at most [`BLOCKS_IN_FLIGHT_PER_WORKER`] per scan thread, whatever the number of
+/// key groups (before, a wave of contiguous spans, an eighth of the state, was encoded whole
+/// before the first of its blocks was handed over: 16 of 128 blocks with two threads).
+#[test]
+fn a_full_snapshot_encodes_at_most_a_few_blocks_ahead_of_the_upload() {
+    use crate::state::disk_snapshot::BLOCKS_IN_FLIGHT_PER_WORKER;
+    let range = key_group_range(0, 1, 128);
+    let mut f = open(None, range);
+    let mut by_group = BTreeMap::new();
+    for i in 0..20_000i64 {
+        let k = key(i);
+        let h = key_hash(&k);
+        let group = key_group_of_hash(h, 128);
+        f.state.update(group, h, &k, 0, |_| i).unwrap();
+        *by_group.entry(group).or_insert(0u64) += 1;
+    }
+    assert_eq!(by_group.len(), 128, "every key group holds keys");
+    for workers in [1, 2, 4] {
+        let mut emitted = Vec::new();
+        let peak = f
+            .state
+            .snapshot(0)
+            .encode_each_on(workers, &mut |b| {
+                // A slow upload: the scan threads run ahead until the window is full.
+                std::thread::sleep(Duration::from_micros(200));
+                emitted.push((b.key_group, b.entries));
+                Ok::<(), DiskStateError>(())
+            })
+            .unwrap();
+        assert_eq!(
+            emitted,
+            by_group.clone().into_iter().collect::<Vec<_>>(),
+            "{workers} workers"
+        );
+        let bound = workers * BLOCKS_IN_FLIGHT_PER_WORKER;
+        assert!(
+            peak <= bound,
+            "{peak} blocks encoded ahead of the upload with {workers} scan threads, over {bound}"
+        );
+    }
 }
