@@ -8,10 +8,15 @@ mod common;
 use common::*;
 use std::path::Path;
 
-/// A keyed count over 150,000 generated records at 10,000 records/s per source subtask: the
-/// first 60,000 records spread over 40,000 keys (about 31,000 distinct keys in the state),
-/// then all but every 400th go to the one key `tail`, so after a restore most key groups are
+/// A keyed count over 150,000 generated records at 10,000 records/s per source subtask (two
+/// subtasks): the first 10,000 records (about 0.5 s) spread over 40,000 keys (about 8,800
+/// distinct keys in the state, in every key group), then all but every 400th go to the one
+/// key `tail`, so after a restore from a checkpoint past record 10,000 most key groups are
 /// touched rarely and stay pending for seconds (background building off by a failpoint).
+/// With the spread part still running at the restore, its records touch every key group in
+/// the first batches and no checkpoint would see a pending group: so the first crash comes
+/// after checkpoint 10 (at least 2 s at `interval: 200ms`, four times the spread part's
+/// half second, so a loaded machine that slows the sources still has them past it).
 fn manifest(dir: &Path, paths: &Paths, backend: &str) -> std::path::PathBuf {
     let yaml = format!(
         r#"apiVersion: weir.dev/v1alpha1
@@ -25,7 +30,7 @@ spec:
     steps:
       - uid: gen
         source: {{ generator: {{ seed: 7, count: 150000, keys: 40000, maxRecordsPerSecond: 10000 }} }}
-      - keyBy: {{ expression: "id < 60000 || id % 400 == 0 ? key : 'tail'", as: key }}
+      - keyBy: {{ expression: "id < 10000 || id % 400 == 0 ? key : 'tail'", as: key }}
       - uid: counts
         count: {{}}
       - uid: output
@@ -75,7 +80,7 @@ fn killed_before_all_key_groups_were_built(backend: &str) {
     let paths = Paths::local(dir.path());
     let m = manifest(dir.path(), &paths, backend);
     let env = state_dir_env(&dir.path().join("state"));
-    // 1. Crash right after checkpoint 10 (about 2 s in: some 26,000 keys in the state).
+    // 1. Crash right after checkpoint 10 (about 2 s in, past the spread records).
     crash(&m, &env, "after-metadata:10", &["failpoint after-metadata:10 reached"]);
     // 2. Restored lazily; groups are built only when a record touches them. Two checkpoints
     //    complete while groups are pending, then a crash after the second.
