@@ -73,7 +73,7 @@ struct Window<T, R> {
 /// snapshot's blocks, one per key group: [`map_in_order`] would hold all of them). The
 /// workers live for the whole call (one thread start per worker, not per item). Stops at the
 /// first error of `emit` (workers finish the item they hold and take no other) and returns it;
-/// a panic in `f` propagates to the caller. Returns the most results that were alive at once
+/// a panic in `f` or in `emit` stops the workers the same way and propagates to the caller. Returns the most results that were alive at once
 /// (at most `window`).
 pub fn for_each_in_order<T: Send, R: Send, E>(
     items: Vec<T>,
@@ -142,9 +142,18 @@ pub fn for_each_in_order<T: Send, R: Send, E>(
                     std::panic::resume_unwind(panic);
                 }
             };
-            if let Err(e) = emit(result) {
-                stop(&mut lock());
-                return Err(e);
+            // A panic in `emit` stops the workers too (else those waiting for room would
+            // wait for ever and the scope would never end), then goes on to the caller.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| emit(result))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    stop(&mut lock());
+                    return Err(e);
+                }
+                Err(panic) => {
+                    stop(&mut lock());
+                    std::panic::resume_unwind(panic);
+                }
             }
             lock().emitted += 1;
             room.notify_all();
@@ -241,6 +250,17 @@ mod tests {
             },
             &mut |_| Ok::<(), ()>(()),
         );
+    }
+
+    /// Workers that filled the window wait for room; a panic in `emit` must stop them (it
+    /// hung before: the scope waited for workers that waited for room).
+    #[test]
+    #[should_panic(expected = "emit failed at 3")]
+    fn a_panic_in_emit_reaches_the_caller_and_stops_the_workers() {
+        let _ = for_each_in_order((0..1_000).collect::<Vec<u32>>(), 2, 2, |i| i, &mut |i| {
+            assert_ne!(i, 3, "emit failed at 3");
+            Ok::<(), ()>(())
+        });
     }
 
     #[test]
