@@ -7,7 +7,8 @@
 //!   local: temp file, fsync, rename; S3: multipart above 16 MiB).
 //! - restore time, from the restore's start (`restore::load`: download, size and CRC check,
 //!   decode of the state files; then the aggregation opened on the backend, its key groups
-//!   pending: a lazy restore, `state/pending.rs`) to (a) the first record processed (one
+//!   pending: a lazy restore, `state/pending.rs`; a disk store is created while the files
+//!   download, as a run creates it, `state/disk_store.rs`) to (a) the first record processed (one
 //!   record, which builds its one key group), (b) a first batch of 1,024 records of other keys
 //!   processed (its key groups built on first access), and (c) the keyed state fully built
 //!   (the rest of the pending groups), each vs a raw download of the same files
@@ -26,6 +27,7 @@ use weir_runtime::operators::aggregate::{Aggregate, KeyedStateInit};
 use weir_runtime::record::{Key, KeyedBy, Record, Row};
 use weir_runtime::state::backend::BackendChoice;
 use weir_runtime::state::disk::DiskStateOptions;
+use weir_runtime::state::disk_store;
 use weir_runtime::state::key_group::key_group_range;
 use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options};
@@ -217,6 +219,19 @@ async fn restore(
 ) -> (LoadedSnapshot, Vec<Aggregate>, u64, RestorePhases) {
     let start = Probe::now();
     let t = Instant::now();
+    let keyed_ops = || {
+        metadata
+            .operators
+            .iter()
+            .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
+    };
+    let store_dir = |uid: &str| std::path::Path::new(state_dir).join(format!("{name}-{uid}"));
+    if backend == "disk" {
+        // As a run does (`exec::prepare`): the stores are created while the files download.
+        for op in keyed_ops() {
+            disk_store::create_early(&store_dir(&op.uid), DiskStateOptions::default());
+        }
+    }
     let snapshot = load(store, "").await.expect("load the checkpoint");
     let loaded = t.elapsed().as_secs_f64();
     let after_load = Probe::now();
@@ -224,17 +239,13 @@ async fn restore(
     let mut entries = 0;
     let mut restored = Vec::new();
     let (mut handed, mut opened) = (after_load, after_load);
-    for op in metadata
-        .operators
-        .iter()
-        .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
-    {
+    for op in keyed_ops() {
         entries += op.handles.iter().map(|h| h.entries).sum::<u64>();
         let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
         handed = Probe::now();
         if backend == "disk" {
             init.backend = BackendChoice::Disk {
-                dir: std::path::Path::new(state_dir).join(format!("{name}-{}", op.uid)),
+                dir: store_dir(&op.uid),
                 options: DiskStateOptions::default(),
             };
         }

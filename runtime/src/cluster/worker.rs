@@ -324,6 +324,14 @@ async fn deploy(
         .iter()
         .map(|&task| key_group_range(task as u32 % job.parallelism, job.parallelism, job.max_parallelism))
         .collect();
+    // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
+    let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
+    // The disk stores of this worker's subtasks are created while the restore point
+    // downloads; the subtasks built below take them, and the guard drops any left untaken
+    // (a deployment that fails first, or a subtask index of a stage without keyed state).
+    let subtasks: std::collections::BTreeSet<u32> = d.tasks.iter().map(|&t| t as u32 % job.parallelism).collect();
+    exec::create_disk_stores_early(&job, &state_dir, subtasks.iter().copied());
+    let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
     let snapshot = match &d.restore {
         Some(url) => Some(Arc::new(
             restore::load_url_owned(url, &s3, Some(&owned))
@@ -340,8 +348,6 @@ async fn deploy(
         }
         None => (None, HashMap::new()),
     };
-    // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
-    let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3: s3.clone(),

@@ -16,19 +16,43 @@ use crate::operators::{StreamOperator, TaskError, source};
 use crate::state::backend::BackendChoice;
 use crate::state::key_group::key_group_range;
 use crate::state::local_dir;
+use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// The backend of stateful step `uid`'s subtask `subtask`: the job's `stateBackend`, a disk
 /// store in its own directory under the run's.
 fn backend_choice(ctx: &RunContext, uid: &str, subtask: u32) -> BackendChoice {
-    match ctx.job.spec.state_backend {
+    job_backend_choice(&ctx.job, &ctx.state_dir, uid, subtask)
+}
+
+/// [`backend_choice`] of `job` with the run directory `state_dir`.
+fn job_backend_choice(job: &Job, state_dir: &Path, uid: &str, subtask: u32) -> BackendChoice {
+    match job.spec.state_backend {
         crate::job::StateBackend::Heap => BackendChoice::Heap,
         crate::job::StateBackend::Disk => BackendChoice::Disk {
-            dir: local_dir::store_dir(&ctx.state_dir, uid, subtask),
+            dir: local_dir::store_dir(state_dir, uid, subtask),
             // Validated with the job (`Job::from_spec`): defaults only for a spec built otherwise.
-            options: ctx.job.spec.disk_state_options().unwrap_or_default(),
+            options: job.spec.disk_state_options().unwrap_or_default(),
         },
+    }
+}
+
+/// Starts creating the disk stores of every keyed aggregation's subtasks in `subtasks` under
+/// the run directory `state_dir`, each on a thread of its own
+/// ([`disk_store::create_early`](crate::state::disk_store::create_early)), so their creation
+/// (fjall's `fsync`s) overlaps the restore's download instead of following it; the subtasks
+/// built later take them. Nothing for the heap backend.
+pub fn create_disk_stores_early(job: &Job, state_dir: &Path, subtasks: impl Iterator<Item = u32> + Clone) {
+    for op in &job.operators {
+        if !matches!(op.kind, OperatorKind::Aggregate { .. }) {
+            continue;
+        }
+        for subtask in subtasks.clone() {
+            if let BackendChoice::Disk { dir, options } = job_backend_choice(job, state_dir, &op.uid, subtask) {
+                crate::state::disk_store::create_early(&dir, options);
+            }
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use crate::job::{Job, OperatorKind};
 use crate::operators::sink::commit_restored;
 use crate::state::local_dir;
 use crate::storage::{self, S3Options};
-pub use build::{BuiltTask, build_task};
+pub use build::{BuiltTask, build_task, create_disk_stores_early};
 pub use lanes::PriorityLanes;
 use messages::{Control, TaskEvent};
 use std::collections::HashMap;
@@ -425,8 +425,14 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     let store = storage::open(&storage_url(&job, opts.checkpoint_storage.as_deref()), &s3)
         .await
         .map_err(|e| e.to_string())?;
-    let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None).await?;
     let run_id = format!("{:016x}", rand::random::<u64>());
+    let state_dir = local_state_dir(&job, opts.state_dir.as_deref(), &run_id)?;
+    // The disk stores are created while the restore point downloads (their `fsync`s would
+    // otherwise come after it, before the first record).
+    // The subtasks built below take them; a start that fails first drops them (the guard).
+    build::create_disk_stores_early(&job, &state_dir, 0..job.parallelism);
+    let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
+    let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None).await?;
     // The lineage continues when this run restored one of the job's own checkpoints, so
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
     // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a
@@ -440,7 +446,6 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         .unwrap_or_else(|| run_id.clone());
     let (read_log, furthest_read) =
         read_positions::for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
-    let state_dir = local_state_dir(&job, opts.state_dir.as_deref(), &run_id)?;
     let ctx = RunContext {
         job: Arc::new(job),
         s3,

@@ -34,9 +34,10 @@ use crate::state::keyed_block;
 use crate::state::parallel;
 
 pub use crate::state::disk_snapshot::DiskSnapshot;
+use crate::state::disk_store;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{StateTtl, expired};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{Database, Keyspace};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -126,6 +127,9 @@ pub struct DiskKeyedState<V> {
     changed_len: usize,
     /// Most keys `changed` holds before it overflows ([`changed_key_limit`]).
     changed_limit: usize,
+    /// Most block bytes a build of absent key groups writes through the write buffer instead
+    /// of a bulk ingestion ([`batch_build_bytes`]).
+    batch_build_bytes: usize,
     _value: PhantomData<fn() -> V>,
 }
 
@@ -143,43 +147,35 @@ pub fn changed_key_limit(options: &DiskStateOptions) -> usize {
     (options.write_buffer_bytes / CHANGED_KEY_BYTES).max(1024) as usize
 }
 
+/// Key groups each decoding thread of a restore may decode ahead of the store's writes
+/// ([`DiskKeyedState::restore_absent_groups`]).
+pub const DECODED_GROUPS_PER_WORKER: usize = 4;
+
+/// Most bytes of restored blocks that [`DiskKeyedState::restore_absent_groups`] writes through
+/// the store's write buffer (write batches: no `fsync`, no lookup) rather than by a bulk
+/// ingestion, which costs about 11 `fsync`s whatever its size (the table file, its directory,
+/// a new version twice; 1–30 ms each on a shared disk): a quarter of the write buffer
+/// ([`DiskStateOptions::write_buffer_bytes`]; 4 MiB at the default 16 MiB). So the key group
+/// a lazy restore builds for the first record (1/128 of a subtask's state at the default
+/// maxParallelism) waits for no `fsync`, while the rest of the state, built in larger sets,
+/// still goes in as sorted tables (no memtable, no flush, no compaction of its own writes).
+pub fn batch_build_bytes(options: &DiskStateOptions) -> usize {
+    (options.write_buffer_bytes / 4) as usize
+}
+
 impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedState<V> {
     /// Empty state for `range` in a new store at `dir` (anything already there is deleted
-    /// first: scratch from an earlier run), expiring entries after `ttl` if set. Errors: the
-    /// directory cannot be created or the store cannot open there.
+    /// first: scratch from an earlier run), expiring entries after `ttl` if set. The store
+    /// [`disk_store::create_early`] started for `dir` with the same `options` is taken (waiting
+    /// for the rest of its creation) instead of creating one now. Errors: the directory cannot
+    /// be created or the store cannot open there.
     pub fn open(
         dir: &Path,
         range: KeyGroupRange,
         ttl: Option<StateTtl>,
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
-        let err = |problem: String| DiskStateError {
-            dir: dir.to_path_buf(),
-            problem,
-        };
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|e| err(format!("cannot remove the previous run's state: {e}")))?;
-        }
-        std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the directory: {e}")))?;
-        let db = Database::builder(dir)
-            .temporary(true)
-            .manual_journal_persist(true)
-            .worker_threads(STORE_WORKER_THREADS)
-            .cache_size(options.cache_bytes)
-            .open()
-            .map_err(|e| err(format!("cannot open the store: {e}")))?;
-        let memtable = options.write_buffer_bytes.max(1 << 20);
-        let keyspace = db
-            .keyspace("keyed", || {
-                // `manual_journal_persist` on the keyspace too (the database's flag covers only
-                // write batches): otherwise every single insert flushes the journal's buffer to
-                // the OS, a write(2) per record. The store is scratch, rebuilt from the
-                // checkpoint on every start, so the journal needs no durability at all.
-                KeyspaceCreateOptions::default()
-                    .max_memtable_size(memtable)
-                    .manual_journal_persist(true)
-            })
-            .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
+        let disk_store::Store { db, keyspace } = disk_store::take_or_create(dir, options)?;
         Ok(DiskKeyedState {
             range,
             ttl,
@@ -192,6 +188,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             changed: None,
             changed_len: 0,
             changed_limit: changed_key_limit(&options),
+            batch_build_bytes: batch_build_bytes(&options),
             _value: PhantomData,
         })
     }
@@ -271,9 +268,10 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// range are skipped, entries expired at `now_ms` are dropped, entries of a block without
     /// timestamps count as written at `now_ms`. Blocks of one key group apply in the order
     /// given (a chain's base, then its deltas). Into an empty store (every start: the store is
-    /// scratch) the key groups are decoded on up to [`parallel::max_workers`] threads, a few
-    /// at a time, and written by bulk ingestion (sorted tables written directly, no journal or
-    /// memtable: fjall's `start_ingestion`); into a store that holds entries, by write batches.
+    /// scratch) as [`DiskKeyedState::restore_absent_groups`] (decoded on up to
+    /// [`parallel::max_workers`] threads; small sets by write batches, larger ones by bulk
+    /// ingestion: sorted tables written directly, no journal or memtable, fjall's
+    /// `start_ingestion`); into a store that holds entries, by write batches with lookups.
     /// Errors: the key group and why its block does not decode; a store write failure.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         if self.len > 0 {
@@ -283,43 +281,80 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 
     /// [`DiskKeyedState::restore`] of the blocks of key groups that hold no entry in the store
-    /// (a lazy restore's pending groups, `state/pending.rs`), by bulk ingestion whatever the
-    /// store holds in other key groups: the ingested tables get a sequence number above every
-    /// write so far (fjall's `Ingestion::finish`), and no key of theirs is in the store, so
-    /// nothing is looked up or overwritten. Errors: as [`DiskKeyedState::restore`].
+    /// (a lazy restore's pending groups, `state/pending.rs`), whatever the store holds in other
+    /// key groups: no key of theirs is in the store, so nothing is looked up or overwritten.
+    /// Up to [`batch_build_bytes`] of blocks go in by write batches (through the write buffer:
+    /// no `fsync` before the first record); more by one bulk ingestion (the ingested tables get
+    /// a sequence number above every write so far, fjall's `Ingestion::finish`). Either way
+    /// the key groups are decoded on up to [`parallel::max_workers`] threads, a few at a time.
+    /// Errors: as [`DiskKeyedState::restore`].
     pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         let mut by_group: std::collections::BTreeMap<u32, Vec<KeyGroupBlock>> = Default::default();
+        let mut bytes = 0usize;
         for block in blocks {
             if self.range.contains(block.key_group) {
+                bytes += block.data.len();
                 by_group.entry(block.key_group).or_default().push(block);
             }
         }
         if by_group.is_empty() {
             return Ok(());
         }
-        let workers = parallel::max_workers();
-        let ttl = self.ttl;
         let groups: Vec<(u32, Vec<KeyGroupBlock>)> = by_group.into_iter().collect();
+        if bytes <= self.batch_build_bytes {
+            let mut batch = self.db.batch();
+            let mut held = 0usize;
+            self.decode_groups(groups, now_ms, &mut |key, value| {
+                batch.insert(&self.keyspace, key, value);
+                held += 1;
+                Ok(())
+            })?;
+            batch.commit().map_err(|e| self.err(e).to_string())?;
+            self.len += held;
+            return Ok(());
+        }
         let mut ingestion = self.keyspace.start_ingestion().map_err(|e| self.err(e).to_string())?;
         let mut held = 0usize;
-        let mut groups = groups.into_iter().peekable();
-        while groups.peek().is_some() {
-            // A wave of key groups decoded in parallel, then ingested in key order: memory
-            // holds the decoded entries of one wave, not of the whole state.
-            let wave: Vec<(u32, Vec<KeyGroupBlock>)> = groups.by_ref().take(workers * 4).collect();
-            let decoded = parallel::map_in_order(wave, workers, |(key_group, blocks)| {
-                sorted_group_entries::<V>(key_group, blocks, ttl, now_ms)
-            });
-            for entries in decoded {
-                for (key, value) in entries? {
-                    ingestion.write(key, value).map_err(|e| self.err(e).to_string())?;
-                    held += 1;
-                }
-            }
-        }
+        let err = |e: fjall::Error| self.err(e).to_string();
+        self.decode_groups(groups, now_ms, &mut |key, value| {
+            ingestion.write(key, value).map_err(err)?;
+            held += 1;
+            Ok(())
+        })?;
         ingestion.finish().map_err(|e| self.err(e).to_string())?;
         self.len += held;
         Ok(())
+    }
+
+    /// Hands the live entries of `groups` (each group's blocks applied in order, see
+    /// [`sorted_group_entries`]) to `write` on the calling thread, in ascending store-key
+    /// order. The groups are decoded on up to [`parallel::max_workers`] threads while `write`
+    /// takes the groups decoded before (a pipeline, [`parallel::for_each_in_order`]: the store
+    /// writes its tables on one core while the others decode), at most
+    /// [`DECODED_GROUPS_PER_WORKER`] groups per worker ahead of it: memory holds a few key
+    /// groups' entries, not the whole state. Errors: a block that does not decode (named by
+    /// key group), `write`'s.
+    fn decode_groups(
+        &self,
+        groups: Vec<(u32, Vec<KeyGroupBlock>)>,
+        now_ms: u64,
+        write: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let workers = parallel::max_workers();
+        let ttl = self.ttl;
+        parallel::for_each_in_order(
+            groups,
+            workers,
+            workers * DECODED_GROUPS_PER_WORKER,
+            |(key_group, blocks)| sorted_group_entries::<V>(key_group, blocks, ttl, now_ms),
+            &mut |entries| {
+                for (key, value) in entries? {
+                    write(key, value)?;
+                }
+                Ok(())
+            },
+        )
+        .map(|_| ())
     }
 
     /// [`DiskKeyedState::restore`] into a store that may hold entries: one write batch per

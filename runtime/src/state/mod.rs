@@ -2,6 +2,7 @@ pub mod backend;
 pub mod changed_keys;
 pub mod disk;
 pub mod disk_snapshot;
+pub mod disk_store;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod incremental;

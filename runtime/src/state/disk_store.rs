@@ -1,0 +1,153 @@
+//! Creating the disk backend's store (`state/disk.rs`), now or ahead of time.
+//!
+//! Creating an empty fjall store costs about 19 `fsync`s (journal, version files, each
+//! keyspace's directories and `current` pointer: 0.01–0.2 s of waiting on a shared disk, at a
+//! few ms of CPU), and fjall 3.1 has no option to skip them although the store is scratch
+//! (recreated empty on every start; durability comes from the checkpoint): only a patch of
+//! fjall would remove them. So a restore does not wait for them after the download: the run
+//! starts creating the stores of its subtasks ([`create_early`]) before it reads the restore
+//! point, each on a thread of its own, and [`DiskKeyedState::open`] takes the store created
+//! for its directory ([`take_or_create`]), waiting only for what is left of its creation
+//! (overlap, not sum). A store nobody takes is dropped by [`discard_early`].
+//!
+//! [`DiskKeyedState::open`]: crate::state::disk::DiskKeyedState::open
+
+use crate::state::disk::{DiskStateError, DiskStateOptions, STORE_WORKER_THREADS};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+/// An open, empty store: the database and its one keyspace of keyed state.
+pub(crate) struct Store {
+    pub(crate) db: Database,
+    pub(crate) keyspace: Keyspace,
+}
+
+/// A store being created on a thread of its own, with the options it was created with.
+struct EarlyStore {
+    options: DiskStateOptions,
+    creation: JoinHandle<Result<Store, DiskStateError>>,
+}
+
+/// Stores started by [`create_early`] and not taken yet, by directory.
+fn early_stores() -> &'static Mutex<HashMap<PathBuf, EarlyStore>> {
+    static EARLY: OnceLock<Mutex<HashMap<PathBuf, EarlyStore>>> = OnceLock::new();
+    EARLY.get_or_init(Default::default)
+}
+
+/// Creates an empty store at `dir` (anything already there is deleted first: scratch from an
+/// earlier run). Errors: the directory cannot be removed or created, or the store cannot
+/// open there (naming the directory).
+pub(crate) fn create(dir: &Path, options: DiskStateOptions) -> Result<Store, DiskStateError> {
+    let err = |problem: String| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| err(format!("cannot remove the previous run's state: {e}")))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the directory: {e}")))?;
+    let db = Database::builder(dir)
+        .temporary(true)
+        .manual_journal_persist(true)
+        .worker_threads(STORE_WORKER_THREADS)
+        .cache_size(options.cache_bytes)
+        .open()
+        .map_err(|e| err(format!("cannot open the store: {e}")))?;
+    let memtable = options.write_buffer_bytes.max(1 << 20);
+    let keyspace = db
+        .keyspace("keyed", || {
+            // `manual_journal_persist` on the keyspace too (the database's flag covers only
+            // write batches): otherwise every single insert flushes the journal's buffer to
+            // the OS, a write(2) per record. The store is scratch, rebuilt from the
+            // checkpoint on every start, so the journal needs no durability at all.
+            KeyspaceCreateOptions::default()
+                .max_memtable_size(memtable)
+                .manual_journal_persist(true)
+        })
+        .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
+    Ok(Store { db, keyspace })
+}
+
+/// Starts creating an empty store at `dir` with `options` on a thread of its own, for
+/// [`take_or_create`] to take later (a run calls it for every disk store of its subtasks
+/// before it reads its restore point). A creation already started for `dir` is kept. If the
+/// thread cannot be started the store is created when it is taken.
+pub fn create_early(dir: &Path, options: DiskStateOptions) {
+    let mut early = early_stores().lock().expect("early stores lock");
+    if early.contains_key(dir) {
+        return;
+    }
+    let owned = dir.to_path_buf();
+    let started = std::thread::Builder::new()
+        .name("weir-store-create".into())
+        .spawn(move || create(&owned, options));
+    if let Ok(creation) = started {
+        early.insert(dir.to_path_buf(), EarlyStore { options, creation });
+    }
+}
+
+/// The empty store at `dir`: the one [`create_early`] started for it (waiting for the rest of
+/// its creation) when it was started with the same `options`, else one created now. Errors:
+/// as [`create`] (an early creation's error is returned as it is).
+pub(crate) fn take_or_create(dir: &Path, options: DiskStateOptions) -> Result<Store, DiskStateError> {
+    let started = early_stores().lock().expect("early stores lock").remove(dir);
+    if let Some(early) = started {
+        let created = early.creation.join().map_err(|_| DiskStateError {
+            dir: dir.to_path_buf(),
+            problem: "creating the store panicked".into(),
+        });
+        if early.options == options {
+            return created?;
+        }
+        // Other options: drop it (its directory is recreated below).
+        drop(created);
+    }
+    create(dir, options)
+}
+
+/// Drops the stores [`create_early`] started under `root` and nobody took (a start that
+/// failed after starting them), waiting for their creation to end; dropping a store removes
+/// its directory.
+pub fn discard_early(root: &Path) {
+    let left: Vec<EarlyStore> = {
+        let mut early = early_stores().lock().expect("early stores lock");
+        let dirs: Vec<PathBuf> = early.keys().filter(|d| d.starts_with(root)).cloned().collect();
+        dirs.iter().filter_map(|d| early.remove(d)).collect()
+    };
+    for store in left {
+        drop(store.creation.join());
+    }
+}
+
+/// Calls [`discard_early`] for its directory when dropped: what a start that failed before
+/// its subtasks took their stores leaves behind is dropped on every way out.
+pub struct DiscardEarlyOnDrop {
+    root: PathBuf,
+}
+
+impl DiscardEarlyOnDrop {
+    /// A guard for the stores started early under `root`.
+    pub fn new(root: &Path) -> DiscardEarlyOnDrop {
+        DiscardEarlyOnDrop {
+            root: root.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for DiscardEarlyOnDrop {
+    fn drop(&mut self) {
+        discard_early(&self.root);
+    }
+}
+
+/// Whether a creation started by [`create_early`] for `dir` is waiting to be taken.
+pub fn is_created_early(dir: &Path) -> bool {
+    early_stores().lock().expect("early stores lock").contains_key(dir)
+}
+
+#[cfg(test)]
+#[path = "disk_store_tests.rs"]
+mod tests;
