@@ -2,14 +2,19 @@
 //! incremental checkpoint holds, on both state backends (`state/incremental.rs`).
 //!
 //! **On the heap backend a written key is recorded by its hash only** (its [`key_hash`], 8
-//! bytes in a set of `u64`s: no key clone, no allocation, no key comparison per write); a
-//! removed key is recorded by key, since a removal's tombstone must name a key the snapshot no
-//! longer holds (removals are rare in the jobs this serves: counts, aggregates). The encoder of
-//! a delta resolves each written hash to the keys the snapshot holds under it, off the task
-//! thread ([`HeapSnapshot::encode_delta`]: the frozen tables' `iter_hash`). Two keys sharing a
-//! hash both go into the delta, the unchanged one with its own value as of the barrier: a
-//! delta entry always states a key's state as of the barrier, so any superset of the changed
-//! keys restores exactly.
+//! bytes in a set of `u64`s: no key clone, no allocation, no key comparison per write), and
+//! only at its first write since the changes were last taken: each entry carries the write
+//! epoch of its last write (`Stamped::written_epoch`), which the write reads anyway. A key
+//! group more than one in [`SCAN_WHEN_ONE_IN`] of whose entries were written stops recording
+//! hashes and only counts: its encoder scans the group's tables for entries of recent epochs
+//! instead ([`GroupChanges::scan_from_epoch`]), and the next interval starts that way when
+//! the group was written as densely. A removed key is recorded by key, since a removal's
+//! tombstone must name a key the snapshot no longer holds (removals are rare in the jobs this
+//! serves: counts, aggregates). The encoder of a delta resolves each written hash to the keys
+//! the snapshot holds under it, off the task thread ([`HeapSnapshot::encode_delta`]: the
+//! frozen tables' `iter_hash`). Two keys sharing a hash both go into the delta, the unchanged
+//! one with its own value as of the barrier: a delta entry always states a key's state as of
+//! the barrier, so any superset of the changed keys restores exactly.
 //!
 //! **The disk backend records every change by key**: its encoder reads a key by a point lookup
 //! (bloom filters skip most tables), where resolving a hash takes a prefix scan of key group +
