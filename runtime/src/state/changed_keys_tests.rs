@@ -19,7 +19,11 @@ fn all() -> KeyGroupRange {
 }
 
 fn stamped(value: i64, written_ms: u64) -> Stamped<i64> {
-    Stamped { value, written_ms }
+    Stamped {
+        value,
+        written_ms,
+        written_epoch: 0,
+    }
 }
 
 /// The entries of blocks, restored in order on the heap backend: key → value.
@@ -239,4 +243,87 @@ fn a_removal_after_a_write_within_one_interval_restores_exactly() {
             }
         }
     }
+}
+
+/// Dense and sparse intervals on the heap (groups switch between written hashes and a scan
+/// by write epoch, `GroupChanges::record_first_write`), with removals, snapshots held in
+/// flight (frozen layers) and deltas over several intervals (sets merged, as when a
+/// checkpoint was not confirmed before the next barrier): every chain of base plus deltas
+/// restores exactly the state at its barrier, and no delta holds a key twice.
+#[test]
+fn deltas_by_scan_and_by_hash_restore_the_state_at_each_barrier() {
+    const KEYS: u64 = 3_000;
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |below: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % below
+    };
+    let mut state = HeapKeyedState::<i64>::new(all(), None);
+    state.track_changes();
+    let write = |state: &mut HeapKeyedState<i64>, i: u64, v: i64| {
+        let (kg, hash, key) = key_of(i as i64);
+        state.update(kg, hash, &key, 0, |old| old.copied().unwrap_or(0) + v);
+    };
+    for i in 0..KEYS {
+        write(&mut state, i, 1);
+    }
+    state.take_changes();
+    let mut chain = state.snapshot(0).encode().unwrap();
+    // The encoded snapshot is dropped: merge the tables back (writes then go to the base
+    // table itself until the next snapshot held in flight).
+    state.maintain(0, 0);
+    let (mut scanned, mut hashed) = (0, 0);
+    // (writes, removals, snapshot held in flight, intervals merged into the delta)
+    let intervals: [(u64, u64, bool, usize); 8] = [
+        (4 * KEYS, 5, false, 1),
+        (20, 3, true, 1),
+        (10, 0, false, 1),
+        (KEYS, 40, false, 2),
+        (5, 1, true, 1),
+        (50, 50, false, 2),
+        (3 * KEYS, 0, true, 3),
+        (KEYS / 2, 10, true, 1),
+    ];
+    for (n, (writes, removals, in_flight, merged)) in intervals.into_iter().enumerate() {
+        let mut changes = ChangedKeys::default();
+        let mut held = Vec::new();
+        for _ in 0..merged {
+            if in_flight {
+                held.push(state.snapshot(0));
+            }
+            for _ in 0..writes {
+                write(&mut state, next(KEYS + KEYS / 10), 1 + next(5) as i64);
+            }
+            for _ in 0..removals {
+                let (kg, hash, key) = key_of(next(KEYS) as i64);
+                state.remove(kg, hash, &key);
+            }
+            changes.merge(&state.take_changes());
+        }
+        for (_, group) in changes.by_key_group() {
+            match group.scan_from_epoch {
+                Some(_) => scanned += 1,
+                None => hashed += 1,
+            }
+        }
+        let at_barrier = full_entries(&state.snapshot(0).encode().unwrap());
+        let delta = state.snapshot(0).encode_delta(&changes).unwrap();
+        for block in &delta {
+            let keys: Vec<Key> = keyed_block::decode_with_removals::<i64>(&block.data)
+                .unwrap()
+                .into_iter()
+                .map(|(k, _, _)| k)
+                .collect();
+            let distinct: std::collections::BTreeSet<&Key> = keys.iter().collect();
+            assert_eq!(distinct.len(), keys.len(), "interval {n}: a key twice");
+        }
+        chain.extend(delta);
+        assert_eq!(restored(chain.clone()), at_barrier, "interval {n}");
+        drop(held);
+        state.maintain(0, 0);
+    }
+    assert!(
+        scanned > 0 && hashed > 0,
+        "both kinds ran: {scanned} scanned, {hashed} by hash"
+    );
 }

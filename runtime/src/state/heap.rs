@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 pub use crate::state::changed_keys::ChangedKeys;
-use crate::state::changed_keys::GroupChanges;
+use crate::state::changed_keys::{GroupChanges, SCAN_WHEN_ONE_IN};
 use crate::state::heap_snapshot::GroupView;
 pub use crate::state::heap_snapshot::HeapSnapshot;
 
@@ -45,13 +45,20 @@ pub fn table_hash(hash: u64) -> u64 {
     hash.rotate_left(32)
 }
 
-/// A value and the time of its last write (ms since the Unix epoch).
+/// A value, the time of its last write (ms since the Unix epoch) and the write epoch of
+/// that write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stamped<V> {
     /// The value.
     pub value: V,
     /// Last write, ms since the Unix epoch (processing time).
     pub written_ms: u64,
+    /// The write epoch of the last write: the state's count of
+    /// [`HeapKeyedState::take_changes`] calls (0 for a restored entry). An incremental
+    /// checkpoint's delta holds the entries written at or after the epoch its changes
+    /// started at, so marking the entry itself tells a first write since then (no set to
+    /// probe per write) and lets the encoder find them by scanning the table.
+    pub written_epoch: u32,
 }
 
 pub(crate) type BaseTable<V> = HashTable<(Key, Stamped<V>)>;
@@ -164,6 +171,9 @@ pub struct HeapKeyedState<V> {
     cleanup_credit: usize,
     /// Whether writes and removals are recorded for incremental checkpoints.
     track_changes: bool,
+    /// The write epoch of writes now ([`Stamped::written_epoch`]); one more at each
+    /// [`HeapKeyedState::take_changes`].
+    epoch: u32,
 }
 
 impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedState<V> {
@@ -177,27 +187,45 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
             cleanup_cursor: 0,
             cleanup_credit: 0,
             track_changes: false,
+            epoch: 1,
         }
     }
 
-    /// Starts recording the keys written (by hash: one probe of a set of `u64`s per write, no
-    /// key cloned) or removed (by key), for incremental checkpoints;
-    /// [`HeapKeyedState::take_changes`] hands them over.
+    /// Starts recording the keys written or removed, for incremental checkpoints;
+    /// [`HeapKeyedState::take_changes`] hands them over. A key's first write since the
+    /// previous `take_changes` is told by its entry's write epoch ([`Stamped::written_epoch`],
+    /// no lookup), and recorded by hash (a set of `u64`s, no key cloned) while few of its key
+    /// group's entries were written, else only counted: the encoder then scans the group for
+    /// entries of recent epochs ([`GroupChanges::record_first_write`]). Removals are recorded
+    /// by key.
     pub fn track_changes(&mut self) {
-        self.track_changes = true;
+        if !self.track_changes {
+            self.track_changes = true;
+            self.epoch += 1;
+        }
     }
 
     /// The keys written or removed since the previous call (or since tracking started), and
-    /// starts a new record. Empty unless [`HeapKeyedState::track_changes`] was called.
-    /// O(key groups + changed keys).
+    /// starts a new record and a new write epoch. Empty unless
+    /// [`HeapKeyedState::track_changes`] was called. O(key groups + changed keys).
     pub fn take_changes(&mut self) -> ChangedKeys {
         let mut out = ChangedKeys::default();
+        if !self.track_changes {
+            return out;
+        }
+        out.from_epoch = Some(self.epoch);
         for (i, group) in self.groups.iter_mut().enumerate() {
             if !group.changed.is_empty() {
-                out.groups
-                    .insert(self.range.start + i as u32, std::mem::take(&mut group.changed));
+                let taken = std::mem::take(&mut group.changed);
+                // A group most of whose entries were written in this interval starts the
+                // next one scanning (no hash recorded per write), else by hashes.
+                if taken.scan_from_epoch.is_some() && taken.len().saturating_mul(SCAN_WHEN_ONE_IN) > group.len {
+                    group.changed.scan_from_epoch = Some(self.epoch + 1);
+                }
+                out.groups.insert(self.range.start + i as u32, taken);
             }
         }
+        self.epoch += 1;
         out
     }
 
@@ -284,60 +312,62 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
             changed,
         } = &mut self.groups[(key_group - self.range.start) as usize];
         let hash = table_hash(hash);
-        if self.track_changes {
-            changed.record_write(hash);
-        }
+        let epoch = self.epoch;
+        // Whether this is the key's first write since the changes were last taken (its entry
+        // is older, absent, or a tombstone), when changes are tracked.
+        let track = self.track_changes;
+        let first_write = |older: Option<&Stamped<V>>| track && older.is_none_or(|s| s.written_epoch < epoch);
         let live = |s: &Stamped<V>| !expired(ttl, s.written_ms, now_ms);
-        match base {
+        let stamped = |value: &V| Stamped {
+            value: value.clone(),
+            written_ms: now_ms,
+            written_epoch: epoch,
+        };
+        let (value, first) = match base {
             Base::Owned(table) => match table.find_mut(hash, |e| e.0 == *key) {
                 Some(entry) => {
+                    let first = first_write(Some(&entry.1));
                     let value = f(Some(&entry.1.value).filter(|_| live(&entry.1)));
-                    entry.1 = Stamped {
-                        value: value.clone(),
-                        written_ms: now_ms,
-                    };
-                    value
+                    entry.1 = stamped(&value);
+                    (value, first)
                 }
                 None => {
                     let value = f(None);
-                    let stamped = Stamped {
-                        value: value.clone(),
-                        written_ms: now_ms,
-                    };
-                    table.insert_unique(hash, (key.clone(), stamped), base_hash);
+                    table.insert_unique(hash, (key.clone(), stamped(&value)), base_hash);
                     *len += 1;
-                    value
+                    (value, first_write(None))
                 }
             },
             Base::Shared(shared) => {
                 if let Some(entry) = delta.find_mut(hash, |e| e.key == *key) {
+                    let first = first_write(entry.slot.as_ref());
                     let value = f(entry.slot.as_ref().filter(|s| live(s)).map(|s| &s.value));
                     if entry.slot.is_none() {
                         *len += 1;
                     }
-                    entry.slot = Some(Stamped {
-                        value: value.clone(),
-                        written_ms: now_ms,
-                    });
-                    return value;
+                    entry.slot = Some(stamped(&value));
+                    (value, first)
+                } else {
+                    let older = lookup_layers(shared, frozen, None, hash, key);
+                    if !matches!(older, Some(Some(_))) {
+                        *len += 1;
+                    }
+                    let first = first_write(older.flatten());
+                    let value = f(older.flatten().filter(|s| live(s)).map(|s| &s.value));
+                    let entry = DeltaEntry {
+                        table_hash: hash,
+                        key: key.clone(),
+                        slot: Some(stamped(&value)),
+                    };
+                    delta.insert_unique(hash, entry, delta_hash);
+                    (value, first)
                 }
-                let older = lookup_layers(shared, frozen, None, hash, key);
-                if !matches!(older, Some(Some(_))) {
-                    *len += 1;
-                }
-                let value = f(older.flatten().filter(|s| live(s)).map(|s| &s.value));
-                let entry = DeltaEntry {
-                    table_hash: hash,
-                    key: key.clone(),
-                    slot: Some(Stamped {
-                        value: value.clone(),
-                        written_ms: now_ms,
-                    }),
-                };
-                delta.insert_unique(hash, entry, delta_hash);
-                value
             }
+        };
+        if first {
+            changed.record_first_write(hash, epoch, *len);
         }
+        value
     }
 
     /// Removes `key` from `key_group` (a tombstone while the group is frozen). Returns whether
@@ -471,7 +501,11 @@ fn restore_group<V: DeserializeOwned>(
             let written_ms = written_ms.unwrap_or(now_ms);
             value
                 .filter(|_| !expired(ttl, written_ms, now_ms))
-                .map(|value| Stamped { value, written_ms })
+                .map(|value| Stamped {
+                    value,
+                    written_ms,
+                    written_epoch: 0,
+                })
         };
         table.reserve(keyed_block::entry_count(&block.data).map_err(undecodable)?, base_hash);
         if table.is_empty() && !keyed_block::is_delta(&block.data) {

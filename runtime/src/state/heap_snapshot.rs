@@ -91,6 +91,37 @@ impl<V> GroupView<V> {
     }
 }
 
+impl<V> GroupView<V> {
+    /// Every key held as of the barrier (expired or not) whose newest entry was written at
+    /// write epoch `from` or later ([`Stamped::written_epoch`]), in table order: one pass over
+    /// the base table and the frozen deltas, each entry checked by its epoch first (an old
+    /// base entry is skipped without a lookup).
+    fn written_since(&self, from: u32) -> Vec<(&Key, &Stamped<V>)> {
+        let in_deltas = |deltas: &[Arc<DeltaTable<V>>], hash: u64, key: &Key| {
+            deltas.iter().any(|d| d.find(hash, |e| e.key == *key).is_some())
+        };
+        let mut out = Vec::new();
+        for (key, stamped) in self.base.iter() {
+            if stamped.written_epoch >= from
+                && (self.deltas.is_empty() || !in_deltas(&self.deltas, table_hash(key_hash(key)), key))
+            {
+                out.push((key, stamped));
+            }
+        }
+        for (i, delta) in self.deltas.iter().enumerate() {
+            for entry in delta.iter() {
+                if let Some(stamped) = &entry.slot
+                    && stamped.written_epoch >= from
+                    && !in_deltas(&self.deltas[i + 1..], entry.table_hash, &entry.key)
+                {
+                    out.push((&entry.key, stamped));
+                }
+            }
+        }
+        out
+    }
+}
+
 impl<V: Serialize> GroupView<V> {
     /// This group's block (see [`HeapSnapshot::encode`]), `None` when no entry is live.
     /// Dropping `self` afterwards releases the group's tables.
@@ -226,11 +257,16 @@ pub(crate) fn delta_entries<'a, V>(
             view.held_with_hash(hash, hash_of, &mut keys);
             entries.extend(keys.drain(..).map(|(key, stamped)| state_of(key, Some(stamped))));
         }
+        if let Some(from) = changes.scan_from_epoch {
+            let written = view.written_since(from);
+            entries.extend(written.into_iter().map(|(key, stamped)| state_of(key, Some(stamped))));
+        }
     }
     for (hash, key) in changes.keys.iter() {
         let held = view.and_then(|v| lookup_layers(&v.base, &v.deltas, None, *hash, key).flatten());
-        if held.is_some() && changes.was_written(*hash) {
-            // Held and its hash written (removed, then written again): yielded above.
+        let scanned = |s: &Stamped<V>| changes.scan_from_epoch.is_some_and(|from| s.written_epoch >= from);
+        if held.is_some_and(|s| changes.was_written(*hash) || scanned(s)) {
+            // Held and written (removed, then written again): yielded above.
             continue;
         }
         entries.push(state_of(key, held));
