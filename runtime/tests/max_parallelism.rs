@@ -114,9 +114,9 @@ fn a_rescale_across_the_default_max_parallelisms_adopts_the_restore_points() {
     .wait();
     assert!(!ok, "{err}");
     assert!(
-        err.contains("spec.maxParallelism is 256, but the restore point")
-            && err.contains("was taken with maxParallelism 128")
-            && err.contains("Set spec.maxParallelism: 128, or remove spec.maxParallelism"),
+        err.contains(
+            "--set spec.maxParallelism=256 (spec.maxParallelism) differs from the maxParallelism 128 the restore point"
+        ) && err.contains("Give --set spec.maxParallelism=128, or drop --set spec.maxParallelism=256"),
         "{err}"
     );
 

@@ -36,6 +36,8 @@ pub struct CoordinatorOptions {
     pub sets: Vec<String>,
     /// What set the parallelism, as errors name it.
     pub parallelism_source: crate::cli_parallelism::ParallelismSource,
+    /// Where the values that restore errors concern came from (flags, `--set`, the manifest).
+    pub origins: crate::job::origins::ValueOrigins,
     /// Restore point of the first deployment.
     pub restore: RestoreFrom,
     /// Checkpoint storage override.
@@ -66,12 +68,13 @@ pub struct CoordinatorOptions {
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
-    let job: Job = crate::cli_parallelism::check_parallelism(
+    let mut job: Job = crate::cli_parallelism::check_parallelism(
         job::load_manifest(&opts.job_file, &opts.sets),
         &opts.parallelism_source,
         crate::cli_parallelism::Runner::Distributed,
     )
     .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    job.origins = opts.origins.clone();
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     // Both ports before the epoch claim: a second coordinator started on the same ports by
     // mistake fails without fencing out the running one.

@@ -305,6 +305,7 @@ pub fn adopt_max_parallelism(job: &mut Job, s: &LoadedSnapshot) -> Result<(), St
         job.parallelism,
         s.metadata.max_parallelism,
         &s.url,
+        &job.origins,
     )?;
     if let MaxParallelismOnRestore::Adopt { derived, restored } = decision {
         tracing::info!(
