@@ -64,6 +64,9 @@ pub struct KafkaSource {
     /// The largest event time per partition in the restored state (rescale: of every old
     /// subtask), for the partitions this subtask takes.
     restored_event_times: BTreeMap<(String, i32), i64>,
+    /// The partition (its split id) and offset of each record of the last batch, for
+    /// [`Source::record_origin`].
+    batch_origin: Vec<(SplitId, i64)>,
 }
 
 /// At most this many checkpoints' positions wait for completion (older ones are dropped: a
@@ -93,6 +96,13 @@ fn kafka_error(what: impl std::fmt::Display, servers: &str) -> impl Fn(rdkafka::
     let what = what.to_string();
     let servers = servers.to_string();
     move |e| TaskError(format!("Kafka ({servers}): {what}: {e}"))
+}
+
+/// Where a record read from Kafka came from, for error messages (an event time that is none,
+/// say): `the record at offset 17 of topic `orders` partition 2`, enough to find it with any
+/// Kafka client (`kcat -t orders -p 2 -o 17 -c 1`).
+pub fn kafka_record_origin(topic: &str, partition: i32, offset: i64) -> String {
+    format!("the record at offset {offset} of topic `{topic}` partition {partition}")
 }
 
 /// The partitions of `topics`, by topic. Errors: a topic the cluster does not have.
@@ -231,6 +241,7 @@ impl KafkaSource {
             taken: BTreeMap::new(),
             watermarks: None,
             restored_event_times,
+            batch_origin: Vec::new(),
         };
         let found = discover(spec, subtask, parallelism, vec![], restored, true).await?;
         source.add(found)?;
@@ -308,6 +319,7 @@ impl KafkaSource {
         let row = add_metadata(row, &self.spec, &metadata, &mut self.with_metadata)
             .map_err(|e| TaskError(format!("{}: {e}", at())))?;
         out.push(Record::new(row));
+        self.batch_origin.push((split_id, offset));
         if let Some(w) = &mut self.watermarks {
             w.record_from(split_id);
         }
@@ -423,6 +435,7 @@ impl Source for KafkaSource {
             self.schedule_discovery();
         }
         let servers = self.spec.bootstrap_servers.clone();
+        self.batch_origin.clear();
         let first = match tokio::time::timeout(POLL_WAIT, self.consumer.recv()).await {
             Err(_) => return Ok(true),
             Ok(message) => message.map_err(kafka_error("reading", &servers))?.detach(),
@@ -468,6 +481,12 @@ impl Source for KafkaSource {
         self.watermarks.as_mut()
     }
 
+    fn record_origin(&self, index: usize) -> Option<String> {
+        let (split_id, offset) = *self.batch_origin.get(index)?;
+        let a = self.assigned.values().find(|a| a.split_id == split_id)?;
+        Some(kafka_record_origin(&a.split.topic, a.split.partition, offset))
+    }
+
     fn snapshot_taken(&mut self, checkpoint_id: u64) {
         if self.spec.group_id.is_none() {
             return;
@@ -506,6 +525,16 @@ impl Source for KafkaSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event-time error names the record's topic, partition and offset (before, Kafka
+    /// records had no origin: `of a record`).
+    #[test]
+    fn a_records_origin_names_its_topic_partition_and_offset() {
+        assert_eq!(
+            kafka_record_origin("orders", 2, 17),
+            "the record at offset 17 of topic `orders` partition 2"
+        );
+    }
 
     fn spec(
         key: Option<&str>,
