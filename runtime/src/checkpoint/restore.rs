@@ -166,7 +166,7 @@ async fn read_state_file(
         decode_state_file_shared(&url, bytes)
     })
     .await
-    .map_err(|e| RestoreError::Incompatible(format!("state file decoder panicked: {e}")))??;
+    .map_err(|e| RestoreError::Incompatible(crate::exec::panics::join_failure("the state file decoder", e)))??;
     Ok((file, decoded))
 }
 

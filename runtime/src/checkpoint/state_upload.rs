@@ -57,9 +57,13 @@ pub async fn upload_operator_state(
             _ => Err(None),
         };
         drop(rx);
-        let encoded = encoder
-            .await
-            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))?;
+        let encoded = encoder.await.map_err(|e| {
+            let what = format!(
+                "the state file encoder of operator {uid} (subtask {}/{parallelism})",
+                subtask + 1
+            );
+            TaskError(crate::exec::panics::join_failure(&what, e))
+        })?;
         let (encoded, (name, size, crc, path)) = match (encoded, written) {
             (Ok(encoded), Ok(written)) => (encoded, written),
             // Storage failed first (the encoder then found the upload gone).
@@ -257,7 +261,7 @@ impl StreamingPut {
         if let Some(part) = self.in_flight.take() {
             let (upload, result) = part.await.map_err(|e| StorageError::Io {
                 path: self.store.url(&self.path),
-                source: std::io::Error::other(format!("the part upload task failed: {e}")),
+                source: std::io::Error::other(crate::exec::panics::join_failure("the part upload", e)),
             })?;
             self.upload = Some(upload);
             result?;

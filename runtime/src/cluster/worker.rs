@@ -417,7 +417,16 @@ async fn deploy(
                         events: ev_tx.clone(),
                     };
                     let priority = lanes.outbound.remove(&(t, dn));
-                    handles.push(tokio::spawn(write_channel(addr, attempt, sender, dn, rx, priority)));
+                    // A panic in the channel's writer (a bug) fails its subtask, naming it,
+                    // instead of leaving the subtask's send to fail on a closed channel.
+                    let (events, label) = (sender.events.clone(), sender.label.clone());
+                    handles.push(tokio::spawn(async move {
+                        let what = || format!("the data channel of subtask {label} to task {dn}");
+                        let writing = write_channel(addr, attempt, sender, dn, rx, priority);
+                        if let Err(error) = crate::exec::panics::catch_panic(what, writing).await {
+                            let _ = events.send(TaskEvent::Failed { task: t, error });
+                        }
+                    }));
                     tx
                 }
             };

@@ -211,7 +211,7 @@ async fn discover(
         resolve(&consumer, &spec, &owned)
     })
     .await
-    .map_err(|e| TaskError(format!("partition discovery: {e}")))?
+    .map_err(|e| TaskError(crate::exec::panics::join_failure("Kafka partition discovery", e)))?
 }
 
 impl KafkaSource {
