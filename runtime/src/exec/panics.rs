@@ -144,7 +144,7 @@ mod tests {
         );
         assert_eq!(catch_panic(what, async { 5 }).await, Ok(5));
         let joined = tokio::task::spawn_blocking(|| panic!("encoder bug")).await;
-        let e = joined.map(|()| ()).unwrap_err();
+        let e = joined.unwrap_err();
         assert_eq!(
             join_failure("the state file encoder of operator counts", e),
             "the state file encoder of operator counts panicked: encoder bug"
