@@ -444,10 +444,7 @@ mod tests {
             }));
             Ok(state)
         });
-        for (enc, want) in [
-            (at_once, "encoder bug"),
-            (mid_stream, "key group 2 bug"),
-        ] {
+        for (enc, want) in [(at_once, "encoder bug"), (mid_stream, "key group 2 bug")] {
             let b = barrier(store.clone());
             let e = upload_operator_state(&b, 1, 2, vec![("count".into(), "count".into(), enc)])
                 .await
@@ -456,7 +453,10 @@ mod tests {
                 e.0,
                 format!("the state file encoder of operator count (subtask 2/2) panicked: {want}")
             );
-            assert!(!store.exists("job/chk-4/count-1.state").await.unwrap(), "no partial file");
+            assert!(
+                !store.exists("job/chk-4/count-1.state").await.unwrap(),
+                "no partial file"
+            );
         }
     }
 
