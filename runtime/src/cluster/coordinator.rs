@@ -133,14 +133,14 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         published: handle.workers.clone(),
         ..Registry::default()
     }));
-    tokio::spawn(serve_rpc(
-        rpc,
-        registry.clone(),
-        metrics.clone(),
-        opts.heartbeat_interval,
-        secret,
-    ));
-    tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
+    crate::exec::panics::spawn_vital(
+        "the coordinator's RPC listener",
+        serve_rpc(rpc, registry.clone(), metrics.clone(), opts.heartbeat_interval, secret),
+    );
+    crate::exec::panics::spawn_vital(
+        "the coordinator's heartbeat watch",
+        watch_heartbeats(registry.clone(), opts.heartbeat_timeout),
+    );
 
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
@@ -470,7 +470,8 @@ async fn run_attempt(
         controls.push(tx);
         let registry = registry.clone();
         let worker = worker.clone();
-        forwarders.push(tokio::spawn(async move {
+        let what = format!("the coordinator's control forwarder of task {t}");
+        forwarders.push(crate::exec::panics::spawn_vital(what, async move {
             while let Some(c) = rx.recv().await {
                 let r = registry.lock().expect("lock");
                 if r.attempt != attempt {

@@ -53,6 +53,40 @@ pub async fn catch_panic<T>(what: impl FnOnce() -> String, helper: impl Future<O
     })
 }
 
+/// Spawns `helper`, a part of this process it cannot go on without (a coordinator's RPC
+/// listener, heartbeat watch and control forwarders; a worker's data listener and event
+/// forwarder): if it panics (a bug), the process logs `<what> panicked: <message>; the process
+/// cannot go on without it and exits` and exits with status 1, as on any fatal error, so
+/// what supervises it (Kubernetes, the coordinator's failover for a worker) starts it again.
+/// Uncaught, the process stayed up without it: workers never registered or never declared
+/// lost, control messages or subtask events never forwarded, a job that hangs.
+pub fn spawn_vital(
+    what: impl Into<String>,
+    helper: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    spawn_vital_with(what, helper, |_| std::process::exit(1))
+}
+
+/// [`spawn_vital`] with what to do once the panic is logged (`fatal`, given the message)
+/// instead of exiting: for tests.
+pub fn spawn_vital_with(
+    what: impl Into<String>,
+    helper: impl Future<Output = ()> + Send + 'static,
+    fatal: impl FnOnce(String) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let what = what.into();
+    tokio::spawn(async move {
+        if let Err(payload) = AssertUnwindSafe(helper).catch_unwind().await {
+            let error = format!(
+                "{}; the process cannot go on without it and exits",
+                helper_panic_failure(&what, &*payload)
+            );
+            tracing::error!(target: "weir", "{error}");
+            fatal(error);
+        }
+    })
+}
+
 /// The message for helper `what` spawned on tokio (`spawn_blocking`) that did not return:
 /// `<what> panicked: <message>` ([`helper_panic_failure`]), or `<what> was cancelled` (the
 /// runtime shutting down).
@@ -149,6 +183,26 @@ mod tests {
             join_failure("the state file encoder of operator counts", e),
             "the state file encoder of operator counts panicked: encoder bug"
         );
+    }
+
+    /// A vital helper that panics ends the process (here: reports what it would exit with);
+    /// one that returns does nothing.
+    #[tokio::test]
+    async fn a_panicking_vital_helper_is_fatal_and_named() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let fatal = move |m: String| {
+            let _ = tx.send(m);
+        };
+        let t = fatal.clone();
+        spawn_vital_with("the heartbeat watch", async { panic!("lock poisoned") }, fatal)
+            .await
+            .unwrap();
+        spawn_vital_with("the RPC listener", async {}, t).await.unwrap();
+        assert_eq!(
+            rx.recv().await.as_deref(),
+            Some("the heartbeat watch panicked: lock poisoned; the process cannot go on without it and exits")
+        );
+        assert_eq!(rx.recv().await, None, "a helper that returns is not fatal");
     }
 
     #[tokio::test]
