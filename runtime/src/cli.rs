@@ -404,12 +404,13 @@ async fn run(a: RunArgs) -> Result<(), String> {
     if let Some(p) = a.parallelism {
         sets.push(format!("spec.parallelism={p}"));
     }
-    let job = crate::cli_parallelism::check_parallelism(
+    let mut job = crate::cli_parallelism::check_parallelism(
         job::load_manifest(&a.file, &sets),
         &crate::cli_parallelism::ParallelismSource::of(a.parallelism, &a.set),
         crate::cli_parallelism::Runner::Local,
     )
     .map_err(|e| format!("{}: {e}", a.file.display()))?;
+    job.origins = job::origins::ValueOrigins::of(a.parallelism, &a.set);
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
         .map_err(|e| format!("{}: {e}", a.file.display()))?;
@@ -523,6 +524,7 @@ async fn coordinator(a: CoordinatorArgs) -> Result<(), String> {
     crate::cluster::coordinator::run(crate::cluster::coordinator::CoordinatorOptions {
         job_file: a.job,
         parallelism_source: crate::cli_parallelism::ParallelismSource::of(a.parallelism, &a.set),
+        origins: job::origins::ValueOrigins::of(a.parallelism, &a.set),
         sets,
         restore: parse_restore_arg(&a.restore, local_path_exists)?,
         checkpoint_dir: a.checkpoint_dir,

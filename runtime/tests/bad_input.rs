@@ -521,12 +521,20 @@ spec:
     }
     // A parallelism above the restore point's maxParallelism (the default maxParallelism of
     // p = 200 would be 512): said as such, not as "set spec.maxParallelism: 128", which would
-    // then be refused as below the parallelism.
+    // then be refused as below the parallelism; naming `--parallelism`, which set it (the
+    // manifest says `parallelism: 1`), and what to give it.
     let (code, err) = run(&manifest, &["--restore", checkpoint, "--parallelism", "200"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("parallelism 200 is above the restore point's maxParallelism 128")
-            && err.contains("restore at a parallelism of 128 or less"),
+        err.contains("--parallelism 200 (spec.parallelism) is above the restore point's maxParallelism 128")
+            && err.contains("restore at a parallelism of 128 or less (--parallelism 128)"),
+        "{err}"
+    );
+    let (code, err) = run(&manifest, &["--restore", checkpoint, "--set", "spec.parallelism=200"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--set spec.parallelism=200 (spec.parallelism) is above the restore point's maxParallelism 128")
+            && err.contains("(--set spec.parallelism=128)"),
         "{err}"
     );
     let (code, err) = run(

@@ -114,9 +114,9 @@ fn a_rescale_across_the_default_max_parallelisms_adopts_the_restore_points() {
     .wait();
     assert!(!ok, "{err}");
     assert!(
-        err.contains("spec.maxParallelism is 256, but the restore point")
-            && err.contains("was taken with maxParallelism 128")
-            && err.contains("Set spec.maxParallelism: 128, or remove spec.maxParallelism"),
+        err.contains(
+            "--set spec.maxParallelism=256 (spec.maxParallelism) differs from the maxParallelism 128 the restore point"
+        ) && err.contains("Give --set spec.maxParallelism=128, or drop --set spec.maxParallelism=256"),
         "{err}"
     );
 
@@ -143,6 +143,28 @@ fn a_coordinator_adopts_the_restore_points_max_parallelism_and_its_workers_too()
     let expected = failure_free_output();
     let dir = tempfile::tempdir().unwrap();
     let m = crash_after_a_checkpoint(dir.path());
+
+    // A parallelism above the restore point's maxParallelism is refused naming the flag that
+    // set it and what to give it, as `weir run` does.
+    let mut c = Cluster::start_with_workers(dir.path(), &m, &["--parallelism", "200", "--restore", "latest"], &[], 0);
+    c.add_worker_with_slots("w0", 200, &[]);
+    let want = "--parallelism 200 (spec.parallelism) is above the restore point's maxParallelism 128";
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !c.coordinator.text().contains(want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "want `{want}` in {}",
+            c.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        c.coordinator.text().contains("(--parallelism 128)"),
+        "{}",
+        c.coordinator.text()
+    );
+    drop(c);
+
     let mut args = vec!["--parallelism", "86", "--restore", "latest"];
     args.extend(FAST);
     let mut c = Cluster::start_with_workers(dir.path(), &m, &args, &[], 0);

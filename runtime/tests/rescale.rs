@@ -131,9 +131,8 @@ fn restore_refuses_changed_max_parallelism_and_dropped_state() {
 
     let (ok, err) = Weir::run(&m, &["--restore", &sp, "--set", "spec.maxParallelism=256"], &[]).wait();
     assert!(
-        !ok && err.contains("spec.maxParallelism is 256, but the restore point")
-            && err.contains("was taken with maxParallelism 128")
-            && err.contains("Set spec.maxParallelism: 128, or remove spec.maxParallelism"),
+        !ok && err.contains("--set spec.maxParallelism=256 (spec.maxParallelism) differs from the maxParallelism 128")
+            && err.contains("Give --set spec.maxParallelism=128, or drop --set spec.maxParallelism=256"),
         "{err}"
     );
 

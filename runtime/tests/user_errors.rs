@@ -120,6 +120,43 @@ fn weir_run_names_the_source_failure_not_the_closed_inputs_it_caused() {
     }
 }
 
+/// A generator's event time that is none (its `key` strings, `key-<k>`) names the record by
+/// its sequence number (its `id`, which replays it) and split, as a file source names the byte
+/// offset; before, the error said only `of a record`.
+#[test]
+fn a_generated_event_time_that_is_none_names_the_records_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("job.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: et }}
+spec:
+  parallelism: 1
+  checkpointing: {{ interval: 0s, storage: "{dir}/checkpoints" }}
+  job:
+    steps:
+      - uid: gen
+        source:
+          generator: {{ seed: 3, count: 1000, keys: 10, splits: 8 }}
+          eventTime: {{ field: key }}
+      - sink: {{ discard: {{}} }}
+"#,
+            dir = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, stderr) = run(&m, &[], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let line = failure_line(&stderr);
+    // At parallelism 1 the first batch is split 0's: records 0, 8, 16, ...
+    let want = "failed: operator gen: spec.job.steps[0].source.eventTime.field: `key` of the record with sequence \
+                number 0 (its id; split 0 of 8) is not an event time:";
+    assert!(line.contains(want), "want `{want}` in `{line}`");
+}
+
 /// In CSV (whose event times the plan does not sample) a value that is no timestamp names the
 /// field path and the record's byte offset in its file.
 #[test]

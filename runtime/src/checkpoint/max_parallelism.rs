@@ -10,6 +10,8 @@
 //! parallelism ... with which the latest checkpoint ... has been taken and the current maximum
 //! parallelism ... changed").
 
+use crate::job::origins::{Origin, ValueOrigins};
+
 /// What a restore does with the job's max parallelism.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MaxParallelismOnRestore {
@@ -28,9 +30,12 @@ pub enum MaxParallelismOnRestore {
 /// Decides the max parallelism of a job restored from a snapshot taken with
 /// `snapshot_max_parallelism` key groups. `explicit` is `spec.maxParallelism` as the user set
 /// it (`None`: not set), `job_max_parallelism` the job's value after defaults, `parallelism`
-/// its parallelism; `snapshot_url` names the snapshot in errors.
+/// its parallelism, `origins` where those values came from; `snapshot_url` names the snapshot
+/// in errors.
 ///
-/// Errors (user-facing, naming the fields, both values and what to do):
+/// Errors (user-facing, naming each value as it was given (`--parallelism 300
+/// (spec.parallelism)`, `--set spec.maxParallelism=256 (spec.maxParallelism)` or the manifest
+/// field), both values and what to do there):
 /// - `spec.maxParallelism` is set and differs from the snapshot's;
 /// - it is not set and `parallelism` is above the snapshot's max parallelism (the adopted
 ///   value caps the parallelism, as every subtask owns at least one key group).
@@ -40,24 +45,26 @@ pub fn max_parallelism_on_restore(
     parallelism: u32,
     snapshot_max_parallelism: u32,
     snapshot_url: &str,
+    origins: &ValueOrigins,
 ) -> Result<MaxParallelismOnRestore, String> {
     let restored = snapshot_max_parallelism;
     if let Some(set) = explicit {
         if set != restored {
-            return Err(format!(
-                "spec.maxParallelism is {set}, but the restore point {snapshot_url} was taken with maxParallelism \
-                 {restored}: its keyed state is split into {restored} key groups, fixed for the life of the state. \
-                 Set spec.maxParallelism: {restored}, or remove spec.maxParallelism so the restore point's is \
-                 adopted, or start without this state"
+            return Err(max_parallelism_differs(
+                &origins.max_parallelism,
+                set,
+                restored,
+                snapshot_url,
             ));
         }
         return Ok(MaxParallelismOnRestore::Keep);
     }
     if parallelism > restored {
-        return Err(format!(
-            "spec.parallelism {parallelism} is above the restore point's maxParallelism {restored} ({snapshot_url}; \
-             adopted because spec.maxParallelism is not set): its keyed state has {restored} key groups, so the \
-             job runs at parallelism {restored} at most; restore at a parallelism of {restored} or less"
+        return Err(parallelism_above_restored(
+            &origins.parallelism,
+            parallelism,
+            restored,
+            &format!("{snapshot_url}; adopted because spec.maxParallelism is not set"),
         ));
     }
     if job_max_parallelism == restored {
@@ -67,6 +74,34 @@ pub fn max_parallelism_on_restore(
         derived: job_max_parallelism,
         restored,
     })
+}
+
+/// The refusal of a `spec.maxParallelism` of `set` (given where `origin` says) against a
+/// restore point taken with `restored` key groups.
+pub fn max_parallelism_differs(origin: &Origin, set: u32, restored: u32, snapshot_url: &str) -> String {
+    let field = "spec.maxParallelism";
+    format!(
+        "{} differs from the maxParallelism {restored} the restore point {snapshot_url} was taken with: its keyed \
+         state is split into {restored} key groups, fixed for the life of the state. Give {}, or {} so the restore \
+         point's is adopted, or start without this state",
+        origin.name(field, set),
+        origin.setting(field, restored),
+        origin.unsetting(field),
+    )
+}
+
+/// The refusal of a parallelism `parallelism` (given where `origin` says) above a restore
+/// point's max parallelism `restored`; `about` says which restore point (and why its max
+/// parallelism applies).
+pub fn parallelism_above_restored(origin: &Origin, parallelism: u32, restored: u32, about: &str) -> String {
+    let field = "spec.parallelism";
+    format!(
+        "{} is above the restore point's maxParallelism {restored} ({about}): its keyed state has {restored} key \
+         groups, so the job runs at parallelism {restored} at most; restore at a parallelism of {restored} or less \
+         ({})",
+        origin.name(field, parallelism),
+        origin.setting(field, restored),
+    )
 }
 
 #[cfg(test)]
@@ -125,9 +160,15 @@ mod tests {
                 256,
                 129,
                 128,
-                Err("spec.parallelism 129 is above the restore point's maxParallelism 128 (s://x;"),
+                Err("spec.parallelism: 129 is above the restore point's maxParallelism 128 (s://x;"),
             ),
-            (None, 512, 300, 256, Err("restore at a parallelism of 256 or less")),
+            (
+                None,
+                512,
+                300,
+                256,
+                Err("restore at a parallelism of 256 or less (spec.parallelism: 256 in the manifest)"),
+            ),
             // Set and equal: kept.
             (Some(256), 256, 40, 256, Ok(Keep)),
             // Set and different: refused naming spec.maxParallelism and both values.
@@ -136,22 +177,77 @@ mod tests {
                 128,
                 40,
                 256,
-                Err("spec.maxParallelism is 128, but the restore point s://x was taken with maxParallelism 256"),
+                Err(
+                    "spec.maxParallelism: 128 differs from the maxParallelism 256 the restore point s://x was taken with",
+                ),
             ),
             (
                 Some(512),
                 512,
                 300,
                 256,
-                Err("Set spec.maxParallelism: 256, or remove spec.maxParallelism"),
+                Err("Give spec.maxParallelism: 256 in the manifest, or remove spec.maxParallelism from the manifest"),
             ),
         ];
         for (i, (explicit, job, p, snap, want)) in rows.into_iter().enumerate() {
-            let got = max_parallelism_on_restore(explicit, job, p, snap, "s://x");
+            let got = max_parallelism_on_restore(explicit, job, p, snap, "s://x", &ValueOrigins::default());
             match (got, want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "row {i}"),
                 (Err(got), Err(part)) => assert!(got.contains(part), "row {i}: {got}"),
                 (got, want) => panic!("row {i}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// A value given by `--parallelism` or `--set` is named so, with what to give there
+    /// instead (before, every refusal named the manifest's fields, which the manifest may not
+    /// even set).
+    #[test]
+    fn refusals_name_the_flag_or_set_that_gave_the_value() {
+        let flag = ValueOrigins {
+            parallelism: Origin::Flag { flag: "--parallelism" },
+            max_parallelism: Origin::Manifest,
+        };
+        let set = ValueOrigins {
+            parallelism: Origin::Set("spec.parallelism=300".into()),
+            max_parallelism: Origin::Set("spec.maxParallelism=512".into()),
+        };
+        // (explicit, parallelism, origins, parts of the error)
+        let rows: [(Option<u32>, u32, &ValueOrigins, &[&str]); 3] = [
+            (
+                None,
+                300,
+                &flag,
+                &[
+                    "--parallelism 300 (spec.parallelism) is above the restore point's maxParallelism 256 (s://x;",
+                    "restore at a parallelism of 256 or less (--parallelism 256)",
+                ],
+            ),
+            (
+                None,
+                300,
+                &set,
+                &[
+                    "--set spec.parallelism=300 (spec.parallelism) is above",
+                    "(--set spec.parallelism=256)",
+                ],
+            ),
+            (
+                Some(512),
+                300,
+                &set,
+                &[
+                    "--set spec.maxParallelism=512 (spec.maxParallelism) differs from the maxParallelism 256",
+                    "Give --set spec.maxParallelism=256, or drop --set spec.maxParallelism=512 (and remove \
+                     spec.maxParallelism from the manifest if it sets it) so the restore point's is adopted",
+                ],
+            ),
+        ];
+        for (explicit, p, origins, parts) in rows {
+            let job_max = explicit.unwrap_or(512);
+            let got = max_parallelism_on_restore(explicit, job_max, p, 256, "s://x", origins).unwrap_err();
+            for part in parts {
+                assert!(got.contains(part), "want `{part}` in `{got}`");
             }
         }
     }

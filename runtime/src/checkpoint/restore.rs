@@ -166,7 +166,7 @@ async fn read_state_file(
         decode_state_file_shared(&url, bytes)
     })
     .await
-    .map_err(|e| RestoreError::Incompatible(format!("state file decoder panicked: {e}")))??;
+    .map_err(|e| RestoreError::Incompatible(crate::exec::panics::join_failure("the state file decoder", e)))??;
     Ok((file, decoded))
 }
 
@@ -315,18 +315,22 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
         &job_ops,
     ) {
         Compatibility::Compatible => Ok(()),
-        Compatibility::MaxParallelismChanged(old, _) if job.parallelism > old => {
-            Err(RestoreError::Incompatible(format!(
-                "{}: parallelism {} is above the restore point's maxParallelism {old}: its keyed state has {old} \
-                 key groups, so it runs at parallelism {old} at most (maxParallelism is fixed for the life of \
-                 the state); restore at a parallelism of {old} or less",
-                snapshot.url, job.parallelism
-            )))
-        }
-        Compatibility::MaxParallelismChanged(old, new) => Err(RestoreError::Incompatible(format!(
-            "{}: maxParallelism was {old}, the job has {new}; keyed state cannot be restored with another maxParallelism (set spec.maxParallelism: {old})",
-            snapshot.url
-        ))),
+        Compatibility::MaxParallelismChanged(old, _) if job.parallelism > old => Err(RestoreError::Incompatible(
+            crate::checkpoint::max_parallelism::parallelism_above_restored(
+                &job.origins.parallelism,
+                job.parallelism,
+                old,
+                &format!("{}; maxParallelism is fixed for the life of the state", snapshot.url),
+            ),
+        )),
+        Compatibility::MaxParallelismChanged(old, new) => Err(RestoreError::Incompatible(
+            crate::checkpoint::max_parallelism::max_parallelism_differs(
+                &job.origins.max_parallelism,
+                new,
+                old,
+                &snapshot.url,
+            ),
+        )),
         Compatibility::KindChanged(list) => Err(RestoreError::Incompatible(format!(
             "{}: operator uid reused for another kind of operator: {}",
             snapshot.url,

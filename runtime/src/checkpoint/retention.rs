@@ -40,7 +40,10 @@ impl RetentionWorker {
         let task = tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 changes.borrow_and_update();
-                pass(&scope).await;
+                // A pass that panics (a bug) is reported and the next completed checkpoint
+                // runs another: retention is housekeeping, the job goes on.
+                let what = || format!("the retention pass over the checkpoints of job {}", scope.job);
+                let _ = crate::exec::panics::catch_panic(what, pass(&scope)).await;
             }
         });
         RetentionWorker { signal, task }

@@ -57,9 +57,13 @@ pub async fn upload_operator_state(
             _ => Err(None),
         };
         drop(rx);
-        let encoded = encoder
-            .await
-            .map_err(|e| TaskError(format!("snapshot encoder panicked: {e}")))?;
+        let encoded = encoder.await.map_err(|e| {
+            let what = format!(
+                "the state file encoder of operator {uid} (subtask {}/{parallelism})",
+                subtask + 1
+            );
+            TaskError(crate::exec::panics::join_failure(&what, e))
+        })?;
         let (encoded, (name, size, crc, path)) = match (encoded, written) {
             (Ok(encoded), Ok(written)) => (encoded, written),
             // Storage failed first (the encoder then found the upload gone).
@@ -257,7 +261,7 @@ impl StreamingPut {
         if let Some(part) = self.in_flight.take() {
             let (upload, result) = part.await.map_err(|e| StorageError::Io {
                 path: self.store.url(&self.path),
-                source: std::io::Error::other(format!("the part upload task failed: {e}")),
+                source: std::io::Error::other(crate::exec::panics::join_failure("the part upload", e)),
             })?;
             self.upload = Some(upload);
             result?;
@@ -417,6 +421,43 @@ mod tests {
             })
             .unwrap_or_default();
         assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    /// An encoder that panics (a bug), before its first piece or mid-stream with a part
+    /// uploading, fails the upload naming the encoder and its message (the subtask then
+    /// declines the checkpoint) and leaves no file.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_encoder_fails_the_upload_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
+        let at_once: SnapshotEncoder = Box::new(|| panic!("encoder bug"));
+        let mid_stream: SnapshotEncoder = Box::new(|| {
+            let mut state = encoder(5, 9 << 20, false)()?;
+            let stream = state.key_group_stream.take().unwrap();
+            state.key_group_stream = Some(Box::new(move |emit| {
+                let mut sent = 0;
+                stream(&mut |block| {
+                    sent += 1;
+                    assert!(sent < 2, "key group {} bug", block.key_group);
+                    emit(block)
+                })
+            }));
+            Ok(state)
+        });
+        for (enc, want) in [(at_once, "encoder bug"), (mid_stream, "key group 2 bug")] {
+            let b = barrier(store.clone());
+            let e = upload_operator_state(&b, 1, 2, vec![("count".into(), "count".into(), enc)])
+                .await
+                .unwrap_err();
+            assert_eq!(
+                e.0,
+                format!("the state file encoder of operator count (subtask 2/2) panicked: {want}")
+            );
+            assert!(
+                !store.exists("job/chk-4/count-1.state").await.unwrap(),
+                "no partial file"
+            );
+        }
     }
 
     /// The part buffer never grows past one part, whatever the pieces' sizes (pieces that do

@@ -36,6 +36,8 @@ pub struct CoordinatorOptions {
     pub sets: Vec<String>,
     /// What set the parallelism, as errors name it.
     pub parallelism_source: crate::cli_parallelism::ParallelismSource,
+    /// Where the values that restore errors concern came from (flags, `--set`, the manifest).
+    pub origins: crate::job::origins::ValueOrigins,
     /// Restore point of the first deployment.
     pub restore: RestoreFrom,
     /// Checkpoint storage override.
@@ -66,12 +68,13 @@ pub struct CoordinatorOptions {
 
 /// Runs the coordinator. Returns when the job ends (with `exit_on_finish`) or fails to start.
 pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
-    let job: Job = crate::cli_parallelism::check_parallelism(
+    let mut job: Job = crate::cli_parallelism::check_parallelism(
         job::load_manifest(&opts.job_file, &opts.sets),
         &opts.parallelism_source,
         crate::cli_parallelism::Runner::Distributed,
     )
     .map_err(|e| format!("{}: {e}", opts.job_file.display()))?;
+    job.origins = opts.origins.clone();
     let manifest = render_manifest(&opts.job_file, &opts.sets)?;
     // Both ports before the epoch claim: a second coordinator started on the same ports by
     // mistake fails without fencing out the running one.
@@ -130,14 +133,14 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         published: handle.workers.clone(),
         ..Registry::default()
     }));
-    tokio::spawn(serve_rpc(
-        rpc,
-        registry.clone(),
-        metrics.clone(),
-        opts.heartbeat_interval,
-        secret,
-    ));
-    tokio::spawn(watch_heartbeats(registry.clone(), opts.heartbeat_timeout));
+    crate::exec::panics::spawn_vital(
+        "the coordinator's RPC listener",
+        serve_rpc(rpc, registry.clone(), metrics.clone(), opts.heartbeat_interval, secret),
+    );
+    crate::exec::panics::spawn_vital(
+        "the coordinator's heartbeat watch",
+        watch_heartbeats(registry.clone(), opts.heartbeat_timeout),
+    );
 
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
@@ -467,7 +470,8 @@ async fn run_attempt(
         controls.push(tx);
         let registry = registry.clone();
         let worker = worker.clone();
-        forwarders.push(tokio::spawn(async move {
+        let what = format!("the coordinator's control forwarder of task {t}");
+        forwarders.push(crate::exec::panics::spawn_vital(what, async move {
             while let Some(c) = rx.recv().await {
                 let r = registry.lock().expect("lock");
                 if r.attempt != attempt {

@@ -290,7 +290,10 @@ pub(super) async fn accept_data(listener: TcpListener, inbound: Arc<Mutex<Inboun
             if send(&mut conn, &DataFrame::Credit(INITIAL_CREDITS)).await.is_err() {
                 return;
             }
-            read_channel(conn, channel, stores).await;
+            // A panic here (a bug) is logged naming the channel; the subtask's input then
+            // closes without end-of-stream, which fails the subtask.
+            let what = || format!("the data channel from task {up} to task {down}");
+            let _ = crate::exec::panics::catch_panic(what, read_channel(conn, channel, stores)).await;
         });
     }
 }

@@ -128,7 +128,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
         tracing::info!(target: "weir", "worker {} health and metrics on http://{bound}", cfg.worker_id);
     }
     let inbound: Arc<Mutex<Inbound>> = Arc::default();
-    tokio::spawn(accept_data(listener, inbound.clone(), cfg.secret.clone()));
+    crate::exec::panics::spawn_vital(
+        "the worker's data channel listener",
+        accept_data(listener, inbound.clone(), cfg.secret.clone()),
+    );
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToCoordinator>();
     let mut running: Option<Running> = None;
     let mut backoff = Duration::from_millis(200);
@@ -423,7 +426,16 @@ async fn deploy(
                         events: ev_tx.clone(),
                     };
                     let priority = lanes.outbound.remove(&(t, dn));
-                    handles.push(tokio::spawn(write_channel(addr, attempt, sender, dn, rx, priority)));
+                    // A panic in the channel's writer (a bug) fails its subtask, naming it,
+                    // instead of leaving the subtask's send to fail on a closed channel.
+                    let (events, label) = (sender.events.clone(), sender.label.clone());
+                    handles.push(tokio::spawn(async move {
+                        let what = || format!("the data channel of subtask {label} to task {dn}");
+                        let writing = write_channel(addr, attempt, sender, dn, rx, priority);
+                        if let Err(error) = crate::exec::panics::catch_panic(what, writing).await {
+                            let _ = events.send(TaskEvent::Failed { task: t, error });
+                        }
+                    }));
                     tx
                 }
             };
@@ -455,14 +467,17 @@ async fn deploy(
     }
     drop(ev_tx);
     let subtasks = starts.into_iter().map(|s| s()).collect();
-    handles.push(tokio::spawn(async move {
-        while let Some(ev) = ev_rx.recv().await {
-            let _ = out.send(ToCoordinator::Event {
-                attempt,
-                event: ev.into(),
-            });
-        }
-    }));
+    handles.push(crate::exec::panics::spawn_vital(
+        "the worker's subtask event forwarder",
+        async move {
+            while let Some(ev) = ev_rx.recv().await {
+                let _ = out.send(ToCoordinator::Event {
+                    attempt,
+                    event: ev.into(),
+                });
+            }
+        },
+    ));
     tracing::info!(attempt = %attempt_label(attempt), tasks = ?d.tasks, "deployed subtasks");
     Ok(Running {
         attempt,

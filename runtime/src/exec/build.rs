@@ -193,6 +193,7 @@ pub async fn build_task(
     let core = TaskCore {
         index,
         subtask: sub,
+        label: subtask.clone(),
         parallelism: p,
         chain,
         chain_ids,

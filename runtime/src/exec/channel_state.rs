@@ -128,7 +128,7 @@ pub async fn upload(
         crate::state::snapshot::encode_state_file(&to_state_file(&uid2, subtask, &records))
     })
     .await
-    .map_err(|e| crate::operators::TaskError(format!("channel-state encoder panicked: {e}")))?;
+    .map_err(|e| crate::operators::TaskError(crate::exec::panics::join_failure("the channel state encoder", e)))?;
     let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
     let path = crate::storage::join(&barrier.target.dir, &name);
     barrier.target.store.put(&path, bytes::Bytes::from(bytes)).await?;

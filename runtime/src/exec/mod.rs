@@ -124,7 +124,9 @@ pub struct Prepared {
 impl Prepared {
     /// Starts everything and waits for the job to end.
     pub async fn run(self) -> Result<Outcome, String> {
-        (self.run)().await.map_err(|e| format!("coordinator panicked: {e}"))?
+        (self.run)()
+            .await
+            .map_err(|e| panics::join_failure("the checkpoint coordinator", e))?
     }
 }
 
@@ -305,6 +307,7 @@ pub fn adopt_max_parallelism(job: &mut Job, s: &LoadedSnapshot) -> Result<(), St
         job.parallelism,
         s.metadata.max_parallelism,
         &s.url,
+        &job.origins,
     )?;
     if let MaxParallelismOnRestore::Adopt { derived, restored } = decision {
         tracing::info!(

@@ -76,6 +76,8 @@ pub struct TaskCore {
     pub index: usize,
     /// Subtask index within its stage.
     pub subtask: u32,
+    /// The subtask as messages name it: `counts -> out (1/2)`, `on worker w1` in a worker.
+    pub label: String,
     /// Parallelism of the stage.
     pub parallelism: u32,
     /// Chained operators after the source/inputs.
@@ -272,7 +274,10 @@ impl TaskCore {
     }
 
     /// The asynchronous part: encodes and uploads `parts` (and the channel state), then
-    /// acknowledges `barrier` to the coordinator (or declines it on failure).
+    /// acknowledges `barrier` to the coordinator, or declines it on failure: an error, or a
+    /// panic (`the asynchronous part of checkpoint 3 of subtask counts (1/2) panicked: ...`),
+    /// as Flink declines a checkpoint whose asynchronous part failed. Uncaught, a panic here
+    /// ended only this tokio task: the checkpoint neither completed nor failed until its timeout.
     pub(super) fn spawn_upload(&self, barrier: Barrier, parts: SnapshotParts, extras: UploadExtras) {
         let UploadExtras {
             alignment,
@@ -284,13 +289,16 @@ impl TaskCore {
             .alignment_ns
             .fetch_add(alignment.as_nanos() as u64, Ordering::Relaxed);
         let (task, subtask, parallelism, events) = (self.index, self.subtask, self.parallelism, self.events.clone());
+        let label = self.label.clone();
         tokio::spawn(async move {
             let t = Instant::now();
             if upload_hangs(barrier.id) {
                 return std::future::pending::<()>().await;
             }
             let unaligned = channel_state.is_some() || !output_channel_state.is_empty();
-            let uploaded = async {
+            let what = || format!("the asynchronous part of checkpoint {} of subtask {label}", barrier.id);
+            let uploaded = super::panics::catch_panic(what, async {
+                super::panics::async_snapshot_panic_failpoint(barrier.id);
                 if upload_fails(barrier.id) {
                     return Err(TaskError(format!(
                         "failpoint fail-upload:{}: the checkpoint storage refused the write",
@@ -315,8 +323,9 @@ impl TaskCore {
                 }
                 let output_channel_state = uploaded_outputs;
                 Ok::<_, TaskError>((operators, channel_state, output_channel_state))
-            }
-            .await;
+            })
+            .await
+            .unwrap_or_else(|panicked| Err(TaskError(panicked)));
             tracing::debug!(
                 checkpoint = barrier.id,
                 task,
@@ -448,6 +457,7 @@ pub(super) mod tests {
         let core = TaskCore {
             index: 0,
             subtask: 0,
+            label: "counts (1/1)".into(),
             parallelism: 1,
             chain: vec![Box::new(count)],
             chain_ids: vec![("counts".into(), "count".into())],

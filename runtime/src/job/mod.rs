@@ -12,6 +12,7 @@ pub mod field_use;
 pub mod fields;
 pub mod join;
 pub mod operator;
+pub mod origins;
 pub mod schema;
 pub mod spec;
 pub mod spec_checkpointing;

@@ -57,6 +57,9 @@ pub struct Job {
     pub min_pause: Duration,
     /// Steps in `spec.job.steps` order, which is a data order: inputs come first.
     pub operators: Vec<Operator>,
+    /// Where the values that errors after loading concern came from (flags, `--set`, the
+    /// manifest), so those errors name them as given; the manifest unless the CLI says otherwise.
+    pub origins: super::origins::ValueOrigins,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -154,6 +157,7 @@ impl Job {
             min_pause,
             operators,
             spec,
+            origins: Default::default(),
         })
     }
 

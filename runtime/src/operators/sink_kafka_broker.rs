@@ -80,7 +80,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 ) -> TaskResult<T> {
     tokio::task::spawn_blocking(call)
         .await
-        .map_err(|e| TaskError(format!("Kafka sink: {what}: {e}")))?
+        .map_err(|e| TaskError(crate::exec::panics::join_failure(&format!("Kafka sink: {what}"), e)))?
 }
 
 /// Creates a transactional producer and initialises it (which aborts whatever transaction its

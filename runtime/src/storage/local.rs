@@ -384,7 +384,7 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| StorageError::Io {
             path: "local store".into(),
-            source: std::io::Error::other(format!("blocking task failed: {e}")),
+            source: std::io::Error::other(crate::exec::panics::join_failure("the local store's file operation", e)),
         })?
 }
 

@@ -78,6 +78,9 @@ pub struct Generator {
     schema: Arc<Schema>,
     /// The fields columnar batches compute when made ([`Source::project`]).
     computed: Computed,
+    /// The last batch's first record index (sequence number) and the step between indexes,
+    /// for [`Source::record_origin`].
+    last_batch: (u64, u64),
 }
 
 impl Generator {
@@ -119,6 +122,7 @@ impl Generator {
             cursor: 0,
             schema: schema(),
             computed: Computed::ALL,
+            last_batch: (0, 0),
         })
     }
 
@@ -144,6 +148,7 @@ impl Generator {
             let n = left.min(max as u64);
             let first = split.next;
             split.next += n * step;
+            self.last_batch = (first, step);
             return Some((first, n, step));
         }
         None
@@ -305,6 +310,22 @@ impl Source for Generator {
     fn project(&mut self, read: &FieldsRead) {
         self.computed = Computed::of(read);
     }
+
+    fn record_origin(&self, index: usize) -> Option<String> {
+        let (first, step) = self.last_batch;
+        let n = first.checked_add((index as u64).checked_mul(step)?)?;
+        Some(generated_record_origin(n, self.splits_total))
+    }
+}
+
+/// Where generated record `n` came from, for error messages: `the record with sequence number
+/// 64 (its id; split 0 of 32)`. The sequence number is the record's `id` and replays the
+/// record (record n is a pure function of the seed and n).
+pub fn generated_record_origin(n: u64, splits_total: u64) -> String {
+    format!(
+        "the record with sequence number {n} (its id; split {} of {splits_total})",
+        n % splits_total.max(1)
+    )
 }
 
 #[cfg(test)]
@@ -315,6 +336,26 @@ mod tests {
         match r.row.get("id") {
             Some(Datum::Int(i)) => *i as u64,
             other => panic!("id {other:?}"),
+        }
+    }
+
+    /// Each record of the last batch names its sequence number (its `id`) and split.
+    #[tokio::test]
+    async fn a_records_origin_is_its_sequence_number() {
+        let spec = GeneratorSpec {
+            count: Some(100),
+            splits: Some(4),
+            ..Default::default()
+        };
+        let mut g = Generator::new(&spec, 1, 2, OperatorRestore::default()).unwrap();
+        for _ in 0..3 {
+            let mut out = vec![];
+            assert!(g.next_batch(&mut out, 5).await.unwrap());
+            for (i, r) in out.iter().enumerate() {
+                let n = id_of(r);
+                let want = format!("the record with sequence number {n} (its id; split {} of 4)", n % 4);
+                assert_eq!(g.record_origin(i).as_deref(), Some(want.as_str()), "record {i}");
+            }
         }
     }
 

@@ -64,6 +64,9 @@ pub struct KafkaSource {
     /// The largest event time per partition in the restored state (rescale: of every old
     /// subtask), for the partitions this subtask takes.
     restored_event_times: BTreeMap<(String, i32), i64>,
+    /// The partition (its split id) and offset of each record of the last batch, for
+    /// [`Source::record_origin`].
+    batch_origin: Vec<(SplitId, i64)>,
 }
 
 /// At most this many checkpoints' positions wait for completion (older ones are dropped: a
@@ -93,6 +96,13 @@ fn kafka_error(what: impl std::fmt::Display, servers: &str) -> impl Fn(rdkafka::
     let what = what.to_string();
     let servers = servers.to_string();
     move |e| TaskError(format!("Kafka ({servers}): {what}: {e}"))
+}
+
+/// Where a record read from Kafka came from, for error messages (an event time that is none,
+/// say): `the record at offset 17 of topic `orders` partition 2`, enough to find it with any
+/// Kafka client (`kcat -t orders -p 2 -o 17 -c 1`).
+pub fn kafka_record_origin(topic: &str, partition: i32, offset: i64) -> String {
+    format!("the record at offset {offset} of topic `{topic}` partition {partition}")
 }
 
 /// The partitions of `topics`, by topic. Errors: a topic the cluster does not have.
@@ -201,7 +211,7 @@ async fn discover(
         resolve(&consumer, &spec, &owned)
     })
     .await
-    .map_err(|e| TaskError(format!("partition discovery: {e}")))?
+    .map_err(|e| TaskError(crate::exec::panics::join_failure("Kafka partition discovery", e)))?
 }
 
 impl KafkaSource {
@@ -231,6 +241,7 @@ impl KafkaSource {
             taken: BTreeMap::new(),
             watermarks: None,
             restored_event_times,
+            batch_origin: Vec::new(),
         };
         let found = discover(spec, subtask, parallelism, vec![], restored, true).await?;
         source.add(found)?;
@@ -308,6 +319,7 @@ impl KafkaSource {
         let row = add_metadata(row, &self.spec, &metadata, &mut self.with_metadata)
             .map_err(|e| TaskError(format!("{}: {e}", at())))?;
         out.push(Record::new(row));
+        self.batch_origin.push((split_id, offset));
         if let Some(w) = &mut self.watermarks {
             w.record_from(split_id);
         }
@@ -423,6 +435,7 @@ impl Source for KafkaSource {
             self.schedule_discovery();
         }
         let servers = self.spec.bootstrap_servers.clone();
+        self.batch_origin.clear();
         let first = match tokio::time::timeout(POLL_WAIT, self.consumer.recv()).await {
             Err(_) => return Ok(true),
             Ok(message) => message.map_err(kafka_error("reading", &servers))?.detach(),
@@ -468,6 +481,12 @@ impl Source for KafkaSource {
         self.watermarks.as_mut()
     }
 
+    fn record_origin(&self, index: usize) -> Option<String> {
+        let (split_id, offset) = *self.batch_origin.get(index)?;
+        let a = self.assigned.values().find(|a| a.split_id == split_id)?;
+        Some(kafka_record_origin(&a.split.topic, a.split.partition, offset))
+    }
+
     fn snapshot_taken(&mut self, checkpoint_id: u64) {
         if self.spec.group_id.is_none() {
             return;
@@ -504,78 +523,5 @@ impl Source for KafkaSource {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(
-        key: Option<&str>,
-        partition: Option<&str>,
-        offset: Option<&str>,
-        timestamp: Option<&str>,
-    ) -> KafkaSourceSpec {
-        KafkaSourceSpec {
-            key_field: key.map(String::from),
-            partition_field: partition.map(String::from),
-            offset_field: offset.map(String::from),
-            timestamp_field: timestamp.map(String::from),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn metadata_fields_are_added_as_configured() {
-        let all = spec(Some("k"), Some("p"), Some("o"), Some("ts"));
-        let meta = |key: Option<&'static [u8]>, ts: Option<i64>| MessageMetadata {
-            key,
-            partition: 3,
-            offset: 41,
-            timestamp_ms: ts,
-        };
-        let cases: Vec<(&str, KafkaSourceSpec, MessageMetadata<'static>, Result<&str, &str>)> = vec![
-            (
-                r#"{"a":1}"#,
-                spec(None, None, None, None),
-                meta(Some(b"x"), Some(5)),
-                Ok(r#"{"a":1}"#),
-            ),
-            (
-                r#"{"a":1}"#,
-                all.clone(),
-                meta(Some(b"user-7"), Some(1_700_000_000_000)),
-                Ok(r#"{"a":1,"k":"user-7","p":3,"o":41,"ts":1700000000000}"#),
-            ),
-            (
-                r#"{"a":1}"#,
-                all.clone(),
-                meta(None, None),
-                Ok(r#"{"a":1,"k":null,"p":3,"o":41,"ts":null}"#),
-            ),
-            (
-                r#"{"a":1}"#,
-                spec(None, None, Some("o"), None),
-                meta(None, None),
-                Ok(r#"{"a":1,"o":41}"#),
-            ),
-            (
-                r#"{"k":1}"#,
-                all.clone(),
-                meta(None, None),
-                Err("already has a field `k` (source.kafka.keyField)"),
-            ),
-            (r#"7"#, all, meta(None, None), Err("not a JSON object")),
-        ];
-        for (value, spec, metadata, want) in cases {
-            let row = parse_json_row(value, &mut SchemaCache::default()).unwrap();
-            let got = add_metadata(row, &spec, &metadata, &mut SchemaCache::default()).map(|r| {
-                let mut out = Vec::new();
-                crate::record::json::write_json_line(&r, &mut out);
-                String::from_utf8(out).unwrap().trim_end().to_string()
-            });
-            match (&got, want) {
-                (Ok(text), Ok(w)) => assert_eq!(text, w, "{value}"),
-                (Err(e), Err(w)) => assert!(e.contains(w), "{value}: {e}"),
-                _ => panic!("{value}: got {got:?}, want {want:?}"),
-            }
-        }
-    }
-}
+#[path = "kafka_tests.rs"]
+mod tests;
