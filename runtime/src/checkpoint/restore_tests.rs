@@ -1,0 +1,236 @@
+use super::*;
+use crate::state::key_group::key_group_range;
+use crate::state::snapshot::{ChainLink, OperatorMetadata, StateHandle};
+
+fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]) -> StateHandle {
+    StateHandle {
+        file: file.into(),
+        subtask,
+        key_group_range: range,
+        size: 1,
+        crc32: 0,
+        entries: 1,
+        chain: chain
+            .iter()
+            .map(|f| ChainLink {
+                file: f.to_string(),
+                checkpoint_id: 1,
+                base: false,
+                size: 1,
+                crc32: 0,
+                entries: 1,
+            })
+            .collect(),
+    }
+}
+
+/// A worker reads the chains that hold its key groups and every other file; without
+/// `owned` (`weir run`, the coordinator) every file is read, shared links once.
+#[test]
+fn which_files_a_restore_reads_table() {
+    let r = |i| Some(key_group_range(i, 2, 128));
+    let operators = vec![
+        OperatorMetadata {
+            uid: "counts".into(),
+            kind: "count".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles: vec![
+                handle(
+                    "../shared/c-0-chk5.state",
+                    0,
+                    r(0),
+                    &["../shared/c-0-chk3.state", "../shared/c-0-chk5.state"],
+                ),
+                handle(
+                    "../shared/c-1-chk5.state",
+                    1,
+                    r(1),
+                    &["../shared/c-1-chk4.state", "../shared/c-1-chk5.state"],
+                ),
+            ],
+        },
+        OperatorMetadata {
+            uid: "window".into(),
+            kind: "window".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles: vec![handle("w-0.state", 0, r(0), &[]), handle("w-1.state", 1, r(1), &[])],
+        },
+        OperatorMetadata {
+            uid: "src".into(),
+            kind: "source-file".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles: vec![handle("src-0.state", 0, None, &[]), handle("src-1.state", 1, None, &[])],
+        },
+    ];
+    let metadata = CheckpointMetadata {
+        format_version: 1,
+        job_name: "job".into(),
+        checkpoint_id: 5,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        max_parallelism: 128,
+        parallelism: 2,
+        triggered_at_ms: 0,
+        completed_at_ms: 0,
+        run_id: None,
+        operators,
+        channel_state: vec![],
+        alignment: Default::default(),
+    };
+    let names = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
+        files_to_read(&metadata, owned).into_iter().map(|(f, _, _)| f).collect()
+    };
+    let everything = [
+        "../shared/c-0-chk3.state",
+        "../shared/c-0-chk5.state",
+        "../shared/c-1-chk4.state",
+        "../shared/c-1-chk5.state",
+        "w-0.state",
+        "w-1.state",
+        "src-0.state",
+        "src-1.state",
+    ];
+    // (what, key groups the process owns, files read)
+    type Row = (&'static str, Option<Vec<KeyGroupRange>>, Vec<&'static str>);
+    let rows: [Row; 4] = [
+        ("every subtask", None, everything.to_vec()),
+        (
+            "both ranges",
+            Some(vec![r(0).unwrap(), r(1).unwrap()]),
+            everything.to_vec(),
+        ),
+        (
+            "subtask 1 of 2",
+            Some(vec![r(1).unwrap()]),
+            vec![
+                "../shared/c-1-chk4.state",
+                "../shared/c-1-chk5.state",
+                "w-0.state",
+                "w-1.state",
+                "src-0.state",
+                "src-1.state",
+            ],
+        ),
+        (
+            "subtask 0 of 3 after a rescale (key groups 0-42: only the first chain)",
+            Some(vec![key_group_range(0, 3, 128)]),
+            vec![
+                "../shared/c-0-chk3.state",
+                "../shared/c-0-chk5.state",
+                "w-0.state",
+                "w-1.state",
+                "src-0.state",
+                "src-1.state",
+            ],
+        ),
+    ];
+    for (what, owned, want) in rows {
+        assert_eq!(names(owned.as_deref()), want, "{what}");
+    }
+}
+
+/// A restored keyed block is a slice of the state file's buffer, handed to each subtask
+/// that owns its key group without a copy: its bytes lie inside the file read, in both
+/// subtasks of a rescale to 2 (each gets its own groups) and in a second restore of the
+/// same range. The blocks are the written ones, byte for byte.
+#[test]
+fn restored_blocks_share_the_state_files_bytes_with_every_subtask() {
+    use crate::state::snapshot::{KeyGroupBlock, StreamedStateFile};
+    let blocks: Vec<KeyGroupBlock> = (0..128u32)
+        .step_by(3)
+        .map(|kg| KeyGroupBlock {
+            key_group: kg,
+            entries: 1,
+            data: (0..1000u32).map(|i| (i + kg) as u8).collect(),
+        })
+        .collect();
+    let (mut writer, mut file) = StreamedStateFile::start("counts", 0, vec![b"split".to_vec()]);
+    for b in &blocks {
+        file.extend(writer.block(b));
+        file.extend_from_slice(&b.data);
+    }
+    file.extend(writer.finish());
+    let read = bytes::Bytes::from(file);
+    let decoded = decode_state_file_shared("counts-0.state", read.clone()).unwrap();
+    let mut metadata = CheckpointMetadata {
+        format_version: 1,
+        job_name: "job".into(),
+        checkpoint_id: 1,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        max_parallelism: 128,
+        parallelism: 1,
+        triggered_at_ms: 0,
+        completed_at_ms: 0,
+        run_id: None,
+        operators: vec![],
+        channel_state: vec![],
+        alignment: Default::default(),
+    };
+    metadata.operators.push(OperatorMetadata {
+        uid: "counts".into(),
+        kind: "count".into(),
+        parallelism: 1,
+        state_names: vec![],
+        handles: vec![handle("counts-0.state", 0, Some(key_group_range(0, 1, 128)), &[])],
+    });
+    let snapshot = LoadedSnapshot {
+        url: "file:///c/chk-1".into(),
+        metadata,
+        files: HashMap::from([("counts-0.state".to_string(), decoded)]),
+    };
+    let inside_the_file = |b: &KeyGroupBlock| {
+        let (start, end) = (read.as_ptr() as usize, read.as_ptr() as usize + read.len());
+        let at = b.data.as_ptr() as usize;
+        start <= at && at + b.data.len() <= end
+    };
+    let mut handed = Vec::new();
+    for subtask in 0..2 {
+        let range = key_group_range(subtask, 2, 128);
+        let restored = operator_restore(Some(&snapshot), "counts", Some(range));
+        assert!(restored.key_groups.iter().all(|b| range.contains(b.key_group)));
+        assert!(
+            restored.key_groups.iter().all(inside_the_file),
+            "subtask {subtask}: a block was copied"
+        );
+        assert_eq!(restored.operator_state, vec![b"split".to_vec()]);
+        handed.extend(restored.key_groups);
+    }
+    assert_eq!(handed, blocks, "the blocks written, each once");
+    let again = operator_restore(Some(&snapshot), "counts", Some(key_group_range(0, 1, 128)));
+    assert!(again.key_groups.iter().all(inside_the_file));
+    assert_eq!(again.key_groups, blocks);
+}
+
+#[test]
+fn a_refused_restore_names_the_uids_on_both_sides_and_how_to_keep_the_state() {
+    let ops = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(u, k)| (u.to_string(), k.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let snap = ops(&[
+        ("source-generator-0", "source-generator"),
+        ("count-2", "count"),
+        ("sink-file-3", "sink-file"),
+    ]);
+    let job = ops(&[
+        ("source-generator-0", "source-generator"),
+        ("count-3", "count"),
+        ("sink-file-4", "sink-file"),
+    ]);
+    let dropped = vec!["count-2".to_string(), "sink-file-3".to_string()];
+    assert_eq!(
+        non_restored_message("file:///c/chk-1", &dropped, &job, &snap),
+        "file:///c/chk-1: state for operator uid(s) `count-2`, `sink-file-3` has no operator in the job (the \
+         job's `count-3`, `sink-file-4` have no state there); a step without `uid` is saved as `<kind>-<index>`, \
+         which changes when steps are inserted or removed: set each stateful step's `uid` to the one its state \
+         has (`uid: count-2`), or set spec.allowNonRestoredState: true to drop that state"
+    );
+    let removed = non_restored_message("u", &["count-2".to_string()], &snap[..1], &snap);
+    assert!(
+        removed.starts_with("u: state for operator uid(s) `count-2` has no operator in the job; "),
+        "{removed}"
+    );
+}
