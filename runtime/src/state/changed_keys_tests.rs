@@ -226,15 +226,7 @@ fn a_removal_after_a_write_within_one_interval_restores_exactly() {
                 let at_barrier = full_entries(&state.snapshot(20).encode().unwrap());
                 for (kind, set) in [("recorded", &changes), ("other kind", &other_kind)] {
                     let delta = state.snapshot(20).encode_delta(set).unwrap();
-                    for block in &delta {
-                        let keys: Vec<Key> = keyed_block::decode_with_removals::<i64>(&block.data)
-                            .unwrap()
-                            .into_iter()
-                            .map(|(k, _, _)| k)
-                            .collect();
-                        let distinct: std::collections::BTreeSet<&Key> = keys.iter().collect();
-                        assert_eq!(distinct.len(), keys.len(), "{what}, {kind}: a key twice in {keys:?}");
-                    }
+                    assert_no_key_twice(&delta, &format!("{what}, {kind}"));
                     let mut chain = base.clone();
                     chain.extend(delta);
                     assert_eq!(restored(chain), at_barrier, "{what}, {kind}");
@@ -313,15 +305,7 @@ fn deltas_by_scan_and_by_hash_restore_the_state_at_each_barrier() {
         }
         let at_barrier = full_entries(&state.snapshot(0).encode().unwrap());
         let delta = state.snapshot(0).encode_delta(&changes).unwrap();
-        for block in &delta {
-            let keys: Vec<Key> = keyed_block::decode_with_removals::<i64>(&block.data)
-                .unwrap()
-                .into_iter()
-                .map(|(k, _, _)| k)
-                .collect();
-            let distinct: std::collections::BTreeSet<&Key> = keys.iter().collect();
-            assert_eq!(distinct.len(), keys.len(), "interval {n}: a key twice");
-        }
+        assert_no_key_twice(&delta, &format!("interval {n}"));
         chain.extend(delta);
         assert_eq!(restored(chain.clone()), at_barrier, "interval {n}");
         drop(held);
@@ -331,4 +315,18 @@ fn deltas_by_scan_and_by_hash_restore_the_state_at_each_barrier() {
         scanned > 0 && hashed > 0,
         "both kinds ran: {scanned} scanned, {hashed} by hash"
     );
+}
+
+/// Panics naming `what` if a block of `delta` holds a key twice (a delta writes each changed
+/// key once: its newest value or its tombstone).
+fn assert_no_key_twice(delta: &[KeyGroupBlock], what: &str) {
+    for block in delta {
+        let keys: Vec<Key> = keyed_block::decode_with_removals::<i64>(&block.data)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _, _)| k)
+            .collect();
+        let distinct: std::collections::BTreeSet<&Key> = keys.iter().collect();
+        assert_eq!(distinct.len(), keys.len(), "{what}: a key twice in {keys:?}");
+    }
 }
