@@ -10,7 +10,7 @@
 #   hack/gen-references.sh           regenerate all
 #   hack/gen-references.sh --check   fail if any checked-in file differs (what CI does)
 #
-# CI runs the same checks: `cargo test --workspace` includes the `references` test, and
+# CI runs the same checks: `cargo nextest run --workspace` includes the `references` test, and
 # hack/static-checks.sh runs gen-crds.sh --check and gen-crd-docs.py --check.
 set -euo pipefail
 
