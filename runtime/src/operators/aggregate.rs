@@ -91,7 +91,8 @@ pub struct Aggregate {
     /// The running values by key.
     state: KeyedState<Num>,
     /// Restored key groups not built into `state` yet (a lazy restore, `state/pending.rs`):
-    /// each batch first builds the groups its records touch, then [`BUILD_PER_BATCH`] more.
+    /// each batch first builds the groups its records touch, then [`BUILD_PER_BATCH`] more
+    /// (before the next batch, so its output does not wait for them).
     pending: PendingKeyGroups,
     /// Whether the step has a TTL (a pending block without write times is built before a
     /// snapshot writes it).
@@ -370,7 +371,7 @@ impl StreamOperator for Aggregate {
             }
             // The integer-key table (a key of another type moves it to the generic one) and
             // the disk backend, through `KeyedState::update`.
-            KeyedState::HeapInt(_) | KeyedState::Disk(_) => {
+            KeyedState::HeapInt(_) | KeyedState::Disk(_) | KeyedState::DiskOpening(_) => {
                 for r in &input {
                     let keyed = checked_key(uid, range, r)?;
                     let x = input_value(uid, expr, r)?;
@@ -406,8 +407,13 @@ impl StreamOperator for Aggregate {
         // view (disk, O(1)) and, for an incremental checkpoint, take the changed keys
         // (O(changed keys)); encode on the encoder thread. Both backends write the same
         // delta blocks.
-        // Pending key groups: written as they are, or built first (`state/pending.rs`).
         let uid = &self.uid;
+        // A disk store still being created is waited for, and what memory holds handed over
+        // to it (`state/disk_opening.rs`): a snapshot sees only the store.
+        self.state
+            .finish_opening(self.clock.now_ms())
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        // Pending key groups: written as they are, or built first (`state/pending.rs`).
         let pending = self
             .pending
             .snapshot(&mut self.state, self.has_ttl)

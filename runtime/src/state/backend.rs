@@ -5,6 +5,7 @@
 
 use crate::record::Key;
 use crate::state::disk::{DiskKeyedState, DiskSnapshot, DiskStateError, DiskStateOptions};
+use crate::state::disk_opening::OpeningDiskState;
 use crate::state::heap::{ChangedKeys, HeapKeyedState, HeapSnapshot};
 use crate::state::int_keyed::{IntKeyedState, IntSnapshot};
 use crate::state::key_group::KeyGroupRange;
@@ -39,6 +40,9 @@ pub enum KeyedState<V> {
     HeapInt(IntKeyedState<V>),
     /// Disk backend.
     Disk(DiskKeyedState<V>),
+    /// Disk backend whose store is still being created: in memory until the first batch
+    /// after the creation ended, then [`KeyedState::Disk`] (`state/disk_opening.rs`).
+    DiskOpening(OpeningDiskState<V>),
 }
 
 /// A snapshot of a [`KeyedState`] as of a barrier, to encode off the task thread.
@@ -62,8 +66,30 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 KeyedState::HeapInt(IntKeyedState::new(range))
             }
             BackendChoice::Heap => KeyedState::Heap(HeapKeyedState::new(range, ttl)),
-            BackendChoice::Disk { dir, options } => KeyedState::Disk(DiskKeyedState::open(dir, range, ttl, *options)?),
+            // A store whose creation started early and is still running is not waited for:
+            // the first records are processed in memory (`state/disk_opening.rs`).
+            BackendChoice::Disk { dir, options } => match crate::state::disk_store::claim_unfinished(dir, *options) {
+                Some(creation) => KeyedState::DiskOpening(OpeningDiskState::new(dir, range, ttl, *options, creation)),
+                None => KeyedState::Disk(DiskKeyedState::open(dir, range, ttl, *options)?),
+            },
         })
+    }
+
+    /// Whether the disk backend's store is still being created (the state is in memory).
+    pub fn is_opening(&self) -> bool {
+        matches!(self, KeyedState::DiskOpening(_))
+    }
+
+    /// Ends the disk backend's opening (no-op on any other state): waits for the rest of the
+    /// store's creation and hands what memory holds over to the store
+    /// ([`OpeningDiskState::finish`]). Call it before a snapshot's synchronous part
+    /// (`Aggregate::snapshot` does), so changes are tracked only in the store. Errors: the
+    /// store's creation or a write into it failed.
+    pub fn finish_opening(&mut self, now_ms: u64) -> Result<(), DiskStateError> {
+        if let KeyedState::DiskOpening(opening) = self {
+            *self = KeyedState::Disk(opening.finish(now_ms)?);
+        }
+        Ok(())
     }
 
     /// Entries held, expired ones included until cleanup removes them.
@@ -72,6 +98,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             KeyedState::Heap(s) => s.len(),
             KeyedState::HeapInt(s) => s.len(),
             KeyedState::Disk(s) => s.len(),
+            KeyedState::DiskOpening(s) => s.memory().len(),
         }
     }
 
@@ -102,6 +129,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     /// Loads restored blocks (see [`HeapKeyedState::restore`]). Errors: a block that does not
     /// decode (named by key group), a store write failure.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        // An eager restore goes into the store.
+        self.finish_opening(now_ms).map_err(|e| e.to_string())?;
         match self {
             KeyedState::Heap(s) => s.restore(blocks, now_ms),
             KeyedState::HeapInt(s) => match s.restore(blocks)? {
@@ -110,6 +139,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 Err(blocks) => self.generic().map_or(Ok(()), |heap| heap.restore(blocks, now_ms)),
             },
             KeyedState::Disk(s) => s.restore(blocks, now_ms),
+            KeyedState::DiskOpening(_) => unreachable!("the opening was finished above"),
         }
     }
 
@@ -117,6 +147,14 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     /// restore's pending groups, `state/pending.rs`): on disk by bulk ingestion even into a
     /// store that holds other key groups. Errors: as [`KeyedState::restore`].
     pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
+        // While the store is created, a few groups are built in memory; more wait for the
+        // store and go in by its ingestion.
+        if let KeyedState::DiskOpening(opening) = self {
+            if opening.builds_in_memory(&blocks) {
+                return opening.memory_mut().restore(blocks, now_ms);
+            }
+            self.finish_opening(now_ms).map_err(|e| e.to_string())?;
+        }
         match self {
             KeyedState::Disk(s) => s.restore_absent_groups(blocks, now_ms),
             _ => self.restore(blocks, now_ms),
@@ -132,6 +170,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 _ => None,
             }),
             KeyedState::Disk(s) => s.get(key_group, hash, key, now_ms),
+            KeyedState::DiskOpening(s) => Ok(s.memory().get(key_group, hash, key, now_ms).cloned()),
         }
     }
 
@@ -150,6 +189,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             (KeyedState::Heap(s), _) => Ok(s.update(key_group, hash, key, now_ms, f)),
             (KeyedState::HeapInt(s), Key::Int(k)) => Ok(s.update(key_group, hash, *k, f)),
             (KeyedState::Disk(s), _) => s.update(key_group, hash, key, now_ms, f),
+            (KeyedState::DiskOpening(s), _) => Ok(s.memory_mut().update(key_group, hash, key, now_ms, f)),
             (state, _) => match state.generic() {
                 Some(heap) => Ok(heap.update(key_group, hash, key, now_ms, f)),
                 None => unreachable!("only an integer-key state moves to the generic table"),
@@ -190,6 +230,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             KeyedState::Heap(s) => Ok(s.remove(key_group, hash, key)),
             KeyedState::HeapInt(s) => Ok(matches!(key, Key::Int(k) if s.remove(key_group, hash, *k))),
             KeyedState::Disk(s) => s.remove(key_group, hash, key),
+            KeyedState::DiskOpening(s) => Ok(s.memory_mut().remove(key_group, hash, key)),
         }
     }
 
@@ -204,6 +245,14 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             // No TTL, and a snapshot's tables are released when the encoder drops them.
             KeyedState::HeapInt(_) => Ok(()),
             KeyedState::Disk(s) => s.maintain(now_ms, records),
+            // The handover, once the store's creation has ended (checked without waiting).
+            KeyedState::DiskOpening(s) => {
+                s.memory_mut().maintain(now_ms, records);
+                match s.is_store_ready() {
+                    true => self.finish_opening(now_ms),
+                    false => Ok(()),
+                }
+            }
         }
     }
 
@@ -219,6 +268,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 }
             }
             KeyedState::Disk(s) => s.track_changes(),
+            // Refused at the handover: callers finish the opening first.
+            KeyedState::DiskOpening(s) => s.track_changes(),
         }
     }
 
@@ -229,6 +280,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             // Changes are never tracked here (tracking moves the state to the generic table).
             KeyedState::HeapInt(_) => ChangedKeys::default(),
             KeyedState::Disk(s) => s.take_changes(),
+            KeyedState::DiskOpening(s) => s.memory_mut().take_changes(),
         }
     }
 
@@ -238,6 +290,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             KeyedState::Heap(s) => KeyedSnapshot::Heap(s.snapshot(now_ms)),
             KeyedState::HeapInt(s) => KeyedSnapshot::HeapInt(s.snapshot()),
             KeyedState::Disk(s) => KeyedSnapshot::Disk(s.snapshot(now_ms)),
+            // Memory's tables, the same blocks (callers finish the opening first).
+            KeyedState::DiskOpening(s) => KeyedSnapshot::Heap(s.memory_mut().snapshot(now_ms)),
         }
     }
 }

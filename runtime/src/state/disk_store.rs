@@ -8,7 +8,10 @@
 //! starts creating the stores of its subtasks ([`create_early`]) before it reads the restore
 //! point, each on a thread of its own, and [`DiskKeyedState::open`] takes the store created
 //! for its directory ([`take_or_create`]), waiting only for what is left of its creation
-//! (overlap, not sum). A store nobody takes is dropped by [`discard_early`].
+//! (overlap, not sum). A store nobody takes is dropped by [`discard_early`]. A subtask whose
+//! store is still being created when it starts does not wait at all: it claims the creation
+//! ([`claim_unfinished`]) and processes its first records in memory until the creation ended
+//! (`state/disk_opening.rs`).
 //!
 //! [`DiskKeyedState::open`]: crate::state::disk::DiskKeyedState::open
 
@@ -108,6 +111,59 @@ pub(crate) fn take_or_create(dir: &Path, options: DiskStateOptions) -> Result<St
     create(dir, options)
 }
 
+/// A store creation [`claim_unfinished`] took out of the early stores, still running: the
+/// disk backend's state serves its first records from memory until it is finished
+/// (`state/disk_opening.rs`). Dropped unfinished, it waits for the creation and drops the
+/// store (its directory with it), so a later creation in the same directory never races it.
+pub(crate) struct ClaimedCreation {
+    dir: PathBuf,
+    early: Option<EarlyStore>,
+}
+
+impl ClaimedCreation {
+    /// Whether the creation has ended (the store, or its error, is ready to take at once).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.early.as_ref().is_none_or(|e| e.creation.is_finished())
+    }
+
+    /// Puts the creation back among the early stores for [`take_or_create`] (that is,
+    /// `DiskKeyedState::open`) to take, waiting for the rest of it if it is not finished.
+    pub(crate) fn give_back(mut self) {
+        if let Some(early) = self.early.take() {
+            early_stores()
+                .lock()
+                .expect("early stores lock")
+                .insert(self.dir.clone(), early);
+        }
+    }
+}
+
+impl Drop for ClaimedCreation {
+    fn drop(&mut self) {
+        if let Some(early) = self.early.take() {
+            drop(early.creation.join());
+        }
+    }
+}
+
+/// Takes the creation [`create_early`] started for `dir` out of the early stores when it was
+/// started with `options` and has not finished yet (so [`discard_early`] at the end of a
+/// start leaves it alone); `None` when there is none, it was started with other options, or
+/// it is finished already (then `DiskKeyedState::open` takes it without waiting).
+pub(crate) fn claim_unfinished(dir: &Path, options: DiskStateOptions) -> Option<ClaimedCreation> {
+    let mut early = early_stores().lock().expect("early stores lock");
+    let claimable = early
+        .get(dir)
+        .is_some_and(|e| e.options == options && !e.creation.is_finished());
+    if !claimable {
+        return None;
+    }
+    Some(ClaimedCreation {
+        dir: dir.to_path_buf(),
+        early: early.remove(dir),
+    })
+}
+
 /// Drops the stores [`create_early`] started under `root` and nobody took (a start that
 /// failed after starting them), waiting for their creation to end; dropping a store removes
 /// its directory.
@@ -141,6 +197,21 @@ impl Drop for DiscardEarlyOnDrop {
     fn drop(&mut self) {
         discard_early(&self.root);
     }
+}
+
+/// [`create_early`] for tests: the creation starts only when `gate` receives (or is
+/// dropped), so a test controls whether it has ended.
+#[cfg(test)]
+pub(crate) fn create_early_gated(dir: &Path, options: DiskStateOptions, gate: std::sync::mpsc::Receiver<()>) {
+    let owned = dir.to_path_buf();
+    let creation = std::thread::spawn(move || {
+        let _ = gate.recv();
+        create(&owned, options)
+    });
+    early_stores()
+        .lock()
+        .expect("early stores lock")
+        .insert(dir.to_path_buf(), EarlyStore { options, creation });
 }
 
 /// Whether a creation started by [`create_early`] for `dir` is waiting to be taken.

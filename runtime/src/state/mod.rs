@@ -1,6 +1,7 @@
 pub mod backend;
 pub mod changed_keys;
 pub mod disk;
+pub mod disk_opening;
 pub mod disk_snapshot;
 pub mod disk_store;
 pub mod heap;

@@ -53,6 +53,9 @@ pub struct PendingKeyGroups {
     pending_entries: u64,
     /// Where [`PendingKeyGroups::take_next`] looks first.
     cursor: usize,
+    /// Whether the [`BUILD_PER_BATCH`] groups the last batch owes are still to be built
+    /// ([`PendingKeyGroups::owe_extra_build`]).
+    extra_owed: bool,
 }
 
 /// What a snapshot takes of the pending groups ([`PendingKeyGroups::for_snapshot`]).
@@ -100,7 +103,21 @@ impl PendingKeyGroups {
             pending_entries,
             groups,
             cursor: 0,
+            extra_owed: false,
         })
+    }
+
+    /// Records that a batch was processed after building only the groups it touched: the
+    /// [`BUILD_PER_BATCH`] more groups each batch pays for are built before the next batch
+    /// ([`PendingKeyGroups::take_extra_owed`]) or while idle, so a batch's output (the first
+    /// record's, after a restore) does not wait for them.
+    pub fn owe_extra_build(&mut self) {
+        self.extra_owed = !self.is_empty();
+    }
+
+    /// Whether a batch owes [`BUILD_PER_BATCH`] more builds; clears the debt.
+    pub fn take_extra_owed(&mut self) -> bool {
+        std::mem::take(&mut self.extra_owed)
     }
 
     /// Whether every restored group is built (the usual state: one branch per batch).
