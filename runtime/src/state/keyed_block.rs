@@ -45,6 +45,63 @@ pub fn encode_v1<V: Serialize>(entries: &[(&Key, &V)]) -> Result<Vec<u8>, postca
     postcard::to_extend(entries, Vec::with_capacity(5 + entries.len() * 16))
 }
 
+/// Encodes version 1 from `count` entries as `entries` yields them: exactly [`encode_v1`]'s
+/// bytes for the same entries, written without an entry vector and without serde's calls for
+/// the key: postcard's sequence length (a LEB128 varint), then per entry the key as postcard
+/// writes a [`Key`] (its variant index, then a string's length and bytes, an integer
+/// zigzag-encoded as a varint, or a boolean's byte) and the value through postcard. (The two
+/// entry vectors the heap snapshot built per key group were fresh memory on every checkpoint:
+/// most of a 5M-key checkpoint's CPU time went to the kernel zeroing such pages, and serde's
+/// key calls were the largest user-space cost; docs/runtime/state-backends.md, 2026-12-02.)
+/// Errors: postcard's, or `entries` yielding other than `count` entries (a bug: the
+/// length written first would be wrong).
+pub fn encode_v1_each<'a, V: Serialize + 'a>(
+    count: usize,
+    entries: impl IntoIterator<Item = (&'a Key, &'a V)>,
+) -> Result<Vec<u8>, postcard::Error> {
+    let mut data = Vec::with_capacity(5 + count * 16);
+    push_varint(&mut data, count as u64);
+    let mut written = 0;
+    for (key, value) in entries {
+        push_key(&mut data, key);
+        data = postcard::to_extend(value, data)?;
+        written += 1;
+    }
+    if written != count {
+        return Err(postcard::Error::SerializeSeqLengthUnknown);
+    }
+    Ok(data)
+}
+
+/// Appends `x` as postcard's LEB128 varint.
+fn push_varint(out: &mut Vec<u8>, mut x: u64) {
+    while x >= 0x80 {
+        out.push(x as u8 | 0x80);
+        x >>= 7;
+    }
+    out.push(x as u8);
+}
+
+/// Appends `key` as postcard serializes a [`Key`]: the variant index (in declaration order:
+/// `Str` 0, `Int` 1, `Bool` 2), then its content.
+fn push_key(out: &mut Vec<u8>, key: &Key) {
+    match key {
+        Key::Str(s) => {
+            out.push(0);
+            push_varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Key::Int(i) => {
+            out.push(1);
+            push_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+        }
+        Key::Bool(b) => {
+            out.push(2);
+            out.push(u8::from(*b));
+        }
+    }
+}
+
 /// Encodes version 2: `entries` as `(key, value, written_ms)` after the 2-byte prefix.
 pub fn encode_v2<V: Serialize>(entries: &[(&Key, &V, u64)]) -> Result<Vec<u8>, postcard::Error> {
     let mut data = Vec::with_capacity(VERSIONED_PREFIX.len() + 1 + entries.len() * 16);
@@ -209,6 +266,26 @@ mod tests {
                 (got, want) => panic!("{data:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// The entry-by-entry writer gives `encode_v1`'s bytes exactly, for keys of every variant
+    /// and varint length (strings of 0, 126, 128 and 20,000 bytes, integers around the
+    /// varint and sign boundaries, both booleans); a count that does not match the entries
+    /// is an error.
+    #[test]
+    fn the_entry_by_entry_writer_gives_encode_v1_bytes() {
+        let mut keys: Vec<Key> = [0usize, 1, 127, 128, 20_000]
+            .iter()
+            .map(|n| Key::Str("é".repeat(*n / 2).into()))
+            .collect();
+        keys.extend([0i64, -1, 1, 63, -64, 64, -65, 1 << 40, i64::MIN, i64::MAX].map(Key::Int));
+        keys.extend([Key::Bool(false), Key::Bool(true), Key::Str("key-4711".into())]);
+        let values: Vec<i64> = (0..keys.len() as i64).map(|i| i * 1000 - 7).collect();
+        let entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
+        let want = encode_v1(&entries).unwrap();
+        assert_eq!(encode_v1_each(entries.len(), entries.iter().copied()).unwrap(), want);
+        assert_eq!(encode_v1_each::<i64>(0, []).unwrap(), encode_v1::<i64>(&[]).unwrap());
+        assert!(encode_v1_each(entries.len() + 1, entries.iter().copied()).is_err());
     }
 
     /// Entry by entry gives what the whole-sequence decode gives, for every version, and the
