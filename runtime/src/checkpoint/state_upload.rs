@@ -13,6 +13,7 @@ use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
 use crate::state::incremental::{Form, shared_state_file};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::keyed_block;
 use crate::state::snapshot::{ChainLink, StateHandle, StreamedStateFile};
 use crate::storage::{MULTIPART_PART_SIZE, MultipartUpload, StorageError, Store};
 use std::time::{Duration, Instant};
@@ -50,6 +51,14 @@ pub async fn upload_operator_state(
     parts: Vec<(String, String, SnapshotEncoder)>,
 ) -> TaskResult<Vec<AckedOperator>> {
     let mut out = Vec::with_capacity(parts.len());
+    // Block buffers kept for reuse are let go of when the last file is written.
+    struct DropRecycled;
+    impl Drop for DropRecycled {
+        fn drop(&mut self) {
+            keyed_block::drop_recycled();
+        }
+    }
+    let _drop_recycled = DropRecycled;
     for (uid, kind, enc) in parts {
         let (tx, mut rx) = mpsc::channel::<Piece>(PIECES_IN_FLIGHT);
         let encoder_uid = uid.clone();
@@ -176,6 +185,10 @@ async fn write_file(
                 if let Err(e) = put.write(&bytes).await {
                     put.abort().await;
                     return Err(Some(e.into()));
+                }
+                // A block's buffer goes back to the encoder for a later block.
+                if let Ok(buffer) = bytes.try_into_mut() {
+                    keyed_block::recycle(Vec::from(buffer));
                 }
                 waited_for_parts += t.elapsed();
             }

@@ -59,7 +59,7 @@ pub fn encode_v1_each<'a, V: Serialize + 'a>(
     count: usize,
     entries: impl IntoIterator<Item = (&'a Key, &'a V)>,
 ) -> Result<Vec<u8>, postcard::Error> {
-    let mut data = Vec::with_capacity(5 + count * 16);
+    let mut data = recycled_buffer(5 + count * 16);
     push_varint(&mut data, count as u64);
     let mut written = 0;
     for (key, value) in entries {
@@ -71,6 +71,56 @@ pub fn encode_v1_each<'a, V: Serialize + 'a>(
         return Err(postcard::Error::SerializeSeqLengthUnknown);
     }
     Ok(data)
+}
+
+/// Buffers of blocks already written to storage, for the blocks encoded next
+/// ([`encode_v1_each`]): a block's buffer freshly allocated is fresh memory whose pages the
+/// kernel zeroes on first touch (the allocator returns freed pages to the system within
+/// milliseconds), which cost more than encoding the block (docs/runtime/state-backends.md,
+/// 2026-12-02). At most [`RECYCLED_MAX_BYTES`] are kept; [`drop_recycled`] empties it.
+static RECYCLED: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Most bytes of capacity [`RECYCLED`] keeps.
+pub const RECYCLED_MAX_BYTES: usize = 32 << 20;
+
+/// Smallest buffer worth keeping (smaller ones are cheap to allocate).
+const RECYCLED_MIN_BYTES: usize = 64 << 10;
+
+/// Hands a written block's buffer back for the next blocks (kept if it is at least 64 KiB
+/// and fewer than [`RECYCLED_MAX_BYTES`] are kept; dropped otherwise).
+pub fn recycle(mut buffer: Vec<u8>) {
+    if buffer.capacity() < RECYCLED_MIN_BYTES {
+        return;
+    }
+    buffer.clear();
+    let mut kept = RECYCLED.lock().unwrap_or_else(|e| e.into_inner());
+    let held: usize = kept.iter().map(Vec::capacity).sum();
+    if held + buffer.capacity() <= RECYCLED_MAX_BYTES {
+        kept.push(buffer);
+    }
+}
+
+/// Drops the kept buffers (the end of a snapshot's upload: no memory held between
+/// checkpoints).
+pub fn drop_recycled() {
+    let dropped = std::mem::take(&mut *RECYCLED.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(dropped);
+}
+
+/// An empty buffer of at least `capacity` bytes: a kept one if any (grown if needed), else a
+/// new one.
+fn recycled_buffer(capacity: usize) -> Vec<u8> {
+    if capacity < RECYCLED_MIN_BYTES / 2 {
+        return Vec::with_capacity(capacity);
+    }
+    let kept = RECYCLED.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    match kept {
+        Some(mut buffer) => {
+            buffer.reserve(capacity);
+            buffer
+        }
+        None => Vec::with_capacity(capacity),
+    }
 }
 
 /// Appends `x` as postcard's LEB128 varint.
@@ -286,6 +336,23 @@ mod tests {
         assert_eq!(encode_v1_each(entries.len(), entries.iter().copied()).unwrap(), want);
         assert_eq!(encode_v1_each::<i64>(0, []).unwrap(), encode_v1::<i64>(&[]).unwrap());
         assert!(encode_v1_each(entries.len() + 1, entries.iter().copied()).is_err());
+    }
+
+    /// A block encoded into a recycled buffer (one that held another block) has exactly the
+    /// bytes of one encoded into a new buffer: nothing of the earlier block is left.
+    #[test]
+    fn a_recycled_buffer_gives_the_same_bytes() {
+        let keys: Vec<Key> = (0..5000).map(|i| Key::Str(format!("key-{i}").into())).collect();
+        let values: Vec<i64> = (0..5000).collect();
+        let entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
+        let want = encode_v1(&entries).unwrap();
+        for _ in 0..3 {
+            recycle(vec![0xAB; 200_000]);
+            let got = encode_v1_each(entries.len(), entries.iter().copied()).unwrap();
+            assert!(got == want, "a recycled buffer changed the block");
+            recycle(got);
+        }
+        drop_recycled();
     }
 
     /// Entry by entry gives what the whole-sequence decode gives, for every version, and the
