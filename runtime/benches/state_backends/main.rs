@@ -155,7 +155,11 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
     );
     // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on, and with
     // `WEIR_BENCH_CHECKPOINT_DETAIL=1` the checkpoints' debug lines (state files' phases).
-    let checkpoint_line = |l: &str| ["state file written", "state file encoded", "checkpoint completed"].iter().any(|m| l.contains(m));
+    let checkpoint_line = |l: &str| {
+        ["state file written", "state file encoded", "checkpoint completed"]
+            .iter()
+            .any(|m| l.contains(m))
+    };
     for line in String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| l.contains("breakdown") || checkpoint_line(l))

@@ -133,7 +133,8 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
     tx.blocking_send(Piece::Bytes(head.into())).map_err(|_| gone())?;
     let mut send_block = |block: crate::state::snapshot::KeyGroupBlock| -> TaskResult<()> {
         entries += block.entries;
-        tx.blocking_send(Piece::Bytes(file.block(&block).into())).map_err(|_| gone())?;
+        tx.blocking_send(Piece::Bytes(file.block(&block).into()))
+            .map_err(|_| gone())?;
         tx.blocking_send(Piece::Bytes(block.data)).map_err(|_| gone())
     };
     for block in st.key_groups {
@@ -142,9 +143,16 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
     if let Some(stream) = st.key_group_stream {
         stream(&mut send_block)?;
     }
-    tx.blocking_send(Piece::Bytes(file.finish().into())).map_err(|_| gone())?;
+    tx.blocking_send(Piece::Bytes(file.finish().into()))
+        .map_err(|_| gone())?;
     tx.blocking_send(Piece::End).map_err(|_| gone())?;
-    tracing::debug!(uid, subtask, entries, encoded_ms = ms(started.elapsed()), "state file encoded");
+    tracing::debug!(
+        uid,
+        subtask,
+        entries,
+        encoded_ms = ms(started.elapsed()),
+        "state file encoded"
+    );
     Ok(Encoded {
         state_names: st.state_names,
         key_group_range: st.key_group_range,

@@ -199,7 +199,11 @@ impl crate::storage::ObjectStore for LateFirstParts {
     async fn put(&self, path: &str, data: bytes::Bytes) -> crate::storage::Result<()> {
         self.inner.put(path, data).await
     }
-    async fn put_if_absent(&self, path: &str, data: bytes::Bytes) -> crate::storage::Result<crate::storage::PutOutcome> {
+    async fn put_if_absent(
+        &self,
+        path: &str,
+        data: bytes::Bytes,
+    ) -> crate::storage::Result<crate::storage::PutOutcome> {
         self.inner.put_if_absent(path, data).await
     }
     async fn get(&self, path: &str) -> crate::storage::Result<bytes::Bytes> {

@@ -257,7 +257,11 @@ impl ObjectStore for S3Store {
                 .into_iter()
                 .zip(1..)
                 .map(|(part, number)| self.upload_part_at(&target, number, 0, part));
-            match futures::stream::iter(parts).buffered(PARTS_AT_ONCE).try_collect::<Vec<_>>().await {
+            match futures::stream::iter(parts)
+                .buffered(PARTS_AT_ONCE)
+                .try_collect::<Vec<_>>()
+                .await
+            {
                 Ok(tokens) => upload.parts = (1..).zip(tokens).collect(),
                 Err(e) => {
                     let _ = self.abort_multipart(&upload).await;
