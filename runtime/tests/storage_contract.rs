@@ -90,7 +90,33 @@ contract_tests!(
     complete_multipart_without_parts_creates_an_empty_object,
     abort_multipart_discards_the_upload_and_is_idempotent,
     large_put_round_trips,
+    numbered_parts_uploaded_concurrently_complete_in_number_order,
 );
+
+/// Parts uploaded with `upload_part_at` all at once, the last one first, and recorded in
+/// number order: the object is the parts in number order (their order of arrival does not
+/// matter), invisible until completion.
+async fn numbered_parts_uploaded_concurrently_complete_in_number_order(store: &Store) {
+    let parts = [data(MIN_PART_SIZE, 1), data(MIN_PART_SIZE, 2), data(777, 3)];
+    let mut upload = store.create_multipart("out/numbered").await.unwrap();
+    let offsets = [0, MIN_PART_SIZE as u64, 2 * MIN_PART_SIZE as u64];
+    let uploads = parts.iter().enumerate().rev().map(|(i, part)| {
+        let (store, upload) = (store.clone(), upload.clone());
+        let (part, offset) = (part.clone(), offsets[i]);
+        tokio::spawn(async move { store.upload_part_at(&upload, i as i32 + 1, offset, part).await })
+    });
+    let mut tokens: Vec<String> = futures::future::join_all(uploads)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().unwrap())
+        .collect();
+    tokens.reverse();
+    upload.parts = tokens.into_iter().enumerate().map(|(i, t)| (i as i32 + 1, t)).collect();
+    assert!(!store.exists("out/numbered").await.unwrap());
+    store.complete_multipart(&upload).await.unwrap();
+    let got = store.get("out/numbered").await.unwrap();
+    assert!(got == parts.concat(), "the object is the parts in number order");
+}
 
 /// A put above the S3 multipart threshold (written as a multipart upload on S3).
 async fn large_put_round_trips(store: &Store) {

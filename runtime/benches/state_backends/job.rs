@@ -109,6 +109,15 @@ fn disk_state(backend: &str) -> String {
 /// The child's body: runs the job, then (with `store`) the store measurements; prints the
 /// [`JobRun`] as one JSON line.
 pub fn child(a: &JobArgs) {
+    if std::env::var_os("WEIR_BENCH_CHECKPOINT_DETAIL").is_some() {
+        // Each state file's phases and each checkpoint's parts, on stderr: the parent passes
+        // the lines on (`checkpoint breakdown`).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("weir_runtime::checkpoint=debug")
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
     let start_kib = status_kib("VmRSS");
     let job = parse_manifest(&manifest(a), &[]).expect("bench manifest");
     let rt = tokio::runtime::Builder::new_multi_thread()

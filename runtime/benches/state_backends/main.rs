@@ -20,6 +20,8 @@
 //!   breakdown` (times from its start) and its steps' wall and CPU time, page faults and
 //!   preemptions; `WEIR_BENCH_RESTORE_DETAIL=1` adds, after the measurements, the load's steps
 //!   one by one, the same restore again (warm), a copy of every block and one `fsync`.
+//!   `WEIR_BENCH_CHECKPOINT_DETAIL=1` prints each checkpoint's state files' phases (encoder
+//!   busy, upload waiting for pieces or parts, completion; `state_upload.rs`'s debug lines).
 //!
 //! Incremental checkpoints are switched on by configuration only: a backend that does not
 //! write deltas yet writes full checkpoints under `incremental: true`, and this bench picks up
@@ -151,10 +153,16 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
         "child {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on.
+    // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on, and with
+    // `WEIR_BENCH_CHECKPOINT_DETAIL=1` the checkpoints' debug lines (state files' phases).
+    let checkpoint_line = |l: &str| {
+        ["state file written", "state file encoded", "checkpoint completed"]
+            .iter()
+            .any(|m| l.contains(m))
+    };
     for line in String::from_utf8_lossy(&out.stderr)
         .lines()
-        .filter(|l| l.contains("breakdown"))
+        .filter(|l| l.contains("breakdown") || checkpoint_line(l))
     {
         println!("    {line}");
     }

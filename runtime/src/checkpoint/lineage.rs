@@ -258,6 +258,15 @@ mod tests {
         ) -> crate::storage::Result<()> {
             self.0.upload_part(upload, data).await
         }
+        async fn upload_part_at(
+            &self,
+            upload: &crate::storage::MultipartUpload,
+            number: i32,
+            offset: u64,
+            data: Bytes,
+        ) -> crate::storage::Result<String> {
+            self.0.upload_part_at(upload, number, offset, data).await
+        }
         async fn complete_multipart(&self, upload: &crate::storage::MultipartUpload) -> crate::storage::Result<()> {
             self.0.complete_multipart(upload).await
         }

@@ -3,16 +3,20 @@
 //! pieces ([`StreamedStateFile`]: head, one frame per key group, trailer) through a bounded
 //! channel to the upload, which sends them to storage in parts of at least
 //! [`STATE_PART_SIZE`] (an S3 multipart upload, the local store's staging file) while
-//! later key groups are still encoding, one part uploading while the next fills. A file
-//! smaller than one part is one `put`. Memory holds two parts and the channel's pieces, not
-//! the whole state file.
+//! later key groups are still encoding, up to [`PARTS_IN_FLIGHT`] parts uploading at once
+//! while the next fills. A file smaller than one part is one `put`. Memory holds those parts
+//! and the channel's pieces, not the whole state file. Each file's phases (encoder busy,
+//! upload waiting for pieces or for parts, completion) are logged at debug level
+//! (`state file written`).
 
 use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
 use crate::state::incremental::{Form, shared_state_file};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::keyed_block;
 use crate::state::snapshot::{ChainLink, StateHandle, StreamedStateFile};
 use crate::storage::{MULTIPART_PART_SIZE, MultipartUpload, StorageError, Store};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// Pieces in flight between the encoder and the upload (each a frame header or a key group's
@@ -24,7 +28,7 @@ enum Piece {
     /// First: the keyed state's form, which decides the file's path.
     Start(Option<Form>),
     /// The next bytes of the file.
-    Bytes(Vec<u8>),
+    Bytes(bytes::Bytes),
     /// Last: the file is complete (a channel closed without it is an encoder that failed).
     End,
 }
@@ -47,6 +51,14 @@ pub async fn upload_operator_state(
     parts: Vec<(String, String, SnapshotEncoder)>,
 ) -> TaskResult<Vec<AckedOperator>> {
     let mut out = Vec::with_capacity(parts.len());
+    // Block buffers kept for reuse are let go of when the last file is written.
+    struct DropRecycled;
+    impl Drop for DropRecycled {
+        fn drop(&mut self) {
+            keyed_block::drop_recycled();
+        }
+    }
+    let _drop_recycled = DropRecycled;
     for (uid, kind, enc) in parts {
         let (tx, mut rx) = mpsc::channel::<Piece>(PIECES_IN_FLIGHT);
         let encoder_uid = uid.clone();
@@ -113,16 +125,17 @@ pub async fn upload_operator_state(
 /// The encoder's side (blocking pool): runs `enc` and sends the state file's pieces.
 fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<Piece>) -> TaskResult<Encoded> {
     let gone = || TaskError("the state file upload stopped".into());
+    let started = Instant::now();
     let st = enc()?;
     tx.blocking_send(Piece::Start(st.incremental)).map_err(|_| gone())?;
     let mut entries = st.operator_state.len() as u64;
     let (mut file, head) = StreamedStateFile::start(uid, subtask, st.operator_state);
-    tx.blocking_send(Piece::Bytes(head)).map_err(|_| gone())?;
+    tx.blocking_send(Piece::Bytes(head.into())).map_err(|_| gone())?;
     let mut send_block = |block: crate::state::snapshot::KeyGroupBlock| -> TaskResult<()> {
         entries += block.entries;
-        tx.blocking_send(Piece::Bytes(file.block(&block))).map_err(|_| gone())?;
-        tx.blocking_send(Piece::Bytes(Vec::from(block.data)))
-            .map_err(|_| gone())
+        tx.blocking_send(Piece::Bytes(file.block(&block).into()))
+            .map_err(|_| gone())?;
+        tx.blocking_send(Piece::Bytes(block.data)).map_err(|_| gone())
     };
     for block in st.key_groups {
         send_block(block)?;
@@ -130,8 +143,16 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
     if let Some(stream) = st.key_group_stream {
         stream(&mut send_block)?;
     }
-    tx.blocking_send(Piece::Bytes(file.finish())).map_err(|_| gone())?;
+    tx.blocking_send(Piece::Bytes(file.finish().into()))
+        .map_err(|_| gone())?;
     tx.blocking_send(Piece::End).map_err(|_| gone())?;
+    tracing::debug!(
+        uid,
+        subtask,
+        entries,
+        encoded_ms = ms(started.elapsed()),
+        "state file encoded"
+    );
     Ok(Encoded {
         state_names: st.state_names,
         key_group_range: st.key_group_range,
@@ -160,13 +181,24 @@ async fn write_file(
         Some(_) => shared_state_file(&barrier.target.dir, uid, subtask, barrier.id),
     };
     let mut put = StreamingPut::new(barrier.target.store.clone(), path.clone());
+    let started = Instant::now();
+    let (mut waited_for_pieces, mut waited_for_parts) = (Duration::ZERO, Duration::ZERO);
     loop {
-        match rx.recv().await {
+        let t = Instant::now();
+        let piece = rx.recv().await;
+        waited_for_pieces += t.elapsed();
+        match piece {
             Some(Piece::Bytes(bytes)) => {
-                if let Err(e) = put.write(bytes).await {
+                let t = Instant::now();
+                if let Err(e) = put.write(&bytes).await {
                     put.abort().await;
                     return Err(Some(e.into()));
                 }
+                // A block's buffer goes back to the encoder for a later block.
+                if let Ok(buffer) = bytes.try_into_mut() {
+                    keyed_block::recycle(Vec::from(buffer));
+                }
+                waited_for_parts += t.elapsed();
             }
             Some(Piece::End) => break,
             Some(Piece::Start(_)) | None => {
@@ -175,40 +207,77 @@ async fn write_file(
             }
         }
     }
+    let ended = Instant::now();
+    let parts = put.upload.as_ref().map_or(0, |u| u.parts.len()) + put.in_flight.len();
+    let most_in_flight = put.most_in_flight;
     let (size, crc) = put.finish().await.map_err(Some)?;
+    tracing::debug!(
+        path,
+        size,
+        parts,
+        most_in_flight,
+        streamed_ms = ms(ended - started),
+        waited_for_pieces_ms = ms(waited_for_pieces),
+        copied_or_waited_for_parts_ms = ms(waited_for_parts),
+        finish_ms = ms(ended.elapsed()),
+        "state file written"
+    );
     Ok((name, size, crc, path))
+}
+
+/// `d` in milliseconds, to the microsecond (for logs).
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// Bytes of each part of a streamed state file but the last: one S3 multipart part (8 MiB),
 /// exactly. A part's buffer is allocated at this size and never grows (a piece that does not
-/// fit is split across two parts), so the upload holds at most two parts: 16 MiB. It stays
-/// below mimalloc's huge-object size (16 MiB): a huge block freed on another thread than the
-/// one that allocated it (the upload frees what the encoder's thread filled) is only reset
-/// (`MADV_FREE`), staying in the process's RSS until the kernel needs the memory, and each
-/// new part took fresh memory (measured: 16 MiB parts that grew to 36 MiB left 100–230 MiB of
-/// such pages during full disk checkpoints at 5M keys; docs/runtime/state-backends.md).
+/// fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
+/// huge block freed on another thread than the one that allocated it (the upload frees what
+/// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
+/// until the kernel needs the memory, and each new part took fresh memory (measured: 16 MiB
+/// parts that grew to 36 MiB left 100–230 MiB of such pages during full disk checkpoints at
+/// 5M keys; docs/runtime/state-backends.md).
 pub const STATE_PART_SIZE: usize = MULTIPART_PART_SIZE;
 
-/// A part being uploaded in the background, with the upload it extends (handed back when it
-/// is done, so the next part follows it).
-type PartInFlight = tokio::task::JoinHandle<(MultipartUpload, Result<(), StorageError>)>;
+/// Parts of one state file uploading at once while the next one fills: S3 takes parts
+/// concurrently (one connection each), the local store writes each at its offset without an
+/// `fsync`. Memory holds this many parts plus the one filling: 40 MiB.
+pub const PARTS_IN_FLIGHT: usize = 4;
+
+/// A part being uploaded in the background: its number, its bytes (the buffer is reused for a
+/// later part once the upload let go of it) and the task returning its token.
+type PartInFlight = (i32, bytes::Bytes, tokio::task::JoinHandle<Result<String, StorageError>>);
 
 /// One object written from pieces: buffered until a part's worth ([`STATE_PART_SIZE`], parts
-/// cut at exactly that size), then a multipart upload; a single `put` if it ends before the first part is full. A full part
-/// is uploaded in the background while the next one fills (at most one part in flight: parts
-/// stay in order, as the local store's multipart upload needs, and memory holds two parts),
-/// so encoding and upload overlap instead of taking turns. Keeps the object's size and CRC-32.
+/// cut at exactly that size), then a multipart upload; a single `put` if it ends before the
+/// first part is full. Full parts upload in the background ([`ObjectStore::upload_part_at`],
+/// up to [`PARTS_IN_FLIGHT`] at once) while the next one fills, so encoding and upload overlap
+/// instead of taking turns; parts are recorded in number order as each finishes (the oldest
+/// is awaited first), whatever order they finish in. Keeps the object's size and CRC-32.
+///
+/// [`ObjectStore::upload_part_at`]: crate::storage::ObjectStore::upload_part_at
 struct StreamingPut {
     store: Store,
     path: String,
     buffer: Vec<u8>,
-    /// The multipart upload, when no part is in flight.
+    /// The multipart upload once the first part is full; its `parts` are the finished ones.
     upload: Option<MultipartUpload>,
-    in_flight: Option<PartInFlight>,
+    /// Parts uploading, oldest first.
+    in_flight: std::collections::VecDeque<PartInFlight>,
+    /// A finished part's buffer, for the next part: fresh memory costs the kernel's zeroing
+    /// of its pages, more than the copy into it.
+    spare: Option<Vec<u8>>,
+    /// Bytes handed to parts so far (the next part's offset).
+    parted: u64,
     crc: crc32fast::Hasher,
     size: u64,
     /// The largest capacity the part buffer had, bytes (at most [`STATE_PART_SIZE`]; tests).
     largest_buffer: usize,
+    /// The most parts that were uploading at once (tests).
+    most_in_flight: usize,
+    /// Parts at once (tests lower it).
+    parts_in_flight: usize,
 }
 
 impl StreamingPut {
@@ -218,22 +287,27 @@ impl StreamingPut {
             path,
             buffer: Vec::new(),
             upload: None,
-            in_flight: None,
+            in_flight: Default::default(),
+            spare: None,
+            parted: 0,
             crc: crc32fast::Hasher::new(),
             size: 0,
             largest_buffer: 0,
+            most_in_flight: 0,
+            parts_in_flight: PARTS_IN_FLIGHT,
         }
     }
 
-    /// Appends `bytes`; each time the buffer holds exactly [`STATE_PART_SIZE`] bytes, waits
-    /// for the part in flight (if any) and starts uploading the buffer as the next part.
-    async fn write(&mut self, bytes: Vec<u8>) -> Result<(), StorageError> {
-        self.crc.update(&bytes);
+    /// Appends `bytes`; each time the buffer holds exactly [`STATE_PART_SIZE`] bytes, starts
+    /// uploading it as the next part (after the oldest part in flight finished, when
+    /// [`PARTS_IN_FLIGHT`] are).
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        self.crc.update(bytes);
         self.size += bytes.len() as u64;
-        let mut rest = bytes.as_slice();
+        let mut rest = bytes;
         while !rest.is_empty() {
             if self.buffer.capacity() == 0 {
-                self.buffer = Vec::with_capacity(STATE_PART_SIZE);
+                self.buffer = self.spare.take().unwrap_or_else(|| Vec::with_capacity(STATE_PART_SIZE));
             }
             let take = rest.len().min(STATE_PART_SIZE - self.buffer.len());
             self.buffer.extend_from_slice(&rest[..take]);
@@ -241,53 +315,66 @@ impl StreamingPut {
             self.largest_buffer = self.largest_buffer.max(self.buffer.capacity());
             if self.buffer.len() == STATE_PART_SIZE {
                 let part = bytes::Bytes::from(std::mem::take(&mut self.buffer));
-                let mut upload = match self.settle().await? {
-                    Some(upload) => upload,
-                    None => self.store.create_multipart(&self.path).await?,
-                };
-                let store = self.store.clone();
-                self.in_flight = Some(tokio::spawn(async move {
-                    let result = store.upload_part(&mut upload, part).await;
-                    (upload, result)
-                }));
+                self.start_part(part).await?;
             }
         }
         Ok(())
     }
 
-    /// Waits for the part in flight, if any; the multipart upload (if one was started) is
-    /// then `self.upload`'s, which this also returns (taken). Errors: the part's upload failed.
-    async fn settle(&mut self) -> Result<Option<MultipartUpload>, StorageError> {
-        if let Some(part) = self.in_flight.take() {
-            let (upload, result) = part.await.map_err(|e| StorageError::Io {
-                path: self.store.url(&self.path),
-                source: std::io::Error::other(crate::exec::panics::join_failure("the part upload", e)),
-            })?;
-            self.upload = Some(upload);
-            result?;
+    /// Starts uploading `part` as the next part, once fewer than `parts_in_flight` are.
+    async fn start_part(&mut self, part: bytes::Bytes) -> Result<(), StorageError> {
+        while self.in_flight.len() >= self.parts_in_flight {
+            self.settle_oldest().await?;
         }
-        Ok(self.upload.take())
+        if self.upload.is_none() {
+            self.upload = Some(self.store.create_multipart(&self.path).await?);
+        }
+        let upload = self.upload.as_ref().expect("created above");
+        let number = upload.parts.len() as i32 + self.in_flight.len() as i32 + 1;
+        let (store, offset, len) = (self.store.clone(), self.parted, part.len() as u64);
+        // The part needs the upload's path and id, not its parts so far.
+        let target = MultipartUpload {
+            parts: vec![],
+            ..upload.clone()
+        };
+        let kept = part.clone();
+        let task = tokio::spawn(async move { store.upload_part_at(&target, number, offset, part).await });
+        self.in_flight.push_back((number, kept, task));
+        self.parted += len;
+        self.most_in_flight = self.most_in_flight.max(self.in_flight.len());
+        Ok(())
+    }
+
+    /// Waits for the oldest part in flight and records it. Errors: its upload failed.
+    async fn settle_oldest(&mut self) -> Result<(), StorageError> {
+        let Some((number, part, task)) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let token = task.await.map_err(|e| StorageError::Io {
+            path: self.store.url(&self.path),
+            source: std::io::Error::other(crate::exec::panics::join_failure("the part upload", e)),
+        })??;
+        // The upload is done with the part: its buffer is ours alone again (unless the store
+        // kept a reference), and a whole part's size, as a new one would be.
+        if let Ok(buffer) = part.try_into_mut().map(Vec::from)
+            && buffer.capacity() == STATE_PART_SIZE
+        {
+            let mut buffer = buffer;
+            buffer.clear();
+            self.spare = Some(buffer);
+        }
+        let upload = self.upload.as_mut().expect("a part in flight has its upload");
+        upload.parts.push((number, token));
+        Ok(())
     }
 
     /// Writes what is left and makes the object visible; returns its size and CRC-32.
     async fn finish(mut self) -> Result<(u64, u32), TaskError> {
         let rest = bytes::Bytes::from(std::mem::take(&mut self.buffer));
-        let result = match self.settle().await {
-            Err(e) => Err(e),
-            Ok(None) => self.store.put(&self.path, rest).await,
-            Ok(Some(mut upload)) => {
-                let last = if rest.is_empty() {
-                    Ok(())
-                } else {
-                    self.store.upload_part(&mut upload, rest).await
-                };
-                let done = match last {
-                    Ok(()) => self.store.complete_multipart(&upload).await,
-                    Err(e) => Err(e),
-                };
-                self.upload = Some(upload);
-                done
-            }
+        let result = if self.upload.is_none() {
+            self.store.put(&self.path, rest).await
+        } else {
+            self.finish_multipart(rest).await
         };
         if let Err(e) = result {
             self.abort().await;
@@ -296,202 +383,31 @@ impl StreamingPut {
         Ok((self.size, self.crc.finalize()))
     }
 
-    /// Abandons a multipart upload in progress, after its part in flight (best effort: an
+    /// The last part (`rest`, if any), every part in flight recorded, then the completion.
+    async fn finish_multipart(&mut self, rest: bytes::Bytes) -> Result<(), StorageError> {
+        if !rest.is_empty() {
+            self.start_part(rest).await?;
+        }
+        while !self.in_flight.is_empty() {
+            self.settle_oldest().await?;
+        }
+        let upload = self.upload.as_ref().expect("a multipart upload");
+        self.store.complete_multipart(upload).await
+    }
+
+    /// Abandons a multipart upload in progress, after its parts in flight (best effort: an
     /// orphaned part is invisible and S3 lifecycle rules or the local store's next run remove
     /// it).
     async fn abort(&mut self) {
-        // A failed part leaves the upload in `self.upload`; a finished one hands it back.
-        let upload = match self.settle().await {
-            Ok(upload) => upload,
-            Err(_) => self.upload.take(),
-        };
-        if let Some(upload) = upload {
+        for (_, _, task) in std::mem::take(&mut self.in_flight) {
+            let _ = task.await;
+        }
+        if let Some(upload) = self.upload.take() {
             let _ = self.store.abort_multipart(&upload).await;
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::operators::EncodedState;
-    use crate::state::snapshot::{KeyGroupBlock, decode_state_file};
-    use std::sync::Arc;
-
-    fn barrier(store: Store) -> Barrier {
-        Barrier {
-            id: 4,
-            kind: crate::control::api::SnapshotKind::Checkpoint,
-            stop: false,
-            target: Arc::new(crate::checkpoint::SnapshotTarget {
-                store,
-                dir: "job/chk-4".into(),
-            }),
-            triggered_at_ms: 0,
-            is_final: false,
-            incremental: None,
-        }
-    }
-
-    /// `n` blocks of `size` bytes each, some given whole, the rest streamed; or a stream that
-    /// fails after its first block.
-    fn encoder(n: u32, size: usize, fail: bool) -> SnapshotEncoder {
-        Box::new(move || {
-            let block = move |kg: u32| KeyGroupBlock {
-                key_group: kg,
-                entries: u64::from(kg) + 1,
-                data: vec![kg as u8; size].into(),
-            };
-            Ok(EncodedState {
-                state_names: vec!["keyed:aggregate".into()],
-                key_group_range: Some(KeyGroupRange { start: 0, end: n }),
-                key_groups: vec![block(0)],
-                operator_state: vec![vec![1, 2]],
-                incremental: None,
-                key_group_stream: Some(Box::new(move |emit| {
-                    for kg in 1..n {
-                        if fail && kg == 2 {
-                            return Err(TaskError("disk store read failed".into()));
-                        }
-                        emit(block(kg))?;
-                    }
-                    Ok(())
-                })),
-            })
-        })
-    }
-
-    /// Files below one part (a single put) and of several parts (multipart, parts cut in the
-    /// middle of blocks) decode to every block in order, with the size and CRC-32 the handle
-    /// records; an encoder that fails mid-stream reports its own error and leaves no file.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn state_files_stream_to_storage_and_a_failed_encoder_leaves_none() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
-        for (n, size) in [(3u32, 100usize), (7, 3 << 20), (2, MULTIPART_PART_SIZE + 5)] {
-            let b = barrier(store.clone());
-            let acked = upload_operator_state(
-                &b,
-                1,
-                2,
-                vec![("count".into(), "count".into(), encoder(n, size, false))],
-            )
-            .await
-            .unwrap();
-            let handle = &acked[0].handle;
-            assert_eq!(handle.file, "count-1.state");
-            let bytes = store.get("job/chk-4/count-1.state").await.unwrap();
-            assert_eq!(
-                (handle.size, handle.crc32),
-                (bytes.len() as u64, crc32fast::hash(&bytes))
-            );
-            let file = decode_state_file("f", &bytes).unwrap();
-            assert_eq!(file.operator_state, vec![vec![1, 2]]);
-            let kgs: Vec<u32> = file.key_groups.iter().map(|b| b.key_group).collect();
-            assert_eq!(kgs, (0..n).collect::<Vec<_>>(), "{n} blocks of {size} bytes");
-            assert!(
-                file.key_groups
-                    .iter()
-                    .all(|b| b.data.len() == size && b.data[0] == b.key_group as u8)
-            );
-            let entries: u64 = (1..=u64::from(n)).sum::<u64>() + 1;
-            assert_eq!(handle.entries, entries);
-            store.delete_prefix("job/").await.unwrap();
-        }
-        let b = barrier(store.clone());
-        let e = upload_operator_state(
-            &b,
-            1,
-            2,
-            // 9 MiB blocks: the first part (8 MiB) is uploading when the encoder fails.
-            vec![("count".into(), "count".into(), encoder(5, 9 << 20, true))],
-        )
-        .await
-        .unwrap_err();
-        assert!(e.0.contains("disk store read failed"), "{e:?}");
-        assert!(
-            !store.exists("job/chk-4/count-1.state").await.unwrap(),
-            "no partial file"
-        );
-        // The multipart upload started for the first part was aborted: no staging file left.
-        let left: Vec<String> = std::fs::read_dir(dir.path().join("job/chk-4"))
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert!(left.is_empty(), "left behind: {left:?}");
-    }
-
-    /// An encoder that panics (a bug), before its first piece or mid-stream with a part
-    /// uploading, fails the upload naming the encoder and its message (the subtask then
-    /// declines the checkpoint) and leaves no file.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_panicking_encoder_fails_the_upload_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
-        let at_once: SnapshotEncoder = Box::new(|| panic!("encoder bug"));
-        let mid_stream: SnapshotEncoder = Box::new(|| {
-            let mut state = encoder(5, 9 << 20, false)()?;
-            let stream = state.key_group_stream.take().unwrap();
-            state.key_group_stream = Some(Box::new(move |emit| {
-                let mut sent = 0;
-                stream(&mut |block| {
-                    sent += 1;
-                    assert!(sent < 2, "key group {} bug", block.key_group);
-                    emit(block)
-                })
-            }));
-            Ok(state)
-        });
-        for (enc, want) in [(at_once, "encoder bug"), (mid_stream, "key group 2 bug")] {
-            let b = barrier(store.clone());
-            let e = upload_operator_state(&b, 1, 2, vec![("count".into(), "count".into(), enc)])
-                .await
-                .unwrap_err();
-            assert_eq!(
-                e.0,
-                format!("the state file encoder of operator count (subtask 2/2) panicked: {want}")
-            );
-            assert!(
-                !store.exists("job/chk-4/count-1.state").await.unwrap(),
-                "no partial file"
-            );
-        }
-    }
-
-    /// The part buffer never grows past one part, whatever the pieces' sizes (pieces that do
-    /// not fit are split across parts): before, a 16 MiB part buffer reallocated to about
-    /// twice its size whenever a piece crossed the part boundary, and such a huge block stayed
-    /// in the RSS after it was freed (`STATE_PART_SIZE`). The object is the pieces, in order.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn part_buffers_stay_one_part_large_whatever_the_piece_sizes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
-        let sizes = [
-            10,
-            3 << 20,
-            STATE_PART_SIZE - 7,
-            700_000,
-            2 * STATE_PART_SIZE + 5,
-            1,
-            STATE_PART_SIZE,
-        ];
-        let mut put = StreamingPut::new(store.clone(), "job/file".into());
-        let mut want = Vec::new();
-        for (i, size) in sizes.into_iter().enumerate() {
-            let piece = vec![i as u8 + 1; size];
-            want.extend_from_slice(&piece);
-            put.write(piece).await.unwrap();
-            assert!(
-                put.largest_buffer <= STATE_PART_SIZE,
-                "the part buffer grew to {} bytes, over one part ({STATE_PART_SIZE})",
-                put.largest_buffer
-            );
-        }
-        let (size, crc) = put.finish().await.unwrap();
-        let got = store.get("job/file").await.unwrap();
-        assert_eq!((size, crc), (want.len() as u64, crc32fast::hash(&want)));
-        assert!(got[..] == want[..], "the object is the pieces in order");
-    }
-}
+#[path = "state_upload_tests.rs"]
+mod tests;

@@ -126,6 +126,20 @@ impl<V: Serialize> GroupView<V> {
     /// This group's block (see [`HeapSnapshot::encode`]), `None` when no entry is live.
     /// Dropping `self` afterwards releases the group's tables.
     fn encode(self, ttl: Option<StateTtl>, now_ms: u64) -> Result<Option<KeyGroupBlock>, postcard::Error> {
+        if ttl.is_none() && self.deltas.is_empty() {
+            // The usual case: every entry of the base is live and the newest; written straight
+            // from the table, without entry vectors.
+            let count = self.base.len();
+            if count == 0 {
+                return Ok(None);
+            }
+            let data = keyed_block::encode_v1_each(count, self.base.iter().map(|(k, s)| (k, &s.value)))?;
+            return Ok(Some(KeyGroupBlock {
+                key_group: self.key_group,
+                entries: count as u64,
+                data: data.into(),
+            }));
+        }
         let entries = self.entries(ttl, now_ms);
         if entries.is_empty() {
             return Ok(None);
@@ -147,6 +161,11 @@ impl<V: Serialize> GroupView<V> {
         }))
     }
 }
+
+/// Key groups each encoder thread may be ahead of the upload ([`HeapSnapshot::encode_each`]):
+/// enough to keep the workers busy while a part uploads, few enough that memory holds a few
+/// blocks (a block is 1/128 of the state at the default maximum parallelism).
+pub const ENCODE_WINDOW_PER_WORKER: usize = 4;
 
 /// The state of a subtask as of a barrier, sharing the frozen tables (cheap to create, `Send`
 /// to an encoder thread). Dropping it releases the tables for merging.
@@ -170,10 +189,12 @@ impl<V: Serialize> HeapSnapshot<V> {
     }
 
     /// [`HeapSnapshot::encode`] as a stream: each block is handed to `emit` in key-group
-    /// order as soon as it and the groups before it are encoded (waves of a few groups per
-    /// worker are encoded in parallel), so the blocks already encoded can be uploaded while
-    /// later groups encode; memory holds one wave's blocks. Stops at the first error of
-    /// `emit` and returns it.
+    /// order as soon as it and the groups before it are encoded, so the blocks already
+    /// encoded upload while later groups encode. The groups are encoded on up to
+    /// [`parallel::max_workers`] threads that live for the whole snapshot
+    /// ([`parallel::for_each_in_order`]): a worker goes on to the next group while `emit`
+    /// waits for storage, up to [`ENCODE_WINDOW_PER_WORKER`] groups per worker ahead of it,
+    /// so memory holds that many blocks. Stops at the first error of `emit` and returns it.
     pub fn encode_each<E: From<postcard::Error>>(
         self,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
@@ -181,17 +202,31 @@ impl<V: Serialize> HeapSnapshot<V> {
     where
         V: Send + Sync,
     {
-        let workers = parallel::max_workers();
+        self.encode_each_on(parallel::max_workers(), emit)
+    }
+
+    /// [`HeapSnapshot::encode_each`] on up to `workers` threads (the same blocks in the same
+    /// order for any count).
+    pub fn encode_each_on<E: From<postcard::Error>>(
+        self,
+        workers: usize,
+        emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        V: Send + Sync,
+    {
         let (ttl, now_ms) = (self.ttl, self.now_ms);
-        let mut views = self.views.into_iter().peekable();
-        while views.peek().is_some() {
-            let wave: Vec<GroupView<V>> = views.by_ref().take(workers * 2).collect();
-            for block in parallel::map_in_order(wave, workers, |view| view.encode(ttl, now_ms)) {
-                if let Some(block) = block? {
-                    emit(block)?;
-                }
-            }
-        }
+        let window = workers.max(1) * ENCODE_WINDOW_PER_WORKER;
+        parallel::for_each_in_order(
+            self.views,
+            workers,
+            window,
+            |view| view.encode(ttl, now_ms),
+            &mut |block| match block? {
+                Some(block) => emit(block),
+                None => Ok(()),
+            },
+        )?;
         Ok(())
     }
 

@@ -458,6 +458,53 @@ fn parallel_encoding_writes_the_same_blocks_as_one_thread() {
     }
 }
 
+/// The streamed encoding (workers ahead of `emit` by a window of groups) hands over the same
+/// blocks in the same key-group order as one thread, for any worker count, and stops at the
+/// first error of `emit`.
+#[test]
+fn streamed_encoding_hands_over_the_blocks_of_one_thread_in_order() {
+    let mut s = HeapKeyedState::new(key_group_range(0, 1, 128), None);
+    for i in 0..5000i64 {
+        let k = key(i);
+        let h = key_hash(&k);
+        s.update(key_group_of_hash(h, 128), h, &k, 1, |_| i);
+    }
+    let want = s.snapshot(1).encode_on(1).unwrap();
+    assert!(want.len() > 100, "{} groups", want.len());
+    for workers in [1, 2, 4] {
+        let mut got = Vec::new();
+        s.snapshot(1)
+            .encode_each_on::<postcard::Error>(workers, &mut |b| {
+                got.push(b);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(got, want, "{workers} workers");
+        let mut emitted = 0;
+        let e = s
+            .snapshot(1)
+            .encode_each_on::<Stop>(workers, &mut |_| {
+                emitted += 1;
+                if emitted == 10 { Err(Stop::Upload) } else { Ok(()) }
+            })
+            .unwrap_err();
+        assert_eq!((e, emitted), (Stop::Upload, 10), "{workers} workers");
+    }
+}
+
+/// Why a streamed encoding stopped (test).
+#[derive(Debug, PartialEq)]
+enum Stop {
+    Encode,
+    Upload,
+}
+
+impl From<postcard::Error> for Stop {
+    fn from(_: postcard::Error) -> Self {
+        Stop::Encode
+    }
+}
+
 /// Decodes blocks of either full version into key → value.
 fn decode_any(blocks: &[KeyGroupBlock]) -> BTreeMap<i64, i64> {
     let mut out = BTreeMap::new();

@@ -45,6 +45,113 @@ pub fn encode_v1<V: Serialize>(entries: &[(&Key, &V)]) -> Result<Vec<u8>, postca
     postcard::to_extend(entries, Vec::with_capacity(5 + entries.len() * 16))
 }
 
+/// Encodes version 1 from `count` entries as `entries` yields them: exactly [`encode_v1`]'s
+/// bytes for the same entries, written without an entry vector and without serde's calls for
+/// the key: postcard's sequence length (a LEB128 varint), then per entry the key as postcard
+/// writes a [`Key`] (its variant index, then a string's length and bytes, an integer
+/// zigzag-encoded as a varint, or a boolean's byte) and the value through postcard. (The two
+/// entry vectors the heap snapshot built per key group were fresh memory on every checkpoint:
+/// most of a 5M-key checkpoint's CPU time went to the kernel zeroing such pages, and serde's
+/// key calls were the largest user-space cost; docs/runtime/state-backends.md, 2026-12-02.)
+/// Errors: postcard's, or `entries` yielding other than `count` entries (a bug: the
+/// length written first would be wrong).
+pub fn encode_v1_each<'a, V: Serialize + 'a>(
+    count: usize,
+    entries: impl IntoIterator<Item = (&'a Key, &'a V)>,
+) -> Result<Vec<u8>, postcard::Error> {
+    let mut data = recycled_buffer(5 + count * 16);
+    push_varint(&mut data, count as u64);
+    let mut written = 0;
+    for (key, value) in entries {
+        push_key(&mut data, key);
+        data = postcard::to_extend(value, data)?;
+        written += 1;
+    }
+    if written != count {
+        return Err(postcard::Error::SerializeSeqLengthUnknown);
+    }
+    Ok(data)
+}
+
+/// Buffers of blocks already written to storage, for the blocks encoded next
+/// ([`encode_v1_each`]): a block's buffer freshly allocated is fresh memory whose pages the
+/// kernel zeroes on first touch (the allocator returns freed pages to the system within
+/// milliseconds), which cost more than encoding the block (docs/runtime/state-backends.md,
+/// 2026-12-02). At most [`RECYCLED_MAX_BYTES`] are kept; [`drop_recycled`] empties it.
+static RECYCLED: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Most bytes of capacity [`RECYCLED`] keeps.
+pub const RECYCLED_MAX_BYTES: usize = 32 << 20;
+
+/// Smallest buffer worth keeping (smaller ones are cheap to allocate).
+const RECYCLED_MIN_BYTES: usize = 64 << 10;
+
+/// Hands a written block's buffer back for the next blocks (kept if it is at least 64 KiB
+/// and fewer than [`RECYCLED_MAX_BYTES`] are kept; dropped otherwise).
+pub fn recycle(mut buffer: Vec<u8>) {
+    if buffer.capacity() < RECYCLED_MIN_BYTES {
+        return;
+    }
+    buffer.clear();
+    let mut kept = RECYCLED.lock().unwrap_or_else(|e| e.into_inner());
+    let held: usize = kept.iter().map(Vec::capacity).sum();
+    if held + buffer.capacity() <= RECYCLED_MAX_BYTES {
+        kept.push(buffer);
+    }
+}
+
+/// Drops the kept buffers (the end of a snapshot's upload: no memory held between
+/// checkpoints).
+pub fn drop_recycled() {
+    let dropped = std::mem::take(&mut *RECYCLED.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(dropped);
+}
+
+/// An empty buffer of at least `capacity` bytes: a kept one if any (grown if needed), else a
+/// new one.
+fn recycled_buffer(capacity: usize) -> Vec<u8> {
+    if capacity < RECYCLED_MIN_BYTES / 2 {
+        return Vec::with_capacity(capacity);
+    }
+    let kept = RECYCLED.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    match kept {
+        Some(mut buffer) => {
+            buffer.reserve(capacity);
+            buffer
+        }
+        None => Vec::with_capacity(capacity),
+    }
+}
+
+/// Appends `x` as postcard's LEB128 varint.
+fn push_varint(out: &mut Vec<u8>, mut x: u64) {
+    while x >= 0x80 {
+        out.push(x as u8 | 0x80);
+        x >>= 7;
+    }
+    out.push(x as u8);
+}
+
+/// Appends `key` as postcard serializes a [`Key`]: the variant index (in declaration order:
+/// `Str` 0, `Int` 1, `Bool` 2), then its content.
+fn push_key(out: &mut Vec<u8>, key: &Key) {
+    match key {
+        Key::Str(s) => {
+            out.push(0);
+            push_varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Key::Int(i) => {
+            out.push(1);
+            push_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+        }
+        Key::Bool(b) => {
+            out.push(2);
+            out.push(u8::from(*b));
+        }
+    }
+}
+
 /// Encodes version 2: `entries` as `(key, value, written_ms)` after the 2-byte prefix.
 pub fn encode_v2<V: Serialize>(entries: &[(&Key, &V, u64)]) -> Result<Vec<u8>, postcard::Error> {
     let mut data = Vec::with_capacity(VERSIONED_PREFIX.len() + 1 + entries.len() * 16);
@@ -209,6 +316,43 @@ mod tests {
                 (got, want) => panic!("{data:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// The entry-by-entry writer gives `encode_v1`'s bytes exactly, for keys of every variant
+    /// and varint length (strings of 0, 126, 128 and 20,000 bytes, integers around the
+    /// varint and sign boundaries, both booleans); a count that does not match the entries
+    /// is an error.
+    #[test]
+    fn the_entry_by_entry_writer_gives_encode_v1_bytes() {
+        let mut keys: Vec<Key> = [0usize, 1, 127, 128, 20_000]
+            .iter()
+            .map(|n| Key::Str("é".repeat(*n / 2).into()))
+            .collect();
+        keys.extend([0i64, -1, 1, 63, -64, 64, -65, 1 << 40, i64::MIN, i64::MAX].map(Key::Int));
+        keys.extend([Key::Bool(false), Key::Bool(true), Key::Str("key-4711".into())]);
+        let values: Vec<i64> = (0..keys.len() as i64).map(|i| i * 1000 - 7).collect();
+        let entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
+        let want = encode_v1(&entries).unwrap();
+        assert_eq!(encode_v1_each(entries.len(), entries.iter().copied()).unwrap(), want);
+        assert_eq!(encode_v1_each::<i64>(0, []).unwrap(), encode_v1::<i64>(&[]).unwrap());
+        assert!(encode_v1_each(entries.len() + 1, entries.iter().copied()).is_err());
+    }
+
+    /// A block encoded into a recycled buffer (one that held another block) has exactly the
+    /// bytes of one encoded into a new buffer: nothing of the earlier block is left.
+    #[test]
+    fn a_recycled_buffer_gives_the_same_bytes() {
+        let keys: Vec<Key> = (0..5000).map(|i| Key::Str(format!("key-{i}").into())).collect();
+        let values: Vec<i64> = (0..5000).collect();
+        let entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
+        let want = encode_v1(&entries).unwrap();
+        for _ in 0..3 {
+            recycle(vec![0xAB; 200_000]);
+            let got = encode_v1_each(entries.len(), entries.iter().copied()).unwrap();
+            assert!(got == want, "a recycled buffer changed the block");
+            recycle(got);
+        }
+        drop_recycled();
     }
 
     /// Entry by entry gives what the whole-sequence decode gives, for every version, and the

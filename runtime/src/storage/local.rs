@@ -268,6 +268,20 @@ impl LocalStore {
         Ok(())
     }
 
+    /// Writes part `number` at `offset` of the upload's staging file, without an `fsync`
+    /// (completion syncs the whole file before the rename that makes it visible); returns
+    /// its length as the part's token.
+    fn upload_part_at_blocking(&self, upload: &MultipartUpload, offset: u64, data: &[u8]) -> Result<String> {
+        use std::os::unix::fs::FileExt;
+        let staging = self.staging(upload);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&staging)
+            .map_err(|e| io(&staging, e))?;
+        file.write_all_at(data, offset).map_err(|e| io(&staging, e))?;
+        Ok(data.len().to_string())
+    }
+
     /// Commits the upload: cuts the staging file to the recorded length (a re-uploaded part
     /// may have left bytes of an earlier, longer attempt behind it), fsyncs it and renames it
     /// into place. The rename is the commit point; nothing is copied.
@@ -444,6 +458,11 @@ impl ObjectStore for LocalStore {
         let owned = blocking(self, move |s| s.upload_part_blocking(&mut owned, data).map(|()| owned)).await?;
         *upload = owned;
         Ok(())
+    }
+
+    async fn upload_part_at(&self, upload: &MultipartUpload, _number: i32, offset: u64, data: Bytes) -> Result<String> {
+        let upload = upload.clone();
+        blocking(self, move |s| s.upload_part_at_blocking(&upload, offset, &data)).await
     }
 
     async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {

@@ -125,6 +125,17 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     /// S3) and records it in `upload.parts`.
     async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()>;
 
+    /// Uploads part `number` (from 1) of `upload`: the object's bytes from `offset` on (the
+    /// lengths of the parts before it, which the caller knows), and returns the token the
+    /// caller records for it in `upload.parts` (S3: the ETag; local: the length), in number
+    /// order, before [`ObjectStore::complete_multipart`]. Unlike
+    /// [`ObjectStore::upload_part`], parts may be uploaded concurrently and in any order, and a
+    /// part need only be durable once the upload completes (the local store writes it
+    /// without an `fsync` and syncs the whole file once, at completion): for an upload that the
+    /// same run completes or abandons (a checkpoint's state files), not for one recorded in a
+    /// checkpoint and resumed after a crash (the file sink's).
+    async fn upload_part_at(&self, upload: &MultipartUpload, number: i32, offset: u64, data: Bytes) -> Result<String>;
+
     /// Completes the upload, making the object visible at once. Idempotent: completing an
     /// upload that was already completed (the object exists and the upload is gone) is Ok.
     async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()>;

@@ -26,6 +26,8 @@ pub const PATH_STYLE_ENV: &str = "WEIR_S3_PATH_STYLE";
 pub const MULTIPART_THRESHOLD: usize = 16 * 1024 * 1024;
 /// Part size of those uploads.
 pub const MULTIPART_PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts of one large `put` uploading at once (each on its own connection).
+const PARTS_AT_ONCE: usize = 4;
 
 /// A store on one S3 bucket under an optional key prefix.
 #[derive(Debug, Clone)]
@@ -246,9 +248,22 @@ impl ObjectStore for S3Store {
         if data.len() > MULTIPART_THRESHOLD {
             // Large state files go up as a multipart upload of MIN_PART_SIZE-or-larger parts;
             // the object appears at once on completion, as with a single PUT.
+            // Up to PARTS_AT_ONCE parts upload at once (as a checkpoint's state files do).
+            use futures::{StreamExt, TryStreamExt};
             let mut upload = self.create_multipart(path).await?;
-            for chunk in data.chunks(MULTIPART_PART_SIZE) {
-                if let Err(e) = self.upload_part(&mut upload, data.slice_ref(chunk)).await {
+            let target = upload.clone();
+            let chunks: Vec<Bytes> = data.chunks(MULTIPART_PART_SIZE).map(|c| data.slice_ref(c)).collect();
+            let parts = chunks
+                .into_iter()
+                .zip(1..)
+                .map(|(part, number)| self.upload_part_at(&target, number, 0, part));
+            match futures::stream::iter(parts)
+                .buffered(PARTS_AT_ONCE)
+                .try_collect::<Vec<_>>()
+                .await
+            {
+                Ok(tokens) => upload.parts = (1..).zip(tokens).collect(),
+                Err(e) => {
                     let _ = self.abort_multipart(&upload).await;
                     return Err(e);
                 }
@@ -454,6 +469,12 @@ impl ObjectStore for S3Store {
 
     async fn upload_part(&self, upload: &mut MultipartUpload, data: Bytes) -> Result<()> {
         let number = upload.parts.last().map_or(0, |(n, _)| *n) + 1;
+        let etag = self.upload_part_at(upload, number, 0, data).await?;
+        upload.parts.push((number, etag));
+        Ok(())
+    }
+
+    async fn upload_part_at(&self, upload: &MultipartUpload, number: i32, _offset: u64, data: Bytes) -> Result<String> {
         let resp = self
             .client
             .upload_part()
@@ -470,8 +491,7 @@ impl ObjectStore for S3Store {
             op: "UploadPart",
             message: format!("the response for part {number} has no ETag"),
         })?;
-        upload.parts.push((number, etag.to_string()));
-        Ok(())
+        Ok(etag.to_string())
     }
 
     async fn complete_multipart(&self, upload: &MultipartUpload) -> Result<()> {
