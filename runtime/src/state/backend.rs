@@ -147,8 +147,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     /// restore's pending groups, `state/pending.rs`): on disk by bulk ingestion even into a
     /// store that holds other key groups. Errors: as [`KeyedState::restore`].
     pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
-        // While the store is created, a few groups are built in memory; more wait for the
-        // store and go in by its ingestion.
+        // While the store is created, a few groups are built in memory (up to a bound in all);
+        // more, or any once the creation has ended, wait for the store and go in by its
+        // ingestion.
         if let KeyedState::DiskOpening(opening) = self {
             if opening.builds_in_memory(&blocks) {
                 return opening.memory_mut().restore(blocks, now_ms);

@@ -20,8 +20,9 @@
 //! memory and then again into the store), an eager restore, and every snapshot: the caller
 //! finishes the opening before a checkpoint's synchronous part (`Aggregate::snapshot`), so no
 //! change is ever tracked in memory and a checkpoint or savepoint sees only the store. Memory
-//! holds at most what the first batches touch before the store exists: a few key groups of
-//! restored state and the keys written in that time.
+//! holds at most what the first batches touch before the store exists: restored key groups
+//! up to [`batch_build_bytes`] in all (a build once the creation has ended, or beyond that
+//! bound, finishes the opening first) and the keys written in that time.
 
 use crate::state::disk::{DiskKeyedState, DiskStateError, DiskStateOptions, batch_build_bytes};
 use crate::state::disk_store::ClaimedCreation;
@@ -48,6 +49,8 @@ pub struct OpeningDiskState<V> {
     /// Whether changes were tracked in memory (the handover refuses then: the caller finishes
     /// the opening before it tracks changes).
     tracked: bool,
+    /// Bytes of restored blocks built in memory so far (bounded by [`batch_build_bytes`]).
+    built_in_memory_bytes: usize,
 }
 
 impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> OpeningDiskState<V> {
@@ -68,6 +71,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> OpeningDis
             ttl,
             options,
             tracked: false,
+            built_in_memory_bytes: 0,
         }
     }
 
@@ -93,16 +97,26 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> OpeningDis
         self.creation.as_ref().is_none_or(ClaimedCreation::is_finished)
     }
 
-    /// Whether restored `blocks` are built in memory (up to [`batch_build_bytes`] of blocks of
-    /// the range, what the store would take by a write batch) rather than after the handover
-    /// by the store's ingestion.
-    pub fn builds_in_memory(&self, blocks: &[KeyGroupBlock]) -> bool {
+    /// Whether restored `blocks` are built in memory rather than by the store after the
+    /// handover, counting them if so: only while the store is still being created, and only
+    /// up to [`batch_build_bytes`] of blocks of the range in all (what the store would take
+    /// by one write batch), so that builds while the job is idle (a lazy restore's background
+    /// builds) cannot decode the whole state into memory.
+    pub fn builds_in_memory(&mut self, blocks: &[KeyGroupBlock]) -> bool {
+        if self.is_store_ready() {
+            return false;
+        }
         let bytes: usize = blocks
             .iter()
             .filter(|b| self.range.contains(b.key_group))
             .map(|b| b.data.len())
             .sum();
-        bytes <= batch_build_bytes(&self.options)
+        let total = self.built_in_memory_bytes + bytes;
+        if total > batch_build_bytes(&self.options) {
+            return false;
+        }
+        self.built_in_memory_bytes = total;
+        true
     }
 
     /// The handover: waits for the rest of the store's creation, opens the disk state on it

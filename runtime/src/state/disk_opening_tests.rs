@@ -205,3 +205,62 @@ fn a_state_dropped_before_the_handover_drops_its_store() {
     assert!(!disk_store::is_created_early(&store_dir));
     assert!(!store_dir.exists(), "the store's directory is removed with it");
 }
+
+/// Builds while the job is idle (a lazy restore's background builds, one small set at a time)
+/// must not decode the whole restored state into memory: memory takes restored groups up to
+/// the write-batch bound in all, and none once the creation has ended.
+#[test]
+fn restored_groups_built_one_at_a_time_go_to_memory_only_up_to_a_bound() {
+    let blocks = restored_blocks();
+    let groups: Vec<u32> = blocks.iter().map(|b| b.key_group).collect();
+    let group_bytes = blocks.iter().map(|b| b.data.len()).max().unwrap();
+    // Room for two groups in memory, not for the eight.
+    let options = DiskStateOptions {
+        write_buffer_bytes: (group_bytes * 2 * 4 + 64) as u64,
+        ..DiskStateOptions::default()
+    };
+    let one = |g: u32| -> Vec<KeyGroupBlock> { blocks.iter().filter(|b| b.key_group == g).cloned().collect() };
+
+    // The creation held back: the first two groups go to memory, the third waits for the
+    // store (released from another thread) and hands memory over.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut state, gate) = opening(&dir.path().join("store"), options);
+    state.restore_absent_groups(one(groups[0]), 2_000).unwrap();
+    state.restore_absent_groups(one(groups[1]), 2_000).unwrap();
+    assert!(state.is_opening(), "two groups fit in memory");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        drop(gate);
+    });
+    state.restore_absent_groups(one(groups[2]), 2_000).unwrap();
+    release.join().unwrap();
+    assert!(
+        !state.is_opening(),
+        "a third group beyond the bound finished the opening"
+    );
+
+    // The creation ended: the next group finishes the opening even though it would fit.
+    let (mut ended, gate) = opening(&dir.path().join("ended"), options);
+    drop(gate);
+    while matches!(&ended, KeyedState::DiskOpening(opening) if !opening.is_store_ready()) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ended.restore_absent_groups(one(groups[0]), 2_000).unwrap();
+    assert!(
+        !ended.is_opening(),
+        "a build after the creation ended goes into the store"
+    );
+
+    // Either way the state equals the heap backend's.
+    for (state, taken) in [(&mut state, 3), (&mut ended, 1)] {
+        let mut reference = KeyedState::<i64>::open(&BackendChoice::Heap, all(), ttl()).unwrap();
+        for &g in &groups[..taken] {
+            reference.restore_absent_groups(one(g), 2_000).unwrap();
+        }
+        assert_eq!(state.len(), reference.len());
+        assert_eq!(
+            entries(&state.snapshot(4_000).encode().unwrap()),
+            entries(&reference.snapshot(4_000).encode().unwrap())
+        );
+    }
+}
