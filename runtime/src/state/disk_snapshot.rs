@@ -84,6 +84,9 @@ impl BlockBuilder {
 /// The state of a subtask as of a barrier: an MVCC read view of its store (`Send` to an
 /// encoder thread). Dropping it lets the store discard versions only it still needed.
 pub struct DiskSnapshot {
+    /// The store's failure to take the write-back cache's dirty entries before the view was
+    /// taken: the view then misses them, so encoding fails with this error.
+    pub(crate) write_back_error: Option<DiskStateError>,
     pub(crate) view: fjall::Snapshot,
     pub(crate) keyspace: Keyspace,
     pub(crate) dir: PathBuf,
@@ -128,6 +131,9 @@ impl DiskSnapshot {
         workers: usize,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
     ) -> Result<usize, E> {
+        if let Some(e) = &self.write_back_error {
+            return Err(E::from(e.clone()));
+        }
         let workers = workers.max(1);
         let key_groups: Vec<u32> = (self.range.start..=self.range.end).collect();
         // The last key group's entry bytes, to size the next one's buffer (key groups of one
@@ -202,6 +208,9 @@ impl DiskSnapshot {
     /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
     /// holds an entry it did not write.
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        if let Some(e) = &self.write_back_error {
+            return Err(e.clone());
+        }
         let err = |problem: String| DiskStateError {
             dir: self.dir.clone(),
             problem,

@@ -1,6 +1,7 @@
 pub mod backend;
 pub mod changed_keys;
 pub mod disk;
+pub(crate) mod disk_cache;
 pub mod disk_snapshot;
 pub mod disk_store;
 pub mod heap;
