@@ -97,6 +97,7 @@ impl<V> WriteBackCache<V> {
     }
 
     /// Bytes counted for the entries held (at most the budget after every insert).
+    #[cfg(test)]
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
