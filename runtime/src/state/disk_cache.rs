@@ -210,11 +210,11 @@ impl<V> WriteBackCache<V> {
     /// Hands every dirty entry to `write_back` (by reference, in no particular order); they
     /// stay dirty until [`WriteBackCache::mark_clean`]. Errors: the first error of
     /// `write_back`.
-    pub fn each_dirty<E>(&self, mut write_back: impl FnMut(&CachedEntry<V>) -> Result<(), E>) -> Result<(), E> {
+    pub fn each_dirty<E>(&self, write_back: impl FnMut(&CachedEntry<V>) -> Result<(), E>) -> Result<(), E> {
         if self.dirty == 0 {
             return Ok(());
         }
-        self.entries.iter().filter(|e| e.dirty).try_for_each(|e| write_back(e))
+        self.entries.iter().filter(|e| e.dirty).try_for_each(write_back)
     }
 
     /// Marks every entry clean (after the dirty ones were written to the store).

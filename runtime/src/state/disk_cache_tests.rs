@@ -15,7 +15,7 @@ use std::time::Duration;
 const MAX_P: u32 = 8;
 
 fn key(i: u64) -> Key {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         Key::Int(i as i64)
     } else {
         Key::Str(format!("key-{i}").into())
