@@ -13,8 +13,15 @@
 //! the groups in order. Store value: the last write as a little-endian `u64` (ms since the Unix
 //! epoch), then the postcard encoding of the value.
 //!
-//! **Snapshots** are the store's MVCC read view: [`DiskKeyedState::snapshot`] is O(1) on the
-//! task thread; [`DiskSnapshot::encode`] iterates the view off the task thread and writes the
+//! **Write-back cache.** Writes go into an in-memory generation of entries in front of the
+//! store, written into the store by a background thread when the generation is full or at a
+//! barrier (`state/disk_cache.rs`, `state/disk_write_back.rs`, [`DiskStateOptions::write_cache_bytes`]);
+//! reads look in the generations first, so none ever sees an older value.
+//!
+//! **Snapshots** are the store's MVCC read view and the cache's generations pending at the
+//! barrier: [`DiskKeyedState::snapshot`] is O(1) on the task thread (it freezes the current
+//! generation; no store write); [`DiskSnapshot::encode`] iterates the view off the task
+//! thread, merging those generations over it, and writes the
 //! same [`KeyGroupBlock`]s as the heap backend (byte for byte the same block format, so a
 //! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
 //!
@@ -29,7 +36,7 @@
 
 use crate::record::Key;
 use crate::state::changed_keys::ChangedKeys;
-use crate::state::disk_cache::{CachedEntry, WriteBackCache};
+use crate::state::disk_write_back::WriteBack;
 use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block;
 use crate::state::parallel;
@@ -82,14 +89,16 @@ pub struct DiskStateOptions {
     /// In-memory write buffer (memtable) before it is flushed to a file, bytes (at least
     /// 1 MiB; the store may hold a few sealed ones while they are being flushed).
     pub write_buffer_bytes: u64,
-    /// Write-back cache of hot entries in front of the store, bytes (`state/disk_cache.rs`;
-    /// 0: off, every access goes to the store). Its dirty entries are written to the store
-    /// in the synchronous part of each snapshot, so this also bounds that part's work.
+    /// Write-back cache in front of the store, bytes (`state/disk_cache.rs`,
+    /// `state/disk_write_back.rs`; 0: off, every access goes to the store): the entries
+    /// written most recently, by generations written into the store by a background thread.
+    /// Everything the cache holds (the current generation, the pending ones) counts against
+    /// it; a barrier freezes the current generation (no store write on the task thread).
     pub write_cache_bytes: u64,
 }
 
-/// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 240,000 entries of
-/// short keys (`state/disk_cache.rs`, `entry_bytes`).
+/// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 45,000 entries of short
+/// keys per generation (a quarter of it; `state/disk_cache.rs`, `entry_bytes`).
 pub const DEFAULT_WRITE_CACHE_BYTES: u64 = 16 << 20;
 
 impl Default for DiskStateOptions {
@@ -141,8 +150,9 @@ pub struct DiskKeyedState<V> {
     /// Most block bytes a build of absent key groups writes through the write buffer instead
     /// of a bulk ingestion ([`batch_build_bytes`]).
     batch_build_bytes: usize,
-    /// Hot entries in front of the store; the store holds every entry not cached dirty.
-    cache: WriteBackCache<V>,
+    /// The write-back cache in front of the store: the state is the store overlaid with its
+    /// pending generations and its current one (`state/disk_write_back.rs`).
+    cache: WriteBack<V>,
     _value: PhantomData<fn() -> V>,
 }
 
@@ -189,6 +199,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
         let disk_store::Store { db, keyspace } = disk_store::take_or_create(dir, options)?;
+        let cache = WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?;
         Ok(DiskKeyedState {
             range,
             ttl,
@@ -202,7 +213,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             changed_len: 0,
             changed_limit: changed_key_limit(&options),
             batch_build_bytes: batch_build_bytes(&options),
-            cache: WriteBackCache::new(options.write_cache_bytes),
+            cache,
             _value: PhantomData,
         })
     }
@@ -409,246 +420,6 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
         Ok(())
     }
-
-    fn read(&self, store_key: &[u8]) -> Result<Option<(V, u64)>, DiskStateError> {
-        match self.keyspace.get(store_key).map_err(|e| self.err(e))? {
-            None => Ok(None),
-            Some(bytes) => decode_value::<V>(&bytes).map(Some).map_err(|e| self.err(e)),
-        }
-    }
-
-    /// The live value of `key` (whose [`key_hash`] is `hash`) in `key_group`, if any and not
-    /// expired at `now_ms`: from the write-back cache when it holds the key, else from the
-    /// store (not added to the cache: a read takes `&self`). Errors: the store fails to read.
-    pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
-        if let Some(cached) = self.cache.peek(hash, key) {
-            return Ok(cached
-                .value
-                .as_ref()
-                .filter(|_| !expired(self.ttl, cached.written_ms, now_ms))
-                .cloned());
-        }
-        let found = self.read(&store_key(key_group, hash, key))?;
-        Ok(found
-            .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
-            .map(|(v, _)| v))
-    }
-
-    /// Read-modify-write of `key` (whose [`key_hash`] is `hash`) in `key_group` at `now_ms`:
-    /// stores `f(current live value)` written at `now_ms` and returns it. An expired value is
-    /// passed as `None` (the key starts over). The new value goes into the write-back cache
-    /// (the store is read only when the cache does not hold the key; an entry evicted to make
-    /// room is written to the store if it changed). Errors: the store fails to read or write.
-    pub fn update(
-        &mut self,
-        key_group: u32,
-        hash: u64,
-        key: &Key,
-        now_ms: u64,
-        f: impl FnOnce(Option<&V>) -> V,
-    ) -> Result<V, DiskStateError> {
-        self.record_change(key_group, hash, key);
-        let ttl = self.ttl;
-        if let Some((cached, dirty)) = self.cache.find_for_write(hash, key) {
-            let held = cached.value.is_some();
-            let live = cached
-                .value
-                .as_ref()
-                .filter(|_| !expired(ttl, cached.written_ms, now_ms));
-            let value = f(live);
-            WriteBackCache::write(dirty, cached, Some(value.clone()), now_ms);
-            if !held {
-                self.len += 1;
-            }
-            return Ok(value);
-        }
-        let found = self.read(&store_key(key_group, hash, key))?;
-        if found.is_none() {
-            self.len += 1;
-        }
-        let live = found.filter(|(_, written)| !expired(ttl, *written, now_ms));
-        let value = f(live.as_ref().map(|(v, _)| v));
-        let entry = CachedEntry::new(key.clone(), key_group, hash, Some(value.clone()), now_ms, true);
-        self.cache_insert(entry)?;
-        Ok(value)
-    }
-
-    /// Adds `entry` (whose key is not cached) to the write-back cache, writing the dirty
-    /// entries it evicts to the store. Errors: the store fails to write.
-    fn cache_insert(&mut self, entry: CachedEntry<V>) -> Result<(), DiskStateError> {
-        let keyspace = &self.keyspace;
-        let dir = &self.dir;
-        self.cache.insert(entry, |evicted| {
-            write_back(keyspace, &evicted).map_err(|e| DiskStateError {
-                dir: dir.clone(),
-                problem: e.to_string(),
-            })
-        })
-    }
-
-    /// Writes every dirty entry of the write-back cache to the store (one write batch); the
-    /// entries stay cached, clean. Errors: the store fails to write (the entries stay dirty).
-    fn write_back_dirty(&mut self) -> Result<(), DiskStateError> {
-        if self.cache.dirty() == 0 {
-            return Ok(());
-        }
-        let mut batch = self.db.batch();
-        let keyspace = &self.keyspace;
-        self.cache.each_dirty(|entry| {
-            let store_key = store_key(entry.key_group, entry.hash, &entry.key);
-            match &entry.value {
-                Some(value) => batch.insert(keyspace, store_key, encode_value(value, entry.written_ms)),
-                None => batch.remove(keyspace, store_key),
-            }
-            Ok::<(), DiskStateError>(())
-        })?;
-        batch.commit().map_err(|e| self.err(e))?;
-        self.cache.mark_clean();
-        Ok(())
-    }
-
-    /// Writes the write-back cache's dirty entries to the store and empties the cache, so the
-    /// store alone holds the state: before anything writes to the store directly (a restore
-    /// into a store that holds entries). Errors: the store fails to write.
-    pub fn write_back_and_clear_cache(&mut self) -> Result<(), DiskStateError> {
-        let dirty = self.cache.drain_dirty();
-        if dirty.is_empty() {
-            return Ok(());
-        }
-        let mut batch = self.db.batch();
-        for entry in &dirty {
-            let store_key = store_key(entry.key_group, entry.hash, &entry.key);
-            match &entry.value {
-                Some(value) => batch.insert(&self.keyspace, store_key, encode_value(value, entry.written_ms)),
-                None => batch.remove(&self.keyspace, store_key),
-            }
-        }
-        batch.commit().map_err(|e| self.err(e))
-    }
-
-    /// Entries in the write-back cache and how many of them are dirty, for tests.
-    #[cfg(test)]
-    pub(crate) fn cached_entries(&self) -> (usize, usize, u64) {
-        (self.cache.len(), self.cache.dirty(), self.cache.bytes())
-    }
-
-    /// Removes `key` from `key_group`. Returns whether an entry was held. Errors: the store
-    /// fails to read or write.
-    pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
-        self.record_change(key_group, hash, key);
-        if let Some((cached, dirty)) = self.cache.find_for_write(hash, key) {
-            let held = cached.value.is_some();
-            if held {
-                let written_ms = cached.written_ms;
-                WriteBackCache::write(dirty, cached, None, written_ms);
-                self.len = self.len.saturating_sub(1);
-            }
-            return Ok(held);
-        }
-        let store_key = store_key(key_group, hash, key);
-        let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
-        if held {
-            self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
-            self.len = self.len.saturating_sub(1);
-        }
-        Ok(held)
-    }
-
-    /// The cached entry of the key of `store_key`, if the write-back cache holds it: its key,
-    /// hash and whether it holds a value (`None`: not cached).
-    fn cached_store_key(&self, store_key: &[u8]) -> Option<(Key, u64, Option<u64>)> {
-        if self.cache.len() == 0 || store_key.len() < KEY_PREFIX_LEN {
-            return None;
-        }
-        let hash = u64::from_be_bytes(store_key[4..KEY_PREFIX_LEN].try_into().ok()?);
-        let key = postcard::from_bytes::<Key>(&store_key[KEY_PREFIX_LEN..]).ok()?;
-        let cached = self.cache.peek(hash, &key)?;
-        let written = cached.value.as_ref().map(|_| cached.written_ms);
-        Some((key, hash, written))
-    }
-
-    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
-    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
-    /// continuing in key order where the last call stopped and wrapping around, and removes
-    /// the expired ones (at most one pass over the store per call). Errors: the store fails.
-    pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
-        let Some(ttl) = self.ttl else { return Ok(()) };
-        let budget = self
-            .cleanup_credit
-            .saturating_add(records.saturating_mul(CLEANUP_ENTRIES_PER_RECORD))
-            .min(self.len.max(1));
-        self.cleanup_credit = 0;
-        let mut examined = 0;
-        let mut expired_keys = Vec::new();
-        let mut wrapped = self.cleanup_cursor.is_empty();
-        let mut next_cursor = None;
-        while examined < budget {
-            let mut reached_end = true;
-            for guard in self.keyspace.range(self.cleanup_cursor.as_slice()..) {
-                let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
-                examined += 1;
-                let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
-                if ttl.is_expired(written, now_ms) {
-                    // A cached key: its cached entry decides. Expired too: dropped from the
-                    // cache and the store; live, or removed (the write-back removes it from
-                    // the store): left alone.
-                    match self.cached_store_key(&key) {
-                        None => expired_keys.push((key.to_vec(), None)),
-                        Some((cached_key, hash, Some(cached_written))) if ttl.is_expired(cached_written, now_ms) => {
-                            expired_keys.push((key.to_vec(), Some((hash, cached_key))))
-                        }
-                        Some(_) => {}
-                    }
-                }
-                if examined >= budget {
-                    let mut after = key.to_vec();
-                    after.push(0);
-                    next_cursor = Some(after);
-                    reached_end = false;
-                    break;
-                }
-            }
-            if !reached_end {
-                break;
-            }
-            // The end of the store: start over from the first key, once per call.
-            self.cleanup_cursor.clear();
-            if wrapped {
-                break;
-            }
-            wrapped = true;
-        }
-        if let Some(cursor) = next_cursor {
-            self.cleanup_cursor = cursor;
-        }
-        for (key, cached) in expired_keys {
-            if let Some((hash, cached_key)) = cached {
-                self.cache.remove(hash, &cached_key);
-            }
-            self.keyspace.remove(key).map_err(|e| self.err(e))?;
-            self.len = self.len.saturating_sub(1);
-        }
-        Ok(())
-    }
-
-    /// The synchronous part of a snapshot at `now_ms`: the write-back cache's dirty entries
-    /// written to the store (one write batch, O(dirty entries), at most
-    /// [`DiskStateOptions::write_cache_bytes`] of them), then the store's MVCC read view
-    /// (O(1), no entry read). Encode it with [`DiskSnapshot::encode`] off the task thread.
-    /// Should the store fail to take the dirty entries, the snapshot carries the error and
-    /// fails to encode (the state is intact: the entries stay dirty in the cache).
-    pub fn snapshot(&mut self, now_ms: u64) -> DiskSnapshot {
-        let write_back_error = self.write_back_dirty().err();
-        DiskSnapshot {
-            write_back_error,
-            view: self.db.snapshot(),
-            keyspace: self.keyspace.clone(),
-            dir: self.dir.clone(),
-            ttl: self.ttl,
-            now_ms,
-            range: self.range,
-        }
-    }
 }
 
 /// A store key and its store value (see the module doc).
@@ -707,17 +478,8 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     Ok(applied.into_iter().collect())
 }
 
-/// Writes a cached entry (evicted or written back) to the store: its value, or its removal.
-fn write_back<V: Serialize>(keyspace: &Keyspace, entry: &CachedEntry<V>) -> Result<(), fjall::Error> {
-    let store_key = store_key(entry.key_group, entry.hash, &entry.key);
-    match &entry.value {
-        Some(value) => keyspace.insert(store_key, encode_value(value, entry.written_ms)),
-        None => keyspace.remove(store_key),
-    }
-}
-
 /// The store value of `value` written at `written_ms`: see the module doc.
-fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
+pub(crate) fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(VALUE_PREFIX_LEN + 16);
     out.extend_from_slice(&written_ms.to_le_bytes());
     postcard::to_extend(value, out).expect("a state value encodes")
@@ -727,11 +489,14 @@ pub(crate) fn value_written_ms(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(..VALUE_PREFIX_LEN)?.try_into().ok()?))
 }
 
-fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
+pub(crate) fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
     let written = value_written_ms(bytes).ok_or("a stored value shorter than its write time")?;
     let value = postcard::from_bytes(&bytes[VALUE_PREFIX_LEN..]).map_err(|e| format!("a stored value: {e}"))?;
     Ok((value, written))
 }
+
+#[path = "disk_access.rs"]
+mod access;
 
 #[cfg(test)]
 #[path = "disk_tests.rs"]

@@ -3,6 +3,7 @@ pub mod changed_keys;
 pub mod disk;
 pub(crate) mod disk_cache;
 pub mod disk_snapshot;
+pub(crate) mod disk_write_back;
 pub mod disk_store;
 pub mod heap;
 pub mod heap_snapshot;
