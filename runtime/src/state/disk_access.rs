@@ -192,9 +192,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
     /// continuing in key order where the last call stopped and wrapping around, and removes
     /// the expired ones (at most one pass over the store per call; a key the write-back cache
-    /// holds is removed when its newest version expired, by a tombstone). Errors: the store
-    /// fails, or a write-back failed.
+    /// holds is removed when its newest version expired, by a tombstone; entries still pending
+    /// are cleaned once written back). First drops the cache's generations written back
+    /// since the last call. Errors: the store fails, or a write-back failed.
     pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
+        // Generations written back since: no longer searched by reads nor counted.
+        self.cache.retire_written()?;
         let Some(ttl) = self.ttl else { return Ok(()) };
         let budget = self
             .cleanup_credit

@@ -208,7 +208,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
 
     /// Drops the pending generations whose write-back is done (their entries are in the
     /// store). Errors: a write-back failed.
-    fn retire_written(&mut self) -> Result<(), DiskStateError> {
+    pub fn retire_written(&mut self) -> Result<(), DiskStateError> {
         loop {
             let Some(writer) = &self.writer else { return Ok(()) };
             match writer.written.try_recv() {
