@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): fjall's
-/// block cache and memtable size, and the write-back cache of hot entries in front of the
+/// block cache and memtable size, and the write-back cache of recent writes in front of the
 /// store. fjall keeps the active memtable and at most four sealed ones, so the store's
 /// configured memory is `cacheSize + 5 × writeBufferSize + writeCacheSize` (counted as key and
 /// value bytes; measured peaks are higher: docs/runtime/state-backends.md, "Memory"). Flink's
@@ -24,9 +24,11 @@ pub struct DiskStateSpec {
     /// table file, a quantity in bytes, at least `1Mi`. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_buffer_size: Option<String>,
-    /// Write-back cache of the most recently used entries, in front of the store: a quantity
-    /// in bytes (about 70 bytes per entry of a key up to 24 bytes), `0` for none. Its changed
-    /// entries are written to the store at each checkpoint's barrier. Default `16Mi`.
+    /// Write-back cache of the most recently written entries, in front of the store: a
+    /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, about 2.25 times
+    /// that while being written back), `0` for none. Its entries are written into the store by
+    /// a background thread, a generation (an eighth of it) at a time and at each checkpoint's
+    /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache_size: Option<String>,
 }

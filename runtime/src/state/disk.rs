@@ -97,8 +97,8 @@ pub struct DiskStateOptions {
     pub write_cache_bytes: u64,
 }
 
-/// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 45,000 entries of short
-/// keys per generation (a quarter of it; `state/disk_cache.rs`, `entry_bytes`).
+/// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 27,000 entries of short
+/// keys per generation (an eighth of it; `state/disk_cache.rs`, `entry_bytes`).
 pub const DEFAULT_WRITE_CACHE_BYTES: u64 = 16 << 20;
 
 impl Default for DiskStateOptions {

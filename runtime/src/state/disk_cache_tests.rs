@@ -135,7 +135,7 @@ fn overlays_merge_newest_first_with_tombstones() {
 }
 
 /// Random updates, removals and reads over 2,000 keys with a 40-entry cache (a generation is
-/// frozen every 10 new keys, so most writes read a pending generation or the store), with and
+/// frozen every 5 new keys, so most writes read a pending generation or the store), with and
 /// without a TTL, compared with the heap backend after every operation; at every barrier the
 /// snapshot and the delta (changes tracked) are held while 1,000 more operations run and
 /// write back, then encoded: the full snapshot must equal the heap's at that barrier and the
@@ -223,7 +223,7 @@ fn a_snapshot_taken_while_write_backs_are_pending_restores_the_state_at_its_barr
     let all = key_group_range(0, 1, MAX_P);
     for ttl in [None, Some(StateTtl::new(Duration::from_millis(1_000)))] {
         let dir = tempfile::tempdir().unwrap();
-        // 4,000 entries: a generation of 1,000, and the two barriers' below the pending bound.
+        // 4,000 entries: a generation of 500, and the two barriers' below the pending bound.
         let mut disk = open_disk(&dir, "count-0", all, ttl, 4_000);
         disk.track_changes();
         let mut heap = HeapKeyedState::<i64>::new(all, ttl);

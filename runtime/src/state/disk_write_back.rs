@@ -30,9 +30,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 
-/// Generations the write-back cache's bytes are shared by: the current one is frozen at a
-/// quarter of the budget, and up to three quarters may be pending.
-pub const GENERATIONS: u64 = 4;
+/// Generations the write-back cache's bytes are shared by: the current one is frozen at an
+/// eighth of the budget, and up to seven eighths may be pending (three full generations, as
+/// a pending one is counted at about 2.25 times its entries' bytes), so the write-back may run
+/// up to three generations behind before the task thread waits.
+pub const GENERATIONS: u64 = 8;
 
 /// Holds the write-back thread before its next generation while set (tests only set it, to
 /// keep generations pending).
