@@ -5,8 +5,8 @@
 
 use super::{DiskKeyedState, DiskSnapshot, DiskStateError, KEY_PREFIX_LEN, decode_value, encode_value, store_key};
 use crate::record::Key;
-use crate::state::disk_cache::CachedEntry;
 use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
+use crate::state::disk_cache::CachedEntry;
 use crate::state::ttl::expired;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

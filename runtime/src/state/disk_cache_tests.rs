@@ -71,7 +71,9 @@ fn open_disk(
 
 fn add(state: &mut DiskKeyedState<i64>, i: u64, by: i64, now: u64) -> i64 {
     let (kg, h, k) = at(i);
-    state.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + by).unwrap()
+    state
+        .update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + by)
+        .unwrap()
 }
 
 fn heap_add(state: &mut HeapKeyedState<i64>, i: u64, by: i64, now: u64) -> i64 {
@@ -260,7 +262,11 @@ fn a_snapshot_taken_while_write_backs_are_pending_restores_the_state_at_its_barr
         let changes = disk.take_changes();
         let second = (disk.snapshot(1_200), disk.snapshot(1_200), heap.snapshot(1_200));
         assert_eq!(disk.cached_entries().1, 2, "both barriers' generations pending");
-        assert_eq!(in_store(&disk, 250), Some(1), "the store does not hold pending writes yet");
+        assert_eq!(
+            in_store(&disk, 250),
+            Some(1),
+            "the store does not hold pending writes yet"
+        );
         // After the barriers: everything overwritten and written back.
         disk.pause_write_back(false);
         for i in 0..800 {
@@ -271,7 +277,11 @@ fn a_snapshot_taken_while_write_backs_are_pending_restores_the_state_at_its_barr
         assert_eq!(in_store(&disk, 250), Some(1_111));
 
         let first_blocks = first.0.encode().unwrap();
-        assert_eq!(decode(&first_blocks), decode(&first.1.encode().unwrap()), "first, ttl {ttl:?}");
+        assert_eq!(
+            decode(&first_blocks),
+            decode(&first.1.encode().unwrap()),
+            "first, ttl {ttl:?}"
+        );
         let expected = decode(&second.2.encode().unwrap());
         let second_blocks = second.0.encode().unwrap();
         assert_eq!(decode(&second_blocks), expected, "second, ttl {ttl:?}");

@@ -4,10 +4,10 @@
 //! store layout, `state/disk_write_back.rs` for the generations).
 
 use crate::state::changed_keys::{ChangedKeys, GroupChanges};
-use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
 use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
+use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;

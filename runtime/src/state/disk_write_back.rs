@@ -26,8 +26,8 @@ use fjall::{Database, Keyspace};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 /// Generations the write-back cache's bytes are shared by: the current one is frozen at an
@@ -249,7 +249,11 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     /// Entries in the current generation, pending generations and bytes held, for tests.
     #[cfg(test)]
     pub fn held(&self) -> (usize, usize, u64) {
-        (self.current.len(), self.pending.len(), self.current.bytes() + self.pending_bytes)
+        (
+            self.current.len(),
+            self.pending.len(),
+            self.current.bytes() + self.pending_bytes,
+        )
     }
 
     /// Holds the write-back thread before its next generation (`true`) or lets it go on, for
