@@ -139,7 +139,7 @@ pub struct StreamJobSpec {
     pub state_backend: StateBackend,
     /// Memory of each disk store (`stateBackend: disk` only), per subtask of each stateful
     /// step: `cacheSize` (block cache, default `32Mi`), `writeBufferSize` (memtable, default
-    /// `16Mi`) and `writeCacheSize` (write-back cache of hot entries, default `16Mi`),
+    /// `16Mi`) and `writeCacheSize` (write-back cache of recent writes, default `16Mi`),
     /// Kubernetes quantities. fjall keeps at most five memtables, so the configured memory is
     /// `cacheSize + 5 × writeBufferSize + writeCacheSize` per store; measured peaks are higher
     /// (docs/runtime/state-backends.md, "Memory of the disk backend").
