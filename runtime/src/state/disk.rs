@@ -151,8 +151,9 @@ pub struct DiskKeyedState<V> {
     /// of a bulk ingestion ([`batch_build_bytes`]).
     batch_build_bytes: usize,
     /// The write-back cache in front of the store: the state is the store overlaid with its
-    /// pending generations and its current one (`state/disk_write_back.rs`).
-    cache: WriteBack<V>,
+    /// pending generations and its current one (`state/disk_write_back.rs`). Boxed: it is
+    /// most of this struct's size, and `KeyedState` holds a heap state or this one inline.
+    cache: Box<WriteBack<V>>,
     _value: PhantomData<fn() -> V>,
 }
 
@@ -199,7 +200,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
         let disk_store::Store { db, keyspace } = disk_store::take_or_create(dir, options)?;
-        let cache = WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?;
+        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?);
         Ok(DiskKeyedState {
             range,
             ttl,

@@ -58,11 +58,21 @@ impl WriterGate {
     }
 }
 
+/// What the task thread hands the write-back thread.
+enum Job {
+    /// Write this generation into the store, then report the result.
+    Write(Arc<dyn EncodedWrites>),
+    /// Drop this generation (written back and retired): freeing its entries and encoded
+    /// writes is O(entries), work the task thread leaves to this thread (a snapshot still
+    /// encoding holds its own reference and frees it on its thread).
+    Free(Arc<dyn EncodedWrites>),
+}
+
 /// The write-back thread of one store and the channels to it.
 struct Writer {
     gate: Arc<WriterGate>,
     /// Frozen generations to write, in order (`None` once dropping).
-    to_write: Option<Sender<Arc<dyn EncodedWrites>>>,
+    to_write: Option<Sender<Job>>,
     /// One result per generation written, in the same order.
     written: Receiver<Result<(), String>>,
     thread: Option<JoinHandle<()>>,
@@ -89,7 +99,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         let writer = if budget == 0 {
             None
         } else {
-            let (to_write, from_task) = channel::<Arc<dyn EncodedWrites>>();
+            let (to_write, from_task) = channel::<Job>();
             let (done, written) = channel();
             let (db, keyspace) = (db.clone(), keyspace.clone());
             let gate = Arc::new(WriterGate::default());
@@ -174,7 +184,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         let sent = writer
             .to_write
             .as_ref()
-            .map(|to_write| to_write.send(frozen.clone() as Arc<dyn EncodedWrites>));
+            .map(|to_write| to_write.send(Job::Write(frozen.clone())));
         if !matches!(sent, Some(Ok(()))) {
             return Err(self.err("the write-back thread ended".into()));
         }
@@ -235,6 +245,10 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     fn retire_oldest(&mut self, result: Result<(), String>) -> Result<(), DiskStateError> {
         if let Some(done) = self.pending.pop_front() {
             self.pending_bytes -= done.bytes();
+            // Freed on the write-back thread; should it be gone, here.
+            if let Some(to_write) = self.writer.as_ref().and_then(|w| w.to_write.as_ref()) {
+                let _ = to_write.send(Job::Free(done));
+            }
         }
         result.map_err(|problem| self.err(format!("writing cached entries into the store: {problem}")))
     }
@@ -290,15 +304,23 @@ impl<V> Drop for WriteBack<V> {
 }
 
 /// The write-back thread: writes each generation it receives into the store as one write
-/// batch and reports the result, in order, until the task side hangs up.
+/// batch and reports the result, in order, and frees retired generations, until the task
+/// side hangs up.
 fn write_generations(
     db: &Database,
     keyspace: &Keyspace,
-    from_task: &Receiver<Arc<dyn EncodedWrites>>,
+    from_task: &Receiver<Job>,
     done: &Sender<Result<(), String>>,
     gate: &WriterGate,
 ) {
-    for generation in from_task {
+    for job in from_task {
+        let generation = match job {
+            Job::Write(generation) => generation,
+            Job::Free(generation) => {
+                drop(generation);
+                continue;
+            }
+        };
         gate.wait_while_paused();
         let mut batch = db.batch();
         for (key, value) in generation.writes() {
