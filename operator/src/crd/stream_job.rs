@@ -138,10 +138,11 @@ pub struct StreamJobSpec {
     #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
     pub state_backend: StateBackend,
     /// Memory of each disk store (`stateBackend: disk` only), per subtask of each stateful
-    /// step: `cacheSize` (block cache, default `32Mi`) and `writeBufferSize` (memtable,
-    /// default `16Mi`), Kubernetes quantities. fjall keeps at most five memtables, so the
-    /// configured memory is `cacheSize + 5 × writeBufferSize` per store; measured peaks are
-    /// higher (docs/runtime/state-backends.md, "Memory of the disk backend").
+    /// step: `cacheSize` (block cache, default `32Mi`), `writeBufferSize` (memtable, default
+    /// `16Mi`) and `writeCacheSize` (write-back cache of recent writes, default `16Mi`),
+    /// Kubernetes quantities. fjall keeps at most five memtables, so the configured memory is
+    /// `cacheSize + 5 × writeBufferSize + writeCacheSize` per store; measured peaks are higher
+    /// (docs/runtime/state-backends.md, "Memory of the disk backend").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_state: Option<weir_runtime::job::disk_state::DiskStateSpec>,
     /// Change to any new value to force a restart through the upgrade cycle (like FKO's

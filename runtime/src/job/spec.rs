@@ -77,8 +77,9 @@ pub struct JobSpec {
     /// docs/runtime/state-backends.md.
     #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
     pub state_backend: StateBackend,
-    /// Memory of each disk store (`stateBackend: disk` only): block cache and write buffer
-    /// per subtask of each stateful step, e.g. `{cacheSize: 256Mi, writeBufferSize: 32Mi}`.
+    /// Memory of each disk store (`stateBackend: disk` only): block cache, write buffer and
+    /// write-back cache per subtask of each stateful step, e.g. `{cacheSize: 256Mi,
+    /// writeBufferSize: 32Mi, writeCacheSize: 64Mi}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_state: Option<crate::job::disk_state::DiskStateSpec>,
     /// The pipeline.

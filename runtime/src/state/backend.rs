@@ -138,14 +138,20 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 // A delta or a key of another type: the generic table restores them.
                 Err(blocks) => self.generic().map_or(Ok(()), |heap| heap.restore(blocks, now_ms)),
             },
-            KeyedState::Disk(s) => s.restore(blocks, now_ms),
+            // The store alone must hold the state before blocks are written into it (a
+            // restore into a store that holds entries writes and looks up keys directly).
+            KeyedState::Disk(s) => {
+                s.write_back_and_clear_cache().map_err(|e| e.to_string())?;
+                s.restore(blocks, now_ms)
+            }
             KeyedState::DiskOpening(_) => unreachable!("the opening was finished above"),
         }
     }
 
     /// [`KeyedState::restore`] of blocks whose key groups hold no entry yet (a lazy
     /// restore's pending groups, `state/pending.rs`): on disk by bulk ingestion even into a
-    /// store that holds other key groups. Errors: as [`KeyedState::restore`].
+    /// store that holds other key groups (the write-back cache holds no entry of those groups,
+    /// so it stays: ingested keys are none of its keys). Errors: as [`KeyedState::restore`].
     pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         // While the store is created, a few groups are built in memory (up to a bound in all);
         // more, or any once the creation has ended, wait for the store and go in by its

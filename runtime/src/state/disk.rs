@@ -13,8 +13,15 @@
 //! the groups in order. Store value: the last write as a little-endian `u64` (ms since the Unix
 //! epoch), then the postcard encoding of the value.
 //!
-//! **Snapshots** are the store's MVCC read view: [`DiskKeyedState::snapshot`] is O(1) on the
-//! task thread; [`DiskSnapshot::encode`] iterates the view off the task thread and writes the
+//! **Write-back cache.** Writes go into an in-memory generation of entries in front of the
+//! store, written into the store by a background thread when the generation is full or at a
+//! barrier (`state/disk_cache.rs`, `state/disk_write_back.rs`, [`DiskStateOptions::write_cache_bytes`]);
+//! reads look in the generations first, so none ever sees an older value.
+//!
+//! **Snapshots** are the store's MVCC read view and the cache's generations pending at the
+//! barrier: [`DiskKeyedState::snapshot`] is O(1) on the task thread (it freezes the current
+//! generation; no store write); [`DiskSnapshot::encode`] iterates the view off the task
+//! thread, merging those generations over it, and writes the
 //! same [`KeyGroupBlock`]s as the heap backend (byte for byte the same block format, so a
 //! savepoint is backend-independent), splicing the stored postcard bytes without decoding them.
 //!
@@ -29,6 +36,7 @@
 
 use crate::record::Key;
 use crate::state::changed_keys::ChangedKeys;
+use crate::state::disk_write_back::WriteBack;
 use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block;
 use crate::state::parallel;
@@ -64,7 +72,7 @@ pub const STORE_WORKER_THREADS: usize = 2;
 
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
 /// the subtask fails and restarts from its checkpoint.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("disk state backend at {dir}: {problem}")]
 pub struct DiskStateError {
     /// The store's local directory.
@@ -81,14 +89,26 @@ pub struct DiskStateOptions {
     /// In-memory write buffer (memtable) before it is flushed to a file, bytes (at least
     /// 1 MiB; the store may hold a few sealed ones while they are being flushed).
     pub write_buffer_bytes: u64,
+    /// Write-back cache in front of the store, bytes (`state/disk_cache.rs`,
+    /// `state/disk_write_back.rs`; 0: off, every access goes to the store): the entries
+    /// written most recently, by generations written into the store by a background thread.
+    /// Everything the cache holds (the current generation, the pending ones) counts against
+    /// it; a barrier freezes the current generation (no store write on the task thread).
+    pub write_cache_bytes: u64,
 }
 
+/// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 27,000 entries of short
+/// keys per generation (an eighth of it; `state/disk_cache.rs`, `entry_bytes`).
+pub const DEFAULT_WRITE_CACHE_BYTES: u64 = 16 << 20;
+
 impl Default for DiskStateOptions {
-    /// 32 MiB of block cache and 16 MiB of write buffer per subtask.
+    /// 32 MiB of block cache, 16 MiB of write buffer and 16 MiB of write-back cache per
+    /// subtask.
     fn default() -> DiskStateOptions {
         DiskStateOptions {
             cache_bytes: 32 << 20,
             write_buffer_bytes: 16 << 20,
+            write_cache_bytes: DEFAULT_WRITE_CACHE_BYTES,
         }
     }
 }
@@ -130,6 +150,10 @@ pub struct DiskKeyedState<V> {
     /// Most block bytes a build of absent key groups writes through the write buffer instead
     /// of a bulk ingestion ([`batch_build_bytes`]).
     batch_build_bytes: usize,
+    /// The write-back cache in front of the store: the state is the store overlaid with its
+    /// pending generations and its current one (`state/disk_write_back.rs`). Boxed: it is
+    /// most of this struct's size, and `KeyedState` holds a heap state or this one inline.
+    cache: Box<WriteBack<V>>,
     _value: PhantomData<fn() -> V>,
 }
 
@@ -176,6 +200,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
         let disk_store::Store { db, keyspace } = disk_store::take_or_create(dir, options)?;
+        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?);
         Ok(DiskKeyedState {
             range,
             ttl,
@@ -189,6 +214,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             changed_len: 0,
             changed_limit: changed_key_limit(&options),
             batch_build_bytes: batch_build_bytes(&options),
+            cache,
             _value: PhantomData,
         })
     }
@@ -395,125 +421,6 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
         Ok(())
     }
-
-    fn read(&self, store_key: &[u8]) -> Result<Option<(V, u64)>, DiskStateError> {
-        match self.keyspace.get(store_key).map_err(|e| self.err(e))? {
-            None => Ok(None),
-            Some(bytes) => decode_value::<V>(&bytes).map(Some).map_err(|e| self.err(e)),
-        }
-    }
-
-    /// The live value of `key` (whose [`key_hash`] is `hash`) in `key_group`, if any and not
-    /// expired at `now_ms`. Errors: the store fails to read.
-    pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
-        let found = self.read(&store_key(key_group, hash, key))?;
-        Ok(found
-            .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
-            .map(|(v, _)| v))
-    }
-
-    /// Read-modify-write of `key` (whose [`key_hash`] is `hash`) in `key_group` at `now_ms`:
-    /// stores `f(current live value)` written at `now_ms` and returns it. An expired value is
-    /// passed as `None` (the key starts over). Errors: the store fails to read or write.
-    pub fn update(
-        &mut self,
-        key_group: u32,
-        hash: u64,
-        key: &Key,
-        now_ms: u64,
-        f: impl FnOnce(Option<&V>) -> V,
-    ) -> Result<V, DiskStateError> {
-        let store_key = store_key(key_group, hash, key);
-        let found = self.read(&store_key)?;
-        self.record_change(key_group, hash, key);
-        if found.is_none() {
-            self.len += 1;
-        }
-        let live = found.filter(|(_, written)| !expired(self.ttl, *written, now_ms));
-        let value = f(live.as_ref().map(|(v, _)| v));
-        self.keyspace
-            .insert(store_key, encode_value(&value, now_ms))
-            .map_err(|e| self.err(e))?;
-        Ok(value)
-    }
-
-    /// Removes `key` from `key_group`. Returns whether an entry was held. Errors: the store
-    /// fails to read or write.
-    pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
-        let store_key = store_key(key_group, hash, key);
-        let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
-        self.record_change(key_group, hash, key);
-        if held {
-            self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
-            self.len = self.len.saturating_sub(1);
-        }
-        Ok(held)
-    }
-
-    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
-    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
-    /// continuing in key order where the last call stopped and wrapping around, and removes
-    /// the expired ones (at most one pass over the store per call). Errors: the store fails.
-    pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
-        let Some(ttl) = self.ttl else { return Ok(()) };
-        let budget = self
-            .cleanup_credit
-            .saturating_add(records.saturating_mul(CLEANUP_ENTRIES_PER_RECORD))
-            .min(self.len.max(1));
-        self.cleanup_credit = 0;
-        let mut examined = 0;
-        let mut expired_keys = Vec::new();
-        let mut wrapped = self.cleanup_cursor.is_empty();
-        let mut next_cursor = None;
-        while examined < budget {
-            let mut reached_end = true;
-            for guard in self.keyspace.range(self.cleanup_cursor.as_slice()..) {
-                let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
-                examined += 1;
-                let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
-                if ttl.is_expired(written, now_ms) {
-                    expired_keys.push(key.to_vec());
-                }
-                if examined >= budget {
-                    let mut after = key.to_vec();
-                    after.push(0);
-                    next_cursor = Some(after);
-                    reached_end = false;
-                    break;
-                }
-            }
-            if !reached_end {
-                break;
-            }
-            // The end of the store: start over from the first key, once per call.
-            self.cleanup_cursor.clear();
-            if wrapped {
-                break;
-            }
-            wrapped = true;
-        }
-        if let Some(cursor) = next_cursor {
-            self.cleanup_cursor = cursor;
-        }
-        for key in expired_keys {
-            self.keyspace.remove(key).map_err(|e| self.err(e))?;
-            self.len = self.len.saturating_sub(1);
-        }
-        Ok(())
-    }
-
-    /// The synchronous part of a snapshot at `now_ms`: the store's MVCC read view (O(1), no
-    /// entry read). Encode it with [`DiskSnapshot::encode`] off the task thread.
-    pub fn snapshot(&self, now_ms: u64) -> DiskSnapshot {
-        DiskSnapshot {
-            view: self.db.snapshot(),
-            keyspace: self.keyspace.clone(),
-            dir: self.dir.clone(),
-            ttl: self.ttl,
-            now_ms,
-            range: self.range,
-        }
-    }
 }
 
 /// A store key and its store value (see the module doc).
@@ -573,7 +480,7 @@ fn sorted_group_entries<V: Serialize + DeserializeOwned>(
 }
 
 /// The store value of `value` written at `written_ms`: see the module doc.
-fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
+pub(crate) fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(VALUE_PREFIX_LEN + 16);
     out.extend_from_slice(&written_ms.to_le_bytes());
     postcard::to_extend(value, out).expect("a state value encodes")
@@ -583,11 +490,14 @@ pub(crate) fn value_written_ms(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.get(..VALUE_PREFIX_LEN)?.try_into().ok()?))
 }
 
-fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
+pub(crate) fn decode_value<V: DeserializeOwned>(bytes: &[u8]) -> Result<(V, u64), String> {
     let written = value_written_ms(bytes).ok_or("a stored value shorter than its write time")?;
     let value = postcard::from_bytes(&bytes[VALUE_PREFIX_LEN..]).map_err(|e| format!("a stored value: {e}"))?;
     Ok((value, written))
 }
+
+#[path = "disk_access.rs"]
+mod access;
 
 #[cfg(test)]
 #[path = "disk_tests.rs"]

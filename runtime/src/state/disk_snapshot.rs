@@ -1,11 +1,13 @@
-//! The disk backend's snapshot ([`DiskSnapshot`]): the store's MVCC read view, encoded off
-//! the task thread into the heap backend's key-group blocks, byte for byte (see
-//! `state/disk.rs` for the store layout).
+//! The disk backend's snapshot ([`DiskSnapshot`]): the store's MVCC read view with the
+//! write-back cache's generations pending at the barrier merged over it, encoded off the task
+//! thread into the heap backend's key-group blocks, byte for byte (see `state/disk.rs` for the
+//! store layout, `state/disk_write_back.rs` for the generations).
 
 use crate::state::changed_keys::{ChangedKeys, GroupChanges};
 use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
+use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;
@@ -13,6 +15,7 @@ use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
 use fjall::{Keyspace, Readable, UserValue};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Blocks (key groups) each scan thread of a full disk snapshot may encode ahead of the
@@ -81,9 +84,17 @@ impl BlockBuilder {
     }
 }
 
-/// The state of a subtask as of a barrier: an MVCC read view of its store (`Send` to an
-/// encoder thread). Dropping it lets the store discard versions only it still needed.
+/// The state of a subtask as of a barrier: an MVCC read view of its store and the write-back
+/// cache's generations pending at the barrier, oldest first, merged over it (`Send` to an
+/// encoder thread). Dropping it lets the store discard versions only it still needed, and
+/// the generations be freed once written back.
 pub struct DiskSnapshot {
+    /// A write-back of the cache failed before the barrier: the state is unknown, so encoding
+    /// fails with this error.
+    pub(crate) write_back_error: Option<DiskStateError>,
+    /// The generations pending at the barrier, oldest first: each store key's newest write
+    /// among them wins over the view (which may hold some of them already: the same values).
+    pub(crate) overlays: Vec<Arc<dyn EncodedWrites>>,
     pub(crate) view: fjall::Snapshot,
     pub(crate) keyspace: Keyspace,
     pub(crate) dir: PathBuf,
@@ -128,6 +139,9 @@ impl DiskSnapshot {
         workers: usize,
         emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
     ) -> Result<usize, E> {
+        if let Some(e) = &self.write_back_error {
+            return Err(E::from(e.clone()));
+        }
         let workers = workers.max(1);
         let key_groups: Vec<u32> = (self.range.start..=self.range.end).collect();
         // The last key group's entry bytes, to size the next one's buffer (key groups of one
@@ -161,20 +175,15 @@ impl DiskSnapshot {
         let with_times = self.ttl.is_some();
         let mut block: Option<BlockBuilder> = None;
         let from = key_group.to_be_bytes();
-        let scan = match key_group.checked_add(1) {
-            Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
-            None => self.view.range(&self.keyspace, from..),
-        };
-        for guard in scan {
-            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
-            let (Some(entry_group), Some(written)) = (store_key_group(&key), value_written_ms(&value)) else {
+        let mut add = |key: &[u8], value: &[u8]| -> Result<(), DiskStateError> {
+            let (Some(entry_group), Some(written)) = (store_key_group(key), value_written_ms(value)) else {
                 return Err(err("an entry the disk backend did not write".into()));
             };
             if entry_group != key_group || key.len() < KEY_PREFIX_LEN {
                 return Err(err("an entry the disk backend did not write".into()));
             }
             if expired(self.ttl, written, self.now_ms) {
-                continue;
+                return Ok(());
             }
             let block = block.get_or_insert_with(|| {
                 let expected = expected_bytes.load(Ordering::Relaxed);
@@ -185,6 +194,32 @@ impl DiskSnapshot {
             block.data.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
             if with_times {
                 push_varint(&mut block.data, written);
+            }
+            Ok(())
+        };
+        // The pending generations' writes to this key group, merged with the scan in
+        // store-key order: a written key's newest write replaces the view's entry.
+        let mut writes = overlay_writes(&self.overlays, &from).into_iter().peekable();
+        let scan = match key_group.checked_add(1) {
+            Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
+            None => self.view.range(&self.keyspace, from..),
+        };
+        for guard in scan {
+            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
+            while let Some((written_key, written)) = writes.next_if(|(k, _)| *k < &key[..]) {
+                if let Some(written) = written {
+                    add(written_key, written)?;
+                }
+            }
+            match writes.next_if(|(k, _)| *k == &key[..]) {
+                Some((_, Some(written))) => add(&key, written)?,
+                Some((_, None)) => {}
+                None => add(&key, &value)?,
+            }
+        }
+        for (written_key, written) in writes {
+            if let Some(written) = written {
+                add(written_key, written)?;
             }
         }
         Ok(block.map(|done| {
@@ -202,6 +237,9 @@ impl DiskSnapshot {
     /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
     /// holds an entry it did not write.
     pub fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+        if let Some(e) = &self.write_back_error {
+            return Err(e.clone());
+        }
         let err = |problem: String| DiskStateError {
             dir: self.dir.clone(),
             problem,
@@ -272,7 +310,11 @@ impl DiskSnapshot {
         store_keys.sort_unstable();
         let mut out = Vec::with_capacity(changes.len());
         for key in store_keys {
-            let value = self.view.get(&self.keyspace, &key).map_err(err)?;
+            // The newest pending write of the key, else the view's entry.
+            let value = match overlay_write(&self.overlays, &key) {
+                Some(written) => written.map(UserValue::from),
+                None => self.view.get(&self.keyspace, &key).map_err(err)?,
+            };
             out.push((key, value));
         }
         if changes.written.is_empty() {
@@ -285,10 +327,16 @@ impl DiskSnapshot {
         prefix[..4].copy_from_slice(&key_group.to_be_bytes());
         for hash in hashes {
             prefix[4..].copy_from_slice(&hash.to_be_bytes());
+            let mut under_hash = std::collections::BTreeMap::new();
             for guard in self.view.prefix(&self.keyspace, prefix) {
                 let (key, value) = guard.into_inner().map_err(err)?;
-                out.push((key.to_vec(), Some(value)));
+                under_hash.insert(key.to_vec(), Some(value));
             }
+            for (key, written) in overlay_writes(&self.overlays, &prefix) {
+                under_hash.insert(key.to_vec(), written.map(UserValue::from));
+            }
+            // A key removed by a pending write is not held (a written hash lists held keys).
+            out.extend(under_hash.into_iter().filter(|(_, value)| value.is_some()));
         }
         // A key recorded by key and found under a written hash too: one entry (the same
         // read view, so the same state).

@@ -16,6 +16,7 @@
 //! [`DiskKeyedState::open`]: crate::state::disk::DiskKeyedState::open
 
 use crate::state::disk::{DiskStateError, DiskStateOptions, STORE_WORKER_THREADS};
+use fjall::config::CompressionPolicy;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -66,9 +67,14 @@ pub(crate) fn create(dir: &Path, options: DiskStateOptions) -> Result<Store, Dis
             // write batches): otherwise every single insert flushes the journal's buffer to
             // the OS, a write(2) per record. The store is scratch, rebuilt from the
             // checkpoint on every start, so the journal needs no durability at all.
+            //
+            // Data blocks uncompressed on every level (fjall compresses levels 2 and below
+            // with LZ4 by default): the store is local scratch, and every point read that
+            // misses the block cache and every checkpoint scan would decompress blocks.
             KeyspaceCreateOptions::default()
                 .max_memtable_size(memtable)
                 .manual_journal_persist(true)
+                .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::None))
         })
         .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
     Ok(Store { db, keyspace })

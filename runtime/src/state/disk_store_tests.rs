@@ -156,6 +156,7 @@ fn early_stores_with_other_options_are_replaced_and_untaken_ones_discarded() {
     let small = DiskStateOptions {
         cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
+        ..DiskStateOptions::default()
     };
     let mut state = KeyedState::Disk(DiskKeyedState::<i64>::open(&dir, range, None, small).unwrap());
     set(&mut state, 1, 5, 1_000);

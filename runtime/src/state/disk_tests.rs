@@ -148,6 +148,9 @@ fn ttl_expires_keys_cleans_them_up_and_leaves_them_out_of_snapshots() {
     assert_eq!(snap.keys().copied().collect::<Vec<_>>(), vec![5, 1_000]);
     assert_eq!(snap[&5], (10, Some(now)), "write time carried in the block");
     assert_eq!(f.state.len(), 201, "expired keys held until cleanup");
+    // Cleanup walks the store: entries still in the write-back cache's pending generations
+    // are cleaned once written back.
+    f.state.wait_for_write_back();
     // Incremental cleanup: 5 entries per record, so 40 records examine every entry once.
     f.state.maintain(now, 10).unwrap();
     assert!(f.state.len() > 150, "a small budget removes a few: {}", f.state.len());
@@ -485,8 +488,8 @@ fn bulk_ingested_restore_equals_restore_by_batches() {
     batched.state.restore(second.to_vec(), 2_000).unwrap();
     assert_eq!(ingested.state.len(), 5000);
     assert_eq!(batched.state.len(), 5000);
-    let snap = |s: &DiskKeyedState<i64>| s.snapshot(2_000).encode().unwrap();
-    assert_eq!(snap(&ingested.state), snap(&batched.state));
+    let snap = |s: &mut DiskKeyedState<i64>| s.snapshot(2_000).encode().unwrap();
+    assert_eq!(snap(&mut ingested.state), snap(&mut batched.state));
     assert_eq!(get(&ingested.state, 4999, 2_000), Some(4999 * 3));
     assert_eq!(add(&mut ingested.state, 4999, 1, 3_000), 4999 * 3 + 1);
     assert_eq!(add(&mut ingested.state, 9999, 1, 3_000), 1);
@@ -549,7 +552,7 @@ fn parallel_encoding_equals_one_thread() {
     for i in 0..3000 {
         add(&mut f.state, i, i, 1000 + i as u64);
     }
-    let encode = |workers: usize| {
+    let mut encode = |workers: usize| {
         let mut blocks = Vec::new();
         f.state
             .snapshot(5000)
@@ -575,9 +578,11 @@ fn parallel_encoding_equals_one_thread() {
 #[test]
 fn the_write_buffer_stays_bounded_while_the_store_grows() {
     let dir = tempfile::tempdir().unwrap();
+    // No write-back cache: every write reaches the store's write buffer.
     let options = DiskStateOptions {
         cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
+        write_cache_bytes: 0,
     };
     let mut state = DiskKeyedState::<String>::open(&dir.path().join("count-0"), all(), None, options).unwrap();
     let value = "v".repeat(1000);

@@ -1,9 +1,11 @@
 pub mod backend;
 pub mod changed_keys;
 pub mod disk;
+pub(crate) mod disk_cache;
 pub mod disk_opening;
 pub mod disk_snapshot;
 pub mod disk_store;
+pub(crate) mod disk_write_back;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod incremental;

@@ -1,0 +1,284 @@
+//! The disk backend's reads, writes, TTL cleanup and snapshots ([`DiskKeyedState`]'s record
+//! path), through its write-back cache: a read looks in the current generation, then the
+//! pending ones newest first, then the store; a write goes into the current generation
+//! (`state/disk_cache.rs`, `state/disk_write_back.rs`).
+
+use super::{DiskKeyedState, DiskSnapshot, DiskStateError, KEY_PREFIX_LEN, decode_value, encode_value, store_key};
+use crate::record::Key;
+use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
+use crate::state::disk_cache::CachedEntry;
+use crate::state::ttl::expired;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What TTL cleanup does with an expired entry of the store.
+enum Cleanup {
+    /// No generation holds the key: remove it from the store.
+    FromStore(Vec<u8>),
+    /// A generation holds an expired value of the key: a tombstone in the current one.
+    Tombstone(u32, u64, Key, u64),
+}
+
+impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedState<V> {
+    pub(crate) fn read(&self, store_key: &[u8]) -> Result<Option<(V, u64)>, DiskStateError> {
+        match self.keyspace.get(store_key).map_err(|e| self.err(e))? {
+            None => Ok(None),
+            Some(bytes) => decode_value::<V>(&bytes).map(Some).map_err(|e| self.err(e)),
+        }
+    }
+
+    /// The newest version of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
+    /// `hash`) in `key_group`: the cache's (`None` as the value: removed) or the store's, with
+    /// its last write; `None`: not held.
+    fn newest(&self, key_group: u32, hash: u64, key: &Key) -> Result<Option<(Option<V>, u64)>, DiskStateError> {
+        if let Some(cached) = self.cache.find(hash, key) {
+            return Ok(Some((cached.value.clone(), cached.written_ms)));
+        }
+        Ok(self
+            .read(&store_key(key_group, hash, key))?
+            .map(|(value, written)| (Some(value), written)))
+    }
+
+    /// The live value of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
+    /// `hash`) in `key_group`, if any and not expired at `now_ms`: from the write-back cache
+    /// when a generation holds the key, else from the store (not added to the cache: a read
+    /// takes `&self`). Errors: the store fails to read.
+    pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
+        if let Some(cached) = self.cache.find(hash, key) {
+            return Ok(cached
+                .value
+                .as_ref()
+                .filter(|_| !expired(self.ttl, cached.written_ms, now_ms))
+                .cloned());
+        }
+        let found = self.read(&store_key(key_group, hash, key))?;
+        Ok(found
+            .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
+            .map(|(v, _)| v))
+    }
+
+    /// Read-modify-write of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
+    /// `hash`) in `key_group` at `now_ms`: stores `f(current live value)` written at `now_ms`
+    /// and returns it. An expired value is passed as `None` (the key starts over). The new
+    /// value goes into the current generation of the write-back cache (the store is read only
+    /// when no generation holds the key); without a cache, into the store. Errors: the store
+    /// fails to read or write, or a write-back failed.
+    pub fn update(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+    ) -> Result<V, DiskStateError> {
+        self.record_change(key_group, hash, key);
+        let ttl = self.ttl;
+        if let Some(cached) = self.cache.current_mut(hash, key) {
+            let held = cached.value.is_some();
+            let live = cached
+                .value
+                .as_ref()
+                .filter(|_| !expired(ttl, cached.written_ms, now_ms));
+            let value = f(live);
+            cached.value = Some(value.clone());
+            cached.written_ms = now_ms;
+            self.len += usize::from(!held);
+            return Ok(value);
+        }
+        let found = self.newest(key_group, hash, key)?;
+        let held = matches!(found, Some((Some(_), _)));
+        self.len += usize::from(!held);
+        let live = found.and_then(|(value, written)| value.filter(|_| !expired(ttl, written, now_ms)));
+        let value = f(live.as_ref());
+        if self.cache.is_off() {
+            self.keyspace
+                .insert(store_key(key_group, hash, key), encode_value(&value, now_ms))
+                .map_err(|e| self.err(e))?;
+        } else {
+            self.cache.insert(CachedEntry {
+                key: key.clone(),
+                key_group,
+                hash,
+                value: Some(value.clone()),
+                written_ms: now_ms,
+            })?;
+        }
+        Ok(value)
+    }
+
+    /// Removes `key` from `key_group`. Returns whether an entry was held. A key a generation
+    /// of the cache holds is removed by a tombstone in the current generation (its pending
+    /// writes must not bring it back); any other from the store directly. Errors: the store
+    /// fails to read or write, or a write-back failed.
+    pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
+        self.record_change(key_group, hash, key);
+        if let Some(cached) = self.cache.current_mut(hash, key) {
+            let held = cached.value.take().is_some();
+            self.len -= usize::from(held);
+            return Ok(held);
+        }
+        if let Some(pending) = self.cache.find_pending(hash, key) {
+            let held = pending.value.is_some();
+            if held {
+                let written_ms = pending.written_ms;
+                self.cache.insert(CachedEntry {
+                    key: key.clone(),
+                    key_group,
+                    hash,
+                    value: None,
+                    written_ms,
+                })?;
+                self.len -= 1;
+            }
+            return Ok(held);
+        }
+        let store_key = store_key(key_group, hash, key);
+        let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
+        if held {
+            self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
+            self.len = self.len.saturating_sub(1);
+        }
+        Ok(held)
+    }
+
+    /// Writes every cached entry into the store and waits until it is there, so the store
+    /// alone holds the state: before anything writes to the store directly (a restore into a
+    /// store that holds entries). Errors: a write-back failed.
+    pub fn write_back_and_clear_cache(&mut self) -> Result<(), DiskStateError> {
+        self.cache.drain()
+    }
+
+    /// Entries in the current generation, pending generations and bytes held by the
+    /// write-back cache, for tests.
+    #[cfg(test)]
+    pub(crate) fn cached_entries(&self) -> (usize, usize, u64) {
+        self.cache.held()
+    }
+
+    /// Holds (`true`) or resumes the write-back thread, for tests.
+    #[cfg(test)]
+    pub(crate) fn pause_write_back(&self, paused: bool) {
+        self.cache.pause_writer(paused);
+    }
+
+    /// Waits until the write-back cache's pending generations are in the store, for tests.
+    #[cfg(test)]
+    pub(crate) fn wait_for_write_back(&mut self) {
+        self.cache.wait_for_pending().unwrap();
+    }
+
+    /// What cleanup does with the store's expired entry under `store_key`: when a generation
+    /// of the cache holds the key, its newest version decides (expired: a tombstone; live or
+    /// removed already: nothing); else the store's entry is removed.
+    fn cleanup_of(&self, store_key: &[u8], now_ms: u64) -> Option<Cleanup> {
+        if !self.cache.holds_entries() || store_key.len() < KEY_PREFIX_LEN {
+            return Some(Cleanup::FromStore(store_key.to_vec()));
+        }
+        let key_group = u32::from_be_bytes(store_key[..4].try_into().ok()?);
+        let hash = u64::from_be_bytes(store_key[4..KEY_PREFIX_LEN].try_into().ok()?);
+        let Ok(key) = postcard::from_bytes::<Key>(&store_key[KEY_PREFIX_LEN..]) else {
+            return Some(Cleanup::FromStore(store_key.to_vec()));
+        };
+        match self.cache.find(hash, &key) {
+            None => Some(Cleanup::FromStore(store_key.to_vec())),
+            Some(cached) if cached.value.is_some() && expired(self.ttl, cached.written_ms, now_ms) => {
+                Some(Cleanup::Tombstone(key_group, hash, key, cached.written_ms))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
+    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
+    /// continuing in key order where the last call stopped and wrapping around, and removes
+    /// the expired ones (at most one pass over the store per call; a key the write-back cache
+    /// holds is removed when its newest version expired, by a tombstone; entries still pending
+    /// are cleaned once written back). First drops the cache's generations written back
+    /// since the last call. Errors: the store fails, or a write-back failed.
+    pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
+        // Generations written back since: no longer searched by reads nor counted.
+        self.cache.retire_written()?;
+        let Some(ttl) = self.ttl else { return Ok(()) };
+        let budget = self
+            .cleanup_credit
+            .saturating_add(records.saturating_mul(CLEANUP_ENTRIES_PER_RECORD))
+            .min(self.len.max(1));
+        self.cleanup_credit = 0;
+        let mut examined = 0;
+        let mut cleanups = Vec::new();
+        let mut wrapped = self.cleanup_cursor.is_empty();
+        let mut next_cursor = None;
+        while examined < budget {
+            let mut reached_end = true;
+            for guard in self.keyspace.range(self.cleanup_cursor.as_slice()..) {
+                let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
+                examined += 1;
+                let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
+                if ttl.is_expired(written, now_ms) {
+                    cleanups.extend(self.cleanup_of(&key, now_ms));
+                }
+                if examined >= budget {
+                    let mut after = key.to_vec();
+                    after.push(0);
+                    next_cursor = Some(after);
+                    reached_end = false;
+                    break;
+                }
+            }
+            if !reached_end {
+                break;
+            }
+            // The end of the store: start over from the first key, once per call.
+            self.cleanup_cursor.clear();
+            if wrapped {
+                break;
+            }
+            wrapped = true;
+        }
+        if let Some(cursor) = next_cursor {
+            self.cleanup_cursor = cursor;
+        }
+        for cleanup in cleanups {
+            match cleanup {
+                Cleanup::FromStore(key) => self.keyspace.remove(key).map_err(|e| self.err(e))?,
+                Cleanup::Tombstone(key_group, hash, key, written_ms) => match self.cache.current_mut(hash, &key) {
+                    Some(cached) => cached.value = None,
+                    None => self.cache.insert(CachedEntry {
+                        key,
+                        key_group,
+                        hash,
+                        value: None,
+                        written_ms,
+                    })?,
+                },
+            }
+            self.len = self.len.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// The synchronous part of a snapshot at `now_ms`: the write-back cache's current
+    /// generation frozen (a move, no store write) and the generations pending now handed to
+    /// the snapshot, then the store's MVCC read view (O(1), no entry read). The snapshot
+    /// merges those generations over the view while it encodes, off the task thread
+    /// ([`DiskSnapshot::encode`]); their write-back runs meanwhile on the store's write-back
+    /// thread. If the write-back fell behind (pending generations over their share of
+    /// `writeCacheSize`), this waits for the oldest. Should a write-back have failed, the
+    /// snapshot carries the error and fails to encode.
+    pub fn snapshot(&mut self, now_ms: u64) -> DiskSnapshot {
+        let (overlays, write_back_error) = match self.cache.freeze_for_snapshot() {
+            Ok(overlays) => (overlays, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        DiskSnapshot {
+            write_back_error,
+            overlays,
+            view: self.db.snapshot(),
+            keyspace: self.keyspace.clone(),
+            dir: self.dir.clone(),
+            ttl: self.ttl,
+            now_ms,
+            range: self.range,
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Tests of the write-back cache by generations: the disk backend with a cache that freezes
+//! a generation every few writes, against the heap backend (every result, and every snapshot
+//! at its barrier, full and incremental, encoded after later writes and write-backs); snapshots
+//! taken while the write-back thread is held, so their generations are pending; reads,
+//! removals and TTL through pending generations; the memory bound.
+
+use super::*;
+use crate::state::disk::{DiskKeyedState, DiskStateOptions};
+use crate::state::heap::HeapKeyedState;
+use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_group_range, key_hash};
+use crate::state::keyed_block;
+use crate::state::snapshot::KeyGroupBlock;
+use crate::state::ttl::StateTtl;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MAX_P: u32 = 8;
+
+fn key(i: u64) -> Key {
+    if i.is_multiple_of(3) {
+        Key::Int(i as i64)
+    } else {
+        Key::Str(format!("key-{i}").into())
+    }
+}
+
+/// Key group, hash and key of key `i`.
+fn at(i: u64) -> (u32, u64, Key) {
+    let k = key(i);
+    let h = key_hash(&k);
+    (key_group_of_hash(h, MAX_P), h, k)
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<String, (i64, Option<u64>)> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        for (k, v, t) in keyed_block::decode::<i64>(&b.data).unwrap() {
+            assert!(out.insert(format!("{k:?}"), (v, t)).is_none());
+        }
+    }
+    out
+}
+
+/// A disk state whose write-back cache holds `cache_entries` entries of [`key`]'s size.
+fn open_disk(
+    dir: &tempfile::TempDir,
+    name: &str,
+    range: KeyGroupRange,
+    ttl: Option<StateTtl>,
+    cache_entries: u64,
+) -> DiskKeyedState<i64> {
+    let options = DiskStateOptions {
+        write_cache_bytes: cache_entries * entry_bytes::<i64>(&key(1)),
+        ..DiskStateOptions::default()
+    };
+    DiskKeyedState::open(&dir.path().join(name), range, ttl, options).unwrap()
+}
+
+fn add(state: &mut DiskKeyedState<i64>, i: u64, by: i64, now: u64) -> i64 {
+    let (kg, h, k) = at(i);
+    state
+        .update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + by)
+        .unwrap()
+}
+
+fn heap_add(state: &mut HeapKeyedState<i64>, i: u64, by: i64, now: u64) -> i64 {
+    let (kg, h, k) = at(i);
+    state.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + by)
+}
+
+fn get(state: &DiskKeyedState<i64>, i: u64, now: u64) -> Option<i64> {
+    let (kg, h, k) = at(i);
+    state.get(kg, h, &k, now).unwrap()
+}
+
+/// What the store alone holds for key `i` (not the cache).
+fn in_store(state: &DiskKeyedState<i64>, i: u64) -> Option<i64> {
+    let (kg, h, k) = at(i);
+    state.read(&store_key(kg, h, &k)).unwrap().map(|(v, _)| v)
+}
+
+/// The state a chain (a full base, then deltas) restores to on the heap at `now`.
+fn restored_chain(chain: Vec<KeyGroupBlock>, ttl: Option<StateTtl>, now: u64) -> BTreeMap<String, (i64, Option<u64>)> {
+    let all = key_group_range(0, 1, MAX_P);
+    let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+    heap.restore(chain, now).unwrap();
+    decode(&heap.snapshot(now).encode().unwrap())
+}
+
+#[test]
+fn overlays_merge_newest_first_with_tombstones() {
+    let generation = |writes: &[(u64, Option<i64>)]| -> Arc<dyn EncodedWrites> {
+        let mut g = Generation::<i64>::default();
+        for &(i, value) in writes {
+            let (kg, h, k) = at(i);
+            g.insert(CachedEntry {
+                key: k,
+                key_group: kg,
+                hash: h,
+                value,
+                written_ms: 7,
+            });
+        }
+        Arc::new(FrozenGeneration::new(g))
+    };
+    let older = generation(&[(1, Some(10)), (2, Some(20)), (3, Some(30))]);
+    let newer = generation(&[(1, Some(11)), (2, None)]);
+    let overlays = vec![older, newer];
+    let value = |i| {
+        let (kg, h, k) = at(i);
+        overlay_write(&overlays, &store_key(kg, h, &k)).map(|v| v.map(|bytes| bytes.to_vec()))
+    };
+    let encoded = |v: i64| Some(Some(encode_value(&v, 7)));
+    assert_eq!(value(1), encoded(11));
+    assert_eq!(value(2), Some(None));
+    assert_eq!(value(3), encoded(30));
+    assert_eq!(value(4), None);
+    // By prefix (every key group: the empty prefix): each key once, newest winning, in order.
+    let all = overlay_writes(&overlays, &[]);
+    assert_eq!(all.len(), 3);
+    assert!(all.keys().is_sorted());
+    let (kg, h, k) = at(2);
+    assert_eq!(all.get(store_key(kg, h, &k).as_slice()), Some(&None));
+}
+
+/// Random updates, removals and reads over 2,000 keys with a 40-entry cache (a generation is
+/// frozen every 5 new keys, so most writes read a pending generation or the store), with and
+/// without a TTL, compared with the heap backend after every operation; at every barrier the
+/// snapshot and the delta (changes tracked) are held while 1,000 more operations run and
+/// write back, then encoded: the full snapshot must equal the heap's at that barrier and the
+/// previous barrier's base plus the delta must restore to it; finally both backends restore
+/// each other's blocks.
+#[test]
+fn a_disk_state_whose_cache_freezes_all_the_time_equals_the_heap_state_at_every_barrier() {
+    let all = key_group_range(0, 1, MAX_P);
+    for ttl in [None, Some(StateTtl::new(Duration::from_millis(5_000)))] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut disk = open_disk(&dir, "count-0", all, ttl, 40);
+        disk.track_changes();
+        let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut now = 1_000u64;
+        let mut base: Option<Vec<KeyGroupBlock>> = None;
+        let mut held = None;
+        let mut barriers = 0;
+        for op in 1..=20_000u64 {
+            now += rng.next(3);
+            // Skewed keys: half the operations on 50 hot keys, the rest over 2,000.
+            let i = if rng.next(2) == 0 {
+                rng.next(50)
+            } else {
+                rng.next(2_000)
+            };
+            let (kg, h, k) = at(i);
+            match rng.next(10) {
+                0 => {
+                    // With a TTL the backends clean expired entries in different orders, so
+                    // whether an expired key was still held may differ; the state may not.
+                    let (on_disk, on_heap) = (disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
+                    if ttl.is_none() {
+                        assert_eq!(on_disk, on_heap, "remove {i}");
+                    }
+                }
+                1 | 2 => assert_eq!(disk.get(kg, h, &k, now).unwrap(), heap.get(kg, h, &k, now).copied()),
+                _ => assert_eq!(add(&mut disk, i, 1, now), heap_add(&mut heap, i, 1, now)),
+            }
+            if op % 997 == 0 {
+                disk.maintain(now, 100).unwrap();
+                heap.maintain(now, 100);
+            }
+            if op % 2_003 == 0 {
+                // The barrier: the disk's changes since the last one, two disk snapshots of
+                // it (one for the full encode, one for the delta) and the heap's, all held.
+                let changes = disk.take_changes();
+                let (full, for_delta) = (disk.snapshot(now), disk.snapshot(now));
+                held = Some((full, for_delta, heap.snapshot(now), changes, now));
+            }
+            if op % 2_003 == 1_000
+                && let Some((full, for_delta, heap_snapshot, changes, at_barrier)) = held.take()
+            {
+                let expected = decode(&heap_snapshot.encode().unwrap());
+                let full = full.encode().unwrap();
+                assert_eq!(decode(&full), expected, "barrier at op {}, ttl {ttl:?}", op - 1_000);
+                if let Some(mut chain) = base.take() {
+                    chain.extend(for_delta.encode_delta(&changes).unwrap());
+                    assert_eq!(restored_chain(chain, ttl, at_barrier), expected, "delta, ttl {ttl:?}");
+                }
+                base = Some(full);
+                barriers += 1;
+            }
+        }
+        assert!(barriers >= 9);
+        let from_disk = disk.snapshot(now).encode().unwrap();
+        let from_heap = heap.snapshot(now).encode().unwrap();
+        assert_eq!(decode(&from_disk), decode(&from_heap), "ttl {ttl:?}");
+        // Both ways across backends.
+        let mut heap_again = HeapKeyedState::<i64>::new(all, ttl);
+        heap_again.restore(from_disk.clone(), now).unwrap();
+        assert_eq!(decode(&heap_again.snapshot(now).encode().unwrap()), decode(&from_heap));
+        let mut disk_again = open_disk(&dir, "count-1", all, ttl, 40);
+        disk_again.restore(from_heap.clone(), now).unwrap();
+        assert_eq!(decode(&disk_again.snapshot(now).encode().unwrap()), decode(&from_heap));
+    }
+}
+
+/// With the write-back thread held, two barriers' generations stay pending while later
+/// writes overwrite, remove and expire their keys; the snapshots, encoded only after every
+/// write-back is done and more writes went to the store, hold the state at their barriers
+/// (as the heap backend's), full and as a delta, and restore to it on disk.
+#[test]
+fn a_snapshot_taken_while_write_backs_are_pending_restores_the_state_at_its_barrier() {
+    let all = key_group_range(0, 1, MAX_P);
+    for ttl in [None, Some(StateTtl::new(Duration::from_millis(1_000)))] {
+        let dir = tempfile::tempdir().unwrap();
+        // 4,000 entries: a generation of 500, and the two barriers' below the pending bound.
+        let mut disk = open_disk(&dir, "count-0", all, ttl, 4_000);
+        disk.track_changes();
+        let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+        // Keys 0..300 in the store (written back), then the thread held.
+        for i in 0..300 {
+            add(&mut disk, i, 1, 0);
+            heap_add(&mut heap, i, 1, 0);
+        }
+        drop(disk.snapshot(0));
+        disk.wait_for_write_back();
+        disk.pause_write_back(true);
+        // Interval 1: keys 200..600 written at 500 (200..300 over the store's), 0..50 removed.
+        for i in 200..600 {
+            add(&mut disk, i, 10, 500);
+            heap_add(&mut heap, i, 10, 500);
+        }
+        for i in 0..50 {
+            let (kg, h, k) = at(i);
+            assert_eq!(disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
+        }
+        let _ = disk.take_changes();
+        let first = (disk.snapshot(900), heap.snapshot(900));
+        // Interval 2 (the first barrier's generation pending): keys 250..350 written again,
+        // 500..550 removed (tombstones over the pending generation), 0..10 written again
+        // (over a pending tombstone), 700..750 new; at 1,100 keys written at 0 expired.
+        for i in (250..350).chain(0..10).chain(700..750) {
+            add(&mut disk, i, 100, 1_100);
+            heap_add(&mut heap, i, 100, 1_100);
+        }
+        for i in 500..550 {
+            let (kg, h, k) = at(i);
+            assert_eq!(disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
+        }
+        let changes = disk.take_changes();
+        let second = (disk.snapshot(1_200), disk.snapshot(1_200), heap.snapshot(1_200));
+        assert_eq!(disk.cached_entries().1, 2, "both barriers' generations pending");
+        assert_eq!(
+            in_store(&disk, 250),
+            Some(1),
+            "the store does not hold pending writes yet"
+        );
+        // After the barriers: everything overwritten and written back.
+        disk.pause_write_back(false);
+        for i in 0..800 {
+            add(&mut disk, i, 1_000, 1_300);
+        }
+        drop(disk.snapshot(1_300));
+        disk.wait_for_write_back();
+        assert_eq!(in_store(&disk, 250), Some(1_111));
+
+        let first_blocks = first.0.encode().unwrap();
+        assert_eq!(
+            decode(&first_blocks),
+            decode(&first.1.encode().unwrap()),
+            "first, ttl {ttl:?}"
+        );
+        let expected = decode(&second.2.encode().unwrap());
+        let second_blocks = second.0.encode().unwrap();
+        assert_eq!(decode(&second_blocks), expected, "second, ttl {ttl:?}");
+        let mut chain = first_blocks;
+        chain.extend(second.1.encode_delta(&changes).unwrap());
+        assert_eq!(restored_chain(chain, ttl, 1_200), expected, "delta, ttl {ttl:?}");
+        let mut restored = open_disk(&dir, "count-1", all, ttl, 4_000);
+        restored.restore(second_blocks, 1_200).unwrap();
+        assert_eq!(decode(&restored.snapshot(1_200).encode().unwrap()), expected);
+    }
+}
+
+/// A read while write-backs are pending sees the newest write: of the current generation,
+/// else the newest pending one, also a removal (a tombstone), never the store's older value.
+#[test]
+fn a_read_during_a_pending_write_back_sees_the_newest_value() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = open_disk(&dir, "count-0", all, None, 4_000);
+    add(&mut disk, 1, 1, 0);
+    add(&mut disk, 2, 1, 0);
+    drop(disk.snapshot(0));
+    disk.wait_for_write_back();
+    disk.pause_write_back(true);
+    add(&mut disk, 1, 10, 1);
+    add(&mut disk, 2, 10, 1);
+    drop(disk.snapshot(1));
+    add(&mut disk, 1, 100, 2);
+    drop(disk.snapshot(2));
+    // Key 1: 1 in the store, 11 and 111 pending; key 2: 1 in the store, 11 pending, removed
+    // in the current generation.
+    let (kg, h, k) = at(2);
+    assert!(disk.remove(kg, h, &k).unwrap());
+    assert_eq!((in_store(&disk, 1), get(&disk, 1, 3)), (Some(1), Some(111)));
+    assert_eq!((in_store(&disk, 2), get(&disk, 2, 3)), (Some(1), None));
+    assert!(!disk.remove(kg, h, &k).unwrap(), "removed already");
+    assert_eq!(add(&mut disk, 1, 1_000, 3), 1_111);
+    assert_eq!(disk.len(), 1);
+    // The tombstone pending too, then everything written back: the store agrees.
+    drop(disk.snapshot(3));
+    assert_eq!(get(&disk, 2, 3), None);
+    disk.pause_write_back(false);
+    drop(disk.snapshot(4));
+    disk.wait_for_write_back();
+    assert_eq!((in_store(&disk, 1), in_store(&disk, 2)), (Some(1_111), None));
+    assert_eq!((get(&disk, 1, 5), get(&disk, 2, 5)), (Some(1_111), None));
+}
+
+/// TTL through pending generations: a key whose store entry expired but whose pending
+/// write is live stays; one whose pending write expired too is removed by a tombstone (its
+/// write-back must not bring it back); keys only the store holds are removed from it.
+#[test]
+fn ttl_cleanup_through_pending_generations_is_exact() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Some(StateTtl::new(Duration::from_millis(1_000)));
+    let mut disk = open_disk(&dir, "count-0", all, ttl, 4_000);
+    for i in 0..10 {
+        add(&mut disk, i, 1, 0);
+    }
+    drop(disk.snapshot(0));
+    disk.wait_for_write_back();
+    disk.pause_write_back(true);
+    // Key 0 live until 1,900 (pending), key 1 until 1,100 (pending); keys 2..10 until 1,000.
+    add(&mut disk, 0, 1, 900);
+    add(&mut disk, 1, 1, 100);
+    drop(disk.snapshot(900));
+    disk.maintain(1_200, 100).unwrap();
+    assert_eq!(disk.len(), 1, "keys 1..10 expired and cleaned");
+    assert_eq!((get(&disk, 0, 1_200), get(&disk, 1, 1_200)), (Some(2), None));
+    assert_eq!(in_store(&disk, 2), None, "only in the store: removed from it");
+    let blocks = disk.snapshot(1_200).encode().unwrap();
+    assert_eq!(decode(&blocks).len(), 1);
+    disk.pause_write_back(false);
+    drop(disk.snapshot(1_200));
+    disk.wait_for_write_back();
+    assert_eq!(in_store(&disk, 1), None, "the tombstone's write-back removed it");
+    assert_eq!(in_store(&disk, 0), Some(2));
+    // A key written again after expiring starts over.
+    assert_eq!(add(&mut disk, 1, 5, 1_300), 5);
+    assert_eq!(disk.len(), 2);
+}
+
+/// The cache's bytes (current generation and pending ones) never exceed its budget, whatever
+/// the write-back thread's pace, and a budget of 0 writes straight into the store.
+#[test]
+fn the_cache_holds_at_most_its_budget_and_a_zero_budget_writes_through() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let entries = 200;
+    let budget = entries * entry_bytes::<i64>(&key(1));
+    let mut disk = open_disk(&dir, "count-0", all, None, entries);
+    let mut rng = Rng(7);
+    for op in 0..20_000u64 {
+        add(&mut disk, rng.next(10_000), 1, op);
+        if op % 3_001 == 0 {
+            drop(disk.snapshot(op));
+        }
+        let (_, _, bytes) = disk.cached_entries();
+        assert!(bytes <= budget, "{bytes} bytes held, budget {budget}");
+    }
+    let mut through = open_disk(&dir, "count-1", all, None, 0);
+    add(&mut through, 7, 3, 0);
+    assert_eq!(through.cached_entries(), (0, 0, 0));
+    assert_eq!(in_store(&through, 7), Some(3));
+}

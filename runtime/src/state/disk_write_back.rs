@@ -1,0 +1,338 @@
+//! The disk backend's write-back of cached generations (`state/disk_cache.rs`) into its
+//! store, off the task thread: [`WriteBack`] owns the current generation, the frozen ones
+//! whose write-back is pending (oldest first), and one thread per store that writes each
+//! frozen generation into the store as one write batch, in the order they were frozen.
+//!
+//! **Order.** Only the write-back thread writes cached entries into the store, one
+//! generation after another, so the store always holds a prefix of the generations frozen so
+//! far, and the state is the store overlaid with the pending generations (oldest first) and
+//! the current one. The task thread writes the store directly only for a key no generation
+//! holds (a removal, a TTL cleanup), which no pending write can overwrite.
+//!
+//! **Memory** (`writeCacheSize`, [`DiskStateOptions::write_cache_bytes`] = B): the current
+//! generation is frozen when it reaches B / [`GENERATIONS`]; pending generations are counted
+//! as their typed entries plus their encoded writes ([`FrozenGeneration::bytes`]), and before a
+//! generation is frozen while pending ones hold more than B − B / [`GENERATIONS`], the task
+//! thread waits for the oldest to be written (the write-back fell behind: a barrier or a
+//! record then waits). A snapshot being encoded also holds the generations pending at its
+//! barrier until it is done (those written back meanwhile are no longer counted).
+//!
+//! [`DiskStateOptions::write_cache_bytes`]: crate::state::disk::DiskStateOptions::write_cache_bytes
+
+use crate::record::Key;
+use crate::state::disk::DiskStateError;
+use crate::state::disk_cache::{CachedEntry, EncodedWrites, FrozenGeneration, Generation};
+use fjall::{Database, Keyspace};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Generations the write-back cache's bytes are shared by: the current one is frozen at an
+/// eighth of the budget, and up to seven eighths may be pending (three full generations, as
+/// a pending one is counted at about 2.25 times its entries' bytes), so the write-back may run
+/// up to three generations behind before the task thread waits.
+pub const GENERATIONS: u64 = 8;
+
+/// Holds the write-back thread before its next generation while set (tests only set it, to
+/// keep generations pending).
+#[derive(Default)]
+struct WriterGate {
+    paused: Mutex<bool>,
+    resumed: Condvar,
+}
+
+impl WriterGate {
+    fn wait_while_paused(&self) {
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        while *paused {
+            paused = self.resumed.wait(paused).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn set_paused(&self, paused: bool) {
+        *self.paused.lock().unwrap_or_else(|e| e.into_inner()) = paused;
+        self.resumed.notify_all();
+    }
+}
+
+/// What the task thread hands the write-back thread.
+enum Job {
+    /// Write this generation into the store, then report the result.
+    Write(Arc<dyn EncodedWrites>),
+    /// Drop this generation (written back and retired): freeing its entries and encoded
+    /// writes is O(entries), work the task thread leaves to this thread (a snapshot still
+    /// encoding holds its own reference and frees it on its thread).
+    Free(Arc<dyn EncodedWrites>),
+}
+
+/// The write-back thread of one store and the channels to it.
+struct Writer {
+    gate: Arc<WriterGate>,
+    /// Frozen generations to write, in order (`None` once dropping).
+    to_write: Option<Sender<Job>>,
+    /// One result per generation written, in the same order.
+    written: Receiver<Result<(), String>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The write-back cache of one store: see the module doc.
+pub(crate) struct WriteBack<V> {
+    /// Most bytes held (0: no cache, every write goes to the store).
+    budget: u64,
+    dir: PathBuf,
+    current: Generation<V>,
+    /// Frozen generations not yet written into the store, oldest first.
+    pending: VecDeque<Arc<FrozenGeneration<V>>>,
+    /// Bytes counted for `pending`.
+    pending_bytes: u64,
+    writer: Option<Writer>,
+}
+
+impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
+    /// A write-back cache of `budget` bytes in front of `keyspace` of `db` (its store at
+    /// `dir`); with a budget, it starts the store's write-back thread. Errors: the thread
+    /// cannot be started.
+    pub fn new(budget: u64, db: &Database, keyspace: &Keyspace, dir: &Path) -> Result<Self, DiskStateError> {
+        let writer = if budget == 0 {
+            None
+        } else {
+            let (to_write, from_task) = channel::<Job>();
+            let (done, written) = channel();
+            let (db, keyspace) = (db.clone(), keyspace.clone());
+            let gate = Arc::new(WriterGate::default());
+            let thread_gate = gate.clone();
+            let thread = std::thread::Builder::new()
+                .name("weir-write-back".into())
+                .spawn(move || write_generations(&db, &keyspace, &from_task, &done, &thread_gate))
+                .map_err(|e| DiskStateError {
+                    dir: dir.to_path_buf(),
+                    problem: format!("cannot start the write-back thread: {e}"),
+                })?;
+            Some(Writer {
+                gate,
+                to_write: Some(to_write),
+                written,
+                thread: Some(thread),
+            })
+        };
+        Ok(WriteBack {
+            budget,
+            dir: dir.to_path_buf(),
+            current: Generation::default(),
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            writer,
+        })
+    }
+
+    /// Whether there is no cache (a budget of 0): writes go to the store.
+    pub fn is_off(&self) -> bool {
+        self.writer.is_none()
+    }
+
+    /// Whether any generation holds an entry (else the store alone holds the state).
+    pub fn holds_entries(&self) -> bool {
+        !self.current.is_empty() || !self.pending.is_empty()
+    }
+
+    /// The newest entry of `key` (whose hash is `hash`) in the current generation, to change
+    /// in place.
+    pub fn current_mut(&mut self, hash: u64, key: &Key) -> Option<&mut CachedEntry<V>> {
+        self.current.find_mut(hash, key)
+    }
+
+    /// The newest entry of `key` (whose hash is `hash`) in the pending generations, newest
+    /// first (not in the current one).
+    pub fn find_pending(&self, hash: u64, key: &Key) -> Option<&CachedEntry<V>> {
+        self.pending.iter().rev().find_map(|g| g.find(hash, key))
+    }
+
+    /// The newest entry of `key` (whose hash is `hash`): the current generation's, else the
+    /// newest pending one's. `None`: the store holds the newest version.
+    pub fn find(&self, hash: u64, key: &Key) -> Option<&CachedEntry<V>> {
+        self.current.find(hash, key).or_else(|| self.find_pending(hash, key))
+    }
+
+    /// Adds `entry`, whose key the current generation does not hold, freezing the generation
+    /// when it reaches its share of the budget. Errors: a write-back failed.
+    pub fn insert(&mut self, entry: CachedEntry<V>) -> Result<(), DiskStateError> {
+        self.current.insert(entry);
+        if self.current.bytes() >= self.budget / GENERATIONS {
+            self.freeze_current()?;
+        }
+        Ok(())
+    }
+
+    /// Freezes the current generation (if it holds entries) and hands it to the write-back
+    /// thread, first waiting for the oldest pending ones while they hold too much. Errors: a
+    /// write-back failed.
+    fn freeze_current(&mut self) -> Result<(), DiskStateError> {
+        if self.current.is_empty() {
+            return Ok(());
+        }
+        self.retire_written()?;
+        let frozen = Arc::new(FrozenGeneration::new(std::mem::take(&mut self.current)));
+        let bytes = frozen.bytes();
+        let limit = self.budget - self.budget / GENERATIONS;
+        while !self.pending.is_empty() && self.pending_bytes + bytes > limit {
+            self.wait_for_oldest()?;
+        }
+        let writer = self.writer.as_ref().expect("a cache with a budget has a writer");
+        let sent = writer
+            .to_write
+            .as_ref()
+            .map(|to_write| to_write.send(Job::Write(frozen.clone())));
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(self.err("the write-back thread ended".into()));
+        }
+        self.pending.push_back(frozen);
+        self.pending_bytes += bytes;
+        Ok(())
+    }
+
+    /// The synchronous part of a snapshot: freezes the current generation (O(1): a move; no
+    /// store write) and returns the generations pending now, oldest first, for the snapshot
+    /// to merge over the store's read view (taken after this call). Errors: a write-back
+    /// failed.
+    pub fn freeze_for_snapshot(&mut self) -> Result<Vec<Arc<dyn EncodedWrites>>, DiskStateError> {
+        self.freeze_current()?;
+        self.retire_written()?;
+        Ok(self
+            .pending
+            .iter()
+            .map(|g| g.clone() as Arc<dyn EncodedWrites>)
+            .collect())
+    }
+
+    /// Writes every cached entry into the store and waits until it is there, so the store
+    /// alone holds the state (before a restore writes the store directly). Errors: a
+    /// write-back failed.
+    pub fn drain(&mut self) -> Result<(), DiskStateError> {
+        self.freeze_current()?;
+        while !self.pending.is_empty() {
+            self.wait_for_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the pending generations whose write-back is done (their entries are in the
+    /// store). Errors: a write-back failed.
+    pub fn retire_written(&mut self) -> Result<(), DiskStateError> {
+        loop {
+            let Some(writer) = &self.writer else { return Ok(()) };
+            match writer.written.try_recv() {
+                Ok(result) => self.retire_oldest(result)?,
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) if self.pending.is_empty() => return Ok(()),
+                Err(TryRecvError::Disconnected) => return Err(self.err("the write-back thread ended".into())),
+            }
+        }
+    }
+
+    /// Waits for the oldest pending generation's write-back and drops it. Errors: it failed.
+    fn wait_for_oldest(&mut self) -> Result<(), DiskStateError> {
+        let Some(writer) = &self.writer else { return Ok(()) };
+        let result = writer
+            .written
+            .recv()
+            .map_err(|_| self.err("the write-back thread ended".into()))?;
+        self.retire_oldest(result)
+    }
+
+    fn retire_oldest(&mut self, result: Result<(), String>) -> Result<(), DiskStateError> {
+        if let Some(done) = self.pending.pop_front() {
+            self.pending_bytes -= done.bytes();
+            // Freed on the write-back thread; should it be gone, here.
+            if let Some(to_write) = self.writer.as_ref().and_then(|w| w.to_write.as_ref()) {
+                let _ = to_write.send(Job::Free(done));
+            }
+        }
+        result.map_err(|problem| self.err(format!("writing cached entries into the store: {problem}")))
+    }
+
+    fn err(&self, problem: String) -> DiskStateError {
+        DiskStateError {
+            dir: self.dir.clone(),
+            problem,
+        }
+    }
+
+    /// Entries in the current generation, pending generations and bytes held, for tests.
+    #[cfg(test)]
+    pub fn held(&self) -> (usize, usize, u64) {
+        (
+            self.current.len(),
+            self.pending.len(),
+            self.current.bytes() + self.pending_bytes,
+        )
+    }
+
+    /// Holds the write-back thread before its next generation (`true`) or lets it go on, for
+    /// tests (a paused thread and the memory bound: the task thread waits for ever).
+    #[cfg(test)]
+    pub fn pause_writer(&self, paused: bool) {
+        if let Some(writer) = &self.writer {
+            writer.gate.set_paused(paused);
+        }
+    }
+
+    /// Waits until every pending generation is written, for tests.
+    #[cfg(test)]
+    pub fn wait_for_pending(&mut self) -> Result<(), DiskStateError> {
+        while !self.pending.is_empty() {
+            self.wait_for_oldest()?;
+        }
+        Ok(())
+    }
+}
+
+impl<V> Drop for WriteBack<V> {
+    /// Ends the write-back thread after the generations sent to it (the store is scratch:
+    /// what they write no longer matters, but the thread holds the store open).
+    fn drop(&mut self) {
+        if let Some(writer) = &mut self.writer {
+            writer.gate.set_paused(false);
+            writer.to_write = None;
+            if let Some(thread) = writer.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// The write-back thread: writes each generation it receives into the store as one write
+/// batch and reports the result, in order, and frees retired generations, until the task
+/// side hangs up.
+fn write_generations(
+    db: &Database,
+    keyspace: &Keyspace,
+    from_task: &Receiver<Job>,
+    done: &Sender<Result<(), String>>,
+    gate: &WriterGate,
+) {
+    for job in from_task {
+        let generation = match job {
+            Job::Write(generation) => generation,
+            Job::Free(generation) => {
+                drop(generation);
+                continue;
+            }
+        };
+        gate.wait_while_paused();
+        let mut batch = db.batch();
+        for (key, value) in generation.writes() {
+            match value {
+                Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
+                None => batch.remove(keyspace, key.as_slice()),
+            }
+        }
+        let result = batch.commit().map_err(|e| e.to_string());
+        drop(generation);
+        if done.send(result).is_err() {
+            return;
+        }
+    }
+}
