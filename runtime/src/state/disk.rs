@@ -199,7 +199,21 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         ttl: Option<StateTtl>,
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
-        let disk_store::Store { db, keyspace } = disk_store::take_or_create(dir, options)?;
+        let store = disk_store::take_or_create(dir, options)?;
+        DiskKeyedState::on_store(store, dir, range, ttl, options)
+    }
+
+    /// As [`DiskKeyedState::open`] on `store`, the empty store at `dir` created with
+    /// `options` (the disk opening's claimed creation, `state/disk_opening.rs`). Errors: the
+    /// write-back thread cannot be started.
+    pub(crate) fn on_store(
+        store: disk_store::Store,
+        dir: &Path,
+        range: KeyGroupRange,
+        ttl: Option<StateTtl>,
+        options: DiskStateOptions,
+    ) -> Result<DiskKeyedState<V>, DiskStateError> {
+        let disk_store::Store { db, keyspace } = store;
         let cache = Box::new(WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?);
         Ok(DiskKeyedState {
             range,

@@ -137,10 +137,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> OpeningDis
                     .into(),
             ));
         }
-        if let Some(creation) = self.creation.take() {
-            creation.give_back();
-        }
-        let mut disk = DiskKeyedState::open(&self.dir, self.range, self.ttl, self.options)?;
+        let mut disk = match self.creation.take() {
+            Some(creation) => {
+                let store = creation.join()?;
+                DiskKeyedState::on_store(store, &self.dir, self.range, self.ttl, self.options)?
+            }
+            None => DiskKeyedState::open(&self.dir, self.range, self.ttl, self.options)?,
+        };
         let mut memory = std::mem::replace(&mut self.heap, HeapKeyedState::new(self.range, self.ttl));
         if !memory.is_empty() {
             let blocks = memory

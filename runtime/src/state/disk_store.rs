@@ -132,14 +132,20 @@ impl ClaimedCreation {
         self.early.as_ref().is_none_or(|e| e.creation.is_finished())
     }
 
-    /// Puts the creation back among the early stores for [`take_or_create`] (that is,
-    /// `DiskKeyedState::open`) to take, waiting for the rest of it if it is not finished.
-    pub(crate) fn give_back(mut self) {
-        if let Some(early) = self.early.take() {
-            early_stores()
-                .lock()
-                .expect("early stores lock")
-                .insert(self.dir.clone(), early);
+    /// The store, waiting for the rest of its creation if it is not finished. Taken here
+    /// rather than put back among the early stores, so that [`discard_early`] at the end of a
+    /// start can never drop it between a give-back and a take. Errors: the creation failed or
+    /// panicked.
+    pub(crate) fn join(mut self) -> Result<Store, DiskStateError> {
+        match self.early.take() {
+            Some(early) => early.creation.join().map_err(|_| DiskStateError {
+                dir: self.dir.clone(),
+                problem: "creating the store panicked".into(),
+            })?,
+            None => Err(DiskStateError {
+                dir: self.dir.clone(),
+                problem: "internal error: the store's creation was taken twice".into(),
+            }),
         }
     }
 }
