@@ -161,6 +161,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.cache.pause_writer(paused);
     }
 
+    /// Makes the write-back cache's next write-back fail, for tests.
+    #[cfg(test)]
+    pub(crate) fn fail_next_write_back(&self) {
+        self.cache.fail_next_write_back();
+    }
+
     /// Waits until the write-back cache's pending generations are in the store, for tests.
     #[cfg(test)]
     pub(crate) fn wait_for_write_back(&mut self) {

@@ -388,3 +388,53 @@ fn the_cache_holds_at_most_its_budget_and_a_zero_budget_writes_through() {
     assert_eq!(through.cached_entries(), (0, 0, 0));
     assert_eq!(in_store(&through, 7), Some(3));
 }
+
+/// A failed write-back (a full disk, a poisoned store) fails every later batch and snapshot,
+/// and its generation stays readable: no checkpoint after the failure can complete without
+/// its writes (before, the failure was reported once, by one declined checkpoint, and the
+/// next checkpoint completed without the lost writes).
+#[test]
+fn a_failed_write_back_fails_every_later_batch_and_snapshot() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = open_disk(&dir, "count-0", all, None, 4_000);
+    add(&mut disk, 1, 1, 0);
+    drop(disk.snapshot(0));
+    disk.wait_for_write_back();
+    disk.fail_next_write_back();
+    add(&mut disk, 5, 5, 1);
+    add(&mut disk, 1, 10, 1);
+    // The barrier freezes the generation holding both writes; its write-back fails (the
+    // snapshot at this barrier may already see the failure: the write-back thread is fast).
+    drop(disk.snapshot(1));
+    let mut waited = 0;
+    let first = loop {
+        match disk.maintain(2, 1) {
+            Err(e) => break e.to_string(),
+            Ok(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                waited += 1;
+                assert!(waited < 2_000, "the write-back's failure never reached the task");
+            }
+        }
+    };
+    assert!(first.contains("injected write-back failure"), "{first}");
+    for attempt in 0..3 {
+        let e = disk
+            .snapshot(3)
+            .encode()
+            .expect_err("a snapshot after a failed write-back");
+        assert!(e.to_string().contains("injected write-back failure"), "{e}");
+        let e = disk.maintain(3, 1).expect_err("a batch after a failed write-back");
+        assert!(
+            e.to_string().contains("injected write-back failure"),
+            "attempt {attempt}: {e}"
+        );
+    }
+    assert_eq!(
+        (get(&disk, 5, 3), get(&disk, 1, 3)),
+        (Some(5), Some(11)),
+        "the failed generation is still read"
+    );
+    assert_eq!(in_store(&disk, 5), None, "it never reached the store");
+}

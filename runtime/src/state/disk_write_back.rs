@@ -42,6 +42,9 @@ pub const GENERATIONS: u64 = 8;
 struct WriterGate {
     paused: Mutex<bool>,
     resumed: Condvar,
+    /// Makes the next generation's write fail without writing it (tests only set it).
+    #[cfg(test)]
+    fail_next: std::sync::atomic::AtomicBool,
 }
 
 impl WriterGate {
@@ -89,6 +92,10 @@ pub(crate) struct WriteBack<V> {
     /// Bytes counted for `pending`.
     pending_bytes: u64,
     writer: Option<Writer>,
+    /// The first failed write-back: every later call returns it. The failed generation stays
+    /// pending (reads still see its entries), so no snapshot after the failure can be taken
+    /// without its writes, and the task fails at its next batch or barrier.
+    failed: Option<String>,
 }
 
 impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
@@ -125,6 +132,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             pending: VecDeque::new(),
             pending_bytes: 0,
             writer,
+            failed: None,
         })
     }
 
@@ -221,6 +229,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     /// Drops the pending generations whose write-back is done (their entries are in the
     /// store). Errors: a write-back failed.
     pub fn retire_written(&mut self) -> Result<(), DiskStateError> {
+        self.check_not_failed()?;
         loop {
             let Some(writer) = &self.writer else { return Ok(()) };
             match writer.written.try_recv() {
@@ -234,6 +243,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
 
     /// Waits for the oldest pending generation's write-back and drops it. Errors: it failed.
     fn wait_for_oldest(&mut self) -> Result<(), DiskStateError> {
+        self.check_not_failed()?;
         let Some(writer) = &self.writer else { return Ok(()) };
         let result = writer
             .written
@@ -242,7 +252,13 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         self.retire_oldest(result)
     }
 
+    /// Drops the oldest pending generation after its write-back succeeded; after a failure,
+    /// keeps it and remembers the failure (see `failed`).
     fn retire_oldest(&mut self, result: Result<(), String>) -> Result<(), DiskStateError> {
+        if let Err(problem) = result {
+            self.failed = Some(problem);
+            return self.check_not_failed();
+        }
         if let Some(done) = self.pending.pop_front() {
             self.pending_bytes -= done.bytes();
             // Freed on the write-back thread; should it be gone, here.
@@ -250,7 +266,15 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
                 let _ = to_write.send(Job::Free(done));
             }
         }
-        result.map_err(|problem| self.err(format!("writing cached entries into the store: {problem}")))
+        Ok(())
+    }
+
+    /// The first failed write-back, as an error (see `failed`).
+    fn check_not_failed(&self) -> Result<(), DiskStateError> {
+        match &self.failed {
+            None => Ok(()),
+            Some(problem) => Err(self.err(format!("writing cached entries into the store: {problem}"))),
+        }
     }
 
     fn err(&self, problem: String) -> DiskStateError {
@@ -276,6 +300,14 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     pub fn pause_writer(&self, paused: bool) {
         if let Some(writer) = &self.writer {
             writer.gate.set_paused(paused);
+        }
+    }
+
+    /// Makes the write-back of the next generation fail without writing it, for tests.
+    #[cfg(test)]
+    pub fn fail_next_write_back(&self) {
+        if let Some(writer) = &self.writer {
+            writer.gate.fail_next.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -328,6 +360,14 @@ fn write_generations(
                 Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
                 None => batch.remove(keyspace, key.as_slice()),
             }
+        }
+        #[cfg(test)]
+        if gate.fail_next.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            drop(generation);
+            if done.send(Err("injected write-back failure".into())).is_err() {
+                return;
+            }
+            continue;
         }
         let result = batch.commit().map_err(|e| e.to_string());
         drop(generation);
