@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskStateSpec {
-    /// Block cache of the store, a quantity in bytes (`64Mi`, `1Gi`, `500M`, `1048576`).
-    /// Default `32Mi`.
+    /// Block cache of the store, a quantity in bytes, as a string (`64Mi`, `1Gi`, `500M`,
+    /// `"1048576"`: quote plain numbers). Default `32Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_size: Option<String>,
     /// Write buffer (memtable) size: how much is written in memory before it is flushed to a
@@ -26,7 +26,7 @@ pub struct DiskStateSpec {
     pub write_buffer_size: Option<String>,
     /// Write-back cache of the most recently written entries, in front of the store: a
     /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, about 2.25 times
-    /// that while being written back), `0` for none. Its entries are written into the store by
+    /// that while being written back), `"0"` (quoted) for none. Its entries are written into the store by
     /// a background thread, a generation (an eighth of it) at a time and at each checkpoint's
     /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,7 +63,7 @@ pub fn parse_quantity(field: &str, text: &str) -> Result<u64, JobError> {
         JobError::new(
             field,
             format!(
-                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `1048576`"
+                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `\"1048576\"`"
             ),
         )
     };
