@@ -210,13 +210,25 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             .saturating_add(records.saturating_mul(CLEANUP_ENTRIES_PER_RECORD))
             .min(self.len.max(1));
         self.cleanup_credit = 0;
+        if budget == 0 {
+            return Ok(());
+        }
         let mut examined = 0;
         let mut cleanups = Vec::new();
-        let mut wrapped = self.cleanup_cursor.is_empty();
-        let mut next_cursor = None;
-        while examined < budget {
-            let mut reached_end = true;
-            for guard in self.keyspace.range(self.cleanup_cursor.as_slice()..) {
+        // From where the last call stopped to the end, then (a wrap) from the first key up to
+        // where this call started, never further: the budget may exceed the store's entries
+        // (the live count includes keys only the write-back cache holds), and an entry
+        // examined twice would be cleaned, and counted, twice.
+        let start = std::mem::take(&mut self.cleanup_cursor);
+        let mut wrapped = false;
+        loop {
+            let pass = if wrapped {
+                self.keyspace.range(..start.as_slice())
+            } else {
+                self.keyspace.range(start.as_slice()..)
+            };
+            let mut stopped_at = None;
+            for guard in pass {
                 let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
                 examined += 1;
                 let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
@@ -226,23 +238,26 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 if examined >= budget {
                     let mut after = key.to_vec();
                     after.push(0);
-                    next_cursor = Some(after);
-                    reached_end = false;
+                    stopped_at = Some(after);
                     break;
                 }
             }
-            if !reached_end {
-                break;
+            match stopped_at {
+                // The budget ran out: the next call goes on after the last key examined.
+                Some(after) => {
+                    self.cleanup_cursor = after;
+                    break;
+                }
+                // The first key reached again: every entry was examined once.
+                None if wrapped => {
+                    self.cleanup_cursor = start;
+                    break;
+                }
+                // The end of the store: from its first key, once per call (the first pass
+                // began there already when the last call reached the end).
+                None if start.is_empty() => break,
+                None => wrapped = true,
             }
-            // The end of the store: start over from the first key, once per call.
-            self.cleanup_cursor.clear();
-            if wrapped {
-                break;
-            }
-            wrapped = true;
-        }
-        if let Some(cursor) = next_cursor {
-            self.cleanup_cursor = cursor;
         }
         for cleanup in cleanups {
             match cleanup {

@@ -438,3 +438,39 @@ fn a_failed_write_back_fails_every_later_batch_and_snapshot() {
     );
     assert_eq!(in_store(&disk, 5), None, "it never reached the store");
 }
+
+/// Incremental TTL cleanup examines each store entry at most once per call: its budget is
+/// capped by the live count, which with the cache also counts keys only the cache holds, so
+/// it can exceed the store's entries; a pass that wrapped around stops where it started (it
+/// examined the first keys again and counted their removal twice, so the count drifted low).
+#[test]
+fn a_cleanup_pass_that_wraps_examines_no_store_entry_twice() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Some(StateTtl::new(Duration::from_millis(1_000)));
+    let mut disk = open_disk(&dir, "count-0", all, ttl, 40_000);
+    for i in 0..10 {
+        add(&mut disk, i, 1, 0);
+    }
+    drop(disk.snapshot(0));
+    disk.wait_for_write_back();
+    // A thousand live keys the cache alone holds (its current generation).
+    for i in 100..1_100 {
+        add(&mut disk, i, 1, 1_100);
+    }
+    assert_eq!(
+        disk.cached_entries().1,
+        0,
+        "no generation pending: the new keys are in the current one"
+    );
+    assert_eq!(disk.len(), 1_010);
+    // One record's worth (5 entries), then a budget larger than the store's 5 left.
+    disk.maintain(1_500, 1).unwrap();
+    assert_eq!(disk.len(), 1_005);
+    disk.maintain(1_500, 100).unwrap();
+    assert_eq!(disk.len(), 1_000, "the ten expired keys each counted once");
+    for i in 0..10 {
+        assert_eq!((get(&disk, i, 1_500), in_store(&disk, i)), (None, None), "key {i}");
+    }
+    assert_eq!(get(&disk, 500, 1_500), Some(1));
+}
