@@ -251,6 +251,10 @@ fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
     eprintln!(
         "failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}"
     );
+    eprintln!(
+        "the sink's log lines of the failure-injected attempts:\n{}",
+        sink_log_lines(dir.path())
+    );
     assert!(
         stats.open_producers.is_empty(),
         "transactions left open in the output log: {stats:?}"
@@ -270,6 +274,29 @@ fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
         &clean,
         "committed view after kill -9 ×3 and rescale 2 → 3 vs the failure-free run",
     );
+}
+
+/// The Kafka sink's log lines (replays, fencing, markers not read back) of every `weir` run
+/// whose stderr is in `dir`, in the order the runs started, for a failure's message.
+fn sink_log_lines(dir: &Path) -> String {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stderr-"))
+        .map(|e| (e.metadata().and_then(|m| m.modified()).ok(), e.path()))
+        .collect();
+    files.sort();
+    let mut lines = String::new();
+    for (_, path) in files {
+        lines.push_str(&format!("-- {}\n", path.display()));
+        for line in std::fs::read_to_string(&path).unwrap_or_default().lines() {
+            if line.contains("Kafka sink") || line.contains("restor") {
+                lines.push_str(line);
+                lines.push('\n');
+            }
+        }
+    }
+    lines
 }
 
 /// At-least-once (the non-transactional producer, flushed at every barrier) through two kill
