@@ -4,7 +4,8 @@
 use crate::job::validate::JobError;
 use crate::state::disk::DiskStateOptions;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::borrow::Cow;
 
 /// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): fjall's
 /// block cache and memtable size, and the write-back cache of recent writes in front of the
@@ -16,21 +17,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskStateSpec {
-    /// Block cache of the store, a quantity in bytes, as a string (`64Mi`, `1Gi`, `500M`,
-    /// `"1048576"`: quote plain numbers). Default `32Mi`.
+    /// Block cache of the store, a quantity in bytes (`64Mi`, `1Gi`, `500M`, `1048576`).
+    /// Default `32Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_size: Option<String>,
+    pub cache_size: Option<ByteQuantity>,
     /// Write buffer (memtable) size: how much is written in memory before it is flushed to a
     /// table file, a quantity in bytes, at least `1Mi`. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_buffer_size: Option<String>,
+    pub write_buffer_size: Option<ByteQuantity>,
     /// Write-back cache of the most recently written entries, in front of the store: a
     /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, about 2.25 times
-    /// that while being written back), `"0"` (quoted) for none. Its entries are written into the store by
+    /// that while being written back), `0` for none. Its entries are written into the store by
     /// a background thread, a generation (an eighth of it) at a time and at each checkpoint's
     /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_cache_size: Option<String>,
+    pub write_cache_size: Option<ByteQuantity>,
 }
 
 impl DiskStateSpec {
@@ -40,19 +41,71 @@ impl DiskStateSpec {
     pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
         let mut options = DiskStateOptions::default();
         if let Some(text) = &self.cache_size {
-            options.cache_bytes = parse_quantity(&format!("{at}.cacheSize"), text)?;
+            options.cache_bytes = parse_quantity(&format!("{at}.cacheSize"), &text.0)?;
         }
         if let Some(text) = &self.write_buffer_size {
             let field = format!("{at}.writeBufferSize");
-            options.write_buffer_bytes = parse_quantity(&field, text)?;
+            options.write_buffer_bytes = parse_quantity(&field, &text.0)?;
             if options.write_buffer_bytes < 1 << 20 {
-                return Err(JobError::new(field, format!("must be at least 1Mi, got `{text}`")));
+                return Err(JobError::new(field, format!("must be at least 1Mi, got `{}`", text.0)));
             }
         }
         if let Some(text) = &self.write_cache_size {
-            options.write_cache_bytes = parse_quantity(&format!("{at}.writeCacheSize"), text)?;
+            options.write_cache_bytes = parse_quantity(&format!("{at}.writeCacheSize"), &text.0)?;
         }
         Ok(options)
+    }
+}
+
+/// A size in bytes as the manifest gives it, kept as text: a Kubernetes quantity string
+/// (`64Mi`) or a plain non-negative integer (`0`, `1048576`), as Kubernetes' own quantities
+/// (`resources.limits.memory`) take both. Checked and converted by [`parse_quantity`] when the
+/// job is validated, so its error names the field. Schema: `x-kubernetes-int-or-string`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ByteQuantity(pub String);
+
+impl From<&str> for ByteQuantity {
+    fn from(text: &str) -> Self {
+        ByteQuantity(text.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteQuantity {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ByteQuantity;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size in bytes: a whole number or a quantity such as `64Mi`")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ByteQuantity, E> {
+                Ok(ByteQuantity(n.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteQuantity, E> {
+                u64::try_from(n)
+                    .map(|n| ByteQuantity(n.to_string()))
+                    .map_err(|_| E::custom(format!("`{n}` is negative; a size in bytes is 0 or more")))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ByteQuantity, E> {
+                Ok(ByteQuantity(text.to_string()))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl JsonSchema for ByteQuantity {
+    fn schema_name() -> Cow<'static, str> {
+        "ByteQuantity".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "x-kubernetes-int-or-string": true })
     }
 }
 
@@ -63,7 +116,7 @@ pub fn parse_quantity(field: &str, text: &str) -> Result<u64, JobError> {
         JobError::new(
             field,
             format!(
-                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `\"1048576\"`"
+                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `1048576`"
             ),
         )
     };

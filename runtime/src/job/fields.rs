@@ -194,6 +194,12 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
         Value::Mapping(_) if schema.get("type").and_then(Schema::as_str) == Some("string") => {
             return Err(mapping_for_a_string(path, schema));
         }
+        Value::Mapping(_) if schema.get("x-kubernetes-int-or-string") == Some(&Schema::Bool(true)) => {
+            return Err(JobError::new(
+                path,
+                "invalid type: a mapping, expected an integer or a string (a quantity: `64Mi`, `1048576`)",
+            ));
+        }
         Value::Mapping(map) => {
             let properties = schema.get("properties");
             let values = schema.get("additionalProperties").filter(|v| v.is_object());

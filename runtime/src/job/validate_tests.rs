@@ -387,6 +387,50 @@ fn negative_durations_are_refused_in_every_duration_field() {
     );
 }
 
+/// Sizes in `spec.diskState` are Kubernetes quantities, int-or-string as the API server takes
+/// them: a plain integer (`writeCacheSize: 0`) is a number of bytes, as the quoted `"0"`; a
+/// negative or fractional number is refused naming the field (`writeCacheSize: 0` was refused
+/// as "expected a string" before 2026-12-02).
+#[test]
+fn disk_state_sizes_take_integers_and_quantity_strings() {
+    let manifest = |disk_state: &str| {
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: sizes}}\nspec:\n  \
+             stateBackend: disk\n  diskState: {disk_state}\n  job:\n    steps:\n      \
+             - source: {{generator: {{keys: 10}}}}\n      - keyBy: {{expression: key, as: key}}\n      \
+             - count: {{}}\n      - sink: {{print: {{}}}}\n"
+        )
+    };
+    let job = crate::job::parse_manifest(
+        &manifest("{cacheSize: 268435456, writeBufferSize: \"2Mi\", writeCacheSize: 0}"),
+        &[],
+    )
+    .unwrap();
+    let options = job.spec.disk_state_options().unwrap();
+    assert_eq!(
+        (
+            options.cache_bytes,
+            options.write_buffer_bytes,
+            options.write_cache_bytes
+        ),
+        (256 << 20, 2 << 20, 0)
+    );
+    for (disk_state, want) in [
+        ("{writeCacheSize: -1}", "spec.diskState.writeCacheSize"),
+        ("{cacheSize: 1.5}", "spec.diskState.cacheSize"),
+        ("{cacheSize: {size: 1}}", "spec.diskState.cacheSize"),
+    ] {
+        let e = crate::job::parse_manifest(&manifest(disk_state), &[]).unwrap_err();
+        assert!(e.to_string().contains(want), "{disk_state}: {e}");
+        assert!(
+            ["size in bytes", "negative", "quantity"]
+                .iter()
+                .any(|w| e.to_string().contains(w)),
+            "{disk_state}: {e}"
+        );
+    }
+}
+
 /// `spec.diskState`: read into the disk stores' options, refused with a heap backend or a
 /// value that is not a size, naming the field.
 #[test]
