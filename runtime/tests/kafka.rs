@@ -222,10 +222,18 @@ fn kafka_exactly_once_through_kill_9_and_rescale() {
 /// read a marker another subtask's fencing had not yet released. The sink now begins no
 /// transaction before its markers read back and reads the restore point's markers at its first
 /// commit (sink_kafka_recovery.rs); docs/runtime/kafka-test-broker.md has the counts.
+///
+/// tansu also has a race that stops it committing any transaction's offsets in a partition
+/// for good (a transaction finalized while it still writes its COMMIT markers); a kill after
+/// that makes the sink read stale markers and write committed transactions again. When the
+/// views differ, a probe transaction of the test's own tells whether the broker still commits
+/// offsets in the output partitions; if not, the failure-injected run is repeated once on new
+/// topics (docs/runtime/kafka-test-broker.md, "a race").
 #[test]
 #[ignore = "needs a Kafka broker at WEIR_TEST_KAFKA: .ci/run starts tansu and runs it with --ignored"]
 fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
-    use common::kafka_log::committed_topic_view;
+    use common::kafka_log::{ViewStats, committed_topic_view};
+    use common::kafka_txn_offsets::broker_still_commits_transaction_offsets;
     let Some(servers) = broker() else { return };
     let mut rng = Rng(seed());
     let expected = expected_counts(&text_lines());
@@ -234,27 +242,37 @@ fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
     let (m, clean_output, _) = setup(&servers, clean_dir.path(), "exactly-once", 100_000);
     Weir::run(&m, &[], &[]).wait_ok();
     let (clean, clean_stats, _) = committed_topic_view(&servers, &clean_output);
-    // Failure-injected run.
-    let dir = tempfile::tempdir().unwrap();
-    let (m, output, _) = setup(&servers, dir.path(), "exactly-once", 500);
-    let w = Weir::run(&m, &[], &[]);
-    let api = w.api();
-    std::thread::sleep(Duration::from_millis(1200));
-    let savepoint = stop_with_savepoint(&api, &[]);
-    w.wait_ok();
-    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &savepoint], &[]);
-    let _ = w.api();
-    std::thread::sleep(Duration::from_millis(rng.range(400, 1500)));
-    w.kill9();
-    run_with_kills_until_an_abort(&servers, &output, &m, &mut rng);
-    let (got, stats, listed) = committed_topic_view(&servers, &output);
-    eprintln!(
-        "failure-free: {clean_stats:?}; failure-injected: {stats:?}; aborted transactions the broker listed: {listed}"
-    );
-    eprintln!(
-        "the sink's log lines of the failure-injected attempts:\n{}",
-        sink_log_lines(dir.path())
-    );
+    // Failure-injected run; once more on new topics if the broker turns out to have lost the
+    // ability to commit transactions' offsets in the first run's output partitions (tansu's
+    // race, `broker_still_commits_transaction_offsets`): then that output cannot tell the
+    // sink's exactly-once from the broker's losses.
+    const RUNS: usize = 2;
+    let (mut got, mut stats) = (Vec::new(), ViewStats::default());
+    for run in 1..=RUNS {
+        let (dir, output) = failure_injected_run(&servers, &mut rng);
+        let listed;
+        (got, stats, listed) = committed_topic_view(&servers, &output);
+        eprintln!(
+            "failure-free: {clean_stats:?}; failure-injected (run {run}): {stats:?}; aborted transactions the broker listed: {listed}"
+        );
+        eprintln!(
+            "the sink's log lines of the failure-injected attempts:\n{}",
+            sink_log_lines(dir.path())
+        );
+        if got == clean {
+            break;
+        }
+        let broker_commits = broker_still_commits_transaction_offsets(&servers, &output, 3);
+        eprintln!("the broker still commits transactions' offsets in the output partitions: {broker_commits}");
+        assert!(
+            broker_commits || run < RUNS,
+            "the broker lost the ability to commit transactions' offsets in the output partitions in {RUNS} runs: \
+             the test could not test (docs/runtime/kafka-test-broker.md)"
+        );
+        if broker_commits {
+            break;
+        }
+    }
     assert!(
         stats.open_producers.is_empty(),
         "transactions left open in the output log: {stats:?}"
@@ -274,6 +292,27 @@ fn committed_view_is_exactly_once_through_kill_9_and_rescale() {
         &clean,
         "committed view after kill -9 (3 or more times) and rescale 2 → 3 vs the failure-free run",
     );
+}
+
+/// The failure-injected run of the committed-view proof on new topics: parallelism 2, stopped
+/// with a savepoint mid-input, restored at 3 and killed with kill -9 at a random moment, then
+/// restored from the latest checkpoint and killed until an abort is in the log
+/// ([`run_with_kills_until_an_abort`]), and run to the end. Returns its directory (the runs'
+/// stderr) and the output topic.
+fn failure_injected_run(servers: &str, rng: &mut Rng) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, output, _) = setup(servers, dir.path(), "exactly-once", 500);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    std::thread::sleep(Duration::from_millis(1200));
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let w = Weir::run(&m, &["--parallelism", "3", "--restore", &savepoint], &[]);
+    let _ = w.api();
+    std::thread::sleep(Duration::from_millis(rng.range(400, 1500)));
+    w.kill9();
+    run_with_kills_until_an_abort(servers, &output, &m, rng);
+    (dir, output)
 }
 
 /// Restores `manifest` from its latest checkpoint and kills it with kill -9 at a random moment,

@@ -149,3 +149,50 @@ pub fn probe_transaction_offsets(servers: &str, order: ProbeOrder) -> TxnOffsets
         committed_records,
     }
 }
+
+/// Whether the broker still commits a transaction's offsets with it in `topic`'s partitions:
+/// a probe producer (its own transactional id, nothing else open) writes one record into each
+/// of the `partitions` and commits offset 1 for its own group inside the transaction; the
+/// offset must read back within 5 s. Call it only once nothing else writes `topic`.
+///
+/// Kafka: always true. tansu 510f3e2 can lose the ability for good: its `txn_end` finalizes
+/// the overlapping transactions of the one ending (state `Committed`, record ranges cleared)
+/// while one of them may still be writing its own COMMIT markers, which add record ranges
+/// back to a transaction already `Committed`; such a transaction is never "prepared" again, so
+/// every later transaction with records in those partitions waits for it for ever and its
+/// offsets are never committed (docs/runtime/kafka-test-broker.md). A test whose output went
+/// through such partitions cannot tell the sink's exactly-once from the broker's losses.
+pub fn broker_still_commits_transaction_offsets(servers: &str, topic: &str, partitions: i32) -> bool {
+    let group = unique("weir-offsets-probe");
+    let producer = transactional_producer(servers, &unique("weir-offsets-probe"));
+    producer.begin_transaction().unwrap();
+    for partition in 0..partitions {
+        producer
+            .send(
+                BaseRecord::<(), str>::to(topic)
+                    .payload("weir-offsets-probe")
+                    .partition(partition),
+            )
+            .unwrap();
+    }
+    producer.flush(TIMEOUT).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut offsets = TopicPartitionList::new();
+    offsets.add_partition_offset(topic, 0, Offset::Offset(1)).unwrap();
+    producer
+        .send_offsets_to_transaction(&offsets, &consumer.group_metadata().unwrap(), TIMEOUT)
+        .unwrap();
+    producer.commit_transaction(TIMEOUT).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if marker(servers, &group, topic) == Some(1) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
