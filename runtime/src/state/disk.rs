@@ -7,11 +7,11 @@
 //! directory is scratch: it is recreated empty on every start and removed when the state is
 //! dropped; the checkpoint is the source of truth.
 //!
-//! **Layout.** Store key: the key group as a big-endian `u32`, the key's stable hash
-//! ([`key_hash`]) as a big-endian `u64`, then the postcard encoding of the [`Key`]; so one key
-//! group's entries are one contiguous key range, and a snapshot or incremental cleanup walks
-//! the groups in order. Store value: the last write as a little-endian `u64` (ms since the Unix
-//! epoch), then the postcard encoding of the value.
+//! **Layout.** Store key: the key group, the key's stable hash ([`key_hash`]), then the
+//! postcard encoding of the [`Key`] (`state/disk_key.rs`); so one key group's entries are one
+//! contiguous key range, and a snapshot or incremental cleanup walks the groups in order.
+//! Store value: the last write as a little-endian `u64` (ms since the Unix epoch), then the
+//! postcard encoding of the value.
 //!
 //! **Write-back cache.** Writes go into an in-memory generation of entries in front of the
 //! store, written into the store by a background thread when the generation is full or at a
@@ -41,6 +41,10 @@ use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block;
 use crate::state::parallel;
 
+pub(crate) use crate::state::disk_key::{
+    KEY_PREFIX_LEN, StoreKeyBuf, key_group_end, key_group_prefix, store_key_group_and_hash, store_key_prefix,
+};
+pub use crate::state::disk_key::{store_key, store_key_group};
 pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::disk_store;
 use crate::state::snapshot::KeyGroupBlock;
@@ -55,8 +59,6 @@ use std::path::{Path, PathBuf};
 /// Flink's default of 5 entries per state access).
 pub const CLEANUP_ENTRIES_PER_RECORD: usize = crate::state::heap::CLEANUP_ENTRIES_PER_RECORD;
 
-/// Bytes of a store key before the encoded [`Key`]: key group (4) and hash (8).
-pub(crate) const KEY_PREFIX_LEN: usize = 12;
 /// Bytes of a store value before the encoded value: the write time.
 pub(crate) const VALUE_PREFIX_LEN: usize = 8;
 
@@ -111,19 +113,6 @@ impl Default for DiskStateOptions {
             write_cache_bytes: DEFAULT_WRITE_CACHE_BYTES,
         }
     }
-}
-
-/// The store key of `key` (whose [`key_hash`] is `hash`) in `key_group`: see the module doc.
-pub fn store_key(key_group: u32, hash: u64, key: &Key) -> Vec<u8> {
-    let mut out = Vec::with_capacity(KEY_PREFIX_LEN + 16);
-    out.extend_from_slice(&key_group.to_be_bytes());
-    out.extend_from_slice(&hash.to_be_bytes());
-    postcard::to_extend(key, out).expect("a key encodes")
-}
-
-/// The key group of a store key (its first 4 bytes, big-endian), if it has them.
-pub fn store_key_group(store_key: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(store_key.get(..4)?.try_into().ok()?))
 }
 
 /// Keyed state of one subtask in an LSM store under a local scratch directory, with an

@@ -3,7 +3,10 @@
 //! pending ones newest first, then the store; a write goes into the current generation
 //! (`state/disk_cache.rs`, `state/disk_write_back.rs`).
 
-use super::{DiskKeyedState, DiskSnapshot, DiskStateError, KEY_PREFIX_LEN, decode_value, encode_value, store_key};
+use super::{
+    DiskKeyedState, DiskSnapshot, DiskStateError, KEY_PREFIX_LEN, StoreKeyBuf, decode_value, encode_value, store_key,
+    store_key_group_and_hash,
+};
 use crate::record::Key;
 use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
 use crate::state::disk_cache::CachedEntry;
@@ -28,14 +31,20 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 
     /// The newest version of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
-    /// `hash`) in `key_group`: the cache's (`None` as the value: removed) or the store's, with
-    /// its last write; `None`: not held.
-    fn newest(&self, key_group: u32, hash: u64, key: &Key) -> Result<Option<(Option<V>, u64)>, DiskStateError> {
-        if let Some(cached) = self.cache.find(hash, key) {
-            return Ok(Some((cached.value.clone(), cached.written_ms)));
+    /// `hash`) in `key_group` below the current generation (the caller looked there): the
+    /// pending generations' (`None` as the value: removed) or the store's, with its last
+    /// write; `None`: not held.
+    fn newest_below_current(
+        &self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+    ) -> Result<Option<(Option<V>, u64)>, DiskStateError> {
+        if let Some(pending) = self.cache.find_pending(hash, key) {
+            return Ok(Some((pending.value.clone(), pending.written_ms)));
         }
         Ok(self
-            .read(&store_key(key_group, hash, key))?
+            .read(&StoreKeyBuf::new(key_group, hash, key))?
             .map(|(value, written)| (Some(value), written)))
     }
 
@@ -51,7 +60,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 .filter(|_| !expired(self.ttl, cached.written_ms, now_ms))
                 .cloned());
         }
-        let found = self.read(&store_key(key_group, hash, key))?;
+        let found = self.read(&StoreKeyBuf::new(key_group, hash, key))?;
         Ok(found
             .filter(|(_, written)| !expired(self.ttl, *written, now_ms))
             .map(|(v, _)| v))
@@ -85,7 +94,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             self.len += usize::from(!held);
             return Ok(value);
         }
-        let found = self.newest(key_group, hash, key)?;
+        let found = self.newest_below_current(key_group, hash, key)?;
         let held = matches!(found, Some((Some(_), _)));
         self.len += usize::from(!held);
         let live = found.and_then(|(value, written)| value.filter(|_| !expired(ttl, written, now_ms)));
@@ -180,8 +189,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         if !self.cache.holds_entries() || store_key.len() < KEY_PREFIX_LEN {
             return Some(Cleanup::FromStore(store_key.to_vec()));
         }
-        let key_group = u32::from_be_bytes(store_key[..4].try_into().ok()?);
-        let hash = u64::from_be_bytes(store_key[4..KEY_PREFIX_LEN].try_into().ok()?);
+        let (key_group, hash) = store_key_group_and_hash(store_key)?;
         let Ok(key) = postcard::from_bytes::<Key>(&store_key[KEY_PREFIX_LEN..]) else {
             return Some(Cleanup::FromStore(store_key.to_vec()));
         };

@@ -5,7 +5,8 @@
 
 use crate::state::changed_keys::{ChangedKeys, GroupChanges};
 use crate::state::disk::{
-    DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
+    DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, key_group_end, key_group_prefix, store_key, store_key_group,
+    store_key_prefix, value_written_ms,
 };
 use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
@@ -174,7 +175,7 @@ impl DiskSnapshot {
         };
         let with_times = self.ttl.is_some();
         let mut block: Option<BlockBuilder> = None;
-        let from = key_group.to_be_bytes();
+        let from = key_group_prefix(key_group);
         let mut add = |key: &[u8], value: &[u8]| -> Result<(), DiskStateError> {
             let (Some(entry_group), Some(written)) = (store_key_group(key), value_written_ms(value)) else {
                 return Err(err("an entry the disk backend did not write".into()));
@@ -200,8 +201,8 @@ impl DiskSnapshot {
         // The pending generations' writes to this key group, merged with the scan in
         // store-key order: a written key's newest write replaces the view's entry.
         let mut writes = overlay_writes(&self.overlays, &from).into_iter().peekable();
-        let scan = match key_group.checked_add(1) {
-            Some(after) => self.view.range(&self.keyspace, from..after.to_be_bytes()),
+        let scan = match key_group_end(key_group) {
+            Some(after) => self.view.range(&self.keyspace, from..after),
             None => self.view.range(&self.keyspace, from..),
         };
         for guard in scan {
@@ -323,10 +324,8 @@ impl DiskSnapshot {
         // The inverse of `table_hash` (a rotation by 32 bits); in store-key order.
         let mut hashes: Vec<u64> = changes.written.iter().map(|h| h.rotate_right(32)).collect();
         hashes.sort_unstable();
-        let mut prefix = [0u8; KEY_PREFIX_LEN];
-        prefix[..4].copy_from_slice(&key_group.to_be_bytes());
         for hash in hashes {
-            prefix[4..].copy_from_slice(&hash.to_be_bytes());
+            let prefix = store_key_prefix(key_group, hash);
             let mut under_hash = std::collections::BTreeMap::new();
             for guard in self.view.prefix(&self.keyspace, prefix) {
                 let (key, value) = guard.into_inner().map_err(err)?;
