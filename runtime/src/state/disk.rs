@@ -292,6 +292,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// every restore, which happens later than its expiry.
     pub fn track_changes(&mut self) {
         self.changed.get_or_insert_with(ChangedKeys::default);
+        // Deltas read changed keys from generations kept after their write-back.
+        self.cache.keep_written();
     }
 
     /// The keys written or removed since the previous call (or since tracking started), and

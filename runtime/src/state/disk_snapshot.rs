@@ -7,7 +7,7 @@ use crate::state::changed_keys::{ChangedKeys, GroupChanges};
 use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, store_key, store_key_group, value_written_ms,
 };
-use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
+use crate::state::disk_cache::{EncodedWrites, OverlayCursors, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;
@@ -95,6 +95,10 @@ pub struct DiskSnapshot {
     /// The generations pending at the barrier, oldest first: each store key's newest write
     /// among them wins over the view (which may hold some of them already: the same values).
     pub(crate) overlays: Vec<Arc<dyn EncodedWrites>>,
+    /// What a delta reads changed keys from before the view, oldest first: the generations
+    /// kept after their write-back then `overlays` (`WriteBack::for_delta`; empty when none
+    /// are kept, and then `overlays` serve).
+    pub(crate) delta_overlays: Vec<Arc<dyn EncodedWrites>>,
     pub(crate) view: fjall::Snapshot,
     pub(crate) keyspace: Keyspace,
     pub(crate) dir: PathBuf,
@@ -309,9 +313,17 @@ impl DiskSnapshot {
             .collect();
         store_keys.sort_unstable();
         let mut out = Vec::with_capacity(changes.len());
+        // The kept and pending generations, newest first, each searched from where the
+        // previous (smaller) key was found.
+        let overlays = if self.delta_overlays.is_empty() {
+            &self.overlays
+        } else {
+            &self.delta_overlays
+        };
+        let mut writes = OverlayCursors::new(overlays);
         for key in store_keys {
-            // The newest pending write of the key, else the view's entry.
-            let value = match overlay_write(&self.overlays, &key) {
+            // The newest write of a generation, else the view's entry.
+            let value = match writes.newest_write(&key) {
                 Some(written) => written.map(UserValue::from),
                 None => self.view.get(&self.keyspace, &key).map_err(err)?,
             };
