@@ -576,6 +576,9 @@ fn a_delta_read_from_kept_generations_sees_removals_and_cleanups_after_them() {
     heap.maintain(1_200, 1_000);
     let changes = disk.take_changes();
     let at_barrier = disk.snapshot(1_200);
+    // The same barrier read with the wall clock stepped back to 990 (before keys 40..45
+    // expired): cleaned, they are removed all the same, as the store's read view says.
+    let stepped_back = disk.snapshot(990);
     // Everything written back before the delta is encoded.
     drop(disk.snapshot(1_200));
     disk.wait_for_write_back();
@@ -584,6 +587,14 @@ fn a_delta_read_from_kept_generations_sees_removals_and_cleanups_after_them() {
     let mut chain = base;
     chain.extend(at_barrier.encode_delta(&changes).unwrap());
     assert_eq!(restored_chain(chain, ttl, 1_200), expected);
+    let cleaned: Vec<String> = (40..45).map(|i| format!("{:?}", key(i))).collect();
+    for block in stepped_back.encode_delta(&changes).unwrap() {
+        for (k, value, _) in keyed_block::decode_with_removals::<i64>(&block.data).unwrap() {
+            if cleaned.contains(&format!("{k:?}")) {
+                assert_eq!(value, None, "cleaned key {k:?} in the delta");
+            }
+        }
+    }
     // Restoring into a store that holds entries drops the kept generations (the store is
     // then written directly).
     disk.write_back_and_clear_cache().unwrap();
