@@ -235,8 +235,10 @@ impl DiskSnapshot {
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
     /// writes for the same entries) per key group of `changes`: each changed key with its value
     /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
-    /// not hold it or it expired by then; entries in store-key order. A written key is found by
-    /// its hash (a prefix scan of key group + hash), a removed one by a point lookup; a key
+    /// not hold it or it expired by then; entries in store-key order. A key recorded by key is
+    /// read from the newest generation holding it (`delta_overlays`: kept after their
+    /// write-back, or pending), else by a point lookup of the view; a written hash is resolved
+    /// by a prefix scan of key group + hash; a key
     /// sharing a written hash is written with its own state (see `state/changed_keys.rs`).
     /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
     /// holds an entry it did not write.
