@@ -29,7 +29,8 @@
 //! [`DiskKeyedState::track_changes`] on, every write and removal records its key (one hash-set
 //! insert; the heap backend records a write by its hash only, `state/changed_keys.rs` says
 //! why not here); [`DiskSnapshot::encode_delta`] reads those keys from the read view (point
-//! lookups, O(changed keys)) and writes the heap backend's delta blocks
+//! lookups, O(changed keys); a key a generation kept after its write-back or a pending one
+//! holds is read from memory) and writes the heap backend's delta blocks
 //! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
 //! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
 //! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
@@ -96,6 +97,8 @@ pub struct DiskStateOptions {
     /// written most recently, by generations written into the store by a background thread.
     /// Everything the cache holds (the current generation, the pending ones) counts against
     /// it; a barrier freezes the current generation (no store write on the task thread).
+    /// With changes tracked (incremental checkpoints), generations written back are kept up
+    /// to as many bytes more, for deltas to read changed keys from.
     pub write_cache_bytes: u64,
 }
 
@@ -281,6 +284,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// every restore, which happens later than its expiry.
     pub fn track_changes(&mut self) {
         self.changed.get_or_insert_with(ChangedKeys::default);
+        // Deltas read changed keys from generations kept after their write-back.
+        self.cache.keep_written();
     }
 
     /// The keys written or removed since the previous call (or since tracking started), and

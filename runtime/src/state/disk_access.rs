@@ -144,7 +144,19 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let store_key = store_key(key_group, hash, key);
         let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
         if held {
-            self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
+            if self.cache.keeps_written() {
+                // A generation kept for deltas may hold the key's older write: the removal
+                // goes through the cache so that a delta sees it (`WriteBack::keep_written`).
+                self.cache.insert(CachedEntry {
+                    key: key.clone(),
+                    key_group,
+                    hash,
+                    value: None,
+                    written_ms: 0,
+                })?;
+            } else {
+                self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
+            }
             self.len = self.len.saturating_sub(1);
         }
         Ok(held)
@@ -162,6 +174,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     #[cfg(test)]
     pub(crate) fn cached_entries(&self) -> (usize, usize, u64) {
         self.cache.held()
+    }
+
+    /// Generations kept after their write-back for deltas and their bytes, for tests.
+    #[cfg(test)]
+    pub(crate) fn kept_generations(&self) -> (usize, u64) {
+        self.cache.kept()
     }
 
     /// Holds (`true`) or resumes the write-back thread, for tests.
@@ -185,8 +203,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// What cleanup does with the store's expired entry under `store_key`: when a generation
     /// of the cache holds the key, its newest version decides (expired: a tombstone; live or
     /// removed already: nothing); else the store's entry is removed.
-    fn cleanup_of(&self, store_key: &[u8], now_ms: u64) -> Option<Cleanup> {
-        if !self.cache.holds_entries() || store_key.len() < KEY_PREFIX_LEN {
+    /// While generations are kept for deltas (`WriteBack::keep_written`), an entry no
+    /// generation holds is removed by a tombstone too (written `written_ms`, the store entry's
+    /// write), so no kept generation's older write of the key outlives it in a delta.
+    fn cleanup_of(&self, store_key: &[u8], written_ms: u64, now_ms: u64) -> Option<Cleanup> {
+        let keeps_written = self.cache.keeps_written();
+        if (!self.cache.holds_entries() && !keeps_written) || store_key.len() < KEY_PREFIX_LEN {
             return Some(Cleanup::FromStore(store_key.to_vec()));
         }
         let (key_group, hash) = store_key_group_and_hash(store_key)?;
@@ -194,6 +216,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             return Some(Cleanup::FromStore(store_key.to_vec()));
         };
         match self.cache.find(hash, &key) {
+            None if keeps_written => Some(Cleanup::Tombstone(key_group, hash, key, written_ms)),
             None => Some(Cleanup::FromStore(store_key.to_vec())),
             Some(cached) if cached.value.is_some() && expired(self.ttl, cached.written_ms, now_ms) => {
                 Some(Cleanup::Tombstone(key_group, hash, key, cached.written_ms))
@@ -241,7 +264,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 examined += 1;
                 let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
                 if ttl.is_expired(written, now_ms) {
-                    cleanups.extend(self.cleanup_of(&key, now_ms));
+                    cleanups.extend(self.cleanup_of(&key, written, now_ms));
                 }
                 if examined >= budget {
                     let mut after = key.to_vec();
@@ -299,9 +322,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             Ok(overlays) => (overlays, None),
             Err(e) => (Vec::new(), Some(e)),
         };
+        let delta_overlays = if write_back_error.is_none() && self.cache.keeps_written() {
+            self.cache.for_delta()
+        } else {
+            Vec::new()
+        };
         DiskSnapshot {
             write_back_error,
             overlays,
+            delta_overlays,
             view: self.db.snapshot(),
             keyspace: self.keyspace.clone(),
             dir: self.dir.clone(),

@@ -205,7 +205,8 @@ pub(crate) fn overlay_writes<'a>(
 }
 
 /// The newest write of `overlays` (oldest first) to `store_key`, if any: `Some(None)` for a
-/// removal.
+/// removal (one binary search per generation: the tests' reference for [`OverlayCursors`]).
+#[cfg(test)]
 pub(crate) fn overlay_write<'a>(
     overlays: &'a [std::sync::Arc<dyn EncodedWrites>],
     store_key: &[u8],
@@ -217,6 +218,64 @@ pub(crate) fn overlay_write<'a>(
             .ok()
             .map(|at| writes[at].1.as_deref())
     })
+}
+
+/// Lookups of store keys in ascending order in the writes of generations ([`EncodedWrites`],
+/// oldest first): each generation's position moves only forward, by galloping (1, 2, 4, ...
+/// entries, then a binary search within the last step), so looking up n sorted keys in a
+/// generation of m writes costs O(n log(m / n)) comparisons at most, not n binary searches
+/// over all m.
+pub(crate) struct OverlayCursors<'a> {
+    /// Each generation's writes and the index of its first write not below the last key
+    /// looked up, newest generation first.
+    cursors: Vec<(&'a [StoreWrite], usize)>,
+}
+
+impl<'a> OverlayCursors<'a> {
+    /// Cursors at the start of `overlays` (oldest first).
+    pub fn new(overlays: &'a [std::sync::Arc<dyn EncodedWrites>]) -> Self {
+        OverlayCursors {
+            cursors: overlays.iter().rev().map(|o| (o.writes(), 0)).collect(),
+        }
+    }
+
+    /// The newest write of the generations to `store_key` (`Some(None)`: a removal), as
+    /// [`overlay_write`]; keys must come in ascending order (a smaller key than the last one
+    /// is not found).
+    pub fn newest_write(&mut self, store_key: &[u8]) -> Option<Option<&'a [u8]>> {
+        for (writes, at) in &mut self.cursors {
+            *at = gallop_to(writes, *at, store_key);
+            if let Some((key, value)) = writes.get(*at)
+                && key.as_slice() == store_key
+            {
+                return Some(value.as_deref());
+            }
+        }
+        None
+    }
+}
+
+/// The index of the first write of `writes` (ascending) from `from` on whose key is not
+/// below `key`: galloping from `from`, then a binary search within the last step.
+fn gallop_to(writes: &[StoreWrite], from: usize, key: &[u8]) -> usize {
+    let below = |i: usize| writes[i].0.as_slice() < key;
+    if from >= writes.len() || !below(from) {
+        return from;
+    }
+    // writes[lo] is below `key`; find hi with writes[hi] not below (or the end).
+    let (mut lo, mut step) = (from, 1usize);
+    let hi = loop {
+        let next = lo.saturating_add(step);
+        if next >= writes.len() {
+            break writes.len();
+        }
+        if !below(next) {
+            break next;
+        }
+        lo = next;
+        step = step.saturating_mul(2);
+    };
+    lo + 1 + writes[lo + 1..hi].partition_point(|(k, _)| k.as_slice() < key)
 }
 
 #[cfg(test)]

@@ -474,3 +474,129 @@ fn a_cleanup_pass_that_wraps_examines_no_store_entry_twice() {
     }
     assert_eq!(get(&disk, 500, 1_500), Some(1));
 }
+
+/// The galloping cursors a delta looks its sorted keys up with find what one binary search
+/// per generation ([`overlay_write`]) finds: newest write first, removals as `Some(None)`,
+/// over generations of very different sizes and keys looked up sparsely or densely.
+#[test]
+fn overlay_cursors_find_the_newest_write_of_each_key_in_order() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    for (generations, keys, lookups) in [(1, 50, 10), (3, 2_000, 40), (4, 2_000, 1_500), (6, 300, 300)] {
+        let overlays: Vec<Arc<dyn EncodedWrites>> = (0..generations)
+            .map(|g| {
+                let mut generation = Generation::<i64>::default();
+                let size = 1 + rng.next(keys);
+                let mut seen = std::collections::HashSet::new();
+                for _ in 0..size {
+                    let i = rng.next(keys);
+                    if !seen.insert(i) {
+                        continue;
+                    }
+                    let (kg, h, k) = at(i);
+                    let value = (rng.next(5) != 0).then_some(g as i64 * 1_000 + i as i64);
+                    generation.insert(CachedEntry {
+                        key: k,
+                        key_group: kg,
+                        hash: h,
+                        value,
+                        written_ms: g,
+                    });
+                }
+                Arc::new(FrozenGeneration::new(generation)) as Arc<dyn EncodedWrites>
+            })
+            .collect();
+        let mut wanted: Vec<Vec<u8>> = (0..lookups)
+            .map(|_| {
+                let (kg, h, k) = at(rng.next(keys + 100));
+                store_key(kg, h, &k)
+            })
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        let mut cursors = OverlayCursors::new(&overlays);
+        for key in &wanted {
+            assert_eq!(
+                cursors.newest_write(key),
+                overlay_write(&overlays, key),
+                "{generations} generations"
+            );
+        }
+    }
+}
+
+/// With changes tracked, generations stay after their write-back (up to the budget) and a
+/// delta reads changed keys from them; a removal of a key only the store and a kept
+/// generation hold, and a TTL cleanup of one, go through the cache as tombstones, so the
+/// delta says removed (a removal straight from the store would leave the kept generation's
+/// older write to the delta).
+#[test]
+fn a_delta_read_from_kept_generations_sees_removals_and_cleanups_after_them() {
+    let all = key_group_range(0, 1, MAX_P);
+    let ttl = Some(StateTtl::new(Duration::from_millis(1_000)));
+    let dir = tempfile::tempdir().unwrap();
+    // 100 entries: a generation every 12 or so new keys, kept up to 100 entries' bytes.
+    let mut disk = open_disk(&dir, "count-0", all, ttl, 100);
+    disk.track_changes();
+    let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+    for i in 0..40 {
+        add(&mut disk, i, 1, 0);
+        heap_add(&mut heap, i, 1, 0);
+    }
+    let _ = disk.take_changes();
+    let base = disk.snapshot(0).encode().unwrap();
+    assert_eq!(decode(&base), decode(&heap.snapshot(0).encode().unwrap()));
+    // Interval: keys 0..30 written at 500 (generations frozen and written back, several
+    // kept), keys 40..45 written at 0 (expire at 1,000).
+    for i in 0..30 {
+        add(&mut disk, i, 10, 500);
+        heap_add(&mut heap, i, 10, 500);
+    }
+    for i in 40..45 {
+        add(&mut disk, i, 1, 0);
+        heap_add(&mut heap, i, 1, 0);
+    }
+    drop(disk.snapshot(500));
+    disk.wait_for_write_back();
+    disk.maintain(500, 0).unwrap();
+    let (kept, kept_bytes) = disk.kept_generations();
+    assert!(kept >= 2, "{kept} generations kept");
+    assert!(
+        kept_bytes <= 100 * entry_bytes::<i64>(&key(1)),
+        "kept within the budget"
+    );
+    // Keys 20..25 are in the store and in a kept generation only: removed.
+    for i in 20..25 {
+        let (kg, h, k) = at(i);
+        assert!(disk.remove(kg, h, &k).unwrap());
+        assert!(heap.remove(kg, h, &k));
+    }
+    // At 1,200 keys 30..45 (written at 0) expired: cleanup removes those the store holds,
+    // 40..45 among them, kept generations holding their writes at 0.
+    disk.maintain(1_200, 1_000).unwrap();
+    heap.maintain(1_200, 1_000);
+    let changes = disk.take_changes();
+    let at_barrier = disk.snapshot(1_200);
+    // The same barrier read with the wall clock stepped back to 990 (before keys 40..45
+    // expired): cleaned, they are removed all the same, as the store's read view says.
+    let stepped_back = disk.snapshot(990);
+    // Everything written back before the delta is encoded.
+    drop(disk.snapshot(1_200));
+    disk.wait_for_write_back();
+    assert_eq!(in_store(&disk, 21), None, "the tombstone's write-back removed it");
+    let expected = decode(&heap.snapshot(1_200).encode().unwrap());
+    let mut chain = base;
+    chain.extend(at_barrier.encode_delta(&changes).unwrap());
+    assert_eq!(restored_chain(chain, ttl, 1_200), expected);
+    let cleaned: Vec<String> = (40..45).map(|i| format!("{:?}", key(i))).collect();
+    for block in stepped_back.encode_delta(&changes).unwrap() {
+        for (k, value, _) in keyed_block::decode_with_removals::<i64>(&block.data).unwrap() {
+            if cleaned.contains(&format!("{k:?}")) {
+                assert_eq!(value, None, "cleaned key {k:?} in the delta");
+            }
+        }
+    }
+    // Restoring into a store that holds entries drops the kept generations (the store is
+    // then written directly).
+    disk.write_back_and_clear_cache().unwrap();
+    assert_eq!(disk.kept_generations(), (0, 0));
+}

@@ -8,7 +8,7 @@ use crate::state::disk::{
     DiskStateError, KEY_PREFIX_LEN, VALUE_PREFIX_LEN, key_group_end, key_group_prefix, store_key, store_key_group,
     store_key_prefix, value_written_ms,
 };
-use crate::state::disk_cache::{EncodedWrites, overlay_write, overlay_writes};
+use crate::state::disk_cache::{EncodedWrites, OverlayCursors, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;
@@ -96,6 +96,10 @@ pub struct DiskSnapshot {
     /// The generations pending at the barrier, oldest first: each store key's newest write
     /// among them wins over the view (which may hold some of them already: the same values).
     pub(crate) overlays: Vec<Arc<dyn EncodedWrites>>,
+    /// What a delta reads changed keys from before the view, oldest first: the generations
+    /// kept after their write-back then `overlays` (`WriteBack::for_delta`; empty when none
+    /// are kept, and then `overlays` serve).
+    pub(crate) delta_overlays: Vec<Arc<dyn EncodedWrites>>,
     pub(crate) view: fjall::Snapshot,
     pub(crate) keyspace: Keyspace,
     pub(crate) dir: PathBuf,
@@ -232,8 +236,10 @@ impl DiskSnapshot {
     /// Encodes one delta block (`keyed_block` version 3, byte for byte what the heap backend
     /// writes for the same entries) per key group of `changes`: each changed key with its value
     /// and last write as of the barrier, or as removed (`None`, write time 0) when the view does
-    /// not hold it or it expired by then; entries in store-key order. A written key is found by
-    /// its hash (a prefix scan of key group + hash), a removed one by a point lookup; a key
+    /// not hold it or it expired by then; entries in store-key order. A key recorded by key is
+    /// read from the newest generation holding it (`delta_overlays`: kept after their
+    /// write-back, or pending), else by a point lookup of the view; a written hash is resolved
+    /// by a prefix scan of key group + hash; a key
     /// sharing a written hash is written with its own state (see `state/changed_keys.rs`).
     /// O(changed keys), whatever the size of the state. Errors: the store fails to read, or
     /// holds an entry it did not write.
@@ -310,9 +316,17 @@ impl DiskSnapshot {
             .collect();
         store_keys.sort_unstable();
         let mut out = Vec::with_capacity(changes.len());
+        // The kept and pending generations, newest first, each searched from where the
+        // previous (smaller) key was found.
+        let overlays = if self.delta_overlays.is_empty() {
+            &self.overlays
+        } else {
+            &self.delta_overlays
+        };
+        let mut writes = OverlayCursors::new(overlays);
         for key in store_keys {
-            // The newest pending write of the key, else the view's entry.
-            let value = match overlay_write(&self.overlays, &key) {
+            // The newest write of a generation, else the view's entry.
+            let value = match writes.newest_write(&key) {
                 Some(written) => written.map(UserValue::from),
                 None => self.view.get(&self.keyspace, &key).map_err(err)?,
             };

@@ -16,6 +16,9 @@
 //! thread waits for the oldest to be written (the write-back fell behind: a barrier or a
 //! record then waits). A snapshot being encoded also holds the generations pending at its
 //! barrier until it is done (those written back meanwhile are no longer counted).
+//! While changes are tracked (incremental checkpoints), generations written back are kept
+//! up to B more bytes, newest last ([`WriteBack::keep_written`]): a delta reads a changed key
+//! from them instead of the store (`state/disk_snapshot.rs`).
 //!
 //! [`DiskStateOptions::write_cache_bytes`]: crate::state::disk::DiskStateOptions::write_cache_bytes
 
@@ -92,6 +95,13 @@ pub(crate) struct WriteBack<V> {
     /// Bytes counted for `pending`.
     pending_bytes: u64,
     writer: Option<Writer>,
+    /// While changes are tracked (incremental checkpoints): the generations written back most
+    /// recently, oldest first, kept after their write-back up to `budget` bytes
+    /// ([`FrozenGeneration::bytes`]), so a delta finds a changed key's value in memory instead
+    /// of by a point read of the store (see [`WriteBack::for_delta`]). `None`: not kept.
+    retained: Option<VecDeque<Arc<FrozenGeneration<V>>>>,
+    /// Bytes counted for `retained`.
+    retained_bytes: u64,
     /// The first failed write-back: every later call returns it. The failed generation stays
     /// pending (reads still see its entries), so no snapshot after the failure can be taken
     /// without its writes, and the task fails at its next batch or barrier.
@@ -132,6 +142,8 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             pending: VecDeque::new(),
             pending_bytes: 0,
             writer,
+            retained: None,
+            retained_bytes: 0,
             failed: None,
         })
     }
@@ -215,14 +227,67 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             .collect())
     }
 
+    /// Keeps generations after their write-back, up to the budget, for deltas
+    /// ([`WriteBack::for_delta`]); from now on the store must be written only through
+    /// generations (a removal or a TTL cleanup of a key no generation holds goes in as a
+    /// tombstone: see [`WriteBack::keeps_written`]). Nothing with a budget of 0.
+    pub fn keep_written(&mut self) {
+        if !self.is_off() && self.retained.is_none() {
+            self.retained = Some(VecDeque::new());
+        }
+    }
+
+    /// Whether generations are kept after their write-back ([`WriteBack::keep_written`]): then
+    /// a kept generation may hold a key's newest write only while nothing writes the key into
+    /// the store directly, so removals go through the current generation as tombstones.
+    pub fn keeps_written(&self) -> bool {
+        self.retained.is_some()
+    }
+
+    /// The generations a delta reads changed keys from, oldest first: the kept ones written
+    /// back most recently, then the pending ones (as [`WriteBack::freeze_for_snapshot`]
+    /// returns them, so call it first). They are the newest generations frozen, with none
+    /// missing in between, and since they were frozen the store was written only by their
+    /// write-backs ([`WriteBack::keeps_written`]): a key's newest write among them is its
+    /// state, and a key none of them holds is as the store's read view holds it.
+    pub fn for_delta(&self) -> Vec<Arc<dyn EncodedWrites>> {
+        self.retained
+            .iter()
+            .flatten()
+            .chain(self.pending.iter())
+            .map(|g| g.clone() as Arc<dyn EncodedWrites>)
+            .collect()
+    }
+
+    /// Drops the kept generations (freed on the write-back thread).
+    fn drop_kept(&mut self) {
+        if let Some(retained) = &mut self.retained {
+            let dropped: Vec<_> = retained.drain(..).collect();
+            self.retained_bytes = 0;
+            for generation in dropped {
+                self.free_on_writer(generation);
+            }
+        }
+    }
+
+    /// Hands `generation` to the write-back thread to free (an O(entries) drop the task thread
+    /// leaves to it); should the thread be gone, drops it here.
+    fn free_on_writer(&self, generation: Arc<FrozenGeneration<V>>) {
+        if let Some(to_write) = self.writer.as_ref().and_then(|w| w.to_write.as_ref()) {
+            let _ = to_write.send(Job::Free(generation));
+        }
+    }
+
     /// Writes every cached entry into the store and waits until it is there, so the store
-    /// alone holds the state (before a restore writes the store directly). Errors: a
+    /// alone holds the state (before a restore writes the store directly: the kept
+    /// generations are dropped, as the store may then hold newer values). Errors: a
     /// write-back failed.
     pub fn drain(&mut self) -> Result<(), DiskStateError> {
         self.freeze_current()?;
         while !self.pending.is_empty() {
             self.wait_for_oldest()?;
         }
+        self.drop_kept();
         Ok(())
     }
 
@@ -260,10 +325,26 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             return self.check_not_failed();
         }
         if let Some(done) = self.pending.pop_front() {
-            self.pending_bytes -= done.bytes();
-            // Freed on the write-back thread; should it be gone, here.
-            if let Some(to_write) = self.writer.as_ref().and_then(|w| w.to_write.as_ref()) {
-                let _ = to_write.send(Job::Free(done));
+            let bytes = done.bytes();
+            self.pending_bytes -= bytes;
+            match &mut self.retained {
+                // Kept for deltas: the oldest kept ones go while they hold more than the
+                // budget.
+                Some(retained) => {
+                    retained.push_back(done);
+                    self.retained_bytes += bytes;
+                    let mut dropped = Vec::new();
+                    while self.retained_bytes > self.budget
+                        && let Some(oldest) = retained.pop_front()
+                    {
+                        self.retained_bytes -= oldest.bytes();
+                        dropped.push(oldest);
+                    }
+                    for generation in dropped {
+                        self.free_on_writer(generation);
+                    }
+                }
+                None => self.free_on_writer(done),
             }
         }
         Ok(())
@@ -292,6 +373,12 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             self.pending.len(),
             self.current.bytes() + self.pending_bytes,
         )
+    }
+
+    /// Generations kept after their write-back and their bytes, for tests.
+    #[cfg(test)]
+    pub fn kept(&self) -> (usize, u64) {
+        (self.retained.as_ref().map_or(0, |r| r.len()), self.retained_bytes)
     }
 
     /// Holds the write-back thread before its next generation (`true`) or lets it go on, for
