@@ -3,6 +3,7 @@ pub mod changed_keys;
 pub mod disk;
 pub(crate) mod disk_cache;
 pub mod disk_opening;
+pub(crate) mod disk_restore_entries;
 pub mod disk_snapshot;
 pub mod disk_store;
 pub(crate) mod disk_write_back;
