@@ -363,14 +363,14 @@ mod tests {
 
     /// Blocks encoded into buffers the upload handed back (full of an earlier block's bytes)
     /// are byte for byte the blocks encoded into new buffers. The key groups are large enough
-    /// (about 50 KB of entries each) that their buffers come from the recycled ones.
+    /// (about 70 KB of entries each) that their buffers come from the recycled ones.
     #[test]
     fn blocks_encoded_into_recycled_buffers_are_the_same_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let range = key_group_range(0, 1, 8);
         let mut state =
             DiskKeyedState::<i64>::open(&dir.path().join("count-0"), range, None, DiskStateOptions::default()).unwrap();
-        for i in 0..20_000i64 {
+        for i in 0..40_000i64 {
             let key = Key::Str(format!("key-{i}").into());
             let hash = key_hash(&key);
             state.update(key_group_of_hash(hash, 8), hash, &key, 0, |_| i * 3).unwrap();
