@@ -41,8 +41,8 @@ use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block;
 use crate::state::parallel;
 
-pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::disk_restore_entries::{SortedEntries, sorted_group_entries};
+pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::disk_store;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{StateTtl, expired};

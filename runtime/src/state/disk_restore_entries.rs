@@ -173,7 +173,12 @@ mod tests {
     /// What the entries must be: each key's store key and `encode_value` of its value, the
     /// later of two entries of one key winning, sorted (the vector-per-entry code this
     /// replaced, written plainly).
-    fn reference(key_group: u32, entries: &[(Key, i64, Option<u64>)], ttl: Option<StateTtl>, now: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn reference(
+        key_group: u32,
+        entries: &[(Key, i64, Option<u64>)],
+        ttl: Option<StateTtl>,
+        now: u64,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut map = BTreeMap::new();
         for (key, value, written) in entries {
             let written = written.unwrap_or(now);
@@ -213,15 +218,50 @@ mod tests {
         let written: Vec<u64> = (0..keys.len() as u64).map(|i| now - 150 + i % 100).collect();
         let v1_entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
         let v1 = keyed_block::encode_v1(&v1_entries).unwrap();
-        let v2_entries: Vec<(&Key, &i64, u64)> = keys.iter().zip(&values).zip(&written).map(|((k, v), w)| (k, v, *w)).collect();
+        let v2_entries: Vec<(&Key, &i64, u64)> = keys
+            .iter()
+            .zip(&values)
+            .zip(&written)
+            .map(|((k, v), w)| (k, v, *w))
+            .collect();
         let v2 = keyed_block::encode_v2(&v2_entries).unwrap();
         // A key twice: the second entry (value 2) is the one that stays.
         let twice = keyed_block::encode_v1(&[(&keys[3], &1i64), (&keys[7], &5i64), (&keys[3], &2i64)]).unwrap();
         let rows: Vec<(&[u8], Option<StateTtl>, Vec<(Key, i64, Option<u64>)>)> = vec![
-            (&v1, None, keys.iter().cloned().zip(values.iter().copied()).map(|(k, v)| (k, v, None)).collect()),
-            (&v2, None, v2_entries.iter().map(|(k, v, w)| ((*k).clone(), **v, Some(*w))).collect()),
-            (&v2, ttl, v2_entries.iter().map(|(k, v, w)| ((*k).clone(), **v, Some(*w))).collect()),
-            (&twice, None, vec![(keys[3].clone(), 1, None), (keys[7].clone(), 5, None), (keys[3].clone(), 2, None)]),
+            (
+                &v1,
+                None,
+                keys.iter()
+                    .cloned()
+                    .zip(values.iter().copied())
+                    .map(|(k, v)| (k, v, None))
+                    .collect(),
+            ),
+            (
+                &v2,
+                None,
+                v2_entries
+                    .iter()
+                    .map(|(k, v, w)| ((*k).clone(), **v, Some(*w)))
+                    .collect(),
+            ),
+            (
+                &v2,
+                ttl,
+                v2_entries
+                    .iter()
+                    .map(|(k, v, w)| ((*k).clone(), **v, Some(*w)))
+                    .collect(),
+            ),
+            (
+                &twice,
+                None,
+                vec![
+                    (keys[3].clone(), 1, None),
+                    (keys[7].clone(), 5, None),
+                    (keys[3].clone(), 2, None),
+                ],
+            ),
         ];
         for (i, (data, ttl, entries)) in rows.into_iter().enumerate() {
             let block = KeyGroupBlock {
@@ -231,7 +271,10 @@ mod tests {
             };
             let sorted = sorted_group_entries::<i64>(5, vec![block], ttl, now).unwrap();
             let want = reference(5, &entries, ttl, now);
-            assert!(ttl.is_none() || want.len() < entries.len(), "row {i}: some entries expire");
+            assert!(
+                ttl.is_none() || want.len() < entries.len(),
+                "row {i}: some entries expire"
+            );
             assert_eq!(sorted.len(), want.len(), "row {i}");
             assert_eq!(got(&sorted), want, "row {i}");
         }
@@ -260,9 +303,14 @@ mod tests {
                 data: keyed_block::encode_delta(&removed_or_changed).unwrap().into(),
             },
         ];
-        let mut want: BTreeMap<Vec<u8>, Vec<u8>> = reference(2, &keys.iter().map(|k| (k.clone(), 7, Some(50))).collect::<Vec<_>>(), None, 100)
-            .into_iter()
-            .collect();
+        let mut want: BTreeMap<Vec<u8>, Vec<u8>> = reference(
+            2,
+            &keys.iter().map(|k| (k.clone(), 7, Some(50))).collect::<Vec<_>>(),
+            None,
+            100,
+        )
+        .into_iter()
+        .collect();
         for (key, value, written) in &removed_or_changed {
             let store = store_key(2, key_hash(key), key);
             match value {

@@ -373,11 +373,16 @@ mod tests {
         for i in 0..40_000i64 {
             let key = Key::Str(format!("key-{i}").into());
             let hash = key_hash(&key);
-            state.update(key_group_of_hash(hash, 8), hash, &key, 0, |_| i * 3).unwrap();
+            state
+                .update(key_group_of_hash(hash, 8), hash, &key, 0, |_| i * 3)
+                .unwrap();
         }
         keyed_block::drop_recycled();
         let fresh = state.snapshot(0).encode().unwrap();
-        assert!(fresh.iter().all(|b| b.data.len() > 40_000), "key groups too small to recycle");
+        assert!(
+            fresh.iter().all(|b| b.data.len() > 40_000),
+            "key groups too small to recycle"
+        );
         for _ in 0..4 {
             let mut junk = vec![0xAB; 1 << 20];
             junk.truncate(70_000);
