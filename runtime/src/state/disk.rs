@@ -379,7 +379,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         &self,
         groups: Vec<(u32, Vec<KeyGroupBlock>)>,
         now_ms: u64,
-        write: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), String>,
+        write: &mut StoreWrite<'_>,
     ) -> Result<(), String> {
         let workers = parallel::max_workers();
         let ttl = self.ttl;
@@ -437,6 +437,10 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         Ok(())
     }
 }
+
+/// Takes one store entry, `(store key, store value)`, during a restore (a write batch's
+/// insert or an ingestion's write). Errors: the store's, as text.
+type StoreWrite<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), String> + 'a;
 
 /// The store value of `value` written at `written_ms`: see the module doc.
 pub(crate) fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {

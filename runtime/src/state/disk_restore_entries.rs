@@ -170,15 +170,13 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
+    /// A key, its value and its last write (ms; `None`: a version-1 entry).
+    type Entry = (Key, i64, Option<u64>);
+
     /// What the entries must be: each key's store key and `encode_value` of its value, the
     /// later of two entries of one key winning, sorted (the vector-per-entry code this
     /// replaced, written plainly).
-    fn reference(
-        key_group: u32,
-        entries: &[(Key, i64, Option<u64>)],
-        ttl: Option<StateTtl>,
-        now: u64,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn reference(key_group: u32, entries: &[Entry], ttl: Option<StateTtl>, now: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut map = BTreeMap::new();
         for (key, value, written) in entries {
             let written = written.unwrap_or(now);
@@ -227,7 +225,7 @@ mod tests {
         let v2 = keyed_block::encode_v2(&v2_entries).unwrap();
         // A key twice: the second entry (value 2) is the one that stays.
         let twice = keyed_block::encode_v1(&[(&keys[3], &1i64), (&keys[7], &5i64), (&keys[3], &2i64)]).unwrap();
-        let rows: Vec<(&[u8], Option<StateTtl>, Vec<(Key, i64, Option<u64>)>)> = vec![
+        let rows: Vec<(&[u8], Option<StateTtl>, Vec<Entry>)> = vec![
             (
                 &v1,
                 None,
