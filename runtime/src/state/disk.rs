@@ -46,6 +46,7 @@ pub(crate) use crate::state::disk_key::{
     KEY_PREFIX_LEN, StoreKeyBuf, key_group_end, key_group_prefix, store_key_group_and_hash, store_key_prefix,
 };
 pub use crate::state::disk_key::{store_key, store_key_group};
+use crate::state::disk_restore_entries::{SortedEntries, sorted_group_entries};
 pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::disk_store;
 use crate::state::snapshot::KeyGroupBlock;
@@ -361,7 +362,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 
     /// Hands the live entries of `groups` (each group's blocks applied in order, see
-    /// [`sorted_group_entries`]) to `write` on the calling thread, in ascending store-key
+    /// [`sorted_group_entries`], one buffer per group) to `write` on the calling thread, in ascending store-key
     /// order. The groups are decoded on up to [`parallel::max_workers`] threads while `write`
     /// takes the groups decoded before (a pipeline, [`parallel::for_each_in_order`]: the store
     /// writes its tables on one core while the others decode), at most
@@ -372,7 +373,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         &self,
         groups: Vec<(u32, Vec<KeyGroupBlock>)>,
         now_ms: u64,
-        write: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<(), String>,
+        write: &mut StoreWrite<'_>,
     ) -> Result<(), String> {
         let workers = parallel::max_workers();
         let ttl = self.ttl;
@@ -381,8 +382,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             workers,
             workers * DECODED_GROUPS_PER_WORKER,
             |(key_group, blocks)| sorted_group_entries::<V>(key_group, blocks, ttl, now_ms),
-            &mut |entries| {
-                for (key, value) in entries? {
+            &mut |entries: Result<SortedEntries, String>| {
+                for (key, value) in entries?.iter() {
                     write(key, value)?;
                 }
                 Ok(())
@@ -431,61 +432,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 }
 
-/// A store key and its store value (see the module doc).
-type StoreEntry = (Vec<u8>, Vec<u8>);
-
-/// One key group's live entries after applying its `blocks` in order, as `(store key, store
-/// value)` in ascending store-key order (what bulk ingestion takes). A single full block is
-/// sorted in place; a chain (a base and deltas) is applied in a sorted map. Errors: the key
-/// group and why a block does not decode.
-fn sorted_group_entries<V: Serialize + DeserializeOwned>(
-    key_group: u32,
-    blocks: Vec<KeyGroupBlock>,
-    ttl: Option<StateTtl>,
-    now_ms: u64,
-) -> Result<Vec<StoreEntry>, String> {
-    let undecodable = |e: String| format!("key group {key_group} does not decode: {e}");
-    let live = |value: Option<V>, written_ms: Option<u64>| {
-        let written_ms = written_ms.unwrap_or(now_ms);
-        value
-            .filter(|_| !expired(ttl, written_ms, now_ms))
-            .map(|v| encode_value(&v, written_ms))
-    };
-    if let [block] = blocks.as_slice()
-        && !keyed_block::is_delta(&block.data)
-    {
-        let mut out: Vec<StoreEntry> = Vec::with_capacity(keyed_block::entry_count(&block.data).map_err(undecodable)?);
-        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
-            if let Some(v) = live(value, written_ms) {
-                out.push((store_key(key_group, key_hash(&key), &key), v));
-            }
-        })
-        .map_err(undecodable)?;
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        // A full block holds each key once; should one not, the later entry wins (as the
-        // batch path would do) and ingestion still sees strictly ascending keys.
-        out.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                std::mem::swap(later, earlier);
-            }
-            same
-        });
-        return Ok(out);
-    }
-    let mut applied = std::collections::BTreeMap::new();
-    for block in &blocks {
-        keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
-            let store_key = store_key(key_group, key_hash(&key), &key);
-            match live(value, written_ms) {
-                Some(v) => applied.insert(store_key, v),
-                None => applied.remove(&store_key),
-            };
-        })
-        .map_err(undecodable)?;
-    }
-    Ok(applied.into_iter().collect())
-}
+/// Takes one store entry, `(store key, store value)`, during a restore (a write batch's
+/// insert or an ingestion's write). Errors: the store's, as text.
+type StoreWrite<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), String> + 'a;
 
 /// The store value of `value` written at `written_ms`: see the module doc.
 pub(crate) fn encode_value<V: Serialize>(value: &V, written_ms: u64) -> Vec<u8> {

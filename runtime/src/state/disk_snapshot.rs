@@ -10,7 +10,7 @@ use crate::state::disk::{
 };
 use crate::state::disk_cache::{EncodedWrites, OverlayCursors, overlay_writes};
 use crate::state::key_group::KeyGroupRange;
-use crate::state::keyed_block::{BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
+use crate::state::keyed_block::{self, BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
@@ -45,9 +45,13 @@ struct BlockBuilder {
 impl BlockBuilder {
     /// An empty block of `key_group` with room for `expected_bytes` of entries (the previous
     /// key group's size: key groups of one subtask hold about as many keys each, so the
-    /// buffer rarely grows, and growing is a copy of everything written so far).
+    /// buffer rarely grows, and growing is a copy of everything written so far). The buffer
+    /// is one the upload handed back ([`keyed_block::recycled_buffer`]) when there is one: a
+    /// new one is fresh memory whose pages the kernel zeroes on first touch, as the heap
+    /// encoder found (docs/runtime/state-backends.md, "Heap checkpoint throughput").
     fn new(key_group: u32, expected_bytes: usize) -> BlockBuilder {
-        let mut data = Vec::with_capacity(HEADER_ROOM + expected_bytes);
+        let mut data = keyed_block::recycled_buffer(HEADER_ROOM + expected_bytes);
+        data.clear();
         data.resize(HEADER_ROOM, 0);
         BlockBuilder {
             key_group,
@@ -362,3 +366,43 @@ impl DiskSnapshot {
 /// A store key and what the read view holds under it (see
 /// [`DiskSnapshot::encode_delta`]).
 type StoreRead = (Vec<u8>, Option<UserValue>);
+
+#[cfg(test)]
+mod tests {
+    use crate::record::Key;
+    use crate::state::disk::{DiskKeyedState, DiskStateOptions};
+    use crate::state::key_group::{key_group_of_hash, key_group_range, key_hash};
+    use crate::state::keyed_block;
+
+    /// Blocks encoded into buffers the upload handed back (full of an earlier block's bytes)
+    /// are byte for byte the blocks encoded into new buffers. The key groups are large enough
+    /// (about 70 KB of entries each) that their buffers come from the recycled ones.
+    #[test]
+    fn blocks_encoded_into_recycled_buffers_are_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let range = key_group_range(0, 1, 8);
+        let mut state =
+            DiskKeyedState::<i64>::open(&dir.path().join("count-0"), range, None, DiskStateOptions::default()).unwrap();
+        for i in 0..40_000i64 {
+            let key = Key::Str(format!("key-{i}").into());
+            let hash = key_hash(&key);
+            state
+                .update(key_group_of_hash(hash, 8), hash, &key, 0, |_| i * 3)
+                .unwrap();
+        }
+        keyed_block::drop_recycled();
+        let fresh = state.snapshot(0).encode().unwrap();
+        assert!(
+            fresh.iter().all(|b| b.data.len() > 40_000),
+            "key groups too small to recycle"
+        );
+        for _ in 0..4 {
+            let mut junk = vec![0xAB; 1 << 20];
+            junk.truncate(70_000);
+            keyed_block::recycle(junk);
+        }
+        let recycled = state.snapshot(0).encode().unwrap();
+        keyed_block::drop_recycled();
+        assert_eq!(recycled, fresh);
+    }
+}

@@ -108,8 +108,10 @@ pub fn drop_recycled() {
 }
 
 /// An empty buffer of at least `capacity` bytes: a kept one if any (grown if needed), else a
-/// new one.
-fn recycled_buffer(capacity: usize) -> Vec<u8> {
+/// new one (also for a `capacity` under 32 KiB: small buffers are cheap to allocate). The
+/// heap encoder ([`encode_v1_each`]) and the disk snapshot's block builder
+/// (`state/disk_snapshot.rs`) take their block buffers here.
+pub(crate) fn recycled_buffer(capacity: usize) -> Vec<u8> {
     if capacity < RECYCLED_MIN_BYTES / 2 {
         return Vec::with_capacity(capacity);
     }
@@ -134,7 +136,7 @@ fn push_varint(out: &mut Vec<u8>, mut x: u64) {
 
 /// Appends `key` as postcard serializes a [`Key`]: the variant index (in declaration order:
 /// `Str` 0, `Int` 1, `Bool` 2), then its content.
-fn push_key(out: &mut Vec<u8>, key: &Key) {
+pub(crate) fn push_key(out: &mut Vec<u8>, key: &Key) {
     match key {
         Key::Str(s) => {
             out.push(0);
@@ -254,6 +256,41 @@ pub fn decode_each<V: DeserializeOwned>(
                     postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
                 f(key, value, Some(written));
                 after
+            }
+        };
+    }
+    Ok(count)
+}
+
+/// Decodes a full block (version 1 or 2) entry by entry into `f(key, value bytes, last
+/// write)`, the value left as the postcard bytes the block holds (decoded only to find where
+/// they end, then dropped): a disk restore stores those bytes as they are instead of encoding
+/// the decoded value again (`state/disk_restore_entries.rs`). Returns the number of entries.
+/// Errors: a delta block (it applies over a base: [`decode_each`]), otherwise as [`decode`];
+/// entries before an undecodable one have been passed to `f`.
+pub fn decode_each_value_bytes<V: DeserializeOwned>(
+    data: &[u8],
+    mut f: impl FnMut(Key, &[u8], Option<u64>),
+) -> Result<u64, String> {
+    let (layout, body) = layout(data)?;
+    if layout == Layout::Delta {
+        return Err("a delta block (version 3) holds removals: decode it with decode_each".into());
+    }
+    let (count, mut rest): (u64, &[u8]) = postcard::take_from_bytes(body).map_err(|e| e.to_string())?;
+    for _ in 0..count {
+        let (key, after_key): (Key, &[u8]) = postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
+        let (_, after_value): (V, &[u8]) = postcard::take_from_bytes(after_key).map_err(|e| e.to_string())?;
+        let value = &after_key[..after_key.len() - after_value.len()];
+        rest = match layout {
+            Layout::Stamped => {
+                let (written, after): (u64, &[u8]) =
+                    postcard::take_from_bytes(after_value).map_err(|e| e.to_string())?;
+                f(key, value, Some(written));
+                after
+            }
+            _ => {
+                f(key, value, None);
+                after_value
             }
         };
     }

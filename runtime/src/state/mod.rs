@@ -4,6 +4,7 @@ pub mod disk;
 pub(crate) mod disk_cache;
 pub(crate) mod disk_key;
 pub mod disk_opening;
+pub(crate) mod disk_restore_entries;
 pub mod disk_snapshot;
 pub mod disk_store;
 pub(crate) mod disk_write_back;
