@@ -330,20 +330,26 @@ fn a_read_during_a_pending_write_back_sees_the_newest_value() {
     assert_eq!((get(&disk, 1, 5), get(&disk, 2, 5)), (Some(1_111), None));
 }
 
-/// TTL through pending generations: a key whose store entry expired but whose pending
-/// write is live stays; one whose pending write expired too is removed by a tombstone (its
-/// write-back must not bring it back); keys only the store holds are removed from it.
-#[test]
-fn ttl_cleanup_through_pending_generations_is_exact() {
-    let all = key_group_range(0, 1, MAX_P);
-    let dir = tempfile::tempdir().unwrap();
+/// A store of key group 0 with a TTL of 1,000 ms and a write-back cache of `cache_bytes`:
+/// keys 0..10 written at 0 ms (count 1), snapshotted and written back into the store.
+fn ten_keys_written_back_with_a_ttl(dir: &tempfile::TempDir, cache_bytes: u64) -> DiskKeyedState<i64> {
     let ttl = Some(StateTtl::new(Duration::from_millis(1_000)));
-    let mut disk = open_disk(&dir, "count-0", all, ttl, 4_000);
+    let mut disk = open_disk(dir, "count-0", key_group_range(0, 1, MAX_P), ttl, cache_bytes);
     for i in 0..10 {
         add(&mut disk, i, 1, 0);
     }
     drop(disk.snapshot(0));
     disk.wait_for_write_back();
+    disk
+}
+
+/// TTL through pending generations: a key whose store entry expired but whose pending
+/// write is live stays; one whose pending write expired too is removed by a tombstone (its
+/// write-back must not bring it back); keys only the store holds are removed from it.
+#[test]
+fn ttl_cleanup_through_pending_generations_is_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut disk = ten_keys_written_back_with_a_ttl(&dir, 4_000);
     disk.pause_write_back(true);
     // Key 0 live until 1,900 (pending), key 1 until 1,100 (pending); keys 2..10 until 1,000.
     add(&mut disk, 0, 1, 900);
@@ -445,15 +451,8 @@ fn a_failed_write_back_fails_every_later_batch_and_snapshot() {
 /// examined the first keys again and counted their removal twice, so the count drifted low).
 #[test]
 fn a_cleanup_pass_that_wraps_examines_no_store_entry_twice() {
-    let all = key_group_range(0, 1, MAX_P);
     let dir = tempfile::tempdir().unwrap();
-    let ttl = Some(StateTtl::new(Duration::from_millis(1_000)));
-    let mut disk = open_disk(&dir, "count-0", all, ttl, 40_000);
-    for i in 0..10 {
-        add(&mut disk, i, 1, 0);
-    }
-    drop(disk.snapshot(0));
-    disk.wait_for_write_back();
+    let mut disk = ten_keys_written_back_with_a_ttl(&dir, 40_000);
     // A thousand live keys the cache alone holds (its current generation).
     for i in 100..1_100 {
         add(&mut disk, i, 1, 1_100);
