@@ -1,14 +1,15 @@
 //! The asynchronous part of a subtask's snapshot: encode each operator's state and write its
 //! state file, streaming. The encoder runs on tokio's blocking pool and hands the file's
 //! pieces ([`StreamedStateFile`]: head, one frame per key group, trailer) through a bounded
-//! channel to the upload, which sends them to storage in parts of at least
-//! [`STATE_PART_SIZE`] (an S3 multipart upload, the local store's staging file) while
-//! later key groups are still encoding, up to [`PARTS_IN_FLIGHT`] parts uploading at once
-//! while the next fills. A file smaller than one part is one `put`. Memory holds those parts
+//! channel to the upload, which sends them to storage in parts of [`STATE_PART_SIZE`] (an S3
+//! multipart upload, the local store's staging file; parts grow past the 5,000th, see
+//! [`part_schedule`](crate::checkpoint::part_schedule)) while later key groups are still
+//! encoding, up to [`PARTS_IN_FLIGHT`] parts uploading at once while the next fills. A file smaller than one part is one `put`. Memory holds those parts
 //! and the channel's pieces, not the whole state file. Each file's phases (encoder busy,
 //! upload waiting for pieces or for parts, completion) are logged at debug level
 //! (`state file written`).
 
+use crate::checkpoint::part_schedule::{PartSchedule, STATE_FILE_PARTS};
 use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
 use crate::state::incremental::{Form, shared_state_file};
@@ -230,8 +231,9 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Bytes of each part of a streamed state file but the last: one S3 multipart part (8 MiB),
-/// exactly. A part's buffer is allocated at this size and never grows (a piece that does not
+/// Bytes of each of the first 5,000 parts of a streamed state file (all of a file up to
+/// 39 GiB) but the last: one S3 multipart part (8 MiB), exactly; later parts are larger
+/// ([`STATE_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece that does not
 /// fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
 /// huge block freed on another thread than the one that allocated it (the upload frees what
 /// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
@@ -239,18 +241,20 @@ fn ms(d: Duration) -> f64 {
 /// parts that grew to 36 MiB left 100–230 MiB of such pages during full disk checkpoints at
 /// 5M keys; docs/runtime/state-backends.md).
 pub const STATE_PART_SIZE: usize = MULTIPART_PART_SIZE;
+const _: () = assert!(STATE_FILE_PARTS.first_part_size == STATE_PART_SIZE);
 
 /// Parts of one state file uploading at once while the next one fills: S3 takes parts
 /// concurrently (one connection each), the local store writes each at its offset without an
-/// `fsync`. Memory holds this many parts plus the one filling: 40 MiB.
-pub const PARTS_IN_FLIGHT: usize = 4;
+/// `fsync`. Memory holds this many parts plus the one filling: 40 MiB. Fewer once parts grow
+/// past 8 MiB ([`PartSchedule::parts_in_flight`]).
+pub const PARTS_IN_FLIGHT: usize = STATE_FILE_PARTS.bytes_in_flight / STATE_PART_SIZE;
 
 /// A part being uploaded in the background: its number, its bytes (the buffer is reused for a
 /// later part once the upload let go of it) and the task returning its token.
 type PartInFlight = (i32, bytes::Bytes, tokio::task::JoinHandle<Result<String, StorageError>>);
 
-/// One object written from pieces: buffered until a part's worth ([`STATE_PART_SIZE`], parts
-/// cut at exactly that size), then a multipart upload; a single `put` if it ends before the
+/// One object written from pieces: buffered until a part's worth (its size from the
+/// [`PartSchedule`], parts cut at exactly that size), then a multipart upload; a single `put` if it ends before the
 /// first part is full. Full parts upload in the background ([`ObjectStore::upload_part_at`],
 /// up to [`PARTS_IN_FLIGHT`] at once) while the next one fills, so encoding and upload overlap
 /// instead of taking turns; parts are recorded in number order as each finishes (the oldest
@@ -272,12 +276,12 @@ struct StreamingPut {
     parted: u64,
     crc: crc32fast::Hasher,
     size: u64,
-    /// The largest capacity the part buffer had, bytes (at most [`STATE_PART_SIZE`]; tests).
+    /// The largest capacity the part buffer had, bytes (at most the part's size; tests).
     largest_buffer: usize,
     /// The most parts that were uploading at once (tests).
     most_in_flight: usize,
-    /// Parts at once (tests lower it).
-    parts_in_flight: usize,
+    /// Each part's size and the parts uploading at once (tests make parts small).
+    schedule: PartSchedule,
 }
 
 impl StreamingPut {
@@ -294,26 +298,52 @@ impl StreamingPut {
             size: 0,
             largest_buffer: 0,
             most_in_flight: 0,
-            parts_in_flight: PARTS_IN_FLIGHT,
+            schedule: STATE_FILE_PARTS,
         }
     }
 
-    /// Appends `bytes`; each time the buffer holds exactly [`STATE_PART_SIZE`] bytes, starts
-    /// uploading it as the next part (after the oldest part in flight finished, when
-    /// [`PARTS_IN_FLIGHT`] are).
+    /// The number of the next part to cut (from 1): the parts finished and in flight, plus one.
+    fn next_part_number(&self) -> u32 {
+        let recorded = self.upload.as_ref().map_or(0, |upload| upload.parts.len());
+        (recorded + self.in_flight.len() + 1) as u32
+    }
+
+    /// Bytes of the part being filled. Errors: the file needs more parts than the schedule
+    /// allows (the multipart upload would be refused there).
+    fn filling_part_size(&self) -> Result<usize, StorageError> {
+        let number = self.next_part_number();
+        self.schedule.part_size(number).ok_or_else(|| StorageError::Io {
+            path: self.store.url(&self.path),
+            source: std::io::Error::other(format!(
+                "a state file holds at most {} ({} multipart parts, S3's limit); this one \
+                 passed it: raise the job's parallelism so each subtask holds less keyed state",
+                crate::checkpoint::part_schedule::bytes_for_people(self.schedule.largest_file()),
+                self.schedule.most_parts
+            )),
+        })
+    }
+
+    /// Appends `bytes`; each time the buffer holds exactly a part's size, starts uploading it
+    /// as the next part (after the oldest part in flight finished, when as many as the
+    /// schedule allows for that size are). Errors: a part's upload failed, or the file passed
+    /// the most bytes the schedule's parts hold.
     async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
         self.crc.update(bytes);
         self.size += bytes.len() as u64;
         let mut rest = bytes;
         while !rest.is_empty() {
+            let part_size = self.filling_part_size()?;
             if self.buffer.capacity() == 0 {
-                self.buffer = self.spare.take().unwrap_or_else(|| Vec::with_capacity(STATE_PART_SIZE));
+                self.buffer = match self.spare.take() {
+                    Some(spare) if spare.capacity() == part_size => spare,
+                    _ => Vec::with_capacity(part_size),
+                };
             }
-            let take = rest.len().min(STATE_PART_SIZE - self.buffer.len());
+            let take = rest.len().min(part_size - self.buffer.len());
             self.buffer.extend_from_slice(&rest[..take]);
             rest = &rest[take..];
             self.largest_buffer = self.largest_buffer.max(self.buffer.capacity());
-            if self.buffer.len() == STATE_PART_SIZE {
+            if self.buffer.len() == part_size {
                 let part = bytes::Bytes::from(std::mem::take(&mut self.buffer));
                 self.start_part(part).await?;
             }
@@ -321,16 +351,18 @@ impl StreamingPut {
         Ok(())
     }
 
-    /// Starts uploading `part` as the next part, once fewer than `parts_in_flight` are.
+    /// Starts uploading `part` as the next part, once fewer are in flight than the schedule
+    /// allows for its size.
     async fn start_part(&mut self, part: bytes::Bytes) -> Result<(), StorageError> {
-        while self.in_flight.len() >= self.parts_in_flight {
+        let parts_in_flight = self.schedule.parts_in_flight(part.len());
+        while self.in_flight.len() >= parts_in_flight {
             self.settle_oldest().await?;
         }
         if self.upload.is_none() {
             self.upload = Some(self.store.create_multipart(&self.path).await?);
         }
+        let number = self.next_part_number() as i32;
         let upload = self.upload.as_ref().expect("created above");
-        let number = upload.parts.len() as i32 + self.in_flight.len() as i32 + 1;
         let (store, offset, len) = (self.store.clone(), self.parted, part.len() as u64);
         // The part needs the upload's path and id, not its parts so far.
         let target = MultipartUpload {
@@ -355,9 +387,9 @@ impl StreamingPut {
             source: std::io::Error::other(crate::exec::panics::join_failure("the part upload", e)),
         })??;
         // The upload is done with the part: its buffer is ours alone again (unless the store
-        // kept a reference), and a whole part's size, as a new one would be.
+        // kept a reference); reused when the next part has its size (checked where it is).
         if let Ok(buffer) = part.try_into_mut().map(Vec::from)
-            && buffer.capacity() == STATE_PART_SIZE
+            && buffer.capacity() == buffer.len()
         {
             let mut buffer = buffer;
             buffer.clear();

@@ -189,6 +189,19 @@ struct LateFirstParts {
     inner: Store,
     uploading: std::sync::atomic::AtomicUsize,
     most_uploading: std::sync::atomic::AtomicUsize,
+    /// Every numbered part uploaded: (number, bytes).
+    part_sizes: std::sync::Mutex<Vec<(i32, usize)>>,
+}
+
+impl LateFirstParts {
+    fn over(dir: &std::path::Path) -> Arc<LateFirstParts> {
+        Arc::new(LateFirstParts {
+            inner: Arc::new(crate::storage::LocalStore::new(dir).unwrap()),
+            uploading: Default::default(),
+            most_uploading: Default::default(),
+            part_sizes: Default::default(),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -235,6 +248,7 @@ impl crate::storage::ObjectStore for LateFirstParts {
         data: bytes::Bytes,
     ) -> crate::storage::Result<String> {
         use std::sync::atomic::Ordering::SeqCst;
+        self.part_sizes.lock().unwrap().push((number, data.len()));
         let now = self.uploading.fetch_add(1, SeqCst) + 1;
         self.most_uploading.fetch_max(now, SeqCst);
         let wait = 50 * u64::try_from(10 - number).unwrap_or(0);
@@ -268,11 +282,7 @@ impl crate::storage::ObjectStore for LateFirstParts {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_finishing_out_of_order_make_the_object_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let late = Arc::new(LateFirstParts {
-        inner: Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap()),
-        uploading: Default::default(),
-        most_uploading: Default::default(),
-    });
+    let late = LateFirstParts::over(dir.path());
     let store: Store = late.clone();
     let mut put = StreamingPut::new(store.clone(), "job/file".into());
     let mut want = Vec::new();
@@ -292,4 +302,73 @@ async fn parts_finishing_out_of_order_make_the_object_in_order() {
     let got = store.get("job/file").await.unwrap();
     assert_eq!((size, crc), (want.len() as u64, crc32fast::hash(&want)));
     assert!(got[..] == want[..], "the object is the pieces in order");
+}
+
+/// A schedule of tiny parts (10 bytes for the first 3, doubling every 2, at most 9 parts:
+/// 10, 10, 10, 20, 20, 40, 40, 80, 80 = 310 bytes), as [`STATE_FILE_PARTS`] grows its parts
+/// past the 5,000th.
+fn tiny_parts() -> PartSchedule {
+    PartSchedule {
+        first_part_size: 10,
+        parts_at_first_size: 3,
+        parts_per_doubling: 2,
+        most_parts: 9,
+        bytes_in_flight: 20,
+    }
+}
+
+/// Parts are cut at the schedule's sizes (and fewer fly at once as they grow), the object is
+/// the pieces in order; a file of exactly the most the parts hold is written whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_grow_as_the_schedule_says_up_to_the_most_a_file_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let late = LateFirstParts::over(dir.path());
+    let store: Store = late.clone();
+    let mut put = StreamingPut::new(store.clone(), "job/file".into());
+    put.schedule = tiny_parts();
+    assert_eq!(put.schedule.largest_file(), 310);
+    let want: Vec<u8> = (0..310u32).map(|i| (i % 251) as u8).collect();
+    for piece in want.chunks(7) {
+        put.write(piece).await.unwrap();
+    }
+    assert!(put.largest_buffer <= 80, "{}", put.largest_buffer);
+    let (size, crc) = put.finish().await.unwrap();
+    let mut sizes = late.part_sizes.lock().unwrap().clone();
+    sizes.sort();
+    assert_eq!(
+        sizes,
+        vec![
+            (1, 10),
+            (2, 10),
+            (3, 10),
+            (4, 20),
+            (5, 20),
+            (6, 40),
+            (7, 40),
+            (8, 80),
+            (9, 80)
+        ]
+    );
+    let got = store.get("job/file").await.unwrap();
+    assert_eq!((size, crc), (310, crc32fast::hash(&want)));
+    assert!(got[..] == want[..], "the object is the pieces in order");
+}
+
+/// One byte past the most a file's parts hold (S3 takes 10,000 parts, so fixed 8 MiB parts
+/// failed every checkpoint of a subtask with more than 78 GiB of state at part 10,001): the
+/// write is refused with an error naming the file, the limit and what to do, and no object
+/// appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_past_the_most_its_parts_hold_is_refused_and_leaves_no_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Store = LateFirstParts::over(dir.path());
+    let mut put = StreamingPut::new(store.clone(), "job/file".into());
+    put.schedule = tiny_parts();
+    put.write(&[1u8; 310]).await.unwrap();
+    let error = put.write(&[2u8]).await.unwrap_err().to_string();
+    assert!(error.contains("job/file"), "{error}");
+    assert!(error.contains("9 multipart parts"), "{error}");
+    assert!(error.contains("raise the job's parallelism"), "{error}");
+    put.abort().await;
+    assert!(!store.exists("job/file").await.unwrap(), "no object");
 }
