@@ -8,7 +8,6 @@ pub mod alignment_stats;
 mod commit;
 pub mod coordinator;
 pub mod decide;
-pub mod encoder_thread;
 pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;

@@ -1,6 +1,5 @@
 //! The asynchronous part of a subtask's snapshot: encode each operator's state and write its
-//! state file, streaming. The encoder runs on a thread of its own at a lower priority than
-//! the task threads (`encoder_thread.rs`) and hands the file's
+//! state file, streaming. The encoder runs on tokio's blocking pool and hands the file's
 //! pieces ([`StreamedStateFile`]: head, one frame per key group, trailer) through a bounded
 //! channel to the upload, which sends them to storage in parts of at least
 //! [`STATE_PART_SIZE`] (an S3 multipart upload, the local store's staging file) while
@@ -10,7 +9,6 @@
 //! upload waiting for pieces or for parts, completion) are logged at debug level
 //! (`state file written`).
 
-use crate::checkpoint::encoder_thread::start_encoder;
 use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
 use crate::state::incremental::{Form, shared_state_file};
@@ -64,21 +62,20 @@ pub async fn upload_operator_state(
     for (uid, kind, enc) in parts {
         let (tx, mut rx) = mpsc::channel::<Piece>(PIECES_IN_FLIGHT);
         let encoder_uid = uid.clone();
-        let what = format!(
-            "the state file encoder of operator {uid} (subtask {}/{parallelism})",
-            subtask + 1
-        );
-        // At a lower priority than the task threads, on a thread of its own (`encoder_thread.rs`).
-        let encoder = start_encoder("weir-snapshot-encoder", what, move || {
-            encode_into(&encoder_uid, subtask, enc, &tx)
-        });
+        let encoder = tokio::task::spawn_blocking(move || encode_into(&encoder_uid, subtask, enc, &tx));
         let written = match rx.recv().await {
             Some(Piece::Start(form)) => write_file(barrier, &uid, subtask, form, &mut rx).await,
             // The encoder failed before its first piece: its error is reported below.
             _ => Err(None),
         };
         drop(rx);
-        let encoded = encoder.result().await.map_err(TaskError)?;
+        let encoded = encoder.await.map_err(|e| {
+            let what = format!(
+                "the state file encoder of operator {uid} (subtask {}/{parallelism})",
+                subtask + 1
+            );
+            TaskError(crate::exec::panics::join_failure(&what, e))
+        })?;
         let (encoded, (name, size, crc, path)) = match (encoded, written) {
             (Ok(encoded), Ok(written)) => (encoded, written),
             // Storage failed first (the encoder then found the upload gone).
