@@ -41,6 +41,8 @@ pub const STATE_FILE_PARTS: PartSchedule = PartSchedule {
     most_parts: 10_000,
     bytes_in_flight: 32 * 1024 * 1024,
 };
+// S3 refuses parts below 5 MiB but the last.
+const _: () = assert!(STATE_FILE_PARTS.first_part_size >= crate::storage::MIN_PART_SIZE);
 
 impl PartSchedule {
     /// Bytes of part `number` (from 1), or `None` past [`PartSchedule::most_parts`] (or for
@@ -110,7 +112,6 @@ mod tests {
         assert_eq!(STATE_FILE_PARTS.largest_file(), 536_000 * MIB as u64);
         let largest_part = STATE_FILE_PARTS.part_size(STATE_FILE_PARTS.most_parts).unwrap();
         assert!(largest_part <= 5 * 1024 * MIB, "S3's largest part is 5 GiB");
-        assert!(STATE_FILE_PARTS.first_part_size >= crate::storage::MIN_PART_SIZE);
         // Fixed 8 MiB parts held 78 GiB: the file the schedule exists for.
         assert!(STATE_FILE_PARTS.largest_file() > 10_000 * 8 * MIB as u64);
         assert_eq!(bytes_for_people(STATE_FILE_PARTS.largest_file()), "523 GiB");
