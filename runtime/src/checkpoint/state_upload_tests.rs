@@ -202,6 +202,15 @@ impl LateFirstParts {
             part_sizes: Default::default(),
         })
     }
+
+    /// A [`StreamingPut`] to `job/file` in such a store over `dir`: the store as itself (for
+    /// its counters) and as a [`Store`] (to read the object back), and the put.
+    fn streaming_put(dir: &std::path::Path) -> (Arc<LateFirstParts>, Store, StreamingPut) {
+        let late = LateFirstParts::over(dir);
+        let store: Store = late.clone();
+        let put = StreamingPut::new(store.clone(), "job/file".into());
+        (late, store, put)
+    }
 }
 
 #[async_trait::async_trait]
@@ -282,9 +291,7 @@ impl crate::storage::ObjectStore for LateFirstParts {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_finishing_out_of_order_make_the_object_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let late = LateFirstParts::over(dir.path());
-    let store: Store = late.clone();
-    let mut put = StreamingPut::new(store.clone(), "job/file".into());
+    let (late, store, mut put) = LateFirstParts::streaming_put(dir.path());
     let mut want = Vec::new();
     // Six full parts and a short last one, in pieces that straddle the part boundaries.
     let piece_size = STATE_PART_SIZE / 3 + 11;
@@ -322,9 +329,7 @@ fn tiny_parts() -> PartSchedule {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parts_grow_as_the_schedule_says_up_to_the_most_a_file_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let late = LateFirstParts::over(dir.path());
-    let store: Store = late.clone();
-    let mut put = StreamingPut::new(store.clone(), "job/file".into());
+    let (late, store, mut put) = LateFirstParts::streaming_put(dir.path());
     put.schedule = tiny_parts();
     assert_eq!(put.schedule.largest_file(), 310);
     let want: Vec<u8> = (0..310u32).map(|i| (i % 251) as u8).collect();
@@ -361,8 +366,7 @@ async fn parts_grow_as_the_schedule_says_up_to_the_most_a_file_holds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_past_the_most_its_parts_hold_is_refused_and_leaves_no_object() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Store = LateFirstParts::over(dir.path());
-    let mut put = StreamingPut::new(store.clone(), "job/file".into());
+    let (_, store, mut put) = LateFirstParts::streaming_put(dir.path());
     put.schedule = tiny_parts();
     put.write(&[1u8; 310]).await.unwrap();
     let error = put.write(&[2u8]).await.unwrap_err().to_string();
