@@ -4,8 +4,9 @@
 //! channel to the upload, which sends them to storage in parts of [`STATE_PART_SIZE`] (an S3
 //! multipart upload, the local store's staging file; parts grow past the 5,000th, see
 //! [`part_schedule`](crate::checkpoint::part_schedule)) while later key groups are still
-//! encoding, up to [`PARTS_IN_FLIGHT`] parts uploading at once while the next fills. A file smaller than one part is one `put`. Memory holds those parts
-//! and the channel's pieces, not the whole state file. Each file's phases (encoder busy,
+//! encoding, up to [`PARTS_IN_FLIGHT`] parts uploading at once while the next fills. A file
+//! smaller than one part is one `put`. Memory holds those parts and the channel's pieces, not
+//! the whole state file. Each file's phases (encoder busy,
 //! upload waiting for pieces or for parts, completion) are logged at debug level
 //! (`state file written`).
 
@@ -233,8 +234,8 @@ fn ms(d: Duration) -> f64 {
 
 /// Bytes of each of the first 5,000 parts of a streamed state file (all of a file up to
 /// 39 GiB) but the last: one S3 multipart part (8 MiB), exactly; later parts are larger
-/// ([`STATE_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece that does not
-/// fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
+/// ([`STATE_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece
+/// that does not fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
 /// huge block freed on another thread than the one that allocated it (the upload frees what
 /// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
 /// until the kernel needs the memory, and each new part took fresh memory (measured: 16 MiB
@@ -254,8 +255,8 @@ pub const PARTS_IN_FLIGHT: usize = STATE_FILE_PARTS.bytes_in_flight / STATE_PART
 type PartInFlight = (i32, bytes::Bytes, tokio::task::JoinHandle<Result<String, StorageError>>);
 
 /// One object written from pieces: buffered until a part's worth (its size from the
-/// [`PartSchedule`], parts cut at exactly that size), then a multipart upload; a single `put` if it ends before the
-/// first part is full. Full parts upload in the background ([`ObjectStore::upload_part_at`],
+/// [`PartSchedule`], parts cut at exactly that size), then a multipart upload; a single `put`
+/// if it ends before the first part is full. Full parts upload in the background ([`ObjectStore::upload_part_at`],
 /// up to [`PARTS_IN_FLIGHT`] at once) while the next one fills, so encoding and upload overlap
 /// instead of taking turns; parts are recorded in number order as each finishes (the oldest
 /// is awaited first), whatever order they finish in. Keeps the object's size and CRC-32.
