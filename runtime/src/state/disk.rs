@@ -1,5 +1,5 @@
-//! Disk keyed state on an embedded LSM store (Flink's RocksDB state backend; here `fjall`, a
-//! pure-Rust LSM tree with MVCC snapshots).
+//! Disk keyed state on an embedded LSM store: RocksDB, as Flink's `EmbeddedRocksDBStateBackend`
+//! (`state/disk_rocks.rs` holds the calls to it).
 //!
 //! [`DiskKeyedState`] keeps one subtask's keyed state in a store of its own under a local
 //! scratch directory: state larger than memory stays on disk, and memory is bounded by the
@@ -18,7 +18,7 @@
 //! barrier (`state/disk_cache.rs`, `state/disk_write_back.rs`, [`DiskStateOptions::write_cache_bytes`]);
 //! reads look in the generations first, so none ever sees an older value.
 //!
-//! **Snapshots** are the store's MVCC read view and the cache's generations pending at the
+//! **Snapshots** are the store's read view (a RocksDB snapshot) and the cache's generations pending at the
 //! barrier: [`DiskKeyedState::snapshot`] is O(1) on the task thread (it freezes the current
 //! generation; no store write); [`DiskSnapshot::encode`] iterates the view off the task
 //! thread, merging those generations over it, and writes the
@@ -47,11 +47,11 @@ pub(crate) use crate::state::disk_key::{
 };
 pub use crate::state::disk_key::{store_key, store_key_group};
 use crate::state::disk_restore_entries::{SortedEntries, sorted_group_entries};
+use crate::state::disk_rocks::Store;
 pub use crate::state::disk_snapshot::DiskSnapshot;
 use crate::state::disk_store;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{StateTtl, expired};
-use fjall::{Database, Keyspace};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -63,16 +63,6 @@ pub const CLEANUP_ENTRIES_PER_RECORD: usize = crate::state::heap::CLEANUP_ENTRIE
 
 /// Bytes of a store value before the encoded value: the write time.
 pub(crate) const VALUE_PREFIX_LEN: usize = 8;
-
-/// Background threads of each store: fjall's worker pool runs memtable rotation, flushes and
-/// compaction from one queue, and with more than one thread its worker 0 never compacts (it
-/// keeps rotating and flushing). With a single thread a rotation waits behind a compaction,
-/// and compactions of a growing store take longer and longer: the active memtable then grows
-/// past its limit without bound (measured: 88 MiB of write buffer at 1M keys with a 16 MiB
-/// limit, and peak RSS proportional to the store, 3.7 GiB at 2.3 GB of store in a 50M-key run;
-/// docs/runtime/state-backends.md). Two threads keep the write buffer at its limit: the
-/// active memtable plus at most four sealed ones (fjall halts writes at four until a flush).
-pub const STORE_WORKER_THREADS: usize = 2;
 
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
 /// the subtask fails and restarts from its checkpoint.
@@ -125,8 +115,7 @@ pub struct DiskKeyedState<V> {
     range: KeyGroupRange,
     ttl: Option<StateTtl>,
     dir: PathBuf,
-    db: Database,
-    keyspace: Keyspace,
+    store: Store,
     /// Entries held (expired ones included until cleaned up).
     len: usize,
     /// Store key where incremental TTL cleanup continues (empty: from the start).
@@ -206,14 +195,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         ttl: Option<StateTtl>,
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
-        let disk_store::Store { db, keyspace } = store;
-        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &db, &keyspace, dir)?);
+        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &store, dir)?);
         Ok(DiskKeyedState {
             range,
             ttl,
             dir: dir.to_path_buf(),
-            db,
-            keyspace,
+            store,
             len: 0,
             cleanup_cursor: Vec::new(),
             cleanup_credit: 0,
@@ -243,11 +230,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         &self.dir
     }
 
-    /// Bytes of the store's write buffers now (active and sealed memtables, key and value
-    /// bytes), for tests of the memory bound.
+    /// Bytes of the store's write buffers now (active and sealed memtables, as RocksDB's
+    /// arenas count them), for tests of the memory bound.
     #[cfg(test)]
     pub(crate) fn write_buffer_bytes(&self) -> u64 {
-        self.db.write_buffer_size()
+        self.store.memtable_bytes()
     }
 
     /// Entries held, expired ones included until cleanup removes them.
@@ -305,8 +292,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// given (a chain's base, then its deltas). Into an empty store (every start: the store is
     /// scratch) as [`DiskKeyedState::restore_absent_groups`] (decoded on up to
     /// [`parallel::max_workers`] threads; small sets by write batches, larger ones by bulk
-    /// ingestion: sorted tables written directly, no journal or memtable, fjall's
-    /// `start_ingestion`); into a store that holds entries, by write batches with lookups.
+    /// ingestion: a sorted table written directly and ingested, no memtable, RocksDB's
+    /// `IngestExternalFile`); into a store that holds entries, by write batches with lookups.
     /// Errors: the key group and why its block does not decode; a store write failure.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         if self.len > 0 {
@@ -320,7 +307,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// key groups: no key of theirs is in the store, so nothing is looked up or overwritten.
     /// Up to [`batch_build_bytes`] of blocks go in by write batches (through the write buffer:
     /// no `fsync` before the first record); more by one bulk ingestion (the ingested tables get
-    /// a sequence number above every write so far, fjall's `Ingestion::finish`). Either way
+    /// a sequence number above every write so far, RocksDB's `IngestExternalFile`). Either way
     /// the key groups are decoded on up to [`parallel::max_workers`] threads, a few at a time.
     /// Errors: as [`DiskKeyedState::restore`].
     pub fn restore_absent_groups(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
@@ -337,26 +324,19 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
         let groups: Vec<(u32, Vec<KeyGroupBlock>)> = by_group.into_iter().collect();
         if bytes <= self.batch_build_bytes {
-            let mut batch = self.db.batch();
+            let mut batch = rocksdb::WriteBatch::default();
             let mut held = 0usize;
             self.decode_groups(groups, now_ms, &mut |key, value| {
-                batch.insert(&self.keyspace, key, value);
+                batch.put(key, value);
                 held += 1;
                 Ok(())
             })?;
-            batch.commit().map_err(|e| self.err(e).to_string())?;
+            self.store.write(batch).map_err(|e| e.to_string())?;
             self.len += held;
             return Ok(());
         }
-        let mut ingestion = self.keyspace.start_ingestion().map_err(|e| self.err(e).to_string())?;
-        let mut held = 0usize;
-        let err = |e: fjall::Error| self.err(e).to_string();
-        self.decode_groups(groups, now_ms, &mut |key, value| {
-            ingestion.write(key, value).map_err(err)?;
-            held += 1;
-            Ok(())
-        })?;
-        ingestion.finish().map_err(|e| self.err(e).to_string())?;
+        let store = self.store.clone();
+        let held = store.ingest(|write| self.decode_groups(groups, now_ms, write))?;
         self.len += held;
         Ok(())
     }
@@ -404,28 +384,27 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             let delta = keyed_block::is_delta(&block.data);
             let entries = keyed_block::decode_with_removals::<V>(&block.data)
                 .map_err(|e| format!("key group {} does not decode: {e}", block.key_group))?;
-            let mut batch = self.db.batch();
+            let mut batch = rocksdb::WriteBatch::default();
             let mut added = 0usize;
             let mut removed = 0usize;
             for (key, value, written_ms) in entries {
                 let written_ms = written_ms.unwrap_or(now_ms);
                 let live = value.filter(|_| !expired(self.ttl, written_ms, now_ms));
                 let key = store_key(block.key_group, key_hash(&key), &key);
-                let held =
-                    (delta || self.len > 0) && self.keyspace.contains_key(&key).map_err(|e| self.err(e).to_string())?;
+                let held = (delta || self.len > 0) && self.store.contains(&key).map_err(|e| e.to_string())?;
                 match live {
                     Some(value) => {
-                        batch.insert(&self.keyspace, key, encode_value(&value, written_ms));
+                        batch.put(key, encode_value(&value, written_ms));
                         added += usize::from(!held);
                     }
                     None if held => {
-                        batch.remove(&self.keyspace, key);
+                        batch.delete(key);
                         removed += 1;
                     }
                     None => {}
                 }
             }
-            batch.commit().map_err(|e| self.err(e).to_string())?;
+            self.store.write(batch).map_err(|e| e.to_string())?;
             self.len = self.len + added - removed;
         }
         Ok(())

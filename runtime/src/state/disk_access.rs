@@ -10,6 +10,7 @@ use super::{
 use crate::record::Key;
 use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
 use crate::state::disk_cache::CachedEntry;
+use crate::state::disk_rocks::StoreView;
 use crate::state::ttl::expired;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -24,9 +25,9 @@ enum Cleanup {
 
 impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedState<V> {
     pub(crate) fn read(&self, store_key: &[u8]) -> Result<Option<(V, u64)>, DiskStateError> {
-        match self.keyspace.get(store_key).map_err(|e| self.err(e))? {
+        match self.store.with_value(store_key, decode_value::<V>)? {
             None => Ok(None),
-            Some(bytes) => decode_value::<V>(&bytes).map(Some).map_err(|e| self.err(e)),
+            Some(decoded) => decoded.map(Some).map_err(|e| self.err(e)),
         }
     }
 
@@ -100,9 +101,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let live = found.and_then(|(value, written)| value.filter(|_| !expired(ttl, written, now_ms)));
         let value = f(live.as_ref());
         if self.cache.is_off() {
-            self.keyspace
-                .insert(store_key(key_group, hash, key), encode_value(&value, now_ms))
-                .map_err(|e| self.err(e))?;
+            self.store
+                .put(&store_key(key_group, hash, key), &encode_value(&value, now_ms))?;
         } else {
             self.cache.insert(CachedEntry {
                 key: key.clone(),
@@ -142,7 +142,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             return Ok(held);
         }
         let store_key = store_key(key_group, hash, key);
-        let held = self.keyspace.contains_key(&store_key).map_err(|e| self.err(e))?;
+        let held = self.store.contains(&store_key)?;
         if held {
             if self.cache.keeps_written() {
                 // A generation kept for deltas may hold the key's older write: the removal
@@ -155,7 +155,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                     written_ms: 0,
                 })?;
             } else {
-                self.keyspace.remove(store_key).map_err(|e| self.err(e))?;
+                self.store.delete(&store_key)?;
             }
             self.len = self.len.saturating_sub(1);
         }
@@ -253,26 +253,26 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let start = std::mem::take(&mut self.cleanup_cursor);
         let mut wrapped = false;
         loop {
-            let pass = if wrapped {
-                self.keyspace.range(..start.as_slice())
+            let (from, until): (&[u8], Option<&[u8]>) = if wrapped {
+                (&[], Some(start.as_slice()))
             } else {
-                self.keyspace.range(start.as_slice()..)
+                (start.as_slice(), None)
             };
             let mut stopped_at = None;
-            for guard in pass {
-                let (key, value) = guard.into_inner().map_err(|e| self.err(e))?;
+            self.store.scan(from, until, |key, value| {
                 examined += 1;
-                let written = value_written_ms(&value).ok_or_else(|| self.err("an entry without its write time"))?;
+                let written = value_written_ms(value).ok_or_else(|| self.err("an entry without its write time"))?;
                 if ttl.is_expired(written, now_ms) {
-                    cleanups.extend(self.cleanup_of(&key, written, now_ms));
+                    cleanups.extend(self.cleanup_of(key, written, now_ms));
                 }
                 if examined >= budget {
                     let mut after = key.to_vec();
                     after.push(0);
                     stopped_at = Some(after);
-                    break;
+                    return Ok(false);
                 }
-            }
+                Ok(true)
+            })?;
             match stopped_at {
                 // The budget ran out: the next call goes on after the last key examined.
                 Some(after) => {
@@ -292,7 +292,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
         for cleanup in cleanups {
             match cleanup {
-                Cleanup::FromStore(key) => self.keyspace.remove(key).map_err(|e| self.err(e))?,
+                Cleanup::FromStore(key) => self.store.delete(&key)?,
                 Cleanup::Tombstone(key_group, hash, key, written_ms) => match self.cache.current_mut(hash, &key) {
                     Some(cached) => cached.value = None,
                     None => self.cache.insert(CachedEntry {
@@ -331,8 +331,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             write_back_error,
             overlays,
             delta_overlays,
-            view: self.db.snapshot(),
-            keyspace: self.keyspace.clone(),
+            view: StoreView::new(&self.store),
             dir: self.dir.clone(),
             ttl: self.ttl,
             now_ms,

@@ -1,4 +1,4 @@
-//! The disk backend's snapshot ([`DiskSnapshot`]): the store's MVCC read view with the
+//! The disk backend's snapshot ([`DiskSnapshot`]): the store's read view (a RocksDB snapshot) with the
 //! write-back cache's generations pending at the barrier merged over it, encoded off the task
 //! thread into the heap backend's key-group blocks, byte for byte (see `state/disk.rs` for the
 //! store layout, `state/disk_write_back.rs` for the generations).
@@ -9,12 +9,12 @@ use crate::state::disk::{
     store_key_prefix, value_written_ms,
 };
 use crate::state::disk_cache::{EncodedWrites, OverlayCursors, overlay_writes};
+use crate::state::disk_rocks::StoreView;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::keyed_block::{self, BLOCK_VERSION_DELTA, BLOCK_VERSION_TTL, VERSIONED_PREFIX};
 use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::{StateTtl, expired};
-use fjall::{Keyspace, Readable, UserValue};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -89,7 +89,7 @@ impl BlockBuilder {
     }
 }
 
-/// The state of a subtask as of a barrier: an MVCC read view of its store and the write-back
+/// The state of a subtask as of a barrier: a read view of its store and the write-back
 /// cache's generations pending at the barrier, oldest first, merged over it (`Send` to an
 /// encoder thread). Dropping it lets the store discard versions only it still needed, and
 /// the generations be freed once written back.
@@ -104,8 +104,7 @@ pub struct DiskSnapshot {
     /// kept after their write-back then `overlays` (`WriteBack::for_delta`; empty when none
     /// are kept, and then `overlays` serve).
     pub(crate) delta_overlays: Vec<Arc<dyn EncodedWrites>>,
-    pub(crate) view: fjall::Snapshot,
-    pub(crate) keyspace: Keyspace,
+    pub(crate) view: StoreView,
     pub(crate) dir: PathBuf,
     pub(crate) ttl: Option<StateTtl>,
     pub(crate) now_ms: u64,
@@ -209,23 +208,21 @@ impl DiskSnapshot {
         // The pending generations' writes to this key group, merged with the scan in
         // store-key order: a written key's newest write replaces the view's entry.
         let mut writes = overlay_writes(&self.overlays, &from).into_iter().peekable();
-        let scan = match key_group_end(key_group) {
-            Some(after) => self.view.range(&self.keyspace, from..after),
-            None => self.view.range(&self.keyspace, from..),
-        };
-        for guard in scan {
-            let (key, value) = guard.into_inner().map_err(|e| err(e.to_string()))?;
-            while let Some((written_key, written)) = writes.next_if(|(k, _)| *k < &key[..]) {
-                if let Some(written) = written {
-                    add(written_key, written)?;
+        let until = key_group_end(key_group);
+        self.view
+            .scan(&from, until.as_ref().map(|after| after.as_slice()), |key, value| {
+                while let Some((written_key, written)) = writes.next_if(|(k, _)| *k < key) {
+                    if let Some(written) = written {
+                        add(written_key, written)?;
+                    }
                 }
-            }
-            match writes.next_if(|(k, _)| *k == &key[..]) {
-                Some((_, Some(written))) => add(&key, written)?,
-                Some((_, None)) => {}
-                None => add(&key, &value)?,
-            }
-        }
+                match writes.next_if(|(k, _)| *k == key) {
+                    Some((_, Some(written))) => add(key, written)?,
+                    Some((_, None)) => {}
+                    None => add(key, value)?,
+                }
+                Ok(true)
+            })?;
         for (written_key, written) in writes {
             if let Some(written) = written {
                 add(written_key, written)?;
@@ -309,10 +306,6 @@ impl DiskSnapshot {
     /// the hash are both read; only a set recorded on the heap holds hashes). Errors: the store
     /// fails to read.
     fn changed_entries(&self, key_group: u32, changes: &GroupChanges) -> Result<Vec<StoreRead>, DiskStateError> {
-        let err = |e: fjall::Error| DiskStateError {
-            dir: self.dir.clone(),
-            problem: e.to_string(),
-        };
         let mut store_keys: Vec<Vec<u8>> = changes
             .keys
             .iter()
@@ -331,8 +324,8 @@ impl DiskSnapshot {
         for key in store_keys {
             // The newest write of a generation, else the view's entry.
             let value = match writes.newest_write(&key) {
-                Some(written) => written.map(UserValue::from),
-                None => self.view.get(&self.keyspace, &key).map_err(err)?,
+                Some(written) => written.map(<[u8]>::to_vec),
+                None => self.view.get(&key)?,
             };
             out.push((key, value));
         }
@@ -345,12 +338,13 @@ impl DiskSnapshot {
         for hash in hashes {
             let prefix = store_key_prefix(key_group, hash);
             let mut under_hash = std::collections::BTreeMap::new();
-            for guard in self.view.prefix(&self.keyspace, prefix) {
-                let (key, value) = guard.into_inner().map_err(err)?;
-                under_hash.insert(key.to_vec(), Some(value));
-            }
+            let after = prefix_end(&prefix);
+            self.view.scan(&prefix, after.as_deref(), |key, value| {
+                under_hash.insert(key.to_vec(), Some(value.to_vec()));
+                Ok(true)
+            })?;
             for (key, written) in overlay_writes(&self.overlays, &prefix) {
-                under_hash.insert(key.to_vec(), written.map(UserValue::from));
+                under_hash.insert(key.to_vec(), written.map(<[u8]>::to_vec));
             }
             // A key removed by a pending write is not held (a written hash lists held keys).
             out.extend(under_hash.into_iter().filter(|(_, value)| value.is_some()));
@@ -365,7 +359,20 @@ impl DiskSnapshot {
 
 /// A store key and what the read view holds under it (see
 /// [`DiskSnapshot::encode_delta`]).
-type StoreRead = (Vec<u8>, Option<UserValue>);
+type StoreRead = (Vec<u8>, Option<Vec<u8>>);
+
+/// The first key after every key that starts with `prefix` (`None`: no such key, the prefix is
+/// all `0xff`).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,33 +1,25 @@
-//! Creating the disk backend's store (`state/disk.rs`), now or ahead of time.
+//! Creating the disk backend's store (`state/disk.rs`, `state/disk_rocks.rs`), now or ahead of
+//! time.
 //!
-//! Creating an empty fjall store costs about 19 `fsync`s (journal, version files, each
-//! keyspace's directories and `current` pointer: 0.01–0.2 s of waiting on a shared disk, at a
-//! few ms of CPU), and fjall 3.1 has no option to skip them although the store is scratch
-//! (recreated empty on every start; durability comes from the checkpoint): only a patch of
-//! fjall would remove them. So a restore does not wait for them after the download: the run
-//! starts creating the stores of its subtasks ([`create_early`]) before it reads the restore
-//! point, each on a thread of its own, and [`DiskKeyedState::open`] takes the store created
-//! for its directory ([`take_or_create`]), waiting only for what is left of its creation
-//! (overlap, not sum). A store nobody takes is dropped by [`discard_early`]. A subtask whose
-//! store is still being created when it starts does not wait at all: it claims the creation
-//! ([`claim_unfinished`]) and processes its first records in memory until the creation ended
+//! Creating an empty store costs a few `fsync`s (RocksDB writes its manifest, `CURRENT` and
+//! options files: measured for fjall, which needed about 19, at 0.01–0.2 s of waiting on a
+//! shared disk). A restore does not wait for them after the download: the run starts creating
+//! the stores of its subtasks ([`create_early`]) before it reads the restore point, each on a
+//! thread of its own, and [`DiskKeyedState::open`] takes the store created for its directory
+//! ([`take_or_create`]), waiting only for what is left of its creation (overlap, not sum). A
+//! store nobody takes is dropped by [`discard_early`]. A subtask whose store is still being
+//! created when it starts does not wait at all: it claims the creation ([`claim_unfinished`])
+//! and processes its first records in memory until the creation ended
 //! (`state/disk_opening.rs`).
 //!
 //! [`DiskKeyedState::open`]: crate::state::disk::DiskKeyedState::open
 
-use crate::state::disk::{DiskStateError, DiskStateOptions, STORE_WORKER_THREADS};
-use fjall::config::CompressionPolicy;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use crate::state::disk::{DiskStateError, DiskStateOptions};
+pub(crate) use crate::state::disk_rocks::Store;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
-
-/// An open, empty store: the database and its one keyspace of keyed state.
-pub(crate) struct Store {
-    pub(crate) db: Database,
-    pub(crate) keyspace: Keyspace,
-}
 
 /// A store being created on a thread of its own, with the options it was created with.
 struct EarlyStore {
@@ -53,31 +45,7 @@ pub(crate) fn create(dir: &Path, options: DiskStateOptions) -> Result<Store, Dis
         std::fs::remove_dir_all(dir).map_err(|e| err(format!("cannot remove the previous run's state: {e}")))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create the directory: {e}")))?;
-    let db = Database::builder(dir)
-        .temporary(true)
-        .manual_journal_persist(true)
-        .worker_threads(STORE_WORKER_THREADS)
-        .cache_size(options.cache_bytes)
-        .open()
-        .map_err(|e| err(format!("cannot open the store: {e}")))?;
-    let memtable = options.write_buffer_bytes.max(1 << 20);
-    let keyspace = db
-        .keyspace("keyed", || {
-            // `manual_journal_persist` on the keyspace too (the database's flag covers only
-            // write batches): otherwise every single insert flushes the journal's buffer to
-            // the OS, a write(2) per record. The store is scratch, rebuilt from the
-            // checkpoint on every start, so the journal needs no durability at all.
-            //
-            // Data blocks uncompressed on every level (fjall compresses levels 2 and below
-            // with LZ4 by default): the store is local scratch, and every point read that
-            // misses the block cache and every checkpoint scan would decompress blocks.
-            KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
-                .manual_journal_persist(true)
-                .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::None))
-        })
-        .map_err(|e| err(format!("cannot create the keyspace: {e}")))?;
-    Ok(Store { db, keyspace })
+    crate::state::disk_rocks::open_empty(dir, &options)
 }
 
 /// Starts creating an empty store at `dir` with `options` on a thread of its own, for

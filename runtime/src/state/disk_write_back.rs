@@ -25,7 +25,7 @@
 use crate::record::Key;
 use crate::state::disk::DiskStateError;
 use crate::state::disk_cache::{CachedEntry, EncodedWrites, FrozenGeneration, Generation};
-use fjall::{Database, Keyspace};
+use crate::state::disk_rocks::Store;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -109,21 +109,20 @@ pub(crate) struct WriteBack<V> {
 }
 
 impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
-    /// A write-back cache of `budget` bytes in front of `keyspace` of `db` (its store at
-    /// `dir`); with a budget, it starts the store's write-back thread. Errors: the thread
-    /// cannot be started.
-    pub fn new(budget: u64, db: &Database, keyspace: &Keyspace, dir: &Path) -> Result<Self, DiskStateError> {
+    /// A write-back cache of `budget` bytes in front of `store` (at `dir`); with a budget, it
+    /// starts the store's write-back thread. Errors: the thread cannot be started.
+    pub(crate) fn new(budget: u64, store: &Store, dir: &Path) -> Result<Self, DiskStateError> {
         let writer = if budget == 0 {
             None
         } else {
             let (to_write, from_task) = channel::<Job>();
             let (done, written) = channel();
-            let (db, keyspace) = (db.clone(), keyspace.clone());
+            let store = store.clone();
             let gate = Arc::new(WriterGate::default());
             let thread_gate = gate.clone();
             let thread = std::thread::Builder::new()
                 .name("weir-write-back".into())
-                .spawn(move || write_generations(&db, &keyspace, &from_task, &done, &thread_gate))
+                .spawn(move || write_generations(&store, &from_task, &done, &thread_gate))
                 .map_err(|e| DiskStateError {
                     dir: dir.to_path_buf(),
                     problem: format!("cannot start the write-back thread: {e}"),
@@ -425,13 +424,7 @@ impl<V> Drop for WriteBack<V> {
 /// The write-back thread: writes each generation it receives into the store as one write
 /// batch and reports the result, in order, and frees retired generations, until the task
 /// side hangs up.
-fn write_generations(
-    db: &Database,
-    keyspace: &Keyspace,
-    from_task: &Receiver<Job>,
-    done: &Sender<Result<(), String>>,
-    gate: &WriterGate,
-) {
+fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Result<(), String>>, gate: &WriterGate) {
     for job in from_task {
         let generation = match job {
             Job::Write(generation) => generation,
@@ -441,11 +434,11 @@ fn write_generations(
             }
         };
         gate.wait_while_paused();
-        let mut batch = db.batch();
+        let mut batch = rocksdb::WriteBatch::default();
         for (key, value) in generation.writes() {
             match value {
-                Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
-                None => batch.remove(keyspace, key.as_slice()),
+                Some(value) => batch.put(key.as_slice(), value.as_slice()),
+                None => batch.delete(key.as_slice()),
             }
         }
         #[cfg(test)]
@@ -456,7 +449,7 @@ fn write_generations(
             }
             continue;
         }
-        let result = batch.commit().map_err(|e| e.to_string());
+        let result = store.write(batch).map_err(|e| e.problem);
         drop(generation);
         if done.send(result).is_err() {
             return;

@@ -5,6 +5,7 @@ pub(crate) mod disk_cache;
 pub(crate) mod disk_key;
 pub mod disk_opening;
 pub(crate) mod disk_restore_entries;
+pub(crate) mod disk_rocks;
 pub mod disk_snapshot;
 pub mod disk_store;
 pub(crate) mod disk_write_back;

@@ -1,0 +1,302 @@
+//! The disk backend's store: one RocksDB database per subtask under its scratch directory
+//! (Flink's `EmbeddedRocksDBStateBackend` keeps one per subtask too), and the thin calls the
+//! backend makes on it: point reads and writes, write batches, read views (RocksDB snapshots),
+//! range scans, and bulk ingestion of sorted tables. Everything that decides what to read or
+//! write is in `state/disk*.rs`; this file only talks to RocksDB.
+//!
+//! The store is scratch (recreated empty on every start, the checkpoint is the source of truth),
+//! so writes skip RocksDB's write-ahead log and tables are stored uncompressed (point reads that
+//! miss the block cache and checkpoint scans then skip decompression). Index and filter blocks
+//! live in the block cache, so the cache size bounds them too (Flink's managed memory does the
+//! same). A checkpoint's scan does not fill the block cache (`fill_cache: false`): a scan of the
+//! whole store through the cache evicted the hot blocks of point reads and left the allocator
+//! holding the churned pages (docs/runtime/state-backends.md, "diskrss").
+//!
+//! RocksDB is linked from the system's library (`apt-get install librocksdb-dev libclang-dev`,
+//! `.cargo/config.toml`): the `rocksdb` crate 0.20.1, whose bundled headers (7.9.2) are the
+//! release nearest Debian bookworm's RocksDB 7.8.3.
+
+use crate::state::disk::{DiskStateError, DiskStateOptions};
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options, ReadOptions,
+    SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most memtables a store holds: the active one and at most two sealed ones being flushed
+/// (RocksDB's `max_write_buffer_number`; Flink's default is 2). Past them writes wait for a
+/// flush (on the write-back thread, not the task thread) instead of memory growing.
+pub const MAX_WRITE_BUFFERS: u64 = 3;
+
+/// Background jobs (flushes and compactions) of each store (RocksDB's
+/// `max_background_jobs`); they run on RocksDB's process-wide thread pools.
+pub const STORE_BACKGROUND_JOBS: i32 = 2;
+
+/// An open store (one RocksDB database), shared by the subtask's state, its write-back thread
+/// and the read views of its snapshots. Dropping the last reference closes the database and
+/// removes its directory (scratch).
+pub(crate) type Store = Arc<RocksStore>;
+
+/// A RocksDB database and the options every write and ingestion uses.
+pub(crate) struct RocksStore {
+    /// Declared first: dropped (closed) before the directory is removed.
+    db: DB,
+    options: Options,
+    writes: WriteOptions,
+    /// Names the next ingestion's table file.
+    ingestions: AtomicU64,
+    dir: PathBuf,
+    /// Declared last: removes the directory once the database is closed.
+    _scratch: RemoveOnDrop,
+}
+
+impl Drop for RocksStore {
+    fn drop(&mut self) {
+        // The database closes when its field drops, after this body: cancel its background
+        // work first so the close does not wait for a compaction (the directory goes anyway).
+        self.db.cancel_all_background_work(false);
+    }
+}
+
+/// Removes a directory when dropped (the store's scratch directory, after the database in it
+/// was closed).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The RocksDB options of a store with `options`' memory limits.
+fn rocks_options(options: &DiskStateOptions) -> Result<Options, String> {
+    let mut table = BlockBasedOptions::default();
+    let cache = Cache::new_lru_cache(options.cache_bytes.max(1) as usize).map_err(|e| e.to_string())?;
+    table.set_block_cache(&cache);
+    table.set_bloom_filter(10.0, false);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    let mut rocks = Options::default();
+    rocks.create_if_missing(true);
+    rocks.set_block_based_table_factory(&table);
+    rocks.set_write_buffer_size(options.write_buffer_bytes.max(1 << 20) as usize);
+    rocks.set_max_write_buffer_number(MAX_WRITE_BUFFERS as i32);
+    rocks.set_max_background_jobs(STORE_BACKGROUND_JOBS);
+    rocks.set_compression_type(DBCompressionType::None);
+    rocks.set_bottommost_compression_type(DBCompressionType::None);
+    rocks.set_level_compaction_dynamic_level_bytes(true);
+    rocks.set_log_level(LogLevel::Warn);
+    rocks.set_keep_log_file_num(1);
+    rocks.set_max_log_file_size(1 << 20);
+    rocks.set_stats_dump_period_sec(0);
+    Ok(rocks)
+}
+
+/// Opens a new, empty store in `dir` (which must exist and be empty) with `options`' memory
+/// limits. Errors: RocksDB cannot open there (naming the directory).
+pub(crate) fn open_empty(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
+    let err = |problem: String| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
+    let db = DB::open(&rocks, dir).map_err(|e| err(format!("cannot open the store: {e}")))?;
+    let mut writes = WriteOptions::default();
+    writes.disable_wal(true);
+    Ok(Arc::new(RocksStore {
+        db,
+        options: rocks,
+        writes,
+        ingestions: AtomicU64::new(0),
+        dir: dir.to_path_buf(),
+        _scratch: RemoveOnDrop(dir.to_path_buf()),
+    }))
+}
+
+impl RocksStore {
+    fn err(&self, problem: impl std::fmt::Display) -> DiskStateError {
+        DiskStateError {
+            dir: self.dir.clone(),
+            problem: problem.to_string(),
+        }
+    }
+
+    /// Calls `read` with the value stored under `key`, if any (no copy: RocksDB's pinned
+    /// slice). Errors: the store fails to read.
+    pub(crate) fn with_value<T>(&self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, DiskStateError> {
+        let found = self.db.get_pinned(key).map_err(|e| self.err(e))?;
+        Ok(found.map(|value| read(&value)))
+    }
+
+    /// Whether `key` is held. Errors: the store fails to read.
+    pub(crate) fn contains(&self, key: &[u8]) -> Result<bool, DiskStateError> {
+        Ok(self.with_value(key, |_| ())?.is_some())
+    }
+
+    /// Stores `value` under `key`. Errors: the store fails to write.
+    pub(crate) fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DiskStateError> {
+        self.db.put_opt(key, value, &self.writes).map_err(|e| self.err(e))
+    }
+
+    /// Removes `key`. Errors: the store fails to write.
+    pub(crate) fn delete(&self, key: &[u8]) -> Result<(), DiskStateError> {
+        self.db.delete_opt(key, &self.writes).map_err(|e| self.err(e))
+    }
+
+    /// Applies `batch` atomically. Errors: the store fails to write.
+    pub(crate) fn write(&self, batch: WriteBatch) -> Result<(), DiskStateError> {
+        self.db.write_opt(batch, &self.writes).map_err(|e| self.err(e))
+    }
+
+    /// Calls `each` with every entry whose key is in `from..until` (`None`: to the end), in key
+    /// order, until it returns `false`. The blocks read are cached (TTL cleanup's short walks).
+    /// Errors: the store fails to read; `each`'s.
+    pub(crate) fn scan(
+        &self,
+        from: &[u8],
+        until: Option<&[u8]>,
+        each: impl FnMut(&[u8], &[u8]) -> Result<bool, DiskStateError>,
+    ) -> Result<(), DiskStateError> {
+        let mut read = ReadOptions::default();
+        if let Some(until) = until {
+            read.set_iterate_upper_bound(until);
+        }
+        let iterator = self.db.raw_iterator_opt(read);
+        scan_with(iterator, from, each).map_err(|e| self.err(e))?
+    }
+
+    /// Writes the entries `fill` hands to the writer it is given (strictly ascending keys) into
+    /// a new table file and ingests it (RocksDB's `IngestExternalFile`, the file moved into the
+    /// store: no memtable, no write-ahead log, no flush of these entries). The ingested entries
+    /// are newer than every write before. Returns the entries ingested. Errors: a key out of
+    /// order, the table cannot be written or ingested; `fill`'s.
+    pub(crate) fn ingest(
+        &self,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8], &[u8]) -> Result<(), String>) -> Result<(), String>,
+    ) -> Result<usize, String> {
+        let number = self.ingestions.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("ingest-{number}.sst"));
+        let mut writer = SstFileWriter::create(&self.options);
+        writer
+            .open(&path)
+            .map_err(|e| self.err(format!("cannot write a table to ingest: {e}")).to_string())?;
+        let mut written = 0usize;
+        fill(&mut |key, value| {
+            written += 1;
+            writer
+                .put(key, value)
+                .map_err(|e| format!("cannot write a table to ingest: {e}"))
+        })
+        .map_err(|e| self.err(e).to_string())?;
+        if written == 0 {
+            // RocksDB refuses to finish a table without entries.
+            drop(writer);
+            let _ = std::fs::remove_file(&path);
+            return Ok(0);
+        }
+        writer
+            .finish()
+            .map_err(|e| self.err(format!("cannot finish a table to ingest: {e}")).to_string())?;
+        let mut ingest = IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        self.db
+            .ingest_external_file_opts(&ingest, vec![&path])
+            .map_err(|e| self.err(format!("cannot ingest a table: {e}")).to_string())?;
+        Ok(written)
+    }
+
+    /// Bytes of the store's memtables now (active and sealed), for tests of the memory bound.
+    #[cfg(test)]
+    pub(crate) fn memtable_bytes(&self) -> u64 {
+        self.db
+            .property_int_value("rocksdb.cur-size-all-mem-tables")
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
+
+    /// Entries in the store, counted by a scan, for tests.
+    #[cfg(test)]
+    pub(crate) fn count_entries(&self) -> usize {
+        let mut entries = 0;
+        self.scan(&[], None, |_, _| {
+            entries += 1;
+            Ok(true)
+        })
+        .unwrap();
+        entries
+    }
+}
+
+/// Seeks `iterator` to `from` and calls `each` with every entry until it returns `false` or the
+/// iterator ends. The outer error is the iterator's status, the inner one `each`'s.
+fn scan_with<D: rocksdb::DBAccess>(
+    mut iterator: rocksdb::DBRawIteratorWithThreadMode<'_, D>,
+    from: &[u8],
+    mut each: impl FnMut(&[u8], &[u8]) -> Result<bool, DiskStateError>,
+) -> Result<Result<(), DiskStateError>, rocksdb::Error> {
+    iterator.seek(from);
+    while let Some((key, value)) = iterator.item() {
+        match each(key, value) {
+            Ok(true) => iterator.next(),
+            Ok(false) => return Ok(Ok(())),
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    iterator.status()?;
+    Ok(Ok(()))
+}
+
+/// A consistent read view of a store as of its creation (a RocksDB snapshot), owned: it keeps
+/// its store open and can move to the threads that encode a checkpoint. O(1) to take; while it
+/// lives the store keeps the versions it reads.
+pub(crate) struct StoreView {
+    /// Declared before `store`: released before the store it reads can close.
+    snapshot: SnapshotWithThreadMode<'static, DB>,
+    store: Store,
+}
+
+// SAFETY: a RocksDB snapshot is an immutable handle that RocksDB allows reading from any thread
+// at once (`const Snapshot*`, read through `ReadOptions::snapshot`); the `rocksdb` crate leaves
+// it `!Send` only because it holds a raw pointer. The database it reads is kept alive by `store`.
+unsafe impl Send for StoreView {}
+// SAFETY: as for `Send`: every method takes `&self` and only reads.
+unsafe impl Sync for StoreView {}
+
+impl StoreView {
+    /// A read view of `store` now.
+    pub(crate) fn new(store: &Store) -> StoreView {
+        let store = store.clone();
+        let snapshot = store.db.snapshot();
+        // SAFETY: the snapshot borrows the database inside the `Arc` that this view holds (a
+        // heap allocation that does not move), and is dropped before it (field order); no
+        // iterator made from it outlives a method of this view.
+        let snapshot = unsafe {
+            std::mem::transmute::<SnapshotWithThreadMode<'_, DB>, SnapshotWithThreadMode<'static, DB>>(snapshot)
+        };
+        StoreView { snapshot, store }
+    }
+
+    /// The value the view holds under `key`. Errors: the store fails to read.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DiskStateError> {
+        self.snapshot.get(key).map_err(|e| self.store.err(e))
+    }
+
+    /// [`RocksStore::scan`] of the view, not filling the block cache (a checkpoint's scan).
+    pub(crate) fn scan(
+        &self,
+        from: &[u8],
+        until: Option<&[u8]>,
+        each: impl FnMut(&[u8], &[u8]) -> Result<bool, DiskStateError>,
+    ) -> Result<(), DiskStateError> {
+        let mut read = ReadOptions::default();
+        read.fill_cache(false);
+        if let Some(until) = until {
+            read.set_iterate_upper_bound(until);
+        }
+        let iterator = self.snapshot.raw_iterator_opt(read);
+        scan_with(iterator, from, each).map_err(|e| self.store.err(e))?
+    }
+}
