@@ -28,11 +28,13 @@ RUN . /etc/os-release \
          exit 1; \
        fi
 # cmake: fallback build path of aws-lc-sys (TLS for the S3 and Kubernetes clients).
+# librocksdb-dev, libclang-dev: the disk state backend links Debian's RocksDB instead of compiling
+# it (.cargo/config.toml); the `rocksdb` crate's bindings are generated with libclang.
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt,sharing=locked \
     rm -f /etc/apt/apt.conf.d/docker-clean \
     && apt-get update \
-    && apt-get install -y --no-install-recommends cmake
+    && apt-get install -y --no-install-recommends cmake librocksdb-dev libclang-dev
 WORKDIR /src
 COPY . .
 ARG WEIR_VERSION=dev
@@ -42,13 +44,17 @@ ENV WEIR_VERSION=${WEIR_VERSION} \
     CARGO_TERM_COLOR=never \
     CARGO_INCREMENTAL=0
 # The target dir is a cache mount (not part of any layer), so the binaries are copied out of it
-# in the same step.
+# in the same step. The shared libraries `weir` links beyond glibc (RocksDB and its compression
+# libraries, libstdc++) go to /out/lib for the final image, which has none of them.
 RUN --mount=type=cache,id=weir-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,id=weir-cargo-git,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=weir-target-${TARGETPLATFORM},target=/src/target,sharing=locked \
     cargo build --release --locked --bin weir --bin weir-operator \
     && mkdir -p /out \
     && cp target/release/weir target/release/weir-operator /out/ \
+    && mkdir -p /out/lib \
+    && ldd /out/weir /out/weir-operator | awk '$3 ~ /^\// {print $3}' | sort -u \
+       | grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s)\.so' | xargs -r cp -L -t /out/lib/ \
     && /out/weir --version && /out/weir-operator --version
 
 # ---- final: distroless (glibc + libgcc, no shell, no package manager), non-root ----
@@ -62,6 +68,8 @@ LABEL org.opencontainers.image.title="weir" \
       org.opencontainers.image.version="${WEIR_VERSION}" \
       org.opencontainers.image.revision="${WEIR_GIT_REVISION}"
 COPY --from=builder --chown=0:0 --chmod=0755 /out/weir /out/weir-operator /usr/local/bin/
+COPY --from=builder --chown=0:0 --chmod=0644 /out/lib/ /usr/local/lib/weir/
+ENV LD_LIBRARY_PATH=/usr/local/lib/weir
 # uid/gid 65532 is distroless' "nonroot". Nothing in the image is writable by it: mount volumes
 # (an emptyDir at /tmp, which is also the working directory) for anything written locally, so
 # the image runs with readOnlyRootFilesystem.

@@ -140,8 +140,8 @@ pub struct StreamJobSpec {
     /// Memory of each disk store (`stateBackend: disk` only), per subtask of each stateful
     /// step: `cacheSize` (block cache, default `32Mi`), `writeBufferSize` (memtable, default
     /// `16Mi`) and `writeCacheSize` (write-back cache of recent writes, default `16Mi`),
-    /// Kubernetes quantities. fjall keeps at most five memtables, so the configured memory is
-    /// `cacheSize + 5 × writeBufferSize + writeCacheSize` per store; measured peaks are higher
+    /// Kubernetes quantities. RocksDB keeps at most three memtables, so the configured memory is
+    /// `cacheSize + 3 × writeBufferSize + writeCacheSize` per store; measured peaks are higher
     /// (docs/runtime/state-backends.md, "Memory of the disk backend").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_state: Option<weir_runtime::job::disk_state::DiskStateSpec>,

@@ -41,7 +41,7 @@ fn job_backend_choice(job: &Job, state_dir: &Path, uid: &str, subtask: u32) -> B
 /// Starts creating the disk stores of every keyed aggregation's subtasks in `subtasks` under
 /// the run directory `state_dir`, each on a thread of its own
 /// ([`disk_store::create_early`](crate::state::disk_store::create_early)), so their creation
-/// (fjall's `fsync`s) overlaps the restore's download instead of following it; the subtasks
+/// (RocksDB's `fsync`s) overlaps the restore's download instead of following it; the subtasks
 /// built later take them. Nothing for the heap backend.
 pub fn create_disk_stores_early(job: &Job, state_dir: &Path, subtasks: impl Iterator<Item = u32> + Clone) {
     for op in &job.operators {

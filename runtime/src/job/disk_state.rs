@@ -7,11 +7,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::borrow::Cow;
 
-/// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): fjall's
-/// block cache and memtable size, and the write-back cache of recent writes in front of the
-/// store. fjall keeps the active memtable and at most four sealed ones, so the store's
-/// configured memory is `cacheSize + 5 × writeBufferSize + writeCacheSize` (counted as key and
-/// value bytes; measured peaks are higher: docs/runtime/state-backends.md, "Memory"). Flink's
+/// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): RocksDB's
+/// block cache (which also holds the tables' index and filter blocks) and memtable size, and
+/// the write-back cache of recent writes in front of the store. RocksDB keeps the active
+/// memtable and at most two sealed ones (`MAX_WRITE_BUFFERS`, `state/disk_rocks.rs`), so the store's configured
+/// memory is `cacheSize + 3 × writeBufferSize + writeCacheSize` (measured peaks are higher:
+/// docs/runtime/state-backends.md, "Memory"). Flink's
 /// counterparts: `state.backend.rocksdb.block.cache-size` and
 /// `state.backend.rocksdb.writebuffer.size`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]

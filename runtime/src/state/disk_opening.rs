@@ -1,8 +1,8 @@
 //! The disk backend's keyed state while its store is still being created: the first records
 //! after a start are processed in memory instead of waiting for the store.
 //!
-//! Creating an empty fjall store costs about 19 `fsync`s (0.07–0.5 s on a shared disk,
-//! `state/disk_store.rs`), which fjall cannot skip. A run starts the creation before it reads
+//! Creating an empty store costs a few `fsync`s (`state/disk_store.rs`; fjall, the store before
+//! RocksDB, needed about 19: 0.07–0.5 s on a shared disk). A run starts the creation before it reads
 //! its restore point ([`disk_store::create_early`]), but when the download is shorter than the
 //! creation, the first record used to wait for the rest of it. Now a subtask whose store is not
 //! created yet starts on an [`OpeningDiskState`]: the heap backend's tables
