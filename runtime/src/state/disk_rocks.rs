@@ -18,7 +18,7 @@
 
 use crate::state::disk::{DiskStateError, DiskStateOptions};
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options, ReadOptions,
+    BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options, ReadOptions,
     SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
 };
 use std::path::{Path, PathBuf};
@@ -76,13 +76,27 @@ fn rocks_options(options: &DiskStateOptions) -> Result<Options, String> {
     let cache = Cache::new_lru_cache(options.cache_bytes.max(1) as usize).map_err(|e| e.to_string())?;
     table.set_block_cache(&cache);
     table.set_bloom_filter(10.0, false);
+    // Index and filter blocks in the block cache, so the cache bounds them too, partitioned
+    // into blocks of about 4 KiB (Flink's `state.backend.rocksdb.memory.partitioned-index-filters`):
+    // a table's whole filter (about 1.25 bytes per key) is larger than a shard of the cache
+    // (RocksDB splits it into shards of at least 512 KiB), could not be cached, and was read
+    // from the file at every point read (measured: 5.5x fewer records/s at 1M keys).
+    table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_metadata_block_size(4096);
     table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_top_level_index_and_filter(true);
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     let mut rocks = Options::default();
     rocks.create_if_missing(true);
     rocks.set_block_based_table_factory(&table);
     rocks.set_write_buffer_size(options.write_buffer_bytes.max(1 << 20) as usize);
     rocks.set_max_write_buffer_number(MAX_WRITE_BUFFERS as i32);
+    // A bloom filter over each memtable's keys (a tenth of its size): most point reads look up
+    // keys the memtables do not hold, and without it each searched every memtable's skiplist
+    // (a third of the CPU of a keyed count at 1M keys).
+    rocks.set_memtable_whole_key_filtering(true);
+    rocks.set_memtable_prefix_bloom_ratio(0.1);
     rocks.set_max_background_jobs(STORE_BACKGROUND_JOBS);
     rocks.set_compression_type(DBCompressionType::None);
     rocks.set_bottommost_compression_type(DBCompressionType::None);
