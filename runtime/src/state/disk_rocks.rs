@@ -18,8 +18,8 @@
 
 use crate::state::disk::{DiskStateError, DiskStateOptions};
 use rocksdb::{
-    BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options, ReadOptions,
-    SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
+    BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options,
+    ReadOptions, SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
