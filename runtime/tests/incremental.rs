@@ -70,13 +70,30 @@ fn completed(dir: &Path) -> Vec<CheckpointMetadata> {
     out
 }
 
-/// Whether the `counts` state of `m` has at least one delta in a chain.
+/// Whether the `counts` state of `m` is incremental over an earlier checkpoint: at least one
+/// delta in a chain, or (a native checkpoint of the disk backend) a table file uploaded by an
+/// earlier checkpoint.
 fn has_delta(m: &CheckpointMetadata) -> bool {
     m.operators
         .iter()
         .filter(|o| o.uid == "counts")
         .flat_map(|o| &o.handles)
-        .any(|h| h.chain.iter().any(|l| !l.base))
+        .any(|h| {
+            h.chain.iter().any(|l| !l.base)
+                || h.native
+                    .as_ref()
+                    .is_some_and(|n| n.files.iter().any(|f| f.checkpoint_id < m.checkpoint_id))
+        })
+}
+
+/// Whether every `counts` handle of `m` is native (the disk store's own files).
+fn is_native(m: &CheckpointMetadata) -> bool {
+    let mut handles = m
+        .operators
+        .iter()
+        .filter(|o| o.uid == "counts")
+        .flat_map(|o| &o.handles);
+    handles.all(|h| h.native.is_some() && h.chain.is_empty())
 }
 
 fn shared_files(dir: &Path) -> Vec<String> {
@@ -160,8 +177,11 @@ fn kill_9_is_exactly_once(backend: &str) {
         w.kill9();
     }
     // The last crash comes when the newest checkpoint holds deltas: the final run restores
-    // a chain (random kill points alone may always land before the first delta).
+    // a chain (random kill points alone may always land before the first delta), or on disk
+    // a native checkpoint sharing table files with earlier ones.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let newest = completed(dir.path()).pop().unwrap();
+    assert_eq!(is_native(&newest), backend == "disk", "{backend}: native checkpoints");
     Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
@@ -184,9 +204,13 @@ fn rescale_2_3_1(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = incremental_job(dir.path(), 2, backend);
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
-    // Restored at 3 from a p=2 chain; the next checkpoints start new chains at p=3.
+    let at_2 = completed(dir.path()).pop().unwrap();
+    assert_eq!(is_native(&at_2), backend == "disk", "{backend}: native checkpoints");
+    // Restored at 3 from a p=2 chain (on disk: two stores' files, each split between the
+    // new subtasks); the next checkpoints start new chains at p=3.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 3, &env);
     let newest = completed(dir.path()).pop().unwrap();
+    assert_eq!(is_native(&newest), backend == "disk", "{backend}: native checkpoints");
     let url = job_dir(dir.path()).join(format!("chk-{}", newest.checkpoint_id));
     let keys_at_3 = restore_counts(&url.display().to_string(), 3);
     assert_eq!(
@@ -200,6 +224,25 @@ fn rescale_2_3_1(backend: &str) {
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
         &format!("2 → 3 → 1 through incremental checkpoints on {backend}"),
+    );
+}
+
+/// A job on the disk backend killed (-9) when its newest checkpoint is native and shares
+/// table files with earlier ones, then restored on the heap backend, finishes the word count
+/// exactly once (compared record by record with the failure-free expectation).
+#[test]
+fn a_heap_job_restores_a_disk_jobs_native_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, env) = incremental_job(dir.path(), 2, "disk");
+    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let newest = completed(dir.path()).pop().unwrap();
+    assert!(is_native(&newest), "the disk job's checkpoints are native");
+    set_state_backend(&m, "heap");
+    Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a native disk checkpoint restored on heap",
     );
 }
 
@@ -234,21 +277,28 @@ fn killed_before_metadata(backend: &str) {
         !ok && stderr.contains(&format!("failpoint before-metadata:{unconfirmed} reached")),
         "{stderr}"
     );
+    // A chain's state file (`counts-<subtask>-chk10.state`) or a native checkpoint's table
+    // files (`counts-<subtask>-chk10-<table>.sst`, disk).
     let orphans = |files: &[String]| -> Vec<String> {
         files
             .iter()
-            .filter(|f| f.ends_with(&format!("-chk{unconfirmed}.state")))
+            .filter(|f| f.ends_with(&format!("-chk{unconfirmed}.state")) || f.contains(&format!("-chk{unconfirmed}-")))
             .cloned()
             .collect()
     };
-    assert_eq!(
-        orphans(&shared_files(dir.path())).len(),
-        2,
-        "both counts subtasks uploaded checkpoint {unconfirmed}: {:?}",
-        shared_files(dir.path())
-    );
+    for subtask in 0..2 {
+        let prefix = format!("counts-{subtask}-chk{unconfirmed}");
+        assert!(
+            orphans(&shared_files(dir.path()))
+                .iter()
+                .any(|f| f.starts_with(&prefix)),
+            "both counts subtasks uploaded checkpoint {unconfirmed}: {:?}",
+            shared_files(dir.path())
+        );
+    }
     let unconfirmed_deltas = orphans(&shared_files(dir.path()))
         .iter()
+        .filter(|f| f.ends_with(".state"))
         .filter(|f| {
             let path = job_dir(dir.path()).join("shared").join(f);
             let file = decode_state_file(f, &std::fs::read(path).unwrap()).unwrap();
@@ -264,6 +314,11 @@ fn killed_before_metadata(backend: &str) {
     assert!(newest > unconfirmed + 1);
     let retained = completed(dir.path());
     assert!(!retained.is_empty());
+    assert_eq!(
+        retained.iter().all(is_native),
+        backend == "disk",
+        "disk checkpoints are native, heap ones chains"
+    );
     for c in &retained {
         for h in c.operators.iter().flat_map(|o| &o.handles) {
             assert!(
@@ -274,6 +329,25 @@ fn killed_before_metadata(backend: &str) {
             );
             if let Some(first) = h.chain.first() {
                 assert!(first.base, "a chain starts with a full base: {:?}", h.chain);
+            }
+            let native = h.native.iter().flat_map(|n| &n.files);
+            assert!(
+                native.clone().all(|f| f.checkpoint_id != unconfirmed),
+                "checkpoint {} references a file of the unconfirmed checkpoint {unconfirmed}: {:?}",
+                c.checkpoint_id,
+                h.native
+            );
+            // Every native file it references is there (retention deleted none of them).
+            for f in native {
+                let path = job_dir(dir.path())
+                    .join(format!("chk-{}", c.checkpoint_id))
+                    .join(&f.file);
+                assert!(
+                    path.exists(),
+                    "checkpoint {} references {} (deleted)",
+                    c.checkpoint_id,
+                    f.file
+                );
             }
         }
     }
@@ -342,6 +416,7 @@ fn savepoints_of_an_incremental_disk_job_are_self_contained_and_restore_on_both_
     assert!(!weir_runtime::state::incremental::references_outside(&metadata));
     for h in metadata.operators.iter().flat_map(|o| &o.handles) {
         assert!(h.chain.is_empty(), "a savepoint handle has a chain: {h:?}");
+        assert!(h.native.is_none(), "a savepoint handle has native files: {h:?}");
         let file = decode_state_file(&h.file, &std::fs::read(sp_dir.join(&h.file)).unwrap()).unwrap();
         assert!(
             file.key_groups.iter().all(|b| !is_delta(&b.data)),
@@ -447,6 +522,13 @@ fn a_checkpoint_after_1_percent_of_keys_changed_uploads_under_10_percent_of_full
                     let path = checkpoints.join(format!("chk-{id}")).join("_metadata");
                     let m = decode_metadata("_metadata", &std::fs::read(path).ok()?).ok()?;
                     let h = m.operators.iter().find(|o| o.uid == "counts")?.handles.first()?;
+                    if let Some(native) = &h.native {
+                        // Disk (native): the store holds the 100,000 keys and the checkpoint
+                        // references table files an earlier checkpoint uploaded; the keys
+                        // written since are in its new table files (counted as 0 here).
+                        let shared = native.files.iter().any(|f| f.checkpoint_id < id);
+                        return (h.entries == 100_000 && shared).then(|| (id, 0, stats.clone()));
+                    }
                     let (base, last) = (h.chain.first()?, h.chain.last()?);
                     (base.base && base.entries == 100_000 && !last.base).then(|| (id, last.entries, stats.clone()))
                 })

@@ -309,6 +309,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         Ok(())
     }
 
+    /// Whether the write-back cache is on (`writeCacheSize` above 0).
+    pub fn write_back_cache_on(&self) -> bool {
+        !self.cache.is_off()
+    }
+
     /// Freezes the write-back cache's current generation for a native checkpoint
     /// (`state/disk_native.rs`). Errors: a write-back failed.
     pub(crate) fn freeze_for_native_checkpoint(&mut self) -> Result<(), DiskStateError> {
