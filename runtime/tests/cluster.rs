@@ -93,7 +93,9 @@ fn kill_9_of_a_worker_on_disk(incremental: bool) {
     );
 }
 
-/// Whether the `_metadata` at `path` holds a chain with a delta for the `counts` step.
+/// Whether the `_metadata` at `path` is incremental over an earlier checkpoint for the
+/// `counts` step: a chain with a delta, or (a native checkpoint of the disk backend) a table
+/// file uploaded by an earlier checkpoint.
 fn has_delta(path: &std::path::Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else { return false };
     let m = weir_runtime::state::snapshot::decode_metadata("_metadata", &bytes).unwrap();
@@ -101,7 +103,12 @@ fn has_delta(path: &std::path::Path) -> bool {
         .iter()
         .filter(|o| o.uid == "counts")
         .flat_map(|o| &o.handles)
-        .any(|h| h.chain.iter().any(|l| !l.base))
+        .any(|h| {
+            h.chain.iter().any(|l| !l.base)
+                || h.native
+                    .as_ref()
+                    .is_some_and(|n| n.files.iter().any(|f| f.checkpoint_id < m.checkpoint_id))
+        })
 }
 
 #[test]
