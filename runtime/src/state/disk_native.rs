@@ -47,8 +47,20 @@ pub fn local_checkpoint_dir(store_dir: &Path, checkpoint_id: u64) -> PathBuf {
 /// to the encoder thread).
 pub struct NativeSnapshot {
     into: PathBuf,
-    reply: Result<Receiver<Result<(), String>>, DiskStateError>,
+    /// `None` once [`NativeSnapshot::wait`] took it.
+    reply: Option<Result<Receiver<Result<(), String>>, DiskStateError>>,
     range: KeyGroupRange,
+}
+
+impl Drop for NativeSnapshot {
+    /// A snapshot dropped without [`NativeSnapshot::wait`] (its checkpoint was abandoned)
+    /// removes the checkpoint the write-back thread wrote; one not written yet is removed by
+    /// the thread when it finds no one waiting.
+    fn drop(&mut self) {
+        if self.reply.is_some() {
+            let _ = std::fs::remove_dir_all(&self.into);
+        }
+    }
 }
 
 /// One file of a [`LocalCheckpoint`]: its name in the directory and its size in bytes.
@@ -100,12 +112,12 @@ impl NativeSnapshot {
     /// its files, sorted by name. Errors: the request failed at the barrier (no cache, a
     /// write-back failed), the write-back thread ended or failed to write the checkpoint, or
     /// the directory cannot be listed.
-    pub fn wait(self) -> Result<LocalCheckpoint, DiskStateError> {
+    pub fn wait(mut self) -> Result<LocalCheckpoint, DiskStateError> {
         let err = |problem: String| DiskStateError {
             dir: self.into.clone(),
             problem,
         };
-        let reply = self.reply?;
+        let reply = self.reply.take().expect("waited for once")?;
         reply
             .recv()
             .map_err(|_| err("the write-back thread ended before the checkpoint".into()))?
@@ -148,7 +160,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             .and_then(|()| self.request_native_checkpoint(into.clone()));
         NativeSnapshot {
             into,
-            reply,
+            reply: Some(reply),
             range: self.range(),
         }
     }

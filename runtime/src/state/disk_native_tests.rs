@@ -162,3 +162,41 @@ fn a_native_checkpoint_refuses_a_store_it_cannot_capture_exactly() {
     assert!(e.problem.contains("write-back"), "{e}");
     assert!(!local_checkpoint_dir(&dir.path().join("c"), 2).exists());
 }
+
+/// A native checkpoint abandoned before its encoder waited for it leaves no local directory,
+/// whether the write-back thread wrote it before or after the drop.
+#[test]
+fn an_abandoned_native_checkpoint_leaves_no_local_directory() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s");
+    let mut disk = DiskKeyedState::<i64>::open(&store_dir, all, None, options(4_000)).unwrap();
+    disk.track_changes();
+    let (kg, h, k) = at(1);
+    disk.update(kg, h, &k, 0, |_| 5).unwrap();
+    // Written before the drop.
+    let written = disk.native_snapshot(1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !local_checkpoint_dir(&store_dir, 1).join("CURRENT").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write-back thread writes the checkpoint"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // RocksDB writes the directory under a temporary name and renames it when complete.
+    drop(written);
+    assert!(!local_checkpoint_dir(&store_dir, 1).exists());
+    // Dropped before the thread gets to it.
+    disk.pause_write_back(true);
+    disk.update(kg, h, &k, 0, |_| 6).unwrap();
+    drop(disk.native_snapshot(2));
+    disk.pause_write_back(false);
+    drop(disk.snapshot(0));
+    disk.wait_for_write_back();
+    // The thread handles jobs in order: a later checkpoint's reply means it is past job 2.
+    let later = disk.native_snapshot(3).wait().unwrap();
+    assert!(!local_checkpoint_dir(&store_dir, 2).exists());
+    drop(later);
+    assert!(!local_checkpoint_dir(&store_dir, 3).exists());
+}

@@ -475,8 +475,12 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
                 let result = match &failed {
                     Some(problem) => Err(format!("a write-back before the barrier failed: {problem}")),
                     None => {
-                        // A directory left by an earlier attempt of the same checkpoint.
+                        // A directory left by an earlier attempt of the same checkpoint
+                        // (RocksDB writes it as `<dir>.tmp`, then renames it).
                         let _ = std::fs::remove_dir_all(&into);
+                        let mut unfinished = into.clone().into_os_string();
+                        unfinished.push(".tmp");
+                        let _ = std::fs::remove_dir_all(unfinished);
                         store.create_checkpoint(&into).map_err(|e| e.problem)
                     }
                 };
