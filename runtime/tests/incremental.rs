@@ -18,11 +18,21 @@ use weir_runtime::state::keyed_block::is_delta;
 use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata, decode_state_file};
 
 /// The word-count manifest with incremental checkpoints every 200 ms, keyed state on
-/// `backend`, and the environment its runs need (the disk backend's state directory).
+/// `backend`, and the environment its runs need (the disk backend's state directory). Backend
+/// `disk` writes chains of blocks (`WEIR_NATIVE_CHECKPOINTS=off`), `disk-native` native
+/// checkpoints of the store's files (`on`).
 fn incremental_job(dir: &Path, parallelism: u32, backend: &str) -> (PathBuf, Vec<(String, String)>) {
     let m = incremental_manifest(dir, parallelism);
-    set_state_backend(&m, backend);
-    (m, state_dir_env(&dir.join("state")))
+    set_state_backend(&m, backend.trim_end_matches("-native"));
+    (m, backend_env(&dir.join("state"), backend))
+}
+
+/// The environment of a run on `backend` (see [`incremental_job`]) with its state in `dir`.
+fn backend_env(dir: &Path, backend: &str) -> Vec<(String, String)> {
+    let mut env = state_dir_env(dir);
+    let native = if backend == "disk-native" { "on" } else { "off" };
+    env.push(("WEIR_NATIVE_CHECKPOINTS".into(), native.into()));
+    env
 }
 
 /// The word-count manifest with incremental checkpoints every 200 ms.
@@ -163,6 +173,11 @@ fn kill_9_with_incremental_disk_checkpoints_is_exactly_once() {
     kill_9_is_exactly_once("disk");
 }
 
+#[test]
+fn kill_9_with_native_disk_checkpoints_is_exactly_once() {
+    kill_9_is_exactly_once("disk-native");
+}
+
 fn kill_9_is_exactly_once(backend: &str) {
     let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
@@ -181,7 +196,11 @@ fn kill_9_is_exactly_once(backend: &str) {
     // a native checkpoint sharing table files with earlier ones.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
     let newest = completed(dir.path()).pop().unwrap();
-    assert_eq!(is_native(&newest), backend == "disk", "{backend}: native checkpoints");
+    assert_eq!(
+        is_native(&newest),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
@@ -200,17 +219,30 @@ fn rescale_2_to_3_to_1_through_incremental_disk_checkpoints() {
     rescale_2_3_1("disk");
 }
 
+#[test]
+fn rescale_2_to_3_to_1_through_native_disk_checkpoints() {
+    rescale_2_3_1("disk-native");
+}
+
 fn rescale_2_3_1(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = incremental_job(dir.path(), 2, backend);
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
     let at_2 = completed(dir.path()).pop().unwrap();
-    assert_eq!(is_native(&at_2), backend == "disk", "{backend}: native checkpoints");
+    assert_eq!(
+        is_native(&at_2),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     // Restored at 3 from a p=2 chain (on disk: two stores' files, each split between the
     // new subtasks); the next checkpoints start new chains at p=3.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 3, &env);
     let newest = completed(dir.path()).pop().unwrap();
-    assert_eq!(is_native(&newest), backend == "disk", "{backend}: native checkpoints");
+    assert_eq!(
+        is_native(&newest),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     let url = job_dir(dir.path()).join(format!("chk-{}", newest.checkpoint_id));
     let keys_at_3 = restore_counts(&url.display().to_string(), 3);
     assert_eq!(
@@ -233,7 +265,7 @@ fn rescale_2_3_1(backend: &str) {
 #[test]
 fn a_heap_job_restores_a_disk_jobs_native_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let (m, env) = incremental_job(dir.path(), 2, "disk");
+    let (m, env) = incremental_job(dir.path(), 2, "disk-native");
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
     let newest = completed(dir.path()).pop().unwrap();
     assert!(is_native(&newest), "the disk job's checkpoints are native");
@@ -254,6 +286,11 @@ fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_e
 #[test]
 fn a_disk_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
     killed_before_metadata("disk");
+}
+
+#[test]
+fn a_native_disk_checkpoint_killed_before_its_metadata_is_never_referenced_and_retention_keeps_every_reference() {
+    killed_before_metadata("disk-native");
 }
 
 fn killed_before_metadata(backend: &str) {
@@ -316,8 +353,8 @@ fn killed_before_metadata(backend: &str) {
     assert!(!retained.is_empty());
     assert_eq!(
         retained.iter().all(is_native),
-        backend == "disk",
-        "disk checkpoints are native, heap ones chains"
+        backend == "disk-native",
+        "{backend}: native checkpoints"
     );
     for c in &retained {
         for h in c.operators.iter().flat_map(|o| &o.handles) {
@@ -408,7 +445,8 @@ fn savepoint_after_deltas(dir: &Path, m: &Path, env: &[(String, String)]) -> Str
 fn savepoints_of_an_incremental_disk_job_are_self_contained_and_restore_on_both_backends() {
     use weir_runtime::state::disk::{DiskKeyedState, DiskStateOptions};
     let dir = tempfile::tempdir().unwrap();
-    let (m, env) = incremental_job(dir.path(), 2, "disk");
+    // Native checkpoints (the form savepoints must not take).
+    let (m, env) = incremental_job(dir.path(), 2, "disk-native");
     let sp = savepoint_after_deltas(dir.path(), &m, &env);
     let sp_dir = PathBuf::from(sp.strip_prefix("file://").unwrap_or(&sp));
     let metadata_path = sp_dir.join("_metadata");
@@ -503,10 +541,10 @@ spec:
 /// of its `fullSizeBytes` (what a restore from it reads), on both backends.
 #[test]
 fn a_checkpoint_after_1_percent_of_keys_changed_uploads_under_10_percent_of_full() {
-    for backend in ["disk", "heap"] {
+    for backend in ["disk", "disk-native", "heap"] {
         let dir = tempfile::tempdir().unwrap();
-        let m = one_percent_manifest(dir.path(), backend);
-        let env = state_dir_env(&dir.path().join("state"));
+        let m = one_percent_manifest(dir.path(), backend.trim_end_matches("-native"));
+        let env = backend_env(&dir.path().join("state"), backend);
         let w = Weir::run(&m, &[], &env);
         let api = w.api();
         let checkpoints = dir.path().join("checkpoints").join("touch");

@@ -31,10 +31,10 @@
 //! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore]...
 //! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]`.
 //! `--store-incremental`: the runs whose final checkpoint is measured against the store (the
-//! no-checkpoint run, `s3 final`) run with `checkpointing.incremental: true`, so on the disk
-//! backend that checkpoint is native (the store's table files; `WEIR_NATIVE_CHECKPOINTS=off`
-//! in the environment: a chain's base of blocks), measured against a raw upload and download
-//! of the same files. S3 needs `moto_server` on the `PATH`
+//! no-checkpoint run, `s3 final`) run with `checkpointing.incremental: true`: their final
+//! checkpoint is a chain's base of blocks, or on the disk backend with
+//! `WEIR_NATIVE_CHECKPOINTS=on` in the environment a native checkpoint (the store's table
+//! files), measured against a raw upload and download of the same files. S3 needs `moto_server` on the `PATH`
 //! (`pip install 'moto[server]'`); without it the S3 rows are skipped with that hint.
 //! Linux only (reads `/proc/self/status`).
 

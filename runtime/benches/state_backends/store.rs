@@ -17,9 +17,9 @@
 //!   the restore and the measured raw download both read them warm.
 //!
 //! Full (self-contained) checkpoints and, with `--store-incremental`, the first checkpoint of
-//! an incremental job (a chain's base, or on the disk backend a native checkpoint: the store's
-//! table files, `checkpoint/native_upload.rs`; `WEIR_NATIVE_CHECKPOINTS=off` for the base of
-//! blocks), whose files are in the job's `shared/` directory, are measured this way.
+//! an incremental job (a chain's base, or on the disk backend with `WEIR_NATIVE_CHECKPOINTS=on`
+//! a native checkpoint: the store's table files, `checkpoint/native_upload.rs`), whose files
+//! are in the job's `shared/` directory, are measured this way.
 
 use crate::usage::Probe;
 use futures::StreamExt;

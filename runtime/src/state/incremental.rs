@@ -156,8 +156,12 @@ pub fn uses_native_form(c: NativeConditions) -> bool {
 /// (`on`/`off`; unset: [`NATIVE_CHECKPOINTS_DEFAULT`]).
 pub const NATIVE_CHECKPOINTS_ENV: &str = "WEIR_NATIVE_CHECKPOINTS";
 
-/// Whether native checkpoints are on when [`NATIVE_CHECKPOINTS_ENV`] is unset.
-pub const NATIVE_CHECKPOINTS_DEFAULT: bool = true;
+/// Whether native checkpoints are on when [`NATIVE_CHECKPOINTS_ENV`] is unset: off. Measured
+/// (docs/runtime/state-backends.md, branch sstchk): with checkpoints every second at 1M keys
+/// they halved the disk job's records/s and tripled its peak RSS against chains of blocks (a
+/// memtable flush per checkpoint, then L0 compactions rewriting the store), though each
+/// checkpoint's own time and the checkpoint / raw upload ratio improved.
+pub const NATIVE_CHECKPOINTS_DEFAULT: bool = false;
 
 /// The switch from the variable's value (`None`: unset). Errors: any value but `on` or `off`,
 /// naming the variable.
