@@ -56,7 +56,18 @@ fn kill_9_of_a_worker_with_incremental_disk_checkpoints_is_exactly_once() {
     kill_9_of_a_worker_on_disk(true);
 }
 
+/// The same with native checkpoints (the disk store's files; `WEIR_NATIVE_CHECKPOINTS=on`):
+/// every worker downloads the stores whose key groups overlap its subtasks'.
+#[test]
+fn kill_9_of_a_worker_with_native_disk_checkpoints_is_exactly_once() {
+    kill_9_of_a_worker_on_disk_with(true, "on");
+}
+
 fn kill_9_of_a_worker_on_disk(incremental: bool) {
+    kill_9_of_a_worker_on_disk_with(incremental, "off");
+}
+
+fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 4, Some(3000));
@@ -71,7 +82,10 @@ fn kill_9_of_a_worker_on_disk(incremental: bool) {
         std::fs::write(&m, changed).unwrap();
     }
     let state_dir = state.path().display().to_string();
-    let env = [("WEIR_STATE_DIR", state_dir.as_str())];
+    let env = [
+        ("WEIR_STATE_DIR", state_dir.as_str()),
+        ("WEIR_NATIVE_CHECKPOINTS", native),
+    ];
     let mut c = Cluster::start(dir.path(), &m, &[], &env);
     let mut first = c.wait_checkpoint_after(0);
     assert!(
@@ -80,6 +94,20 @@ fn kill_9_of_a_worker_on_disk(incremental: bool) {
     );
     while incremental && !has_delta(&dir.path().join(format!("checkpoints/wordcount/chk-{first}/_metadata"))) {
         first = c.wait_checkpoint_after(first);
+    }
+    if incremental {
+        let path = dir.path().join(format!("checkpoints/wordcount/chk-{first}/_metadata"));
+        let m = weir_runtime::state::snapshot::decode_metadata("_metadata", &std::fs::read(path).unwrap()).unwrap();
+        let counts = m
+            .operators
+            .iter()
+            .filter(|o| o.uid == "counts")
+            .flat_map(|o| &o.handles);
+        assert!(
+            counts.clone().count() > 0 && counts.clone().all(|h| h.native.is_some() == (native == "on")),
+            "native checkpoints {native}: {:?}",
+            m.operators
+        );
     }
     let (victim, _) = c.busy_worker();
     c.workers[victim].kill9();
@@ -93,7 +121,9 @@ fn kill_9_of_a_worker_on_disk(incremental: bool) {
     );
 }
 
-/// Whether the `_metadata` at `path` holds a chain with a delta for the `counts` step.
+/// Whether the `_metadata` at `path` is incremental over an earlier checkpoint for the
+/// `counts` step: a chain with a delta, or (a native checkpoint of the disk backend) a table
+/// file uploaded by an earlier checkpoint.
 fn has_delta(path: &std::path::Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else { return false };
     let m = weir_runtime::state::snapshot::decode_metadata("_metadata", &bytes).unwrap();
@@ -101,7 +131,12 @@ fn has_delta(path: &std::path::Path) -> bool {
         .iter()
         .filter(|o| o.uid == "counts")
         .flat_map(|o| &o.handles)
-        .any(|h| h.chain.iter().any(|l| !l.base))
+        .any(|h| {
+            h.chain.iter().any(|l| !l.base)
+                || h.native
+                    .as_ref()
+                    .is_some_and(|n| n.files.iter().any(|f| f.checkpoint_id < m.checkpoint_id))
+        })
 }
 
 #[test]

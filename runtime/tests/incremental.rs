@@ -18,11 +18,21 @@ use weir_runtime::state::keyed_block::is_delta;
 use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata, decode_state_file};
 
 /// The word-count manifest with incremental checkpoints every 200 ms, keyed state on
-/// `backend`, and the environment its runs need (the disk backend's state directory).
+/// `backend`, and the environment its runs need (the disk backend's state directory). Backend
+/// `disk` writes chains of blocks (`WEIR_NATIVE_CHECKPOINTS=off`), `disk-native` native
+/// checkpoints of the store's files (`on`).
 fn incremental_job(dir: &Path, parallelism: u32, backend: &str) -> (PathBuf, Vec<(String, String)>) {
     let m = incremental_manifest(dir, parallelism);
-    set_state_backend(&m, backend);
-    (m, state_dir_env(&dir.join("state")))
+    set_state_backend(&m, backend.trim_end_matches("-native"));
+    (m, backend_env(&dir.join("state"), backend))
+}
+
+/// The environment of a run on `backend` (see [`incremental_job`]) with its state in `dir`.
+fn backend_env(dir: &Path, backend: &str) -> Vec<(String, String)> {
+    let mut env = state_dir_env(dir);
+    let native = if backend == "disk-native" { "on" } else { "off" };
+    env.push(("WEIR_NATIVE_CHECKPOINTS".into(), native.into()));
+    env
 }
 
 /// The word-count manifest with incremental checkpoints every 200 ms.
@@ -70,13 +80,30 @@ fn completed(dir: &Path) -> Vec<CheckpointMetadata> {
     out
 }
 
-/// Whether the `counts` state of `m` has at least one delta in a chain.
+/// Whether the `counts` state of `m` is incremental over an earlier checkpoint: at least one
+/// delta in a chain, or (a native checkpoint of the disk backend) a table file uploaded by an
+/// earlier checkpoint.
 fn has_delta(m: &CheckpointMetadata) -> bool {
     m.operators
         .iter()
         .filter(|o| o.uid == "counts")
         .flat_map(|o| &o.handles)
-        .any(|h| h.chain.iter().any(|l| !l.base))
+        .any(|h| {
+            h.chain.iter().any(|l| !l.base)
+                || h.native
+                    .as_ref()
+                    .is_some_and(|n| n.files.iter().any(|f| f.checkpoint_id < m.checkpoint_id))
+        })
+}
+
+/// Whether every `counts` handle of `m` is native (the disk store's own files).
+fn is_native(m: &CheckpointMetadata) -> bool {
+    let mut handles = m
+        .operators
+        .iter()
+        .filter(|o| o.uid == "counts")
+        .flat_map(|o| &o.handles);
+    handles.all(|h| h.native.is_some() && h.chain.is_empty())
 }
 
 fn shared_files(dir: &Path) -> Vec<String> {
@@ -146,6 +173,11 @@ fn kill_9_with_incremental_disk_checkpoints_is_exactly_once() {
     kill_9_is_exactly_once("disk");
 }
 
+#[test]
+fn kill_9_with_native_disk_checkpoints_is_exactly_once() {
+    kill_9_is_exactly_once("disk-native");
+}
+
 fn kill_9_is_exactly_once(backend: &str) {
     let mut rng = Rng(seed());
     let dir = tempfile::tempdir().unwrap();
@@ -160,8 +192,15 @@ fn kill_9_is_exactly_once(backend: &str) {
         w.kill9();
     }
     // The last crash comes when the newest checkpoint holds deltas: the final run restores
-    // a chain (random kill points alone may always land before the first delta).
+    // a chain (random kill points alone may always land before the first delta), or on disk
+    // a native checkpoint sharing table files with earlier ones.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let newest = completed(dir.path()).pop().unwrap();
+    assert_eq!(
+        is_native(&newest),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
@@ -180,13 +219,30 @@ fn rescale_2_to_3_to_1_through_incremental_disk_checkpoints() {
     rescale_2_3_1("disk");
 }
 
+#[test]
+fn rescale_2_to_3_to_1_through_native_disk_checkpoints() {
+    rescale_2_3_1("disk-native");
+}
+
 fn rescale_2_3_1(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = incremental_job(dir.path(), 2, backend);
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
-    // Restored at 3 from a p=2 chain; the next checkpoints start new chains at p=3.
+    let at_2 = completed(dir.path()).pop().unwrap();
+    assert_eq!(
+        is_native(&at_2),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
+    // Restored at 3 from a p=2 chain (on disk: two stores' files, each split between the
+    // new subtasks); the next checkpoints start new chains at p=3.
     run_until_newest_has_deltas_then_kill(dir.path(), &m, 3, &env);
     let newest = completed(dir.path()).pop().unwrap();
+    assert_eq!(
+        is_native(&newest),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     let url = job_dir(dir.path()).join(format!("chk-{}", newest.checkpoint_id));
     let keys_at_3 = restore_counts(&url.display().to_string(), 3);
     assert_eq!(
@@ -203,6 +259,25 @@ fn rescale_2_3_1(backend: &str) {
     );
 }
 
+/// A job on the disk backend killed (-9) when its newest checkpoint is native and shares
+/// table files with earlier ones, then restored on the heap backend, finishes the word count
+/// exactly once (compared record by record with the failure-free expectation).
+#[test]
+fn a_heap_job_restores_a_disk_jobs_native_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, env) = incremental_job(dir.path(), 2, "disk-native");
+    run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let newest = completed(dir.path()).pop().unwrap();
+    assert!(is_native(&newest), "the disk job's checkpoints are native");
+    set_state_backend(&m, "heap");
+    Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a native disk checkpoint restored on heap",
+    );
+}
+
 #[test]
 fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
     killed_before_metadata("heap");
@@ -211,6 +286,11 @@ fn a_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_e
 #[test]
 fn a_disk_checkpoint_killed_before_its_metadata_is_never_a_base_and_retention_keeps_every_reference() {
     killed_before_metadata("disk");
+}
+
+#[test]
+fn a_native_disk_checkpoint_killed_before_its_metadata_is_never_referenced_and_retention_keeps_every_reference() {
+    killed_before_metadata("disk-native");
 }
 
 fn killed_before_metadata(backend: &str) {
@@ -234,21 +314,28 @@ fn killed_before_metadata(backend: &str) {
         !ok && stderr.contains(&format!("failpoint before-metadata:{unconfirmed} reached")),
         "{stderr}"
     );
+    // A chain's state file (`counts-<subtask>-chk10.state`) or a native checkpoint's table
+    // files (`counts-<subtask>-chk10-<table>.sst`, disk).
     let orphans = |files: &[String]| -> Vec<String> {
         files
             .iter()
-            .filter(|f| f.ends_with(&format!("-chk{unconfirmed}.state")))
+            .filter(|f| f.ends_with(&format!("-chk{unconfirmed}.state")) || f.contains(&format!("-chk{unconfirmed}-")))
             .cloned()
             .collect()
     };
-    assert_eq!(
-        orphans(&shared_files(dir.path())).len(),
-        2,
-        "both counts subtasks uploaded checkpoint {unconfirmed}: {:?}",
-        shared_files(dir.path())
-    );
+    for subtask in 0..2 {
+        let prefix = format!("counts-{subtask}-chk{unconfirmed}");
+        assert!(
+            orphans(&shared_files(dir.path()))
+                .iter()
+                .any(|f| f.starts_with(&prefix)),
+            "both counts subtasks uploaded checkpoint {unconfirmed}: {:?}",
+            shared_files(dir.path())
+        );
+    }
     let unconfirmed_deltas = orphans(&shared_files(dir.path()))
         .iter()
+        .filter(|f| f.ends_with(".state"))
         .filter(|f| {
             let path = job_dir(dir.path()).join("shared").join(f);
             let file = decode_state_file(f, &std::fs::read(path).unwrap()).unwrap();
@@ -264,6 +351,11 @@ fn killed_before_metadata(backend: &str) {
     assert!(newest > unconfirmed + 1);
     let retained = completed(dir.path());
     assert!(!retained.is_empty());
+    assert_eq!(
+        retained.iter().all(is_native),
+        backend == "disk-native",
+        "{backend}: native checkpoints"
+    );
     for c in &retained {
         for h in c.operators.iter().flat_map(|o| &o.handles) {
             assert!(
@@ -274,6 +366,25 @@ fn killed_before_metadata(backend: &str) {
             );
             if let Some(first) = h.chain.first() {
                 assert!(first.base, "a chain starts with a full base: {:?}", h.chain);
+            }
+            let native = h.native.iter().flat_map(|n| &n.files);
+            assert!(
+                native.clone().all(|f| f.checkpoint_id != unconfirmed),
+                "checkpoint {} references a file of the unconfirmed checkpoint {unconfirmed}: {:?}",
+                c.checkpoint_id,
+                h.native
+            );
+            // Every native file it references is there (retention deleted none of them).
+            for f in native {
+                let path = job_dir(dir.path())
+                    .join(format!("chk-{}", c.checkpoint_id))
+                    .join(&f.file);
+                assert!(
+                    path.exists(),
+                    "checkpoint {} references {} (deleted)",
+                    c.checkpoint_id,
+                    f.file
+                );
             }
         }
     }
@@ -334,7 +445,8 @@ fn savepoint_after_deltas(dir: &Path, m: &Path, env: &[(String, String)]) -> Str
 fn savepoints_of_an_incremental_disk_job_are_self_contained_and_restore_on_both_backends() {
     use weir_runtime::state::disk::{DiskKeyedState, DiskStateOptions};
     let dir = tempfile::tempdir().unwrap();
-    let (m, env) = incremental_job(dir.path(), 2, "disk");
+    // Native checkpoints (the form savepoints must not take).
+    let (m, env) = incremental_job(dir.path(), 2, "disk-native");
     let sp = savepoint_after_deltas(dir.path(), &m, &env);
     let sp_dir = PathBuf::from(sp.strip_prefix("file://").unwrap_or(&sp));
     let metadata_path = sp_dir.join("_metadata");
@@ -342,6 +454,7 @@ fn savepoints_of_an_incremental_disk_job_are_self_contained_and_restore_on_both_
     assert!(!weir_runtime::state::incremental::references_outside(&metadata));
     for h in metadata.operators.iter().flat_map(|o| &o.handles) {
         assert!(h.chain.is_empty(), "a savepoint handle has a chain: {h:?}");
+        assert!(h.native.is_none(), "a savepoint handle has native files: {h:?}");
         let file = decode_state_file(&h.file, &std::fs::read(sp_dir.join(&h.file)).unwrap()).unwrap();
         assert!(
             file.key_groups.iter().all(|b| !is_delta(&b.data)),
@@ -428,10 +541,10 @@ spec:
 /// of its `fullSizeBytes` (what a restore from it reads), on both backends.
 #[test]
 fn a_checkpoint_after_1_percent_of_keys_changed_uploads_under_10_percent_of_full() {
-    for backend in ["disk", "heap"] {
+    for backend in ["disk", "disk-native", "heap"] {
         let dir = tempfile::tempdir().unwrap();
-        let m = one_percent_manifest(dir.path(), backend);
-        let env = state_dir_env(&dir.path().join("state"));
+        let m = one_percent_manifest(dir.path(), backend.trim_end_matches("-native"));
+        let env = backend_env(&dir.path().join("state"), backend);
         let w = Weir::run(&m, &[], &env);
         let api = w.api();
         let checkpoints = dir.path().join("checkpoints").join("touch");
@@ -447,6 +560,13 @@ fn a_checkpoint_after_1_percent_of_keys_changed_uploads_under_10_percent_of_full
                     let path = checkpoints.join(format!("chk-{id}")).join("_metadata");
                     let m = decode_metadata("_metadata", &std::fs::read(path).ok()?).ok()?;
                     let h = m.operators.iter().find(|o| o.uid == "counts")?.handles.first()?;
+                    if let Some(native) = &h.native {
+                        // Disk (native): the store holds the 100,000 keys and the checkpoint
+                        // references table files an earlier checkpoint uploaded; the keys
+                        // written since are in its new table files (counted as 0 here).
+                        let shared = native.files.iter().any(|f| f.checkpoint_id < id);
+                        return (h.entries == 100_000 && shared).then(|| (id, 0, stats.clone()));
+                    }
                     let (base, last) = (h.chain.first()?, h.chain.last()?);
                     (base.base && base.entries == 100_000 && !last.base).then(|| (id, last.entries, stats.clone()))
                 })

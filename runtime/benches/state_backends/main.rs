@@ -29,7 +29,12 @@
 //!
 //! Run: `cargo bench -p weir-runtime --bench state_backends -- [--keys 5000000,50000000]
 //! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore]...
-//! [--memory-keys 500000] [--scratch DIR] [--no-s3]`. S3 needs `moto_server` on the `PATH`
+//! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]`.
+//! `--store-incremental`: the runs whose final checkpoint is measured against the store (the
+//! no-checkpoint run, `s3 final`) run with `checkpointing.incremental: true`: their final
+//! checkpoint is a chain's base of blocks, or on the disk backend with
+//! `WEIR_NATIVE_CHECKPOINTS=on` in the environment a native checkpoint (the store's table
+//! files), measured against a raw upload and download of the same files. S3 needs `moto_server` on the `PATH`
 //! (`pip install 'moto[server]'`); without it the S3 rows are skipped with that hint.
 //! Linux only (reads `/proc/self/status`).
 
@@ -60,10 +65,13 @@ struct Options {
     memory_keys: u64,
     scratch: Option<std::path::PathBuf>,
     s3: bool,
+    /// `--store-incremental`: the runs measured against the store run with
+    /// `checkpointing.incremental: true`.
+    store_incremental: bool,
 }
 
 const USAGE: &str = "usage: state_backends [--keys N,N..] [--records-per-key F] [--rounds N] \
-[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3]";
+[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3] [--store-incremental]";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -75,6 +83,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         memory_keys: 500_000,
         scratch: None,
         s3: true,
+        store_incremental: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -125,6 +134,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--memory-keys" => o.memory_keys = number("--memory-keys", &value("a number")?)?,
             "--scratch" => o.scratch = Some(value("a directory")?.into()),
             "--no-s3" => o.s3 = false,
+            "--store-incremental" => o.store_incremental = true,
             other => return Err(format!("unknown option `{other}`; {USAGE}")),
         }
     }
@@ -241,15 +251,15 @@ fn main() {
                 let mut variants: Vec<(&str, &str, bool, Option<&moto::MotoServer>)> = vec![];
                 if o.part("overhead") {
                     variants.extend([
-                        ("none", "0s", false, None),
+                        ("none", "0s", o.store_incremental, None),
                         ("full", "1s", false, None),
                         ("incremental", "1s", true, None),
                     ]);
                 } else if o.part("restore") {
-                    variants.push(("none", "0s", false, None));
+                    variants.push(("none", "0s", o.store_incremental, None));
                 }
                 if let Some(m) = &moto {
-                    variants.push(("s3 final", "0s", false, Some(m)));
+                    variants.push(("s3 final", "0s", o.store_incremental, Some(m)));
                 }
                 for (variant, interval, incremental, s3) in variants {
                     n += 1;

@@ -16,7 +16,10 @@
 //!   download before the restore reads the files cold (printed in the restore breakdown), so
 //!   the restore and the measured raw download both read them warm.
 //!
-//! Only full (self-contained) checkpoints are measured this way.
+//! Full (self-contained) checkpoints and, with `--store-incremental`, the first checkpoint of
+//! an incremental job (a chain's base, or on the disk backend with `WEIR_NATIVE_CHECKPOINTS=on`
+//! a native checkpoint: the store's table files, `checkpoint/native_upload.rs`), whose files
+//! are in the job's `shared/` directory, are measured this way.
 
 use crate::usage::Probe;
 use futures::StreamExt;
@@ -30,6 +33,7 @@ use weir_runtime::record::{Key, KeyedBy, Record, Row};
 use weir_runtime::state::backend::BackendChoice;
 use weir_runtime::state::disk::DiskStateOptions;
 use weir_runtime::state::disk_store;
+use weir_runtime::state::incremental::{references_outside, resolve_relative};
 use weir_runtime::state::key_group::key_group_range;
 use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options};
@@ -58,19 +62,35 @@ pub struct StoreRun {
 /// Measures the checkpoint at `url` (its directory) whose stats said `size_bytes` written in
 /// `duration_ms`. Panics on a storage error (a bench).
 pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes: u64, duration_ms: u64) -> StoreRun {
-    let store = storage::open(url, &S3Options::default())
+    let own = storage::open(url, &S3Options::default())
         .await
         .expect("open the checkpoint's store");
-    let metadata = load_metadata(&store, "").await.expect("the checkpoint's _metadata");
+    let metadata = load_metadata(&own, "").await.expect("the checkpoint's _metadata");
+    // An incremental checkpoint (a chain's base, or a native checkpoint's table files)
+    // references `../shared/`: everything is then read from the job's directory, the
+    // checkpoint being its directory `dir` there.
+    let (store, dir) = if references_outside(&metadata) {
+        let (parent, name) = url
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .expect("a checkpoint directory URL");
+        let parent = storage::open(parent, &S3Options::default())
+            .await
+            .expect("open the job's store");
+        (parent, name.to_string())
+    } else {
+        (own, String::new())
+    };
     let files: Vec<(String, u64)> = metadata
         .operators
         .iter()
         .flat_map(|o| &o.handles)
         .flat_map(|h| h.files().into_iter().map(|(f, size, _)| (f.to_string(), size)))
+        .map(|(f, size)| (resolve_relative(&dir, &f).expect("a file inside the store"), size))
         .collect();
     assert!(
-        files.iter().all(|(f, _)| !f.contains('/')),
-        "only self-contained checkpoints are measured against the store"
+        files.iter().all(|(f, _)| !f.starts_with("..")),
+        "the files are in the job's store"
     );
     let state_bytes: u64 = files.iter().map(|f| f.1).sum();
 
@@ -88,7 +108,8 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
 
     // Restore: load the snapshot, then build the aggregation's keyed state from it.
     let t = Instant::now();
-    let (snapshot, mut restored, entries, phases) = restore(&store, &metadata, backend, state_dir, "restore").await;
+    let (snapshot, mut restored, entries, phases) =
+        restore(&store, &dir, &metadata, backend, state_dir, "restore").await;
     let load_s = phases.loaded;
     let opened_s = t.elapsed().as_secs_f64();
     // Pending groups count their blocks' entries: exact for a full checkpoint.
@@ -150,7 +171,7 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
     store.delete_prefix("raw-upload/").await.expect("delete the raw upload");
     drop(downloaded);
     if detail {
-        restore_detail(&store, &files, &metadata, backend, state_dir).await;
+        restore_detail(&store, &dir, &files, &metadata, backend, state_dir).await;
     }
 
     StoreRun {
@@ -172,6 +193,7 @@ pub async fn measure_store(url: &str, backend: &str, state_dir: &str, size_bytes
 /// ingestion).
 async fn restore_detail(
     store: &storage::Store,
+    dir: &str,
     files: &[(String, u64)],
     metadata: &CheckpointMetadata,
     backend: &str,
@@ -179,7 +201,7 @@ async fn restore_detail(
 ) {
     let steps = load_steps(store, files).await;
     eprintln!("    restore breakdown, detail, the load's steps one by one: {steps}");
-    let (snapshot, restored, _, phases) = restore(store, metadata, backend, state_dir, "again").await;
+    let (snapshot, restored, _, phases) = restore(store, dir, metadata, backend, state_dir, "again").await;
     eprintln!(
         "    restore breakdown, detail, the same restore again: {}",
         phases.detail
@@ -223,6 +245,7 @@ struct RestorePhases {
 /// aggregations, their entries and the steps' times.
 async fn restore(
     store: &storage::Store,
+    dir: &str,
     metadata: &CheckpointMetadata,
     backend: &str,
     state_dir: &str,
@@ -243,7 +266,7 @@ async fn restore(
             disk_store::create_early(&store_dir(&op.uid), DiskStateOptions::default());
         }
     }
-    let snapshot = load(store, "").await.expect("load the checkpoint");
+    let snapshot = load(store, dir).await.expect("load the checkpoint");
     let loaded = t.elapsed().as_secs_f64();
     let after_load = Probe::now();
     let range = key_group_range(0, 1, metadata.max_parallelism);
@@ -286,7 +309,8 @@ async fn load_steps(store: &storage::Store, files: &[(String, u64)]) -> String {
     let read = Probe::now();
     let crc: u32 = got.iter().map(|(_, b)| crc32fast::hash(b)).fold(0, |a, c| a ^ c);
     let checked = Probe::now();
-    for (f, b) in &got {
+    // A native checkpoint's store files are not state files (decoded by opening the store).
+    for (f, b) in got.iter().filter(|(f, _)| f.ends_with(".state")) {
         std::hint::black_box(weir_runtime::state::snapshot::decode_state_file(f, b).expect("decode"));
     }
     let decoded = Probe::now();

@@ -81,21 +81,24 @@ pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreErr
     load_files(store, dir, metadata, None).await
 }
 
-/// The files of `metadata` to read, each once, in handle order: `(file relative to the
-/// snapshot directory, size, crc32)`. With `owned`, an incremental handle (one with a chain)
-/// whose key-group range overlaps none of `owned` is left out.
+/// The state files of `metadata` to read, each once, in handle order: `(file relative to the
+/// snapshot directory, size, crc32)` (a native handle's store files are read by
+/// [`load_files`] after them). With `owned`, an incremental handle (one with a chain or native
+/// files) whose key-group range overlaps none of `owned` is left out.
 pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
     let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
             let elsewhere = match (owned, h.key_group_range) {
-                (Some(owned), Some(range)) => !h.chain.is_empty() && !owned.iter().any(|o| o.intersects(&range)),
+                (Some(owned), Some(range)) => {
+                    (!h.chain.is_empty() || h.native.is_some()) && !owned.iter().any(|o| o.intersects(&range))
+                }
                 _ => false,
             };
             if elsewhere {
                 continue;
             }
-            for (file, size, crc) in h.files() {
+            for (file, size, crc) in h.state_files() {
                 if !wanted.iter().any(|(f, _, _)| f == file) {
                     wanted.push((file.to_string(), size, crc));
                 }
@@ -116,11 +119,22 @@ async fn load_files(
 ) -> Result<LoadedSnapshot, RestoreError> {
     use futures::{StreamExt, TryStreamExt};
     let wanted = files_to_read(&metadata, owned);
-    let files: HashMap<String, StateFile> = futures::stream::iter(wanted)
+    let mut files: HashMap<String, StateFile> = futures::stream::iter(wanted)
         .map(|(file, size, crc)| read_state_file(store, dir, file, size, crc))
         .buffer_unordered(PARALLEL_READS)
         .try_collect()
         .await?;
+    // A native handle's keyed state is its store's files: downloaded, opened and encoded as
+    // blocks into the handle's own state file, which holds none (`checkpoint/native_upload.rs`),
+    // so the rest of the restore reads them as any state file's blocks.
+    for h in metadata.operators.iter().flat_map(|o| &o.handles) {
+        let Some(native) = &h.native else { continue };
+        let Some(file) = files.get_mut(&h.file) else {
+            // Not read: its key groups belong to no subtask of this process.
+            continue;
+        };
+        file.key_groups = super::native_upload::native_blocks(store, dir, native).await?;
+    }
     Ok(LoadedSnapshot {
         url: store.url(dir),
         metadata,

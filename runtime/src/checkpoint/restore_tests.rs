@@ -21,6 +21,7 @@ fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]
                 entries: 1,
             })
             .collect(),
+        native: None,
     }
 }
 

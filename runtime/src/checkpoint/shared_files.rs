@@ -163,6 +163,7 @@ mod tests {
                         crc32: 0,
                         entries: 1,
                         chain: vec![link(3), link(5)],
+                        native: None,
                     },
                     StateHandle {
                         file: "src-0.state".into(),
@@ -172,6 +173,7 @@ mod tests {
                         crc32: 0,
                         entries: 1,
                         chain: vec![],
+                        native: None,
                     },
                 ],
             }],

@@ -41,6 +41,8 @@ struct Encoded {
     key_group_range: Option<KeyGroupRange>,
     entries: u64,
     incremental: Option<Form>,
+    /// A native checkpoint's local files, uploaded after the state file.
+    native: Option<crate::checkpoint::native_upload::NativeUpload>,
 }
 
 /// Encodes and writes the state file of every `(uid, kind, encoder)` of `parts` for
@@ -85,6 +87,14 @@ pub async fn upload_operator_state(
             (Err(e), _) => return Err(e),
             (Ok(_), Err(None)) => return Err(TaskError("snapshot encoder ended without its last piece".into())),
         };
+        let mut entries = encoded.entries;
+        let native = match encoded.native {
+            None => None,
+            Some(native) => {
+                entries += native.entries;
+                Some(crate::checkpoint::native_upload::upload_native(barrier, &uid, subtask, native).await?)
+            }
+        };
         let (chain, delta_of) = match encoded.incremental {
             None | Some(Form::SelfContained) => (vec![], None),
             Some(form) => {
@@ -115,8 +125,9 @@ pub async fn upload_operator_state(
                 key_group_range: encoded.key_group_range,
                 size,
                 crc32: crc,
-                entries: encoded.entries,
+                entries,
                 chain,
+                native,
             },
             delta_of,
         });
@@ -160,6 +171,7 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
         key_group_range: st.key_group_range,
         entries,
         incremental: st.incremental,
+        native: st.native,
     })
 }
 

@@ -44,6 +44,7 @@ fn encoder(n: u32, size: usize, fail: bool) -> SnapshotEncoder {
                 }
                 Ok(())
             })),
+            native: None,
         })
     })
 }

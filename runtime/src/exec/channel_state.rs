@@ -145,6 +145,7 @@ pub async fn upload(
             crc32,
             entries,
             chain: vec![],
+            native: None,
         },
         delta_of: None,
     })
@@ -219,6 +220,7 @@ mod tests {
                 crc32: 0,
                 entries: rs.len() as u64,
                 chain: vec![],
+                native: None,
             });
         }
         let snapshot = LoadedSnapshot {

@@ -13,11 +13,14 @@
 
 use super::{EncodedState, KeyGroupStream, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
+use crate::checkpoint::native_upload::{NativeUpload, UploadedTables};
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, KeyedBy, Record, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
-use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
+use crate::state::incremental::{
+    DEFAULT_POLICY, Form, IncrementalTracker, NATIVE_CHECKPOINTS_ENV, NativeConditions, native_switch, uses_native_form,
+};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::pending::{LazyRestoreFailpoints, PendingKeyGroups};
 use crate::state::ttl::{Clock, StateTtl, SystemClock};
@@ -104,6 +107,9 @@ pub struct Aggregate {
     /// Incremental checkpoints: the confirmed chain and the changes since
     /// (tracked from the first barrier of an incremental checkpoint on).
     incremental: IncrementalTracker,
+    /// Native checkpoints of the disk backend: the table files each checkpoint uploaded, for
+    /// later ones to reference (`checkpoint/native_upload.rs`).
+    native_tables: UploadedTables,
     /// The step's path in the manifest for errors (`spec.job.steps[4].sum`), once known
     /// ([`Aggregate::at_step`]).
     step_path: Option<String>,
@@ -199,6 +205,7 @@ impl Aggregate {
             lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
+            native_tables: UploadedTables::default(),
             step_path: None,
         })
     }
@@ -431,6 +438,47 @@ impl StreamOperator for Aggregate {
             // The first incremental checkpoint is a full base: changes before it do not matter.
             self.state.track_changes();
         }
+        let (disk_backend, write_back_cache) = self.state.disk_with_write_back_cache();
+        let native = uses_native_form(NativeConditions {
+            disk_backend,
+            incremental_checkpoint: incremental.is_some(),
+            write_back_cache,
+            restored_groups_pending: !pending.is_empty() || !self.pending.is_empty(),
+            switched_on: native_switch(std::env::var(NATIVE_CHECKPOINTS_ENV).ok().as_deref())
+                .map_err(|e| TaskError(format!("operator {uid}: {e}")))?,
+        });
+        if native && let Some(local) = self.state.native_snapshot(barrier.id) {
+            // The store's own files (`state/disk_native.rs`): the write-back thread writes a
+            // RocksDB checkpoint after the generations frozen before this barrier; the encoder
+            // waits for it. The changed keys are not needed (freed off the task thread), and
+            // the chains' tracker is not told: a later checkpoint of blocks starts a new base.
+            let changes = self.state.take_changes();
+            let reuse = incremental
+                .flatten()
+                .map(|c| self.native_tables.of(c))
+                .unwrap_or_default();
+            let uploaded = self.native_tables.clone();
+            let entries = self.len() as u64;
+            let range = self.range;
+            return Ok(Some(Box::new(move || {
+                drop(changes);
+                let checkpoint = local.wait().map_err(|e| TaskError(e.to_string()))?;
+                Ok(EncodedState {
+                    incremental: None,
+                    state_names: vec!["keyed:aggregate".into()],
+                    key_group_range: Some(range),
+                    key_groups: vec![],
+                    operator_state: vec![],
+                    key_group_stream: None,
+                    native: Some(NativeUpload {
+                        checkpoint,
+                        reuse,
+                        uploaded,
+                        entries,
+                    }),
+                })
+            })));
+        }
         let changes = self.state.take_changes();
         let plan = self
             .incremental
@@ -463,12 +511,14 @@ impl StreamOperator for Aggregate {
                 key_groups,
                 operator_state: vec![],
                 key_group_stream,
+                native: None,
             })
         })))
     }
 
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
         self.incremental.confirm(id);
+        self.native_tables.confirm(id);
         Ok(())
     }
 

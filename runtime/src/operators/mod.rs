@@ -79,6 +79,10 @@ pub struct EncodedState {
     /// snapshot of keyed state: the blocks already encoded go to storage while later key
     /// groups encode). `None` when `key_groups` holds them all.
     pub key_group_stream: Option<KeyGroupStream>,
+    /// A native checkpoint of the disk backend's store (`checkpoint/native_upload.rs`): its
+    /// files hold the keyed state (then `key_groups` and `key_group_stream` hold none and
+    /// `incremental` is `None`: the state file holds the operator state only).
+    pub native: Option<crate::checkpoint::native_upload::NativeUpload>,
 }
 
 impl EncodedState {
@@ -92,6 +96,7 @@ impl EncodedState {
             operator_state: items,
             incremental: None,
             key_group_stream: None,
+            native: None,
         }
     }
 
@@ -110,6 +115,7 @@ impl EncodedState {
             operator_state: items,
             incremental: None,
             key_group_stream: None,
+            native: None,
         }
     }
 

@@ -291,6 +291,25 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// Whether the state is on the disk backend with its write-back cache on (what a native
+    /// checkpoint needs of the backend, `state/disk_native.rs`).
+    pub fn disk_with_write_back_cache(&self) -> (bool, bool) {
+        match self {
+            KeyedState::Heap(_) | KeyedState::HeapInt(_) => (false, false),
+            KeyedState::Disk(s) => (true, s.write_back_cache_on()),
+            KeyedState::DiskOpening(_) => (true, false),
+        }
+    }
+
+    /// The synchronous part of a native checkpoint `checkpoint_id` (the disk backend only,
+    /// `None` otherwise): see [`DiskKeyedState::native_snapshot`].
+    pub fn native_snapshot(&mut self, checkpoint_id: u64) -> Option<crate::state::disk_native::NativeSnapshot> {
+        match self {
+            KeyedState::Disk(s) => Some(s.native_snapshot(checkpoint_id)),
+            _ => None,
+        }
+    }
+
     /// The synchronous part of a snapshot at `now_ms`: O(key groups) on heap, O(1) on disk.
     pub fn snapshot(&mut self, now_ms: u64) -> KeyedSnapshot<V> {
         match self {

@@ -32,8 +32,10 @@
 //! lookups, O(changed keys); a key a generation kept after its write-back or a pending one
 //! holds is read from memory) and writes the heap backend's delta blocks
 //! (`keyed_block` version 3), so both backends share the chains, the shared-file retention and
-//! the restore code of `state/incremental.rs`. Why deltas of changed keys rather than the
-//! store's own immutable files (Flink's RocksDB way): docs/runtime/state-backends.md.
+//! the restore code of `state/incremental.rs`. With `WEIR_NATIVE_CHECKPOINTS=on` and the
+//! write-back cache on, an incremental checkpoint is instead native, the store's own table
+//! files (Flink's RocksDB way, `state/disk_native.rs`; off by default, see
+//! docs/runtime/state-backends.md for why).
 
 use crate::record::Key;
 use crate::state::changed_keys::ChangedKeys;

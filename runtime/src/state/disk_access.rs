@@ -309,6 +309,26 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         Ok(())
     }
 
+    /// Whether the write-back cache is on (`writeCacheSize` above 0).
+    pub fn write_back_cache_on(&self) -> bool {
+        !self.cache.is_off()
+    }
+
+    /// Freezes the write-back cache's current generation for a native checkpoint
+    /// (`state/disk_native.rs`). Errors: a write-back failed.
+    pub(crate) fn freeze_for_native_checkpoint(&mut self) -> Result<(), DiskStateError> {
+        self.cache.freeze_for_snapshot().map(|_| ())
+    }
+
+    /// Asks the write-back thread for a RocksDB checkpoint of the store in `into` after the
+    /// generations frozen so far (`WriteBack::request_checkpoint`). Errors: as it.
+    pub(crate) fn request_native_checkpoint(
+        &mut self,
+        into: std::path::PathBuf,
+    ) -> Result<std::sync::mpsc::Receiver<Result<(), String>>, DiskStateError> {
+        self.cache.request_checkpoint(into)
+    }
+
     /// The synchronous part of a snapshot at `now_ms`: the write-back cache's current
     /// generation frozen (a move, no store write) and the generations pending now handed to
     /// the snapshot, then the store's MVCC read view (O(1), no entry read). The snapshot

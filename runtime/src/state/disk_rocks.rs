@@ -129,6 +129,30 @@ pub(crate) fn open_empty(dir: &Path, options: &DiskStateOptions) -> Result<Store
     }))
 }
 
+/// Opens, read-only, the store whose files are in `dir` (a RocksDB checkpoint written by
+/// [`RocksStore::create_checkpoint`], or a native checkpoint's files downloaded there), with
+/// `options`' memory limits. The store is scratch like every other: `dir` is removed when the
+/// last reference is dropped. Writes to it fail. Errors: RocksDB cannot open the files there
+/// (a missing or corrupt `MANIFEST` or table file; naming the directory).
+pub(crate) fn open_read_only(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
+    let err = |problem: String| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let mut rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
+    rocks.create_if_missing(false);
+    let db = DB::open_for_read_only(&rocks, dir, false)
+        .map_err(|e| err(format!("cannot open the checkpoint's store: {e}")))?;
+    Ok(Arc::new(RocksStore {
+        db,
+        options: rocks,
+        writes: WriteOptions::default(),
+        ingestions: AtomicU64::new(0),
+        dir: dir.to_path_buf(),
+        _scratch: RemoveOnDrop(dir.to_path_buf()),
+    }))
+}
+
 impl RocksStore {
     fn err(&self, problem: impl std::fmt::Display) -> DiskStateError {
         DiskStateError {
@@ -219,6 +243,18 @@ impl RocksStore {
             .ingest_external_file_opts(&ingest, vec![&path])
             .map_err(|e| self.err(format!("cannot ingest a table: {e}")).to_string())?;
         Ok(written)
+    }
+
+    /// Writes a RocksDB checkpoint of the store into `into`, a directory that must not exist
+    /// (RocksDB's `Checkpoint::CreateCheckpoint`): the memtables are flushed, the live table
+    /// files (`*.sst`) hard-linked (copied across file systems), `MANIFEST`, `CURRENT` and
+    /// `OPTIONS` copied. The checkpoint holds every write applied before the call and none
+    /// after it; the store goes on meanwhile. Errors: RocksDB cannot flush or write there
+    /// (naming the store's directory and `into`).
+    pub(crate) fn create_checkpoint(&self, into: &Path) -> Result<(), DiskStateError> {
+        let failed = |e: rocksdb::Error| self.err(format!("cannot write a checkpoint into {}: {e}", into.display()));
+        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(failed)?;
+        checkpoint.create_checkpoint(into).map_err(failed)
     }
 
     /// Bytes of the store's memtables now (active and sealed), for tests of the memory bound.

@@ -72,6 +72,14 @@ enum Job {
     /// writes is O(entries), work the task thread leaves to this thread (a snapshot still
     /// encoding holds its own reference and frees it on its thread).
     Free(Arc<dyn EncodedWrites>),
+    /// Write a RocksDB checkpoint of the store into `into` once the generations sent before
+    /// are written (a native checkpoint's synchronous part sends it right after the barrier's
+    /// frozen generation), and send the result to `reply`. Fails, writing nothing, if a
+    /// generation sent before failed: the store then lacks its writes.
+    Checkpoint {
+        into: PathBuf,
+        reply: Sender<Result<(), String>>,
+    },
 }
 
 /// The write-back thread of one store and the channels to it.
@@ -224,6 +232,34 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             .iter()
             .map(|g| g.clone() as Arc<dyn EncodedWrites>)
             .collect())
+    }
+
+    /// Asks the write-back thread for a RocksDB checkpoint of the store in `into` (a
+    /// directory that must not exist yet) holding exactly the generations frozen so far and
+    /// none frozen later ([`Job::Checkpoint`]): call [`WriteBack::freeze_for_snapshot`] first,
+    /// at the barrier. Returns the receiver of the thread's result, to wait on off the task
+    /// thread. Exact only while the store is written through generations alone
+    /// ([`WriteBack::keeps_written`]); errors otherwise, and when there is no cache (no
+    /// write-back thread), a write-back failed or the thread ended.
+    pub fn request_checkpoint(&mut self, into: PathBuf) -> Result<Receiver<Result<(), String>>, DiskStateError> {
+        self.check_not_failed()?;
+        if !self.keeps_written() {
+            return Err(self.err(
+                "a native checkpoint needs the write-back cache with every write going through it \
+                 (incremental checkpoints on, writeCacheSize above 0)"
+                    .into(),
+            ));
+        }
+        let (reply, result) = channel();
+        let sent = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.to_write.as_ref())
+            .map(|to_write| to_write.send(Job::Checkpoint { into, reply }));
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(self.err("the write-back thread ended".into()));
+        }
+        Ok(result)
     }
 
     /// Keeps generations after their write-back, up to the budget, for deltas
@@ -425,11 +461,33 @@ impl<V> Drop for WriteBack<V> {
 /// batch and reports the result, in order, and frees retired generations, until the task
 /// side hangs up.
 fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Result<(), String>>, gate: &WriterGate) {
+    // The first failed write-back: a checkpoint after it would lack the failed writes.
+    let mut failed: Option<String> = None;
     for job in from_task {
         let generation = match job {
             Job::Write(generation) => generation,
             Job::Free(generation) => {
                 drop(generation);
+                continue;
+            }
+            Job::Checkpoint { into, reply } => {
+                gate.wait_while_paused();
+                let result = match &failed {
+                    Some(problem) => Err(format!("a write-back before the barrier failed: {problem}")),
+                    None => {
+                        // A directory left by an earlier attempt of the same checkpoint
+                        // (RocksDB writes it as `<dir>.tmp`, then renames it).
+                        let _ = std::fs::remove_dir_all(&into);
+                        let mut unfinished = into.clone().into_os_string();
+                        unfinished.push(".tmp");
+                        let _ = std::fs::remove_dir_all(unfinished);
+                        store.create_checkpoint(&into).map_err(|e| e.problem)
+                    }
+                };
+                // The encoder may have given up waiting (its snapshot was dropped).
+                if reply.send(result).is_err() {
+                    let _ = std::fs::remove_dir_all(&into);
+                }
                 continue;
             }
         };
@@ -444,12 +502,16 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
         #[cfg(test)]
         if gate.fail_next.swap(false, std::sync::atomic::Ordering::SeqCst) {
             drop(generation);
+            failed.get_or_insert_with(|| "injected write-back failure".into());
             if done.send(Err("injected write-back failure".into())).is_err() {
                 return;
             }
             continue;
         }
         let result = store.write(batch).map_err(|e| e.problem);
+        if let Err(problem) = &result {
+            failed.get_or_insert_with(|| problem.clone());
+        }
         drop(generation);
         if done.send(result).is_err() {
             return;

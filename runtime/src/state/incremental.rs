@@ -90,9 +90,88 @@ pub fn references_outside(metadata: &CheckpointMetadata) -> bool {
         .any(|(file, _, _)| file.starts_with("../"))
 }
 
-/// The checkpoint that wrote a shared state file, from its name (`...-chk<id>.state`).
+/// The checkpoint that wrote a shared file, from its name: a chain's state file
+/// (`<uid>-<subtask>-chk<id>.state`, [`shared_state_file`]) or a native checkpoint's table
+/// file (`<uid>-<subtask>-chk<id>-<table file name>.sst`, [`shared_table_file`]). `None`
+/// for any other name (not Weir's: retention leaves it alone).
 pub fn shared_file_checkpoint(name: &str) -> Option<u64> {
-    name.strip_suffix(".state")?.rsplit_once("-chk")?.1.parse().ok()
+    if let Some(stem) = name.strip_suffix(".state") {
+        return stem.rsplit_once("-chk")?.1.parse().ok();
+    }
+    // The table file's own name (`000012.sst`) holds no `-chk`: the last one is ours.
+    let (_, after) = name.strip_suffix(".sst")?.rsplit_once("-chk")?;
+    let (id, table) = after.split_once('-')?;
+    if table.is_empty() {
+        return None;
+    }
+    id.parse().ok()
+}
+
+/// Where a table file (`table`, e.g. `000012.sst`) of a native checkpoint goes: `(name
+/// relative to the snapshot directory, path in the store)`, the file being
+/// `<job>/shared/<uid>-<subtask>-chk<id>-<table>` for the snapshot directory `<job>/chk-<id>`
+/// (the uploading checkpoint's id in the name, as [`shared_state_file`]'s, for retention's
+/// orphan rule, [`shared_file_checkpoint`]).
+pub fn shared_table_file(
+    snapshot_dir: &str,
+    uid: &str,
+    subtask: u32,
+    checkpoint_id: u64,
+    table: &str,
+) -> (String, String) {
+    let (name, path) = shared_state_file(snapshot_dir, uid, subtask, checkpoint_id);
+    let strip = |s: String| s.strip_suffix(".state").map(str::to_string).unwrap_or(s);
+    (format!("{}-{table}", strip(name)), format!("{}-{table}", strip(path)))
+}
+
+/// What decides whether a subtask's checkpoint of keyed state is native (the disk store's own
+/// files, `state/disk_native.rs`) rather than key-group blocks ([`uses_native_form`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NativeConditions {
+    /// The subtask's keyed state is on the disk backend.
+    pub disk_backend: bool,
+    /// The snapshot is an incremental checkpoint (`checkpointing.incremental: true`; never a
+    /// savepoint, whose barrier carries no incremental base).
+    pub incremental_checkpoint: bool,
+    /// The write-back cache is on (`writeCacheSize` > 0): its thread is then the store's only
+    /// writer and writes the checkpoint in order with the generations.
+    pub write_back_cache: bool,
+    /// Restored key groups are still pending at the barrier (lazy restore,
+    /// `state/pending.rs`): they are in no store yet, and building them later writes the store
+    /// directly.
+    pub restored_groups_pending: bool,
+    /// Native checkpoints are switched on (`NATIVE_CHECKPOINTS_ENV`, see [`native_switch`]).
+    pub switched_on: bool,
+}
+
+/// Whether the checkpoint is native: on the disk backend, an incremental checkpoint (not a
+/// savepoint: savepoints stay full, self-contained blocks), with the write-back cache on, no
+/// restored key group pending, and the switch on. Otherwise the chains of blocks of
+/// [`choose_form`] as before.
+pub fn uses_native_form(c: NativeConditions) -> bool {
+    c.disk_backend && c.incremental_checkpoint && c.write_back_cache && !c.restored_groups_pending && c.switched_on
+}
+
+/// The environment variable that switches native checkpoints of the disk backend on or off
+/// (`on`/`off`; unset: [`NATIVE_CHECKPOINTS_DEFAULT`]).
+pub const NATIVE_CHECKPOINTS_ENV: &str = "WEIR_NATIVE_CHECKPOINTS";
+
+/// Whether native checkpoints are on when [`NATIVE_CHECKPOINTS_ENV`] is unset: off. Measured
+/// (docs/runtime/state-backends.md, branch sstchk): with checkpoints every second at 1M keys
+/// they halved the disk job's records/s and tripled its peak RSS against chains of blocks (a
+/// memtable flush per checkpoint, then L0 compactions rewriting the store), though each
+/// checkpoint's own time and the checkpoint / raw upload ratio improved.
+pub const NATIVE_CHECKPOINTS_DEFAULT: bool = false;
+
+/// The switch from the variable's value (`None`: unset). Errors: any value but `on` or `off`,
+/// naming the variable.
+pub fn native_switch(value: Option<&str>) -> Result<bool, String> {
+    match value.map(str::trim) {
+        None => Ok(NATIVE_CHECKPOINTS_DEFAULT),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(format!("{NATIVE_CHECKPOINTS_ENV}: `{other}` is not `on` or `off`")),
+    }
 }
 
 /// The handle `_metadata` records for `handle`, which operator `uid` acknowledged: a delta

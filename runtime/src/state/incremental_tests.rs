@@ -180,6 +180,7 @@ fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
         crc32: 0,
         entries: 1,
         chain,
+        native: None,
     };
     let metadata = |id: u64, handles: Vec<StateHandle>| CheckpointMetadata {
         format_version: 1,
@@ -268,4 +269,99 @@ fn since_base_unions_the_sets_and_bounds_their_count() {
             "row {i}"
         );
     }
+}
+
+/// Which shared files retention can date: chains' state files and native table files carry
+/// the uploading checkpoint's id; anything else is not Weir's.
+#[test]
+fn which_checkpoint_wrote_a_shared_file_table() {
+    // (name, checkpoint that wrote it)
+    let rows: [(&str, Option<u64>); 13] = [
+        ("c-0-chk5.state", Some(5)),
+        ("count-words-3-chk12.state", Some(12)),
+        ("c-0-chk5-000012.sst", Some(5)),
+        ("count-0-chk123-000001.sst", Some(123)),
+        ("a-chk-2-chk7-000009.sst", Some(7)),
+        ("c-0-chk5-.sst", None),
+        ("c-0-chkX-000012.sst", None),
+        ("c-0-000012.sst", None),
+        ("000012.sst", None),
+        ("c-0-chk5.sst", None),
+        ("c-0-chk5-000012.sst.tmp", None),
+        ("notes.txt", None),
+        ("c-0-chkX.state", None),
+    ];
+    for (name, want) in rows {
+        assert_eq!(shared_file_checkpoint(name), want, "{name}");
+    }
+    let (name, path) = shared_table_file("job/chk-9", "count", 2, 9, "000031.sst");
+    assert_eq!(name, "../shared/count-2-chk9-000031.sst");
+    assert_eq!(path, "job/shared/count-2-chk9-000031.sst");
+    assert_eq!(shared_file_checkpoint(path.rsplit('/').next().unwrap()), Some(9));
+    assert_eq!(resolve_relative("job/chk-9", &name).as_deref(), Some(path.as_str()));
+}
+
+/// A checkpoint is native only on the disk backend, for an incremental checkpoint (never a
+/// savepoint), with the write-back cache, no restored key group pending, and the switch on.
+#[test]
+fn when_a_checkpoint_is_native_table() {
+    let all = NativeConditions {
+        disk_backend: true,
+        incremental_checkpoint: true,
+        write_back_cache: true,
+        restored_groups_pending: false,
+        switched_on: true,
+    };
+    // (what, conditions, native)
+    let rows = [
+        ("everything holds", all, true),
+        (
+            "heap backend",
+            NativeConditions {
+                disk_backend: false,
+                ..all
+            },
+            false,
+        ),
+        (
+            "savepoint or full checkpoint",
+            NativeConditions {
+                incremental_checkpoint: false,
+                ..all
+            },
+            false,
+        ),
+        (
+            "no write-back cache",
+            NativeConditions {
+                write_back_cache: false,
+                ..all
+            },
+            false,
+        ),
+        (
+            "restored key groups pending",
+            NativeConditions {
+                restored_groups_pending: true,
+                ..all
+            },
+            false,
+        ),
+        (
+            "switched off",
+            NativeConditions {
+                switched_on: false,
+                ..all
+            },
+            false,
+        ),
+    ];
+    for (what, conditions, want) in rows {
+        assert_eq!(uses_native_form(conditions), want, "{what}");
+    }
+    assert_eq!(native_switch(None), Ok(NATIVE_CHECKPOINTS_DEFAULT));
+    assert_eq!(native_switch(Some("on")), Ok(true));
+    assert_eq!(native_switch(Some(" off ")), Ok(false));
+    let e = native_switch(Some("yes")).unwrap_err();
+    assert!(e.contains(NATIVE_CHECKPOINTS_ENV) && e.contains("`yes`"), "{e}");
 }

@@ -3,6 +3,7 @@ pub mod changed_keys;
 pub mod disk;
 pub(crate) mod disk_cache;
 pub(crate) mod disk_key;
+pub mod disk_native;
 pub mod disk_opening;
 pub(crate) mod disk_restore_entries;
 pub(crate) mod disk_rocks;

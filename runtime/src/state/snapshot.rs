@@ -309,6 +309,44 @@ pub struct StateHandle {
     /// checkpoints share them. Empty for a self-contained handle (every savepoint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<ChainLink>,
+    /// Native incremental checkpoints of the disk backend only (`state/disk_native.rs`): the
+    /// files of the subtask's RocksDB store as of the barrier, which hold its keyed state
+    /// (then `file`, the handle's own state file, holds no keyed block, only operator state).
+    /// `None` for every other handle (every savepoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeFiles>,
+}
+
+/// The files of a subtask's disk store in a native checkpoint ([`StateHandle::native`]): a
+/// RocksDB checkpoint directory, uploaded file by file. A restore downloads them all into one
+/// local directory under their `name`s and opens it as a store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NativeFiles {
+    /// The key groups of the store (the subtask's range when it was written).
+    pub key_group_range: KeyGroupRange,
+    /// Every file of the store: table files (`*.sst`, in the job's `shared/` directory, shared
+    /// with other checkpoints) and the private ones (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`, in
+    /// the snapshot's own directory).
+    pub files: Vec<NativeFile>,
+}
+
+/// One file of [`NativeFiles`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NativeFile {
+    /// Path relative to the snapshot directory: `../shared/<uid>-<subtask>-chk<id>-<name>` for
+    /// a table file, `<uid>-<subtask>-<name>` for a private one.
+    pub file: String,
+    /// The file's name in the store's directory (`000012.sst`, `CURRENT`, ...).
+    pub name: String,
+    /// The checkpoint that uploaded it (earlier than the handle's for a table file shared
+    /// with an earlier checkpoint).
+    pub checkpoint_id: u64,
+    /// File size in bytes.
+    pub size: u64,
+    /// CRC-32 of the whole file.
+    pub crc32: u32,
 }
 
 impl CheckpointMetadata {
@@ -316,7 +354,9 @@ impl CheckpointMetadata {
     /// `_metadata`'s encoded size: `(metadata + each handle's own file, metadata + every file
     /// of every handle's chain)`. A handle's own file is the last link of its chain, the one
     /// this snapshot uploaded; the earlier links were uploaded by the checkpoints that wrote
-    /// them. Both are equal for a snapshot without chains.
+    /// them. A native handle's table files count as written by the checkpoint that uploaded
+    /// them ([`StateHandle::written_bytes`]). Both are equal for a snapshot without chains or
+    /// native files.
     pub fn written_and_full_size(&self, metadata_bytes: u64) -> (u64, u64) {
         let handles = || {
             self.operators
@@ -324,7 +364,7 @@ impl CheckpointMetadata {
                 .chain(&self.channel_state)
                 .flat_map(|o| &o.handles)
         };
-        let written = handles().map(|h| h.size).sum::<u64>();
+        let written = handles().map(|h| h.written_bytes(self.checkpoint_id)).sum::<u64>();
         let full = handles().flat_map(|h| h.files()).map(|(_, size, _)| size).sum::<u64>();
         (metadata_bytes + written, metadata_bytes + full)
     }
@@ -349,13 +389,46 @@ pub struct ChainLink {
 }
 
 impl StateHandle {
-    /// The files to read for this handle, in the order to apply them: its chain, or `file`.
+    /// Every file this handle references, `(path relative to the snapshot directory, size,
+    /// crc32)`: its state files ([`StateHandle::state_files`]), then its native files if any.
     pub fn files(&self) -> Vec<(&str, u64, u32)> {
+        let mut files = self.state_files();
+        files.extend(
+            self.native
+                .iter()
+                .flat_map(|n| &n.files)
+                .map(|f| (f.file.as_str(), f.size, f.crc32)),
+        );
+        files
+    }
+
+    /// The state files to read for this handle, in the order to apply them: its chain, or
+    /// `file` (not its native files).
+    pub fn state_files(&self) -> Vec<(&str, u64, u32)> {
         if self.chain.is_empty() {
             vec![(self.file.as_str(), self.size, self.crc32)]
         } else {
             self.chain.iter().map(|l| (l.file.as_str(), l.size, l.crc32)).collect()
         }
+    }
+
+    /// Bytes of the handle's own state file and of every native file it references (the
+    /// size of its disk store, for `weir savepoint inspect`); a chain's earlier links are not
+    /// counted.
+    pub fn own_and_native_bytes(&self) -> u64 {
+        self.size + self.native.iter().flat_map(|n| &n.files).map(|f| f.size).sum::<u64>()
+    }
+
+    /// Bytes of this handle's files uploaded by checkpoint `checkpoint_id`: its own state
+    /// file and the native files that checkpoint uploaded (not those it shares with earlier
+    /// checkpoints).
+    pub fn written_bytes(&self, checkpoint_id: u64) -> u64 {
+        let native = self.native.iter().flat_map(|n| &n.files);
+        self.size
+            + native
+                .filter(|f| f.checkpoint_id == checkpoint_id)
+                .map(|f| f.size)
+                .sum::<u64>()
     }
 }
 
@@ -436,7 +509,7 @@ impl CheckpointMetadata {
                         .filter_map(|h| h.key_group_range)
                         .map(|r| [r.start, r.end])
                         .collect(),
-                    bytes: o.handles.iter().map(|h| h.size).sum(),
+                    bytes: o.handles.iter().map(StateHandle::own_and_native_bytes).sum(),
                     entries: o.handles.iter().map(|h| h.entries).sum(),
                     subtasks: {
                         let mut subtasks: Vec<SubtaskStateInfo> = o
@@ -445,7 +518,7 @@ impl CheckpointMetadata {
                             .map(|h| SubtaskStateInfo {
                                 subtask: h.subtask,
                                 key_group_range: h.key_group_range.map(|r| [r.start, r.end]),
-                                bytes: h.size,
+                                bytes: h.own_and_native_bytes(),
                                 entries: h.entries,
                             })
                             .collect();
@@ -522,141 +595,5 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, F
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample() -> StateFile {
-        StateFile {
-            uid: "count-4".into(),
-            subtask: 1,
-            key_groups: vec![KeyGroupBlock {
-                key_group: 7,
-                entries: 2,
-                data: vec![1, 2, 3].into(),
-            }],
-            operator_state: vec![vec![9, 9]],
-        }
-    }
-
-    /// The one-piece block reader reads exactly what postcard's derived decoder reads, and
-    /// refuses a block whose data runs past the end.
-    #[test]
-    fn blocks_read_in_one_piece_as_postcard_reads_them() {
-        for (key_group, entries, len) in [(0u32, 0u64, 0usize), (300, 1 << 40, 200), (u32::MAX, 5, 70_000)] {
-            let block = KeyGroupBlock {
-                key_group,
-                entries,
-                data: (0..len).map(|i| i as u8).collect(),
-            };
-            let bytes = bytes::Bytes::from([postcard::to_allocvec(&block).unwrap(), vec![42]].concat());
-            let (got, rest) = take_block(&bytes, &bytes).unwrap();
-            assert_eq!((got, rest), postcard::take_from_bytes::<KeyGroupBlock>(&bytes).unwrap());
-            assert!(take_block(&bytes, &bytes[..bytes.len() - 2]).is_err() || len == 0);
-        }
-    }
-
-    #[test]
-    fn state_file_round_trips_and_detects_corruption() {
-        let bytes = encode_state_file(&sample());
-        assert_eq!(decode_state_file("f", &bytes).unwrap(), sample());
-        let mut flipped = bytes.clone();
-        *flipped.last_mut().unwrap() ^= 1;
-        let e = decode_state_file("s3://b/chk-3/count-4-1.state", &flipped).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("s3://b/chk-3/count-4-1.state: checksum mismatch"),
-            "{e}"
-        );
-        let e = decode_state_file("f", &bytes[..bytes.len() - 1]).unwrap_err();
-        assert!(e.problem.contains("truncated"), "{e}");
-        let e = decode_state_file("f", &bytes[..5]).unwrap_err();
-        assert!(e.problem.contains("truncated"), "{e}");
-    }
-
-    /// The single-copy encoder writes the bytes of the earlier one (header, then
-    /// `postcard::to_stdvec` of the body), so files stay readable by every release.
-    #[test]
-    fn state_file_bytes_equal_the_two_copy_encoding() {
-        let mut big = sample();
-        big.key_groups.push(KeyGroupBlock {
-            key_group: 9,
-            entries: 1000,
-            data: (0..100_000u32).map(|i| i as u8).collect(),
-        });
-        for f in [sample(), big] {
-            let body = postcard::to_stdvec(&f).unwrap();
-            let mut want = STATE_MAGIC.to_vec();
-            want.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-            want.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-            want.extend_from_slice(&(body.len() as u64).to_le_bytes());
-            want.extend_from_slice(&body);
-            assert_eq!(encode_state_file(&f), want);
-        }
-    }
-
-    /// A streamed file (version 2) decodes to the same [`StateFile`] as version 1, its
-    /// frames are postcard's encoding of each block, and corruption is detected.
-    #[test]
-    fn streamed_state_file_round_trips_and_detects_corruption() {
-        let mut f = sample();
-        f.key_groups.push(KeyGroupBlock {
-            key_group: 300,
-            entries: 1 << 20,
-            data: vec![5; 200].into(),
-        });
-        let (mut writer, mut bytes) = StreamedStateFile::start(&f.uid, f.subtask, f.operator_state.clone());
-        for block in &f.key_groups {
-            let header = writer.block(block);
-            let mut frame = header.clone();
-            frame.extend_from_slice(&block.data);
-            assert_eq!(frame, postcard::to_stdvec(block).unwrap());
-            bytes.extend_from_slice(&frame);
-        }
-        bytes.extend_from_slice(&writer.finish());
-        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), STREAMED_FORMAT_VERSION);
-        assert_eq!(decode_state_file("f", &bytes).unwrap(), f);
-        let (empty, mut no_blocks) = StreamedStateFile::start("u", 0, vec![]);
-        no_blocks.extend_from_slice(&empty.finish());
-        assert!(decode_state_file("f", &no_blocks).unwrap().key_groups.is_empty());
-        let mut flipped = bytes.clone();
-        flipped[20] ^= 1;
-        let e = decode_state_file("s3://b/x.state", &flipped).unwrap_err();
-        assert!(e.to_string().starts_with("s3://b/x.state: checksum mismatch"), "{e}");
-        let e = decode_state_file("f", &bytes[..bytes.len() - 1]).unwrap_err();
-        assert!(e.problem.contains("truncated"), "{e}");
-        let mut unknown = bytes.clone();
-        unknown[8] = 7;
-        let e = decode_state_file("f", &unknown).unwrap_err();
-        assert!(e.problem.contains("unsupported state format version 7"), "{e}");
-    }
-
-    #[test]
-    fn metadata_round_trips_and_detects_corruption() {
-        let m = CheckpointMetadata {
-            format_version: FORMAT_VERSION,
-            job_name: "wc".into(),
-            checkpoint_id: 3,
-            kind: SnapshotKind::Checkpoint,
-            max_parallelism: 128,
-            parallelism: 2,
-            triggered_at_ms: 1,
-            completed_at_ms: 2,
-            run_id: None,
-            operators: vec![],
-            channel_state: vec![],
-            alignment: Default::default(),
-        };
-        let bytes = encode_metadata(&m);
-        assert_eq!(decode_metadata("m", &bytes).unwrap(), m);
-        let mut bad = bytes.clone();
-        let n = bad.len() - 3;
-        bad[n] = b'x';
-        assert!(decode_metadata("m", &bad).unwrap_err().problem.contains("checksum"));
-        assert!(
-            decode_metadata("m", &bytes[..bytes.len() - 2])
-                .unwrap_err()
-                .problem
-                .contains("truncated")
-        );
-    }
-}
+#[path = "snapshot_tests.rs"]
+mod tests;

@@ -395,6 +395,7 @@ impl StreamOperator for WindowOperator {
                 key_groups: blocks,
                 operator_state: vec![postcard::to_stdvec(&shape)?],
                 key_group_stream: None,
+                native: None,
             })
         })))
     }

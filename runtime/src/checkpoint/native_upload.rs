@@ -1,0 +1,371 @@
+//! Native checkpoints of the disk backend in the checkpoint store (issue 12, Flink's
+//! incremental RocksDB checkpoints, `RocksIncrementalSnapshotStrategy`): the upload of a
+//! subtask's local RocksDB checkpoint (`state/disk_native.rs`) and the download a restore reads.
+//!
+//! **Upload.** A table file (`*.sst`, immutable once written) that the *confirmed* checkpoint
+//! (the one [`Barrier::incremental`] names, whose `_metadata` is written) uploaded from this
+//! store is referenced, not uploaded again; every other table file is uploaded into the job's
+//! `shared/` directory under a name carrying this checkpoint's id
+//! ([`shared_table_file`]), so retention's orphan rule dates it (`checkpoint/shared_files.rs`).
+//! Files of an unconfirmed checkpoint are never reused (it may never complete; Flink's
+//! SharedStateRegistry registers only completed checkpoints for the same reason). The small
+//! private files (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`) go into the checkpoint's own directory.
+//! Retention keeps every shared file a retained `_metadata` references, so a referenced table
+//! file outlives every checkpoint that lists it.
+//!
+//! **Restore** ([`native_blocks`]): the handle's files are downloaded into a local scratch
+//! directory (sizes and checksums verified), opened read-only, and the store's key groups
+//! encoded as the heap backend's blocks, which the existing restore path (lazy restore, heap
+//! or disk, any parallelism) takes as it takes a state file's.
+//!
+//! [`Barrier::incremental`]: crate::checkpoint::Barrier::incremental
+
+use crate::checkpoint::Barrier;
+use crate::operators::TaskError;
+use crate::state::disk::DiskStateOptions;
+use crate::state::disk_native::{LocalCheckpoint, LocalFile, blocks_of_native_store};
+use crate::state::incremental::{resolve_relative, shared_table_file};
+use crate::state::snapshot::{FormatError, KeyGroupBlock, NativeFile, NativeFiles};
+use crate::state::ttl::StateTtl;
+use crate::storage::Store;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Files uploaded or downloaded at the same time.
+pub const PARALLEL_TRANSFERS: usize = 8;
+
+/// The table files a subtask's checkpoints uploaded, by checkpoint id, each by its name in the
+/// store's directory: what a later checkpoint may reference instead of uploading (the ones of
+/// the confirmed checkpoint only). Shared between the task (which confirms) and the encoder
+/// (which records); memory: the table files of the checkpoints not yet confirmed and of the
+/// confirmed one.
+#[derive(Clone, Default)]
+pub struct UploadedTables(Arc<Mutex<BTreeMap<u64, BTreeMap<String, NativeFile>>>>);
+
+impl UploadedTables {
+    /// The table files checkpoint `id` uploaded or referenced (empty if unknown).
+    pub fn of(&self, id: u64) -> BTreeMap<String, NativeFile> {
+        let tables = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        tables.get(&id).cloned().unwrap_or_default()
+    }
+
+    /// Records the table files checkpoint `id` uploaded or referenced.
+    pub fn record(&self, id: u64, files: BTreeMap<String, NativeFile>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id, files);
+    }
+
+    /// Checkpoint `id` completed: the records of older ones are dropped (a later checkpoint
+    /// reuses only the newest confirmed one's).
+    pub fn confirm(&self, id: u64) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|c, _| *c >= id);
+    }
+}
+
+/// What the encoder hands the upload for a native checkpoint of a subtask's keyed state.
+pub struct NativeUpload {
+    /// The local checkpoint (removed once this is dropped).
+    pub checkpoint: LocalCheckpoint,
+    /// The table files the confirmed checkpoint holds, by name: referenced, not uploaded.
+    pub reuse: BTreeMap<String, NativeFile>,
+    /// Where the table files of this checkpoint are recorded for later ones.
+    pub uploaded: UploadedTables,
+    /// Entries the state held at the barrier (for `_metadata`).
+    pub entries: u64,
+}
+
+/// The table files to upload and those to reference: a table file is referenced when `reuse`
+/// (the confirmed checkpoint's) holds one of the same name and size (a store never reuses a
+/// table file's name, so the name says it is the same immutable file; the size guards against
+/// a record of another store). Returns `(to upload, referenced)`, each in `tables`' order.
+pub fn tables_to_upload<'a>(
+    tables: &'a [LocalFile],
+    reuse: &BTreeMap<String, NativeFile>,
+) -> (Vec<&'a LocalFile>, Vec<NativeFile>) {
+    let mut upload = Vec::new();
+    let mut referenced = Vec::new();
+    for table in tables {
+        match reuse.get(&table.name) {
+            Some(file) if file.size == table.size => referenced.push(file.clone()),
+            _ => upload.push(table),
+        }
+    }
+    (upload, referenced)
+}
+
+/// Uploads `native`'s files for operator `uid`'s `subtask` at `barrier` (see the module doc) and
+/// returns the handle's [`NativeFiles`], table files first, by name. Records the table files
+/// for later checkpoints. Errors: a local file cannot be read, or storage fails (the files
+/// uploaded so far stay as orphans that retention removes once a newer checkpoint completed).
+pub async fn upload_native(
+    barrier: &Barrier,
+    uid: &str,
+    subtask: u32,
+    native: NativeUpload,
+) -> Result<NativeFiles, TaskError> {
+    use futures::{StreamExt, TryStreamExt};
+    let checkpoint = &native.checkpoint;
+    let (to_upload, mut files) = tables_to_upload(&checkpoint.table_files, &native.reuse);
+    let store = &barrier.target.store;
+    let dir = &barrier.target.dir;
+    let targets: Vec<(PathBuf, String, String, String)> = to_upload
+        .iter()
+        .map(|t| {
+            let (name, path) = shared_table_file(dir, uid, subtask, barrier.id, &t.name);
+            (checkpoint.dir().join(&t.name), t.name.clone(), name, path)
+        })
+        .chain(checkpoint.private_files.iter().map(|f| {
+            let name = format!("{uid}-{subtask}-{}", f.name);
+            let path = crate::storage::join(dir, &name);
+            (checkpoint.dir().join(&f.name), f.name.clone(), name, path)
+        }))
+        .collect();
+    let uploaded: Vec<NativeFile> = futures::stream::iter(targets)
+        .map(|(local, local_name, name, path)| async move {
+            let bytes = tokio::fs::read(&local)
+                .await
+                .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?;
+            let bytes = bytes::Bytes::from(bytes);
+            let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+            store.put(&path, bytes).await.map_err(|e| TaskError(e.to_string()))?;
+            Ok::<NativeFile, TaskError>(NativeFile {
+                file: name,
+                name: local_name,
+                checkpoint_id: barrier.id,
+                size,
+                crc32,
+            })
+        })
+        .buffered(PARALLEL_TRANSFERS)
+        .try_collect()
+        .await?;
+    files.extend(uploaded);
+    files.sort_by(|a, b| {
+        let table = |f: &NativeFile| !crate::state::disk_native::is_table_file(&f.name);
+        (table(a), &a.name).cmp(&(table(b), &b.name))
+    });
+    let tables = files
+        .iter()
+        .filter(|f| crate::state::disk_native::is_table_file(&f.name))
+        .map(|f| (f.name.clone(), f.clone()))
+        .collect();
+    native.uploaded.record(barrier.id, tables);
+    Ok(NativeFiles {
+        key_group_range: checkpoint.range(),
+        files,
+    })
+}
+
+/// A TTL that expires nothing: native stores are encoded with every entry's write time (block
+/// version 2) and nothing dropped; the restoring operator applies its own TTL.
+const KEEP_EVERYTHING: StateTtl = StateTtl { ttl_ms: u64::MAX };
+
+/// The local directory a restore downloads a native handle's files into: under the state
+/// directory's root (`WEIR_STATE_DIR`, else the system's temp directory), one per download.
+fn download_dir() -> PathBuf {
+    let root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(PathBuf::from);
+    let root = crate::state::local_dir::root(root.as_deref());
+    root.join(format!(
+        "native-restore-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ))
+}
+
+/// The keyed blocks a native handle holds (every key group of its store, entries with their
+/// write times): its files downloaded from `store` (paths relative to the snapshot directory
+/// `dir`) into a local scratch directory, verified against their sizes and checksums, opened
+/// read-only and encoded (`state/disk_native.rs`); the directory is removed after. Errors: a
+/// file is missing, corrupt, or outside the store; the files do not open as a store.
+pub async fn native_blocks(
+    store: &Store,
+    dir: &str,
+    native: &NativeFiles,
+) -> Result<Vec<KeyGroupBlock>, crate::checkpoint::restore::RestoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let local = download_dir();
+    std::fs::create_dir_all(&local).map_err(|e| FormatError {
+        path: local.display().to_string(),
+        problem: format!("cannot create the directory to download a native checkpoint into: {e}"),
+    })?;
+    struct RemoveOnError(Option<PathBuf>);
+    impl Drop for RemoveOnError {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.0 {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    // Also removes the directory when the store does not open (an opened store removes it).
+    let _guard = RemoveOnError(Some(local.clone()));
+    futures::stream::iter(&native.files)
+        .map(|f| download_one(store, dir, f, &local))
+        .buffer_unordered(PARALLEL_TRANSFERS)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let range = native.key_group_range;
+    let now_ms = crate::state::ttl::Clock::now_ms(&crate::state::ttl::SystemClock);
+    let opened = local.clone();
+    let blocks = tokio::task::spawn_blocking(move || {
+        blocks_of_native_store(
+            &opened,
+            &DiskStateOptions::default(),
+            range,
+            Some(KEEP_EVERYTHING),
+            now_ms,
+        )
+    })
+    .await
+    .map_err(|e| {
+        crate::checkpoint::restore::RestoreError::Incompatible(crate::exec::panics::join_failure(
+            "the native checkpoint decoder",
+            e,
+        ))
+    })?;
+    blocks.map_err(|e| {
+        FormatError {
+            path: store.url(dir),
+            problem: format!("a native checkpoint's store: {e}"),
+        }
+        .into()
+    })
+}
+
+/// Downloads one native file into `local` under its name, checking its size and CRC-32.
+async fn download_one(
+    store: &Store,
+    dir: &str,
+    f: &NativeFile,
+    local: &Path,
+) -> Result<(), crate::checkpoint::restore::RestoreError> {
+    let path = resolve_relative(dir, &f.file).ok_or_else(|| FormatError {
+        path: store.url(dir),
+        problem: format!("_metadata references `{}`, outside the store", f.file),
+    })?;
+    let url = store.url(&path);
+    if f.name.contains('/') || f.name.is_empty() || f.name.starts_with('.') {
+        return Err(FormatError {
+            path: url,
+            problem: format!("native file name `{}` is not a plain file name", f.name),
+        }
+        .into());
+    }
+    let bytes = crate::checkpoint::lineage::with_retries(&url, || store.get(&path)).await?;
+    if bytes.len() as u64 != f.size {
+        return Err(FormatError {
+            path: url,
+            problem: format!("size {} bytes, _metadata says {}", bytes.len(), f.size),
+        }
+        .into());
+    }
+    let crc = crc32fast::hash(&bytes);
+    if crc != f.crc32 {
+        return Err(FormatError {
+            path: url,
+            problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}", f.crc32),
+        }
+        .into());
+    }
+    tokio::fs::write(local.join(&f.name), &bytes).await.map_err(|e| {
+        FormatError {
+            path: local.join(&f.name).display().to_string(),
+            problem: format!("cannot write a downloaded native file: {e}"),
+        }
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(name: &str, size: u64) -> LocalFile {
+        LocalFile {
+            name: name.into(),
+            size,
+        }
+    }
+
+    fn uploaded(name: &str, size: u64, by: u64) -> NativeFile {
+        NativeFile {
+            file: format!("../shared/c-0-chk{by}-{name}"),
+            name: name.into(),
+            checkpoint_id: by,
+            size,
+            crc32: 7,
+        }
+    }
+
+    /// Only the confirmed checkpoint's table files of the same name and size are referenced;
+    /// new ones (flushes, compaction outputs) are uploaded.
+    #[test]
+    fn which_table_files_are_uploaded_table() {
+        let reuse: BTreeMap<String, NativeFile> = [uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)]
+            .into_iter()
+            .map(|f| (f.name.clone(), f))
+            .collect();
+        // (what, local table files, reuse, uploaded names, referenced files)
+        type Row = (
+            &'static str,
+            Vec<LocalFile>,
+            BTreeMap<String, NativeFile>,
+            Vec<&'static str>,
+            Vec<NativeFile>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "first checkpoint: everything uploaded",
+                vec![local("000010.sst", 100)],
+                BTreeMap::new(),
+                vec!["000010.sst"],
+                vec![],
+            ),
+            (
+                "files the confirmed checkpoint holds are referenced, new ones uploaded",
+                vec![
+                    local("000010.sst", 100),
+                    local("000011.sst", 50),
+                    local("000014.sst", 9),
+                ],
+                reuse.clone(),
+                vec!["000014.sst"],
+                vec![uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)],
+            ),
+            (
+                "a name with another size (another store's record) is uploaded",
+                vec![local("000010.sst", 101)],
+                reuse.clone(),
+                vec!["000010.sst"],
+                vec![],
+            ),
+            (
+                "compacted away: nothing of the old files is listed",
+                vec![local("000020.sst", 150)],
+                reuse,
+                vec!["000020.sst"],
+                vec![],
+            ),
+        ];
+        for (what, tables, reuse, want_upload, want_referenced) in rows {
+            let (upload, referenced) = tables_to_upload(&tables, &reuse);
+            let names: Vec<&str> = upload.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(names, want_upload, "{what}");
+            assert_eq!(referenced, want_referenced, "{what}");
+        }
+    }
+
+    #[test]
+    fn only_the_confirmed_checkpoints_tables_are_kept() {
+        let tables = UploadedTables::default();
+        for id in [3, 4, 5] {
+            tables.record(
+                id,
+                [(format!("{id}.sst"), uploaded("x.sst", 1, id))].into_iter().collect(),
+            );
+        }
+        tables.confirm(4);
+        assert!(tables.of(3).is_empty());
+        assert_eq!(tables.of(4).len(), 1);
+        assert_eq!(tables.of(5).len(), 1);
+    }
+}
