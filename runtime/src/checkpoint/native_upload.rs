@@ -35,6 +35,19 @@ use std::sync::{Arc, Mutex};
 /// Files uploaded or downloaded at the same time.
 pub const PARALLEL_TRANSFERS: usize = 8;
 
+/// Memory the files uploading at once may hold in all, MiB: a file holds its size, at most a
+/// part being filled and the parts in flight of `state_upload::upload_file` ([`upload_mib`]).
+pub const UPLOAD_BUDGET_MIB: u32 = 48;
+
+/// The share of [`UPLOAD_BUDGET_MIB`] an upload of `file_bytes` holds, MiB: its size rounded
+/// up, at most one part being filled plus the bytes of the parts in flight
+/// (`part_schedule::STATE_FILE_PARTS`: 8 + 32 MiB), at least 1.
+pub fn upload_mib(file_bytes: u64) -> u32 {
+    let schedule = crate::checkpoint::part_schedule::STATE_FILE_PARTS;
+    let most = (schedule.bytes_in_flight as u64 + crate::storage::MULTIPART_PART_SIZE as u64) >> 20;
+    (file_bytes.div_ceil(1 << 20)).clamp(1, most.min(UPLOAD_BUDGET_MIB as u64)) as u32
+}
+
 /// The table files a subtask's checkpoints uploaded, by checkpoint id, each by its name in the
 /// store's directory: what a later checkpoint may reference instead of uploading (the ones of
 /// the confirmed checkpoint only). Shared between the task (which confirms) and the encoder
@@ -120,14 +133,21 @@ pub async fn upload_native(
             (checkpoint.dir().join(&f.name), f.name.clone(), name, path)
         }))
         .collect();
+    // Each file streams from disk in parts (`state_upload::upload_file`); the files uploading at
+    // once share a budget of bytes held, so many small files go up side by side and large ones
+    // a few at a time (reading them whole, 8 at once, held up to 8 table files of 64 MiB).
+    let budget = tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize);
+    let budget = &budget;
     let uploaded: Vec<NativeFile> = futures::stream::iter(targets)
         .map(|(local, local_name, name, path)| async move {
-            let bytes = tokio::fs::read(&local)
+            let file_bytes = std::fs::metadata(&local).map(|m| m.len()).unwrap_or(0);
+            let _held = budget
+                .acquire_many(upload_mib(file_bytes))
                 .await
-                .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?;
-            let bytes = bytes::Bytes::from(bytes);
-            let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
-            store.put(&path, bytes).await.map_err(|e| TaskError(e.to_string()))?;
+                .map_err(|_| TaskError("native checkpoint: the upload budget was closed".into()))?;
+            let (size, crc32) = crate::checkpoint::state_upload::upload_file(store, &path, &local)
+                .await
+                .map_err(|e| TaskError(format!("native checkpoint: {}", e.0)))?;
             Ok::<NativeFile, TaskError>(NativeFile {
                 file: name,
                 name: local_name,
@@ -298,6 +318,27 @@ mod tests {
 
     /// Only the confirmed checkpoint's table files of the same name and size are referenced;
     /// new ones (flushes, compaction outputs) are uploaded.
+    /// What an upload holds of the budget: its size in MiB rounded up, at most a part being
+    /// filled and the parts in flight (40 MiB), at least 1: large table files share the budget
+    /// a few at a time, small ones many at once.
+    #[test]
+    fn an_upload_holds_its_size_up_to_a_streaming_uploads_memory() {
+        const MIB: u64 = 1 << 20;
+        for (file_bytes, mib) in [
+            (0, 1),
+            (1, 1),
+            (MIB, 1),
+            (MIB + 1, 2),
+            (10 * MIB, 10),
+            (40 * MIB, 40),
+            (64 * MIB, 40),
+            (u64::MAX, 40),
+        ] {
+            assert_eq!(upload_mib(file_bytes), mib, "{file_bytes} bytes");
+        }
+        const _: () = assert!(UPLOAD_BUDGET_MIB >= 40, "one large upload fits the budget");
+    }
+
     #[test]
     fn which_table_files_are_uploaded_table() {
         let reuse: BTreeMap<String, NativeFile> = [uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)]

@@ -453,6 +453,38 @@ impl StreamingPut {
     }
 }
 
+/// Bytes read from a local file at a time by [`upload_file`]: 1 MiB.
+pub const FILE_READ_BYTES: usize = 1 << 20;
+
+/// Uploads the local file `local` to `path` in `store` while reading it, [`FILE_READ_BYTES`]
+/// at a time, through [`StreamingPut`] (one `put` for a file smaller than a part, else parts
+/// of the [`PartSchedule`], up to [`PARTS_IN_FLIGHT`] uploading at once): memory holds the part
+/// being filled and the parts in flight, at most [`STATE_FILE_PARTS`]' bytes in flight plus a
+/// part, never the whole file. Returns the object's size in bytes and its CRC-32. Errors: the
+/// file cannot be read (naming it), or storage fails (a multipart upload begun is aborted).
+pub(crate) async fn upload_file(store: &Store, path: &str, local: &std::path::Path) -> Result<(u64, u32), TaskError> {
+    use tokio::io::AsyncReadExt;
+    let cannot_read = |e: std::io::Error| TaskError(format!("cannot read {} to upload it: {e}", local.display()));
+    let mut file = tokio::fs::File::open(local).await.map_err(cannot_read)?;
+    let mut put = StreamingPut::new(store.clone(), path.to_string());
+    let mut buffer = vec![0u8; FILE_READ_BYTES];
+    loop {
+        let read = match file.read(&mut buffer).await {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(e) => {
+                put.abort().await;
+                return Err(cannot_read(e));
+            }
+        };
+        if let Err(e) = put.write(&buffer[..read]).await {
+            put.abort().await;
+            return Err(e.into());
+        }
+    }
+    put.finish().await
+}
+
 #[cfg(test)]
 #[path = "state_upload_tests.rs"]
 mod tests;
