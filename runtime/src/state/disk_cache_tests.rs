@@ -7,7 +7,7 @@
 use super::*;
 use crate::state::disk::{DiskKeyedState, DiskStateOptions};
 use crate::state::heap::HeapKeyedState;
-use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_group_range, key_hash};
+use crate::state::key_group::{KeyGroupRange, key_group_range};
 use crate::state::keyed_block;
 use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::StateTtl;
@@ -15,22 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-const MAX_P: u32 = 8;
-
-fn key(i: u64) -> Key {
-    if i.is_multiple_of(3) {
-        Key::Int(i as i64)
-    } else {
-        Key::Str(format!("key-{i}").into())
-    }
-}
-
-/// Key group, hash and key of key `i`.
-fn at(i: u64) -> (u32, u64, Key) {
-    let k = key(i);
-    let h = key_hash(&k);
-    (key_group_of_hash(h, MAX_P), h, k)
-}
+use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, key};
 
 /// A small deterministic generator (xorshift).
 struct Rng(u64);

@@ -3,28 +3,13 @@
 //! files restore, as blocks, to the heap state at the barrier.
 
 use super::*;
-use crate::record::Key;
 use crate::state::disk_cache::entry_bytes;
 use crate::state::heap::HeapKeyedState;
-use crate::state::key_group::{key_group_of_hash, key_group_range, key_hash};
+use crate::state::key_group::key_group_range;
 use crate::state::keyed_block;
 use std::collections::BTreeMap;
 
-const MAX_P: u32 = 8;
-
-fn key(i: u64) -> Key {
-    if i.is_multiple_of(3) {
-        Key::Int(i as i64)
-    } else {
-        Key::Str(format!("key-{i}").into())
-    }
-}
-
-fn at(i: u64) -> (u32, u64, Key) {
-    let k = key(i);
-    let h = key_hash(&k);
-    (key_group_of_hash(h, MAX_P), h, k)
-}
+use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, key};
 
 fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<String, (i64, Option<u64>)> {
     let mut out = BTreeMap::new();

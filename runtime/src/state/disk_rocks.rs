@@ -197,11 +197,7 @@ impl RocksStore {
         until: Option<&[u8]>,
         each: impl FnMut(&[u8], &[u8]) -> Result<bool, DiskStateError>,
     ) -> Result<(), DiskStateError> {
-        let mut read = ReadOptions::default();
-        if let Some(until) = until {
-            read.set_iterate_upper_bound(until);
-        }
-        let iterator = self.db.raw_iterator_opt(read);
+        let iterator = self.db.raw_iterator_opt(scan_options(true, until));
         scan_with(iterator, from, each).map_err(|e| self.err(e))?
     }
 
@@ -280,6 +276,17 @@ impl RocksStore {
     }
 }
 
+/// The read options of a scan up to `until` (exclusive; `None`: to the end), adding the blocks
+/// it reads to the block cache when `fill_cache`.
+fn scan_options(fill_cache: bool, until: Option<&[u8]>) -> ReadOptions {
+    let mut read = ReadOptions::default();
+    read.fill_cache(fill_cache);
+    if let Some(until) = until {
+        read.set_iterate_upper_bound(until);
+    }
+    read
+}
+
 /// Seeks `iterator` to `from` and calls `each` with every entry until it returns `false` or the
 /// iterator ends. The outer error is the iterator's status, the inner one `each`'s.
 fn scan_with<D: rocksdb::DBAccess>(
@@ -341,12 +348,7 @@ impl StoreView {
         until: Option<&[u8]>,
         each: impl FnMut(&[u8], &[u8]) -> Result<bool, DiskStateError>,
     ) -> Result<(), DiskStateError> {
-        let mut read = ReadOptions::default();
-        read.fill_cache(false);
-        if let Some(until) = until {
-            read.set_iterate_upper_bound(until);
-        }
-        let iterator = self.snapshot.raw_iterator_opt(read);
+        let iterator = self.snapshot.raw_iterator_opt(scan_options(false, until));
         scan_with(iterator, from, each).map_err(|e| self.store.err(e))?
     }
 }

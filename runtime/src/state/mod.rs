@@ -9,6 +9,8 @@ pub(crate) mod disk_restore_entries;
 pub(crate) mod disk_rocks;
 pub mod disk_snapshot;
 pub mod disk_store;
+#[cfg(test)]
+pub(crate) mod disk_test_keys;
 pub(crate) mod disk_write_back;
 pub mod heap;
 pub mod heap_snapshot;
