@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, key};
+use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, decode, key};
 
 /// A small deterministic generator (xorshift).
 struct Rng(u64);
@@ -27,16 +27,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % below
     }
-}
-
-fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<String, (i64, Option<u64>)> {
-    let mut out = BTreeMap::new();
-    for b in blocks {
-        for (k, v, t) in keyed_block::decode::<i64>(&b.data).unwrap() {
-            assert!(out.insert(format!("{k:?}"), (v, t)).is_none());
-        }
-    }
-    out
 }
 
 /// A disk state whose write-back cache holds `cache_entries` entries of [`key`]'s size.

@@ -6,20 +6,9 @@ use super::*;
 use crate::state::disk_cache::entry_bytes;
 use crate::state::heap::HeapKeyedState;
 use crate::state::key_group::key_group_range;
-use crate::state::keyed_block;
 use std::collections::BTreeMap;
 
-use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, key};
-
-fn decode(blocks: &[KeyGroupBlock]) -> BTreeMap<String, (i64, Option<u64>)> {
-    let mut out = BTreeMap::new();
-    for b in blocks {
-        for (k, v, t) in keyed_block::decode::<i64>(&b.data).unwrap() {
-            assert!(out.insert(format!("{k:?}"), (v, t)).is_none());
-        }
-    }
-    out
-}
+use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, decode, key};
 
 fn options(cache_entries: u64) -> DiskStateOptions {
     DiskStateOptions {
