@@ -57,7 +57,11 @@ impl Drop for NativeSnapshot {
     /// removes the checkpoint the write-back thread wrote; one not written yet is removed by
     /// the thread when it finds no one waiting.
     fn drop(&mut self) {
-        if self.reply.is_some() {
+        // The receiver goes first: from then on the write-back thread's reply fails and the
+        // thread removes what it writes; what it wrote before is removed here. (Removing first
+        // left a checkpoint written between the two steps in place.)
+        if let Some(reply) = self.reply.take() {
+            drop(reply);
             let _ = std::fs::remove_dir_all(&self.into);
         }
     }
