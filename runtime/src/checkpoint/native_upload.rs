@@ -252,7 +252,7 @@ pub async fn native_blocks(
 }
 
 /// Downloads one native file into `local` under its name, checking its size and CRC-32.
-async fn download_one(
+pub(crate) async fn download_one(
     store: &Store,
     dir: &str,
     f: &NativeFile,
