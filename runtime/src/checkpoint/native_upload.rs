@@ -13,10 +13,12 @@
 //! Retention keeps every shared file a retained `_metadata` references, so a referenced table
 //! file outlives every checkpoint that lists it.
 //!
-//! **Restore** ([`native_blocks`]): the handle's files are downloaded into a local scratch
-//! directory (sizes and checksums verified), opened read-only, and the store's key groups
-//! encoded as the heap backend's blocks, which the existing restore path (lazy restore, heap
-//! or disk, any parallelism) takes as it takes a state file's.
+//! **Restore** ([`native_blocks`]): the handle's files are streamed into a local scratch
+//! directory (sizes and checksums verified on the way, `download_one`), opened read-only,
+//! and the store's key groups encoded as the heap backend's blocks, which the existing restore
+//! path (lazy restore, heap or disk, any parallelism) takes as it takes a state file's. A
+//! subtask owning exactly the handle's key groups on the disk backend takes the fast path
+//! instead (`checkpoint/native_restore.rs`): the files become its store.
 //!
 //! [`Barrier::incremental`]: crate::checkpoint::Barrier::incremental
 
