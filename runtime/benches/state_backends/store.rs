@@ -269,10 +269,9 @@ async fn restore(
     let stores = LocalKeyedStores {
         parallelism: 1,
         max_parallelism_set: None,
-        subtasks: vec![0],
+        stores: keyed_ops().map(|o| (o.uid.clone(), 0)).collect(),
         run_dir: run_dir.clone(),
         disk: (backend == "disk").then(DiskStateOptions::default),
-        uids: keyed_ops().map(|o| o.uid.clone()).collect(),
     };
     if backend == "disk" {
         // As a run does (`exec::prepare`): the stores are created while the files download.

@@ -47,15 +47,14 @@ pub struct LocalKeyedStores {
     pub parallelism: u32,
     /// `spec.maxParallelism` when the job sets it (`None`: the restore point's is adopted).
     pub max_parallelism_set: Option<u32>,
-    /// The subtask indexes this process runs.
-    pub subtasks: Vec<u32>,
+    /// `(uid, subtask)` of every subtask of a step whose keyed state is one disk store per
+    /// subtask (a keyed aggregation) that this process runs: only these stores are ever
+    /// opened here, so only they are restored into.
+    pub stores: Vec<(String, u32)>,
     /// The run directory (`state/local_dir.rs`) holding the subtasks' stores.
     pub run_dir: PathBuf,
     /// The store options of the disk backend; `None`: the job keeps keyed state on heap.
     pub disk: Option<DiskStateOptions>,
-    /// The uids of the steps whose keyed state is one disk store per subtask (keyed
-    /// aggregations).
-    pub uids: Vec<String>,
 }
 
 impl LocalKeyedStores {
@@ -65,25 +64,30 @@ impl LocalKeyedStores {
         LocalKeyedStores::default()
     }
 
-    /// The stores of `job`'s keyed aggregations for `subtasks` under the run directory
-    /// `run_dir` (disk backend only; on heap [`LocalKeyedStores::disk`] is `None`).
-    pub fn of_job(job: &Job, run_dir: &Path, subtasks: impl Iterator<Item = u32>) -> LocalKeyedStores {
+    /// The stores of `job`'s keyed aggregations in the tasks this process runs (`runs_task`
+    /// of a task's global index, `exec::TaskSpec::index`) under the run directory `run_dir`
+    /// (disk backend only; on heap [`LocalKeyedStores::disk`] is `None`).
+    pub fn of_job(job: &Job, run_dir: &Path, runs_task: impl Fn(usize) -> bool) -> LocalKeyedStores {
         let disk = match job.spec.state_backend {
             crate::job::StateBackend::Heap => None,
             crate::job::StateBackend::Disk => Some(job.spec.disk_state_options().unwrap_or_default()),
         };
+        let graph = crate::exec::plan::plan_graph(job);
+        let mut stores = Vec::new();
+        for task in crate::exec::task_specs(job).into_iter().filter(|t| runs_task(t.index)) {
+            for &operator in &graph[task.stage].operators {
+                let op = &job.operators[operator];
+                if matches!(op.kind, OperatorKind::Aggregate { .. }) {
+                    stores.push((op.uid.clone(), task.subtask));
+                }
+            }
+        }
         LocalKeyedStores {
             parallelism: job.parallelism,
             max_parallelism_set: job.spec.max_parallelism,
-            subtasks: subtasks.collect(),
+            stores,
             run_dir: run_dir.to_path_buf(),
             disk,
-            uids: job
-                .operators
-                .iter()
-                .filter(|o| matches!(o.kind, OperatorKind::Aggregate { .. }))
-                .map(|o| o.uid.clone())
-                .collect(),
         }
     }
 }
@@ -101,9 +105,9 @@ pub enum NativeRestorePath {
 }
 
 /// Where the native handle of step `uid` covering `handle_range`, in a snapshot of max
-/// parallelism `snapshot_max_parallelism`, goes: into the store of the subtask of `stores`
-/// whose key-group range is exactly `handle_range` when the step keeps its state in a disk
-/// store and the max parallelism stays (not set by the job, or set to the snapshot's); else
+/// parallelism `snapshot_max_parallelism`, goes: into the store of the subtask of `uid` in
+/// `stores` whose key-group range is exactly `handle_range` when the job keeps keyed state on
+/// disk and the max parallelism stays (not set by the job, or set to the snapshot's); else
 /// as blocks. Ranges are Flink's key-group assignment ([`key_group_range`]).
 pub fn native_restore_path(
     uid: &str,
@@ -112,12 +116,17 @@ pub fn native_restore_path(
     stores: &LocalKeyedStores,
 ) -> NativeRestorePath {
     let same_max_parallelism = stores.max_parallelism_set.is_none_or(|m| m == snapshot_max_parallelism);
-    if stores.disk.is_none() || !same_max_parallelism || !stores.uids.iter().any(|u| u == uid) {
+    if stores.disk.is_none() || !same_max_parallelism {
         return NativeRestorePath::AsBlocks;
     }
-    let subtask = stores.subtasks.iter().copied().find(|&s| {
-        s < stores.parallelism && key_group_range(s, stores.parallelism, snapshot_max_parallelism) == handle_range
-    });
+    let subtask = stores
+        .stores
+        .iter()
+        .filter(|(u, _)| u == uid)
+        .map(|&(_, s)| s)
+        .find(|&s| {
+            s < stores.parallelism && key_group_range(s, stores.parallelism, snapshot_max_parallelism) == handle_range
+        });
     match subtask {
         Some(subtask) => NativeRestorePath::IntoStore { subtask },
         None => NativeRestorePath::AsBlocks,
@@ -241,10 +250,9 @@ mod tests {
         LocalKeyedStores {
             parallelism: 2,
             max_parallelism_set,
-            subtasks: subtasks.to_vec(),
+            stores: subtasks.iter().map(|&s| ("counts".to_string(), s)).collect(),
             run_dir: PathBuf::from("/state/job-run"),
             disk: disk.then(DiskStateOptions::default),
-            uids: vec!["counts".into()],
         }
     }
 

@@ -149,17 +149,23 @@ async fn load_files(
                 // Not read: its key groups belong to no subtask of this process.
                 continue;
             };
-            match native_restore_path(&op.uid, native.key_group_range, metadata.max_parallelism, stores) {
+            let done = match native_restore_path(&op.uid, native.key_group_range, metadata.max_parallelism, stores) {
                 NativeRestorePath::IntoStore { subtask } => {
-                    let restored = super::native_restore::restore_into_store(
-                        store, dir, &op.uid, subtask, native, h.entries, stores,
-                    )
-                    .await?;
-                    restored_stores.push(restored);
+                    super::native_restore::restore_into_store(store, dir, &op.uid, subtask, native, h.entries, stores)
+                        .await
+                        .map(|restored| restored_stores.push(restored))
                 }
-                NativeRestorePath::AsBlocks => {
-                    file.key_groups = super::native_upload::native_blocks(store, dir, native).await?;
+                NativeRestorePath::AsBlocks => super::native_upload::native_blocks(store, dir, native)
+                    .await
+                    .map(|blocks| file.key_groups = blocks),
+            };
+            if let Err(e) = done {
+                // No subtask will open the stores restored so far: their files go now, not
+                // with the run directory.
+                for restored in &restored_stores {
+                    let _ = std::fs::remove_dir_all(&restored.dir);
                 }
+                return Err(e);
             }
         }
     }

@@ -341,11 +341,10 @@ async fn deploy(
                 url,
                 &s3,
                 Some(&owned),
-                &crate::checkpoint::native_restore::LocalKeyedStores::of_job(
-                    &job,
-                    &state_dir,
-                    subtasks.iter().copied(),
-                ),
+                // Only the stores of the aggregation subtasks this worker runs.
+                &crate::checkpoint::native_restore::LocalKeyedStores::of_job(&job, &state_dir, |task| {
+                    d.tasks.contains(&task)
+                }),
             )
             .await
             .map_err(|e| e.to_string())?,

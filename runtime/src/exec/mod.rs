@@ -438,7 +438,7 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
     // A native checkpoint of a subtask's own key groups becomes its store (the fast path,
     // `checkpoint/native_restore.rs`).
-    let stores = crate::checkpoint::native_restore::LocalKeyedStores::of_job(&job, &state_dir, 0..job.parallelism);
+    let stores = crate::checkpoint::native_restore::LocalKeyedStores::of_job(&job, &state_dir, |_| true);
     let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None, &stores).await?;
     // The lineage continues when this run restored one of the job's own checkpoints, so
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
