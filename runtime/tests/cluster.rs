@@ -114,6 +114,22 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
     c.add_worker("w-replacement", &env);
     c.wait_checkpoint_after(first);
     c.coordinator.wait_ok(Duration::from_secs(180));
+    // The redeployment restores at the same parallelism: with native checkpoints each of the
+    // 4 aggregation subtasks' stores is its checkpoint's files (the fast path,
+    // `checkpoint/native_restore.rs`), on whichever worker runs it.
+    let fast: usize = c
+        .workers
+        .iter()
+        .map(|w| {
+            w.text()
+                .matches("native checkpoint restored into the subtask's store")
+                .count()
+        })
+        .sum();
+    assert!(
+        if native == "on" { fast >= 4 } else { fast == 0 },
+        "native {native}: {fast} stores restored by the fast path"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),

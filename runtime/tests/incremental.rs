@@ -144,6 +144,10 @@ fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: u32,
     panic!("no incremental checkpoint with deltas became the newest one at parallelism {parallelism}");
 }
 
+/// What `weir run` logs for each native handle restored into its subtask's store
+/// (`checkpoint/native_restore.rs`).
+const FAST_RESTORE_LINE: &str = "native checkpoint restored into the subtask's store";
+
 /// Loads the checkpoint directory `url` with the restore code (every file of every chain
 /// verified) and restores each subtask's `counts` state at `parallelism`; returns the keys.
 fn restore_counts(url: &str, parallelism: u32) -> usize {
@@ -201,7 +205,13 @@ fn kill_9_is_exactly_once(backend: &str) {
         backend == "disk-native",
         "{backend}: native checkpoints"
     );
-    Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
+    let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
+    // Same parallelism: each native handle becomes its subtask's store (the fast path).
+    assert_eq!(
+        log.matches(FAST_RESTORE_LINE).count(),
+        if backend == "disk-native" { 2 } else { 0 },
+        "{backend}: native handles restored into the subtasks' stores: {log}"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
@@ -251,7 +261,12 @@ fn rescale_2_3_1(backend: &str) {
         "the same keys restored at 1 and at 3"
     );
     assert!(keys_at_3 > 1000, "{keys_at_3} keys");
-    Weir::run(&m, &["--restore", "latest", "--parallelism", "1"], &env).wait_ok();
+    let log = Weir::run(&m, &["--restore", "latest", "--parallelism", "1"], &env).wait_ok();
+    // A rescale: no key-group range is a subtask's own, the native files are read as blocks.
+    assert!(
+        !log.contains(FAST_RESTORE_LINE),
+        "{backend}: a rescale never takes the fast path: {log}"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),

@@ -76,6 +76,7 @@ macro_rules! contract_tests {
 }
 
 contract_tests!(
+    get_stream_yields_the_whole_object_in_order,
     put_then_get_returns_the_same_bytes,
     put_replaces_an_existing_object,
     get_from_returns_the_suffix_and_empty_at_the_end,
@@ -170,6 +171,30 @@ async fn get_from_returns_the_suffix_and_empty_at_the_end(store: &Store) {
     }
     store.put("log/empty", Bytes::new()).await.unwrap();
     assert_eq!(store.get_from("log/empty", 0).await.unwrap(), Bytes::new());
+}
+
+/// A streamed read (a native checkpoint's download) yields the object's bytes in order, in
+/// chunks (the local store's are 1 MiB), an empty object as no bytes, a missing one as
+/// `NotFound`.
+async fn get_stream_yields_the_whole_object_in_order(store: &Store) {
+    use futures::StreamExt;
+    let collect = |path: &'static str| async move {
+        let mut chunks = store.get_stream(path).await?;
+        let (mut whole, mut count) = (Vec::new(), 0);
+        while let Some(chunk) = chunks.next().await {
+            whole.extend_from_slice(&chunk?);
+            count += 1;
+        }
+        Ok::<_, StorageError>((whole, count))
+    };
+    let body = data(3 * storage::STREAM_CHUNK_BYTES + 17, 5);
+    store.put("native/000009.sst", body.clone()).await.unwrap();
+    let (whole, chunks) = collect("native/000009.sst").await.unwrap();
+    assert_eq!(whole, body);
+    assert!(chunks >= 1);
+    store.put("native/empty", Bytes::new()).await.unwrap();
+    assert!(collect("native/empty").await.unwrap().0.is_empty());
+    assert_not_found(collect("native/missing").await, "get_stream");
 }
 
 async fn missing_object_is_not_found_and_delete_is_ok(store: &Store) {

@@ -25,7 +25,10 @@ use crate::usage::Probe;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
-use weir_runtime::checkpoint::restore::{LoadedSnapshot, PARALLEL_READS, load, load_metadata, operator_restore};
+use weir_runtime::checkpoint::native_restore::LocalKeyedStores;
+use weir_runtime::checkpoint::restore::{
+    LoadedSnapshot, PARALLEL_READS, load_for, load_metadata, operator_restore, restored_store,
+};
 use weir_runtime::job::validate::AggregateFn;
 use weir_runtime::operators::StreamOperator;
 use weir_runtime::operators::aggregate::{Aggregate, KeyedStateInit};
@@ -241,8 +244,10 @@ struct RestorePhases {
 }
 
 /// Restores the aggregations of the snapshot in `store` (its `metadata`) on `backend` (a disk
-/// store under `<state_dir>/<name>-<uid>`), every key group pending: the snapshot, the
-/// aggregations, their entries and the steps' times.
+/// store under the run directory `<state_dir>/<name>`, `<uid>-0`, as a run names it), every
+/// key group pending: the snapshot, the aggregations, their entries and the steps' times. As
+/// a run, a native checkpoint of subtask 0's key groups on disk becomes its store (the fast
+/// path, `checkpoint/native_restore.rs`).
 async fn restore(
     store: &storage::Store,
     dir: &str,
@@ -259,14 +264,22 @@ async fn restore(
             .iter()
             .filter(|o| o.handles.iter().any(|h| h.key_group_range.is_some()))
     };
-    let store_dir = |uid: &str| std::path::Path::new(state_dir).join(format!("{name}-{uid}"));
+    let run_dir = std::path::Path::new(state_dir).join(name);
+    let store_dir = |uid: &str| weir_runtime::state::local_dir::store_dir(&run_dir, uid, 0);
+    let stores = LocalKeyedStores {
+        parallelism: 1,
+        max_parallelism_set: None,
+        stores: keyed_ops().map(|o| (o.uid.clone(), 0)).collect(),
+        run_dir: run_dir.clone(),
+        disk: (backend == "disk").then(DiskStateOptions::default),
+    };
     if backend == "disk" {
         // As a run does (`exec::prepare`): the stores are created while the files download.
         for op in keyed_ops() {
             disk_store::create_early(&store_dir(&op.uid), DiskStateOptions::default());
         }
     }
-    let snapshot = load(store, dir).await.expect("load the checkpoint");
+    let snapshot = load_for(store, dir, &stores).await.expect("load the checkpoint");
     let loaded = t.elapsed().as_secs_f64();
     let after_load = Probe::now();
     let range = key_group_range(0, 1, metadata.max_parallelism);
@@ -276,6 +289,7 @@ async fn restore(
     for op in keyed_ops() {
         entries += op.handles.iter().map(|h| h.entries).sum::<u64>();
         let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
+        init.restored_store = restored_store(Some(&snapshot), &op.uid, range);
         handed = Probe::now();
         if backend == "disk" {
             init.backend = BackendChoice::Disk {

@@ -12,6 +12,7 @@ pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;
 pub mod max_parallelism;
+pub mod native_restore;
 pub mod native_upload;
 pub mod part_schedule;
 pub mod read_positions;

@@ -13,10 +13,12 @@
 //! Retention keeps every shared file a retained `_metadata` references, so a referenced table
 //! file outlives every checkpoint that lists it.
 //!
-//! **Restore** ([`native_blocks`]): the handle's files are downloaded into a local scratch
-//! directory (sizes and checksums verified), opened read-only, and the store's key groups
-//! encoded as the heap backend's blocks, which the existing restore path (lazy restore, heap
-//! or disk, any parallelism) takes as it takes a state file's.
+//! **Restore** ([`native_blocks`]): the handle's files are streamed into a local scratch
+//! directory (sizes and checksums verified on the way, `download_one`), opened read-only,
+//! and the store's key groups encoded as the heap backend's blocks, which the existing restore
+//! path (lazy restore, heap or disk, any parallelism) takes as it takes a state file's. A
+//! subtask owning exactly the handle's key groups on the disk backend takes the fast path
+//! instead (`checkpoint/native_restore.rs`): the files become its store.
 //!
 //! [`Barrier::incremental`]: crate::checkpoint::Barrier::incremental
 
@@ -180,16 +182,27 @@ pub async fn upload_native(
 /// version 2) and nothing dropped; the restoring operator applies its own TTL.
 const KEEP_EVERYTHING: StateTtl = StateTtl { ttl_ms: u64::MAX };
 
-/// The local directory a restore downloads a native handle's files into: under the state
-/// directory's root (`WEIR_STATE_DIR`, else the system's temp directory), one per download.
-fn download_dir() -> PathBuf {
-    let root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(PathBuf::from);
-    let root = crate::state::local_dir::root(root.as_deref());
-    root.join(format!(
+/// Creates the local directory a restore downloads a native handle's files into, under the
+/// state directory's root `root` (`WEIR_STATE_DIR`, else the system's temp directory), one per
+/// download, with this process's owner file: a process killed (`kill -9`) before it removed
+/// the directory leaves it to the next process's sweep of the root (`state/local_dir.rs`).
+/// Errors: the directory or its owner file cannot be written (naming the directory).
+pub fn create_download_dir(root: &Path) -> Result<PathBuf, FormatError> {
+    let dir = root.join(format!(
         "native-restore-{}-{:016x}",
         std::process::id(),
         rand::random::<u64>()
-    ))
+    ));
+    let failed = |e: std::io::Error| FormatError {
+        path: dir.display().to_string(),
+        problem: format!("cannot create the directory to download a native checkpoint into: {e}"),
+    };
+    std::fs::create_dir_all(&dir).map_err(failed)?;
+    crate::state::local_dir::write_owner_file(&dir).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&dir);
+        failed(e)
+    })?;
+    Ok(dir)
 }
 
 /// The keyed blocks a native handle holds (every key group of its store, entries with their
@@ -203,11 +216,8 @@ pub async fn native_blocks(
     native: &NativeFiles,
 ) -> Result<Vec<KeyGroupBlock>, crate::checkpoint::restore::RestoreError> {
     use futures::{StreamExt, TryStreamExt};
-    let local = download_dir();
-    std::fs::create_dir_all(&local).map_err(|e| FormatError {
-        path: local.display().to_string(),
-        problem: format!("cannot create the directory to download a native checkpoint into: {e}"),
-    })?;
+    let root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(PathBuf::from);
+    let local = create_download_dir(&crate::state::local_dir::root(root.as_deref()))?;
     struct RemoveOnError(Option<PathBuf>);
     impl Drop for RemoveOnError {
         fn drop(&mut self) {
@@ -251,8 +261,14 @@ pub async fn native_blocks(
     })
 }
 
-/// Downloads one native file into `local` under its name, checking its size and CRC-32.
-async fn download_one(
+/// Downloads one native file into `local` under its name, streamed ([`ObjectStore::get_stream`]:
+/// memory holds a chunk, not the file), its size and CRC-32 computed as it streams and checked
+/// against `_metadata` at the end. A transient storage error repeats the file's download
+/// (`lineage::with_retries`). Errors: the file is missing, outside the store, not a plain file
+/// name, of another size or checksum; the local file cannot be written.
+///
+/// [`ObjectStore::get_stream`]: crate::storage::ObjectStore::get_stream
+pub(crate) async fn download_one(
     store: &Store,
     dir: &str,
     f: &NativeFile,
@@ -270,15 +286,15 @@ async fn download_one(
         }
         .into());
     }
-    let bytes = crate::checkpoint::lineage::with_retries(&url, || store.get(&path)).await?;
-    if bytes.len() as u64 != f.size {
+    let target = local.join(&f.name);
+    let (size, crc) = crate::checkpoint::lineage::with_retries(&url, || stream_to_file(store, &path, &target)).await?;
+    if size != f.size {
         return Err(FormatError {
             path: url,
-            problem: format!("size {} bytes, _metadata says {}", bytes.len(), f.size),
+            problem: format!("size {size} bytes, _metadata says {}", f.size),
         }
         .into());
     }
-    let crc = crc32fast::hash(&bytes);
     if crc != f.crc32 {
         return Err(FormatError {
             path: url,
@@ -286,13 +302,31 @@ async fn download_one(
         }
         .into());
     }
-    tokio::fs::write(local.join(&f.name), &bytes).await.map_err(|e| {
-        FormatError {
-            path: local.join(&f.name).display().to_string(),
-            problem: format!("cannot write a downloaded native file: {e}"),
-        }
-        .into()
-    })
+    Ok(())
+}
+
+/// Streams the object at `path` of `store` into the local file `target` (created, or
+/// truncated when a retry writes it again); returns its size in bytes and CRC-32. Errors: the
+/// store's; the local file cannot be written (`StorageError::Io`, naming it).
+async fn stream_to_file(store: &Store, path: &str, target: &Path) -> Result<(u64, u32), crate::storage::StorageError> {
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let local_err = |e: std::io::Error| crate::storage::StorageError::Io {
+        path: target.display().to_string(),
+        source: e,
+    };
+    let mut chunks = store.get_stream(path).await?;
+    let mut file = tokio::fs::File::create(target).await.map_err(local_err)?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut size = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        crc.update(&chunk);
+        size += chunk.len() as u64;
+        file.write_all(&chunk).await.map_err(local_err)?;
+    }
+    file.flush().await.map_err(local_err)?;
+    Ok((size, crc.finalize()))
 }
 
 #[cfg(test)]
@@ -337,6 +371,21 @@ mod tests {
             assert_eq!(upload_mib(file_bytes), mib, "{file_bytes} bytes");
         }
         const _: () = assert!(UPLOAD_BUDGET_MIB >= 40, "one large upload fits the budget");
+    }
+
+    /// A download directory left by a process killed with `kill -9` is swept by the next
+    /// process (its owner file names a dead process); this process's own is kept.
+    #[test]
+    fn a_dead_processs_download_directory_is_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let mine = create_download_dir(root.path()).unwrap();
+        let left = create_download_dir(root.path()).unwrap();
+        std::fs::write(left.join("000009.sst"), b"table").unwrap();
+        // A pid above Linux's pid_max (2^22) is never alive.
+        std::fs::write(left.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
+        let swept = crate::state::local_dir::sweep_stale(root.path());
+        assert_eq!(swept, vec![left.clone()]);
+        assert!(!left.exists() && mine.exists());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use super::decide::{self, Compatibility, LineageRecord, RestoreChoice};
 use super::lineage;
+use super::native_restore::{LocalKeyedStores, NativeRestorePath, RestoredStore, native_restore_path};
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
@@ -64,6 +65,9 @@ pub struct LoadedSnapshot {
     pub metadata: CheckpointMetadata,
     /// State files by relative name.
     pub files: HashMap<String, StateFile>,
+    /// Native handles restored into a subtask's store directory by the fast path
+    /// (`checkpoint/native_restore.rs`); their state files hold no blocks.
+    pub restored_stores: Vec<RestoredStore>,
 }
 
 /// Reads and verifies only `<dir>/_metadata` (cheap: no state file is read). A missing
@@ -77,8 +81,15 @@ pub async fn load_metadata(store: &Store, dir: &str) -> Result<CheckpointMetadat
 /// Loads `<dir>/_metadata` and every state file it references (an incremental checkpoint's
 /// chains included, up to [`PARALLEL_READS`] files at a time), verifying sizes and checksums.
 pub async fn load(store: &Store, dir: &str) -> Result<LoadedSnapshot, RestoreError> {
+    load_for(store, dir, &LocalKeyedStores::none()).await
+}
+
+/// As [`load`], for a process running the subtasks of `stores`: a native handle whose
+/// key-group range is one of their stores' is restored into that store's directory
+/// (`checkpoint/native_restore.rs`) instead of as blocks.
+pub async fn load_for(store: &Store, dir: &str, stores: &LocalKeyedStores) -> Result<LoadedSnapshot, RestoreError> {
     let metadata = load_metadata(store, dir).await?;
-    load_files(store, dir, metadata, None).await
+    load_files(store, dir, metadata, None, stores).await
 }
 
 /// The state files of `metadata` to read, each once, in handle order: `(file relative to the
@@ -116,6 +127,7 @@ async fn load_files(
     dir: &str,
     metadata: CheckpointMetadata,
     owned: Option<&[KeyGroupRange]>,
+    stores: &LocalKeyedStores,
 ) -> Result<LoadedSnapshot, RestoreError> {
     use futures::{StreamExt, TryStreamExt};
     let wanted = files_to_read(&metadata, owned);
@@ -124,21 +136,44 @@ async fn load_files(
         .buffer_unordered(PARALLEL_READS)
         .try_collect()
         .await?;
-    // A native handle's keyed state is its store's files: downloaded, opened and encoded as
-    // blocks into the handle's own state file, which holds none (`checkpoint/native_upload.rs`),
-    // so the rest of the restore reads them as any state file's blocks.
-    for h in metadata.operators.iter().flat_map(|o| &o.handles) {
-        let Some(native) = &h.native else { continue };
-        let Some(file) = files.get_mut(&h.file) else {
-            // Not read: its key groups belong to no subtask of this process.
-            continue;
-        };
-        file.key_groups = super::native_upload::native_blocks(store, dir, native).await?;
+    // A native handle's keyed state is its store's files: restored into the store of the
+    // subtask here with the same key groups (`checkpoint/native_restore.rs`), or else
+    // downloaded, opened and encoded as blocks into the handle's own state file, which holds
+    // none (`checkpoint/native_upload.rs`), so the rest of the restore reads them as any state
+    // file's blocks.
+    let mut restored_stores = Vec::new();
+    for op in &metadata.operators {
+        for h in &op.handles {
+            let Some(native) = &h.native else { continue };
+            let Some(file) = files.get_mut(&h.file) else {
+                // Not read: its key groups belong to no subtask of this process.
+                continue;
+            };
+            let done = match native_restore_path(&op.uid, native.key_group_range, metadata.max_parallelism, stores) {
+                NativeRestorePath::IntoStore { subtask } => {
+                    super::native_restore::restore_into_store(store, dir, &op.uid, subtask, native, h.entries, stores)
+                        .await
+                        .map(|restored| restored_stores.push(restored))
+                }
+                NativeRestorePath::AsBlocks => super::native_upload::native_blocks(store, dir, native)
+                    .await
+                    .map(|blocks| file.key_groups = blocks),
+            };
+            if let Err(e) = done {
+                // No subtask will open the stores restored so far: their files go now, not
+                // with the run directory.
+                for restored in &restored_stores {
+                    let _ = std::fs::remove_dir_all(&restored.dir);
+                }
+                return Err(e);
+            }
+        }
     }
     Ok(LoadedSnapshot {
         url: store.url(dir),
         metadata,
         files,
+        restored_stores,
     })
 }
 
@@ -197,6 +232,7 @@ pub async fn resolve(
     from: &RestoreFrom,
     s3: &S3Options,
     lineage: Option<&LineageRecord>,
+    stores: &LocalKeyedStores,
 ) -> Result<Option<LoadedSnapshot>, RestoreError> {
     let seen = lineage::with_retries(&store.url(job), || lineage::list_snapshots(store, job)).await?;
     match decide::choose_restore_point(from, lineage, &seen) {
@@ -209,7 +245,7 @@ pub async fn resolve(
             }
             Ok(None)
         }
-        RestoreChoice::Url(url) => match load_url(&url, s3).await {
+        RestoreChoice::Url(url) => match load_url_owned(&url, s3, None, stores).await {
             Err(RestoreError::Storage(StorageError::NotFound(path))) if path.ends_with(METADATA_FILE) => {
                 Err(RestoreError::Refused(format!(
                     "restore point {}; or restore the newest completed one with `--restore latest`, or start \
@@ -224,7 +260,7 @@ pub async fn resolve(
                 let name = format!("savepoint {id}");
                 match lineage::read_pointer(store, job, id).await {
                     Ok(pointer) => {
-                        let loaded = load_url(&pointer.url, s3).await;
+                        let loaded = load_url_owned(&pointer.url, s3, None, stores).await;
                         (name, pointer.url, loaded)
                     }
                     Err(e) => {
@@ -234,7 +270,7 @@ pub async fn resolve(
                 }
             } else {
                 let dir = checkpoint_dir(job, id);
-                let loaded = load(store, &dir).await;
+                let loaded = load_for(store, &dir, stores).await;
                 (format!("checkpoint chk-{id}"), store.url(&dir), loaded)
             };
             match loaded {
@@ -274,18 +310,20 @@ fn refusal(job: &str, name: &str, url: &str, error: &RestoreError) -> String {
 
 /// Loads the snapshot whose directory URL is `url` (a trailing `/_metadata` is accepted).
 pub async fn load_url(url: &str, s3: &S3Options) -> Result<LoadedSnapshot, RestoreError> {
-    load_url_owned(url, s3, None).await
+    load_url_owned(url, s3, None, &LocalKeyedStores::none()).await
 }
 
 /// As [`load_url`], for a process that runs only the subtasks owning the key groups of
 /// `owned` (a worker; `None`: every subtask): the files of an incremental chain whose
 /// key-group range overlaps none of them are not read ([`files_to_read`]). Chains are written
 /// only by keyed aggregations, whose files hold no operator state, so nothing another
-/// operator needs is skipped.
+/// operator needs is skipped. A native handle whose key-group range is one of `stores`' is
+/// restored into that subtask's store directory ([`load_for`]).
 pub async fn load_url_owned(
     url: &str,
     s3: &S3Options,
     owned: Option<&[KeyGroupRange]>,
+    stores: &LocalKeyedStores,
 ) -> Result<LoadedSnapshot, RestoreError> {
     let url = url.trim_end_matches('/');
     let url = url
@@ -301,9 +339,9 @@ pub async fn load_url_owned(
         && !parent.ends_with('/')
     {
         let parent_store = storage::open(parent, s3).await?;
-        return load_files(&parent_store, name, metadata, owned).await;
+        return load_files(&parent_store, name, metadata, owned, stores).await;
     }
-    load_files(&store, "", metadata, owned).await
+    load_files(&store, "", metadata, owned, stores).await
 }
 
 /// Checks a snapshot against the job: max parallelism unchanged, operator kinds unchanged, and
@@ -421,6 +459,16 @@ fn check_channel_state(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), Resto
         )));
     }
     Ok(())
+}
+
+/// The store a native checkpoint's fast restore put in place for the subtask of step `uid`
+/// owning `range` (`checkpoint/native_restore.rs`), if any.
+pub fn restored_store(snapshot: Option<&LoadedSnapshot>, uid: &str, range: KeyGroupRange) -> Option<RestoredStore> {
+    snapshot?
+        .restored_stores
+        .iter()
+        .find(|r| r.uid == uid && r.range == range)
+        .cloned()
 }
 
 /// The state for one new subtask of operator `uid`: keyed blocks of the key groups in `range`

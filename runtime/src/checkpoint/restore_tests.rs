@@ -180,6 +180,7 @@ fn restored_blocks_share_the_state_files_bytes_with_every_subtask() {
         url: "file:///c/chk-1".into(),
         metadata,
         files: HashMap::from([("counts-0.state".to_string(), decoded)]),
+        restored_stores: vec![],
     };
     let inside_the_file = |b: &KeyGroupBlock| {
         let (start, end) = (read.as_ptr() as usize, read.as_ptr() as usize + read.len());

@@ -386,7 +386,15 @@ async fn run_attempt(
     // Without `spec.maxParallelism` the job takes the restore point's (`exec::adopt_max_parallelism`),
     // and so do the workers: their manifest then sets it.
     let mut restored_job = job.clone();
-    let (snapshot, first_id) = exec::restore_for_run(&mut restored_job, store, from, Some(&opts.run_id)).await?;
+    let (snapshot, first_id) = exec::restore_for_run(
+        &mut restored_job,
+        store,
+        from,
+        Some(&opts.run_id),
+        // The coordinator runs no subtask: native handles are read as blocks.
+        &crate::checkpoint::native_restore::LocalKeyedStores::none(),
+    )
+    .await?;
     let manifest = &with_max_parallelism(manifest, job, &restored_job).map_err(|message| exec::StartError {
         message,
         permanent: true,

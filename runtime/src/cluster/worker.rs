@@ -337,9 +337,17 @@ async fn deploy(
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
     let snapshot = match &d.restore {
         Some(url) => Some(Arc::new(
-            restore::load_url_owned(url, &s3, Some(&owned))
-                .await
-                .map_err(|e| e.to_string())?,
+            restore::load_url_owned(
+                url,
+                &s3,
+                Some(&owned),
+                // Only the stores of the aggregation subtasks this worker runs.
+                &crate::checkpoint::native_restore::LocalKeyedStores::of_job(&job, &state_dir, |task| {
+                    d.tasks.contains(&task)
+                }),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
         )),
         None => None,
     };

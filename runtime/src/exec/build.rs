@@ -122,6 +122,7 @@ pub async fn build_task(
                 let state = KeyedStateInit {
                     ttl: *ttl,
                     backend: backend_choice(ctx, &op.uid, sub),
+                    restored_store: restore::restored_store(snapshot, &op.uid, range),
                     ..KeyedStateInit::new(range, restore_state)
                 };
                 Box::new(

@@ -246,6 +246,7 @@ mod tests {
                 alignment: Default::default(),
             },
             files,
+            restored_stores: vec![],
         };
         for p in [3u32, 1] {
             let mut seen: Vec<String> = vec![];

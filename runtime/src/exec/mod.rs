@@ -242,6 +242,7 @@ pub async fn restore_for_run(
     store: &storage::Store,
     from: &RestoreFrom,
     run_id: Option<&str>,
+    stores: &crate::checkpoint::native_restore::LocalKeyedStores,
 ) -> Result<(Option<LoadedSnapshot>, u64), StartError> {
     use crate::checkpoint::lineage;
     let transient = |message: String| StartError {
@@ -253,7 +254,7 @@ pub async fn restore_for_run(
         Some(run) => lineage::read_lineage(store, &job.name, run).await.map_err(transient)?,
         None => None,
     };
-    let snapshot = restore::resolve(store, &job.name, from, &s3, recorded.as_ref())
+    let snapshot = restore::resolve(store, &job.name, from, &s3, recorded.as_ref(), stores)
         .await
         .map_err(|e| StartError {
             message: e.to_string(),
@@ -435,7 +436,10 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     // The subtasks built below take them; a start that fails first drops them (the guard).
     build::create_disk_stores_early(&job, &state_dir, 0..job.parallelism);
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
-    let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None).await?;
+    // A native checkpoint of a subtask's own key groups becomes its store (the fast path,
+    // `checkpoint/native_restore.rs`).
+    let stores = crate::checkpoint::native_restore::LocalKeyedStores::of_job(&job, &state_dir, |_| true);
+    let (snapshot, first_id) = restore_for_run(&mut job, &store, &opts.restore, None, &stores).await?;
     // The lineage continues when this run restored one of the job's own checkpoints, so
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
     // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a

@@ -128,6 +128,10 @@ pub struct KeyedStateInit {
     pub clock: Arc<dyn Clock>,
     /// The state backend (heap unless the job says `stateBackend: disk`).
     pub backend: BackendChoice,
+    /// The store a native checkpoint's fast restore put in the disk backend's directory
+    /// (`checkpoint/native_restore.rs`): opened instead of an empty one (`restore` then holds
+    /// no blocks of its key groups).
+    pub restored_store: Option<crate::checkpoint::native_restore::RestoredStore>,
 }
 
 impl KeyedStateInit {
@@ -139,6 +143,7 @@ impl KeyedStateInit {
             ttl: None,
             clock: Arc::new(SystemClock),
             backend: BackendChoice::Heap,
+            restored_store: None,
         }
     }
 }
@@ -185,8 +190,12 @@ impl Aggregate {
             (_, Some(e)) => Some(cel::compile(e)?),
         };
         // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
-        let state = KeyedState::open(&init.backend, init.range, init.ttl.map(StateTtl::new))
-            .map_err(|e| TaskError(e.to_string()))?;
+        let ttl = init.ttl.map(StateTtl::new);
+        let state = match &init.restored_store {
+            Some(restored) => KeyedState::open_restored(&init.backend, init.range, ttl, restored),
+            None => KeyedState::open(&init.backend, init.range, ttl),
+        }
+        .map_err(|e| TaskError(e.to_string()))?;
         let pending =
             PendingKeyGroups::new(init.range, init.restore.key_groups, init.clock.now_ms()).map_err(TaskError)?;
         Ok(Aggregate {

@@ -75,6 +75,37 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         })
     }
 
+    /// State for `range` on `backend` in the store a native checkpoint's fast restore put in
+    /// `restored.dir` (`checkpoint/native_restore.rs`), expiring entries after `ttl` if set.
+    /// Errors: `backend` is not that directory's disk store (an internal error: the restore
+    /// decided the fast path for another backend or range); the store does not open.
+    pub fn open_restored(
+        backend: &BackendChoice,
+        range: KeyGroupRange,
+        ttl: Option<StateTtl>,
+        restored: &crate::checkpoint::native_restore::RestoredStore,
+    ) -> Result<Self, DiskStateError> {
+        match backend {
+            BackendChoice::Disk { dir, options } if *dir == restored.dir && range == restored.range => {
+                Ok(KeyedState::Disk(DiskKeyedState::open_restored(
+                    dir,
+                    range,
+                    ttl,
+                    *options,
+                    restored.entries,
+                )?))
+            }
+            _ => Err(DiskStateError {
+                dir: restored.dir.clone(),
+                problem: format!(
+                    "internal error: a native checkpoint was restored into this directory for key groups {range:?} \
+                     of another backend or range ({backend:?}, restored {:?})",
+                    restored.range
+                ),
+            }),
+        }
+    }
+
     /// Whether the disk backend's store is still being created (the state is in memory).
     pub fn is_opening(&self) -> bool {
         matches!(self, KeyedState::DiskOpening(_))

@@ -187,6 +187,24 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         DiskKeyedState::on_store(store, dir, range, ttl, options)
     }
 
+    /// State for `range` in the store whose files a native checkpoint's fast restore put in
+    /// `dir` (`checkpoint/native_restore.rs`), opened writable with `options`, holding
+    /// `entries` entries (expired ones included: each keeps its write time, and reads,
+    /// snapshots and incremental cleanup apply `ttl` to it as to any other entry). Errors: the
+    /// files do not open as a store; the write-back thread cannot be started.
+    pub fn open_restored(
+        dir: &Path,
+        range: KeyGroupRange,
+        ttl: Option<StateTtl>,
+        options: DiskStateOptions,
+        entries: u64,
+    ) -> Result<DiskKeyedState<V>, DiskStateError> {
+        let store = crate::state::disk_rocks::open_existing(dir, &options)?;
+        let mut state = DiskKeyedState::on_store(store, dir, range, ttl, options)?;
+        state.len = entries as usize;
+        Ok(state)
+    }
+
     /// As [`DiskKeyedState::open`] on `store`, the empty store at `dir` created with
     /// `options` (the disk opening's claimed creation, `state/disk_opening.rs`). Errors: the
     /// write-back thread cannot be started.

@@ -103,6 +103,27 @@ fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
             halves.extend(decode(&blocks));
         }
         assert_eq!(halves, expected);
+        // The fast restore (`checkpoint/native_restore.rs`): the files opened writable as
+        // the subtask's store hold the same entries with their write times, so the step's TTL
+        // applies to them as on the blocks path (at 900 and after the first writes expired).
+        let fast = copy("fast");
+        let mut reopened = DiskKeyedState::<i64>::open_restored(&fast, all, ttl, options(4_000), 550).unwrap();
+        assert_eq!(reopened.len(), 550);
+        for now in [900, 1_200] {
+            assert_eq!(
+                decode(&reopened.snapshot(now).encode().unwrap()),
+                decode(&heap.snapshot(now).encode().unwrap()),
+                "fast restore, ttl {ttl:?}, at {now}"
+            );
+        }
+        // It goes on as a store of its own: writes, and a native checkpoint of it.
+        reopened.track_changes();
+        add(&mut reopened, None, 5_000, 1, 900);
+        let again = reopened.native_snapshot(8).wait().unwrap();
+        assert!(!again.table_files.is_empty());
+        drop(again);
+        drop(reopened);
+        assert!(!fast.exists(), "the restored store is scratch");
         // Heap restored from the blocks: the same state.
         let mut restored = HeapKeyedState::<i64>::new(all, ttl);
         restored.restore(blocks, 900).unwrap();

@@ -135,6 +135,31 @@ pub(crate) fn open_empty(dir: &Path, options: &DiskStateOptions) -> Result<Store
     }))
 }
 
+/// Opens, writable, the store whose files are in `dir` (a native checkpoint's files restored
+/// there, `checkpoint/native_restore.rs`) with `options`' memory limits, as [`open_empty`]
+/// opens a new one: the store is scratch from then on (`dir` is removed when the last
+/// reference is dropped). Errors: RocksDB cannot open the files there (a missing or corrupt
+/// `MANIFEST` or table file; naming the directory).
+pub(crate) fn open_existing(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
+    let err = |problem: String| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let mut rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
+    rocks.create_if_missing(false);
+    let db = DB::open(&rocks, dir).map_err(|e| err(format!("cannot open the restored store: {e}")))?;
+    let mut writes = WriteOptions::default();
+    writes.disable_wal(true);
+    Ok(Arc::new(RocksStore {
+        db,
+        options: rocks,
+        writes,
+        ingestions: AtomicU64::new(0),
+        dir: dir.to_path_buf(),
+        _scratch: RemoveOnDrop(dir.to_path_buf()),
+    }))
+}
+
 /// Opens, read-only, the store whose files are in `dir` (a RocksDB checkpoint written by
 /// [`RocksStore::create_checkpoint`], or a native checkpoint's files downloaded there), with
 /// `options`' memory limits. The store is scratch like every other: `dir` is removed when the

@@ -158,6 +158,16 @@ pub fn discard_early(root: &Path) {
     }
 }
 
+/// Drops the store [`create_early`] started for exactly `dir`, if nobody took it, waiting for
+/// its creation to end (dropping it removes `dir`): a native checkpoint restored into `dir`
+/// takes its place (`checkpoint/native_restore.rs`).
+pub fn discard_early_at(dir: &Path) {
+    let left = early_stores().lock().expect("early stores lock").remove(dir);
+    if let Some(store) = left {
+        drop(store.creation.join());
+    }
+}
+
 /// Calls [`discard_early`] for its directory when dropped: what a start that failed before
 /// its subtasks took their stores leaves behind is dropped on every way out.
 pub struct DiscardEarlyOnDrop {

@@ -130,8 +130,16 @@ pub fn prepare_run_dir(dir: &Path) -> Result<(), String> {
         )
     };
     std::fs::create_dir_all(dir).map_err(err)?;
+    write_owner_file(dir).map_err(err)
+}
+
+/// Writes this process's owner file into `dir` (which must exist): a directory directly under
+/// the root holding it is swept by a later process once this one is gone ([`sweep_stale`]), as
+/// a run directory is (a native checkpoint's download directory, `checkpoint/native_upload.rs`).
+/// Errors: the file cannot be written.
+pub fn write_owner_file(dir: &Path) -> std::io::Result<()> {
     let owner = Owner::this_process();
-    std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token)).map_err(err)
+    std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token))
 }
 
 #[cfg(test)]

@@ -423,6 +423,56 @@ impl ObjectStore for LocalStore {
         blocking(self, move |s| s.get_blocking(&path)).await
     }
 
+    async fn get_stream(&self, path: &str) -> Result<ByteChunks> {
+        let full = self.full(path);
+        let opened = full.clone();
+        let file = tokio::task::spawn_blocking(move || std::fs::File::open(&opened))
+            .await
+            .map_err(|e| StorageError::Io {
+                path: "local store".into(),
+                source: std::io::Error::other(crate::exec::panics::join_failure("the local store's file operation", e)),
+            })?
+            .map_err(|e| io(&full, e))?;
+        // The file, `STREAM_CHUNK_BYTES` at a time, each read on the blocking pool.
+        Ok(Box::pin(futures::stream::unfold(Some(file), move |file| {
+            let full = full.clone();
+            async move {
+                let mut file = file?;
+                let read = tokio::task::spawn_blocking(move || {
+                    use std::io::Read;
+                    let mut chunk = vec![0u8; STREAM_CHUNK_BYTES];
+                    let mut filled = 0;
+                    while filled < chunk.len() {
+                        match file.read(&mut chunk[filled..]) {
+                            Ok(0) => break,
+                            Ok(n) => filled += n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return (Err(e), None),
+                        }
+                    }
+                    chunk.truncate(filled);
+                    (Ok(chunk), Some(file))
+                })
+                .await;
+                match read {
+                    Ok((Ok(chunk), _)) if chunk.is_empty() => None,
+                    Ok((Ok(chunk), file)) => Some((Ok(Bytes::from(chunk)), file)),
+                    Ok((Err(e), _)) => Some((Err(io(&full, e)), None)),
+                    Err(e) => Some((
+                        Err(StorageError::Io {
+                            path: full.display().to_string(),
+                            source: std::io::Error::other(crate::exec::panics::join_failure(
+                                "the local store's file read",
+                                e,
+                            )),
+                        }),
+                        None,
+                    )),
+                }
+            }
+        })))
+    }
+
     async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
         let path = path.to_string();
         blocking(self, move |s| s.get_from_blocking(&path, offset)).await

@@ -76,6 +76,12 @@ pub struct MultipartUpload {
     pub parts: Vec<(i32, String)>,
 }
 
+/// The chunks of an object read by [`ObjectStore::get_stream`], in order.
+pub type ByteChunks = futures::stream::BoxStream<'static, Result<Bytes>>;
+
+/// Bytes the local store reads at a time for [`ObjectStore::get_stream`] (1 MiB).
+pub const STREAM_CHUNK_BYTES: usize = 1 << 20;
+
 /// Minimum size of every part but the last, as S3 requires.
 pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
 
@@ -99,6 +105,16 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
 
     /// Reads from byte `offset` to the end. Errors: `NotFound`.
     async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes>;
+
+    /// Reads a whole object as a stream of chunks, in order, so a caller can write it out
+    /// without holding it whole (a native checkpoint's table files, up to 64 MiB each). The
+    /// default reads it whole ([`ObjectStore::get`]) as one chunk; S3 streams the response
+    /// body, the local store reads the file [`STREAM_CHUNK_BYTES`] at a time. Errors:
+    /// `NotFound` (before the first chunk); a failure while reading ends the stream with it.
+    async fn get_stream(&self, path: &str) -> Result<ByteChunks> {
+        let whole = self.get(path).await?;
+        Ok(Box::pin(futures::stream::once(async move { Ok(whole) })))
+    }
 
     /// Whether an object exists.
     async fn exists(&self, path: &str) -> Result<bool>;

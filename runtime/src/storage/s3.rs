@@ -323,6 +323,42 @@ impl ObjectStore for S3Store {
         self.read_body(path, resp.body).await
     }
 
+    async fn get_stream(&self, path: &str) -> Result<ByteChunks> {
+        let resp = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) {
+                    StorageError::NotFound(self.url(path))
+                } else {
+                    self.err(path, "GetObject", e)
+                }
+            })?;
+        let url = self.url(path);
+        // The response body, chunk by chunk as the connection delivers it.
+        Ok(Box::pin(futures::stream::unfold(Some(resp.body), move |body| {
+            let url = url.clone();
+            async move {
+                let mut body = body?;
+                match body.next().await? {
+                    Ok(chunk) => Some((Ok(chunk), Some(body))),
+                    Err(e) => Some((
+                        Err(StorageError::S3 {
+                            path: url,
+                            op: "GetObject",
+                            message: format!("reading the response body: {}", DisplayErrorContext(&e)),
+                        }),
+                        None,
+                    )),
+                }
+            }
+        })))
+    }
+
     async fn get_from(&self, path: &str, offset: u64) -> Result<Bytes> {
         if offset == 0 {
             return self.get(path).await;

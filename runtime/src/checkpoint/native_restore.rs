@@ -1,0 +1,346 @@
+//! The fast restore of a native checkpoint of the disk backend (issue 12): when a subtask of
+//! this process restores a native handle whose key-group range is exactly its own (same
+//! parallelism and max parallelism: every restart after a failure, every upgrade without
+//! rescale), the handle's downloaded files **become the subtask's store**, as Flink's RocksDB
+//! backend restores an incremental checkpoint of the same key-group range
+//! (`RocksIncrementalRestoreOperation`, "restoreWithoutRescaling"): downloaded next to the
+//! store's directory, renamed into it, and opened writable with the subtask's own options. No
+//! key group is re-encoded as blocks, and the early-created empty store for that directory
+//! (`state/disk_store.rs`) is discarded.
+//!
+//! Which path a handle takes is decided by [`native_restore_path`] (a pure function); every
+//! other case (a rescale, the heap backend, another max parallelism, a process that does not
+//! run the subtask) takes the existing path (`checkpoint/native_upload.rs`, [`native_blocks`]):
+//! the files are opened read-only and encoded as key-group blocks.
+//!
+//! **Same semantics.** Each stored value starts with its write time (`state/disk.rs`), so the
+//! restored store holds every entry with the write time it had, as the blocks path does
+//! (it encodes with a TTL that expires nothing and lets the restoring step's TTL drop expired
+//! entries): reads and snapshots of the restoring step apply its own TTL to those times, and
+//! incremental cleanup removes expired entries later. The first checkpoint after a fast restore
+//! uploads every table file again (the subtask's record of uploaded table files starts empty,
+//! `UploadedTables`), so it references nothing of the restored checkpoint; savepoints are never
+//! native (`state/incremental.rs`, `uses_native_form`) and stay self-contained.
+//!
+//! **Cleanup.** The download directory is a sibling of the store's directory inside the run
+//! directory, whose owner file lets a later process sweep it after a `kill -9`
+//! (`state/local_dir.rs`).
+//!
+//! [`native_blocks`]: crate::checkpoint::native_upload::native_blocks
+
+use crate::checkpoint::native_upload::{PARALLEL_TRANSFERS, download_one};
+use crate::checkpoint::restore::RestoreError;
+use crate::job::{Job, OperatorKind};
+use crate::state::disk::DiskStateOptions;
+use crate::state::key_group::{KeyGroupRange, key_group_range};
+use crate::state::local_dir;
+use crate::state::snapshot::{FormatError, NativeFiles};
+use crate::storage::Store;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The keyed stores of the subtasks this process runs, as a restore needs them to decide
+/// where a native handle goes ([`native_restore_path`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalKeyedStores {
+    /// The job's parallelism.
+    pub parallelism: u32,
+    /// `spec.maxParallelism` when the job sets it (`None`: the restore point's is adopted).
+    pub max_parallelism_set: Option<u32>,
+    /// `(uid, subtask)` of every subtask of a step whose keyed state is one disk store per
+    /// subtask (a keyed aggregation) that this process runs: only these stores are ever
+    /// opened here, so only they are restored into.
+    pub stores: Vec<(String, u32)>,
+    /// The run directory (`state/local_dir.rs`) holding the subtasks' stores.
+    pub run_dir: PathBuf,
+    /// The store options of the disk backend; `None`: the job keeps keyed state on heap.
+    pub disk: Option<DiskStateOptions>,
+}
+
+impl LocalKeyedStores {
+    /// No subtask (a coordinator, a tool reading a snapshot): every native handle is restored
+    /// as blocks.
+    pub fn none() -> LocalKeyedStores {
+        LocalKeyedStores::default()
+    }
+
+    /// The stores of `job`'s keyed aggregations in the tasks this process runs (`runs_task`
+    /// of a task's global index, `exec::TaskSpec::index`) under the run directory `run_dir`
+    /// (disk backend only; on heap [`LocalKeyedStores::disk`] is `None`).
+    pub fn of_job(job: &Job, run_dir: &Path, runs_task: impl Fn(usize) -> bool) -> LocalKeyedStores {
+        let disk = match job.spec.state_backend {
+            crate::job::StateBackend::Heap => None,
+            crate::job::StateBackend::Disk => Some(job.spec.disk_state_options().unwrap_or_default()),
+        };
+        let graph = crate::exec::plan::plan_graph(job);
+        let mut stores = Vec::new();
+        for task in crate::exec::task_specs(job).into_iter().filter(|t| runs_task(t.index)) {
+            for &operator in &graph[task.stage].operators {
+                let op = &job.operators[operator];
+                if matches!(op.kind, OperatorKind::Aggregate { .. }) {
+                    stores.push((op.uid.clone(), task.subtask));
+                }
+            }
+        }
+        LocalKeyedStores {
+            parallelism: job.parallelism,
+            max_parallelism_set: job.spec.max_parallelism,
+            stores,
+            run_dir: run_dir.to_path_buf(),
+            disk,
+        }
+    }
+}
+
+/// Where a native handle's files go on restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NativeRestorePath {
+    /// They become the store of subtask `subtask` of this process (the fast path).
+    IntoStore {
+        /// The subtask whose key-group range is the handle's.
+        subtask: u32,
+    },
+    /// Opened read-only and encoded as key-group blocks (any backend, any parallelism).
+    AsBlocks,
+}
+
+/// Where the native handle of step `uid` covering `handle_range`, in a snapshot of max
+/// parallelism `snapshot_max_parallelism`, goes: into the store of the subtask of `uid` in
+/// `stores` whose key-group range is exactly `handle_range` when the job keeps keyed state on
+/// disk and the max parallelism stays (not set by the job, or set to the snapshot's); else
+/// as blocks. Ranges are Flink's key-group assignment ([`key_group_range`]).
+pub fn native_restore_path(
+    uid: &str,
+    handle_range: KeyGroupRange,
+    snapshot_max_parallelism: u32,
+    stores: &LocalKeyedStores,
+) -> NativeRestorePath {
+    let same_max_parallelism = stores.max_parallelism_set.is_none_or(|m| m == snapshot_max_parallelism);
+    if stores.disk.is_none() || !same_max_parallelism {
+        return NativeRestorePath::AsBlocks;
+    }
+    let subtask = stores
+        .stores
+        .iter()
+        .filter(|(u, _)| u == uid)
+        .map(|&(_, s)| s)
+        .find(|&s| {
+            s < stores.parallelism && key_group_range(s, stores.parallelism, snapshot_max_parallelism) == handle_range
+        });
+    match subtask {
+        Some(subtask) => NativeRestorePath::IntoStore { subtask },
+        None => NativeRestorePath::AsBlocks,
+    }
+}
+
+/// A native handle restored into a subtask's store directory by the fast path: the subtask
+/// of step `uid` owning `range` opens the store in `dir` instead of an empty one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoredStore {
+    /// The step's uid.
+    pub uid: String,
+    /// The key groups of the store (the subtask's range).
+    pub range: KeyGroupRange,
+    /// The subtask's store directory, holding the handle's files.
+    pub dir: PathBuf,
+    /// Entries the store holds (the handle's count in `_metadata`, expired ones included).
+    pub entries: u64,
+}
+
+/// Native handles restored by the fast path in this process (for tests and the log).
+static RESTORED_INTO_STORES: AtomicU64 = AtomicU64::new(0);
+
+/// How many native handles this process restored by the fast path so far.
+pub fn restored_into_stores() -> u64 {
+    RESTORED_INTO_STORES.load(Ordering::Relaxed)
+}
+
+/// The directory the fast path downloads the files of the store in `store_dir` into before
+/// renaming it there: a sibling in the same run directory (same file system, swept with it).
+pub fn store_download_dir(store_dir: &Path) -> PathBuf {
+    let mut name = store_dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".download");
+    store_dir.with_file_name(name)
+}
+
+/// The fast path for the native handle `native` of step `uid` (entries `entries`): its files
+/// downloaded from `store` (paths relative to `dir`) and verified, then made the store of
+/// `subtask` in `stores`' run directory (the early-created empty store there is discarded).
+/// Errors: a file is missing, corrupt or outside the store; the local directory cannot be
+/// written.
+pub async fn restore_into_store(
+    store: &Store,
+    dir: &str,
+    uid: &str,
+    subtask: u32,
+    native: &NativeFiles,
+    entries: u64,
+    stores: &LocalKeyedStores,
+) -> Result<RestoredStore, RestoreError> {
+    use futures::{StreamExt, TryStreamExt};
+    let store_dir = local_dir::store_dir(&stores.run_dir, uid, subtask);
+    let download = store_download_dir(&store_dir);
+    let local_err = |path: &Path, what: &str, e: std::io::Error| -> RestoreError {
+        FormatError {
+            path: path.display().to_string(),
+            problem: format!("{what}: {e}"),
+        }
+        .into()
+    };
+    if download.exists() {
+        std::fs::remove_dir_all(&download).map_err(|e| local_err(&download, "cannot remove an earlier download", e))?;
+    }
+    std::fs::create_dir_all(&download).map_err(|e| {
+        local_err(
+            &download,
+            "cannot create the directory to download a native checkpoint into",
+            e,
+        )
+    })?;
+    let downloaded = futures::stream::iter(&native.files)
+        .map(|f| download_one(store, dir, f, &download))
+        .buffer_unordered(PARALLEL_TRANSFERS)
+        .try_collect::<Vec<()>>()
+        .await;
+    if let Err(e) = downloaded {
+        let _ = std::fs::remove_dir_all(&download);
+        return Err(e);
+    }
+    // The empty store created early for this directory is dropped (its creation waited for:
+    // dropping it removes the directory), then the download takes its place.
+    let (moved_from, moved_to) = (download.clone(), store_dir.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::state::disk_store::discard_early_at(&moved_to);
+        if moved_to.exists() {
+            std::fs::remove_dir_all(&moved_to)?;
+        }
+        std::fs::rename(&moved_from, &moved_to)
+    })
+    .await
+    .map_err(|e| RestoreError::Incompatible(crate::exec::panics::join_failure("the native restore", e)))?
+    .map_err(|e| {
+        local_err(
+            &store_dir,
+            "cannot move a downloaded native checkpoint into the store's directory",
+            e,
+        )
+    })?;
+    RESTORED_INTO_STORES.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(
+        target: "weir",
+        "operator {uid} subtask {subtask}: native checkpoint restored into the subtask's store ({} files, \
+         key groups {}..={})",
+        native.files.len(),
+        native.key_group_range.start,
+        native.key_group_range.end
+    );
+    Ok(RestoredStore {
+        uid: uid.to_string(),
+        range: native.key_group_range,
+        dir: store_dir,
+        entries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stores(disk: bool, max_parallelism_set: Option<u32>, subtasks: &[u32]) -> LocalKeyedStores {
+        LocalKeyedStores {
+            parallelism: 2,
+            max_parallelism_set,
+            stores: subtasks.iter().map(|&s| ("counts".to_string(), s)).collect(),
+            run_dir: PathBuf::from("/state/job-run"),
+            disk: disk.then(DiskStateOptions::default),
+        }
+    }
+
+    /// The fast path only for a disk store whose subtask here owns exactly the handle's key
+    /// groups at the same max parallelism; everything else as blocks.
+    #[test]
+    fn which_path_a_native_handle_takes_table() {
+        let first_of_2 = key_group_range(0, 2, 128);
+        let second_of_2 = key_group_range(1, 2, 128);
+        let first_of_3 = key_group_range(0, 3, 128);
+        let into = |subtask| NativeRestorePath::IntoStore { subtask };
+        // (what, uid, handle range, snapshot max parallelism, stores here, path)
+        let rows: Vec<(&str, &str, KeyGroupRange, u32, LocalKeyedStores, NativeRestorePath)> = vec![
+            (
+                "restart, same parallelism",
+                "counts",
+                first_of_2,
+                128,
+                stores(true, None, &[0, 1]),
+                into(0),
+            ),
+            (
+                "the second subtask's handle",
+                "counts",
+                second_of_2,
+                128,
+                stores(true, None, &[0, 1]),
+                into(1),
+            ),
+            (
+                "max parallelism set to the snapshot's",
+                "counts",
+                second_of_2,
+                128,
+                stores(true, Some(128), &[1]),
+                into(1),
+            ),
+            (
+                "a worker without the subtask",
+                "counts",
+                second_of_2,
+                128,
+                stores(true, None, &[0]),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "rescale 3 -> 2: ranges differ",
+                "counts",
+                first_of_3,
+                128,
+                stores(true, None, &[0, 1]),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "heap backend",
+                "counts",
+                first_of_2,
+                128,
+                stores(false, None, &[0, 1]),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "another max parallelism",
+                "counts",
+                first_of_2,
+                128,
+                stores(true, Some(256), &[0, 1]),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "a step without a disk store",
+                "other",
+                first_of_2,
+                128,
+                stores(true, None, &[0, 1]),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "no subtask here (a coordinator)",
+                "counts",
+                first_of_2,
+                128,
+                LocalKeyedStores::none(),
+                NativeRestorePath::AsBlocks,
+            ),
+        ];
+        for (what, uid, range, max_p, here, want) in rows {
+            assert_eq!(native_restore_path(uid, range, max_p, &here), want, "{what}");
+        }
+    }
+}
