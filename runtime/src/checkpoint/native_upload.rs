@@ -409,7 +409,7 @@ mod tests {
         for (file_bytes, whole) in [(0, true), (9 * MIB, true), (16 * MIB, true), (16 * MIB + 1, false)] {
             assert_eq!(uploads_whole(file_bytes), whole, "{file_bytes} bytes");
         }
-        let mut files = vec![
+        let mut files = [
             (16, "CURRENT"),
             (9 * MIB, "000013.sst"),
             (26 * MIB, "000012.sst"),

@@ -454,7 +454,7 @@ impl StreamOperator for Aggregate {
         if native && let Some(local) = self.state.native_snapshot(barrier.id) {
             // The store's own files (`state/disk_native.rs`): the write-back thread writes a
             // RocksDB checkpoint after the generations frozen before this barrier; the encoder
-            // waits for it. The changed keys are not needed (freed off the task thread), and
+            // waits for it. No changed key is recorded in native mode (the set is empty), and
             // the chains' tracker is not told: a later checkpoint of blocks starts a new base.
             let changes = self.state.take_changes();
             let reuse = incremental

@@ -5,8 +5,9 @@
 //! write is in `state/disk*.rs`; this file only talks to RocksDB.
 //!
 //! The store is scratch (recreated empty on every start, the checkpoint is the source of truth),
-//! so writes skip RocksDB's write-ahead log and tables are stored uncompressed (point reads that
-//! miss the block cache and checkpoint scans then skip decompression). Index and filter blocks
+//! so writes skip RocksDB's write-ahead log and tables are stored uncompressed by default (point
+//! reads that miss the block cache and checkpoint scans then skip decompression;
+//! [`STORE_COMPRESSION_ENV`] switches LZ4 on, an experiment). Index and filter blocks
 //! live in the block cache, so the cache size bounds them too (Flink's managed memory does the
 //! same). A checkpoint's scan does not fill the block cache (`fill_cache: false`): a scan of the
 //! whole store through the cache evicted the hot blocks of point reads and left the allocator
