@@ -21,7 +21,9 @@
 //!   preemptions; `WEIR_BENCH_RESTORE_DETAIL=1` adds, after the measurements, the load's steps
 //!   one by one, the same restore again (warm), a copy of every block and one `fsync`.
 //!   `WEIR_BENCH_CHECKPOINT_DETAIL=1` prints each checkpoint's state files' phases (encoder
-//!   busy, upload waiting for pieces or parts, completion; `state_upload.rs`'s debug lines).
+//!   busy, upload waiting for pieces or parts, completion; `state_upload.rs`'s debug lines)
+//!   and a native checkpoint's steps (memtable flush, RocksDB checkpoint, each file's upload;
+//!   `native_upload.rs`'s and `disk_write_back.rs`'s).
 //!
 //! Incremental checkpoints are switched on by configuration only: a backend that does not
 //! write deltas yet writes full checkpoints under `incremental: true`, and this bench picks up
@@ -166,9 +168,15 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
     // The child's own breakdowns (`… breakdown …` lines on stderr) are passed on, and with
     // `WEIR_BENCH_CHECKPOINT_DETAIL=1` the checkpoints' debug lines (state files' phases).
     let checkpoint_line = |l: &str| {
-        ["state file written", "state file encoded", "checkpoint completed"]
-            .iter()
-            .any(|m| l.contains(m))
+        [
+            "state file written",
+            "state file encoded",
+            "checkpoint completed",
+            "native checkpoint",
+            "native file",
+        ]
+        .iter()
+        .any(|m| l.contains(m))
     };
     for line in String::from_utf8_lossy(&out.stderr)
         .lines()

@@ -50,6 +50,39 @@ pub fn upload_mib(file_bytes: u64) -> u32 {
     (file_bytes.div_ceil(1 << 20)).clamp(1, most.min(UPLOAD_BUDGET_MIB as u64)) as u32
 }
 
+/// Whether a native file of `file_bytes` is read whole and put in one request (up to
+/// [`crate::storage::MULTIPART_THRESHOLD`], as `ObjectStore::put` sends a raw upload of it),
+/// rather than streamed in multipart parts. A file of 9 MiB streamed took a multipart upload
+/// of two parts (four requests, on the local store a staging file and one `fsync` more) where
+/// a put takes one: the final checkpoint's upload on S3 (moto) took 2.7-3.3x a raw upload of
+/// the same files (docs/runtime/state-backends.md, "nativecost").
+pub fn uploads_whole(file_bytes: u64) -> bool {
+    file_bytes <= crate::storage::MULTIPART_THRESHOLD as u64
+}
+
+/// The order native files upload in, by `(size in bytes, name)`: largest first (the largest
+/// is the critical path; the small ones fill in beside it), then by name (deterministic).
+pub fn upload_order(a: (u64, &str), b: (u64, &str)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
+}
+
+/// Reads the local file `local` whole and puts it to `path` in `store` (one request); returns
+/// its size in bytes and CRC-32. Errors: the file cannot be read (naming it), or storage fails.
+async fn put_whole(store: &Store, path: &str, local: &Path) -> Result<(u64, u32), TaskError> {
+    let bytes = tokio::fs::read(local).await.map_err(|e| {
+        TaskError(format!(
+            "native checkpoint: cannot read {} to upload it: {e}",
+            local.display()
+        ))
+    })?;
+    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
+    store
+        .put(path, bytes::Bytes::from(bytes))
+        .await
+        .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
+    Ok((size, crc32))
+}
+
 /// The table files a subtask's checkpoints uploaded, by checkpoint id, each by its name in the
 /// store's directory: what a later checkpoint may reference instead of uploading (the ones of
 /// the confirmed checkpoint only). Shared between the task (which confirms) and the encoder
@@ -123,33 +156,54 @@ pub async fn upload_native(
     let (to_upload, mut files) = tables_to_upload(&checkpoint.table_files, &native.reuse);
     let store = &barrier.target.store;
     let dir = &barrier.target.dir;
-    let targets: Vec<(PathBuf, String, String, String)> = to_upload
+    let mut targets: Vec<(u64, PathBuf, String, String, String)> = to_upload
         .iter()
         .map(|t| {
             let (name, path) = shared_table_file(dir, uid, subtask, barrier.id, &t.name);
-            (checkpoint.dir().join(&t.name), t.name.clone(), name, path)
+            (t.size, checkpoint.dir().join(&t.name), t.name.clone(), name, path)
         })
         .chain(checkpoint.private_files.iter().map(|f| {
             let name = format!("{uid}-{subtask}-{}", f.name);
             let path = crate::storage::join(dir, &name);
-            (checkpoint.dir().join(&f.name), f.name.clone(), name, path)
+            (f.size, checkpoint.dir().join(&f.name), f.name.clone(), name, path)
         }))
         .collect();
-    // Each file streams from disk in parts (`state_upload::upload_file`); the files uploading at
-    // once share a budget of bytes held, so many small files go up side by side and large ones
-    // a few at a time (reading them whole, 8 at once, held up to 8 table files of 64 MiB).
+    // Largest first: the largest file is the upload's critical path (a compaction's output is
+    // most of the store), so it starts at once and the small ones fill in beside it.
+    targets.sort_by(|a, b| upload_order((a.0, &a.2), (b.0, &b.2)));
+    // A file up to `MULTIPART_THRESHOLD` is read whole and put in one request, as a raw upload
+    // of it is; a larger one streams from disk in parts (`state_upload::upload_file`). The
+    // files uploading at once share a budget of bytes held, so many small files go up side by
+    // side and large ones a few at a time (reading them whole, 8 at once, held up to 8 table
+    // files of 64 MiB).
     let budget = tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize);
     let budget = &budget;
+    let start = std::time::Instant::now();
+    let referenced = files.len();
     let uploaded: Vec<NativeFile> = futures::stream::iter(targets)
-        .map(|(local, local_name, name, path)| async move {
-            let file_bytes = std::fs::metadata(&local).map(|m| m.len()).unwrap_or(0);
+        .map(|(file_bytes, local, local_name, name, path)| async move {
+            let queued = start.elapsed();
             let _held = budget
                 .acquire_many(upload_mib(file_bytes))
                 .await
                 .map_err(|_| TaskError("native checkpoint: the upload budget was closed".into()))?;
-            let (size, crc32) = crate::checkpoint::state_upload::upload_file(store, &path, &local)
-                .await
-                .map_err(|e| TaskError(format!("native checkpoint: {}", e.0)))?;
+            let began = start.elapsed();
+            let (size, crc32) = if uploads_whole(file_bytes) {
+                put_whole(store, &path, &local).await?
+            } else {
+                crate::checkpoint::state_upload::upload_file(store, &path, &local)
+                    .await
+                    .map_err(|e| TaskError(format!("native checkpoint: {}", e.0)))?
+            };
+            tracing::debug!(
+                target: "weir_runtime::checkpoint::native",
+                file = local_name,
+                size,
+                queued_ms = queued.as_secs_f64() * 1e3,
+                waited_for_budget_ms = (began - queued).as_secs_f64() * 1e3,
+                uploaded_ms = (start.elapsed() - began).as_secs_f64() * 1e3,
+                "native file uploaded"
+            );
             Ok::<NativeFile, TaskError>(NativeFile {
                 file: name,
                 name: local_name,
@@ -161,6 +215,14 @@ pub async fn upload_native(
         .buffered(PARALLEL_TRANSFERS)
         .try_collect()
         .await?;
+    tracing::debug!(
+        target: "weir_runtime::checkpoint::native",
+        uploaded = uploaded.len(),
+        uploaded_bytes = uploaded.iter().map(|f| f.size).sum::<u64>(),
+        referenced,
+        upload_ms = start.elapsed().as_secs_f64() * 1e3,
+        "native checkpoint uploaded"
+    );
     files.extend(uploaded);
     files.sort_by(|a, b| {
         let table = |f: &NativeFile| !crate::state::disk_native::is_table_file(&f.name);
@@ -386,6 +448,29 @@ mod tests {
         let swept = crate::state::local_dir::sweep_stale(root.path());
         assert_eq!(swept, vec![left.clone()]);
         assert!(!left.exists() && mine.exists());
+    }
+
+    /// Files up to the multipart threshold go in one put; larger ones stream in parts. The
+    /// order is largest first, then by name.
+    #[test]
+    fn how_and_in_which_order_native_files_upload_table() {
+        const MIB: u64 = 1 << 20;
+        for (file_bytes, whole) in [(0, true), (9 * MIB, true), (16 * MIB, true), (16 * MIB + 1, false)] {
+            assert_eq!(uploads_whole(file_bytes), whole, "{file_bytes} bytes");
+        }
+        let mut files = [
+            (16, "CURRENT"),
+            (9 * MIB, "000013.sst"),
+            (26 * MIB, "000012.sst"),
+            (9 * MIB, "000014.sst"),
+            (1574, "MANIFEST-000005"),
+        ];
+        files.sort_by(|a, b| upload_order(*a, *b));
+        let names: Vec<&str> = files.iter().map(|f| f.1).collect();
+        assert_eq!(
+            names,
+            ["000012.sst", "000013.sst", "000014.sst", "MANIFEST-000005", "CURRENT"]
+        );
     }
 
     #[test]

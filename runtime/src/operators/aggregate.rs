@@ -443,10 +443,6 @@ impl StreamOperator for Aggregate {
             );
         }
         let incremental = barrier.incremental;
-        if incremental.is_some() {
-            // The first incremental checkpoint is a full base: changes before it do not matter.
-            self.state.track_changes();
-        }
         let (disk_backend, write_back_cache) = self.state.disk_with_write_back_cache();
         let native = uses_native_form(NativeConditions {
             disk_backend,
@@ -456,10 +452,18 @@ impl StreamOperator for Aggregate {
             switched_on: native_switch(std::env::var(NATIVE_CHECKPOINTS_ENV).ok().as_deref())
                 .map_err(|e| TaskError(format!("operator {uid}: {e}")))?,
         });
+        if native {
+            // Every write through the write-back cache, but no changed key recorded: a native
+            // checkpoint reads the store's files (a later checkpoint of blocks is a new base).
+            self.state.track_for_native_checkpoints();
+        } else if incremental.is_some() {
+            // The first incremental checkpoint is a full base: changes before it do not matter.
+            self.state.track_changes();
+        }
         if native && let Some(local) = self.state.native_snapshot(barrier.id) {
             // The store's own files (`state/disk_native.rs`): the write-back thread writes a
             // RocksDB checkpoint after the generations frozen before this barrier; the encoder
-            // waits for it. The changed keys are not needed (freed off the task thread), and
+            // waits for it. No changed key is recorded in native mode (the set is empty), and
             // the chains' tracker is not told: a later checkpoint of blocks starts a new base.
             let changes = self.state.take_changes();
             let reuse = incremental

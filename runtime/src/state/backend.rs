@@ -311,6 +311,14 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// What native checkpoints need (the disk backend only, nothing otherwise): see
+    /// [`DiskKeyedState::track_for_native_checkpoints`].
+    pub fn track_for_native_checkpoints(&mut self) {
+        if let KeyedState::Disk(s) = self {
+            s.track_for_native_checkpoints();
+        }
+    }
+
     /// The keys changed since the previous call; empty unless changes are tracked.
     pub fn take_changes(&mut self) -> ChangedKeys {
         match self {

@@ -296,6 +296,18 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.cache.keep_written();
     }
 
+    /// What native checkpoints need instead of [`DiskKeyedState::track_changes`]
+    /// (`state/disk_native.rs`): every write goes through the write-back cache's generations
+    /// (removals and TTL cleanup as tombstones), but no key is recorded and no generation kept
+    /// after its write-back; a set recorded so far is dropped. A native checkpoint reads the
+    /// store's files, so the per-write hash-set insert of a changed key (and the set's memory,
+    /// up to [`changed_key_limit`] keys) bought nothing.
+    pub fn track_for_native_checkpoints(&mut self) {
+        self.changed = None;
+        self.changed_len = 0;
+        self.cache.write_through_generations_only();
+    }
+
     /// The keys written or removed since the previous call (or since tracking started), and
     /// starts a new record; empty unless [`DiskKeyedState::track_changes`] was called. O(1).
     pub fn take_changes(&mut self) -> ChangedKeys {

@@ -20,11 +20,14 @@ fn options(cache_entries: u64) -> DiskStateOptions {
 /// The checkpoint written at a barrier holds the writes before it, also those of generations
 /// still pending when it was requested, and removals before it; none of the writes, removals
 /// or overwrites after it. Its blocks equal the heap state's at the barrier, for the whole
-/// range and for each half (a rescale), with and without a TTL.
+/// range and for each half (a rescale), with and without a TTL; whether changes are tracked
+/// for deltas or only as native checkpoints need (`track_for_native_checkpoints`: no changed
+/// key recorded, no generation kept, also after a switch from tracked changes).
 #[test]
 fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
     let all = key_group_range(0, 1, MAX_P);
-    for ttl in [None, Some(StateTtl::new(std::time::Duration::from_millis(1_000)))] {
+    let a_second = Some(StateTtl::new(std::time::Duration::from_millis(1_000)));
+    for (ttl, native_tracking) in [(None, false), (None, true), (a_second, false), (a_second, true)] {
         let dir = tempfile::tempdir().unwrap();
         let store_dir = dir.path().join("count-0");
         let mut disk = DiskKeyedState::<i64>::open(&store_dir, all, ttl, options(4_000)).unwrap();
@@ -46,6 +49,11 @@ fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
         }
         drop(disk.snapshot(0));
         disk.wait_for_write_back();
+        if native_tracking {
+            assert!(disk.kept_generations().0 > 0, "kept for deltas before the switch");
+            disk.track_for_native_checkpoints();
+            assert_eq!(disk.kept_generations(), (0, 0), "the kept generations are freed");
+        }
         disk.pause_write_back(true);
         for i in 200..600 {
             add(&mut disk, Some(&mut heap), i, 10, 500);
@@ -55,6 +63,9 @@ fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
             assert_eq!(disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
         }
         let barrier = disk.native_snapshot(7);
+        if native_tracking {
+            assert!(disk.take_changes().is_empty(), "no changed key recorded");
+        }
         let expected = decode(&heap.snapshot(900).encode().unwrap());
         assert!(disk.cached_entries().1 > 0, "generations pending at the barrier");
         // After the barrier: overwrites, new keys, removals of keys the checkpoint holds.
@@ -71,6 +82,13 @@ fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
         }
         drop(disk.snapshot(900));
         disk.wait_for_write_back();
+        if native_tracking {
+            assert_eq!(
+                disk.kept_generations(),
+                (0, 0),
+                "no generation kept after its write-back"
+            );
+        }
         let checkpoint = barrier.wait().unwrap();
         assert_eq!(checkpoint.dir(), local_checkpoint_dir(&store_dir, 7));
         assert!(
@@ -92,7 +110,11 @@ fn a_native_checkpoint_holds_exactly_the_writes_before_its_barrier() {
         let whole = copy("whole");
         let blocks = blocks_of_native_store(&whole, &options(4_000), all, ttl, 900).unwrap();
         assert!(!whole.exists(), "the downloaded directory is scratch");
-        assert_eq!(decode(&blocks), expected, "ttl {ttl:?}");
+        assert_eq!(
+            decode(&blocks),
+            expected,
+            "ttl {ttl:?}, native tracking {native_tracking}"
+        );
         assert_eq!(expected.len(), 550);
         let mut halves = BTreeMap::new();
         for subtask in 0..2 {

@@ -5,8 +5,9 @@
 //! write is in `state/disk*.rs`; this file only talks to RocksDB.
 //!
 //! The store is scratch (recreated empty on every start, the checkpoint is the source of truth),
-//! so writes skip RocksDB's write-ahead log and tables are stored uncompressed (point reads that
-//! miss the block cache and checkpoint scans then skip decompression). Index and filter blocks
+//! so writes skip RocksDB's write-ahead log and tables are stored uncompressed by default (point
+//! reads that miss the block cache and checkpoint scans then skip decompression;
+//! [`STORE_COMPRESSION_ENV`] switches LZ4 on, an experiment). Index and filter blocks
 //! live in the block cache, so the cache size bounds them too (Flink's managed memory does the
 //! same). A checkpoint's scan does not fill the block cache (`fill_cache: false`): a scan of the
 //! whole store through the cache evicted the hot blocks of point reads and left the allocator
@@ -76,8 +77,43 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// The RocksDB options of a store with `options`' memory limits.
-fn rocks_options(options: &DiskStateOptions) -> Result<Options, String> {
+/// The environment variable choosing how the store compresses its table files
+/// ([`store_compression`]): unset or `none` (the default), `lz4`, `lz4-zstd`. An experiment's
+/// switch (branch nativecost, 2026-12-02), not a setting of the job: LZ4 made native
+/// checkpoints upload 40-48 % fewer bytes at 1M keys, at a CPU cost not separable from the
+/// shared machine's noise and not measured at 5M keys (docs/runtime/state-backends.md).
+pub const STORE_COMPRESSION_ENV: &str = "WEIR_DISK_COMPRESSION";
+
+/// How the store compresses its table files (RocksDB compresses each data block; a reader
+/// finds the type in the block, so a store opens whatever its files were written with).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreCompression {
+    /// Uncompressed (the default): a point read that misses the block cache and a scan skip
+    /// decompression.
+    None,
+    /// LZ4 on every level (memtable flushes included).
+    Lz4,
+    /// LZ4, and ZSTD on the bottommost level (most of the state, rewritten only by
+    /// compactions).
+    Lz4ZstdBottommost,
+}
+
+/// The compression [`STORE_COMPRESSION_ENV`]'s value `value` asks for (`None`: unset).
+/// Errors: any other value than `none`, `lz4`, `lz4-zstd`, naming the variable.
+pub fn store_compression(value: Option<&str>) -> Result<StoreCompression, String> {
+    match value.map(str::trim) {
+        None | Some("" | "none") => Ok(StoreCompression::None),
+        Some("lz4") => Ok(StoreCompression::Lz4),
+        Some("lz4-zstd") => Ok(StoreCompression::Lz4ZstdBottommost),
+        Some(other) => Err(format!(
+            "{STORE_COMPRESSION_ENV}=`{other}` is not one of `none`, `lz4`, `lz4-zstd`"
+        )),
+    }
+}
+
+/// The RocksDB options of a store with `options`' memory limits, its table files compressed
+/// as `compression` says.
+fn rocks_options(options: &DiskStateOptions, compression: StoreCompression) -> Result<Options, String> {
     let mut table = BlockBasedOptions::default();
     let cache = Cache::new_lru_cache(options.cache_bytes.max(1) as usize).map_err(|e| e.to_string())?;
     table.set_block_cache(&cache);
@@ -104,8 +140,13 @@ fn rocks_options(options: &DiskStateOptions) -> Result<Options, String> {
     rocks.set_memtable_whole_key_filtering(true);
     rocks.set_memtable_prefix_bloom_ratio(0.1);
     rocks.set_max_background_jobs(STORE_BACKGROUND_JOBS);
-    rocks.set_compression_type(DBCompressionType::None);
-    rocks.set_bottommost_compression_type(DBCompressionType::None);
+    let (levels, bottommost) = match compression {
+        StoreCompression::None => (DBCompressionType::None, DBCompressionType::None),
+        StoreCompression::Lz4 => (DBCompressionType::Lz4, DBCompressionType::Lz4),
+        StoreCompression::Lz4ZstdBottommost => (DBCompressionType::Lz4, DBCompressionType::Zstd),
+    };
+    rocks.set_compression_type(levels);
+    rocks.set_bottommost_compression_type(bottommost);
     rocks.set_level_compaction_dynamic_level_bytes(true);
     rocks.set_log_level(LogLevel::Warn);
     rocks.set_keep_log_file_num(1);
@@ -115,39 +156,76 @@ fn rocks_options(options: &DiskStateOptions) -> Result<Options, String> {
 }
 
 /// Opens a new, empty store in `dir` (which must exist and be empty) with `options`' memory
-/// limits. Errors: RocksDB cannot open there (naming the directory).
+/// limits, compressed as [`STORE_COMPRESSION_ENV`] says. Errors: the variable's value is not
+/// one it takes; RocksDB cannot open there (naming the directory; with a compression the
+/// system's RocksDB was built without, RocksDB's "not linked with the binary", naming the
+/// variable).
 pub(crate) fn open_empty(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
-    let err = |problem: String| DiskStateError {
+    open_empty_compressed(dir, options, compression_from_env(dir)?)
+}
+
+/// The compression [`STORE_COMPRESSION_ENV`] asks for, for the store in `dir`. Errors: the
+/// variable's value is not one it takes (naming the variable and `dir`).
+fn compression_from_env(dir: &Path) -> Result<StoreCompression, DiskStateError> {
+    store_compression(std::env::var(STORE_COMPRESSION_ENV).ok().as_deref()).map_err(|problem| DiskStateError {
         dir: dir.to_path_buf(),
         problem,
-    };
-    let rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
-    let db = DB::open(&rocks, dir).map_err(|e| err(format!("cannot open the store: {e}")))?;
-    let mut writes = WriteOptions::default();
-    writes.disable_wal(true);
-    Ok(Arc::new(RocksStore {
-        db,
-        options: rocks,
-        writes,
-        ingestions: AtomicU64::new(0),
-        dir: dir.to_path_buf(),
-        _scratch: RemoveOnDrop(dir.to_path_buf()),
-    }))
+    })
+}
+
+/// [`open_empty`] with the table files compressed as `compression` says.
+pub(crate) fn open_empty_compressed(
+    dir: &Path,
+    options: &DiskStateOptions,
+    compression: StoreCompression,
+) -> Result<Store, DiskStateError> {
+    open_writable(dir, options, compression, Opening::Empty)
 }
 
 /// Opens, writable, the store whose files are in `dir` (a native checkpoint's files restored
 /// there, `checkpoint/native_restore.rs`) with `options`' memory limits, as [`open_empty`]
-/// opens a new one: the store is scratch from then on (`dir` is removed when the last
-/// reference is dropped). Errors: RocksDB cannot open the files there (a missing or corrupt
-/// `MANIFEST` or table file; naming the directory).
+/// opens a new one (new table files compressed as [`STORE_COMPRESSION_ENV`] says; the
+/// restored ones keep theirs, each block names its own): the store is scratch from then on
+/// (`dir` is removed when the last reference is dropped). Errors: the variable's value is not
+/// one it takes; RocksDB cannot open the files there (a missing or corrupt `MANIFEST` or table
+/// file; naming the directory).
 pub(crate) fn open_existing(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
+    open_writable(dir, options, compression_from_env(dir)?, Opening::Existing)
+}
+
+/// Whether [`open_writable`] creates a new store or opens the files already in its directory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// A new store in an empty directory.
+    Empty,
+    /// The store whose files are there; missing files are an error, never an empty store
+    /// (a restore must not start from nothing).
+    Existing,
+}
+
+/// A writable scratch store in `dir` with `options`' memory limits and `compression`, new or
+/// existing as `opening` says; writes skip the write-ahead log. Errors: RocksDB's, naming
+/// [`STORE_COMPRESSION_ENV`] when a compression is set.
+fn open_writable(
+    dir: &Path,
+    options: &DiskStateOptions,
+    compression: StoreCompression,
+    opening: Opening,
+) -> Result<Store, DiskStateError> {
     let err = |problem: String| DiskStateError {
         dir: dir.to_path_buf(),
         problem,
     };
-    let mut rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
-    rocks.create_if_missing(false);
-    let db = DB::open(&rocks, dir).map_err(|e| err(format!("cannot open the restored store: {e}")))?;
+    let mut rocks = rocks_options(options, compression).map_err(|e| err(format!("cannot configure the store: {e}")))?;
+    rocks.create_if_missing(opening == Opening::Empty);
+    let what = match opening {
+        Opening::Empty => "cannot open the store",
+        Opening::Existing => "cannot open the restored store",
+    };
+    let db = DB::open(&rocks, dir).map_err(|e| match compression {
+        StoreCompression::None => err(format!("{what}: {e}")),
+        _ => err(format!("{what} with {STORE_COMPRESSION_ENV} = {compression:?}: {e}")),
+    })?;
     let mut writes = WriteOptions::default();
     writes.disable_wal(true);
     Ok(Arc::new(RocksStore {
@@ -170,7 +248,9 @@ pub(crate) fn open_read_only(dir: &Path, options: &DiskStateOptions) -> Result<S
         dir: dir.to_path_buf(),
         problem,
     };
-    let mut rocks = rocks_options(options).map_err(|e| err(format!("cannot configure the store: {e}")))?;
+    // Reading needs no compression setting: each block names its own.
+    let mut rocks =
+        rocks_options(options, StoreCompression::None).map_err(|e| err(format!("cannot configure the store: {e}")))?;
     rocks.create_if_missing(false);
     let db = DB::open_for_read_only(&rocks, dir, false)
         .map_err(|e| err(format!("cannot open the checkpoint's store: {e}")))?;
@@ -284,6 +364,14 @@ impl RocksStore {
         checkpoint.create_checkpoint(into).map_err(failed)
     }
 
+    /// Flushes the memtables into table files and waits for it. Errors: RocksDB cannot
+    /// flush (naming the store's directory).
+    pub(crate) fn flush(&self) -> Result<(), DiskStateError> {
+        self.db
+            .flush()
+            .map_err(|e| self.err(format!("cannot flush the memtables: {e}")))
+    }
+
     /// Bytes of the store's memtables now (active and sealed), for tests of the memory bound.
     #[cfg(test)]
     pub(crate) fn memtable_bytes(&self) -> u64 {
@@ -375,5 +463,98 @@ impl StoreView {
     ) -> Result<(), DiskStateError> {
         let iterator = self.snapshot.raw_iterator_opt(scan_options(false, until));
         scan_with(iterator, from, each).map_err(|e| self.store.err(e))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restored store's directory without a store in it is an error naming the directory,
+    /// never a new empty store (a restore must not start from nothing); a store written there
+    /// opens with its entries.
+    #[test]
+    fn a_restored_store_opens_only_the_files_there() {
+        let options = DiskStateOptions::default();
+        let empty = tempfile::tempdir().unwrap();
+        let e = open_existing(empty.path(), &options).err().expect("no store there");
+        assert_eq!(e.dir, empty.path());
+        assert!(e.problem.contains("cannot open the restored store"), "{}", e.problem);
+        assert!(!empty.path().join("CURRENT").exists(), "no store was created");
+
+        let written = tempfile::tempdir().unwrap();
+        let dir = written.path().join("store");
+        std::fs::create_dir(&dir).unwrap();
+        let store = open_empty_compressed(&dir, &options, StoreCompression::None).unwrap();
+        store.put(b"key", b"value").unwrap();
+        let copy = written.path().join("checkpoint");
+        store.create_checkpoint(&copy).unwrap();
+        drop(store);
+        let reopened = open_existing(&copy, &options).unwrap();
+        assert_eq!(
+            reopened.with_value(b"key", |v| v.to_vec()).unwrap().as_deref(),
+            Some(&b"value"[..])
+        );
+    }
+
+    #[test]
+    fn which_compression_the_variable_asks_for_table() {
+        for (value, want) in [
+            (None, Ok(StoreCompression::None)),
+            (Some(""), Ok(StoreCompression::None)),
+            (Some("none"), Ok(StoreCompression::None)),
+            (Some(" lz4 "), Ok(StoreCompression::Lz4)),
+            (Some("lz4-zstd"), Ok(StoreCompression::Lz4ZstdBottommost)),
+        ] {
+            assert_eq!(store_compression(value), want, "{value:?}");
+        }
+        let e = store_compression(Some("snappy")).unwrap_err();
+        assert!(e.contains(STORE_COMPRESSION_ENV) && e.contains("snappy"), "{e}");
+    }
+
+    /// A checkpoint of a store written with each compression opens read-only (as a restore
+    /// opens a native checkpoint, without a compression setting) with every entry; the
+    /// compressed ones' table files are smaller. Fails if the system's RocksDB lacks LZ4 or
+    /// ZSTD (the open's error then names the variable).
+    #[test]
+    fn a_checkpoint_of_a_store_written_with_any_compression_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table_bytes = Vec::new();
+        for compression in [
+            StoreCompression::None,
+            StoreCompression::Lz4,
+            StoreCompression::Lz4ZstdBottommost,
+        ] {
+            let store_dir = dir.path().join(format!("{compression:?}"));
+            std::fs::create_dir(&store_dir).unwrap();
+            let store = open_empty_compressed(&store_dir, &DiskStateOptions::default(), compression).unwrap();
+            let value = |i: u32| format!("value {:08}", i % 100).into_bytes();
+            for i in 0..20_000u32 {
+                store.put(&i.to_be_bytes(), &value(i)).unwrap();
+            }
+            let into = dir.path().join(format!("{compression:?}.chk"));
+            store.create_checkpoint(&into).unwrap();
+            table_bytes.push(
+                std::fs::read_dir(&into)
+                    .unwrap()
+                    .map(|f| f.unwrap())
+                    .filter(|f| f.file_name().to_string_lossy().ends_with(".sst"))
+                    .map(|f| f.metadata().unwrap().len())
+                    .sum::<u64>(),
+            );
+            let read = open_read_only(&into, &DiskStateOptions::default()).unwrap();
+            assert_eq!(read.count_entries(), 20_000, "{compression:?}");
+            for i in [0u32, 7_777, 19_999] {
+                assert_eq!(
+                    read.with_value(&i.to_be_bytes(), |v| v.to_vec()).unwrap(),
+                    Some(value(i)),
+                    "{compression:?}"
+                );
+            }
+        }
+        assert!(
+            table_bytes[1] < table_bytes[0] && table_bytes[2] < table_bytes[0],
+            "compressed tables are smaller: {table_bytes:?}"
+        );
     }
 }

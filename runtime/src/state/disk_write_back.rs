@@ -79,6 +79,8 @@ enum Job {
     Checkpoint {
         into: PathBuf,
         reply: Sender<Result<(), String>>,
+        /// When the barrier asked for it (the wait for the generations before it is logged).
+        requested: std::time::Instant,
     },
 }
 
@@ -110,6 +112,9 @@ pub(crate) struct WriteBack<V> {
     retained: Option<VecDeque<Arc<FrozenGeneration<V>>>>,
     /// Bytes counted for `retained`.
     retained_bytes: u64,
+    /// Most bytes `retained` keeps: the budget for deltas, 0 for native checkpoints (they need
+    /// the store written through generations only, not the generations kept).
+    retain_limit: u64,
     /// The first failed write-back: every later call returns it. The failed generation stays
     /// pending (reads still see its entries), so no snapshot after the failure can be taken
     /// without its writes, and the task fails at its next batch or barrier.
@@ -151,6 +156,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             writer,
             retained: None,
             retained_bytes: 0,
+            retain_limit: 0,
             failed: None,
         })
     }
@@ -251,11 +257,13 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             ));
         }
         let (reply, result) = channel();
-        let sent = self
-            .writer
-            .as_ref()
-            .and_then(|w| w.to_write.as_ref())
-            .map(|to_write| to_write.send(Job::Checkpoint { into, reply }));
+        let sent = self.writer.as_ref().and_then(|w| w.to_write.as_ref()).map(|to_write| {
+            to_write.send(Job::Checkpoint {
+                into,
+                reply,
+                requested: std::time::Instant::now(),
+            })
+        });
         if !matches!(sent, Some(Ok(()))) {
             return Err(self.err("the write-back thread ended".into()));
         }
@@ -267,8 +275,34 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     /// generations (a removal or a TTL cleanup of a key no generation holds goes in as a
     /// tombstone: see [`WriteBack::keeps_written`]). Nothing with a budget of 0.
     pub fn keep_written(&mut self) {
-        if !self.is_off() && self.retained.is_none() {
-            self.retained = Some(VecDeque::new());
+        self.write_through_generations(self.budget);
+    }
+
+    /// What a native checkpoint needs (`state/disk_native.rs`): from now on the store is
+    /// written only through generations, as with [`WriteBack::keep_written`], but no
+    /// generation is kept after its write-back (those kept are freed): a native checkpoint
+    /// reads the store's files, never a changed key. Nothing with a budget of 0.
+    pub fn write_through_generations_only(&mut self) {
+        self.write_through_generations(0);
+    }
+
+    /// The store written only through generations from now on, those written back kept up to
+    /// `retain_limit` bytes (the oldest beyond it freed now).
+    fn write_through_generations(&mut self, retain_limit: u64) {
+        if self.is_off() {
+            return;
+        }
+        self.retain_limit = retain_limit;
+        let retained = self.retained.get_or_insert_with(VecDeque::new);
+        let mut dropped = Vec::new();
+        while self.retained_bytes > retain_limit
+            && let Some(oldest) = retained.pop_front()
+        {
+            self.retained_bytes -= oldest.bytes();
+            dropped.push(oldest);
+        }
+        for generation in dropped {
+            self.free_on_writer(generation);
         }
     }
 
@@ -364,12 +398,12 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             self.pending_bytes -= bytes;
             match &mut self.retained {
                 // Kept for deltas: the oldest kept ones go while they hold more than the
-                // budget.
+                // limit (the budget; 0 for native checkpoints).
                 Some(retained) => {
                     retained.push_back(done);
                     self.retained_bytes += bytes;
                     let mut dropped = Vec::new();
-                    while self.retained_bytes > self.budget
+                    while self.retained_bytes > self.retain_limit
                         && let Some(oldest) = retained.pop_front()
                     {
                         self.retained_bytes -= oldest.bytes();
@@ -470,7 +504,7 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
                 drop(generation);
                 continue;
             }
-            Job::Checkpoint { into, reply } => {
+            Job::Checkpoint { into, reply, requested } => {
                 gate.wait_while_paused();
                 let result = match &failed {
                     Some(problem) => Err(format!("a write-back before the barrier failed: {problem}")),
@@ -481,7 +515,19 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
                         let mut unfinished = into.clone().into_os_string();
                         unfinished.push(".tmp");
                         let _ = std::fs::remove_dir_all(unfinished);
-                        store.create_checkpoint(&into).map_err(|e| e.problem)
+                        let start = std::time::Instant::now();
+                        let flushed = store.flush().map_err(|e| e.problem);
+                        let flush_ms = start.elapsed().as_secs_f64() * 1e3;
+                        let written = flushed.and_then(|()| store.create_checkpoint(&into).map_err(|e| e.problem));
+                        tracing::debug!(
+                            target: "weir_runtime::checkpoint::native",
+                            into = %into.display(),
+                            waited_for_generations_ms = (start - requested).as_secs_f64() * 1e3,
+                            flush_ms,
+                            checkpoint_ms = start.elapsed().as_secs_f64() * 1e3 - flush_ms,
+                            "native checkpoint written locally"
+                        );
+                        written
                     }
                 };
                 // The encoder may have given up waiting (its snapshot was dropped).
