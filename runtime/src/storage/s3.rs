@@ -40,6 +40,24 @@ pub struct S3Store {
 }
 
 impl S3Store {
+    /// GetObject of `path`: the response, whose body the caller reads. Errors:
+    /// `StorageError::NotFound` (naming the URL) when there is no such object; the request's
+    /// error otherwise.
+    async fn get_object(&self, path: &str) -> Result<aws_sdk_s3::operation::get_object::GetObjectOutput> {
+        self.client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .send()
+            .await
+            .map_err(|e| {
+                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) {
+                    StorageError::NotFound(self.url(path))
+                } else {
+                    self.err(path, "GetObject", e)
+                }
+            })
+    }
     /// Connects with the default credential chain and `opts`: `opts.endpoint` overrides the
     /// endpoint (otherwise `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` as aws-config reads them),
     /// `opts.region` the region (otherwise `AWS_REGION`, the AWS profile, in a Kubernetes pod the
@@ -306,38 +324,12 @@ impl ObjectStore for S3Store {
     }
 
     async fn get(&self, path: &str) -> Result<Bytes> {
-        let resp = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(self.key(path))
-            .send()
-            .await
-            .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) {
-                    StorageError::NotFound(self.url(path))
-                } else {
-                    self.err(path, "GetObject", e)
-                }
-            })?;
+        let resp = self.get_object(path).await?;
         self.read_body(path, resp.body).await
     }
 
     async fn get_stream(&self, path: &str) -> Result<ByteChunks> {
-        let resp = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(self.key(path))
-            .send()
-            .await
-            .map_err(|e| {
-                if e.as_service_error().is_some_and(|s| s.is_no_such_key()) || status(&e) == Some(404) {
-                    StorageError::NotFound(self.url(path))
-                } else {
-                    self.err(path, "GetObject", e)
-                }
-            })?;
+        let resp = self.get_object(path).await?;
         let url = self.url(path);
         // The response body, chunk by chunk as the connection delivers it.
         Ok(Box::pin(futures::stream::unfold(Some(resp.body), move |body| {
