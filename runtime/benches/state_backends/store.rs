@@ -272,6 +272,7 @@ async fn restore(
         stores: keyed_ops().map(|o| (o.uid.clone(), 0)).collect(),
         run_dir: run_dir.clone(),
         disk: (backend == "disk").then(DiskStateOptions::default),
+        without_keyed_state: false,
     };
     if backend == "disk" {
         // As a run does (`exec::prepare`): the stores are created while the files download.

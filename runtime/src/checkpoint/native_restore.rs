@@ -34,7 +34,7 @@ use crate::job::{Job, OperatorKind};
 use crate::state::disk::DiskStateOptions;
 use crate::state::key_group::{KeyGroupRange, key_group_range};
 use crate::state::local_dir;
-use crate::state::snapshot::{FormatError, NativeFiles};
+use crate::state::snapshot::NativeFiles;
 use crate::storage::Store;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +55,10 @@ pub struct LocalKeyedStores {
     pub run_dir: PathBuf,
     /// The store options of the disk backend; `None`: the job keeps keyed state on heap.
     pub disk: Option<DiskStateOptions>,
+    /// This process needs no keyed state at all (a cluster's coordinator: it checks the
+    /// snapshot, commits restored sinks and reads source positions, all operator state), so
+    /// the files of incremental keyed handles (chains, native stores) are not even read.
+    pub without_keyed_state: bool,
 }
 
 impl LocalKeyedStores {
@@ -62,6 +66,16 @@ impl LocalKeyedStores {
     /// as blocks.
     pub fn none() -> LocalKeyedStores {
         LocalKeyedStores::default()
+    }
+
+    /// A process that runs no subtask and needs no keyed state (a cluster's coordinator):
+    /// incremental keyed handles are skipped, not downloaded
+    /// ([`LocalKeyedStores::without_keyed_state`]).
+    pub fn without_keyed_state() -> LocalKeyedStores {
+        LocalKeyedStores {
+            without_keyed_state: true,
+            ..LocalKeyedStores::default()
+        }
     }
 
     /// The stores of `job`'s keyed aggregations in the tasks this process runs (`runs_task`
@@ -88,6 +102,7 @@ impl LocalKeyedStores {
             stores,
             run_dir: run_dir.to_path_buf(),
             disk,
+            without_keyed_state: false,
         }
     }
 }
@@ -163,6 +178,16 @@ pub fn store_download_dir(store_dir: &Path) -> PathBuf {
     store_dir.with_file_name(name)
 }
 
+/// A local file system failure at `path` while restoring (`what` failed): a storage I/O error
+/// naming the local path, never a corrupt restore point (`RestoreError::is_permanent` treats
+/// it as the other I/O errors of a restore).
+pub(crate) fn local_io_error(path: &Path, what: &str, e: std::io::Error) -> RestoreError {
+    RestoreError::Storage(crate::storage::StorageError::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::new(e.kind(), format!("{what}: {e}")),
+    })
+}
+
 /// The fast path for the native handle `native` of step `uid` (entries `entries`): its files
 /// downloaded from `store` (paths relative to `dir`) and verified, then made the store of
 /// `subtask` in `stores`' run directory (the early-created empty store there is discarded).
@@ -180,13 +205,10 @@ pub async fn restore_into_store(
     use futures::{StreamExt, TryStreamExt};
     let store_dir = local_dir::store_dir(&stores.run_dir, uid, subtask);
     let download = store_download_dir(&store_dir);
-    let local_err = |path: &Path, what: &str, e: std::io::Error| -> RestoreError {
-        FormatError {
-            path: path.display().to_string(),
-            problem: format!("{what}: {e}"),
-        }
-        .into()
-    };
+    // A local disk's failure (full, not writable) is not the checkpoint's: it must not be
+    // reported as a corrupt restore point (which refuses it for good and advises an older one),
+    // but as the local path's I/O error, which restarts the job like a failed download.
+    let local_err = |path: &Path, what: &str, e: std::io::Error| -> RestoreError { local_io_error(path, what, e) };
     if download.exists() {
         std::fs::remove_dir_all(&download).map_err(|e| local_err(&download, "cannot remove an earlier download", e))?;
     }
@@ -253,6 +275,7 @@ mod tests {
             stores: subtasks.iter().map(|&s| ("counts".to_string(), s)).collect(),
             run_dir: PathBuf::from("/state/job-run"),
             disk: disk.then(DiskStateOptions::default),
+            without_keyed_state: false,
         }
     }
 

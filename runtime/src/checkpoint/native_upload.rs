@@ -247,18 +247,21 @@ const KEEP_EVERYTHING: StateTtl = StateTtl { ttl_ms: u64::MAX };
 /// Creates the local directory a restore downloads a native handle's files into, under the
 /// state directory's root `root` (`WEIR_STATE_DIR`, else the system's temp directory), one per
 /// download, with this process's owner file: a process killed (`kill -9`) before it removed
-/// the directory leaves it to the next process's sweep of the root (`state/local_dir.rs`).
-/// Errors: the directory or its owner file cannot be written (naming the directory).
-pub fn create_download_dir(root: &Path) -> Result<PathBuf, FormatError> {
+/// the directory leaves it to the next process's sweep of the root (`state/local_dir.rs`),
+/// which this function also runs first (not every process sweeps its root at start: the heap
+/// backend's, the coordinator). Errors: the directory or its owner file cannot be written (a
+/// storage I/O error naming the directory, which restarts the job; never a corrupt checkpoint).
+pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::restore::RestoreError> {
+    // What earlier processes killed during a restore left here (any backend, the coordinator
+    // too: not every process sweeps its root at start).
+    crate::state::local_dir::sweep_stale(root);
     let dir = root.join(format!(
         "native-restore-{}-{:016x}",
         std::process::id(),
         rand::random::<u64>()
     ));
-    let failed = |e: std::io::Error| FormatError {
-        path: dir.display().to_string(),
-        problem: format!("cannot create the directory to download a native checkpoint into: {e}"),
-    };
+    let what = "cannot create the directory to download a native checkpoint into";
+    let failed = |e: std::io::Error| crate::checkpoint::native_restore::local_io_error(&dir, what, e);
     std::fs::create_dir_all(&dir).map_err(failed)?;
     crate::state::local_dir::write_owner_file(&dir).map_err(|e| {
         let _ = std::fs::remove_dir_all(&dir);
@@ -448,6 +451,33 @@ mod tests {
         let swept = crate::state::local_dir::sweep_stale(root.path());
         assert_eq!(swept, vec![left.clone()]);
         assert!(!left.exists() && mine.exists());
+        // The next download sweeps too (a heap job or a coordinator sweeps nowhere else).
+        let left_again = create_download_dir(root.path()).unwrap();
+        std::fs::write(left_again.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
+        let next = create_download_dir(root.path()).unwrap();
+        assert!(!left_again.exists() && mine.exists() && next.exists());
+    }
+
+    /// A local directory that cannot be made (here: its root is a file) is the local path's I/O
+    /// error, which restarts the job, never a corrupt restore point (which refuses it for good
+    /// and advises restoring an older one).
+    #[test]
+    fn a_local_disk_failure_is_not_a_corrupt_checkpoint() {
+        let scratch = tempfile::tempdir().unwrap();
+        let not_a_directory = scratch.path().join("file");
+        std::fs::write(&not_a_directory, b"x").unwrap();
+        let e = create_download_dir(&not_a_directory).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::checkpoint::restore::RestoreError::Storage(crate::storage::StorageError::Io { .. })
+            ),
+            "{e:?}"
+        );
+        assert!(!e.is_permanent(), "{e}");
+        let message = e.to_string();
+        assert!(message.contains(&not_a_directory.display().to_string()), "{message}");
+        assert!(message.contains("cannot create the directory"), "{message}");
     }
 
     /// Files up to the multipart threshold go in one put; larger ones stream in parts. The

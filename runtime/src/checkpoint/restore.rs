@@ -130,6 +130,12 @@ async fn load_files(
     stores: &LocalKeyedStores,
 ) -> Result<LoadedSnapshot, RestoreError> {
     use futures::{StreamExt, TryStreamExt};
+    // No key group owned: `files_to_read` leaves out every chain and native handle.
+    let owned = if stores.without_keyed_state {
+        Some(&[][..])
+    } else {
+        owned
+    };
     let wanted = files_to_read(&metadata, owned);
     let mut files: HashMap<String, StateFile> = futures::stream::iter(wanted)
         .map(|(file, size, crc)| read_state_file(store, dir, file, size, crc))

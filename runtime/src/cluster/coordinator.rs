@@ -391,8 +391,9 @@ async fn run_attempt(
         store,
         from,
         Some(&opts.run_id),
-        // The coordinator runs no subtask: native handles are read as blocks.
-        &crate::checkpoint::native_restore::LocalKeyedStores::none(),
+        // The coordinator runs no subtask and needs no keyed state: the files of incremental
+        // keyed handles (chains, native stores) are not downloaded here, only by the workers.
+        &crate::checkpoint::native_restore::LocalKeyedStores::without_keyed_state(),
     )
     .await?;
     let manifest = &with_max_parallelism(manifest, job, &restored_job).map_err(|message| exec::StartError {

@@ -329,6 +329,10 @@ async fn deploy(
         .collect();
     // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
     let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
+    // A deployment failing from here on removes its directory (after the guard below has
+    // dropped the early stores): stores restored into it would otherwise stay for as long as
+    // this worker lives, one copy of its keyed state per failed attempt.
+    let remove_on_failure = crate::state::local_dir::RemoveOnFailure::new(&state_dir);
     // The disk stores of this worker's subtasks are created while the restore point
     // downloads; the subtasks built below take them, and the guard drops any left untaken
     // (a deployment that fails first, or a subtask index of a stage without keyed state).
@@ -487,6 +491,7 @@ async fn deploy(
         },
     ));
     tracing::info!(attempt = %attempt_label(attempt), tasks = ?d.tasks, "deployed subtasks");
+    remove_on_failure.keep();
     Ok(Running {
         attempt,
         job: ctx.job.name.clone(),

@@ -123,7 +123,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.record_change(key_group, hash, key);
         if let Some(cached) = self.cache.current_mut(hash, key) {
             let held = cached.value.take().is_some();
-            self.len -= usize::from(held);
+            self.len = self.len.saturating_sub(usize::from(held));
             return Ok(held);
         }
         if let Some(pending) = self.cache.find_pending(hash, key) {
@@ -137,7 +137,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                     value: None,
                     written_ms,
                 })?;
-                self.len -= 1;
+                self.len = self.len.saturating_sub(1);
             }
             return Ok(held);
         }

@@ -142,9 +142,49 @@ pub fn write_owner_file(dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token))
 }
 
+/// Removes a run directory when dropped, unless [`RemoveOnFailure::keep`] was called: a
+/// deployment that fails after its restore put stores there (a native checkpoint's fast
+/// restore, `checkpoint/native_restore.rs`) removes them at once. The next start's sweep
+/// would not: the directory's owner file names this process, which lives on (a worker).
+pub struct RemoveOnFailure(Option<PathBuf>);
+
+impl RemoveOnFailure {
+    /// Guards `dir`.
+    pub fn new(dir: &Path) -> RemoveOnFailure {
+        RemoveOnFailure(Some(dir.to_path_buf()))
+    }
+
+    /// The start succeeded: the directory stays.
+    pub fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemoveOnFailure {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed start removes its directory; a kept one stays.
+    #[test]
+    fn a_failed_start_removes_its_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let (failed, started) = (root.path().join("failed"), root.path().join("started"));
+        for dir in [&failed, &started] {
+            std::fs::create_dir_all(dir.join("counts-0")).unwrap();
+        }
+        drop(RemoveOnFailure::new(&failed));
+        RemoveOnFailure::new(&started).keep();
+        assert!(!failed.exists());
+        assert!(started.join("counts-0").exists());
+    }
 
     #[test]
     fn stale_table() {
