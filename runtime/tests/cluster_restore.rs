@@ -1,6 +1,7 @@
 //! The restore rule on the distributed runtime: a failover after a non-stopping savepoint
 //! restores the savepoint, and a restarted coordinator refuses an unreadable newest checkpoint
-//! (FAILED at once, naming it) instead of going back to an older snapshot.
+//! (FAILED at once, naming it) instead of going back to an older snapshot; a restore longer
+//! than the heartbeat timeout (a large keyed state's download) loses no worker.
 
 mod common;
 use common::cluster::*;
@@ -125,5 +126,35 @@ fn a_restarted_coordinator_refuses_an_unreadable_newest_checkpoint_instead_of_go
         local_output(&dir.path().join("output")),
         output_before,
         "nothing restored from the savepoint, nothing committed twice"
+    );
+}
+
+/// A worker restoring for longer than the heartbeat timeout (3 s here; a large keyed state's
+/// download, stood in for by the `slow-restore` failpoint: 5 s before every restore) is not
+/// counted lost: it heartbeats while it deploys. Before, the coordinator declared every
+/// restoring worker lost and restarted again, so a job whose restore outlasted the timeout never
+/// came back.
+#[test]
+fn a_restore_longer_than_the_heartbeat_timeout_loses_no_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 4, Some(3000));
+    let slow = [("WEIR_FAILPOINT", "slow-restore")];
+    let mut c = Cluster::start(dir.path(), &m, &[], &slow);
+    let first = c.wait_checkpoint_after(0);
+    let (victim, _) = c.busy_worker();
+    c.workers[victim].kill9();
+    c.add_worker("w-replacement", &slow);
+    c.wait_checkpoint_after(first);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(log.contains("attempt 1 failed"), "the kill restarted the job: {log}");
+    assert!(
+        !log.contains("attempt 2 failed"),
+        "no worker is lost while it restores: {log}"
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a restore longer than the heartbeat timeout",
     );
 }

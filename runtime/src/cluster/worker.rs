@@ -222,7 +222,23 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                 r.cancel();
                             }
                             let attempt = d.attempt;
-                            match deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret, cfg.state_dir.as_deref()).await {
+                            let deploying = deploy(*d, &inbound, out_tx.clone(), &cfg.worker_id, &cfg.secret, cfg.state_dir.as_deref());
+                            tokio::pin!(deploying);
+                            // A restore downloads for as long as the keyed state takes, which
+                            // can pass the heartbeat timeout (large state): heartbeats go on
+                            // meanwhile, or the coordinator would count this worker lost and
+                            // redeploy, again and again. A failed send is found by the loop.
+                            let deployed = loop {
+                                tokio::select! {
+                                    deployed = &mut deploying => break deployed,
+                                    _ = tick.tick() => {
+                                        let _ = send(&mut conn, &ToCoordinator::Heartbeat { counters: Vec::new() }).await;
+                                    }
+                                }
+                            };
+                            // The coordinator's messages waited in the socket meanwhile.
+                            last_seen = Instant::now();
+                            match deployed {
                                 Ok(r) => {
                                     *health_metrics.lock().expect("lock") = (r.job.clone(), r.named_metrics.clone());
                                     running = Some(r);
@@ -310,6 +326,16 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
     }
 }
 
+/// `WEIR_FAILPOINT=slow-restore` (tests): a deployment that restores waits 5 s first, as the
+/// download of a large keyed state does; longer than the tests' heartbeat timeout.
+fn slow_restore_failpoint() -> Option<Duration> {
+    let failpoints = std::env::var("WEIR_FAILPOINT").ok()?;
+    failpoints
+        .split(',')
+        .any(|f| f == "slow-restore")
+        .then_some(Duration::from_secs(5))
+}
+
 async fn deploy(
     d: Deployment,
     inbound: &Arc<Mutex<Inbound>>,
@@ -339,6 +365,11 @@ async fn deploy(
     let subtasks: std::collections::BTreeSet<u32> = d.tasks.iter().map(|&t| t as u32 % job.parallelism).collect();
     exec::create_disk_stores_early(&job, &state_dir, subtasks.iter().copied());
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
+    if d.restore.is_some()
+        && let Some(delay) = slow_restore_failpoint()
+    {
+        tokio::time::sleep(delay).await;
+    }
     let snapshot = match &d.restore {
         Some(url) => Some(Arc::new(
             restore::load_url_owned(
