@@ -227,8 +227,8 @@ fn a_branching_job_rescales_2_to_3_through_a_savepoint_exactly_once() {
 fn unaligned_checkpoints_of_a_branching_job_are_exactly_once_through_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(dir.path(), 2, None, ", unaligned: true", Some(1500));
-    let first = run_until_channel_state(&m, "2", 0);
-    run_until_channel_state(&m, "2", first);
+    let first = run_until_channel_state(&m, "2", 0, &dir.path().join("checkpoints/wiki-branches"), None);
+    run_until_channel_state(&m, "2", first, &dir.path().join("checkpoints/wiki-branches"), None);
     let chk = dir.path().join("checkpoints/wiki-branches");
     let channel_files: Vec<String> = std::fs::read_dir(&chk)
         .unwrap()

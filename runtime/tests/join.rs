@@ -200,15 +200,26 @@ fn kill_9_and_rescale_2_to_3_to_1_through_unaligned_checkpoints_of_a_join_is_exa
     // Sources at full speed, the sink takes 4000 joined records/s per subtask: the join's
     // input channels (from both sides) stay full, so unaligned checkpoints hold their records.
     let m = manifest(dir.path(), ", interval: 300ms, unaligned: true", None, Some(4000));
-    let first = run_until_channel_state(&m, "2", 0);
+    let first = run_until_channel_state(
+        &m,
+        "2",
+        0,
+        &dir.path().join("checkpoints").join(JOB),
+        Some("pushes-joined"),
+    );
     let restored = newest_checkpoint(dir.path());
     assert_eq!(restored["parallelism"], 2);
-    let channel = restored["channelState"].as_array().expect("channel state in _metadata");
     assert!(
-        channel.iter().any(|c| c["uid"] == "pushes-joined"),
+        channel_state_records(&restored, Some("pushes-joined")) > 0,
         "keyed channel state of the join stage: {restored}"
     );
-    let second = run_until_channel_state(&m, "3", first.max(restored["checkpointId"].as_u64().unwrap()));
+    let second = run_until_channel_state(
+        &m,
+        "3",
+        first.max(restored["checkpointId"].as_u64().unwrap()),
+        &dir.path().join("checkpoints").join(JOB),
+        Some("pushes-joined"),
+    );
     let restored = newest_checkpoint(dir.path());
     assert_eq!(restored["parallelism"], 3);
     assert!(restored["checkpointId"].as_u64().unwrap() >= second);

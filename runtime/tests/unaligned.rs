@@ -116,15 +116,26 @@ fn rescale_2_to_3_to_1_through_unaligned_checkpoints_is_exactly_once() {
         ", interval: 300ms, unaligned: true",
         &file_sink(dir.path(), 40_000),
     );
-    let first = run_until_channel_state(&m, "2", 0);
+    let first = run_until_channel_state(
+        &m,
+        "2",
+        0,
+        &dir.path().join("checkpoints/unaligned-wordcount"),
+        Some("counts"),
+    );
     let restored = newest_checkpoint(dir.path());
     assert_eq!(restored["parallelism"], 2);
-    let channel = restored["channelState"].as_array().expect("channel state in _metadata");
     assert!(
-        channel.iter().any(|c| c["uid"] == "counts"),
+        channel_state_records(&restored, Some("counts")) > 0,
         "keyed channel state of the count stage: {restored}"
     );
-    let second = run_until_channel_state(&m, "3", first.max(restored["checkpointId"].as_u64().unwrap()));
+    let second = run_until_channel_state(
+        &m,
+        "3",
+        first.max(restored["checkpointId"].as_u64().unwrap()),
+        &dir.path().join("checkpoints/unaligned-wordcount"),
+        Some("counts"),
+    );
     let restored = newest_checkpoint(dir.path());
     assert_eq!(restored["parallelism"], 3);
     assert!(restored["checkpointId"].as_u64().unwrap() >= second);

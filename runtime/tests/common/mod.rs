@@ -471,26 +471,78 @@ pub fn job_status(api: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_default()
 }
 
-/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed an unaligned
-/// checkpoint with channel state after `after_id`, then kill -9; returns that checkpoint's id.
-pub fn run_until_channel_state(m: &Path, parallelism: &str, after_id: u64) -> u64 {
-    let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
-    let api = w.api();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = loop {
-        let last = &job_status(&api)["lastCompletedCheckpoint"];
-        if let Some(id) = last["id"].as_u64()
-            && id > after_id
-            && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
-        {
-            break id;
+/// The `_metadata` body (JSON, the line after the header) of the newest completed checkpoint in
+/// `job_checkpoints` (`<checkpoint dir>/<job name>`), with its id; `None` while there is none.
+pub fn newest_checkpoint_in(job_checkpoints: &Path) -> Option<(u64, serde_json::Value)> {
+    let (id, dir) = std::fs::read_dir(job_checkpoints)
+        .ok()?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let id: u64 = p.file_name()?.to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            p.join("_metadata").exists().then_some((id, p))
+        })
+        .max()?;
+    let text = std::fs::read_to_string(dir.join("_metadata")).ok()?;
+    Some((id, serde_json::from_str(text.split_once('\n')?.1).ok()?))
+}
+
+/// Records of channel state `metadata` (a checkpoint's `_metadata` body) holds for the stage
+/// headed by `uid` (`None`: every stage): the sum of its channel-state handles' `entries`.
+pub fn channel_state_records(metadata: &serde_json::Value, uid: Option<&str>) -> u64 {
+    metadata["channelState"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| uid.is_none_or(|u| c["uid"] == u))
+        .flat_map(|c| c["handles"].as_array().into_iter().flatten())
+        .map(|h| h["entries"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Runs `m` at `parallelism` (restoring the newest checkpoint) until it completed a checkpoint
+/// after `after_id` whose channel state holds records of the stage `uid` (`None`: any stage),
+/// then kill -9; returns that checkpoint's id. The checkpoints are read from `job_checkpoints`
+/// (`<checkpoint dir>/<job name>`).
+///
+/// A restore from `latest` must then replay channel state, so when a newer checkpoint without
+/// such records completed between the check and the kill (or the run's first checkpoints
+/// held only empty channel-state files), the job is run again from the newest checkpoint, up
+/// to five times: each attempt is one more kill -9 of the same lineage, so the exactly-once
+/// comparison the callers make still covers every run.
+pub fn run_until_channel_state(
+    m: &Path,
+    parallelism: &str,
+    after_id: u64,
+    job_checkpoints: &Path,
+    uid: Option<&str>,
+) -> u64 {
+    for _attempt in 0..5 {
+        let w = Weir::run(m, &["--parallelism", parallelism, "--restore", "latest"], &[]);
+        let api = w.api();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let last = &job_status(&api)["lastCompletedCheckpoint"];
+            if let Some(id) = last["id"].as_u64()
+                && id > after_id
+                && last["alignment"]["channelStateBytes"].as_u64().unwrap_or(0) > 0
+                && let Some((newest, metadata)) = newest_checkpoint_in(job_checkpoints)
+                && newest >= id
+                && channel_state_records(&metadata, uid) > 0
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no unaligned checkpoint with channel state of {uid:?}: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(
-            Instant::now() < deadline,
-            "no unaligned checkpoint with channel state: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    w.kill9();
-    id
+        w.kill9();
+        let (newest, metadata) = newest_checkpoint_in(job_checkpoints).expect("a completed checkpoint");
+        if channel_state_records(&metadata, uid) > 0 {
+            return newest;
+        }
+        eprintln!("checkpoint {newest} completed before the kill holds no channel state of {uid:?}: running again");
+    }
+    panic!("five runs at parallelism {parallelism} never ended on a checkpoint with channel state of {uid:?}");
 }
