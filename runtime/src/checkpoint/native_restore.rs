@@ -105,6 +105,20 @@ impl LocalKeyedStores {
             without_keyed_state: false,
         }
     }
+
+    /// The local directory a native handle restored as blocks is downloaded under
+    /// (`native_upload::native_blocks`): the state root the run directory is in (`--state-dir`,
+    /// `WEIR_STATE_DIR` or the default, `state/local_dir.rs::run_dir`), so the download lands on
+    /// the volume sized for keyed state, as the fast path's does; `env_root` (the variable's
+    /// value) or the default root only when no run directory is known (a tool reading a
+    /// snapshot). A rescale of a large native checkpoint downloaded into the system's temp
+    /// directory before, whatever `--state-dir` said.
+    pub fn download_root(&self, env_root: Option<&Path>) -> PathBuf {
+        match self.run_dir.parent() {
+            Some(root) if !root.as_os_str().is_empty() => root.to_path_buf(),
+            _ => local_dir::root(env_root),
+        }
+    }
 }
 
 /// Where a native handle's files go on restore.
@@ -276,6 +290,38 @@ mod tests {
             run_dir: PathBuf::from("/state/job-run"),
             disk: disk.then(DiskStateOptions::default),
             without_keyed_state: false,
+        }
+    }
+
+    /// A rescale's download goes under the run directory's state root (`--state-dir`), not the
+    /// variable's or the temp directory, whenever the process has a run directory.
+    #[test]
+    fn where_a_native_handle_restored_as_blocks_is_downloaded_table() {
+        let env = Some(Path::new("/from-env"));
+        let with_run = |run_dir: &str| LocalKeyedStores {
+            run_dir: PathBuf::from(run_dir),
+            ..LocalKeyedStores::none()
+        };
+        // (what, run directory, variable, root)
+        let cases: [(&str, &str, Option<&Path>, PathBuf); 5] = [
+            (
+                "--state-dir",
+                "/volume/state/job-run",
+                env,
+                PathBuf::from("/volume/state"),
+            ),
+            (
+                "--state-dir, no variable",
+                "/volume/state/job-run",
+                None,
+                PathBuf::from("/volume/state"),
+            ),
+            ("relative --state-dir", "state/job-run", env, PathBuf::from("state")),
+            ("no run directory: the variable", "", env, PathBuf::from("/from-env")),
+            ("no run directory, no variable", "", None, local_dir::root(None)),
+        ];
+        for (what, run_dir, env_root, root) in cases {
+            assert_eq!(with_run(run_dir).download_root(env_root), root, "{what}");
         }
     }
 

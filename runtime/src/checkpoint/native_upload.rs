@@ -272,17 +272,18 @@ pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::re
 
 /// The keyed blocks a native handle holds (every key group of its store, entries with their
 /// write times): its files downloaded from `store` (paths relative to the snapshot directory
-/// `dir`) into a local scratch directory, verified against their sizes and checksums, opened
+/// `dir`) into a local scratch directory under `download_root` (the state root,
+/// `LocalKeyedStores::download_root`), verified against their sizes and checksums, opened
 /// read-only and encoded (`state/disk_native.rs`); the directory is removed after. Errors: a
 /// file is missing, corrupt, or outside the store; the files do not open as a store.
 pub async fn native_blocks(
     store: &Store,
     dir: &str,
     native: &NativeFiles,
+    download_root: &Path,
 ) -> Result<Vec<KeyGroupBlock>, crate::checkpoint::restore::RestoreError> {
     use futures::{StreamExt, TryStreamExt};
-    let root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(PathBuf::from);
-    let local = create_download_dir(&crate::state::local_dir::root(root.as_deref()))?;
+    let local = create_download_dir(download_root)?;
     struct RemoveOnError(Option<PathBuf>);
     impl Drop for RemoveOnError {
         fn drop(&mut self) {

@@ -161,9 +161,14 @@ async fn load_files(
                         .await
                         .map(|restored| restored_stores.push(restored))
                 }
-                NativeRestorePath::AsBlocks => super::native_upload::native_blocks(store, dir, native)
-                    .await
-                    .map(|blocks| file.key_groups = blocks),
+                NativeRestorePath::AsBlocks => {
+                    let env_root =
+                        std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(std::path::PathBuf::from);
+                    let download_root = stores.download_root(env_root.as_deref());
+                    super::native_upload::native_blocks(store, dir, native, &download_root)
+                        .await
+                        .map(|blocks| file.key_groups = blocks)
+                }
             };
             if let Err(e) = done {
                 // No subtask will open the stores restored so far: their files go now, not
