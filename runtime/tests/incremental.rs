@@ -233,7 +233,16 @@ fn killed_before_metadata(backend: &str) {
     );
 
     let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
-    assert!(newest > unconfirmed + 1);
+    // The restart's first checkpoint (`unconfirmed + 1`) starts new chains, so deltas come
+    // later; a native one after the fast restore of checkpoint `unconfirmed - 1` already
+    // references that checkpoint's table files (restore mode claim,
+    // `checkpoint/restore_mode.rs`), never the unconfirmed one's (checked below).
+    let first_after_restart = unconfirmed + 1;
+    if backend == "disk-native" {
+        assert!(newest >= first_after_restart, "{newest}");
+    } else {
+        assert!(newest > first_after_restart, "{newest}");
+    }
     let retained = completed(dir.path());
     assert!(!retained.is_empty());
     assert_eq!(
@@ -273,11 +282,6 @@ fn killed_before_metadata(backend: &str) {
             }
         }
     }
-    assert_eq!(
-        orphans(&shared_files(dir.path())),
-        Vec::<String>::new(),
-        "retention collected the unconfirmed checkpoint's files"
-    );
     // Every retained checkpoint restores: every file of every chain is there and verifies.
     for c in &retained {
         let url = job_dir(dir.path()).join(format!("chk-{}", c.checkpoint_id));
@@ -290,6 +294,14 @@ fn killed_before_metadata(backend: &str) {
         assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
     }
     Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
+    // Checked after the last run: the run above may be killed right after the checkpoint
+    // completed, before its retention pass (a native one after the fast restore can be the
+    // restart's first checkpoint, `checkpoint/restore_mode.rs`).
+    assert_eq!(
+        orphans(&shared_files(dir.path())),
+        Vec::<String>::new(),
+        "retention collected the unconfirmed checkpoint's files"
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
