@@ -12,6 +12,7 @@ use common::incremental::*;
 use common::*;
 use std::path::Path;
 use std::time::Duration;
+use weir_runtime::state::snapshot::{CheckpointMetadata, NativeFile};
 
 /// The word-count job on the disk backend with native checkpoints, its sources at 2,000
 /// lines/s (the text lasts about 30 s, so the runs below end by the kill, not the input).
@@ -24,12 +25,30 @@ fn slow_native_job(dir: &Path) -> (std::path::PathBuf, Vec<(String, String)>) {
     (m, env)
 }
 
+/// The table files of the `counts` handles of `m`, each with its subtask (local names repeat
+/// across subtasks' stores).
+fn subtask_table_files(m: &CheckpointMetadata) -> Vec<(u32, NativeFile)> {
+    m.operators
+        .iter()
+        .filter(|o| o.uid == "counts")
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| {
+            let files = h.native.iter().flat_map(|n| &n.files);
+            files
+                .filter(|f| f.name.ends_with(".sst"))
+                .map(|f| (h.subtask, f.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
 fn the_first_native_checkpoint_after_a_fast_restore_references_the_restored_table_files() {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = slow_native_job(dir.path());
     let restored = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
     let checkpoints = dir.path().join("checkpoints");
+    let restored_tables = subtask_table_files(&completed(dir.path()).pop().unwrap());
 
     // Restored from its own newest checkpoint (a claimed restore): killed once three
     // checkpoints completed after it and retention deleted the restored one.
@@ -60,6 +79,18 @@ fn the_first_native_checkpoint_after_a_fast_restore_references_the_restored_tabl
          referenced {referenced:?}",
         files_and_bytes(&uploaded)
     );
+
+    // No table file of the restored stores that is still there was uploaded again.
+    let again: Vec<_> = subtask_table_files(first)
+        .into_iter()
+        .filter(|(_, f)| f.checkpoint_id == first_id)
+        .filter(|(subtask, f)| {
+            restored_tables
+                .iter()
+                .any(|(s, r)| s == subtask && r.name == f.name && r.size == f.size)
+        })
+        .collect();
+    assert!(again.is_empty(), "restored table files uploaded again: {again:?}");
 
     // Every file the retained checkpoints reference is there after retention deleted the
     // restored checkpoint, and the last run restores from them exactly once.

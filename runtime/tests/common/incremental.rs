@@ -194,3 +194,46 @@ pub fn watch_completed(
     }
     seen
 }
+
+/// A cluster's redeployment (`runtime/tests/cluster.rs`) restored the job's own newest checkpoint (a claimed restore,
+/// `checkpoint/restore_mode.rs`), each store by the fast path: the first checkpoint completed
+/// after it references table files of the restored checkpoint (or older) instead of uploading
+/// every table file again.
+pub fn first_checkpoint_after_the_redeployment_references_the_restored_files(c: &super::cluster::Cluster, dir: &Path) {
+    // The restored checkpoint, from the workers' fast restore lines (`... of checkpoint <id>,`).
+    let restored = || -> Option<u64> {
+        c.workers
+            .iter()
+            .flat_map(|w| {
+                let text = w.text();
+                let ids: Vec<u64> = text
+                    .lines()
+                    .filter(|l| l.contains("native checkpoint restored into the subtask's store"))
+                    .filter_map(|l| l.split(" of checkpoint ").nth(1)?.split(',').next()?.parse().ok())
+                    .collect();
+                ids
+            })
+            .max()
+    };
+    let seen = watch_completed(&dir.join("checkpoints"), Duration::from_secs(120), |seen| {
+        restored().is_some_and(|k| seen.range(k + 1..).next().is_some())
+    });
+    let k = restored().unwrap();
+    let (id, first) = seen.range(k + 1..).next().unwrap();
+    assert!(
+        is_native(first),
+        "checkpoint {id}, the first after restoring checkpoint {k}, is native: {:?}",
+        first.operators
+    );
+    let (uploaded, referenced) = table_files(first);
+    eprintln!(
+        "checkpoint {id}, the first after restoring checkpoint {k}: uploaded {}, referenced {}",
+        files_and_bytes(&uploaded),
+        files_and_bytes(&referenced)
+    );
+    assert!(
+        !referenced.is_empty() && referenced.iter().all(|f| f.checkpoint_id <= k),
+        "checkpoint {id} references table files of the restored checkpoint {k}: uploaded {}, referenced {referenced:?}",
+        files_and_bytes(&uploaded)
+    );
+}
