@@ -320,41 +320,6 @@ mod tests {
         }
     }
 
-    /// What a store restored by the fast path may reference: the handle's table files by their
-    /// name in the store, as `_metadata` records them (path in `shared/`, uploading
-    /// checkpoint); never the private files, which every checkpoint uploads.
-    #[test]
-    fn a_restored_stores_referenceable_files_are_its_table_files() {
-        let file = |name: &str, by: u64| NativeFile {
-            file: if name.ends_with(".sst") {
-                format!("../shared/counts-0-chk{by}-{name}")
-            } else {
-                format!("counts-0-{name}")
-            },
-            name: name.to_string(),
-            checkpoint_id: by,
-            size: 10,
-            crc32: 1,
-        };
-        let native = NativeFiles {
-            key_group_range: key_group_range(0, 2, 128),
-            files: vec![
-                file("000008.sst", 3),
-                file("000011.sst", 5),
-                file("CURRENT", 5),
-                file("MANIFEST-000010", 5),
-                file("OPTIONS-000007", 5),
-            ],
-        };
-        let tables = restored_table_files(&native);
-        assert_eq!(tables.keys().collect::<Vec<_>>(), ["000008.sst", "000011.sst"]);
-        assert_eq!(
-            tables["000008.sst"],
-            file("000008.sst", 3),
-            "kept as _metadata recorded it"
-        );
-    }
-
     /// The fast path only for a disk store whose subtask here owns exactly the handle's key
     /// groups at the same max parallelism; everything else as blocks.
     #[test]
@@ -441,5 +406,40 @@ mod tests {
         for (what, uid, range, max_p, here, want) in rows {
             assert_eq!(native_restore_path(uid, range, max_p, &here), want, "{what}");
         }
+    }
+
+    /// What a store restored by the fast path may reference: the handle's table files by their
+    /// name in the store, as `_metadata` records them (path in `shared/`, uploading
+    /// checkpoint); never the private files, which every checkpoint uploads.
+    #[test]
+    fn a_restored_stores_referenceable_files_are_its_table_files() {
+        let file = |name: &str, by: u64| NativeFile {
+            file: if name.ends_with(".sst") {
+                format!("../shared/counts-0-chk{by}-{name}")
+            } else {
+                format!("counts-0-{name}")
+            },
+            name: name.to_string(),
+            checkpoint_id: by,
+            size: 10,
+            crc32: 1,
+        };
+        let native = NativeFiles {
+            key_group_range: key_group_range(0, 2, 128),
+            files: vec![
+                file("000008.sst", 3),
+                file("000011.sst", 5),
+                file("CURRENT", 5),
+                file("MANIFEST-000010", 5),
+                file("OPTIONS-000007", 5),
+            ],
+        };
+        let tables = restored_table_files(&native);
+        assert_eq!(tables.keys().collect::<Vec<_>>(), ["000008.sst", "000011.sst"]);
+        assert_eq!(
+            tables["000008.sst"],
+            file("000008.sst", 3),
+            "kept as _metadata recorded it"
+        );
     }
 }
