@@ -133,13 +133,31 @@ pub struct WireBarrier {
     pub dir: String,
     /// Trigger time, ms since the Unix epoch.
     pub triggered_at_ms: u64,
-    /// [`Barrier::incremental`].
-    #[serde(default)]
+    /// [`Barrier::incremental`]: absent for `None` (not incremental), `null` for `Some(None)`
+    /// (incremental, no base: the checkpoint starts a new one), the id for `Some(Some(id))`.
+    /// Serde's default read both `null` and an absent field as `None`, so a worker took every
+    /// checkpoint without a base (the first of an attempt, each after a savepoint) as a full,
+    /// self-contained one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_option"
+    )]
     pub incremental: Option<Option<u64>>,
     /// [`Barrier::is_final`]: the final checkpoint of a bounded job, always taken aligned
     /// (absent in frames of releases without unaligned checkpoints on workers: `false`).
     #[serde(default)]
     pub is_final: bool,
+}
+
+/// A field that is present (`null` included) is `Some`: with `#[serde(default)]` an absent one
+/// is `None`, so an `Option<Option<T>>` keeps its three states on the wire.
+fn present_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 impl WireBarrier {
@@ -497,6 +515,27 @@ mod tests {
                 other => panic!("not a records frame: {other:?}"),
             })
             .collect()
+    }
+
+    /// Every state of `incremental` arrives as sent: not incremental, incremental without a
+    /// base (a new base), a delta over a confirmed checkpoint.
+    #[test]
+    fn a_barriers_incremental_base_survives_the_wire() {
+        for incremental in [None, Some(None), Some(Some(7))] {
+            let barrier = WireBarrier {
+                id: 8,
+                kind: SnapshotKind::Checkpoint,
+                stop: false,
+                store_url: "file:///checkpoints".into(),
+                dir: "job/chk-8".into(),
+                triggered_at_ms: 1,
+                incremental,
+                is_final: false,
+            };
+            let json = serde_json::to_string(&barrier).unwrap();
+            let back: WireBarrier = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.incremental, incremental, "{json}");
+        }
     }
 
     #[test]
