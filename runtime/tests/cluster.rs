@@ -112,7 +112,11 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
     let (victim, _) = c.busy_worker();
     c.workers[victim].kill9();
     c.add_worker("w-replacement", &env);
-    c.wait_checkpoint_after(first);
+    if native == "on" {
+        common::incremental::first_checkpoint_after_the_redeployment_references_the_restored_files(&c, dir.path());
+    } else {
+        c.wait_checkpoint_after(first);
+    }
     c.coordinator.wait_ok(Duration::from_secs(180));
     // The redeployment restores at the same parallelism: with native checkpoints each of the
     // 4 aggregation subtasks' stores is its checkpoint's files (the fast path,

@@ -58,6 +58,14 @@ pub struct CoordinatorConfig {
     /// Incremental checkpoints (`checkpointing.incremental`): barriers name the newest
     /// completed checkpoint as the base of deltas, and `_metadata` lists each subtask's chain.
     pub incremental: bool,
+    /// The restored checkpoint when this run claims it (`checkpoint/restore_mode.rs`,
+    /// [`RestoreMode::Claim`]): the confirmed checkpoint the first barriers name, so a
+    /// subtask whose store a fast restore built references its table files instead of
+    /// uploading them again. `None`: no restore, or no claim (a savepoint, a checkpoint in
+    /// another directory): the first barriers name no confirmed checkpoint.
+    ///
+    /// [`RestoreMode::Claim`]: super::restore_mode::RestoreMode::Claim
+    pub restored_base: Option<CheckpointMetadata>,
 }
 
 /// How long the retention worker may go on deleting when the job ends.
@@ -168,7 +176,8 @@ pub async fn run(
     let mut retention = Some(retention);
     let mut failures = FailureCount::default();
     // The newest completed snapshot's metadata: the base of the next deltas if a checkpoint.
-    let mut last_completed: Option<CheckpointMetadata> = None;
+    // Before this run completes one, the restored checkpoint when the run claims it.
+    let mut last_completed: Option<CheckpointMetadata> = cfg.restored_base.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();

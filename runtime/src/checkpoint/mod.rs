@@ -17,6 +17,7 @@ pub mod native_upload;
 pub mod part_schedule;
 pub mod read_positions;
 pub mod restore;
+pub mod restore_mode;
 pub mod retention;
 pub mod shared_files;
 pub mod state_upload;
@@ -63,7 +64,8 @@ pub struct Barrier {
     pub is_final: bool,
     /// A checkpoint of a job with `checkpointing.incremental: true`: `Some(confirmed)`, where
     /// `confirmed` is the newest completed checkpoint, the only base a delta may extend
-    /// (`None` after a savepoint completed, or before the first checkpoint of the run).
+    /// (`None` after a savepoint completed, or before the first checkpoint of the run unless
+    /// the run claimed the checkpoint it restored: then that one, `restore_mode.rs`).
     /// `None` for savepoints and jobs without incremental checkpoints. See
     /// [`crate::state::incremental`].
     pub incremental: Option<Option<u64>>,

@@ -17,10 +17,19 @@
 //! restored store holds every entry with the write time it had, as the blocks path does
 //! (it encodes with a TTL that expires nothing and lets the restoring step's TTL drop expired
 //! entries): reads and snapshots of the restoring step apply its own TTL to those times, and
-//! incremental cleanup removes expired entries later. The first checkpoint after a fast restore
-//! uploads every table file again (the subtask's record of uploaded table files starts empty,
-//! `UploadedTables`), so it references nothing of the restored checkpoint; savepoints are never
-//! native (`state/incremental.rs`, `uses_native_form`) and stay self-contained.
+//! incremental cleanup removes expired entries later.
+//!
+//! **The first checkpoint after a fast restore** references the restored table files still in
+//! the store (same name and size, `tables_to_upload`) instead of uploading them again, when the
+//! run claims the restored checkpoint (`checkpoint/restore_mode.rs`: one of this job's own
+//! checkpoints in the directory new checkpoints go to, as after every failover): the subtask's
+//! record of uploaded table files (`UploadedTables`) starts with the restored handle's
+//! ([`RestoredStore::table_files`]) under the restored checkpoint's id, which the coordinator
+//! names as the confirmed checkpoint in the first barriers. Otherwise (a checkpoint from
+//! another directory, which another job's retention may delete) the barriers name none and
+//! every file is uploaded. The blocks path builds a new store whose files are all new: nothing
+//! to reference. Savepoints are never native (`state/incremental.rs`, `uses_native_form`) and
+//! stay self-contained.
 //!
 //! **Cleanup.** The download directory is a sibling of the store's directory inside the run
 //! directory, whose owner file lets a later process sweep it after a `kill -9`
@@ -34,8 +43,9 @@ use crate::job::{Job, OperatorKind};
 use crate::state::disk::DiskStateOptions;
 use crate::state::key_group::{KeyGroupRange, key_group_range};
 use crate::state::local_dir;
-use crate::state::snapshot::NativeFiles;
+use crate::state::snapshot::{NativeFile, NativeFiles};
 use crate::storage::Store;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -164,7 +174,7 @@ pub fn native_restore_path(
 
 /// A native handle restored into a subtask's store directory by the fast path: the subtask
 /// of step `uid` owning `range` opens the store in `dir` instead of an empty one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RestoredStore {
     /// The step's uid.
     pub uid: String,
@@ -174,6 +184,41 @@ pub struct RestoredStore {
     pub dir: PathBuf,
     /// Entries the store holds (the handle's count in `_metadata`, expired ones included).
     pub entries: u64,
+    /// The restored checkpoint's id.
+    pub checkpoint_id: u64,
+    /// The handle's table files by their name in the store (`000012.sst`), each as
+    /// `_metadata` records it (its path in `shared/` and the checkpoint that uploaded it): what
+    /// the subtask's first checkpoint references instead of uploading when the coordinator
+    /// names the restored checkpoint as the confirmed one (a claimed restore,
+    /// `checkpoint/restore_mode.rs`) and the store still holds the file with the same size.
+    pub table_files: BTreeMap<String, NativeFile>,
+}
+
+/// The table files of `native` by their name in the store (what a subtask whose store was
+/// restored from it may reference, [`RestoredStore::table_files`]); the private files
+/// (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`) are always uploaded again.
+pub fn restored_table_files(native: &NativeFiles) -> BTreeMap<String, NativeFile> {
+    native
+        .files
+        .iter()
+        .filter(|f| crate::state::disk_native::is_table_file(&f.name))
+        .map(|f| (f.name.clone(), f.clone()))
+        .collect()
+}
+
+/// Logs a native handle restored by the fast path into the store of `subtask` (what `weir run`
+/// and workers print; tests count these lines).
+pub fn log_restored(restored: &RestoredStore, subtask: u32) {
+    tracing::info!(
+        target: "weir",
+        "operator {} subtask {subtask}: native checkpoint restored into the subtask's store ({} table files \
+         of checkpoint {}, key groups {}..={})",
+        restored.uid,
+        restored.table_files.len(),
+        restored.checkpoint_id,
+        restored.range.start,
+        restored.range.end
+    );
 }
 
 /// Native handles restored by the fast path in this process (for tests and the log).
@@ -205,6 +250,8 @@ pub(crate) fn local_io_error(path: &Path, what: &str, e: std::io::Error) -> Rest
 /// The fast path for the native handle `native` of step `uid` (entries `entries`): its files
 /// downloaded from `store` (paths relative to `dir`) and verified, then made the store of
 /// `subtask` in `stores`' run directory (the early-created empty store there is discarded).
+/// The returned [`RestoredStore::checkpoint_id`] is 0: the caller sets the snapshot's and logs
+/// the restore ([`log_restored`]).
 /// Errors: a file is missing, corrupt or outside the store; the local directory cannot be
 /// written.
 pub async fn restore_into_store(
@@ -262,19 +309,13 @@ pub async fn restore_into_store(
         )
     })?;
     RESTORED_INTO_STORES.fetch_add(1, Ordering::Relaxed);
-    tracing::info!(
-        target: "weir",
-        "operator {uid} subtask {subtask}: native checkpoint restored into the subtask's store ({} files, \
-         key groups {}..={})",
-        native.files.len(),
-        native.key_group_range.start,
-        native.key_group_range.end
-    );
     Ok(RestoredStore {
         uid: uid.to_string(),
         range: native.key_group_range,
         dir: store_dir,
         entries,
+        checkpoint_id: 0,
+        table_files: restored_table_files(native),
     })
 }
 
@@ -411,5 +452,40 @@ mod tests {
         for (what, uid, range, max_p, here, want) in rows {
             assert_eq!(native_restore_path(uid, range, max_p, &here), want, "{what}");
         }
+    }
+
+    /// What a store restored by the fast path may reference: the handle's table files by their
+    /// name in the store, as `_metadata` records them (path in `shared/`, uploading
+    /// checkpoint); never the private files, which every checkpoint uploads.
+    #[test]
+    fn a_restored_stores_referenceable_files_are_its_table_files() {
+        let file = |name: &str, by: u64| NativeFile {
+            file: if name.ends_with(".sst") {
+                format!("../shared/counts-0-chk{by}-{name}")
+            } else {
+                format!("counts-0-{name}")
+            },
+            name: name.to_string(),
+            checkpoint_id: by,
+            size: 10,
+            crc32: 1,
+        };
+        let native = NativeFiles {
+            key_group_range: key_group_range(0, 2, 128),
+            files: vec![
+                file("000008.sst", 3),
+                file("000011.sst", 5),
+                file("CURRENT", 5),
+                file("MANIFEST-000010", 5),
+                file("OPTIONS-000007", 5),
+            ],
+        };
+        let tables = restored_table_files(&native);
+        assert_eq!(tables.keys().collect::<Vec<_>>(), ["000008.sst", "000011.sst"]);
+        assert_eq!(
+            tables["000008.sst"],
+            file("000008.sst", 3),
+            "kept as _metadata recorded it"
+        );
     }
 }

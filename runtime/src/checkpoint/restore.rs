@@ -159,7 +159,14 @@ async fn load_files(
                 NativeRestorePath::IntoStore { subtask } => {
                     super::native_restore::restore_into_store(store, dir, &op.uid, subtask, native, h.entries, stores)
                         .await
-                        .map(|restored| restored_stores.push(restored))
+                        .map(|restored| {
+                            let restored = RestoredStore {
+                                checkpoint_id: metadata.checkpoint_id,
+                                ..restored
+                            };
+                            super::native_restore::log_restored(&restored, subtask);
+                            restored_stores.push(restored)
+                        })
                 }
                 NativeRestorePath::AsBlocks => {
                     let env_root =

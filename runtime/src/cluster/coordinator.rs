@@ -497,7 +497,7 @@ async fn run_attempt(
         }));
     }
     let sources = exec::plan::source_tasks(&exec::plan::plan_graph(job), p);
-    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, sources, &opts.run_id);
+    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, sources, &opts.run_id, snapshot.as_ref());
     cfg.fence = Some(fence.clone());
     drop(ev_tx);
     let outcome = ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await;

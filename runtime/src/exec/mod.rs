@@ -388,14 +388,48 @@ pub fn local_state_dir(job: &Job, root: Option<&std::path::Path>, run: &str) -> 
     Ok(dir)
 }
 
-/// The coordinator's configuration for a job.
+/// The restored checkpoint's metadata when the run claims it
+/// ([`restore_mode`](crate::checkpoint::restore_mode::restore_mode)): a checkpoint of job `job`
+/// in the checkpoint `store` new checkpoints go to. `None` for no restore, a savepoint, or a
+/// checkpoint elsewhere (logged: its files are all uploaded again by the first checkpoint).
+pub fn claimed_restore(
+    job: &str,
+    store: &storage::Store,
+    snapshot: Option<&LoadedSnapshot>,
+) -> Option<crate::state::snapshot::CheckpointMetadata> {
+    use crate::checkpoint::restore_mode::{RestoreMode, RestoredSnapshot, own_checkpoint_url, restore_mode};
+    let s = snapshot?;
+    let restored = RestoredSnapshot {
+        kind: s.metadata.kind,
+        checkpoint_id: s.metadata.checkpoint_id,
+        url: &s.url,
+    };
+    let own = own_checkpoint_url(store, job, s.metadata.checkpoint_id);
+    match restore_mode(restored, &own) {
+        RestoreMode::Claim { .. } => Some(s.metadata.clone()),
+        RestoreMode::NoClaim => {
+            tracing::debug!(
+                restored = %s.url,
+                "restore mode: no claim (not one of this job's checkpoints in its checkpoint storage): \
+                 the first incremental checkpoint shares no file with it"
+            );
+            None
+        }
+    }
+}
+
+/// The coordinator's configuration for a job; `restored`: the snapshot this run restored
+/// (its checkpoint becomes the first barriers' confirmed one when the run claims it,
+/// [`claimed_restore`]).
 pub fn coordinator_config(
     job: &Job,
     store: storage::Store,
     first_id: u64,
     sources: Vec<usize>,
     run_id: &str,
+    restored: Option<&LoadedSnapshot>,
 ) -> CoordinatorConfig {
+    let restored_base = claimed_restore(&job.name, &store, restored);
     CoordinatorConfig {
         job: job.name.clone(),
         parallelism: job.parallelism,
@@ -419,6 +453,7 @@ pub fn coordinator_config(
         fence: None,
         tolerable_failures: job.spec.checkpointing.tolerable_failed_checkpoints,
         incremental: job.spec.checkpointing.incremental,
+        restored_base,
     }
 }
 
@@ -517,7 +552,7 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         starts.push(built.start);
     }
     drop(ev_tx);
-    let cfg = coordinator_config(&job, store, first_id, sources, &lineage);
+    let cfg = coordinator_config(&job, store, first_id, sources, &lineage, ctx.snapshot.as_deref());
     let shared = Arc::new(Mutex::new(Shared::new()));
     shared.lock().expect("lock").restored_from = ctx.snapshot.as_ref().map(|s| s.url.clone());
     let handle = JobHandle {

@@ -198,6 +198,14 @@ impl Aggregate {
         .map_err(|e| TaskError(e.to_string()))?;
         let pending =
             PendingKeyGroups::new(init.range, init.restore.key_groups, init.clock.now_ms()).map_err(TaskError)?;
+        // A store built by the fast restore holds the restored handle's table files: the first
+        // native checkpoint references them when the barrier names the restored checkpoint
+        // (a claimed restore, `checkpoint/restore_mode.rs`); otherwise this record is unused
+        // and dropped at the first completion.
+        let native_tables = UploadedTables::default();
+        if let Some(restored) = &init.restored_store {
+            native_tables.record(restored.checkpoint_id, restored.table_files.clone());
+        }
         Ok(Aggregate {
             uid: uid.to_string(),
             func,
@@ -214,7 +222,7 @@ impl Aggregate {
             lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
-            native_tables: UploadedTables::default(),
+            native_tables,
             step_path: None,
         })
     }

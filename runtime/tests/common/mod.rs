@@ -4,6 +4,7 @@
 
 pub mod backpressure;
 pub mod cluster;
+pub mod incremental;
 pub mod kafka;
 pub mod kafka_list_offsets;
 pub mod kafka_log;
