@@ -217,3 +217,41 @@ fn an_abandoned_native_checkpoint_leaves_no_local_directory() {
     drop(later);
     assert!(!local_checkpoint_dir(&store_dir, 3).exists());
 }
+
+/// A store checkpointed natively compacts level 0 later
+/// ([`NATIVE_L0_COMPACTION_TRIGGER`](crate::state::disk_rocks::NATIVE_L0_COMPACTION_TRIGGER)):
+/// after eight checkpoints, each flushing writes spread over the whole key range into a new
+/// level-0 table file, a store switched to native checkpoints holds all eight there; one that
+/// tracks changes for chains of blocks compacts them at RocksDB's default trigger (4).
+#[test]
+fn a_store_checkpointed_natively_compacts_level_0_later() {
+    let all = key_group_range(0, 1, MAX_P);
+    for native in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut disk = DiskKeyedState::<i64>::open(&dir.path().join("count-0"), all, None, options(100)).unwrap();
+        disk.track_changes();
+        if native {
+            disk.track_for_native_checkpoints();
+        }
+        for checkpoint in 1..=8 {
+            for i in 0..500 {
+                let (kg, h, k) = at(i);
+                disk.update(kg, h, &k, 0, |old| old.copied().unwrap_or(0) + 1).unwrap();
+            }
+            drop(disk.native_snapshot(checkpoint).wait().unwrap());
+        }
+        if native {
+            assert_eq!(disk.level0_files(), 8, "every checkpoint's table file stays on level 0");
+        } else {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while disk.level0_files() >= 8 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "level 0 compacted at the default trigger: {} files",
+                    disk.level0_files()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
