@@ -38,11 +38,22 @@ fn bytes_per_checkpoint(r: &JobRun) -> f64 {
     median(periodic.iter().map(|c| c.bytes as f64).collect())
 }
 
+/// Mean bytes uploaded per periodic checkpoint of a run (as [`bytes_per_checkpoint`] picks
+/// them): unlike the median it counts the rare large uploads, such as a native checkpoint
+/// uploading a compaction's output files.
+fn mean_bytes_per_checkpoint(r: &JobRun) -> f64 {
+    let periodic = &r.checkpoints[..r.checkpoints.len().saturating_sub(1)];
+    if periodic.is_empty() {
+        return r.checkpoints.last().map_or(f64::NAN, |c| c.bytes as f64);
+    }
+    periodic.iter().map(|c| c.bytes as f64).sum::<f64>() / periodic.len() as f64
+}
+
 /// Prints one run's row (with the header before the first).
 pub fn print_run(r: &Run, header: bool) {
     if header {
         println!(
-            "\n{:>5} {:>10} {:>5} {:<12} {:>11} {:>8} {:>5} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "\n{:>5} {:>10} {:>5} {:<12} {:>11} {:>8} {:>5} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
             "round",
             "keys",
             "store",
@@ -51,6 +62,7 @@ pub fn print_run(r: &Run, header: bool) {
             "peak MiB",
             "chks",
             "MB/chk",
+            "mean MB",
             "sync ms",
             "async ms",
             "chk MB/s",
@@ -80,7 +92,7 @@ pub fn print_run(r: &Run, header: bool) {
                 )
             });
     println!(
-        "{:>5} {:>10} {:>5} {:<12} {:>11.0} {:>8.0} {:>5} {:>9.1} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>9.3}",
+        "{:>5} {:>10} {:>5} {:<12} {:>11.0} {:>8.0} {:>5} {:>9.1} {:>9.1} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>9.3}",
         r.round,
         r.keys,
         r.backend,
@@ -89,6 +101,7 @@ pub fn print_run(r: &Run, header: bool) {
         res.peak_mib,
         res.checkpoints.len(),
         bytes_per_checkpoint(res) / MB,
+        mean_bytes_per_checkpoint(res) / MB,
         med(|c| c.sync_ms),
         med(|c| c.async_ms),
         chk,
