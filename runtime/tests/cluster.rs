@@ -142,21 +142,11 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
 }
 
 /// Whether the `_metadata` at `path` is incremental over an earlier checkpoint for the
-/// `counts` step: a chain with a delta, or (a native checkpoint of the disk backend) a table
-/// file uploaded by an earlier checkpoint.
+/// `counts` step ([`common::incremental::has_delta`]); `false` while it is not there.
 fn has_delta(path: &std::path::Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else { return false };
     let m = weir_runtime::state::snapshot::decode_metadata("_metadata", &bytes).unwrap();
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .any(|h| {
-            h.chain.iter().any(|l| !l.base)
-                || h.native
-                    .as_ref()
-                    .is_some_and(|n| n.files.iter().any(|f| f.checkpoint_id < m.checkpoint_id))
-        })
+    common::incremental::has_delta(&m)
 }
 
 #[test]

@@ -269,17 +269,7 @@ fn killed_before_metadata(backend: &str) {
                 h.native
             );
             // Every native file it references is there (retention deleted none of them).
-            for f in native {
-                let path = job_dir(dir.path())
-                    .join(format!("chk-{}", c.checkpoint_id))
-                    .join(&f.file);
-                assert!(
-                    path.exists(),
-                    "checkpoint {} references {} (deleted)",
-                    c.checkpoint_id,
-                    f.file
-                );
-            }
+            assert_native_files_exist(dir.path(), c, native);
         }
     }
     // Every retained checkpoint restores: every file of every chain is there and verifies.

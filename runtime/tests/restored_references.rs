@@ -100,17 +100,7 @@ fn the_first_native_checkpoint_after_a_fast_restore_references_the_restored_tabl
             .iter()
             .flat_map(|o| &o.handles)
             .flat_map(|h| h.native.iter());
-        for f in files.flat_map(|n| &n.files) {
-            let path = job_dir(dir.path())
-                .join(format!("chk-{}", c.checkpoint_id))
-                .join(&f.file);
-            assert!(
-                path.exists(),
-                "checkpoint {} references {} (deleted)",
-                c.checkpoint_id,
-                f.file
-            );
-        }
+        assert_native_files_exist(dir.path(), &c, files.flat_map(|n| &n.files));
     }
     let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{log}");

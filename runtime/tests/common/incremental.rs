@@ -136,6 +136,24 @@ pub fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: 
     panic!("no incremental checkpoint with deltas became the newest one at parallelism {parallelism}");
 }
 
+/// Asserts that every native file checkpoint `c` references is in the job's checkpoint
+/// directory under `dir` (retention deleted none of them).
+pub fn assert_native_files_exist<'a>(
+    dir: &Path,
+    c: &CheckpointMetadata,
+    files: impl IntoIterator<Item = &'a NativeFile>,
+) {
+    for f in files {
+        let path = job_dir(dir).join(format!("chk-{}", c.checkpoint_id)).join(&f.file);
+        assert!(
+            path.exists(),
+            "checkpoint {} references {} (deleted)",
+            c.checkpoint_id,
+            f.file
+        );
+    }
+}
+
 /// What `weir run` logs for each native handle restored into its subtask's store
 /// (`checkpoint/native_restore.rs`).
 pub const FAST_RESTORE_LINE: &str = "native checkpoint restored into the subtask's store";
