@@ -73,13 +73,7 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
     let (m, _) = job(dir.path(), 4, Some(3000));
     set_state_backend(&m, "disk");
     if incremental {
-        let yaml = std::fs::read_to_string(&m).unwrap();
-        let changed = yaml.replace("retained: 2 }", "retained: 2, incremental: true }");
-        assert_ne!(
-            yaml, changed,
-            "the manifest's checkpointing line changed; update this test"
-        );
-        std::fs::write(&m, changed).unwrap();
+        common::incremental::set_incremental(&m);
     }
     let state_dir = state.path().display().to_string();
     let env = [

@@ -38,14 +38,19 @@ pub fn incremental_manifest(dir: &Path, parallelism: u32) -> PathBuf {
         Some(5000),
         None,
     );
-    let yaml = std::fs::read_to_string(&m).unwrap();
+    set_incremental(&m);
+    m
+}
+
+/// Switches the word-count manifest `m` to incremental checkpoints.
+pub fn set_incremental(m: &Path) {
+    let yaml = std::fs::read_to_string(m).unwrap();
     let changed = yaml.replace("retained: 2 }", "retained: 2, incremental: true }");
     assert_ne!(
         yaml, changed,
         "the manifest's checkpointing line changed; update this test"
     );
-    std::fs::write(&m, changed).unwrap();
-    m
+    std::fs::write(m, changed).unwrap();
 }
 
 pub fn job_dir(dir: &Path) -> PathBuf {
