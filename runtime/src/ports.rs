@@ -1,5 +1,6 @@
 //! Choosing a loopback port for a process about to be started (tests, the chaos soak).
 
+use std::collections::VecDeque;
 use std::fs::{File, TryLockError};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -12,8 +13,13 @@ const FIRST: u16 = 20_000;
 const COUNT: u64 = 12_000;
 
 /// The reservations this process holds: one locked file per port it handed out, kept open
-/// (so locked) until the process exits.
-static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
+/// (so locked), the newest [`MOST_HELD`] of them.
+static HELD: Mutex<VecDeque<File>> = Mutex::new(VecDeque::new());
+
+/// Most reservations a process holds; the oldest is released past it. A reservation only
+/// has to last until the child binds its port (milliseconds to seconds), and a long chaos soak
+/// picks thousands of ports: without a bound each would keep a file descriptor open.
+const MOST_HELD: usize = 64;
 
 /// A TCP port on 127.0.0.1 that no process is bound to, for a child process to bind.
 ///
@@ -21,11 +27,11 @@ static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
 /// another process's outgoing connection before the child binds it ("Address already in
 /// use", seen in CI). Below that range only another explicit bind can take it, and this
 /// function binds it once to check that none has. Picks at random (std's `RandomState`
-/// keys), and reserves each port it returns for the life of the calling process: an
-/// exclusive lock on `<temp dir>/weir-port-reservations/<port>` (`flock`), so no other
-/// caller, in this process or another (tests run side by side), gets the same port while
-/// a child may still be starting to bind it (seen in CI before: a cluster test's
-/// coordinator found its port taken). Where the lock file cannot be written the port is
+/// keys), and reserves each port it returns while the calling process lives (the newest
+/// [`MOST_HELD`] of them): an exclusive lock on `<temp dir>/weir-port-reservations/<port>`
+/// (`flock`), so no other caller, in this process or another (tests run side by side), gets
+/// the same port while a child may still be starting to bind it (seen in CI before: a
+/// cluster test's coordinator found its port taken). Where the lock file cannot be written the port is
 /// returned unreserved, as before.
 ///
 /// Errors: no bindable, unreserved port after 1,000 tries.
@@ -55,7 +61,11 @@ fn unused_port_of(candidates: impl IntoIterator<Item = u16>, dir: &Path) -> Opti
         };
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             if let Some(file) = reservation {
-                HELD.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+                let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+                if held.len() == MOST_HELD {
+                    held.pop_front();
+                }
+                held.push_back(file);
             }
             return Some(port);
         }
@@ -127,5 +137,24 @@ mod tests {
         assert_eq!(unused_port_of([free, reserved], dir.path()), None, "both held");
         drop(other_holder);
         assert_eq!(unused_port_of([free, reserved], dir.path()), Some(reserved));
+    }
+
+    /// A process holds at most [`MOST_HELD`] reservations: past it the oldest is released
+    /// (its port can be handed out again), so a long soak does not keep a file open per port.
+    #[test]
+    fn the_oldest_reservation_is_released_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (32_200..32_200 + MOST_HELD as u16 + 1).collect();
+        for &port in &ports {
+            assert_eq!(unused_port_of([port], dir.path()), Some(port));
+        }
+        assert_eq!(HELD.lock().unwrap().len(), MOST_HELD);
+        assert!(
+            matches!(reserve(dir.path(), ports[0]), Reservation::Held(_)),
+            "released"
+        );
+        // The newest: other tests of this process (under `cargo test`) push 52 at most.
+        let newest = *ports.last().unwrap();
+        assert!(matches!(reserve(dir.path(), newest), Reservation::Taken), "still held");
     }
 }
