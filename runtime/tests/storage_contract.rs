@@ -92,7 +92,34 @@ contract_tests!(
     abort_multipart_discards_the_upload_and_is_idempotent,
     large_put_round_trips,
     numbered_parts_uploaded_concurrently_complete_in_number_order,
+    put_file_writes_the_files_bytes_and_names_a_missing_file,
 );
+
+/// A local file put as an object (one below a multipart upload's threshold, one above it)
+/// reads back byte for byte and replaces an existing object; a missing local file is an error
+/// naming it, and leaves the object as it was.
+async fn put_file_writes_the_files_bytes_and_names_a_missing_file(store: &Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("000012.sst");
+    let large = dir.path().join("000013.sst");
+    std::fs::write(&small, data(3_000_000, 5)).unwrap();
+    std::fs::write(&large, data(storage::MULTIPART_THRESHOLD + 1_000, 6)).unwrap();
+    store
+        .put("shared/t.sst", Bytes::from_static(b"an older object"))
+        .await
+        .unwrap();
+    store.put_file("shared/t.sst", &small).await.unwrap();
+    assert_eq!(store.get("shared/t.sst").await.unwrap(), data(3_000_000, 5));
+    store.put_file("shared/large.sst", &large).await.unwrap();
+    assert_eq!(
+        store.get("shared/large.sst").await.unwrap(),
+        data(storage::MULTIPART_THRESHOLD + 1_000, 6)
+    );
+    let missing = dir.path().join("000099.sst");
+    let e = store.put_file("shared/t.sst", &missing).await.unwrap_err();
+    assert!(e.to_string().contains("000099.sst"), "{e}");
+    assert_eq!(store.get("shared/t.sst").await.unwrap(), data(3_000_000, 5));
+}
 
 /// Parts uploaded with `upload_part_at` all at once, the last one first, and recorded in
 /// number order: the object is the parts in number order (their order of arrival does not

@@ -13,6 +13,15 @@
 //! Retention keeps every shared file a retained `_metadata` references, so a referenced table
 //! file outlives every checkpoint that lists it.
 //!
+//! **Local stores: links, not copies.** A checkpoint store on the file system of the state's
+//! directory (`weir run` with a local checkpoint directory) takes each file as a hard link
+//! ([`ObjectStore::link_from_local`](crate::storage::ObjectStore::link_from_local)), as
+//! RocksDB's own checkpoints and Flink's local recovery take table files: a table file is
+//! never written again once RocksDB finished it (it is deleted, never changed), so the object
+//! and the store's file may share their bytes. Only its checksum is read. A restore links a
+//! table file back the same way (`ObjectStore::link_to_local`), then verifies it as a
+//! downloaded one. Another file system, or any link refused, copies as before.
+//!
 //! **Restore** ([`native_blocks`]): the handle's files are streamed into a local scratch
 //! directory (sizes and checksums verified on the way, `download_one`), opened read-only,
 //! and the store's key groups encoded as the heap backend's blocks, which the existing restore
@@ -25,7 +34,7 @@
 use crate::checkpoint::Barrier;
 use crate::operators::TaskError;
 use crate::state::disk::DiskStateOptions;
-use crate::state::disk_native::{LocalCheckpoint, LocalFile, blocks_of_native_store};
+use crate::state::disk_native::{LocalCheckpoint, LocalFile, blocks_of_native_store, is_table_file};
 use crate::state::incremental::{resolve_relative, shared_table_file};
 use crate::state::snapshot::{FormatError, KeyGroupBlock, NativeFile, NativeFiles};
 use crate::state::ttl::StateTtl;
@@ -37,8 +46,9 @@ use std::sync::{Arc, Mutex};
 /// Files uploaded or downloaded at the same time.
 pub const PARALLEL_TRANSFERS: usize = 8;
 
-/// Memory the files uploading at once may hold in all, MiB: a file holds its size, at most a
-/// part being filled and the parts in flight of `state_upload::upload_file` ([`upload_mib`]).
+/// Memory the files uploading at once may hold in all, MiB: a multipart upload holds its size,
+/// at most a part being filled and the parts in flight of `state_upload::upload_file`
+/// ([`upload_mib`]); a put streamed from its file 1 MiB.
 pub const UPLOAD_BUDGET_MIB: u32 = 48;
 
 /// The share of [`UPLOAD_BUDGET_MIB`] an upload of `file_bytes` holds, MiB: its size rounded
@@ -50,9 +60,10 @@ pub fn upload_mib(file_bytes: u64) -> u32 {
     (file_bytes.div_ceil(1 << 20)).clamp(1, most.min(UPLOAD_BUDGET_MIB as u64)) as u32
 }
 
-/// Whether a native file of `file_bytes` is read whole and put in one request (up to
-/// [`crate::storage::MULTIPART_THRESHOLD`], as `ObjectStore::put` sends a raw upload of it),
-/// rather than streamed in multipart parts. A file of 9 MiB streamed took a multipart upload
+/// Whether a native file of `file_bytes` is put in one request (up to
+/// [`crate::storage::MULTIPART_THRESHOLD`], as `ObjectStore::put` sends a raw upload of it;
+/// streamed from the file, `ObjectStore::put_file`, holding 1 MiB of the budget), rather than
+/// streamed in multipart parts. A file of 9 MiB streamed took a multipart upload
 /// of two parts (four requests, on the local store a staging file and one `fsync` more) where
 /// a put takes one: the final checkpoint's upload on S3 (moto) took 2.7-3.3x a raw upload of
 /// the same files (docs/runtime/state-backends.md, "nativecost").
@@ -64,23 +75,6 @@ pub fn uploads_whole(file_bytes: u64) -> bool {
 /// is the critical path; the small ones fill in beside it), then by name (deterministic).
 pub fn upload_order(a: (u64, &str), b: (u64, &str)) -> std::cmp::Ordering {
     b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
-}
-
-/// Reads the local file `local` whole and puts it to `path` in `store` (one request); returns
-/// its size in bytes and CRC-32. Errors: the file cannot be read (naming it), or storage fails.
-async fn put_whole(store: &Store, path: &str, local: &Path) -> Result<(u64, u32), TaskError> {
-    let bytes = tokio::fs::read(local).await.map_err(|e| {
-        TaskError(format!(
-            "native checkpoint: cannot read {} to upload it: {e}",
-            local.display()
-        ))
-    })?;
-    let (size, crc32) = (bytes.len() as u64, crc32fast::hash(&bytes));
-    store
-        .put(path, bytes::Bytes::from(bytes))
-        .await
-        .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
-    Ok((size, crc32))
 }
 
 /// The table files a subtask's checkpoints uploaded, by checkpoint id, each by its name in the
@@ -171,11 +165,11 @@ pub async fn upload_native(
     // Largest first: the largest file is the upload's critical path (a compaction's output is
     // most of the store), so it starts at once and the small ones fill in beside it.
     targets.sort_by(|a, b| upload_order((a.0, &a.2), (b.0, &b.2)));
-    // A file up to `MULTIPART_THRESHOLD` is read whole and put in one request, as a raw upload
-    // of it is; a larger one streams from disk in parts (`state_upload::upload_file`). The
-    // files uploading at once share a budget of bytes held, so many small files go up side by
-    // side and large ones a few at a time (reading them whole, 8 at once, held up to 8 table
-    // files of 64 MiB).
+    // A file up to `MULTIPART_THRESHOLD` is put in one request, as a raw upload of it is,
+    // streamed from the file (`ObjectStore::put_file`); a larger one streams from disk in
+    // multipart parts (`state_upload::upload_file`), which hold up to 40 MiB each. The files
+    // uploading at once share a budget of bytes held, so puts go up side by side and
+    // multipart uploads a few at a time.
     let budget = tokio::sync::Semaphore::new(UPLOAD_BUDGET_MIB as usize);
     let budget = &budget;
     let start = std::time::Instant::now();
@@ -183,13 +177,41 @@ pub async fn upload_native(
     let uploaded: Vec<NativeFile> = futures::stream::iter(targets)
         .map(|(file_bytes, local, local_name, name, path)| async move {
             let queued = start.elapsed();
-            let _held = budget
-                .acquire_many(upload_mib(file_bytes))
+            // A store that can place the file without its bytes (the local store, one file
+            // system: a hard link) holds no budget; its checksum is read from the file.
+            let linked = store
+                .link_from_local(&path, &local)
                 .await
-                .map_err(|_| TaskError("native checkpoint: the upload budget was closed".into()))?;
+                .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
+            let _held = if linked {
+                None
+            } else {
+                Some(
+                    budget
+                        .acquire_many(if uploads_whole(file_bytes) {
+                            1
+                        } else {
+                            upload_mib(file_bytes)
+                        })
+                        .await
+                        .map_err(|_| TaskError("native checkpoint: the upload budget was closed".into()))?,
+                )
+            };
             let began = start.elapsed();
-            let (size, crc32) = if uploads_whole(file_bytes) {
-                put_whole(store, &path, &local).await?
+            let (size, crc32) = if linked {
+                size_and_crc(&local)
+                    .await
+                    .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?
+            } else if uploads_whole(file_bytes) {
+                // One request, streamed from the file (never held whole): its checksum first.
+                let read = size_and_crc(&local)
+                    .await
+                    .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?;
+                store
+                    .put_file(&path, &local)
+                    .await
+                    .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
+                read
             } else {
                 crate::checkpoint::state_upload::upload_file(store, &path, &local)
                     .await
@@ -200,6 +222,7 @@ pub async fn upload_native(
                 file = local_name,
                 size,
                 queued_ms = queued.as_secs_f64() * 1e3,
+                linked,
                 waited_for_budget_ms = (began - queued).as_secs_f64() * 1e3,
                 uploaded_ms = (start.elapsed() - began).as_secs_f64() * 1e3,
                 "native file uploaded"
@@ -353,7 +376,19 @@ pub(crate) async fn download_one(
         .into());
     }
     let target = local.join(&f.name);
-    let (size, crc) = crate::checkpoint::lineage::with_retries(&url, || stream_to_file(store, &path, &target)).await?;
+    // A table file the store can place without copying it (the local store, one file system:
+    // a hard link) is read once for its checksum; any other file is streamed.
+    let linked = is_table_file(&f.name) && store.link_to_local(&path, &target).await;
+    let (size, crc) = if linked {
+        size_and_crc(&target)
+            .await
+            .map_err(|e| crate::storage::StorageError::Io {
+                path: target.display().to_string(),
+                source: e,
+            })?
+    } else {
+        crate::checkpoint::lineage::with_retries(&url, || stream_to_file(store, &path, &target)).await?
+    };
     if size != f.size {
         return Err(FormatError {
             path: url,
@@ -369,6 +404,32 @@ pub(crate) async fn download_one(
         .into());
     }
     Ok(())
+}
+
+/// The size in bytes and CRC-32 of the local file `local`, read
+/// [`FILE_READ_BYTES`](crate::checkpoint::state_upload::FILE_READ_BYTES) at a time on the
+/// blocking pool. Errors: the file cannot be read.
+async fn size_and_crc(local: &Path) -> std::io::Result<(u64, u32)> {
+    let local = local.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut file = std::fs::File::open(&local)?;
+        let mut buffer = vec![0u8; crate::checkpoint::state_upload::FILE_READ_BYTES];
+        let (mut crc, mut size) = (crc32fast::Hasher::new(), 0u64);
+        loop {
+            match file.read(&mut buffer) {
+                Ok(0) => return Ok((size, crc.finalize())),
+                Ok(read) => {
+                    crc.update(&buffer[..read]);
+                    size += read as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .map_err(|e| std::io::Error::other(crate::exec::panics::join_failure("the checksum of a native file", e)))?
 }
 
 /// Streams the object at `path` of `store` into the local file `target` (created, or
@@ -396,182 +457,5 @@ async fn stream_to_file(store: &Store, path: &str, target: &Path) -> Result<(u64
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn local(name: &str, size: u64) -> LocalFile {
-        LocalFile {
-            name: name.into(),
-            size,
-        }
-    }
-
-    fn uploaded(name: &str, size: u64, by: u64) -> NativeFile {
-        NativeFile {
-            file: format!("../shared/c-0-chk{by}-{name}"),
-            name: name.into(),
-            checkpoint_id: by,
-            size,
-            crc32: 7,
-        }
-    }
-
-    /// Only the confirmed checkpoint's table files of the same name and size are referenced;
-    /// new ones (flushes, compaction outputs) are uploaded.
-    /// What an upload holds of the budget: its size in MiB rounded up, at most a part being
-    /// filled and the parts in flight (40 MiB), at least 1: large table files share the budget
-    /// a few at a time, small ones many at once.
-    #[test]
-    fn an_upload_holds_its_size_up_to_a_streaming_uploads_memory() {
-        const MIB: u64 = 1 << 20;
-        for (file_bytes, mib) in [
-            (0, 1),
-            (1, 1),
-            (MIB, 1),
-            (MIB + 1, 2),
-            (10 * MIB, 10),
-            (40 * MIB, 40),
-            (64 * MIB, 40),
-            (u64::MAX, 40),
-        ] {
-            assert_eq!(upload_mib(file_bytes), mib, "{file_bytes} bytes");
-        }
-        const _: () = assert!(UPLOAD_BUDGET_MIB >= 40, "one large upload fits the budget");
-    }
-
-    /// A download directory left by a process killed with `kill -9` is swept by the next
-    /// process (its owner file names a dead process); this process's own is kept.
-    #[test]
-    fn a_dead_processs_download_directory_is_swept() {
-        let root = tempfile::tempdir().unwrap();
-        let mine = create_download_dir(root.path()).unwrap();
-        let left = create_download_dir(root.path()).unwrap();
-        std::fs::write(left.join("000009.sst"), b"table").unwrap();
-        // A pid above Linux's pid_max (2^22) is never alive.
-        std::fs::write(left.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
-        let swept = crate::state::local_dir::sweep_stale(root.path());
-        assert_eq!(swept, vec![left.clone()]);
-        assert!(!left.exists() && mine.exists());
-        // The next download sweeps too (a heap job or a coordinator sweeps nowhere else).
-        let left_again = create_download_dir(root.path()).unwrap();
-        std::fs::write(left_again.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
-        let next = create_download_dir(root.path()).unwrap();
-        assert!(!left_again.exists() && mine.exists() && next.exists());
-    }
-
-    /// A local directory that cannot be made (here: its root is a file) is the local path's I/O
-    /// error, which restarts the job, never a corrupt restore point (which refuses it for good
-    /// and advises restoring an older one).
-    #[test]
-    fn a_local_disk_failure_is_not_a_corrupt_checkpoint() {
-        let scratch = tempfile::tempdir().unwrap();
-        let not_a_directory = scratch.path().join("file");
-        std::fs::write(&not_a_directory, b"x").unwrap();
-        let e = create_download_dir(&not_a_directory).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                crate::checkpoint::restore::RestoreError::Storage(crate::storage::StorageError::Io { .. })
-            ),
-            "{e:?}"
-        );
-        assert!(!e.is_permanent(), "{e}");
-        let message = e.to_string();
-        assert!(message.contains(&not_a_directory.display().to_string()), "{message}");
-        assert!(message.contains("cannot create the directory"), "{message}");
-    }
-
-    /// Files up to the multipart threshold go in one put; larger ones stream in parts. The
-    /// order is largest first, then by name.
-    #[test]
-    fn how_and_in_which_order_native_files_upload_table() {
-        const MIB: u64 = 1 << 20;
-        for (file_bytes, whole) in [(0, true), (9 * MIB, true), (16 * MIB, true), (16 * MIB + 1, false)] {
-            assert_eq!(uploads_whole(file_bytes), whole, "{file_bytes} bytes");
-        }
-        let mut files = [
-            (16, "CURRENT"),
-            (9 * MIB, "000013.sst"),
-            (26 * MIB, "000012.sst"),
-            (9 * MIB, "000014.sst"),
-            (1574, "MANIFEST-000005"),
-        ];
-        files.sort_by(|a, b| upload_order(*a, *b));
-        let names: Vec<&str> = files.iter().map(|f| f.1).collect();
-        assert_eq!(
-            names,
-            ["000012.sst", "000013.sst", "000014.sst", "MANIFEST-000005", "CURRENT"]
-        );
-    }
-
-    #[test]
-    fn which_table_files_are_uploaded_table() {
-        let reuse: BTreeMap<String, NativeFile> = [uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)]
-            .into_iter()
-            .map(|f| (f.name.clone(), f))
-            .collect();
-        // (what, local table files, reuse, uploaded names, referenced files)
-        type Row = (
-            &'static str,
-            Vec<LocalFile>,
-            BTreeMap<String, NativeFile>,
-            Vec<&'static str>,
-            Vec<NativeFile>,
-        );
-        let rows: Vec<Row> = vec![
-            (
-                "first checkpoint: everything uploaded",
-                vec![local("000010.sst", 100)],
-                BTreeMap::new(),
-                vec!["000010.sst"],
-                vec![],
-            ),
-            (
-                "files the confirmed checkpoint holds are referenced, new ones uploaded",
-                vec![
-                    local("000010.sst", 100),
-                    local("000011.sst", 50),
-                    local("000014.sst", 9),
-                ],
-                reuse.clone(),
-                vec!["000014.sst"],
-                vec![uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)],
-            ),
-            (
-                "a name with another size (another store's record) is uploaded",
-                vec![local("000010.sst", 101)],
-                reuse.clone(),
-                vec!["000010.sst"],
-                vec![],
-            ),
-            (
-                "compacted away: nothing of the old files is listed",
-                vec![local("000020.sst", 150)],
-                reuse,
-                vec!["000020.sst"],
-                vec![],
-            ),
-        ];
-        for (what, tables, reuse, want_upload, want_referenced) in rows {
-            let (upload, referenced) = tables_to_upload(&tables, &reuse);
-            let names: Vec<&str> = upload.iter().map(|t| t.name.as_str()).collect();
-            assert_eq!(names, want_upload, "{what}");
-            assert_eq!(referenced, want_referenced, "{what}");
-        }
-    }
-
-    #[test]
-    fn only_the_confirmed_checkpoints_tables_are_kept() {
-        let tables = UploadedTables::default();
-        for id in [3, 4, 5] {
-            tables.record(
-                id,
-                [(format!("{id}.sst"), uploaded("x.sst", 1, id))].into_iter().collect(),
-            );
-        }
-        tables.confirm(4);
-        assert!(tables.of(3).is_empty());
-        assert_eq!(tables.of(4).len(), 1);
-        assert_eq!(tables.of(5).len(), 1);
-    }
-}
+#[path = "native_upload_tests.rs"]
+mod tests;

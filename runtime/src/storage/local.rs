@@ -133,6 +133,62 @@ impl LocalStore {
         Ok(())
     }
 
+    /// [`ObjectStore::put_file`]: `local` copied by the kernel into a temporary file beside
+    /// the target, synced, renamed into place, the directory synced.
+    fn put_file_blocking(&self, path: &str, local: &Path) -> Result<()> {
+        let target = self.full(path);
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        let tmp = self.tmp_for(&target);
+        if let Err(e) = std::fs::copy(local, &tmp) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(StorageError::Io {
+                path: local.display().to_string(),
+                source: e,
+            });
+        }
+        let placed = std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &target));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&target, e));
+        }
+        sync_dir(target.parent());
+        Ok(())
+    }
+
+    /// [`ObjectStore::link_from_local`]: `local` linked under a temporary name beside the
+    /// target, synced, renamed into place, the directory synced (as [`LocalStore::put_blocking`]
+    /// does for written bytes).
+    fn link_from_local_blocking(&self, path: &str, local: &Path) -> Result<bool> {
+        let target = self.full(path);
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        let tmp = self.tmp_for(&target);
+        if std::fs::hard_link(local, &tmp).is_err() {
+            return Ok(false);
+        }
+        let placed = std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &target));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&target, e));
+        }
+        sync_dir(target.parent());
+        Ok(true)
+    }
+
+    /// [`ObjectStore::link_to_local`]: any file at `local` removed, then the object linked
+    /// there.
+    fn link_to_local_blocking(&self, path: &str, local: &Path) -> bool {
+        let _ = std::fs::remove_file(local);
+        std::fs::hard_link(self.full(path), local).is_ok()
+    }
+
     fn put_if_absent_blocking(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
         let target = self.full(path);
         let tmp = self.write_tmp(&target, &data)?;
@@ -421,6 +477,23 @@ impl ObjectStore for LocalStore {
     async fn get(&self, path: &str) -> Result<Bytes> {
         let path = path.to_string();
         blocking(self, move |s| s.get_blocking(&path)).await
+    }
+
+    async fn put_file(&self, path: &str, local: &Path) -> Result<()> {
+        let (path, local) = (path.to_string(), local.to_path_buf());
+        blocking(self, move |s| s.put_file_blocking(&path, &local)).await
+    }
+
+    async fn link_from_local(&self, path: &str, local: &Path) -> Result<bool> {
+        let (path, local) = (path.to_string(), local.to_path_buf());
+        blocking(self, move |s| s.link_from_local_blocking(&path, &local)).await
+    }
+
+    async fn link_to_local(&self, path: &str, local: &Path) -> bool {
+        let (path, local) = (path.to_string(), local.to_path_buf());
+        blocking(self, move |s| Ok(s.link_to_local_blocking(&path, &local)))
+            .await
+            .unwrap_or(false)
     }
 
     async fn get_stream(&self, path: &str) -> Result<ByteChunks> {

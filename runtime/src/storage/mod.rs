@@ -116,6 +116,43 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
         Ok(Box::pin(futures::stream::once(async move { Ok(whole) })))
     }
 
+    /// Writes the local file `local` (which no one changes meanwhile) as the object at `path`,
+    /// replacing any, atomically, without holding the file in memory where the store can: S3
+    /// sends it as one streamed `PutObject` up to [`MULTIPART_THRESHOLD`] (a larger file is
+    /// read whole and put as [`ObjectStore::put`] puts it), the local store copies it in the
+    /// kernel (`copy_file_range`) into a temporary file that it syncs and renames into place.
+    /// The default reads it whole and puts it. Errors: the file cannot be read (naming it), or
+    /// the store's.
+    async fn put_file(&self, path: &str, local: &std::path::Path) -> Result<()> {
+        let data = tokio::fs::read(local).await.map_err(|e| StorageError::Io {
+            path: local.display().to_string(),
+            source: e,
+        })?;
+        self.put(path, Bytes::from(data)).await
+    }
+
+    /// Places the local file `local` at `path` without sending its bytes, where this store
+    /// can: the local store hard-links it (as RocksDB's own checkpoints link table files) when
+    /// both are on one file system, and syncs it. Only for a file no one writes again (a
+    /// table file of a native checkpoint): the object and the file then share their bytes.
+    /// Returns whether it placed it; `false` (the default, and whenever a link cannot be made:
+    /// another file system, no permission) leaves the caller to send the bytes. Errors: a link
+    /// was made but could not be synced or moved into place (naming the path).
+    async fn link_from_local(&self, _path: &str, _local: &std::path::Path) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Places the object at `path` as the local file `local` (replacing any) without copying
+    /// its bytes, where this store can: the local store hard-links it when both are on one
+    /// file system. Only for an object no one writes again whose local file is only read or
+    /// deleted (a restored table file: RocksDB never writes a table file it has written, it
+    /// deletes it). Returns whether it placed it; `false` (the default, and whenever a link
+    /// cannot be made) leaves the caller to download the bytes. Never an error: a missing
+    /// object is `false`, and the download then reports it.
+    async fn link_to_local(&self, _path: &str, _local: &std::path::Path) -> bool {
+        false
+    }
+
     /// Whether an object exists.
     async fn exists(&self, path: &str) -> Result<bool>;
 

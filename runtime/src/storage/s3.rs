@@ -299,6 +299,34 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
+    async fn put_file(&self, path: &str, local: &std::path::Path) -> Result<()> {
+        let unreadable = |e: std::io::Error| StorageError::Io {
+            path: local.display().to_string(),
+            source: e,
+        };
+        let size = tokio::fs::metadata(local).await.map_err(unreadable)?.len();
+        if size > MULTIPART_THRESHOLD as u64 {
+            let data = tokio::fs::read(local).await.map_err(unreadable)?;
+            return self.put(path, Bytes::from(data)).await;
+        }
+        // Streamed from the file (re-read from its start if the request is retried).
+        let body = ByteStream::read_from()
+            .path(local)
+            .buffer_size(1 << 20)
+            .build()
+            .await
+            .map_err(|e| unreadable(std::io::Error::other(e)))?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.key(path))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.err(path, "PutObject", e))?;
+        Ok(())
+    }
+
     async fn put_if_absent(&self, path: &str, data: Bytes) -> Result<PutOutcome> {
         let res = self
             .client

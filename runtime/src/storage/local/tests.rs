@@ -214,3 +214,63 @@ async fn completion_without_staging_or_target_is_not_found() {
     let err = store.complete_multipart(&upload).await.unwrap_err();
     assert!(matches!(err, StorageError::NotFound(_)), "{err}");
 }
+
+/// A local file on the store's file system is placed as a link, not a copy (the object is the
+/// file's inode, nothing left beside it), replacing an object already there; a store on
+/// another file system or a missing file is `false` (the caller sends the bytes). An object
+/// is linked out as a local file the same way, replacing a file there; a missing object is
+/// `false`.
+#[tokio::test]
+async fn files_are_linked_in_and_out_on_one_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir);
+    let local = dir.path().join("000012.sst");
+    std::fs::write(&local, data(3_000, 4)).unwrap();
+    store.put("shared/c-0-chk2-000012.sst", data(10, 1)).await.unwrap();
+    assert!(
+        store
+            .link_from_local("shared/c-0-chk2-000012.sst", &local)
+            .await
+            .unwrap()
+    );
+    let placed = std::fs::metadata(dir.path().join("shared/c-0-chk2-000012.sst")).unwrap();
+    assert_eq!(
+        placed.ino(),
+        std::fs::metadata(&local).unwrap().ino(),
+        "a link, not a copy"
+    );
+    assert!(store.get("shared/c-0-chk2-000012.sst").await.unwrap() == data(3_000, 4));
+    assert!(
+        hidden_entries(&dir.path().join("shared")).is_empty(),
+        "no temporary left"
+    );
+    let missing = dir.path().join("000099.sst");
+    assert!(!store.link_from_local("shared/x.sst", &missing).await.unwrap());
+    assert!(!store.exists("shared/x.sst").await.unwrap());
+
+    let restored = dir.path().join("restore-000012.sst");
+    std::fs::write(&restored, b"an earlier attempt").unwrap();
+    assert!(store.link_to_local("shared/c-0-chk2-000012.sst", &restored).await);
+    assert_eq!(std::fs::metadata(&restored).unwrap().ino(), placed.ino());
+    assert!(
+        !store
+            .link_to_local("shared/gone.sst", &dir.path().join("gone.sst"))
+            .await
+    );
+
+    // Another file system (a memory file system beside the disk, where the machine has one):
+    // no link is possible, nothing is placed.
+    let elsewhere = std::path::Path::new("/dev/shm");
+    if elsewhere.is_dir() && std::fs::metadata(elsewhere).unwrap().dev() != placed.dev() {
+        let other = tempfile::tempdir_in(elsewhere).unwrap();
+        let file = other.path().join("000013.sst");
+        std::fs::write(&file, b"table").unwrap();
+        assert!(!store.link_from_local("shared/y.sst", &file).await.unwrap());
+        assert!(!store.exists("shared/y.sst").await.unwrap());
+        assert!(
+            !store
+                .link_to_local("shared/c-0-chk2-000012.sst", &other.path().join("t.sst"))
+                .await
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Tests of native checkpoints' upload and download (`native_upload.rs`): which table files are
+//! referenced or uploaded, in which order and how; on a local store on the same file system the
+//! table files are linked both ways, elsewhere copied, and either way the handle restores the
+//! state exactly.
+
+use super::*;
+
+fn local(name: &str, size: u64) -> LocalFile {
+    LocalFile {
+        name: name.into(),
+        size,
+    }
+}
+
+fn uploaded(name: &str, size: u64, by: u64) -> NativeFile {
+    NativeFile {
+        file: format!("../shared/c-0-chk{by}-{name}"),
+        name: name.into(),
+        checkpoint_id: by,
+        size,
+        crc32: 7,
+    }
+}
+
+/// What an upload holds of the budget: its size in MiB rounded up, at most a part being
+/// filled and the parts in flight (40 MiB), at least 1: large table files share the budget
+/// a few at a time, small ones many at once.
+#[test]
+fn an_upload_holds_its_size_up_to_a_streaming_uploads_memory() {
+    const MIB: u64 = 1 << 20;
+    for (file_bytes, mib) in [
+        (0, 1),
+        (1, 1),
+        (MIB, 1),
+        (MIB + 1, 2),
+        (10 * MIB, 10),
+        (40 * MIB, 40),
+        (64 * MIB, 40),
+        (u64::MAX, 40),
+    ] {
+        assert_eq!(upload_mib(file_bytes), mib, "{file_bytes} bytes");
+    }
+    const _: () = assert!(UPLOAD_BUDGET_MIB >= 40, "one large upload fits the budget");
+}
+
+/// A download directory left by a process killed with `kill -9` is swept by the next
+/// process (its owner file names a dead process); this process's own is kept.
+#[test]
+fn a_dead_processs_download_directory_is_swept() {
+    let root = tempfile::tempdir().unwrap();
+    let mine = create_download_dir(root.path()).unwrap();
+    let left = create_download_dir(root.path()).unwrap();
+    std::fs::write(left.join("000009.sst"), b"table").unwrap();
+    // A pid above Linux's pid_max (2^22) is never alive.
+    std::fs::write(left.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
+    let swept = crate::state::local_dir::sweep_stale(root.path());
+    assert_eq!(swept, vec![left.clone()]);
+    assert!(!left.exists() && mine.exists());
+    // The next download sweeps too (a heap job or a coordinator sweeps nowhere else).
+    let left_again = create_download_dir(root.path()).unwrap();
+    std::fs::write(left_again.join(crate::state::local_dir::OWNER_FILE), "99999999 5").unwrap();
+    let next = create_download_dir(root.path()).unwrap();
+    assert!(!left_again.exists() && mine.exists() && next.exists());
+}
+
+/// A local directory that cannot be made (here: its root is a file) is the local path's I/O
+/// error, which restarts the job, never a corrupt restore point (which refuses it for good
+/// and advises restoring an older one).
+#[test]
+fn a_local_disk_failure_is_not_a_corrupt_checkpoint() {
+    let scratch = tempfile::tempdir().unwrap();
+    let not_a_directory = scratch.path().join("file");
+    std::fs::write(&not_a_directory, b"x").unwrap();
+    let e = create_download_dir(&not_a_directory).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            crate::checkpoint::restore::RestoreError::Storage(crate::storage::StorageError::Io { .. })
+        ),
+        "{e:?}"
+    );
+    assert!(!e.is_permanent(), "{e}");
+    let message = e.to_string();
+    assert!(message.contains(&not_a_directory.display().to_string()), "{message}");
+    assert!(message.contains("cannot create the directory"), "{message}");
+}
+
+/// Files up to the multipart threshold go in one put; larger ones stream in parts. The
+/// order is largest first, then by name.
+#[test]
+fn how_and_in_which_order_native_files_upload_table() {
+    const MIB: u64 = 1 << 20;
+    for (file_bytes, whole) in [(0, true), (9 * MIB, true), (16 * MIB, true), (16 * MIB + 1, false)] {
+        assert_eq!(uploads_whole(file_bytes), whole, "{file_bytes} bytes");
+    }
+    let mut files = [
+        (16, "CURRENT"),
+        (9 * MIB, "000013.sst"),
+        (26 * MIB, "000012.sst"),
+        (9 * MIB, "000014.sst"),
+        (1574, "MANIFEST-000005"),
+    ];
+    files.sort_by(|a, b| upload_order(*a, *b));
+    let names: Vec<&str> = files.iter().map(|f| f.1).collect();
+    assert_eq!(
+        names,
+        ["000012.sst", "000013.sst", "000014.sst", "MANIFEST-000005", "CURRENT"]
+    );
+}
+
+/// Only the confirmed checkpoint's table files of the same name and size are referenced;
+/// new ones (flushes, compaction outputs) are uploaded.
+#[test]
+fn which_table_files_are_uploaded_table() {
+    let reuse: BTreeMap<String, NativeFile> = [uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)]
+        .into_iter()
+        .map(|f| (f.name.clone(), f))
+        .collect();
+    // (what, local table files, reuse, uploaded names, referenced files)
+    type Row = (
+        &'static str,
+        Vec<LocalFile>,
+        BTreeMap<String, NativeFile>,
+        Vec<&'static str>,
+        Vec<NativeFile>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "first checkpoint: everything uploaded",
+            vec![local("000010.sst", 100)],
+            BTreeMap::new(),
+            vec!["000010.sst"],
+            vec![],
+        ),
+        (
+            "files the confirmed checkpoint holds are referenced, new ones uploaded",
+            vec![
+                local("000010.sst", 100),
+                local("000011.sst", 50),
+                local("000014.sst", 9),
+            ],
+            reuse.clone(),
+            vec!["000014.sst"],
+            vec![uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)],
+        ),
+        (
+            "a name with another size (another store's record) is uploaded",
+            vec![local("000010.sst", 101)],
+            reuse.clone(),
+            vec!["000010.sst"],
+            vec![],
+        ),
+        (
+            "compacted away: nothing of the old files is listed",
+            vec![local("000020.sst", 150)],
+            reuse,
+            vec!["000020.sst"],
+            vec![],
+        ),
+    ];
+    for (what, tables, reuse, want_upload, want_referenced) in rows {
+        let (upload, referenced) = tables_to_upload(&tables, &reuse);
+        let names: Vec<&str> = upload.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, want_upload, "{what}");
+        assert_eq!(referenced, want_referenced, "{what}");
+    }
+}
+
+#[test]
+fn only_the_confirmed_checkpoints_tables_are_kept() {
+    let tables = UploadedTables::default();
+    for id in [3, 4, 5] {
+        tables.record(
+            id,
+            [(format!("{id}.sst"), uploaded("x.sst", 1, id))].into_iter().collect(),
+        );
+    }
+    tables.confirm(4);
+    assert!(tables.of(3).is_empty());
+    assert_eq!(tables.of(4).len(), 1);
+    assert_eq!(tables.of(5).len(), 1);
+}
+
+mod linked {
+    use super::*;
+    use crate::state::disk::DiskKeyedState;
+    use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM, at, decode};
+    use crate::state::key_group::key_group_range;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::Arc;
+
+    fn barrier(store: Store) -> Barrier {
+        Barrier {
+            id: 2,
+            kind: crate::control::api::SnapshotKind::Checkpoint,
+            stop: false,
+            target: Arc::new(crate::checkpoint::SnapshotTarget {
+                store,
+                dir: "job/chk-2".into(),
+            }),
+            triggered_at_ms: 0,
+            is_final: false,
+            incremental: Some(None),
+        }
+    }
+
+    /// Keys `0..n` counted once each in a disk state under `dir`, and its native checkpoint 2.
+    fn checkpoint_of(dir: &Path, n: u64) -> (DiskKeyedState<i64>, LocalCheckpoint) {
+        let all = key_group_range(0, 1, TEST_MAX_PARALLELISM);
+        let mut disk =
+            DiskKeyedState::<i64>::open(&dir.join("count-0"), all, None, DiskStateOptions::default()).unwrap();
+        disk.track_for_native_checkpoints();
+        for i in 0..n {
+            let (kg, h, k) = at(i);
+            disk.update(kg, h, &k, 0, |old| old.copied().unwrap_or(0) + 1).unwrap();
+        }
+        let checkpoint = disk.native_snapshot(2).wait().unwrap();
+        (disk, checkpoint)
+    }
+
+    /// A checkpoint store on the state's file system gets the table files as links (the
+    /// object is the local checkpoint's file), one on another file system (a memory file
+    /// system, where the machine has one) a copy; either way the handle, downloaded into a
+    /// directory on the state's file system (linked back where it can be) and verified,
+    /// restores every key's count.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn table_files_are_linked_on_one_file_system_and_restore_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let shm = std::path::Path::new("/dev/shm");
+        let other = (shm.is_dir()
+            && std::fs::metadata(shm).unwrap().dev() != std::fs::metadata(dir.path()).unwrap().dev())
+        .then(|| tempfile::tempdir_in(shm).unwrap());
+        let roots: Vec<(PathBuf, bool)> = std::iter::once((dir.path().join("checkpoints"), true))
+            .chain(other.iter().map(|o| (o.path().join("checkpoints"), false)))
+            .collect();
+        for (root, same_file_system) in roots {
+            let state = tempfile::tempdir_in(dir.path()).unwrap();
+            let (disk, checkpoint) = checkpoint_of(state.path(), 3_000);
+            let tables: Vec<(String, u64)> = checkpoint
+                .table_files
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        std::fs::metadata(checkpoint.dir().join(&t.name)).unwrap().ino(),
+                    )
+                })
+                .collect();
+            assert!(!tables.is_empty());
+            let store: Store = Arc::new(crate::storage::LocalStore::new(&root).unwrap());
+            let b = barrier(store.clone());
+            let native = NativeUpload {
+                checkpoint,
+                reuse: BTreeMap::new(),
+                uploaded: UploadedTables::default(),
+                entries: 3_000,
+            };
+            let handle = upload_native(&b, "count", 0, native).await.unwrap();
+            for (name, inode) in &tables {
+                let path = shared_table_file(&b.target.dir, "count", 0, 2, name).1;
+                let placed = std::fs::metadata(root.join(&path)).unwrap().ino();
+                assert_eq!(placed == *inode, same_file_system, "{name} in {}", root.display());
+            }
+            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path()).await.unwrap();
+            let counts: BTreeMap<String, i64> = decode(&blocks).into_iter().map(|(k, (v, _))| (k, v)).collect();
+            let expected: BTreeMap<String, i64> = (0..3_000).map(|i| (format!("{:?}", at(i).2), 1)).collect();
+            assert_eq!(counts, expected, "{}", root.display());
+            drop(disk);
+        }
+    }
+
+    /// A linked table file whose bytes changed after the checkpoint recorded them (a bit
+    /// flipped on the disk) is refused by the restore as a corrupt file, as a copied one is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_linked_table_file_changed_later_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, checkpoint) = checkpoint_of(dir.path(), 500);
+        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path().join("checkpoints")).unwrap());
+        let b = barrier(store.clone());
+        let native = NativeUpload {
+            checkpoint,
+            reuse: BTreeMap::new(),
+            uploaded: UploadedTables::default(),
+            entries: 500,
+        };
+        let handle = upload_native(&b, "count", 0, native).await.unwrap();
+        let table = handle.files.iter().find(|f| is_table_file(&f.name)).unwrap();
+        let path = dir
+            .path()
+            .join("checkpoints")
+            .join(resolve_relative(&b.target.dir, &table.file).unwrap());
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[0] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let e = native_blocks(&store, &b.target.dir, &handle, dir.path())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("checksum mismatch"), "{e}");
+        drop(disk);
+    }
+}
