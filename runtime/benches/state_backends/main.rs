@@ -34,9 +34,8 @@
 //! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]`.
 //! `--store-incremental`: the runs whose final checkpoint is measured against the store (the
 //! no-checkpoint run, `s3 final`) run with `checkpointing.incremental: true`: their final
-//! checkpoint is a chain's base of blocks, or on the disk backend with
-//! `WEIR_NATIVE_CHECKPOINTS=on` in the environment a native checkpoint (the store's table
-//! files), measured against a raw upload and download of the same files. S3 needs `moto_server` on the `PATH`
+//! checkpoint is on the disk backend a native checkpoint (the store's table files; the
+//! default), or a chain's base of blocks on heap and with `WEIR_NATIVE_CHECKPOINTS=off`, measured against a raw upload and download of the same files. S3 needs `moto_server` on the `PATH`
 //! (`pip install 'moto[server]'`); without it the S3 rows are skipped with that hint.
 //! Linux only (reads `/proc/self/status`).
 

@@ -18,8 +18,9 @@
 //!   restore because a disk store may still compact after it (one after is printed too).
 //!
 //! Full (self-contained) checkpoints and, with `--store-incremental`, the first checkpoint of
-//! an incremental job (a chain's base, or on the disk backend with `WEIR_NATIVE_CHECKPOINTS=on`
-//! a native checkpoint: the store's table files, `checkpoint/native_upload.rs`), whose files
+//! an incremental job (on the disk backend a native checkpoint, the default: the store's table
+//! files, `checkpoint/native_upload.rs`; a chain's base on heap or with
+//! `WEIR_NATIVE_CHECKPOINTS=off`), whose files
 //! are in the job's `shared/` directory, are measured this way.
 
 use crate::usage::Probe;

@@ -95,6 +95,20 @@ impl LocalStore {
     }
 }
 
+/// Moves the filled temporary file `tmp` to `target` durably: `tmp` synced, renamed into
+/// place, the directory synced; on failure `tmp` is removed. Errors name `target`.
+fn place(tmp: &Path, target: &Path) -> Result<()> {
+    let placed = std::fs::File::open(tmp)
+        .and_then(|f| f.sync_all())
+        .and_then(|()| std::fs::rename(tmp, target));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(tmp);
+        return Err(io(target, e));
+    }
+    sync_dir(target.parent());
+    Ok(())
+}
+
 fn sync_dir(dir: Option<&Path>) {
     if let Some(d) = dir
         && let Ok(f) = std::fs::File::open(d)
@@ -148,15 +162,7 @@ impl LocalStore {
                 source: e,
             });
         }
-        let placed = std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &target));
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(&target, e));
-        }
-        sync_dir(target.parent());
-        Ok(())
+        place(&tmp, &target)
     }
 
     /// [`ObjectStore::link_from_local`]: `local` linked under a temporary name beside the
@@ -171,15 +177,7 @@ impl LocalStore {
         if std::fs::hard_link(local, &tmp).is_err() {
             return Ok(false);
         }
-        let placed = std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &target));
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(&target, e));
-        }
-        sync_dir(target.parent());
-        Ok(true)
+        place(&tmp, &target).map(|()| true)
     }
 
     /// [`ObjectStore::link_to_local`]: any file at `local` removed, then the object linked
