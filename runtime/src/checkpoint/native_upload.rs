@@ -198,19 +198,18 @@ pub async fn upload_native(
                 )
             };
             let began = start.elapsed();
-            let (size, crc32) = if linked {
-                size_and_crc(&local)
-                    .await
-                    .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?
-            } else if uploads_whole(file_bytes) {
-                // One request, streamed from the file (never held whole): its checksum first.
+            let (size, crc32) = if linked || uploads_whole(file_bytes) {
+                // Linked, or one request streamed from the file (never held whole): its
+                // checksum read from the file first.
                 let read = size_and_crc(&local)
                     .await
                     .map_err(|e| TaskError(format!("native checkpoint: cannot read {}: {e}", local.display())))?;
-                store
-                    .put_file(&path, &local)
-                    .await
-                    .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
+                if !linked {
+                    store
+                        .put_file(&path, &local)
+                        .await
+                        .map_err(|e| TaskError(format!("native checkpoint: {e}")))?;
+                }
                 read
             } else {
                 crate::checkpoint::state_upload::upload_file(store, &path, &local)
