@@ -113,7 +113,7 @@ pub fn child(a: &JobArgs) {
         // Each state file's phases and each checkpoint's parts, on stderr: the parent passes
         // the lines on (`checkpoint breakdown`).
         let _ = tracing_subscriber::fmt()
-            .with_env_filter("weir_runtime::checkpoint=debug")
+            .with_env_filter("weir_runtime::checkpoint=debug,weir_runtime::state::write_back=debug")
             .with_writer(std::io::stderr)
             .with_ansi(false)
             .try_init();
@@ -124,6 +124,8 @@ pub fn child(a: &JobArgs) {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let threads = crate::threads::ThreadCpu::start();
+    let whole = crate::usage::Probe::now();
     let run = rt.block_on(async {
         let t = Instant::now();
         let prepared = prepare(
@@ -139,6 +141,9 @@ pub fn child(a: &JobArgs) {
         let handle = prepared.handle.clone();
         prepared.run().await.expect("the bench job runs to the end");
         let secs = t.elapsed().as_secs_f64();
+        // Where the job's CPU went (the parent passes `breakdown` lines on).
+        eprintln!("job breakdown: {}", whole.until(&crate::usage::Probe::now()));
+        eprintln!("job breakdown: CPU s per thread name: {}", threads.finish());
         let peak_mib = status_kib("VmHWM").saturating_sub(start_kib) as f64 / 1024.0;
         let counted: u64 = handle
             .tasks

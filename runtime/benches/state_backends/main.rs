@@ -23,7 +23,12 @@
 //!   `WEIR_BENCH_CHECKPOINT_DETAIL=1` prints each checkpoint's state files' phases (encoder
 //!   busy, upload waiting for pieces or parts, completion; `state_upload.rs`'s debug lines)
 //!   and a native checkpoint's steps (memtable flush, RocksDB checkpoint, each file's upload;
-//!   `native_upload.rs`'s and `disk_write_back.rs`'s).
+//!   `native_upload.rs`'s and `disk_write_back.rs`'s), and at the end of a disk run how long
+//!   the task thread waited for the write-back and what the write-back thread was busy with.
+//!   Every job run prints a `job breakdown`: its wall and CPU time, and CPU seconds per thread
+//!   name (`threads.rs`: the runtime's threads, the write-back thread, RocksDB's background
+//!   threads), so a run with checkpoints can be told apart from one without by where its CPU
+//!   went.
 //!
 //! Incremental checkpoints are switched on by configuration only: a backend that does not
 //! write deltas yet writes full checkpoints under `incremental: true`, and this bench picks up
@@ -31,7 +36,10 @@
 //!
 //! Run: `cargo bench -p weir-runtime --bench state_backends -- [--keys 5000000,50000000]
 //! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore]...
-//! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]`.
+//! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]
+//! [--variants none,full,incremental]`. `--variants`: the `overhead` runs to make (all three
+//! by default; `none,incremental` leaves out full checkpoints, which at 50M keys on disk
+//! rewrite the whole store every second).
 //! `--store-incremental`: the runs whose final checkpoint is measured against the store (the
 //! no-checkpoint run, `s3 final`) run with `checkpointing.incremental: true`: their final
 //! checkpoint is on the disk backend a native checkpoint (the store's table files; the
@@ -47,6 +55,7 @@ mod moto;
 mod report;
 mod rss;
 mod store;
+mod threads;
 mod usage;
 
 use job::{JobArgs, JobRun};
@@ -69,10 +78,13 @@ struct Options {
     /// `--store-incremental`: the runs measured against the store run with
     /// `checkpointing.incremental: true`.
     store_incremental: bool,
+    /// `--variants none,incremental`: the `overhead` runs to make (default all three: `none`,
+    /// `full`, `incremental`), e.g. to leave out full checkpoints of a store of 50M keys.
+    variants: Vec<String>,
 }
 
 const USAGE: &str = "usage: state_backends [--keys N,N..] [--records-per-key F] [--rounds N] \
-[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3] [--store-incremental]";
+[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3] [--store-incremental] [--variants none,full,incremental]";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -85,6 +97,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         scratch: None,
         s3: true,
         store_incremental: false,
+        variants: vec!["none".into(), "full".into(), "incremental".into()],
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -136,6 +149,19 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--scratch" => o.scratch = Some(value("a directory")?.into()),
             "--no-s3" => o.s3 = false,
             "--store-incremental" => o.store_incremental = true,
+            "--variants" => {
+                let v = value("a list")?;
+                o.variants = v.split(',').map(str::to_string).collect();
+                if let Some(unknown) = o
+                    .variants
+                    .iter()
+                    .find(|v| !["none", "full", "incremental"].contains(&v.as_str()))
+                {
+                    return Err(format!(
+                        "--variants: unknown run `{unknown}`; use none, full and incremental, comma-separated"
+                    ));
+                }
+            }
             other => return Err(format!("unknown option `{other}`; {USAGE}")),
         }
     }
@@ -173,6 +199,7 @@ fn run_child(args: &JobArgs, env: &[(&'static str, String)]) -> JobRun {
             "checkpoint completed",
             "native checkpoint",
             "native file",
+            "write-back",
         ]
         .iter()
         .any(|m| l.contains(m))
@@ -257,11 +284,15 @@ fn main() {
                 }
                 let mut variants: Vec<(&str, &str, bool, Option<&moto::MotoServer>)> = vec![];
                 if o.part("overhead") {
-                    variants.extend([
-                        ("none", "0s", o.store_incremental, None),
-                        ("full", "1s", false, None),
-                        ("incremental", "1s", true, None),
-                    ]);
+                    variants.extend(
+                        [
+                            ("none", "0s", o.store_incremental, None),
+                            ("full", "1s", false, None),
+                            ("incremental", "1s", true, None),
+                        ]
+                        .into_iter()
+                        .filter(|(variant, ..)| o.variants.iter().any(|v| v == variant)),
+                    );
                 } else if o.part("restore") {
                     variants.push(("none", "0s", o.store_incremental, None));
                 }

@@ -307,19 +307,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// (removals and TTL cleanup as tombstones), but no key is recorded and no generation kept
     /// after its write-back; a set recorded so far is dropped. A native checkpoint reads the
     /// store's files, so the per-write hash-set insert of a changed key (and the set's memory,
-    /// up to [`changed_key_limit`] keys) bought nothing. The store compacts level 0 later from
-    /// then on ([`NATIVE_L0_COMPACTION_TRIGGER`]: fewer table files rewritten, so fewer
-    /// uploaded again); if RocksDB refuses the option, a warning says so and checkpoints go on
-    /// uploading more.
+    /// up to [`changed_key_limit`] keys) bought nothing. Level 0 compacts at the same trigger
+    /// as before ([`L0_COMPACTION_TRIGGER`]: a later one uploads fewer compaction outputs but
+    /// makes every point read slower).
     ///
-    /// [`NATIVE_L0_COMPACTION_TRIGGER`]: crate::state::disk_rocks::NATIVE_L0_COMPACTION_TRIGGER
+    /// [`L0_COMPACTION_TRIGGER`]: crate::state::disk_rocks::L0_COMPACTION_TRIGGER
     pub fn track_for_native_checkpoints(&mut self) {
         self.changed = None;
         self.changed_len = 0;
         self.cache.write_through_generations_only();
-        if let Err(e) = self.store.use_native_checkpoint_options() {
-            tracing::warn!("{e}; native checkpoints upload compactions' outputs more often");
-        }
     }
 
     /// The keys written or removed since the previous call (or since tracking started), and

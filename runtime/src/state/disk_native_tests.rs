@@ -218,13 +218,14 @@ fn an_abandoned_native_checkpoint_leaves_no_local_directory() {
     assert!(!local_checkpoint_dir(&store_dir, 3).exists());
 }
 
-/// A store checkpointed natively compacts level 0 later
-/// ([`NATIVE_L0_COMPACTION_TRIGGER`](crate::state::disk_rocks::NATIVE_L0_COMPACTION_TRIGGER)):
-/// after eight checkpoints, each flushing writes spread over the whole key range into a new
-/// level-0 table file, a store switched to native checkpoints holds all eight there; one that
-/// tracks changes for chains of blocks compacts them at RocksDB's default trigger (4).
+/// A store checkpointed natively compacts level 0 at RocksDB's default trigger
+/// ([`L0_COMPACTION_TRIGGER`](crate::state::disk_rocks::L0_COMPACTION_TRIGGER)), as one
+/// checkpointed as chains of blocks does: after eight checkpoints, each flushing writes spread
+/// over the whole key range into a new level-0 table file, fewer than eight remain there, so a
+/// point read checks few of them (a trigger of 16 kept all eight and cost the task thread up to
+/// 39 % more CPU per record with checkpoints every second).
 #[test]
-fn a_store_checkpointed_natively_compacts_level_0_later() {
+fn a_store_checkpointed_natively_compacts_level_0_at_the_default_trigger() {
     let all = key_group_range(0, 1, MAX_P);
     for native in [false, true] {
         let dir = tempfile::tempdir().unwrap();
@@ -240,18 +241,14 @@ fn a_store_checkpointed_natively_compacts_level_0_later() {
             }
             drop(disk.native_snapshot(checkpoint).wait().unwrap());
         }
-        if native {
-            assert_eq!(disk.level0_files(), 8, "every checkpoint's table file stays on level 0");
-        } else {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-            while disk.level0_files() >= 8 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "level 0 compacted at the default trigger: {} files",
-                    disk.level0_files()
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while disk.level0_files() >= 8 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "level 0 compacted at the default trigger (native: {native}): {} files",
+                disk.level0_files()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }

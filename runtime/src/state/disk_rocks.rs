@@ -24,25 +24,26 @@ use rocksdb::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most memtables a store holds: the active one and at most two sealed ones being flushed
 /// (RocksDB's `max_write_buffer_number`; Flink's default is 2). Past them writes wait for a
 /// flush (on the write-back thread, not the task thread) instead of memory growing.
 pub const MAX_WRITE_BUFFERS: u64 = 3;
 
-/// RocksDB's `level0_file_num_compaction_trigger` of a store whose checkpoints are native
-/// (its own table files uploaded, `state/disk_native.rs`), set when the store switches
-/// ([`RocksStore::use_native_checkpoint_options`]); stores checkpointed as chains of blocks
-/// keep RocksDB's default, 4. Each checkpoint flushes the memtable into a new level-0 file;
-/// with uniformly spread keys every such file spans the whole key range, so each level 0 to 1
-/// compaction rewrites the whole bottom level into new files, and the next native checkpoint
-/// uploads them again. Compacting at 16 files instead of 4 cut the bytes uploaded by native
-/// checkpoints every second at 1M keys from 3.19x to 1.54x those of chains (measured,
-/// docs/runtime/state-backends.md, "Native checkpoints every second"; RocksDB wiki, "Leveled
-/// Compaction"). Must stay at or below `level0_slowdown_writes_trigger` (20 by default):
-/// Debian's RocksDB 7.8 aborts on an assertion otherwise.
-pub const NATIVE_L0_COMPACTION_TRIGGER: u32 = 16;
+/// RocksDB's `level0_file_num_compaction_trigger` of every store, native checkpoints or not:
+/// RocksDB's default (and Flink's RocksDB backend's), set explicitly so the choice is on
+/// record. Each native checkpoint flushes the memtable into a new level-0 table file, and every
+/// point read that misses the write-back cache checks each level-0 file (its filter, then its
+/// index) before the lower levels, on the task thread. Compacting at 16 files instead (native
+/// stores 2026-12-03 to 12-04) cut the bytes native checkpoints every second upload at 1M keys
+/// by about half, but cost the task threads 16-39 % more CPU per record and the throughput
+/// with checkpoints every second fell to 0.73-0.88 of none's; at 4 it is 0.90-0.98 (1M keys,
+/// four interleaved rounds, per-thread CPU read from /proc, docs/runtime/state-backends.md,
+/// "Level 0 compacts at RocksDB's default again"; RocksDB wiki, "Leveled Compaction"). At 5M
+/// and 50M keys the compactions of a level-0 file per checkpoint cost more than the reads
+/// (same section).
+pub const L0_COMPACTION_TRIGGER: i32 = 4;
 
 /// Background jobs (flushes and compactions) of each store (RocksDB's
 /// `max_background_jobs`); they run on RocksDB's process-wide thread pools.
@@ -61,8 +62,6 @@ pub(crate) struct RocksStore {
     writes: WriteOptions,
     /// Names the next ingestion's table file.
     ingestions: AtomicU64,
-    /// Whether [`RocksStore::use_native_checkpoint_options`] set its options already.
-    native_options: AtomicBool,
     dir: PathBuf,
     /// Declared last: removes the directory once the database is closed.
     _scratch: RemoveOnDrop,
@@ -155,6 +154,7 @@ fn rocks_options(options: &DiskStateOptions, compression: StoreCompression) -> R
     rocks.set_memtable_whole_key_filtering(true);
     rocks.set_memtable_prefix_bloom_ratio(0.1);
     rocks.set_max_background_jobs(STORE_BACKGROUND_JOBS);
+    rocks.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER);
     let (levels, bottommost) = match compression {
         StoreCompression::None => (DBCompressionType::None, DBCompressionType::None),
         StoreCompression::Lz4 => (DBCompressionType::Lz4, DBCompressionType::Lz4),
@@ -248,7 +248,6 @@ fn open_writable(
         options: rocks,
         writes,
         ingestions: AtomicU64::new(0),
-        native_options: AtomicBool::new(false),
         dir: dir.to_path_buf(),
         _scratch: RemoveOnDrop(dir.to_path_buf()),
     }))
@@ -275,7 +274,6 @@ pub(crate) fn open_read_only(dir: &Path, options: &DiskStateOptions) -> Result<S
         options: rocks,
         writes: WriteOptions::default(),
         ingestions: AtomicU64::new(0),
-        native_options: AtomicBool::new(false),
         dir: dir.to_path_buf(),
         _scratch: RemoveOnDrop(dir.to_path_buf()),
     }))
@@ -379,20 +377,6 @@ impl RocksStore {
         let failed = |e: rocksdb::Error| self.err(format!("cannot write a checkpoint into {}: {e}", into.display()));
         let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(failed)?;
         checkpoint.create_checkpoint(into).map_err(failed)
-    }
-
-    /// Switches the store to the options of native checkpoints, once (later calls do
-    /// nothing): level-0 compaction at [`NATIVE_L0_COMPACTION_TRIGGER`] files. RocksDB's
-    /// `SetOptions` on the open store, thread-safe; files already on level 0 stay where they
-    /// are. Errors: RocksDB refuses the option (naming the store's directory).
-    pub(crate) fn use_native_checkpoint_options(&self) -> Result<(), DiskStateError> {
-        if self.native_options.swap(true, Ordering::Relaxed) {
-            return Ok(());
-        }
-        let trigger = NATIVE_L0_COMPACTION_TRIGGER.to_string();
-        self.db
-            .set_options(&[("level0_file_num_compaction_trigger", trigger.as_str())])
-            .map_err(|e| self.err(format!("cannot set the options of native checkpoints: {e}")))
     }
 
     /// Table files on level 0 now, for tests of the compaction options.

@@ -119,6 +119,10 @@ pub(crate) struct WriteBack<V> {
     /// pending (reads still see its entries), so no snapshot after the failure can be taken
     /// without its writes, and the task fails at its next batch or barrier.
     failed: Option<String>,
+    /// How often and how long the task thread waited for a write-back (the memory bound), for
+    /// the debug line at drop: the time a checkpoint's flush costs the records, if any.
+    task_waits: u64,
+    task_waited: std::time::Duration,
 }
 
 impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
@@ -158,6 +162,8 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             retained_bytes: 0,
             retain_limit: 0,
             failed: None,
+            task_waits: 0,
+            task_waited: std::time::Duration::ZERO,
         })
     }
 
@@ -210,8 +216,13 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         let frozen = Arc::new(FrozenGeneration::new(std::mem::take(&mut self.current)));
         let bytes = frozen.bytes();
         let limit = self.budget - self.budget / GENERATIONS;
-        while !self.pending.is_empty() && self.pending_bytes + bytes > limit {
-            self.wait_for_oldest()?;
+        if !self.pending.is_empty() && self.pending_bytes + bytes > limit {
+            let start = std::time::Instant::now();
+            while !self.pending.is_empty() && self.pending_bytes + bytes > limit {
+                self.wait_for_oldest()?;
+            }
+            self.task_waits += 1;
+            self.task_waited += start.elapsed();
         }
         let writer = self.writer.as_ref().expect("a cache with a budget has a writer");
         let sent = writer
@@ -481,6 +492,15 @@ impl<V> Drop for WriteBack<V> {
     /// Ends the write-back thread after the generations sent to it (the store is scratch:
     /// what they write no longer matters, but the thread holds the store open).
     fn drop(&mut self) {
+        if self.writer.is_some() {
+            tracing::debug!(
+                target: "weir_runtime::state::write_back",
+                dir = %self.dir.display(),
+                task_waits = self.task_waits,
+                task_waited_ms = self.task_waited.as_secs_f64() * 1e3,
+                "the task thread waited for the write-back (the memory bound)"
+            );
+        }
         if let Some(writer) = &mut self.writer {
             writer.gate.set_paused(false);
             writer.to_write = None;
@@ -497,6 +517,7 @@ impl<V> Drop for WriteBack<V> {
 fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Result<(), String>>, gate: &WriterGate) {
     // The first failed write-back: a checkpoint after it would lack the failed writes.
     let mut failed: Option<String> = None;
+    let mut busy = WriterBusy::default();
     for job in from_task {
         let generation = match job {
             Job::Write(generation) => generation,
@@ -519,6 +540,8 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
                         let flushed = store.flush().map_err(|e| e.problem);
                         let flush_ms = start.elapsed().as_secs_f64() * 1e3;
                         let written = flushed.and_then(|()| store.create_checkpoint(&into).map_err(|e| e.problem));
+                        busy.checkpoints += 1;
+                        busy.checkpointing += start.elapsed();
                         tracing::debug!(
                             target: "weir_runtime::checkpoint::native",
                             into = %into.display(),
@@ -550,17 +573,39 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
             drop(generation);
             failed.get_or_insert_with(|| "injected write-back failure".into());
             if done.send(Err("injected write-back failure".into())).is_err() {
-                return;
+                break;
             }
             continue;
         }
+        let start = std::time::Instant::now();
         let result = store.write(batch).map_err(|e| e.problem);
+        busy.writes += 1;
+        busy.writing += start.elapsed();
         if let Err(problem) = &result {
             failed.get_or_insert_with(|| problem.clone());
         }
         drop(generation);
         if done.send(result).is_err() {
-            return;
+            break;
         }
     }
+    tracing::debug!(
+        target: "weir_runtime::state::write_back",
+        writes = busy.writes,
+        writing_ms = busy.writing.as_secs_f64() * 1e3,
+        checkpoints = busy.checkpoints,
+        checkpointing_ms = busy.checkpointing.as_secs_f64() * 1e3,
+        "the write-back thread ends"
+    );
+}
+
+/// What the write-back thread spent its time on, for its debug line at the end: generations
+/// written (RocksDB write batches) and native checkpoints (memtable flush and RocksDB
+/// checkpoint), each a count and the wall time in all.
+#[derive(Default)]
+struct WriterBusy {
+    writes: u64,
+    writing: std::time::Duration,
+    checkpoints: u64,
+    checkpointing: std::time::Duration,
 }
