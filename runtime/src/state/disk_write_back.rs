@@ -492,7 +492,7 @@ impl<V> Drop for WriteBack<V> {
     /// Ends the write-back thread after the generations sent to it (the store is scratch:
     /// what they write no longer matters, but the thread holds the store open).
     fn drop(&mut self) {
-        if self.writer.is_some() {
+        if let Some(writer) = &mut self.writer {
             tracing::debug!(
                 target: "weir_runtime::state::write_back",
                 dir = %self.dir.display(),
@@ -500,8 +500,6 @@ impl<V> Drop for WriteBack<V> {
                 task_waited_ms = self.task_waited.as_secs_f64() * 1e3,
                 "the task thread waited for the write-back (the memory bound)"
             );
-        }
-        if let Some(writer) = &mut self.writer {
             writer.gate.set_paused(false);
             writer.to_write = None;
             if let Some(thread) = writer.thread.take() {

@@ -159,10 +159,12 @@ pub const NATIVE_CHECKPOINTS_ENV: &str = "WEIR_NATIVE_CHECKPOINTS";
 /// Whether native checkpoints are on when [`NATIVE_CHECKPOINTS_ENV`] is unset: on, as in
 /// Flink's RocksDB backend. Measured (docs/runtime/state-backends.md, "Native checkpoints
 /// become the default", 2026-12-04; 1M keys, checkpoints every second, three interleaved
-/// rounds): records/s with checkpoints / none 0.79–0.86 against chains' 0.68–1.05, peak RSS
-/// 141–172 MiB against chains' 235–270, each checkpoint's asynchronous part 87–98 ms against
-/// 103–177, for 1.5× chains' bytes per checkpoint; restores need no re-encoding without a
-/// rescale. `off` keeps chains of blocks.
+/// rounds): peak RSS 141–172 MiB against chains' 235–270, each checkpoint's asynchronous part
+/// 87–98 ms against 103–177, records/s no measurably different; restores need no re-encoding
+/// without a rescale. Since level 0 compacts at RocksDB's default again (same document, "Level
+/// 0 compacts at RocksDB's default again"): records/s with checkpoints / none 0.965 (median of
+/// four rounds) at 1M keys, for about 3× chains' bytes per checkpoint. `off` keeps chains of
+/// blocks.
 pub const NATIVE_CHECKPOINTS_DEFAULT: bool = true;
 
 /// The switch from the variable's value (`None`: unset). Errors: any value but `on` or `off`,
