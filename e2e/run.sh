@@ -261,7 +261,9 @@ if ((PARALLEL)); then
       RESULTS+=("PASS $name ($(cat "$ARTIFACTS/$name.seconds" 2>/dev/null || echo '?')s)")
       passed=$((passed + 1))
     else
-      RESULTS+=("FAIL $name ($(cat "$ARTIFACTS/$name.seconds" 2>/dev/null || echo '?')s), log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
+      # The reason on the results line: CI shows only the end of the run's output.
+      reason="$(grep -m 1 -F '[e2e] FAIL:' "$ARTIFACTS/$name.log" || tail -n 1 "$ARTIFACTS/$name.log")"
+      RESULTS+=("FAIL $name ($(cat "$ARTIFACTS/$name.seconds" 2>/dev/null || echo '?')s): ${reason:0:400}; log $ARTIFACTS/$name.log, diagnostics in $ARTIFACTS/$name/")
       failed=$((failed + 1))
       log "scenario $name failed:"$'\n'"$(tail -n 5 "$ARTIFACTS/$name.log")"
       collect_diagnostics "$name"
