@@ -39,6 +39,7 @@
 
 use crate::record::Key;
 use crate::state::changed_keys::ChangedKeys;
+use crate::state::disk_delta::{DeltaLimits, NATIVE_DELTAS_ENV};
 use crate::state::disk_write_back::WriteBack;
 use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::state::keyed_block;
@@ -188,10 +189,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     }
 
     /// State for `range` in the store whose files a native checkpoint's fast restore put in
-    /// `dir` (`checkpoint/native_restore.rs`), opened writable with `options`, holding
-    /// `entries` entries (expired ones included: each keeps its write time, and reads,
+    /// `dir` (`checkpoint/native_restore.rs`), opened writable with `options` and the delta
+    /// files among them applied (`state/disk_delta.rs`), holding `entries` entries (expired ones included: each keeps its write time, and reads,
     /// snapshots and incremental cleanup apply `ttl` to it as to any other entry). Errors: the
-    /// files do not open as a store; the write-back thread cannot be started.
+    /// files do not open as a store; a delta file is corrupt; the write-back thread cannot be
+    /// started.
     pub fn open_restored(
         dir: &Path,
         range: KeyGroupRange,
@@ -200,6 +202,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         entries: u64,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
         let store = crate::state::disk_rocks::open_existing(dir, &options)?;
+        crate::state::disk_delta::apply_deltas(&store, dir)?;
         let mut state = DiskKeyedState::on_store(store, dir, range, ttl, options)?;
         state.len = entries as usize;
         Ok(state)
@@ -215,7 +218,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         ttl: Option<StateTtl>,
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
-        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &store, dir)?);
+        let deltas = DeltaLimits::for_store(
+            options.write_buffer_bytes,
+            std::env::var(NATIVE_DELTAS_ENV).ok().as_deref(),
+        )
+        .map_err(|problem| DiskStateError {
+            dir: dir.to_path_buf(),
+            problem,
+        })?;
+        let cache = Box::new(WriteBack::new(options.write_cache_bytes, &store, dir, deltas)?);
         Ok(DiskKeyedState {
             range,
             ttl,

@@ -105,10 +105,11 @@ impl LocalCheckpoint {
     }
 }
 
-/// Whether a file of a RocksDB checkpoint directory is a table file (immutable once written,
-/// shareable between checkpoints), by its name.
+/// Whether a file of a native checkpoint's directory is a table file (immutable once written,
+/// shareable between checkpoints), by its name: RocksDB's table files (`*.sst`) and delta
+/// files (`*.delta`, `state/disk_delta.rs`).
 pub fn is_table_file(name: &str) -> bool {
-    name.ends_with(".sst")
+    name.ends_with(".sst") || crate::state::disk_delta::is_delta_file(name)
 }
 
 impl NativeSnapshot {
@@ -172,10 +173,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
 
 /// The blocks of the key groups of `range` (one per key group holding live entries, in order;
 /// entries expired at `now_ms` left out) that the native checkpoint whose files are in `dir`
-/// holds, encoded as [`DiskSnapshot::encode`] encodes a store (the heap backend's block
-/// format): what a restore on either backend, at any parallelism, reads. `dir` is removed
-/// afterwards. Errors: the files do not open as a store, or hold an entry the disk backend did
-/// not write.
+/// holds (a delta checkpoint's delta files applied, `state/disk_delta.rs`), encoded as
+/// [`DiskSnapshot::encode`] encodes a store (the heap backend's block format): what a restore
+/// on either backend, at any parallelism, reads. `dir` is removed afterwards. Errors: the
+/// files do not open as a store, a delta file is corrupt, or they hold an entry the disk
+/// backend did not write.
 pub fn blocks_of_native_store(
     dir: &Path,
     options: &DiskStateOptions,
@@ -183,7 +185,18 @@ pub fn blocks_of_native_store(
     ttl: Option<StateTtl>,
     now_ms: u64,
 ) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
-    let store = disk_rocks::open_read_only(dir, options)?;
+    let deltas = crate::state::disk_delta::delta_files_in(dir).map_err(|e| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem: format!("cannot list the checkpoint's files: {e}"),
+    })?;
+    let store = if deltas.is_empty() {
+        disk_rocks::open_read_only(dir, options)?
+    } else {
+        // A delta checkpoint: its writes go into the base's store first.
+        let store = disk_rocks::open_existing(dir, options)?;
+        crate::state::disk_delta::apply_deltas(&store, dir)?;
+        store
+    };
     let snapshot = DiskSnapshot {
         write_back_error: None,
         overlays: Vec::new(),

@@ -229,7 +229,13 @@ fn a_store_checkpointed_natively_compacts_level_0_at_the_default_trigger() {
     let all = key_group_range(0, 1, MAX_P);
     for native in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let mut disk = DiskKeyedState::<i64>::open(&dir.path().join("count-0"), all, None, options(100)).unwrap();
+        // Each checkpoint's 500 writes (about 22 KB logged) pass a write buffer of 16 KiB, so
+        // each one flushes instead of logging them (`state/disk_delta.rs`).
+        let options = DiskStateOptions {
+            write_buffer_bytes: 16 << 10,
+            ..options(100)
+        };
+        let mut disk = DiskKeyedState::<i64>::open(&dir.path().join("count-0"), all, None, options).unwrap();
         disk.track_changes();
         if native {
             disk.track_for_native_checkpoints();
@@ -239,7 +245,11 @@ fn a_store_checkpointed_natively_compacts_level_0_at_the_default_trigger() {
                 let (kg, h, k) = at(i);
                 disk.update(kg, h, &k, 0, |old| old.copied().unwrap_or(0) + 1).unwrap();
             }
-            drop(disk.native_snapshot(checkpoint).wait().unwrap());
+            let written = disk.native_snapshot(checkpoint).wait().unwrap();
+            assert!(
+                written.table_files.iter().all(|f| f.name.ends_with(".sst")),
+                "checkpoint {checkpoint} flushed"
+            );
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while disk.level0_files() >= 8 {

@@ -379,6 +379,14 @@ impl RocksStore {
         checkpoint.create_checkpoint(into).map_err(failed)
     }
 
+    /// The sequence number of the newest write (RocksDB's `GetLatestSequenceNumber`): every
+    /// put or delete of a write batch takes the next one, an ingestion one more; a flush, a
+    /// compaction or a checkpoint takes none. `state/disk_delta.rs` compares it with the writes
+    /// it logged to know that nothing else wrote the store.
+    pub(crate) fn latest_sequence_number(&self) -> u64 {
+        self.db.latest_sequence_number()
+    }
+
     /// Table files on level 0 now, for tests of the compaction options.
     #[cfg(test)]
     pub(crate) fn level0_files(&self) -> u64 {

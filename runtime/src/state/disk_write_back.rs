@@ -25,6 +25,7 @@
 use crate::record::Key;
 use crate::state::disk::DiskStateError;
 use crate::state::disk_cache::{CachedEntry, EncodedWrites, FrozenGeneration, Generation};
+use crate::state::disk_delta::{CheckpointForm, DeltaLimits, DeltaLog};
 use crate::state::disk_rocks::Store;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -72,9 +73,10 @@ enum Job {
     /// writes is O(entries), work the task thread leaves to this thread (a snapshot still
     /// encoding holds its own reference and frees it on its thread).
     Free(Arc<dyn EncodedWrites>),
-    /// Write a RocksDB checkpoint of the store into `into` once the generations sent before
+    /// Write a native checkpoint of the store into `into` once the generations sent before
     /// are written (a native checkpoint's synchronous part sends it right after the barrier's
-    /// frozen generation), and send the result to `reply`. Fails, writing nothing, if a
+    /// frozen generation): a RocksDB checkpoint, or the last one with the writes since
+    /// (`state/disk_delta.rs`), and send the result to `reply`. Fails, writing nothing, if a
     /// generation sent before failed: the store then lacks its writes.
     Checkpoint {
         into: PathBuf,
@@ -128,7 +130,9 @@ pub(crate) struct WriteBack<V> {
 impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     /// A write-back cache of `budget` bytes in front of `store` (at `dir`); with a budget, it
     /// starts the store's write-back thread. Errors: the thread cannot be started.
-    pub(crate) fn new(budget: u64, store: &Store, dir: &Path) -> Result<Self, DiskStateError> {
+    /// Native checkpoints (`Job::Checkpoint`) flush or log writes as `deltas` allow
+    /// (`state/disk_delta.rs`).
+    pub(crate) fn new(budget: u64, store: &Store, dir: &Path, deltas: DeltaLimits) -> Result<Self, DiskStateError> {
         let writer = if budget == 0 {
             None
         } else {
@@ -137,9 +141,10 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             let store = store.clone();
             let gate = Arc::new(WriterGate::default());
             let thread_gate = gate.clone();
+            let log = DeltaLog::new(dir, deltas);
             let thread = std::thread::Builder::new()
                 .name("weir-write-back".into())
-                .spawn(move || write_generations(&store, &from_task, &done, &thread_gate))
+                .spawn(move || write_generations(&store, log, &from_task, &done, &thread_gate))
                 .map_err(|e| DiskStateError {
                     dir: dir.to_path_buf(),
                     problem: format!("cannot start the write-back thread: {e}"),
@@ -510,9 +515,16 @@ impl<V> Drop for WriteBack<V> {
 }
 
 /// The write-back thread: writes each generation it receives into the store as one write
-/// batch and reports the result, in order, and frees retired generations, until the task
-/// side hangs up.
-fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Result<(), String>>, gate: &WriterGate) {
+/// batch (logged in `log` for delta checkpoints) and reports the result, in order, writes
+/// native checkpoints as `log` decides, and frees retired generations, until the task side
+/// hangs up.
+fn write_generations(
+    store: &Store,
+    mut log: DeltaLog,
+    from_task: &Receiver<Job>,
+    done: &Sender<Result<(), String>>,
+    gate: &WriterGate,
+) {
     // The first failed write-back: a checkpoint after it would lack the failed writes.
     let mut failed: Option<String> = None;
     let mut busy = WriterBusy::default();
@@ -535,20 +547,19 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
                         unfinished.push(".tmp");
                         let _ = std::fs::remove_dir_all(unfinished);
                         let start = std::time::Instant::now();
-                        let flushed = store.flush().map_err(|e| e.problem);
-                        let flush_ms = start.elapsed().as_secs_f64() * 1e3;
-                        let written = flushed.and_then(|()| store.create_checkpoint(&into).map_err(|e| e.problem));
+                        let written = log.checkpoint(store, &into);
                         busy.checkpoints += 1;
+                        busy.delta_checkpoints += u64::from(matches!(written, Ok(CheckpointForm::Delta)));
                         busy.checkpointing += start.elapsed();
                         tracing::debug!(
                             target: "weir_runtime::checkpoint::native",
                             into = %into.display(),
                             waited_for_generations_ms = (start - requested).as_secs_f64() * 1e3,
-                            flush_ms,
-                            checkpoint_ms = start.elapsed().as_secs_f64() * 1e3 - flush_ms,
+                            form = ?written.as_ref().ok(),
+                            checkpoint_ms = start.elapsed().as_secs_f64() * 1e3,
                             "native checkpoint written locally"
                         );
-                        written
+                        written.map(|_| ())
                     }
                 };
                 // The encoder may have given up waiting (its snapshot was dropped).
@@ -579,8 +590,11 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
         let result = store.write(batch).map_err(|e| e.problem);
         busy.writes += 1;
         busy.writing += start.elapsed();
-        if let Err(problem) = &result {
-            failed.get_or_insert_with(|| problem.clone());
+        match &result {
+            Ok(()) => log.record(generation.writes()),
+            Err(problem) => {
+                failed.get_or_insert_with(|| problem.clone());
+            }
         }
         drop(generation);
         if done.send(result).is_err() {
@@ -592,18 +606,21 @@ fn write_generations(store: &Store, from_task: &Receiver<Job>, done: &Sender<Res
         writes = busy.writes,
         writing_ms = busy.writing.as_secs_f64() * 1e3,
         checkpoints = busy.checkpoints,
+        delta_checkpoints = busy.delta_checkpoints,
         checkpointing_ms = busy.checkpointing.as_secs_f64() * 1e3,
         "the write-back thread ends"
     );
 }
 
 /// What the write-back thread spent its time on, for its debug line at the end: generations
-/// written (RocksDB write batches) and native checkpoints (memtable flush and RocksDB
-/// checkpoint), each a count and the wall time in all.
+/// written (RocksDB write batches) and native checkpoints (flushed or delta,
+/// `state/disk_delta.rs`), each a count and the wall time in all, and how many checkpoints
+/// were deltas.
 #[derive(Default)]
 struct WriterBusy {
     writes: u64,
     writing: std::time::Duration,
     checkpoints: u64,
+    delta_checkpoints: u64,
     checkpointing: std::time::Duration,
 }

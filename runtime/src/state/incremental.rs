@@ -92,14 +92,17 @@ pub fn references_outside(metadata: &CheckpointMetadata) -> bool {
 
 /// The checkpoint that wrote a shared file, from its name: a chain's state file
 /// (`<uid>-<subtask>-chk<id>.state`, [`shared_state_file`]) or a native checkpoint's table
-/// file (`<uid>-<subtask>-chk<id>-<table file name>.sst`, [`shared_table_file`]). `None`
+/// file (`<uid>-<subtask>-chk<id>-<table file name>`, `*.sst` or a delta file's `*.delta`,
+/// [`shared_table_file`]). `None`
 /// for any other name (not Weir's: retention leaves it alone).
 pub fn shared_file_checkpoint(name: &str) -> Option<u64> {
     if let Some(stem) = name.strip_suffix(".state") {
         return stem.rsplit_once("-chk")?.1.parse().ok();
     }
-    // The table file's own name (`000012.sst`) holds no `-chk`: the last one is ours.
-    let (_, after) = name.strip_suffix(".sst")?.rsplit_once("-chk")?;
+    // The table file's own name (`000012.sst`, `00000000000000001234.delta`) holds no `-chk`:
+    // the last one is ours.
+    let stem = name.strip_suffix(".sst").or_else(|| name.strip_suffix(".delta"))?;
+    let (_, after) = stem.rsplit_once("-chk")?;
     let (id, table) = after.split_once('-')?;
     if table.is_empty() {
         return None;

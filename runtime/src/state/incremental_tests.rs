@@ -276,8 +276,12 @@ fn since_base_unions_the_sets_and_bounds_their_count() {
 #[test]
 fn which_checkpoint_wrote_a_shared_file_table() {
     // (name, checkpoint that wrote it)
-    let rows: [(&str, Option<u64>); 13] = [
+    let rows: [(&str, Option<u64>); 17] = [
         ("c-0-chk5.state", Some(5)),
+        ("c-0-chk8-00000000000000001234.delta", Some(8)),
+        ("c-0-chk8-.delta", None),
+        ("00000000000000001234.delta", None),
+        ("c-0-chk8-00000000000000001234.delta.tmp", None),
         ("count-words-3-chk12.state", Some(12)),
         ("c-0-chk5-000012.sst", Some(5)),
         ("count-0-chk123-000001.sst", Some(123)),

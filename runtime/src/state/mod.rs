@@ -2,6 +2,7 @@ pub mod backend;
 pub mod changed_keys;
 pub mod disk;
 pub(crate) mod disk_cache;
+pub mod disk_delta;
 pub(crate) mod disk_key;
 pub mod disk_native;
 pub mod disk_opening;

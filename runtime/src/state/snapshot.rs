@@ -325,9 +325,10 @@ pub struct StateHandle {
 pub struct NativeFiles {
     /// The key groups of the store (the subtask's range when it was written).
     pub key_group_range: KeyGroupRange,
-    /// Every file of the store: table files (`*.sst`, in the job's `shared/` directory, shared
-    /// with other checkpoints) and the private ones (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`, in
-    /// the snapshot's own directory).
+    /// Every file of the store: table files (`*.sst`, and a delta checkpoint's delta files
+    /// `*.delta`, `state/disk_delta.rs`; in the job's `shared/` directory, shared with other
+    /// checkpoints) and the private ones (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`, in the
+    /// snapshot's own directory).
     pub files: Vec<NativeFile>,
 }
 

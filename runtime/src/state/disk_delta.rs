@@ -1,0 +1,409 @@
+//! Native checkpoints without a memtable flush at every barrier (issue 12): a *delta
+//! checkpoint* is the last flushed native checkpoint's files (its *base*) plus the writes
+//! since, logged by the write-back thread in files of their own (`<sequence>.delta`, one per
+//! checkpoint that had writes since the previous one).
+//!
+//! **Why.** A flushed checkpoint turns the memtable into a level-0 table file spanning all
+//! keys at every barrier; at 5M and 50M keys compacting those small files into the level
+//! below cost the background threads 2-3 times the CPU of a run without checkpoints, and
+//! checkpoints every second kept only 0.70-0.88 of its throughput
+//! (docs/runtime/state-backends.md, "Level 0 compacts at RocksDB's default again"). Logging
+//! the writes instead keeps the memtable filling to its full size, as without checkpoints.
+//! Flink's changelog state backend has the same shape (a state change log uploaded at every
+//! checkpoint, the state backend's own snapshot "materialized" periodically); RocksDB's own
+//! answer (`CreateCheckpoint` with `log_size_for_flush`, the write-ahead log's tail) is out of
+//! reach of the `rocksdb` crate 0.20.1 and Debian's RocksDB 7.8.
+//!
+//! **When a checkpoint flushes** ([`checkpoint_form`], a pure decision): when there is no base
+//! yet, when the writes logged since the base would pass [`DeltaLimits::max_bytes`] (the
+//! store's write buffer: about as often as the memtable would fill anyway) or
+//! [`DeltaLimits::max_files`] files (a restore applies each), and when the store's sequence
+//! number says something wrote it other than the logged writes (never, while every write goes
+//! through the write-back thread: the check keeps a delta from ever missing one).
+//!
+//! **Files.** The base is kept in a directory beside the store (`<store dir>.chkbase`: the
+//! checkpoint's files hard-linked, the delta files written there); a delta checkpoint's
+//! directory holds links to all of them. Delta files are immutable once written, so the upload
+//! shares them between checkpoints as it shares table files (`checkpoint/native_upload.rs`).
+//! Format of a delta file: the 8 bytes [`DELTA_MAGIC`], then each write in the order written:
+//! a tag byte (1 put, 0 delete), the store key's length (u32, little-endian) and bytes, and for
+//! a put the value's length (u32, little-endian) and bytes.
+//!
+//! **Restore** ([`apply_deltas`]): the base's files open as a store, then each delta file, in
+//! name order (ascending sequence numbers), is written into it as one write batch and removed.
+
+use crate::state::disk::DiskStateError;
+use crate::state::disk_cache::StoreWrite;
+use crate::state::disk_rocks::Store;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The first bytes of every delta file (format version 1).
+pub const DELTA_MAGIC: &[u8; 8] = b"WEIRDLT1";
+
+/// The suffix of a delta file's name.
+pub const DELTA_SUFFIX: &str = ".delta";
+
+/// The environment variable that switches delta checkpoints off (`off`: every native
+/// checkpoint flushes, as before 2026-12-04) or on (`on` or unset, the default); an
+/// experiment's switch for the benchmark's comparisons, not a setting of the job.
+pub const NATIVE_DELTAS_ENV: &str = "WEIR_NATIVE_DELTAS";
+
+/// Most delta files a base collects before a checkpoint flushes again: a restore applies
+/// each one (at a checkpoint every second, a base 32 seconds old at most when writes are few).
+pub const MAX_DELTA_FILES: usize = 32;
+
+/// The name of the delta file whose newest write took sequence number `sequence`: 20 digits,
+/// so names sort as the writes were made.
+pub fn delta_file_name(sequence: u64) -> String {
+    format!("{sequence:020}{DELTA_SUFFIX}")
+}
+
+/// Whether `name` is a delta file's name ([`delta_file_name`]).
+pub fn is_delta_file(name: &str) -> bool {
+    name.strip_suffix(DELTA_SUFFIX)
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The local directory a store's base is kept in: a sibling of the store (`<store
+/// dir>.chkbase`), in the same run directory as its checkpoints (so hard links work, and a
+/// later process removes it with the run directory if this one is killed).
+pub fn base_dir(store_dir: &Path) -> PathBuf {
+    let mut name = store_dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".chkbase");
+    store_dir.with_file_name(name)
+}
+
+/// How far a base may be from the store before a checkpoint flushes again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaLimits {
+    /// Most bytes of delta files (logged writes) since the base; 0: every checkpoint flushes.
+    pub max_bytes: u64,
+    /// Most delta files since the base; 0: every checkpoint flushes.
+    pub max_files: usize,
+}
+
+impl DeltaLimits {
+    /// The limits for a store whose write buffer (memtable) is `write_buffer_bytes`, with
+    /// deltas switched as [`NATIVE_DELTAS_ENV`]'s value `switch` says (`None`: unset). Errors:
+    /// a value other than `on` or `off`, naming the variable.
+    pub fn for_store(write_buffer_bytes: u64, switch: Option<&str>) -> Result<DeltaLimits, String> {
+        let on = match switch.map(str::trim) {
+            None | Some("" | "on") => true,
+            Some("off") => false,
+            Some(other) => return Err(format!("{NATIVE_DELTAS_ENV}=`{other}` is not one of `on`, `off`")),
+        };
+        Ok(if on {
+            DeltaLimits {
+                max_bytes: write_buffer_bytes,
+                max_files: MAX_DELTA_FILES,
+            }
+        } else {
+            DeltaLimits {
+                max_bytes: 0,
+                max_files: 0,
+            }
+        })
+    }
+
+    fn off(&self) -> bool {
+        self.max_bytes == 0 || self.max_files == 0
+    }
+}
+
+/// What a checkpoint would add to its base, for [`checkpoint_form`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SinceBase {
+    /// Bytes of the delta files since the base, this checkpoint's included.
+    pub bytes: u64,
+    /// Delta files since the base, this checkpoint's included.
+    pub files: usize,
+    /// More writes were made since the base than [`DeltaLimits::max_bytes`] let the log hold
+    /// (it stopped logging them).
+    pub overflowed: bool,
+    /// The store's sequence number is the base's plus one per logged write: nothing else
+    /// wrote the store since the base.
+    pub only_logged_writes: bool,
+}
+
+/// How a native checkpoint is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointForm {
+    /// Flush the memtables and write a RocksDB checkpoint: a new base.
+    Flush,
+    /// The base's files and the delta files since it.
+    Delta,
+}
+
+/// The form of the next native checkpoint of a store whose base is `since` away (`None`: no
+/// base), within `limits`: see the module doc.
+pub fn checkpoint_form(since: Option<SinceBase>, limits: DeltaLimits) -> CheckpointForm {
+    match since {
+        Some(since)
+            if !limits.off()
+                && since.only_logged_writes
+                && !since.overflowed
+                && since.bytes <= limits.max_bytes
+                && since.files <= limits.max_files =>
+        {
+            CheckpointForm::Delta
+        }
+        _ => CheckpointForm::Flush,
+    }
+}
+
+/// The base of a store's delta checkpoints, as the write-back thread tracks it.
+struct Base {
+    /// The store's sequence number when the base was written.
+    sequence: u64,
+    /// Writes made since (logged or not).
+    writes: u64,
+    /// Bytes of the delta files written since.
+    bytes: u64,
+    /// Delta files written since.
+    files: usize,
+    /// Writes were made that the log did not keep: the next checkpoint flushes.
+    overflowed: bool,
+}
+
+/// The write-back thread's log of the writes since the last flushed native checkpoint, and
+/// the checkpoints it writes (see the module doc). Dropping it removes the base's directory.
+pub(crate) struct DeltaLog {
+    base_dir: PathBuf,
+    limits: DeltaLimits,
+    base: Option<Base>,
+    /// The writes since the last checkpoint, encoded as a delta file's entries.
+    logged: Vec<u8>,
+}
+
+impl Drop for DeltaLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base_dir);
+    }
+}
+
+impl DeltaLog {
+    /// The log of the store in `store_dir`, within `limits`.
+    pub(crate) fn new(store_dir: &Path, limits: DeltaLimits) -> DeltaLog {
+        DeltaLog {
+            base_dir: base_dir(store_dir),
+            limits,
+            base: None,
+            logged: Vec::new(),
+        }
+    }
+
+    /// Logs `writes`, just written into the store as one write batch. Nothing without a base;
+    /// past [`DeltaLimits::max_bytes`] the log stops (and frees what it held) until the next
+    /// flushed checkpoint.
+    pub(crate) fn record(&mut self, writes: &[StoreWrite]) {
+        let Some(base) = &mut self.base else { return };
+        base.writes += writes.len() as u64;
+        if base.overflowed {
+            return;
+        }
+        for (key, value) in writes {
+            push_entry(&mut self.logged, key, value.as_deref());
+        }
+        if base.bytes + (DELTA_MAGIC.len() + self.logged.len()) as u64 > self.limits.max_bytes {
+            base.overflowed = true;
+            self.logged = Vec::new();
+        }
+    }
+
+    /// Writes the checkpoint of `store` into `into` (which must not exist), as
+    /// [`checkpoint_form`] decides, and returns the form. Errors: RocksDB cannot flush or write
+    /// the checkpoint; a delta file or link cannot be written (the next checkpoint then
+    /// flushes).
+    pub(crate) fn checkpoint(&mut self, store: &Store, into: &Path) -> Result<CheckpointForm, String> {
+        let logged_bytes = if self.logged.is_empty() {
+            0
+        } else {
+            (DELTA_MAGIC.len() + self.logged.len()) as u64
+        };
+        let since = self.base.as_ref().map(|base| SinceBase {
+            bytes: base.bytes + logged_bytes,
+            files: base.files + usize::from(logged_bytes > 0),
+            overflowed: base.overflowed,
+            only_logged_writes: store.latest_sequence_number() == base.sequence + base.writes,
+        });
+        let form = checkpoint_form(since, self.limits);
+        let written = match form {
+            CheckpointForm::Flush => self.flush_checkpoint(store, into),
+            CheckpointForm::Delta => self.delta_checkpoint(store, into),
+        };
+        if written.is_err() {
+            self.base = None;
+            self.logged = Vec::new();
+        }
+        written.map(|()| form)
+    }
+
+    fn flush_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
+        self.base = None;
+        self.logged = Vec::new();
+        store.flush().map_err(|e| e.problem)?;
+        store.create_checkpoint(into).map_err(|e| e.problem)?;
+        if self.limits.off() {
+            return Ok(());
+        }
+        // The checkpoint is written; a base that cannot be kept only means the next one
+        // flushes too.
+        match link_all(into, &self.base_dir) {
+            Ok(()) => {
+                self.base = Some(Base {
+                    sequence: store.latest_sequence_number(),
+                    writes: 0,
+                    bytes: 0,
+                    files: 0,
+                    overflowed: false,
+                });
+            }
+            Err(e) => tracing::warn!(
+                target: "weir_runtime::checkpoint::native",
+                base = %self.base_dir.display(),
+                "cannot keep a native checkpoint's files as the base of the next ones (they flush): {e}"
+            ),
+        }
+        Ok(())
+    }
+
+    fn delta_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
+        let base = self.base.as_mut().expect("a delta checkpoint has a base");
+        if !self.logged.is_empty() {
+            let name = delta_file_name(store.latest_sequence_number());
+            let path = self.base_dir.join(&name);
+            let bytes = write_delta_file(&path, &self.logged)
+                .map_err(|e| format!("cannot write the delta file {}: {e}", path.display()))?;
+            base.bytes += bytes;
+            base.files += 1;
+            self.logged.clear();
+        }
+        let mut unfinished = into.as_os_str().to_os_string();
+        unfinished.push(".tmp");
+        let unfinished = PathBuf::from(unfinished);
+        link_all(&self.base_dir, &unfinished)
+            .and_then(|()| std::fs::rename(&unfinished, into))
+            .map_err(|e| format!("cannot write a delta checkpoint into {}: {e}", into.display()))
+    }
+}
+
+/// Appends one write to a delta file's entries (the module doc's format).
+fn push_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.push(u8::from(value.is_some()));
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    if let Some(value) = value {
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(value);
+    }
+}
+
+/// Writes a delta file of `entries` at `path` (through a temporary name, synced: a local
+/// checkpoint store may keep it as a hard link) and returns its size in bytes.
+fn write_delta_file(path: &Path, entries: &[u8]) -> std::io::Result<u64> {
+    let mut unfinished = path.as_os_str().to_os_string();
+    unfinished.push(".tmp");
+    let unfinished = PathBuf::from(unfinished);
+    let mut file = std::fs::File::create(&unfinished)?;
+    file.write_all(DELTA_MAGIC)?;
+    file.write_all(entries)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&unfinished, path)?;
+    Ok((DELTA_MAGIC.len() + entries.len()) as u64)
+}
+
+/// Makes `to` (removed first if it exists) a directory of hard links to every file in `from`.
+fn link_all(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        std::fs::hard_link(entry.path(), to.join(entry.file_name()))?;
+    }
+    Ok(())
+}
+
+/// The writes of the delta file `bytes` (named `name` in errors), in order, as one write
+/// batch. Errors: the file does not start with [`DELTA_MAGIC`] or ends inside an entry, or an
+/// entry's tag is neither 0 nor 1.
+pub fn decode_delta_file(name: &str, bytes: &[u8]) -> Result<rocksdb::WriteBatch, String> {
+    let corrupt = |what: &str| format!("delta file {name} is corrupt: {what}");
+    let mut rest = bytes
+        .strip_prefix(DELTA_MAGIC.as_slice())
+        .ok_or_else(|| corrupt("it does not start with the delta file's magic bytes"))?;
+    let mut batch = rocksdb::WriteBatch::default();
+    let take = |rest: &mut &[u8], n: usize| -> Result<Vec<u8>, String> {
+        if rest.len() < n {
+            return Err(corrupt("it ends inside an entry"));
+        }
+        let (head, tail) = rest.split_at(n);
+        *rest = tail;
+        Ok(head.to_vec())
+    };
+    let length = |rest: &mut &[u8]| -> Result<usize, String> {
+        let bytes = take(rest, 4)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
+    };
+    while let Some((&tag, tail)) = rest.split_first() {
+        rest = tail;
+        let key_len = length(&mut rest)?;
+        let key = take(&mut rest, key_len)?;
+        match tag {
+            0 => batch.delete(key),
+            1 => {
+                let value_len = length(&mut rest)?;
+                batch.put(key, take(&mut rest, value_len)?);
+            }
+            other => return Err(corrupt(&format!("an entry's tag is {other}, neither 0 nor 1"))),
+        }
+    }
+    Ok(batch)
+}
+
+/// Applies the delta files in `dir` (the files of a delta checkpoint, opened as `store`) in
+/// name order, each as one write batch, and removes them. Returns how many were applied.
+/// Errors: a delta file cannot be read or is corrupt ([`decode_delta_file`]), the store cannot
+/// write; each naming `dir`.
+pub(crate) fn apply_deltas(store: &Store, dir: &Path) -> Result<usize, DiskStateError> {
+    let err = |problem: String| DiskStateError {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let mut names = delta_files_in(dir).map_err(|e| err(format!("cannot list the delta files: {e}")))?;
+    names.sort();
+    for name in &names {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| err(format!("cannot read the delta file {name}: {e}")))?;
+        store.write(decode_delta_file(name, &bytes).map_err(err)?)?;
+        std::fs::remove_file(&path).map_err(|e| err(format!("cannot remove the applied delta file {name}: {e}")))?;
+    }
+    if !names.is_empty() {
+        tracing::debug!(
+            target: "weir_runtime::checkpoint::native",
+            dir = %dir.display(),
+            delta_files = names.len(),
+            "delta files applied to a restored store"
+        );
+    }
+    Ok(names.len())
+}
+
+/// The names of the delta files in `dir`, unsorted. Errors: `dir` cannot be listed.
+pub fn delta_files_in(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if is_delta_file(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+#[path = "disk_delta_tests.rs"]
+mod tests;

@@ -1,0 +1,303 @@
+//! Tests of delta checkpoints: the decision, the file format, the sequence-number guard, and
+//! that each delta checkpoint restores (as blocks and as the subtask's store) to exactly the
+//! state at its barrier.
+
+use super::*;
+use crate::state::disk::{DiskKeyedState, DiskStateOptions};
+use crate::state::disk_cache::entry_bytes;
+use crate::state::disk_native::{LocalCheckpoint, blocks_of_native_store};
+use crate::state::disk_test_keys::{TEST_MAX_PARALLELISM as MAX_P, at, decode, key};
+use crate::state::heap::HeapKeyedState;
+use crate::state::key_group::key_group_range;
+use crate::state::ttl::StateTtl;
+
+const ON: DeltaLimits = DeltaLimits {
+    max_bytes: 1000,
+    max_files: 3,
+};
+
+fn since(bytes: u64, files: usize, overflowed: bool, only_logged_writes: bool) -> Option<SinceBase> {
+    Some(SinceBase {
+        bytes,
+        files,
+        overflowed,
+        only_logged_writes,
+    })
+}
+
+#[test]
+fn when_a_native_checkpoint_flushes_table() {
+    use CheckpointForm::{Delta, Flush};
+    let off = DeltaLimits {
+        max_bytes: 0,
+        max_files: 0,
+    };
+    // (what the checkpoint would add to its base, limits, form)
+    let rows = [
+        (None, ON, Flush),                        // no base yet
+        (since(0, 0, false, true), ON, Delta),    // nothing written since: links only
+        (since(400, 2, false, true), ON, Delta),  // within both limits
+        (since(1000, 3, false, true), ON, Delta), // at both limits
+        (since(1001, 1, false, true), ON, Flush), // past the bytes
+        (since(10, 4, false, true), ON, Flush),   // past the files
+        (since(10, 1, true, true), ON, Flush),    // the log stopped keeping writes
+        (since(10, 1, false, false), ON, Flush),  // the store was written otherwise
+        (since(0, 0, false, true), off, Flush),   // switched off
+        (since(10, 1, false, true), DeltaLimits { max_files: 0, ..ON }, Flush),
+    ];
+    for (since, limits, want) in rows {
+        assert_eq!(checkpoint_form(since, limits), want, "{since:?} {limits:?}");
+    }
+}
+
+#[test]
+fn delta_limits_of_a_store_and_the_switch_table() {
+    let on = DeltaLimits {
+        max_bytes: 16 << 20,
+        max_files: MAX_DELTA_FILES,
+    };
+    let off = DeltaLimits {
+        max_bytes: 0,
+        max_files: 0,
+    };
+    let rows: [(Option<&str>, Result<DeltaLimits, &str>); 6] = [
+        (None, Ok(on)),
+        (Some(""), Ok(on)),
+        (Some("on"), Ok(on)),
+        (Some(" off "), Ok(off)),
+        (
+            Some("false"),
+            Err("WEIR_NATIVE_DELTAS=`false` is not one of `on`, `off`"),
+        ),
+        (Some("1"), Err("WEIR_NATIVE_DELTAS=`1` is not one of `on`, `off`")),
+    ];
+    for (switch, want) in rows {
+        assert_eq!(
+            DeltaLimits::for_store(16 << 20, switch),
+            want.map_err(str::to_string),
+            "{switch:?}"
+        );
+    }
+}
+
+#[test]
+fn delta_file_names_table() {
+    assert_eq!(delta_file_name(1234), "00000000000000001234.delta");
+    let rows = [
+        ("00000000000000001234.delta", true),
+        ("7.delta", true),
+        (".delta", false),
+        ("12a.delta", false),
+        ("00000000000000001234.delta.tmp", false),
+        ("000012.sst", false),
+        ("MANIFEST-000005", false),
+    ];
+    for (name, want) in rows {
+        assert_eq!(is_delta_file(name), want, "{name}");
+    }
+}
+
+/// A delta file's entries decode to the writes in order; a file cut anywhere inside an entry,
+/// without the magic bytes, or with an unknown tag is refused, naming the file.
+#[test]
+fn delta_files_decode_and_refuse_corruption() {
+    let mut entries = Vec::new();
+    push_entry(&mut entries, b"k1", Some(b"v1"));
+    push_entry(&mut entries, b"k2", None);
+    push_entry(&mut entries, b"", Some(b""));
+    let file = [DELTA_MAGIC.as_slice(), &entries].concat();
+    assert_eq!(decode_delta_file("a.delta", &file).unwrap().len(), 3);
+    assert_eq!(decode_delta_file("a.delta", DELTA_MAGIC).unwrap().len(), 0);
+    for cut in DELTA_MAGIC.len() + 1..file.len() {
+        // Cuts at an entry's end decode (fewer entries); every other one is refused.
+        let at_entry_end = [8 + 13, 8 + 13 + 7].contains(&cut);
+        let decoded = decode_delta_file("a.delta", &file[..cut]);
+        assert_eq!(decoded.is_ok(), at_entry_end, "cut at {cut}");
+        if let Err(e) = decoded {
+            assert_eq!(e, "delta file a.delta is corrupt: it ends inside an entry");
+        }
+    }
+    let e = decode_delta_file("b.delta", b"WEIRDLT0").err().unwrap();
+    assert_eq!(
+        e,
+        "delta file b.delta is corrupt: it does not start with the delta file's magic bytes"
+    );
+    let mut bad_tag = file.clone();
+    bad_tag[8] = 7;
+    let e = decode_delta_file("c.delta", &bad_tag).err().unwrap();
+    assert_eq!(e, "delta file c.delta is corrupt: an entry's tag is 7, neither 0 nor 1");
+}
+
+/// The guard: a delta checkpoint only while the store's sequence number is the base's plus
+/// the logged writes (RocksDB gives each put or delete of a batch one); a write the log did
+/// not see makes the next checkpoint flush. Also: a checkpoint with nothing written since the
+/// last is a delta without a new file; past the byte limit the log stops and the next flushes.
+#[test]
+fn a_write_the_log_did_not_see_makes_the_next_checkpoint_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s-0");
+    std::fs::create_dir(&store_dir).unwrap();
+    let store = crate::state::disk_rocks::open_empty(&store_dir, &DiskStateOptions::default()).unwrap();
+    let mut log = DeltaLog::new(&store_dir, ON);
+    let write = |log: &mut DeltaLog, writes: Vec<StoreWrite>| {
+        let mut batch = rocksdb::WriteBatch::default();
+        for (k, v) in &writes {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        store.write(batch).unwrap();
+        log.record(&writes);
+    };
+    let small = |n: u8| vec![(vec![n], Some(vec![n])), (vec![n, 1], None), (vec![n, 2], Some(vec![]))];
+    let chk = |log: &mut DeltaLog, id: u64| {
+        let into = dir.path().join(format!("chk{id}"));
+        let form = log.checkpoint(&store, &into).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(&into)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| is_delta_file(n))
+            .collect();
+        files.sort();
+        (form, files)
+    };
+    write(&mut log, small(1));
+    assert_eq!(chk(&mut log, 1), (CheckpointForm::Flush, vec![]));
+    write(&mut log, small(2));
+    let (form, deltas) = chk(&mut log, 2);
+    assert_eq!((form, deltas.len()), (CheckpointForm::Delta, 1));
+    assert_eq!(chk(&mut log, 3), (CheckpointForm::Delta, deltas.clone()), "nothing new");
+    store.put(b"not logged", b"x").unwrap();
+    write(&mut log, small(3));
+    assert_eq!(
+        chk(&mut log, 4),
+        (CheckpointForm::Flush, vec![]),
+        "the store was written otherwise"
+    );
+    write(&mut log, small(4));
+    assert_eq!(chk(&mut log, 5).0, CheckpointForm::Delta);
+    let big: Vec<StoreWrite> = (0..100u8).map(|i| (vec![i; 8], Some(vec![i; 8]))).collect();
+    write(&mut log, big);
+    assert!(log.logged.is_empty(), "past the limit the log frees what it held");
+    assert_eq!(chk(&mut log, 6), (CheckpointForm::Flush, vec![]), "the log overflowed");
+    drop(log);
+    assert!(!base_dir(&store_dir).exists(), "the base is removed with the log");
+}
+
+fn options(cache_entries: u64, write_buffer_bytes: u64) -> DiskStateOptions {
+    DiskStateOptions {
+        write_cache_bytes: cache_entries * entry_bytes::<i64>(&key(1)),
+        write_buffer_bytes,
+        ..DiskStateOptions::default()
+    }
+}
+
+/// Copies a local checkpoint's files into `to` (the restore's download).
+fn copy_of(checkpoint: &LocalCheckpoint, to: &std::path::Path) {
+    std::fs::create_dir(to).unwrap();
+    for f in checkpoint.table_files.iter().chain(&checkpoint.private_files) {
+        std::fs::copy(checkpoint.dir().join(&f.name), to.join(&f.name)).unwrap();
+    }
+}
+
+/// Native checkpoints one after another on a store written through the write-back cache:
+/// the first flushes; the later ones are deltas on its files (the same table files, one more
+/// delta file per checkpoint with writes) until the writes since pass the write buffer, when one
+/// flushes again. Every checkpoint, delta or not, restores as blocks (whole and by halves) and
+/// as the subtask's store to exactly the heap state at its barrier, overwrites and removals
+/// included, with and without a TTL.
+#[test]
+fn each_delta_checkpoint_restores_exactly_the_state_at_its_barrier() {
+    let all = key_group_range(0, 1, MAX_P);
+    let a_second = Some(StateTtl::new(std::time::Duration::from_millis(1_000)));
+    for ttl in [None, a_second] {
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = dir.path().join("count-0");
+        // A write buffer of 64 KiB: over a thousand entries of logged writes before a flush
+        // (each about 45 bytes).
+        let options = options(200, 64 << 10);
+        let mut disk = DiskKeyedState::<i64>::open(&store_dir, all, ttl, options).unwrap();
+        disk.track_for_native_checkpoints();
+        let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+        let mut forms = Vec::new();
+        let mut first_tables: Option<Vec<String>> = None;
+        for round in 0..8u64 {
+            let now = round * 200;
+            // New keys, overwrites of older ones, removals in rounds 1 and 5; round 3 writes
+            // nothing, round 6 more than the write buffer.
+            let writes = match round {
+                3 => 0..0,
+                6 => round * 100..round * 100 + 3_000,
+                _ => round * 100..round * 100 + 200,
+            };
+            for i in writes {
+                let (kg, h, k) = at(i);
+                disk.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + 1)
+                    .unwrap();
+                heap.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + 1);
+            }
+            for i in (round * 100..round * 100 + 40).filter(|_| [1, 5].contains(&round)) {
+                let (kg, h, k) = at(i);
+                assert_eq!(disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
+            }
+            let checkpoint = disk.native_snapshot(round + 1).wait().unwrap();
+            let deltas: Vec<&str> = checkpoint
+                .table_files
+                .iter()
+                .map(|f| f.name.as_str())
+                .filter(|n| is_delta_file(n))
+                .collect();
+            let tables: Vec<String> = checkpoint
+                .table_files
+                .iter()
+                .map(|f| f.name.clone())
+                .filter(|n| n.ends_with(".sst"))
+                .collect();
+            forms.push(deltas.len());
+            if deltas.is_empty() {
+                first_tables = Some(tables);
+            } else {
+                assert_eq!(
+                    Some(&tables),
+                    first_tables.as_ref(),
+                    "round {round}: the base's table files"
+                );
+            }
+            let expected = decode(&heap.snapshot(now).encode().unwrap());
+            let whole = dir.path().join(format!("whole-{round}"));
+            copy_of(&checkpoint, &whole);
+            let blocks = blocks_of_native_store(&whole, &options, all, ttl, now).unwrap();
+            assert_eq!(decode(&blocks), expected, "round {round}, ttl {ttl:?}: blocks");
+            let mut halves = std::collections::BTreeMap::new();
+            for subtask in 0..2 {
+                let range = key_group_range(subtask, 2, MAX_P);
+                let half = dir.path().join(format!("half-{round}-{subtask}"));
+                copy_of(&checkpoint, &half);
+                halves.extend(decode(
+                    &blocks_of_native_store(&half, &options, range, ttl, now).unwrap(),
+                ));
+            }
+            assert_eq!(halves, expected, "round {round}: by halves");
+            let fast = dir.path().join(format!("fast-{round}"));
+            copy_of(&checkpoint, &fast);
+            let mut reopened =
+                DiskKeyedState::<i64>::open_restored(&fast, all, ttl, options, expected.len() as u64).unwrap();
+            assert!(delta_files_in(&fast).unwrap().is_empty(), "applied and removed");
+            assert_eq!(
+                decode(&reopened.snapshot(now).encode().unwrap()),
+                expected,
+                "round {round}: fast restore"
+            );
+        }
+        // Rounds 0..8: a flush, deltas (round 3 adds no file), a flush after round 6's writes
+        // passed the write buffer, then a delta on it.
+        assert_eq!(
+            forms,
+            [0, 1, 2, 2, 3, 4, 0, 1],
+            "delta files per checkpoint, ttl {ttl:?}"
+        );
+        drop(disk);
+        assert!(!base_dir(&store_dir).exists(), "the base goes with the store");
+    }
+}
