@@ -167,17 +167,27 @@ struct Base {
 }
 
 /// The write-back thread's log of the writes since the last flushed native checkpoint, and
-/// the checkpoints it writes (see the module doc). Dropping it removes the base's directory.
+/// the checkpoints it writes (see the module doc). The writes since the last checkpoint go to
+/// a file in the base's directory as they are written ([`NEXT_DELTA_FILE`], buffered: memory
+/// holds a buffer, not the writes), which the next checkpoint renames into its delta file.
+/// Dropping it removes the base's directory.
 pub(crate) struct DeltaLog {
     base_dir: PathBuf,
     limits: DeltaLimits,
     base: Option<Base>,
-    /// The writes since the last checkpoint, encoded as a delta file's entries.
-    logged: Vec<u8>,
+    /// The next delta file being written, once a write since the last checkpoint was logged.
+    next: Option<std::io::BufWriter<std::fs::File>>,
+    /// Bytes written to `next`, [`DELTA_MAGIC`] included (0: no file).
+    next_bytes: u64,
 }
+
+/// The name of the delta file being written in the base's directory until a checkpoint
+/// names it ([`delta_file_name`]); never linked into a checkpoint.
+pub const NEXT_DELTA_FILE: &str = "next.delta.tmp";
 
 impl Drop for DeltaLog {
     fn drop(&mut self) {
+        self.next = None;
         let _ = std::fs::remove_dir_all(&self.base_dir);
     }
 }
@@ -189,25 +199,51 @@ impl DeltaLog {
             base_dir: base_dir(store_dir),
             limits,
             base: None,
-            logged: Vec::new(),
+            next: None,
+            next_bytes: 0,
         }
     }
 
     /// Logs `writes`, just written into the store as one write batch. Nothing without a base;
-    /// past [`DeltaLimits::max_bytes`] the log stops (and frees what it held) until the next
-    /// flushed checkpoint.
+    /// past [`DeltaLimits::max_bytes`], or if the file cannot be written, the log stops (its
+    /// file removed) until the next flushed checkpoint.
     pub(crate) fn record(&mut self, writes: &[StoreWrite]) {
         let Some(base) = &mut self.base else { return };
         base.writes += writes.len() as u64;
-        if base.overflowed {
+        if base.overflowed || writes.is_empty() {
             return;
         }
+        let mut entries = Vec::new();
         for (key, value) in writes {
-            push_entry(&mut self.logged, key, value.as_deref());
+            push_entry(&mut entries, key, value.as_deref());
         }
-        if base.bytes + (DELTA_MAGIC.len() + self.logged.len()) as u64 > self.limits.max_bytes {
-            base.overflowed = true;
-            self.logged = Vec::new();
+        let next_path = self.base_dir.join(NEXT_DELTA_FILE);
+        let appended = (|| -> std::io::Result<u64> {
+            let mut added = 0;
+            if self.next.is_none() {
+                let mut file = std::io::BufWriter::new(std::fs::File::create(&next_path)?);
+                file.write_all(DELTA_MAGIC)?;
+                self.next = Some(file);
+                added += DELTA_MAGIC.len() as u64;
+            }
+            self.next.as_mut().expect("opened above").write_all(&entries)?;
+            Ok(added + entries.len() as u64)
+        })();
+        match appended {
+            Ok(added) if base.bytes + self.next_bytes + added <= self.limits.max_bytes => self.next_bytes += added,
+            failed => {
+                if let Err(e) = failed {
+                    tracing::warn!(
+                        target: "weir_runtime::checkpoint::native",
+                        file = %next_path.display(),
+                        "cannot log writes for the next delta checkpoint (it flushes): {e}"
+                    );
+                }
+                base.overflowed = true;
+                self.next = None;
+                self.next_bytes = 0;
+                let _ = std::fs::remove_file(&next_path);
+            }
         }
     }
 
@@ -216,14 +252,9 @@ impl DeltaLog {
     /// the checkpoint; a delta file or link cannot be written (the next checkpoint then
     /// flushes).
     pub(crate) fn checkpoint(&mut self, store: &Store, into: &Path) -> Result<CheckpointForm, String> {
-        let logged_bytes = if self.logged.is_empty() {
-            0
-        } else {
-            (DELTA_MAGIC.len() + self.logged.len()) as u64
-        };
         let since = self.base.as_ref().map(|base| SinceBase {
-            bytes: base.bytes + logged_bytes,
-            files: base.files + usize::from(logged_bytes > 0),
+            bytes: base.bytes + self.next_bytes,
+            files: base.files + usize::from(self.next_bytes > 0),
             overflowed: base.overflowed,
             only_logged_writes: store.latest_sequence_number() == base.sequence + base.writes,
         });
@@ -233,15 +264,21 @@ impl DeltaLog {
             CheckpointForm::Delta => self.delta_checkpoint(store, into),
         };
         if written.is_err() {
-            self.base = None;
-            self.logged = Vec::new();
+            self.forget_base();
         }
         written.map(|()| form)
     }
 
-    fn flush_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
+    /// No base from now on (the next checkpoint flushes); the next delta file is dropped.
+    fn forget_base(&mut self) {
         self.base = None;
-        self.logged = Vec::new();
+        self.next = None;
+        self.next_bytes = 0;
+        let _ = std::fs::remove_file(self.base_dir.join(NEXT_DELTA_FILE));
+    }
+
+    fn flush_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
+        self.forget_base();
         store.flush().map_err(|e| e.problem)?;
         store.create_checkpoint(into).map_err(|e| e.problem)?;
         if self.limits.off() {
@@ -270,14 +307,18 @@ impl DeltaLog {
 
     fn delta_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
         let base = self.base.as_mut().expect("a delta checkpoint has a base");
-        if !self.logged.is_empty() {
+        if let Some(next) = self.next.take() {
             let name = delta_file_name(store.latest_sequence_number());
             let path = self.base_dir.join(&name);
-            let bytes = write_delta_file(&path, &self.logged)
+            // Synced: a local checkpoint store may keep the file as a hard link.
+            next.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|file| file.sync_all())
+                .and_then(|()| std::fs::rename(self.base_dir.join(NEXT_DELTA_FILE), &path))
                 .map_err(|e| format!("cannot write the delta file {}: {e}", path.display()))?;
-            base.bytes += bytes;
+            base.bytes += self.next_bytes;
             base.files += 1;
-            self.logged.clear();
+            self.next_bytes = 0;
         }
         let mut unfinished = into.as_os_str().to_os_string();
         unfinished.push(".tmp");
@@ -299,22 +340,8 @@ fn push_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
     }
 }
 
-/// Writes a delta file of `entries` at `path` (through a temporary name, synced: a local
-/// checkpoint store may keep it as a hard link) and returns its size in bytes.
-fn write_delta_file(path: &Path, entries: &[u8]) -> std::io::Result<u64> {
-    let mut unfinished = path.as_os_str().to_os_string();
-    unfinished.push(".tmp");
-    let unfinished = PathBuf::from(unfinished);
-    let mut file = std::fs::File::create(&unfinished)?;
-    file.write_all(DELTA_MAGIC)?;
-    file.write_all(entries)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&unfinished, path)?;
-    Ok((DELTA_MAGIC.len() + entries.len()) as u64)
-}
-
-/// Makes `to` (removed first if it exists) a directory of hard links to every file in `from`.
+/// Makes `to` (removed first if it exists) a directory of hard links to every file in `from`
+/// but [`NEXT_DELTA_FILE`].
 fn link_all(from: &Path, to: &Path) -> std::io::Result<()> {
     if to.exists() {
         std::fs::remove_dir_all(to)?;
@@ -322,7 +349,9 @@ fn link_all(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
-        std::fs::hard_link(entry.path(), to.join(entry.file_name()))?;
+        if entry.file_name() != NEXT_DELTA_FILE {
+            std::fs::hard_link(entry.path(), to.join(entry.file_name()))?;
+        }
     }
     Ok(())
 }

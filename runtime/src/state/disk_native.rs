@@ -10,7 +10,9 @@
 //! in the order they were frozen, so when it reaches the job the store holds exactly the
 //! writes before the barrier. It then writes a RocksDB checkpoint
 //! (`disk_rocks::RocksStore::create_checkpoint`: memtables flushed, table files
-//! hard-linked) into a local directory next to the store.
+//! hard-linked) into a local directory next to the store, or, while the writes since the last
+//! such checkpoint fit in the write buffer, a delta checkpoint: that checkpoint's files plus
+//! the writes since, logged in delta files (`state/disk_delta.rs`), no flush.
 //!
 //! **Asynchronous part** ([`NativeSnapshot::wait`], on the encoder thread, never the task
 //! thread): waits for the write-back thread's reply and hands over the checkpoint's directory

@@ -33,16 +33,17 @@ pub const MAX_WRITE_BUFFERS: u64 = 3;
 
 /// RocksDB's `level0_file_num_compaction_trigger` of every store, native checkpoints or not:
 /// RocksDB's default (and Flink's RocksDB backend's), set explicitly so the choice is on
-/// record. Each native checkpoint flushes the memtable into a new level-0 table file, and every
-/// point read that misses the write-back cache checks each level-0 file (its filter, then its
-/// index) before the lower levels, on the task thread. Compacting at 16 files instead (native
+/// record. A native checkpoint that flushes (`state/disk_delta.rs` says when) turns the
+/// memtable into a new level-0 table file, and every point read that misses the write-back
+/// cache checks each level-0 file (its filter, then its index) before the lower levels, on the
+/// task thread. Compacting at 16 files instead (native
 /// stores 2026-12-03 to 12-04) cut the bytes native checkpoints every second upload at 1M keys
 /// by about half, but cost the task threads 16-39 % more CPU per record and the throughput
 /// with checkpoints every second fell to 0.73-0.88 of none's; at 4 it is 0.90-0.98 (1M keys,
 /// four interleaved rounds, per-thread CPU read from /proc, docs/runtime/state-backends.md,
 /// "Level 0 compacts at RocksDB's default again"; RocksDB wiki, "Leveled Compaction"). At 5M
 /// and 50M keys the compactions of a level-0 file per checkpoint cost more than the reads
-/// (same section).
+/// (same section): delta checkpoints flush far less often since.
 pub const L0_COMPACTION_TRIGGER: i32 = 4;
 
 /// Background jobs (flushes and compactions) of each store (RocksDB's
