@@ -219,7 +219,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         options: DiskStateOptions,
     ) -> Result<DiskKeyedState<V>, DiskStateError> {
         let deltas = DeltaLimits::for_store(
-            options.write_buffer_bytes,
+            crate::state::disk_rocks::write_buffer_bytes(&options),
             std::env::var(NATIVE_DELTAS_ENV).ok().as_deref(),
         )
         .map_err(|problem| DiskStateError {

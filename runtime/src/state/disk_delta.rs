@@ -15,8 +15,8 @@
 //! reach of the `rocksdb` crate 0.20.1 and Debian's RocksDB 7.8.
 //!
 //! **When a checkpoint flushes** ([`checkpoint_form`], a pure decision): when there is no base
-//! yet, when the writes logged since the base would pass [`DeltaLimits::max_bytes`] (the
-//! store's write buffer: about as often as the memtable would fill anyway) or
+//! yet, when the writes logged since the base would pass [`DeltaLimits::max_bytes`]
+//! ([`DELTA_WRITE_BUFFERS`] of the store's write buffers) or
 //! [`DeltaLimits::max_files`] files (a restore applies each), and when the store's sequence
 //! number says something wrote it other than the logged writes (never, while every write goes
 //! through the write-back thread: the check keeps a delta from ever missing one).
@@ -53,6 +53,15 @@ pub const NATIVE_DELTAS_ENV: &str = "WEIR_NATIVE_DELTAS";
 /// each one (at a checkpoint every second, a base 32 seconds old at most when writes are few).
 pub const MAX_DELTA_FILES: usize = 32;
 
+/// Most bytes of delta files since the base, in write buffers (memtables) of the store: a
+/// restore writes at most this much into the base's store before the first record. Four,
+/// not one (2026-12-04): a log holds fewer bytes per write than the memtable, so at one write
+/// buffer the memtable filled and RocksDB flushed it first, and the checkpoint's flush soon
+/// after wrote a small level-0 file more, about one per memtable; at 50M keys those extra
+/// files cost RocksDB's compactions 14 % more CPU than no checkpoints
+/// (docs/runtime/state-backends.md, "Delta checkpoints: fewer flushes").
+pub const DELTA_WRITE_BUFFERS: u64 = 4;
+
 /// The name of the delta file whose newest write took sequence number `sequence`: 20 digits,
 /// so names sort as the writes were made.
 pub fn delta_file_name(sequence: u64) -> String {
@@ -84,9 +93,11 @@ pub struct DeltaLimits {
 }
 
 impl DeltaLimits {
-    /// The limits for a store whose write buffer (memtable) is `write_buffer_bytes`, with
-    /// deltas switched as [`NATIVE_DELTAS_ENV`]'s value `switch` says (`None`: unset). Errors:
-    /// a value other than `on` or `off`, naming the variable.
+    /// The limits for a store whose write buffer (memtable) is `write_buffer_bytes`
+    /// (`disk_rocks::write_buffer_bytes`), with deltas switched as [`NATIVE_DELTAS_ENV`]'s
+    /// value `switch` says (`None`: unset): [`DELTA_WRITE_BUFFERS`] write buffers of bytes and
+    /// [`MAX_DELTA_FILES`] files. Errors: a value other than `on` or `off`, naming the
+    /// variable.
     pub fn for_store(write_buffer_bytes: u64, switch: Option<&str>) -> Result<DeltaLimits, String> {
         let on = match switch.map(str::trim) {
             None | Some("" | "on") => true,
@@ -95,7 +106,7 @@ impl DeltaLimits {
         };
         Ok(if on {
             DeltaLimits {
-                max_bytes: write_buffer_bytes,
+                max_bytes: write_buffer_bytes.saturating_mul(DELTA_WRITE_BUFFERS),
                 max_files: MAX_DELTA_FILES,
             }
         } else {
@@ -359,21 +370,22 @@ fn link_all(from: &Path, to: &Path) -> std::io::Result<()> {
 /// The writes of the delta file `bytes` (named `name` in errors), in order, as one write
 /// batch. Errors: the file does not start with [`DELTA_MAGIC`] or ends inside an entry, or an
 /// entry's tag is neither 0 nor 1.
-pub fn decode_delta_file(name: &str, bytes: &[u8]) -> Result<rocksdb::WriteBatch, String> {
+pub fn decode_delta_file<'a>(name: &str, bytes: &'a [u8]) -> Result<rocksdb::WriteBatch, String> {
     let corrupt = |what: &str| format!("delta file {name} is corrupt: {what}");
     let mut rest = bytes
         .strip_prefix(DELTA_MAGIC.as_slice())
         .ok_or_else(|| corrupt("it does not start with the delta file's magic bytes"))?;
     let mut batch = rocksdb::WriteBatch::default();
-    let take = |rest: &mut &[u8], n: usize| -> Result<Vec<u8>, String> {
+    // Keys and values are borrowed from `bytes`: the write batch holds the only copy.
+    let take = |rest: &mut &'a [u8], n: usize| -> Result<&'a [u8], String> {
         if rest.len() < n {
             return Err(corrupt("it ends inside an entry"));
         }
         let (head, tail) = rest.split_at(n);
         *rest = tail;
-        Ok(head.to_vec())
+        Ok(head)
     };
-    let length = |rest: &mut &[u8]| -> Result<usize, String> {
+    let length = |rest: &mut &'a [u8]| -> Result<usize, String> {
         let bytes = take(rest, 4)?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
     };

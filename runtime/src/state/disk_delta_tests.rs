@@ -53,7 +53,7 @@ fn when_a_native_checkpoint_flushes_table() {
 #[test]
 fn delta_limits_of_a_store_and_the_switch_table() {
     let on = DeltaLimits {
-        max_bytes: 16 << 20,
+        max_bytes: 64 << 20,
         max_files: MAX_DELTA_FILES,
     };
     let off = DeltaLimits {
@@ -212,14 +212,15 @@ fn copy_of(checkpoint: &LocalCheckpoint, to: &std::path::Path) {
 /// included, with and without a TTL.
 #[test]
 fn each_delta_checkpoint_restores_exactly_the_state_at_its_barrier() {
+    const ROUND_6_WRITES: u64 = 200_000;
     let all = key_group_range(0, 1, MAX_P);
     let a_second = Some(StateTtl::new(std::time::Duration::from_millis(1_000)));
     for ttl in [None, a_second] {
         let dir = tempfile::tempdir().unwrap();
         let store_dir = dir.path().join("count-0");
-        // A write buffer of 64 KiB: over a thousand entries of logged writes before a flush
-        // (each about 45 bytes).
-        let options = options(200, 64 << 10);
+        // A write buffer of 1 MiB (the least a store takes): 4 MiB of logged writes before
+        // a flush, which round 6 passes (each write about 25 bytes).
+        let options = options(200, 1 << 20);
         let mut disk = DiskKeyedState::<i64>::open(&store_dir, all, ttl, options).unwrap();
         disk.track_for_native_checkpoints();
         let mut heap = HeapKeyedState::<i64>::new(all, ttl);
@@ -228,10 +229,10 @@ fn each_delta_checkpoint_restores_exactly_the_state_at_its_barrier() {
         for round in 0..8u64 {
             let now = round * 200;
             // New keys, overwrites of older ones, removals in rounds 1 and 5; round 3 writes
-            // nothing, round 6 more than the write buffer.
+            // nothing, round 6 more than four write buffers.
             let writes = match round {
                 3 => 0..0,
-                6 => round * 100..round * 100 + 3_000,
+                6 => round * 100..round * 100 + ROUND_6_WRITES,
                 _ => round * 100..round * 100 + 200,
             };
             for i in writes {
@@ -294,7 +295,7 @@ fn each_delta_checkpoint_restores_exactly_the_state_at_its_barrier() {
             );
         }
         // Rounds 0..8: a flush, deltas (round 3 adds no file), a flush after round 6's writes
-        // passed the write buffer, then a delta on it.
+        // passed four write buffers, then a delta on it.
         assert_eq!(
             forms,
             [0, 1, 2, 2, 3, 4, 0, 1],

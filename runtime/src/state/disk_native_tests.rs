@@ -229,21 +229,22 @@ fn a_store_checkpointed_natively_compacts_level_0_at_the_default_trigger() {
     let all = key_group_range(0, 1, MAX_P);
     for native in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        // Each checkpoint's 500 writes (about 22 KB logged) pass a write buffer of 16 KiB, so
-        // each one flushes instead of logging them (`state/disk_delta.rs`).
+        // Each checkpoint's 20,000 writes of 250-byte values (about 5 MB logged) pass four
+        // write buffers of 1 MiB (the least a store takes), so each one flushes instead of
+        // logging them (`state/disk_delta.rs`).
         let options = DiskStateOptions {
-            write_buffer_bytes: 16 << 10,
+            write_buffer_bytes: 1 << 20,
             ..options(100)
         };
-        let mut disk = DiskKeyedState::<i64>::open(&dir.path().join("count-0"), all, None, options).unwrap();
+        let mut disk = DiskKeyedState::<String>::open(&dir.path().join("count-0"), all, None, options).unwrap();
         disk.track_changes();
         if native {
             disk.track_for_native_checkpoints();
         }
         for checkpoint in 1..=8 {
-            for i in 0..500 {
+            for i in 0..20_000 {
                 let (kg, h, k) = at(i);
-                disk.update(kg, h, &k, 0, |old| old.copied().unwrap_or(0) + 1).unwrap();
+                disk.update(kg, h, &k, 0, |_| format!("{checkpoint:0>250}")).unwrap();
             }
             let written = disk.native_snapshot(checkpoint).wait().unwrap();
             assert!(

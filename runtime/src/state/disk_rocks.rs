@@ -126,6 +126,12 @@ pub fn store_compression(value: Option<&str>) -> Result<StoreCompression, String
     }
 }
 
+/// The write buffer (memtable) size a store opens with, bytes:
+/// [`DiskStateOptions::write_buffer_bytes`], at least 1 MiB.
+pub(crate) fn write_buffer_bytes(options: &DiskStateOptions) -> u64 {
+    options.write_buffer_bytes.max(1 << 20)
+}
+
 /// The RocksDB options of a store with `options`' memory limits, its table files compressed
 /// as `compression` says.
 fn rocks_options(options: &DiskStateOptions, compression: StoreCompression) -> Result<Options, String> {
@@ -147,7 +153,7 @@ fn rocks_options(options: &DiskStateOptions, compression: StoreCompression) -> R
     let mut rocks = Options::default();
     rocks.create_if_missing(true);
     rocks.set_block_based_table_factory(&table);
-    rocks.set_write_buffer_size(options.write_buffer_bytes.max(1 << 20) as usize);
+    rocks.set_write_buffer_size(write_buffer_bytes(options) as usize);
     rocks.set_max_write_buffer_number(MAX_WRITE_BUFFERS as i32);
     // A bloom filter over each memtable's keys (a tenth of its size): most point reads look up
     // keys the memtables do not hold, and without it each searched every memtable's skiplist
