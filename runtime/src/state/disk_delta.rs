@@ -15,7 +15,7 @@
 //! reach of the `rocksdb` crate 0.20.1 and Debian's RocksDB 7.8.
 //!
 //! **When a checkpoint flushes** ([`checkpoint_form`], a pure decision): when there is no base
-//! yet, when the writes logged since the base would pass [`DeltaLimits::max_bytes`]
+//! yet (a flushed checkpoint without table files, of an empty store, is none), when the writes logged since the base would pass [`DeltaLimits::max_bytes`]
 //! ([`DELTA_WRITE_BUFFERS`] of the store's write buffers) or
 //! [`DeltaLimits::max_files`] files (a restore applies each), and when the store's sequence
 //! number says something wrote it other than the logged writes (never, while every write goes
@@ -292,7 +292,10 @@ impl DeltaLog {
         self.forget_base();
         store.flush().map_err(|e| e.problem)?;
         store.create_checkpoint(into).map_err(|e| e.problem)?;
-        if self.limits.off() {
+        if self.limits.off() || !holds_a_table_file(into) {
+            // No base without table files (the store was empty): deltas on it would hold every
+            // write, and the first checkpoint after a restore of one would reference nothing
+            // (a restore applies delta files and removes them); the next checkpoint flushes.
             return Ok(());
         }
         // The checkpoint is written; a base that cannot be kept only means the next one
@@ -338,6 +341,16 @@ impl DeltaLog {
             .and_then(|()| std::fs::rename(&unfinished, into))
             .map_err(|e| format!("cannot write a delta checkpoint into {}: {e}", into.display()))
     }
+}
+
+/// Whether the checkpoint directory `dir` holds a RocksDB table file (`*.sst`); false if it
+/// cannot be listed.
+fn holds_a_table_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+    })
 }
 
 /// Appends one write to a delta file's entries (the module doc's format).

@@ -188,6 +188,35 @@ fn a_write_the_log_did_not_see_makes_the_next_checkpoint_flush() {
     assert!(!base_dir(&store_dir).exists(), "the base is removed with the log");
 }
 
+/// A flushed checkpoint of an empty store (no table file) is no base: the next checkpoint
+/// flushes too, so a delta checkpoint always stands on table files (the first checkpoint
+/// after a restore references them; a restore applies delta files and removes them).
+#[test]
+fn a_checkpoint_of_an_empty_store_is_no_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s-0");
+    std::fs::create_dir(&store_dir).unwrap();
+    let store = crate::state::disk_rocks::open_empty(&store_dir, &DiskStateOptions::default()).unwrap();
+    let mut log = DeltaLog::new(&store_dir, ON);
+    let chk = |log: &mut DeltaLog, id: u64| log.checkpoint(&store, &dir.path().join(format!("chk{id}"))).unwrap();
+    assert_eq!(chk(&mut log, 1), CheckpointForm::Flush);
+    assert_eq!(chk(&mut log, 2), CheckpointForm::Flush, "still empty: no base");
+    let writes: Vec<StoreWrite> = vec![(b"k".to_vec(), Some(b"v".to_vec()))];
+    let mut batch = rocksdb::WriteBatch::default();
+    batch.put(b"k", b"v");
+    store.write(batch).unwrap();
+    log.record(&writes);
+    assert_eq!(chk(&mut log, 3), CheckpointForm::Flush, "the first with a table file");
+    assert!(
+        std::fs::read_dir(dir.path().join("chk3")).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".sst"))
+    );
+    assert_eq!(chk(&mut log, 4), CheckpointForm::Delta, "a base now");
+}
+
 fn options(cache_entries: u64, write_buffer_bytes: u64) -> DiskStateOptions {
     DiskStateOptions {
         write_cache_bytes: cache_entries * entry_bytes::<i64>(&key(1)),
