@@ -128,6 +128,28 @@ fn delta_files_decode_and_refuse_corruption() {
     assert_eq!(e, "delta file c.delta is corrupt: an entry's tag is 7, neither 0 nor 1");
 }
 
+/// An empty store in `dir`'s `s-0` (default options) and its delta log within [`ON`].
+fn store_and_log(dir: &std::path::Path) -> (std::path::PathBuf, Store, DeltaLog) {
+    let store_dir = dir.join("s-0");
+    std::fs::create_dir(&store_dir).unwrap();
+    let store = crate::state::disk_rocks::open_empty(&store_dir, &DiskStateOptions::default()).unwrap();
+    let log = DeltaLog::new(&store_dir, ON);
+    (store_dir, store, log)
+}
+
+/// Writes `writes` into `store` as one batch and logs them, as the write-back thread does.
+fn write_logged(store: &Store, log: &mut DeltaLog, writes: Vec<StoreWrite>) {
+    let mut batch = rocksdb::WriteBatch::default();
+    for (k, v) in &writes {
+        match v {
+            Some(v) => batch.put(k, v),
+            None => batch.delete(k),
+        }
+    }
+    store.write(batch).unwrap();
+    log.record(&writes);
+}
+
 /// The guard: a delta checkpoint only while the store's sequence number is the base's plus
 /// the logged writes (RocksDB gives each put or delete of a batch one); a write the log did
 /// not see makes the next checkpoint flush. Also: a checkpoint with nothing written since the
@@ -135,21 +157,8 @@ fn delta_files_decode_and_refuse_corruption() {
 #[test]
 fn a_write_the_log_did_not_see_makes_the_next_checkpoint_flush() {
     let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("s-0");
-    std::fs::create_dir(&store_dir).unwrap();
-    let store = crate::state::disk_rocks::open_empty(&store_dir, &DiskStateOptions::default()).unwrap();
-    let mut log = DeltaLog::new(&store_dir, ON);
-    let write = |log: &mut DeltaLog, writes: Vec<StoreWrite>| {
-        let mut batch = rocksdb::WriteBatch::default();
-        for (k, v) in &writes {
-            match v {
-                Some(v) => batch.put(k, v),
-                None => batch.delete(k),
-            }
-        }
-        store.write(batch).unwrap();
-        log.record(&writes);
-    };
+    let (store_dir, store, mut log) = store_and_log(dir.path());
+    let write = |log: &mut DeltaLog, writes: Vec<StoreWrite>| write_logged(&store, log, writes);
     let small = |n: u8| vec![(vec![n], Some(vec![n])), (vec![n, 1], None), (vec![n, 2], Some(vec![]))];
     let chk = |log: &mut DeltaLog, id: u64| {
         let into = dir.path().join(format!("chk{id}"));
@@ -194,18 +203,11 @@ fn a_write_the_log_did_not_see_makes_the_next_checkpoint_flush() {
 #[test]
 fn a_checkpoint_of_an_empty_store_is_no_base() {
     let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("s-0");
-    std::fs::create_dir(&store_dir).unwrap();
-    let store = crate::state::disk_rocks::open_empty(&store_dir, &DiskStateOptions::default()).unwrap();
-    let mut log = DeltaLog::new(&store_dir, ON);
+    let (_, store, mut log) = store_and_log(dir.path());
     let chk = |log: &mut DeltaLog, id: u64| log.checkpoint(&store, &dir.path().join(format!("chk{id}"))).unwrap();
     assert_eq!(chk(&mut log, 1), CheckpointForm::Flush);
     assert_eq!(chk(&mut log, 2), CheckpointForm::Flush, "still empty: no base");
-    let writes: Vec<StoreWrite> = vec![(b"k".to_vec(), Some(b"v".to_vec()))];
-    let mut batch = rocksdb::WriteBatch::default();
-    batch.put(b"k", b"v");
-    store.write(batch).unwrap();
-    log.record(&writes);
+    write_logged(&store, &mut log, vec![(b"k".to_vec(), Some(b"v".to_vec()))]);
     assert_eq!(chk(&mut log, 3), CheckpointForm::Flush, "the first with a table file");
     assert!(
         std::fs::read_dir(dir.path().join("chk3")).unwrap().any(|e| e
