@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Bytes the first native checkpoint after a fast restore uploads and references (branch
-restoredrefs, docs/runtime/state-backends.md): a keyed count over a generator of 2M keys at
+restoredrefs, docs/runtime/state-backends-log.md): a keyed count over a generator of 2M keys at
 400,000 records/s on the disk backend with native incremental checkpoints every 2 s
 (parallelism 1, local checkpoint storage), killed (-9) once a checkpoint holds 1.5M keys, then
 restored from its latest checkpoint (a claimed restore: the job's own checkpoint directory) and

@@ -69,6 +69,7 @@ have_crds() { compgen -G "crds/*.yaml" >/dev/null || compgen -G "$CHART/crds/*.y
 check "chart CRDs equal crds/ (hack/gen-crds.sh --check; crds/ vs crdgen is a cargo test)" bash hack/gen-crds.sh --check
 check "CRD reference docs in sync (hack/gen-crd-docs.py --check)" python3 hack/gen-crd-docs.py --check
 check "one feature set: cargo run -p <member> builds what cargo build --workspace built (hack/check-feature-unification.py)" python3 hack/check-feature-unification.py
+check "Markdown links: every relative link's file and #anchor exist (hack/check-doc-links.py)" python3 hack/check-doc-links.py
 
 # --- 3. helm lint ----------------------------------------------------------------------------------
 for vs in "${VALUE_SETS[@]}"; do

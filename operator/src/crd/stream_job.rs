@@ -137,12 +137,13 @@ pub struct StreamJobSpec {
     /// it is an upgrade.
     #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
     pub state_backend: StateBackend,
-    /// Memory of each disk store (`stateBackend: disk` only), per subtask of each stateful
-    /// step: `cacheSize` (block cache, default `32Mi`), `writeBufferSize` (memtable, default
+    /// Memory and compression of each disk store (`stateBackend: disk` only), per subtask of
+    /// each stateful step: `cacheSize` (block cache, default `32Mi`), `writeBufferSize` (memtable, default
     /// `16Mi`) and `writeCacheSize` (write-back cache of recent writes, default `16Mi`),
     /// Kubernetes quantities. RocksDB keeps at most three memtables, so the configured memory is
     /// `cacheSize + 3 × writeBufferSize + writeCacheSize` per store; measured peaks are higher
-    /// (docs/runtime/state-backends.md, "Memory of the disk backend").
+    /// (docs/runtime/state-backends.md, "Memory of the disk backend"); `compression` of the
+    /// store's table files (`none`, default; `lz4`; `lz4-zstd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_state: Option<weir_runtime::job::disk_state::DiskStateSpec>,
     /// Change to any new value to force a restart through the upgrade cycle (like FKO's

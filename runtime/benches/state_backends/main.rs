@@ -342,7 +342,7 @@ fn main() {
 }
 
 /// Peak RSS of a heap run per key (measured: 8,919 MiB at 50M keys with full checkpoints, about
-/// 187 bytes per key, docs/runtime/state-backends.md), rounded up.
+/// 187 bytes per key, docs/runtime/state-backends-log.md), rounded up.
 const HEAP_PEAK_BYTES_PER_KEY: u64 = 200;
 
 /// Why a heap run at `keys` keys is skipped: the memory it would peak at is more than half of

@@ -66,7 +66,7 @@ pub fn upload_mib(file_bytes: u64) -> u32 {
 /// streamed in multipart parts. A file of 9 MiB streamed took a multipart upload
 /// of two parts (four requests, on the local store a staging file and one `fsync` more) where
 /// a put takes one: the final checkpoint's upload on S3 (moto) took 2.7-3.3x a raw upload of
-/// the same files (docs/runtime/state-backends.md, "nativecost").
+/// the same files (docs/runtime/state-backends-log.md, "nativecost").
 pub fn uploads_whole(file_bytes: u64) -> bool {
     file_bytes <= crate::storage::MULTIPART_THRESHOLD as u64
 }

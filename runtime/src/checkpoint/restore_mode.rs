@@ -21,7 +21,7 @@
 //! delete at any time). The first checkpoint uploads every file, as Flink's NO_CLAIM mode makes
 //! the first checkpoint after the restore a full one.
 //!
-//! **Why retention never deletes a referenced restored file** (docs/runtime/state-backends.md,
+//! **Why retention never deletes a referenced restored file** (docs/runtime/state-backends-log.md,
 //! "restoredrefs"): the restored files carry the restored checkpoint's id (or an older one) in
 //! their names, so the orphan rule (`shared_files::deletable`) deletes them once a newer
 //! snapshot completed *and* no completed `_metadata` of the job references them. Until the

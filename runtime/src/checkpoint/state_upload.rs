@@ -252,7 +252,7 @@ fn ms(d: Duration) -> f64 {
 /// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
 /// until the kernel needs the memory, and each new part took fresh memory (measured: 16 MiB
 /// parts that grew to 36 MiB left 100–230 MiB of such pages during full disk checkpoints at
-/// 5M keys; docs/runtime/state-backends.md).
+/// 5M keys; docs/runtime/state-backends-log.md).
 pub const STATE_PART_SIZE: usize = MULTIPART_PART_SIZE;
 const _: () = assert!(STATE_FILE_PARTS.first_part_size == STATE_PART_SIZE);
 

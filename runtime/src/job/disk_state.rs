@@ -1,20 +1,23 @@
-//! `spec.diskState`: the memory settings of the disk state backend (`stateBackend: disk`),
-//! per subtask of each stateful step, and their parsing (Kubernetes quantities: `64Mi`).
+//! `spec.diskState`: the memory and compression settings of the disk state backend
+//! (`stateBackend: disk`), per subtask of each stateful step, and their parsing (Kubernetes
+//! quantities: `64Mi`).
 
 use crate::job::validate::JobError;
-use crate::state::disk::DiskStateOptions;
+use crate::state::disk::{DiskStateOptions, StoreCompression};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::borrow::Cow;
 
 /// Memory of one subtask's disk store (`spec.diskState`, with `stateBackend: disk`): RocksDB's
 /// block cache (which also holds the tables' index and filter blocks) and memtable size, and
-/// the write-back cache of recent writes in front of the store. RocksDB keeps the active
+/// the write-back cache of recent writes in front of the store; and how its table files are
+/// compressed. RocksDB keeps the active
 /// memtable and at most two sealed ones (`MAX_WRITE_BUFFERS`, `state/disk_rocks.rs`), so the store's configured
 /// memory is `cacheSize + 3 × writeBufferSize + writeCacheSize` (measured peaks are higher:
 /// docs/runtime/state-backends.md, "Memory"). Flink's
 /// counterparts: `state.backend.rocksdb.block.cache-size` and
-/// `state.backend.rocksdb.writebuffer.size`.
+/// `state.backend.rocksdb.writebuffer.size`; Flink sets RocksDB's compression through the
+/// column family's options.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskStateSpec {
@@ -33,10 +36,14 @@ pub struct DiskStateSpec {
     /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache_size: Option<ByteQuantity>,
+    /// How the store compresses its table files (`none`, the default; `lz4`; `lz4-zstd`):
+    /// see [`StoreCompression`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<StoreCompression>,
 }
 
 impl DiskStateSpec {
-    /// The store options these settings give (defaults for what is unset). Errors: a value
+    /// The store options these settings give (defaults for what is unset). Errors: a size
     /// that is not a quantity, or a write buffer under 1 MiB, naming the field under `at`
     /// (`spec.diskState`).
     pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
@@ -53,6 +60,9 @@ impl DiskStateSpec {
         }
         if let Some(text) = &self.write_cache_size {
             options.write_cache_bytes = parse_quantity(&format!("{at}.writeCacheSize"), &text.0)?;
+        }
+        if let Some(compression) = self.compression {
+            options.compression = compression;
         }
         Ok(options)
     }
@@ -181,6 +191,7 @@ mod tests {
             cache_size: Some("256Mi".into()),
             write_buffer_size: None,
             write_cache_size: Some("0".into()),
+            compression: Some(StoreCompression::Lz4),
         };
         let options = spec.options(at).unwrap();
         assert_eq!(options.cache_bytes, 256 << 20);
@@ -189,10 +200,12 @@ mod tests {
             DiskStateOptions::default().write_buffer_bytes
         );
         assert_eq!(options.write_cache_bytes, 0);
+        assert_eq!(options.compression, StoreCompression::Lz4);
         let tiny = DiskStateSpec {
             cache_size: None,
             write_buffer_size: Some("512Ki".into()),
             write_cache_size: None,
+            compression: None,
         };
         let e = tiny.options(at).unwrap_err();
         assert_eq!(e.field, "spec.diskState.writeBufferSize");

@@ -77,9 +77,10 @@ pub struct JobSpec {
     /// docs/runtime/state-backends.md.
     #[serde(default, skip_serializing_if = "StateBackend::is_heap")]
     pub state_backend: StateBackend,
-    /// Memory of each disk store (`stateBackend: disk` only): block cache, write buffer and
-    /// write-back cache per subtask of each stateful step, e.g. `{cacheSize: 256Mi,
-    /// writeBufferSize: 32Mi, writeCacheSize: 64Mi}`.
+    /// Memory and compression of each disk store (`stateBackend: disk` only): block cache,
+    /// write buffer and write-back cache per subtask of each stateful step, and how its table
+    /// files are compressed, e.g. `{cacheSize: 256Mi, writeBufferSize: 32Mi, writeCacheSize:
+    /// 64Mi, compression: lz4}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_state: Option<crate::job::disk_state::DiskStateSpec>,
     /// The pipeline.

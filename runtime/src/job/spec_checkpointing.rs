@@ -81,13 +81,17 @@ pub struct CheckpointingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aligned_checkpoint_timeout: Option<String>,
     /// Incremental checkpoints (Flink's `execution.checkpointing.incremental`): each
-    /// checkpoint uploads, per subtask of a keyed aggregation, only the keys written or removed
-    /// since the previous completed checkpoint, and references the earlier files in
-    /// `<storage>/<job name>/shared/`; a chain is compacted into a new full file after 8
-    /// deltas or when its deltas hold half as many keys as its base. Retention deletes a shared
-    /// file only when no retained checkpoint references it. Savepoints are always full and
-    /// self-contained. Default `false`: with heap state every key write is also recorded
-    /// (one hash-set insert), which pays off only when state is large and changes slowly.
+    /// checkpoint uploads only what changed since the previous completed one and references
+    /// the earlier files in `<storage>/<job name>/shared/`. With `stateBackend: disk`, a
+    /// subtask's checkpoint is its store's own files, as Flink's RocksDB backend: the table
+    /// files new since the last checkpoint, and between memtable flushes a log of the writes
+    /// since the last flush (with `diskState.writeCacheSize: 0`, chains as on heap). With
+    /// `stateBackend: heap`, a chain per subtask: a full file, then
+    /// the keys written or removed since, compacted into a new full file after 8 deltas or when
+    /// its deltas hold half as many keys as its base. Retention deletes a shared file only when
+    /// no retained checkpoint references it. Savepoints are always full and self-contained.
+    /// Default `false`: with heap state every key write is also recorded (one hash-set
+    /// insert), which pays off only when state is large and changes slowly.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incremental: bool,
 }

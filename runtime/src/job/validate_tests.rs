@@ -431,6 +431,37 @@ fn disk_state_sizes_take_integers_and_quantity_strings() {
     }
 }
 
+/// `spec.diskState.compression` takes `none`, `lz4` and `lz4-zstd` into the stores' options
+/// (unset: none); any other value is refused naming the field and the values it takes.
+#[test]
+fn disk_state_compression_takes_the_named_values_only() {
+    let manifest = |disk_state: &str| {
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: packed}}\nspec:\n  \
+             stateBackend: disk\n  diskState: {disk_state}\n  job:\n    steps:\n      \
+             - source: {{generator: {{keys: 10}}}}\n      - keyBy: {{expression: key, as: key}}\n      \
+             - count: {{}}\n      - sink: {{print: {{}}}}\n"
+        )
+    };
+    use crate::state::disk::StoreCompression;
+    for (disk_state, want) in [
+        ("{}", StoreCompression::None),
+        ("{compression: none}", StoreCompression::None),
+        ("{compression: lz4}", StoreCompression::Lz4),
+        ("{compression: lz4-zstd}", StoreCompression::Lz4ZstdBottommost),
+    ] {
+        let job = crate::job::parse_manifest(&manifest(disk_state), &[]).unwrap();
+        assert_eq!(job.spec.disk_state_options().unwrap().compression, want, "{disk_state}");
+    }
+    for disk_state in ["{compression: snappy}", "{compression: LZ4}", "{compression: true}"] {
+        let e = crate::job::parse_manifest(&manifest(disk_state), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spec.diskState.compression"), "{disk_state}: {e}");
+        assert!(e.contains("lz4-zstd"), "{disk_state}: {e}");
+    }
+}
+
 /// `spec.diskState`: read into the disk stores' options, refused with a heap backend or a
 /// value that is not a size, naming the field.
 #[test]

@@ -25,7 +25,7 @@ impl Aggregate {
     /// the next batch or while idle. So each batch pays for the groups it touches plus
     /// [`BUILD_PER_BATCH`], as before, but its output (the first record's, after a restore)
     /// does not wait for the extra ones (measured: 11–41 ms of a disk restore's first record
-    /// at 1M keys, docs/runtime/state-backends.md).
+    /// at 1M keys, docs/runtime/state-backends-log.md).
     pub(super) fn build_for_batch(&mut self, key_groups: impl IntoIterator<Item = u32>) -> TaskResult<()> {
         let uid = &self.uid;
         let failed = |e: String| TaskError(format!("operator {uid}: {e}"));

@@ -26,7 +26,7 @@
 //! Measured on the heap (keyed count, 20M records over 1M keys, checkpoints every second):
 //! recording written keys by key (a second table probe comparing keys and a key clone per
 //! write) took a quarter of all CPU samples and doubled peak RSS;
-//! docs/runtime/state-backends.md, "Changed keys by hash".
+//! docs/runtime/state-backends-log.md, "Changed keys by hash".
 //!
 //! [`HeapKeyedState::take_changes`]: crate::state::heap::HeapKeyedState::take_changes
 //! [`DiskKeyedState::take_changes`]: crate::state::disk::DiskKeyedState::take_changes
@@ -63,7 +63,7 @@ pub struct GroupChanges {
 /// hash up costs a cache miss on the task thread (recording) and another on the encoder
 /// (resolving), where the scan reads the group's table in order once. Measured on the keyed
 /// count (20M records over 1M keys, incremental checkpoints every second), the hash set's
-/// probe was 35 % of `HeapKeyedState::update`'s samples (docs/runtime/state-backends.md).
+/// probe was 35 % of `HeapKeyedState::update`'s samples (docs/runtime/state-backends-log.md).
 pub(crate) const SCAN_WHEN_ONE_IN: usize = 8;
 
 /// Written hashes a group records at least before it may switch to a scan (a small group

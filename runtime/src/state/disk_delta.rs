@@ -7,7 +7,7 @@
 //! keys at every barrier; at 5M and 50M keys compacting those small files into the level
 //! below cost the background threads 2-3 times the CPU of a run without checkpoints, and
 //! checkpoints every second kept only 0.70-0.88 of its throughput
-//! (docs/runtime/state-backends.md, "Level 0 compacts at RocksDB's default again"). Logging
+//! (docs/runtime/state-backends-log.md, "Level 0 compacts at RocksDB's default again"). Logging
 //! the writes instead keeps the memtable filling to its full size, as without checkpoints.
 //! Flink's changelog state backend has the same shape (a state change log uploaded at every
 //! checkpoint, the state backend's own snapshot "materialized" periodically); RocksDB's own
@@ -59,7 +59,7 @@ pub const MAX_DELTA_FILES: usize = 32;
 /// buffer the memtable filled and RocksDB flushed it first, and the checkpoint's flush soon
 /// after wrote a small level-0 file more, about one per memtable; at 50M keys those extra
 /// files cost RocksDB's compactions 14 % more CPU than no checkpoints
-/// (docs/runtime/state-backends.md, "Delta checkpoints: fewer flushes").
+/// (docs/runtime/state-backends-log.md, "Delta checkpoints: fewer flushes").
 pub const DELTA_WRITE_BUFFERS: u64 = 4;
 
 /// The name of the delta file whose newest write took sequence number `sequence`: 20 digits,

@@ -7,17 +7,17 @@
 //! The store is scratch (recreated empty on every start, the checkpoint is the source of truth),
 //! so writes skip RocksDB's write-ahead log and tables are stored uncompressed by default (point
 //! reads that miss the block cache and checkpoint scans then skip decompression;
-//! [`STORE_COMPRESSION_ENV`] switches LZ4 on, an experiment). Index and filter blocks
+//! `spec.diskState.compression` switches LZ4 on). Index and filter blocks
 //! live in the block cache, so the cache size bounds them too (Flink's managed memory does the
 //! same). A checkpoint's scan does not fill the block cache (`fill_cache: false`): a scan of the
 //! whole store through the cache evicted the hot blocks of point reads and left the allocator
-//! holding the churned pages (docs/runtime/state-backends.md, "diskrss").
+//! holding the churned pages (docs/runtime/state-backends-log.md, "diskrss").
 //!
 //! RocksDB is linked from the system's library (`apt-get install librocksdb-dev libclang-dev`,
 //! `.cargo/config.toml`): the `rocksdb` crate 0.20.1, whose bundled headers (7.9.2) are the
 //! release nearest Debian bookworm's RocksDB 7.8.3.
 
-use crate::state::disk::{DiskStateError, DiskStateOptions};
+use crate::state::disk::{DiskStateError, DiskStateOptions, StoreCompression};
 use rocksdb::{
     BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options,
     ReadOptions, SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
@@ -40,7 +40,7 @@ pub const MAX_WRITE_BUFFERS: u64 = 3;
 /// stores 2026-12-03 to 12-04) cut the bytes native checkpoints every second upload at 1M keys
 /// by about half, but cost the task threads 16-39 % more CPU per record and the throughput
 /// with checkpoints every second fell to 0.73-0.88 of none's; at 4 it is 0.90-0.98 (1M keys,
-/// four interleaved rounds, per-thread CPU read from /proc, docs/runtime/state-backends.md,
+/// four interleaved rounds, per-thread CPU read from /proc, docs/runtime/state-backends-log.md,
 /// "Level 0 compacts at RocksDB's default again"; RocksDB wiki, "Leveled Compaction"). At 5M
 /// and 50M keys the compactions of a level-0 file per checkpoint cost more than the reads
 /// (same section): delta checkpoints flush far less often since.
@@ -89,40 +89,6 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The environment variable choosing how the store compresses its table files
-/// ([`store_compression`]): unset or `none` (the default), `lz4`, `lz4-zstd`. An experiment's
-/// switch (branch nativecost, 2026-12-02), not a setting of the job: LZ4 made native
-/// checkpoints upload 40-48 % fewer bytes at 1M keys, at a CPU cost not separable from the
-/// shared machine's noise and not measured at 5M keys (docs/runtime/state-backends.md).
-pub const STORE_COMPRESSION_ENV: &str = "WEIR_DISK_COMPRESSION";
-
-/// How the store compresses its table files (RocksDB compresses each data block; a reader
-/// finds the type in the block, so a store opens whatever its files were written with).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreCompression {
-    /// Uncompressed (the default): a point read that misses the block cache and a scan skip
-    /// decompression.
-    None,
-    /// LZ4 on every level (memtable flushes included).
-    Lz4,
-    /// LZ4, and ZSTD on the bottommost level (most of the state, rewritten only by
-    /// compactions).
-    Lz4ZstdBottommost,
-}
-
-/// The compression [`STORE_COMPRESSION_ENV`]'s value `value` asks for (`None`: unset).
-/// Errors: any other value than `none`, `lz4`, `lz4-zstd`, naming the variable.
-pub fn store_compression(value: Option<&str>) -> Result<StoreCompression, String> {
-    match value.map(str::trim) {
-        None | Some("" | "none") => Ok(StoreCompression::None),
-        Some("lz4") => Ok(StoreCompression::Lz4),
-        Some("lz4-zstd") => Ok(StoreCompression::Lz4ZstdBottommost),
-        Some(other) => Err(format!(
-            "{STORE_COMPRESSION_ENV}=`{other}` is not one of `none`, `lz4`, `lz4-zstd`"
-        )),
     }
 }
 
@@ -178,41 +144,21 @@ fn rocks_options(options: &DiskStateOptions, compression: StoreCompression) -> R
 }
 
 /// Opens a new, empty store in `dir` (which must exist and be empty) with `options`' memory
-/// limits, compressed as [`STORE_COMPRESSION_ENV`] says. Errors: the variable's value is not
-/// one it takes; RocksDB cannot open there (naming the directory; with a compression the
-/// system's RocksDB was built without, RocksDB's "not linked with the binary", naming the
-/// variable).
+/// limits and compression. Errors: RocksDB cannot open there (naming the directory; with a
+/// compression the system's RocksDB was built without, RocksDB's "not linked with the binary",
+/// naming `spec.diskState.compression`).
 pub(crate) fn open_empty(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
-    open_empty_compressed(dir, options, compression_from_env(dir)?)
-}
-
-/// The compression [`STORE_COMPRESSION_ENV`] asks for, for the store in `dir`. Errors: the
-/// variable's value is not one it takes (naming the variable and `dir`).
-fn compression_from_env(dir: &Path) -> Result<StoreCompression, DiskStateError> {
-    store_compression(std::env::var(STORE_COMPRESSION_ENV).ok().as_deref()).map_err(|problem| DiskStateError {
-        dir: dir.to_path_buf(),
-        problem,
-    })
-}
-
-/// [`open_empty`] with the table files compressed as `compression` says.
-pub(crate) fn open_empty_compressed(
-    dir: &Path,
-    options: &DiskStateOptions,
-    compression: StoreCompression,
-) -> Result<Store, DiskStateError> {
-    open_writable(dir, options, compression, Opening::Empty)
+    open_writable(dir, options, Opening::Empty)
 }
 
 /// Opens, writable, the store whose files are in `dir` (a native checkpoint's files restored
 /// there, `checkpoint/native_restore.rs`) with `options`' memory limits, as [`open_empty`]
-/// opens a new one (new table files compressed as [`STORE_COMPRESSION_ENV`] says; the
-/// restored ones keep theirs, each block names its own): the store is scratch from then on
-/// (`dir` is removed when the last reference is dropped). Errors: the variable's value is not
-/// one it takes; RocksDB cannot open the files there (a missing or corrupt `MANIFEST` or table
-/// file; naming the directory).
+/// opens a new one (new table files compressed as `options` says; the restored ones keep
+/// theirs, each block names its own): the store is scratch from then on (`dir` is removed when
+/// the last reference is dropped). Errors: RocksDB cannot open the files there (a missing or
+/// corrupt `MANIFEST` or table file; naming the directory).
 pub(crate) fn open_existing(dir: &Path, options: &DiskStateOptions) -> Result<Store, DiskStateError> {
-    open_writable(dir, options, compression_from_env(dir)?, Opening::Existing)
+    open_writable(dir, options, Opening::Existing)
 }
 
 /// Whether [`open_writable`] creates a new store or opens the files already in its directory.
@@ -225,15 +171,11 @@ enum Opening {
     Existing,
 }
 
-/// A writable scratch store in `dir` with `options`' memory limits and `compression`, new or
+/// A writable scratch store in `dir` with `options`' memory limits and compression, new or
 /// existing as `opening` says; writes skip the write-ahead log. Errors: RocksDB's, naming
-/// [`STORE_COMPRESSION_ENV`] when a compression is set.
-fn open_writable(
-    dir: &Path,
-    options: &DiskStateOptions,
-    compression: StoreCompression,
-    opening: Opening,
-) -> Result<Store, DiskStateError> {
+/// `spec.diskState.compression` when a compression is set.
+fn open_writable(dir: &Path, options: &DiskStateOptions, opening: Opening) -> Result<Store, DiskStateError> {
+    let compression = options.compression;
     let err = |problem: String| DiskStateError {
         dir: dir.to_path_buf(),
         problem,
@@ -246,7 +188,10 @@ fn open_writable(
     };
     let db = DB::open(&rocks, dir).map_err(|e| match compression {
         StoreCompression::None => err(format!("{what}: {e}")),
-        _ => err(format!("{what} with {STORE_COMPRESSION_ENV} = {compression:?}: {e}")),
+        _ => err(format!(
+            "{what} with spec.diskState.compression `{}`: {e}",
+            compression.spec_name()
+        )),
     })?;
     let mut writes = WriteOptions::default();
     writes.disable_wal(true);
@@ -525,7 +470,7 @@ mod tests {
         let written = tempfile::tempdir().unwrap();
         let dir = written.path().join("store");
         std::fs::create_dir(&dir).unwrap();
-        let store = open_empty_compressed(&dir, &options, StoreCompression::None).unwrap();
+        let store = open_empty(&dir, &options).unwrap();
         store.put(b"key", b"value").unwrap();
         let copy = written.path().join("checkpoint");
         store.create_checkpoint(&copy).unwrap();
@@ -537,25 +482,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn which_compression_the_variable_asks_for_table() {
-        for (value, want) in [
-            (None, Ok(StoreCompression::None)),
-            (Some(""), Ok(StoreCompression::None)),
-            (Some("none"), Ok(StoreCompression::None)),
-            (Some(" lz4 "), Ok(StoreCompression::Lz4)),
-            (Some("lz4-zstd"), Ok(StoreCompression::Lz4ZstdBottommost)),
-        ] {
-            assert_eq!(store_compression(value), want, "{value:?}");
-        }
-        let e = store_compression(Some("snappy")).unwrap_err();
-        assert!(e.contains(STORE_COMPRESSION_ENV) && e.contains("snappy"), "{e}");
-    }
-
     /// A checkpoint of a store written with each compression opens read-only (as a restore
     /// opens a native checkpoint, without a compression setting) with every entry; the
     /// compressed ones' table files are smaller. Fails if the system's RocksDB lacks LZ4 or
-    /// ZSTD (the open's error then names the variable).
+    /// ZSTD (the open's error then names `spec.diskState.compression`).
     #[test]
     fn a_checkpoint_of_a_store_written_with_any_compression_reads_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -567,7 +497,11 @@ mod tests {
         ] {
             let store_dir = dir.path().join(format!("{compression:?}"));
             std::fs::create_dir(&store_dir).unwrap();
-            let store = open_empty_compressed(&store_dir, &DiskStateOptions::default(), compression).unwrap();
+            let options = DiskStateOptions {
+                compression,
+                ..DiskStateOptions::default()
+            };
+            let store = open_empty(&store_dir, &options).unwrap();
             let value = |i: u32| format!("value {:08}", i % 100).into_bytes();
             for i in 0..20_000u32 {
                 store.put(&i.to_be_bytes(), &value(i)).unwrap();

@@ -48,7 +48,7 @@ impl BlockBuilder {
     /// buffer rarely grows, and growing is a copy of everything written so far). The buffer
     /// is one the upload handed back ([`keyed_block::recycled_buffer`]) when there is one: a
     /// new one is fresh memory whose pages the kernel zeroes on first touch, as the heap
-    /// encoder found (docs/runtime/state-backends.md, "Heap checkpoint throughput").
+    /// encoder found (docs/runtime/state-backends-log.md, "Heap checkpoint throughput").
     fn new(key_group: u32, expected_bytes: usize) -> BlockBuilder {
         let mut data = keyed_block::recycled_buffer(HEADER_ROOM + expected_bytes);
         data.clear();

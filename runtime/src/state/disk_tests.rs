@@ -584,6 +584,7 @@ fn the_write_buffer_stays_bounded_while_the_store_grows() {
         cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
         write_cache_bytes: 0,
+        ..DiskStateOptions::default()
     };
     let mut state = DiskKeyedState::<String>::open(&dir.path().join("count-0"), all(), None, options).unwrap();
     let value = "v".repeat(1000);

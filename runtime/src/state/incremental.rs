@@ -160,7 +160,7 @@ pub fn uses_native_form(c: NativeConditions) -> bool {
 pub const NATIVE_CHECKPOINTS_ENV: &str = "WEIR_NATIVE_CHECKPOINTS";
 
 /// Whether native checkpoints are on when [`NATIVE_CHECKPOINTS_ENV`] is unset: on, as in
-/// Flink's RocksDB backend. Measured (docs/runtime/state-backends.md, "Native checkpoints
+/// Flink's RocksDB backend. Measured (docs/runtime/state-backends-log.md, "Native checkpoints
 /// become the default", 2026-12-04; 1M keys, checkpoints every second, three interleaved
 /// rounds): peak RSS 141–172 MiB against chains' 235–270, each checkpoint's asynchronous part
 /// 87–98 ms against 103–177, records/s no measurably different; restores need no re-encoding
@@ -292,7 +292,7 @@ pub struct SnapshotPlan {
 /// The keys a delta holds: the changed-key sets of every snapshot since the base checkpoint,
 /// oldest first, shared with the tracker (no key copied on the task thread). Their union is
 /// computed by the encoder, off the task thread ([`SinceBase::union`]): merging them at the
-/// barrier copied every changed key there (65–98 ms at 5M keys, docs/runtime/state-backends.md).
+/// barrier copied every changed key there (65–98 ms at 5M keys, docs/runtime/state-backends-log.md).
 #[derive(Clone, Debug, Default)]
 pub struct SinceBase {
     sets: Vec<Arc<ChangedKeys>>,

@@ -52,7 +52,7 @@ pub fn encode_v1<V: Serialize>(entries: &[(&Key, &V)]) -> Result<Vec<u8>, postca
 /// zigzag-encoded as a varint, or a boolean's byte) and the value through postcard. (The two
 /// entry vectors the heap snapshot built per key group were fresh memory on every checkpoint:
 /// most of a 5M-key checkpoint's CPU time went to the kernel zeroing such pages, and serde's
-/// key calls were the largest user-space cost; docs/runtime/state-backends.md, 2026-12-02.)
+/// key calls were the largest user-space cost; docs/runtime/state-backends-log.md, 2026-12-02.)
 /// Errors: postcard's, or `entries` yielding other than `count` entries (a bug: the
 /// length written first would be wrong).
 pub fn encode_v1_each<'a, V: Serialize + 'a>(
@@ -76,7 +76,7 @@ pub fn encode_v1_each<'a, V: Serialize + 'a>(
 /// Buffers of blocks already written to storage, for the blocks encoded next
 /// ([`encode_v1_each`]): a block's buffer freshly allocated is fresh memory whose pages the
 /// kernel zeroes on first touch (the allocator returns freed pages to the system within
-/// milliseconds), which cost more than encoding the block (docs/runtime/state-backends.md,
+/// milliseconds), which cost more than encoding the block (docs/runtime/state-backends-log.md,
 /// 2026-12-02). At most [`RECYCLED_MAX_BYTES`] are kept; [`drop_recycled`] empties it.
 static RECYCLED: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 

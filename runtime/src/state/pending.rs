@@ -2,7 +2,7 @@
 //! yet, so processing starts before every key is decoded.
 //!
 //! A restore used to decode every entry of every owned key group into the backend before the
-//! first record (83–95 % of a restore's time, docs/runtime/state-backends.md). With
+//! first record (83–95 % of a restore's time, docs/runtime/state-backends-log.md). With
 //! [`PendingKeyGroups`] in front of a [`KeyedState`] (either backend) the restored blocks stay
 //! encoded (they are in memory after the download anyway), one list per key group, and a key
 //! group is built on first access: keyed access always knows the key group of its key, so
