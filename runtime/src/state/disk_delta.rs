@@ -290,6 +290,11 @@ impl DeltaLog {
 
     fn flush_checkpoint(&mut self, store: &Store, into: &Path) -> Result<(), String> {
         self.forget_base();
+        // The base's sequence number is read before the flush: a write by anything but the
+        // write-back thread between this read and the checkpoint (none today) then leaves the
+        // store past `sequence + logged writes`, and the next checkpoint flushes; read after,
+        // the base would count a write its files might lack.
+        let sequence = store.latest_sequence_number();
         store.flush().map_err(|e| e.problem)?;
         store.create_checkpoint(into).map_err(|e| e.problem)?;
         if self.limits.off() || !holds_a_table_file(into) {
@@ -303,7 +308,7 @@ impl DeltaLog {
         match link_all(into, &self.base_dir) {
             Ok(()) => {
                 self.base = Some(Base {
-                    sequence: store.latest_sequence_number(),
+                    sequence,
                     writes: 0,
                     bytes: 0,
                     files: 0,

@@ -336,3 +336,187 @@ fn each_delta_checkpoint_restores_exactly_the_state_at_its_barrier() {
         assert!(!base_dir(&store_dir).exists(), "the base goes with the store");
     }
 }
+
+/// The names of the delta files and of the table files (`*.sst`) of a local checkpoint.
+fn delta_and_table_names(checkpoint: &LocalCheckpoint) -> (Vec<String>, Vec<String>) {
+    let names = checkpoint.table_files.iter().map(|f| f.name.clone());
+    names.partition(|n| is_delta_file(n))
+}
+
+/// Failures in a row: a store restored by the fast path from a delta checkpoint (its delta
+/// files applied and removed) goes on writing (overwrites, removals, TTL cleanup's
+/// tombstones); its first native checkpoint flushes (no delta stands on writes the log never
+/// saw) and keeps the restored table files (what a claimed restore references), the later
+/// ones are deltas over it, and the last of them is restored by the fast path again. Three
+/// restores in a row, each checkpoint restored as the subtask's store and as blocks compared
+/// with the heap state at its barrier, with and without a TTL (whose cleanup's removals go
+/// into the delta files: they leave the checkpoints deltas).
+#[test]
+fn a_store_restored_from_a_delta_checkpoint_checkpoints_and_restores_again_exactly() {
+    const RESTORES: u64 = 3;
+    const CHECKPOINTS_PER_RUN: u64 = 4;
+    let all = key_group_range(0, 1, MAX_P);
+    let a_second = Some(StateTtl::new(std::time::Duration::from_millis(1_000)));
+    for ttl in [None, a_second] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = options(200, 1 << 20);
+        let mut disk = DiskKeyedState::<i64>::open(&dir.path().join("run-0"), all, ttl, options).unwrap();
+        let mut heap = HeapKeyedState::<i64>::new(all, ttl);
+        let mut restored_tables: Option<Vec<String>> = None;
+        let mut forms = Vec::new();
+        // Entries TTL cleanup removed before a delta checkpoint (its tombstones logged).
+        let mut cleaned_before_deltas = 0;
+        let mut now = 0;
+        for run in 0..=RESTORES {
+            disk.track_for_native_checkpoints();
+            let mut run_forms = Vec::new();
+            for round in 0..CHECKPOINTS_PER_RUN {
+                now += 300;
+                let first = (run * CHECKPOINTS_PER_RUN + round) * 50;
+                // New keys, overwrites of keys of every earlier round (some expired by now)
+                // and removals of a few of them.
+                for i in (first..first + 150).chain((0..first).step_by(7)) {
+                    let (kg, h, k) = at(i);
+                    disk.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + 1)
+                        .unwrap();
+                    heap.update(kg, h, &k, now, |old| old.copied().unwrap_or(0) + 1);
+                }
+                for i in (0..first).step_by(11) {
+                    let (kg, h, k) = at(i);
+                    assert_eq!(
+                        disk.remove(kg, h, &k).unwrap(),
+                        heap.remove(kg, h, &k),
+                        "run {run} round {round}: removal of key {i}"
+                    );
+                }
+                let held = disk.len();
+                disk.maintain(now, 1_000).unwrap();
+                heap.maintain(now, 1_000);
+                if round > 0 {
+                    cleaned_before_deltas += held - disk.len();
+                }
+                let id = run * 100 + round + 1;
+                let checkpoint = disk.native_snapshot(id).wait().unwrap();
+                let (deltas, tables) = delta_and_table_names(&checkpoint);
+                run_forms.push(deltas.len());
+                if round == 0
+                    && let Some(restored) = &restored_tables
+                {
+                    let kept: Vec<&String> = restored.iter().filter(|t| tables.contains(t)).collect();
+                    assert!(
+                        !kept.is_empty(),
+                        "run {run}: the first checkpoint after the restore holds restored table files \
+                         {restored:?}: {tables:?}"
+                    );
+                }
+                let expected = decode(&heap.snapshot(now).encode().unwrap());
+                let as_blocks = dir.path().join(format!("blocks-{id}"));
+                copy_of(&checkpoint, &as_blocks);
+                assert_eq!(
+                    decode(&blocks_of_native_store(&as_blocks, &options, all, ttl, now).unwrap()),
+                    expected,
+                    "run {run} round {round}, ttl {ttl:?}: restored as blocks"
+                );
+                if round + 1 == CHECKPOINTS_PER_RUN && run < RESTORES {
+                    assert!(!deltas.is_empty(), "run {run}: the restored checkpoint has delta files");
+                    let fast = dir.path().join(format!("run-{}", run + 1));
+                    copy_of(&checkpoint, &fast);
+                    drop(checkpoint);
+                    // The failure: the old store goes, the checkpoint becomes the new store.
+                    drop(disk);
+                    disk = DiskKeyedState::<i64>::open_restored(&fast, all, ttl, options, heap.len() as u64).unwrap();
+                    assert!(delta_files_in(&fast).unwrap().is_empty(), "applied and removed");
+                    // Read key by key: a snapshot (a RocksDB snapshot released after) would let
+                    // RocksDB compact the restored bottommost table file away, which no native
+                    // checkpoint does (the next checkpoints are compared as blocks).
+                    for i in 0..first + 150 {
+                        let (kg, h, k) = at(i);
+                        assert_eq!(
+                            disk.get(kg, h, &k, now).unwrap().as_ref(),
+                            heap.get(kg, h, &k, now),
+                            "run {run}, ttl {ttl:?}: key {i} after the fast restore"
+                        );
+                    }
+                    restored_tables = Some(tables);
+                }
+            }
+            forms.push(run_forms);
+        }
+        // Every run: a flush first (after a restore too), then deltas, one more file each.
+        let want: Vec<Vec<usize>> = (0..=RESTORES).map(|_| vec![0, 1, 2, 3]).collect();
+        assert_eq!(forms, want, "delta files per checkpoint, ttl {ttl:?}");
+        assert_eq!(
+            cleaned_before_deltas > 0,
+            ttl.is_some(),
+            "TTL cleanup removed {cleaned_before_deltas} entries before delta checkpoints, ttl {ttl:?}"
+        );
+    }
+}
+
+/// A store opened from a delta checkpoint's files with its delta files applied continues at
+/// the sequence number of its newest delta file (the name of every delta file is its newest
+/// write's sequence number), and a flushed checkpoint's store at the sequence number it was
+/// taken at: so the restored store's next delta files are named past every restored one, and
+/// a checkpoint after a restore never takes a restored delta file's name (the upload
+/// references a file of the restored checkpoint by name and size).
+#[test]
+fn a_restored_store_continues_past_the_sequence_numbers_of_its_delta_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store, mut log) = store_and_log(dir.path());
+    let writes = |n: u8| -> Vec<StoreWrite> {
+        (0..10u8)
+            .map(|i| (vec![n, i], if i % 4 == 3 { None } else { Some(vec![n; 3]) }))
+            .collect()
+    };
+    let chk = |log: &mut DeltaLog, id: u64| {
+        let into = dir.path().join(format!("chk{id}"));
+        (log.checkpoint(&store, &into).unwrap(), into)
+    };
+    write_logged(&store, &mut log, writes(1));
+    let (form, flushed) = chk(&mut log, 1);
+    assert_eq!(form, CheckpointForm::Flush);
+    let at_flush = store.latest_sequence_number();
+    let reopened_dir = dir.path().join("flushed-copy");
+    copy_dir(&flushed, &reopened_dir);
+    let reopened = crate::state::disk_rocks::open_existing(&reopened_dir, &DiskStateOptions::default()).unwrap();
+    assert_eq!(
+        reopened.latest_sequence_number(),
+        at_flush,
+        "a flushed checkpoint's store"
+    );
+    drop(reopened);
+    for n in 2..5 {
+        write_logged(&store, &mut log, writes(n));
+        assert_eq!(chk(&mut log, n as u64).0, CheckpointForm::Delta);
+    }
+    let (_, newest) = chk(&mut log, 5);
+    let mut deltas = delta_files_in(&newest).unwrap();
+    deltas.sort();
+    assert_eq!(deltas.len(), 3);
+    let newest_delta: u64 = deltas
+        .last()
+        .unwrap()
+        .strip_suffix(DELTA_SUFFIX)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(newest_delta, store.latest_sequence_number());
+    let restored_dir = dir.path().join("restored");
+    copy_dir(&newest, &restored_dir);
+    let restored = crate::state::disk_rocks::open_existing(&restored_dir, &DiskStateOptions::default()).unwrap();
+    assert_eq!(apply_deltas(&restored, &restored_dir).unwrap(), 3);
+    assert_eq!(
+        restored.latest_sequence_number(),
+        newest_delta,
+        "the restored store continues at its newest delta file's sequence number"
+    );
+}
+
+/// Copies every file of the directory `from` into the new directory `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
