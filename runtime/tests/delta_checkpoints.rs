@@ -21,17 +21,6 @@ fn has_delta_files(m: &CheckpointMetadata) -> bool {
     delta_files(m) > 0
 }
 
-/// The delta files the `counts` handles of `m` list.
-fn delta_files(m: &CheckpointMetadata) -> usize {
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .flat_map(|h| h.native.iter().flat_map(|n| &n.files))
-        .filter(|f| f.name.ends_with(".delta"))
-        .count()
-}
-
 /// The fewest delta files a `counts` handle of `m` lists (0 without handles).
 fn fewest_delta_files_of_a_subtask(m: &CheckpointMetadata) -> usize {
     m.operators
@@ -158,11 +147,10 @@ fn kill_9_after_a_delta_checkpoint_and_again_before_the_restores_first_checkpoin
     let newest = run_until_newest_has_delta_files_then_kill(dir.path(), &m, 2, &env);
     assert!(newest.checkpoint_id > restored.checkpoint_id);
     assert_every_referenced_file_exists(dir.path());
-    let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
-    assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{log}");
-    assert_same_multiset(
-        &local_output(&dir.path().join("output")),
-        &expected_wordcount(),
+    restore_both_stores_and_finish_exactly_once(
+        dir.path(),
+        &m,
+        &env,
         "kill -9 after a delta checkpoint, again before the restore's first checkpoint",
     );
 }
@@ -229,11 +217,10 @@ fn thirty_two_delta_files_then_a_flush_and_a_kill_after_many_delta_files_is_exac
     run_until_newest_has_delta_files_per_subtask_then_kill(dir.path(), &m, 2, &env, 24);
     assert_every_referenced_file_exists(dir.path());
     std::fs::write(&m, yaml).unwrap();
-    let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
-    assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{log}");
-    assert_same_multiset(
-        &local_output(&dir.path().join("output")),
-        &expected_wordcount(),
+    restore_both_stores_and_finish_exactly_once(
+        dir.path(),
+        &m,
+        &env,
         "a kill after a checkpoint of over 24 delta files per store",
     );
 }

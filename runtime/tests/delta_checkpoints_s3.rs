@@ -7,27 +7,12 @@
 mod common;
 mod support;
 
-use common::incremental::{FAST_RESTORE_LINE, backend_env, set_incremental};
+use common::incremental::{backend_env, delta_files, restore_both_stores_and_finish_exactly_once, set_incremental};
 use common::*;
 use std::time::{Duration, Instant};
-use support::moto::{MotoServer, init_test_credentials};
+use support::moto::{MotoServer, s3_store};
 use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata};
-use weir_runtime::storage::{self, S3Options};
-
-fn s3_store(moto: &MotoServer) -> (tokio::runtime::Runtime, storage::Store) {
-    init_test_credentials();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let opts = S3Options {
-        endpoint: Some(moto.endpoint()),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        credentials: None,
-    };
-    let store = rt
-        .block_on(storage::open(&format!("s3://{}", moto.bucket()), &opts))
-        .unwrap();
-    (rt, store)
-}
+use weir_runtime::storage;
 
 /// The newest completed checkpoint of the word count in the bucket, if any.
 fn newest_completed(rt: &tokio::runtime::Runtime, store: &storage::Store) -> Option<CheckpointMetadata> {
@@ -42,17 +27,6 @@ fn newest_completed(rt: &tokio::runtime::Runtime, store: &storage::Store) -> Opt
         .max()?;
     let bytes = rt.block_on(store.get(&newest.1)).ok()?;
     decode_metadata(&newest.1, &bytes).ok()
-}
-
-/// The delta files the `counts` handles of `m` list.
-fn delta_files(m: &CheckpointMetadata) -> usize {
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .flat_map(|h| h.native.iter().flat_map(|n| &n.files))
-        .filter(|f| f.name.ends_with(".delta"))
-        .count()
 }
 
 #[test]
@@ -95,11 +69,5 @@ fn kill_9_after_delta_checkpoints_on_s3_storage_is_exactly_once() {
         restored_from_deltas > 0,
         "a kill came after a checkpoint with delta files"
     );
-    let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
-    assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{log}");
-    assert_same_multiset(
-        &local_output(&dir.path().join("output")),
-        &expected_wordcount(),
-        "delta checkpoints on S3, two kills",
-    );
+    restore_both_stores_and_finish_exactly_once(dir.path(), &m, &env, "delta checkpoints on S3, two kills");
 }

@@ -6,23 +6,8 @@ mod common;
 mod support;
 
 use common::*;
-use support::moto::{MotoServer, init_test_credentials};
-use weir_runtime::storage::{self, S3Options};
-
-fn s3_store(moto: &MotoServer) -> (tokio::runtime::Runtime, storage::Store) {
-    init_test_credentials();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let opts = S3Options {
-        endpoint: Some(moto.endpoint()),
-        region: Some("us-east-1".into()),
-        path_style: true,
-        credentials: None,
-    };
-    let store = rt
-        .block_on(storage::open(&format!("s3://{}", moto.bucket()), &opts))
-        .unwrap();
-    (rt, store)
-}
+use support::moto::{MotoServer, s3_store};
+use weir_runtime::storage;
 
 fn upload_input(rt: &tokio::runtime::Runtime, store: &storage::Store) {
     for name in ["moby_dick.txt", "tinyshakespeare.txt"] {

@@ -102,11 +102,10 @@ fn the_first_native_checkpoint_after_a_fast_restore_references_the_restored_tabl
             .flat_map(|h| h.native.iter());
         assert_native_files_exist(dir.path(), &c, files.flat_map(|n| &n.files));
     }
-    let log = Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
-    assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{log}");
-    assert_same_multiset(
-        &local_output(&dir.path().join("output")),
-        &expected_wordcount(),
+    restore_both_stores_and_finish_exactly_once(
+        dir.path(),
+        &m,
+        &env,
         "native checkpoints referencing restored table files across two kills",
     );
 }

@@ -387,20 +387,23 @@ fn negative_durations_are_refused_in_every_duration_field() {
     );
 }
 
+/// A keyed count on the disk backend with `spec.diskState` set to `disk_state` (YAML flow).
+fn disk_count_manifest(disk_state: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: counts}}\nspec:\n  \
+         stateBackend: disk\n  diskState: {disk_state}\n  job:\n    steps:\n      \
+         - source: {{generator: {{keys: 10}}}}\n      - keyBy: {{expression: key, as: key}}\n      \
+         - count: {{}}\n      - sink: {{print: {{}}}}\n"
+    )
+}
+
 /// Sizes in `spec.diskState` are Kubernetes quantities, int-or-string as the API server takes
 /// them: a plain integer (`writeCacheSize: 0`) is a number of bytes, as the quoted `"0"`; a
 /// negative or fractional number is refused naming the field (`writeCacheSize: 0` was refused
 /// as "expected a string" before 2026-12-02).
 #[test]
 fn disk_state_sizes_take_integers_and_quantity_strings() {
-    let manifest = |disk_state: &str| {
-        format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: sizes}}\nspec:\n  \
-             stateBackend: disk\n  diskState: {disk_state}\n  job:\n    steps:\n      \
-             - source: {{generator: {{keys: 10}}}}\n      - keyBy: {{expression: key, as: key}}\n      \
-             - count: {{}}\n      - sink: {{print: {{}}}}\n"
-        )
-    };
+    let manifest = disk_count_manifest;
     let job = crate::job::parse_manifest(
         &manifest("{cacheSize: 268435456, writeBufferSize: \"2Mi\", writeCacheSize: 0}"),
         &[],
@@ -435,14 +438,7 @@ fn disk_state_sizes_take_integers_and_quantity_strings() {
 /// (unset: none); any other value is refused naming the field and the values it takes.
 #[test]
 fn disk_state_compression_takes_the_named_values_only() {
-    let manifest = |disk_state: &str| {
-        format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: packed}}\nspec:\n  \
-             stateBackend: disk\n  diskState: {disk_state}\n  job:\n    steps:\n      \
-             - source: {{generator: {{keys: 10}}}}\n      - keyBy: {{expression: key, as: key}}\n      \
-             - count: {{}}\n      - sink: {{print: {{}}}}\n"
-        )
-    };
+    let manifest = disk_count_manifest;
     use crate::state::disk::StoreCompression;
     for (disk_state, want) in [
         ("{}", StoreCompression::None),

@@ -260,3 +260,24 @@ pub fn first_checkpoint_after_the_redeployment_references_the_restored_files(c: 
         files_and_bytes(&uploaded)
     );
 }
+
+/// The delta files the `counts` handles of `m` list.
+pub fn delta_files(m: &CheckpointMetadata) -> usize {
+    m.operators
+        .iter()
+        .filter(|o| o.uid == "counts")
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.native.iter().flat_map(|n| &n.files))
+        .filter(|f| f.name.ends_with(".delta"))
+        .count()
+}
+
+/// Runs the word count `m` (parallelism 2, native disk checkpoints) to its end from the latest
+/// checkpoint, asserts that both subtasks' stores were restored from their native handles
+/// (the fast path), and that the committed output under `dir` is the failure-free word count,
+/// record by record (`what` names the run in the failure message).
+pub fn restore_both_stores_and_finish_exactly_once(dir: &Path, m: &Path, env: &[(String, String)], what: &str) {
+    let log = Weir::run(m, &["--restore", "latest"], env).wait_ok();
+    assert_eq!(log.matches(FAST_RESTORE_LINE).count(), 2, "{what}: {log}");
+    assert_same_multiset(&local_output(&dir.join("output")), &expected_wordcount(), what);
+}

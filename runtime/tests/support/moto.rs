@@ -166,6 +166,26 @@ pub fn init_test_credentials() {
     });
 }
 
+/// A tokio runtime and the checkpoint store on `moto`'s bucket (path-style, the test
+/// credentials), for tests that read what a `weir` child wrote there.
+pub fn s3_store(moto: &MotoServer) -> (tokio::runtime::Runtime, weir_runtime::storage::Store) {
+    init_test_credentials();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let options = weir_runtime::storage::S3Options {
+        endpoint: Some(moto.endpoint()),
+        region: Some(REGION.into()),
+        path_style: true,
+        credentials: None,
+    };
+    let store = runtime
+        .block_on(weir_runtime::storage::open(
+            &format!("s3://{}", moto.bucket()),
+            &options,
+        ))
+        .unwrap();
+    (runtime, store)
+}
+
 /// How to run moto.
 #[derive(Debug)]
 enum Moto {
