@@ -23,25 +23,12 @@ fn has_delta_files(m: &CheckpointMetadata) -> bool {
 
 /// The fewest delta files a `counts` handle of `m` lists (0 without handles).
 fn fewest_delta_files_of_a_subtask(m: &CheckpointMetadata) -> usize {
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .map(|h| {
-            h.native
-                .iter()
-                .flat_map(|n| &n.files)
-                .filter(|f| f.name.ends_with(".delta"))
-                .count()
-        })
-        .min()
-        .unwrap_or(0)
+    delta_files_by_subtask(m).into_values().min().unwrap_or(0)
 }
 
-/// Runs `weir run --restore latest --parallelism P` until the newest completed checkpoint was
-/// written at `parallelism` and holds delta files, then kills it (-9); retries (each run goes
-/// on from the latest checkpoint) until the newest checkpoint after the kill is such a one.
-/// Returns it.
+/// Runs the word count from the latest checkpoint until the newest completed checkpoint was
+/// written at `parallelism` and lists delta files, kills it (-9), and returns that checkpoint
+/// ([`run_until_newest_is_then_kill`]).
 fn run_until_newest_has_delta_files_then_kill(
     dir: &Path,
     m: &Path,
@@ -60,35 +47,10 @@ fn run_until_newest_has_delta_files_per_subtask_then_kill(
     env: &[(String, String)],
     more_than: usize,
 ) -> CheckpointMetadata {
-    let p = parallelism.to_string();
-    for attempt in 0..6 {
-        let before = completed(dir).last().map_or(0, |c| c.checkpoint_id);
-        let wanted = |c: &CheckpointMetadata| {
-            c.checkpoint_id > before
-                && c.parallelism == parallelism
-                && has_delta_files(c)
-                && fewest_delta_files_of_a_subtask(c) > more_than
-        };
-        let w = Weir::run(m, &["--restore", "latest", "--parallelism", &p], env);
-        let _ = w.api();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && !completed(dir).last().is_some_and(wanted) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        w.kill9();
-        if let Some(newest) = completed(dir).pop()
-            && wanted(&newest)
-        {
-            eprintln!(
-                "killed after checkpoint {} ({} delta files)",
-                newest.checkpoint_id,
-                delta_files(&newest)
-            );
-            return newest;
-        }
-        eprintln!("attempt {attempt}: the newest checkpoint after the kill had no delta file; again");
-    }
-    panic!("no checkpoint with delta files became the newest one at parallelism {parallelism}");
+    let what = format!("more than {more_than} delta files per subtask");
+    run_until_newest_is_then_kill(dir, m, parallelism, env, Duration::from_secs(30), &what, |c| {
+        has_delta_files(c) && fewest_delta_files_of_a_subtask(c) > more_than
+    })
 }
 
 /// Every native file every completed checkpoint references is in the job's directory.

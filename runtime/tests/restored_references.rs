@@ -28,17 +28,9 @@ fn slow_native_job(dir: &Path) -> (std::path::PathBuf, Vec<(String, String)>) {
 /// The table files of the `counts` handles of `m`, each with its subtask (local names repeat
 /// across subtasks' stores).
 fn subtask_table_files(m: &CheckpointMetadata) -> Vec<(u32, NativeFile)> {
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .flat_map(|h| {
-            let files = h.native.iter().flat_map(|n| &n.files);
-            files
-                .filter(|f| f.name.ends_with(".sst"))
-                .map(|f| (h.subtask, f.clone()))
-                .collect::<Vec<_>>()
-        })
+    counts_native_files(m)
+        .filter(|(_, f)| f.name.ends_with(".sst"))
+        .map(|(subtask, f)| (subtask, f.clone()))
         .collect()
 }
 

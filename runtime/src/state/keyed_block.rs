@@ -124,13 +124,10 @@ pub(crate) fn recycled_buffer(capacity: usize) -> Vec<u8> {
         let largest = (0..kept.len()).max_by_key(|&i| kept[i].capacity());
         largest.map(|i| kept.swap_remove(i))
     };
+    // Kept buffers are empty ([`recycle`] clears them).
     match kept {
-        Some(mut buffer) if buffer.capacity() >= capacity => {
-            buffer.clear();
-            buffer
-        }
+        Some(buffer) if buffer.capacity() >= capacity => buffer,
         Some(mut buffer) => {
-            buffer.clear();
             buffer.reserve_exact(with_headroom(capacity));
             buffer
         }

@@ -115,30 +115,50 @@ pub fn shared_files(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Runs `weir run --restore latest ARGS` until the newest completed checkpoint was written at
-/// `parallelism` with deltas in its chains, then kills it (-9); retries (each run goes on
-/// from the latest checkpoint) until the newest checkpoint after the kill is such a one.
-/// Returns its id.
+/// Runs `weir run --restore latest --parallelism P` until the newest completed checkpoint was
+/// written at `parallelism` and holds deltas (a chain's delta, or native files of an earlier
+/// checkpoint), then kills it (-9); retries (each run goes on from the latest checkpoint) until
+/// the newest checkpoint after the kill is such a one. Returns its id.
 pub fn run_until_newest_has_deltas_then_kill(dir: &Path, m: &Path, parallelism: u32, env: &[(String, String)]) -> u64 {
+    let newest = run_until_newest_is_then_kill(dir, m, parallelism, env, Duration::from_secs(20), "deltas", has_delta);
+    newest.checkpoint_id
+}
+
+/// Runs `weir run --restore latest --parallelism P` until the newest completed checkpoint is
+/// newer than the one before the run, was written at `parallelism` and is `wanted`, waiting up
+/// to `wait` per run, then kills it (-9); retries up to six runs (each goes on from the latest
+/// checkpoint) until the newest checkpoint after the kill is such a one, and returns it.
+/// Panics naming `what` the checkpoint should hold when none became the newest.
+pub fn run_until_newest_is_then_kill(
+    dir: &Path,
+    m: &Path,
+    parallelism: u32,
+    env: &[(String, String)],
+    wait: Duration,
+    what: &str,
+    wanted: impl Fn(&CheckpointMetadata) -> bool,
+) -> CheckpointMetadata {
     let p = parallelism.to_string();
     for attempt in 0..6 {
         let before = completed(dir).last().map_or(0, |c| c.checkpoint_id);
-        let wanted = |c: &CheckpointMetadata| c.checkpoint_id > before && c.parallelism == parallelism && has_delta(c);
+        let newer_and_wanted =
+            |c: &CheckpointMetadata| c.checkpoint_id > before && c.parallelism == parallelism && wanted(c);
         let w = Weir::run(m, &["--restore", "latest", "--parallelism", &p], env);
         let _ = w.api();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline && !completed(dir).last().is_some_and(wanted) {
-            std::thread::sleep(Duration::from_millis(20));
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline && !completed(dir).last().is_some_and(newer_and_wanted) {
+            std::thread::sleep(Duration::from_millis(10));
         }
         w.kill9();
-        if let Some(newest) = completed(dir).last()
-            && wanted(newest)
+        if let Some(newest) = completed(dir).pop()
+            && newer_and_wanted(&newest)
         {
-            return newest.checkpoint_id;
+            eprintln!("killed after checkpoint {} ({what})", newest.checkpoint_id);
+            return newest;
         }
-        eprintln!("attempt {attempt}: the newest checkpoint after the kill had no delta; again");
+        eprintln!("attempt {attempt}: the newest checkpoint after the kill had no {what}; again");
     }
-    panic!("no incremental checkpoint with deltas became the newest one at parallelism {parallelism}");
+    panic!("no checkpoint with {what} became the newest one at parallelism {parallelism}");
 }
 
 /// Asserts that every native file checkpoint `c` references is in the job's checkpoint
@@ -166,14 +186,21 @@ pub const FAST_RESTORE_LINE: &str = "native checkpoint restored into the subtask
 /// The table files of the `counts` handles of `m`: `(uploaded by m, referenced from earlier
 /// checkpoints)`.
 pub fn table_files(m: &CheckpointMetadata) -> (Vec<NativeFile>, Vec<NativeFile>) {
+    counts_native_files(m)
+        .map(|(_, f)| f)
+        .filter(|f| f.name.ends_with(".sst"))
+        .cloned()
+        .partition(|f| f.checkpoint_id == m.checkpoint_id)
+}
+
+/// Every native file the `counts` handles of `m` list, each with its handle's subtask (local
+/// names repeat across subtasks' stores).
+pub fn counts_native_files(m: &CheckpointMetadata) -> impl Iterator<Item = (u32, &NativeFile)> {
     m.operators
         .iter()
         .filter(|o| o.uid == "counts")
         .flat_map(|o| &o.handles)
-        .flat_map(|h| h.native.iter().flat_map(|n| &n.files))
-        .filter(|f| f.name.ends_with(".sst"))
-        .cloned()
-        .partition(|f| f.checkpoint_id == m.checkpoint_id)
+        .flat_map(|h| h.native.iter().flat_map(|n| &n.files).map(move |f| (h.subtask, f)))
 }
 
 /// Files and bytes of `files`, for the messages and the docs' numbers.
@@ -263,12 +290,8 @@ pub fn first_checkpoint_after_the_redeployment_references_the_restored_files(c: 
 
 /// The delta files the `counts` handles of `m` list.
 pub fn delta_files(m: &CheckpointMetadata) -> usize {
-    m.operators
-        .iter()
-        .filter(|o| o.uid == "counts")
-        .flat_map(|o| &o.handles)
-        .flat_map(|h| h.native.iter().flat_map(|n| &n.files))
-        .filter(|f| f.name.ends_with(".delta"))
+    counts_native_files(m)
+        .filter(|(_, f)| f.name.ends_with(".delta"))
         .count()
 }
 
