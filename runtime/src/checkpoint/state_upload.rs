@@ -10,7 +10,7 @@
 //! upload waiting for pieces or for parts, completion) are logged at debug level
 //! (`state file written`).
 
-use crate::checkpoint::part_schedule::{PartSchedule, STATE_FILE_PARTS};
+use crate::checkpoint::part_schedule::{self, PartSchedule, STATE_FILE_PARTS};
 use crate::checkpoint::{AckedOperator, Barrier};
 use crate::operators::{SnapshotEncoder, TaskError, TaskResult};
 use crate::state::incremental::{Form, shared_state_file};
@@ -244,9 +244,10 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Bytes of each of the first 5,000 parts of a streamed state file (all of a file up to
+/// Bytes of each of the first 5,000 parts of a state file streamed to S3 (all of a file up to
 /// 39 GiB) but the last: one S3 multipart part (8 MiB), exactly; later parts are larger
-/// ([`STATE_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece
+/// ([`STATE_FILE_PARTS`]; a local directory's parts are 1 MiB,
+/// [`part_schedule::LOCAL_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece
 /// that does not fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
 /// huge block freed on another thread than the one that allocated it (the upload frees what
 /// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
@@ -256,10 +257,11 @@ fn ms(d: Duration) -> f64 {
 pub const STATE_PART_SIZE: usize = MULTIPART_PART_SIZE;
 const _: () = assert!(STATE_FILE_PARTS.first_part_size == STATE_PART_SIZE);
 
-/// Parts of one state file uploading at once while the next one fills: S3 takes parts
-/// concurrently (one connection each), the local store writes each at its offset without an
-/// `fsync`. Memory holds this many parts plus the one filling: 40 MiB. Fewer once parts grow
-/// past 8 MiB ([`PartSchedule::parts_in_flight`]).
+/// Parts of one state file uploading to S3 at once while the next one fills: S3 takes parts
+/// concurrently (one connection each). Memory holds this many parts plus the one filling:
+/// 40 MiB. Fewer once parts grow past 8 MiB ([`PartSchedule::parts_in_flight`]). The local
+/// store writes each part at its offset without an `fsync`, four 1 MiB parts at once
+/// ([`part_schedule::LOCAL_FILE_PARTS`]).
 pub const PARTS_IN_FLIGHT: usize = STATE_FILE_PARTS.bytes_in_flight / STATE_PART_SIZE;
 
 /// A part being uploaded in the background: its number, its bytes (the buffer is reused for a
@@ -298,7 +300,10 @@ struct StreamingPut {
 }
 
 impl StreamingPut {
+    /// A put of `path` to `store`, cut into the parts of the store's schedule
+    /// ([`part_schedule::for_store`]).
     fn new(store: Store, path: String) -> StreamingPut {
+        let schedule = part_schedule::for_store(store.parts_are_local_writes());
         StreamingPut {
             store,
             path,
@@ -311,7 +316,7 @@ impl StreamingPut {
             size: 0,
             largest_buffer: 0,
             most_in_flight: 0,
-            schedule: STATE_FILE_PARTS,
+            schedule,
         }
     }
 
@@ -328,7 +333,7 @@ impl StreamingPut {
         self.schedule.part_size(number).ok_or_else(|| StorageError::Io {
             path: self.store.url(&self.path),
             source: std::io::Error::other(format!(
-                "a state file holds at most {} ({} multipart parts, S3's limit); this one \
+                "a state file holds at most {} ({} multipart parts); this one \
                  passed it: raise the job's parallelism so each subtask holds less keyed state",
                 crate::checkpoint::part_schedule::bytes_for_people(self.schedule.largest_file()),
                 self.schedule.most_parts
@@ -458,9 +463,9 @@ pub const FILE_READ_BYTES: usize = 1 << 20;
 
 /// Uploads the local file `local` to `path` in `store` while reading it, [`FILE_READ_BYTES`]
 /// at a time, through [`StreamingPut`] (one `put` for a file smaller than a part, else parts
-/// of the [`PartSchedule`], up to [`PARTS_IN_FLIGHT`] uploading at once): memory holds the part
-/// being filled and the parts in flight, at most [`STATE_FILE_PARTS`]' bytes in flight plus a
-/// part, never the whole file. Returns the object's size in bytes and its CRC-32. Errors: the
+/// of the store's [`PartSchedule`], [`part_schedule::for_store`]): memory holds the part being
+/// filled and the parts in flight, at most the schedule's bytes in flight plus a part (S3:
+/// 40 MiB; a local directory: 5 MiB), never the whole file. Returns the object's size in bytes and its CRC-32. Errors: the
 /// file cannot be read (naming it), or storage fails (a multipart upload begun is aborted).
 pub(crate) async fn upload_file(store: &Store, path: &str, local: &std::path::Path) -> Result<(u64, u32), TaskError> {
     use tokio::io::AsyncReadExt;

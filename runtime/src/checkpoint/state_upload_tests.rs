@@ -1,6 +1,7 @@
 //! Tests of the streamed state file upload (`state_upload.rs`).
 
 use super::*;
+use crate::checkpoint::part_schedule::LOCAL_FILE_PARTS;
 use crate::operators::EncodedState;
 use crate::state::snapshot::{KeyGroupBlock, decode_state_file};
 use std::sync::Arc;
@@ -152,35 +153,34 @@ async fn a_panicking_encoder_fails_the_upload_naming_it() {
 /// not fit are split across parts): before, a 16 MiB part buffer reallocated to about
 /// twice its size whenever a piece crossed the part boundary, and such a huge block stayed
 /// in the RSS after it was freed (`STATE_PART_SIZE`). The object is the pieces, in order.
+/// Both schedules: the local store's 1 MiB parts and S3's 8 MiB ones (a store that does not
+/// say its parts are local writes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn part_buffers_stay_one_part_large_whatever_the_piece_sizes() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path()).unwrap());
-    let sizes = [
-        10,
-        3 << 20,
-        STATE_PART_SIZE - 7,
-        700_000,
-        2 * STATE_PART_SIZE + 5,
-        1,
-        STATE_PART_SIZE,
-    ];
-    let mut put = StreamingPut::new(store.clone(), "job/file".into());
-    let mut want = Vec::new();
-    for (i, size) in sizes.into_iter().enumerate() {
-        let piece = vec![i as u8 + 1; size];
-        want.extend_from_slice(&piece);
-        put.write(&piece).await.unwrap();
-        assert!(
-            put.largest_buffer <= STATE_PART_SIZE,
-            "the part buffer grew to {} bytes, over one part ({STATE_PART_SIZE})",
-            put.largest_buffer
-        );
+    let local: Store = Arc::new(crate::storage::LocalStore::new(dir.path().join("local")).unwrap());
+    let s3_shaped: Store = LateFirstParts::over(&dir.path().join("s3"));
+    for (store, schedule) in [(local, LOCAL_FILE_PARTS), (s3_shaped, STATE_FILE_PARTS)] {
+        let part = schedule.first_part_size;
+        let sizes = [10, 3 << 20, part - 7, 700_000, 2 * part + 5, 1, part];
+        let mut put = StreamingPut::new(store.clone(), "job/file".into());
+        assert_eq!(put.schedule, schedule, "{}", store.url(""));
+        let mut want = Vec::new();
+        for (i, size) in sizes.into_iter().enumerate() {
+            let piece = vec![i as u8 + 1; size];
+            want.extend_from_slice(&piece);
+            put.write(&piece).await.unwrap();
+            assert!(
+                put.largest_buffer <= part,
+                "the part buffer grew to {} bytes, over one part ({part})",
+                put.largest_buffer
+            );
+        }
+        let (size, crc) = put.finish().await.unwrap();
+        let got = store.get("job/file").await.unwrap();
+        assert_eq!((size, crc), (want.len() as u64, crc32fast::hash(&want)));
+        assert!(got[..] == want[..], "the object is the pieces in order");
     }
-    let (size, crc) = put.finish().await.unwrap();
-    let got = store.get("job/file").await.unwrap();
-    assert_eq!((size, crc), (want.len() as u64, crc32fast::hash(&want)));
-    assert!(got[..] == want[..], "the object is the pieces in order");
 }
 
 /// A local store whose numbered part uploads finish in reverse order of their numbers (part

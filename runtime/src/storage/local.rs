@@ -487,6 +487,10 @@ impl ObjectStore for LocalStore {
         blocking(self, move |s| s.link_from_local_blocking(&path, &local)).await
     }
 
+    fn parts_are_local_writes(&self) -> bool {
+        true
+    }
+
     async fn link_to_local(&self, path: &str, local: &Path) -> bool {
         let (path, local) = (path.to_string(), local.to_path_buf());
         blocking(self, move |s| Ok(s.link_to_local_blocking(&path, &local)))

@@ -153,6 +153,14 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether a multipart upload's parts are writes into one local staging file (the local
+    /// store) rather than requests (S3). A writer in parts then cuts small ones (1 MiB,
+    /// `checkpoint::part_schedule::LOCAL_FILE_PARTS`): a part costs a write, not a request,
+    /// and each part in flight is a buffer in memory. Default `false` (S3's 8 MiB parts).
+    fn parts_are_local_writes(&self) -> bool {
+        false
+    }
+
     /// Whether an object exists.
     async fn exists(&self, path: &str) -> Result<bool>;
 
