@@ -16,8 +16,8 @@
 //! holds 5 MiB of them instead of 40 (measured: the 8 MiB parts were 40 MiB of fresh pages
 //! per file, and a 5M-key heap checkpoint took 275–380 ms instead of 106–167 in 7 of 23 runs,
 //! as fast as the kernel handed the pages over; with 1 MiB parts 105–165 ms in all 23, peak
-//! RSS 40 MiB lower; docs/runtime/state-backends-log.md). It keeps S3's shape and part count, so a state file
-//! a local directory takes, S3 takes too.
+//! RSS 40 MiB lower; docs/runtime/state-backends-log.md). It keeps S3's shape and part
+//! count, so a state file a local directory takes, S3 takes too.
 //!
 //! [`STATE_PART_SIZE`]: crate::checkpoint::state_upload::STATE_PART_SIZE
 

@@ -247,8 +247,8 @@ fn ms(d: Duration) -> f64 {
 /// Bytes of each of the first 5,000 parts of a state file streamed to S3 (all of a file up to
 /// 39 GiB) but the last: one S3 multipart part (8 MiB), exactly; later parts are larger
 /// ([`STATE_FILE_PARTS`]; a local directory's parts are 1 MiB,
-/// [`part_schedule::LOCAL_FILE_PARTS`]). A part's buffer is allocated at this size and never grows (a piece
-/// that does not fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
+/// [`part_schedule::LOCAL_FILE_PARTS`]). A part's buffer is allocated at this size and never
+/// grows (a piece that does not fit is split across two parts). It stays below mimalloc's huge-object size (16 MiB): a
 /// huge block freed on another thread than the one that allocated it (the upload frees what
 /// the encoder's thread filled) is only reset (`MADV_FREE`), staying in the process's RSS
 /// until the kernel needs the memory, and each new part took fresh memory (measured: 16 MiB
@@ -465,8 +465,9 @@ pub const FILE_READ_BYTES: usize = 1 << 20;
 /// at a time, through [`StreamingPut`] (one `put` for a file smaller than a part, else parts
 /// of the store's [`PartSchedule`], [`part_schedule::for_store`]): memory holds the part being
 /// filled and the parts in flight, at most the schedule's bytes in flight plus a part (S3:
-/// 40 MiB; a local directory: 5 MiB), never the whole file. Returns the object's size in bytes and its CRC-32. Errors: the
-/// file cannot be read (naming it), or storage fails (a multipart upload begun is aborted).
+/// 40 MiB; a local directory: 5 MiB), never the whole file. Returns the object's size in
+/// bytes and its CRC-32. Errors: the file cannot be read (naming it), or storage fails (a
+/// multipart upload begun is aborted).
 pub(crate) async fn upload_file(store: &Store, path: &str, local: &std::path::Path) -> Result<(u64, u32), TaskError> {
     use tokio::io::AsyncReadExt;
     let cannot_read = |e: std::io::Error| TaskError(format!("cannot read {} to upload it: {e}", local.display()));
