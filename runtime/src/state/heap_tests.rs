@@ -418,6 +418,57 @@ fn a_chain_of_deltas_restores_the_state_at_the_last_barrier() {
     assert_eq!(decode(&restored2.snapshot(3).encode().unwrap()), want);
 }
 
+/// A delta releases each key group's tables before its block is handed over, and a group
+/// without changes as soon as the encoding passes it: the task merges its writes back and
+/// writes the group in place again without waiting for the whole delta.
+#[test]
+fn a_delta_releases_each_group_before_handing_over_its_block() {
+    let mut s = state(None);
+    s.track_changes();
+    for i in 0..400 {
+        add(&mut s, i, i, 1);
+    }
+    s.take_changes();
+    let group_of = |i: i64| key_group_of_hash(key_hash(&key(i)), MAX_P);
+    let unchanged = (0..400).map(group_of).min().unwrap();
+    for i in (0..400).filter(|i| group_of(*i) != unchanged) {
+        add(&mut s, i, 1, 2);
+    }
+    let changes = s.take_changes();
+    let snapshot = s.snapshot(2);
+    let bases: Vec<(u32, std::sync::Weak<BaseTable<i64>>)> = snapshot
+        .views
+        .iter()
+        .map(|v| (v.key_group, Arc::downgrade(&v.base)))
+        .collect();
+    assert_eq!(bases.len() as u32, MAX_P, "every group holds keys");
+    let mut emitted = Vec::new();
+    snapshot
+        .encode_delta_each::<postcard::Error>(&changes, &mut |block| {
+            // The state holds one reference to each base; a snapshot still encoding holds another.
+            let held: Vec<u32> = bases
+                .iter()
+                .filter(|(_, b)| b.strong_count() > 1)
+                .map(|(g, _)| *g)
+                .collect();
+            let after: Vec<u32> = bases.iter().map(|(g, _)| *g).filter(|g| *g > block.key_group).collect();
+            assert_eq!(
+                held, after,
+                "held when group {}'s block is handed over",
+                block.key_group
+            );
+            emitted.push(block.key_group);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        emitted.len() as u32,
+        MAX_P - 1,
+        "a block per changed group: {emitted:?}"
+    );
+    assert!(!emitted.contains(&unchanged));
+}
+
 #[test]
 fn changes_are_recorded_only_when_tracked() {
     let mut s = state(None);
