@@ -9,6 +9,12 @@
 //! An empty list in the override merges nothing into a list of named items: a `podTemplate`
 //! that sets only `nodeSelector` still serializes `containers: []` (the field is not optional
 //! in the typed PodSpec), and that must not replace the generated containers.
+//!
+//! A volume of the override keeps only its own keys (Kubernetes' `retainKeys` patch strategy
+//! of `PodSpec.volumes`, which `kubectl apply` follows): `{name: weir-state, emptyDir:
+//! {sizeLimit: 20Gi}}` sizes the generated `emptyDir`, and `{name: weir-state, ephemeral:
+//! {...}}` or `persistentVolumeClaim` replaces it. Merged key by key, the volume would carry
+//! two sources, which the API server refuses ("may not specify more than 1 volume type").
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
@@ -32,6 +38,7 @@ fn merge_value(base: &mut Value, over: &Value) {
         (Value::Object(b), Value::Object(o)) => {
             for (k, v) in o {
                 match b.get_mut(k) {
+                    Some(bv) if k == "volumes" => merge_named(bv, v, true),
                     Some(bv) => merge_value(bv, v),
                     None => {
                         b.insert(k.clone(), v.clone());
@@ -39,15 +46,31 @@ fn merge_value(base: &mut Value, over: &Value) {
                 }
             }
         }
+        (b, o) => merge_named(b, o, false),
+    }
+}
+
+/// Merges a list of named items item by item by name (new items appended), each matched item
+/// keeping only the override's keys when `retain_keys` (see the module docs); any other pair
+/// of values: `over` replaces `base` (a `null` override leaves it).
+fn merge_named(base: &mut Value, over: &Value, retain_keys: bool) {
+    match (base, over) {
         (Value::Array(b), Value::Array(o)) if b.iter().chain(o.iter()).all(|v| named(v).is_some()) => {
             for item in o {
                 let name = named(item).expect("checked");
                 match b.iter_mut().find(|x| named(x) == Some(name)) {
-                    Some(existing) => merge_value(existing, item),
+                    Some(existing) => {
+                        if let (true, Value::Object(kept), Value::Object(wanted)) = (retain_keys, &mut *existing, item)
+                        {
+                            kept.retain(|key, _| wanted.contains_key(key));
+                        }
+                        merge_value(existing, item)
+                    }
                     None => b.push(item.clone()),
                 }
             }
         }
+        (_, Value::Null) => {}
         (b, o) => *b = o.clone(),
     }
 }

@@ -56,6 +56,12 @@ fn state_setup(pod_spec: &Value) -> (Value, Value, Value) {
 fn state_volume_table() {
     let empty_dir = json!({"name": STATE_VOLUME, "emptyDir": {}});
     let sized = json!({"name": STATE_VOLUME, "emptyDir": {"sizeLimit": "20Gi"}});
+    // One volume source only: the API server refuses a volume with two.
+    let ephemeral = json!({"name": STATE_VOLUME, "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": "local-ssd",
+        "resources": {"requests": {"storage": "100Gi"}},
+    }}}});
     let rows = [
         ("heap (default)", "", Value::Null, Value::Null),
         ("heap", "  stateBackend: heap", Value::Null, Value::Null),
@@ -64,6 +70,18 @@ fn state_volume_table() {
             "disk, sized by the worker pod template",
             "  stateBackend: disk\n  worker: {podTemplate: {spec: {volumes: [{name: weir-state, emptyDir: {sizeLimit: 20Gi}}]}}}",
             sized,
+            json!(STATE_DIR),
+        ),
+        (
+            "disk, a generic ephemeral volume instead of the emptyDir",
+            "  stateBackend: disk\n  worker: {podTemplate: {spec: {volumes: [{name: weir-state, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], storageClassName: local-ssd, resources: {requests: {storage: 100Gi}}}}}}]}}}",
+            ephemeral,
+            json!(STATE_DIR),
+        ),
+        (
+            "disk, a persistent volume claim instead of the emptyDir",
+            "  stateBackend: disk\n  worker: {podTemplate: {spec: {volumes: [{name: weir-state, persistentVolumeClaim: {claimName: state}}]}}}",
+            json!({"name": STATE_VOLUME, "persistentVolumeClaim": {"claimName": "state"}}),
             json!(STATE_DIR),
         ),
     ];

@@ -211,8 +211,10 @@ pub struct ComponentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
     /// Pod template merged over the generated pod (labels, annotations, node selection,
-    /// tolerations, extra volumes, sidecars). Containers merge by name; the container named
-    /// `weir` is the runtime.
+    /// tolerations, extra volumes, sidecars). Containers and volumes merge by name; a volume
+    /// keeps only the keys it sets, so another volume source replaces a generated one (the
+    /// `weir-state` volume of the disk state backend). The container named `weir` is the
+    /// runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "pod_template_schema")]
     pub pod_template: Option<PodTemplateSpec>,
