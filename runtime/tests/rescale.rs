@@ -50,6 +50,14 @@ fn savepoints_move_from_heap_to_disk_and_back() {
         &expected_wordcount(),
         "heap → disk → heap",
     );
+    // The middle run kept its keyed state on disk (heap runs create nothing there).
+    assert!(
+        dir.path()
+            .join("state")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some()),
+        "the disk run left no directory under the state dir"
+    );
 }
 
 #[test]
