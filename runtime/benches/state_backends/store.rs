@@ -306,6 +306,8 @@ async fn restore(
         run_dir: run_dir.clone(),
         disk: (backend == "disk").then(DiskStateOptions::default),
         without_keyed_state: false,
+        // The bench's job has no `ttl`.
+        ttl_steps: vec![],
     };
     if backend == "disk" {
         // As a run does (`exec::prepare`): the stores are created while the files download.

@@ -65,6 +65,9 @@ pub struct LocalKeyedStores {
     pub run_dir: PathBuf,
     /// The store options of the disk backend; `None`: the job keeps keyed state on heap.
     pub disk: Option<DiskStateOptions>,
+    /// The uids of the steps with a `ttl`: a native handle written without one restores into
+    /// them as blocks without write times, never as the store ([`NativeFiles::write_times`]).
+    pub ttl_steps: Vec<String>,
     /// This process needs no keyed state at all (a cluster's coordinator: it checks the
     /// snapshot, commits restored sinks and reads source positions, all operator state), so
     /// the files of incremental keyed handles (chains, native stores) are not even read.
@@ -98,6 +101,12 @@ impl LocalKeyedStores {
         };
         let graph = crate::exec::plan::plan_graph(job);
         let mut stores = Vec::new();
+        let ttl_steps = job
+            .operators
+            .iter()
+            .filter(|op| matches!(op.kind, OperatorKind::Aggregate { ttl: Some(_), .. }))
+            .map(|op| op.uid.clone())
+            .collect();
         for task in crate::exec::task_specs(job).into_iter().filter(|t| runs_task(t.index)) {
             for &operator in &graph[task.stage].operators {
                 let op = &job.operators[operator];
@@ -113,6 +122,7 @@ impl LocalKeyedStores {
             run_dir: run_dir.to_path_buf(),
             disk,
             without_keyed_state: false,
+            ttl_steps,
         }
     }
 
@@ -143,19 +153,23 @@ pub enum NativeRestorePath {
     AsBlocks,
 }
 
-/// Where the native handle of step `uid` covering `handle_range`, in a snapshot of max
-/// parallelism `snapshot_max_parallelism`, goes: into the store of the subtask of `uid` in
-/// `stores` whose key-group range is exactly `handle_range` when the job keeps keyed state on
-/// disk and the max parallelism stays (not set by the job, or set to the snapshot's); else
-/// as blocks. Ranges are Flink's key-group assignment ([`key_group_range`]).
+/// Where the native handle `native` of step `uid`, in a snapshot of max parallelism
+/// `snapshot_max_parallelism`, goes: into the store of the subtask of `uid` in `stores` whose
+/// key-group range is exactly the handle's when the job keeps keyed state on disk, the max
+/// parallelism stays (not set by the job, or set to the snapshot's), and the store's write
+/// times mean to the step what they meant when it was written (the handle written with a
+/// `ttl`, or the step without one now: [`NativeFiles::write_times`]); else as blocks. Ranges
+/// are Flink's key-group assignment ([`key_group_range`]).
 pub fn native_restore_path(
     uid: &str,
-    handle_range: KeyGroupRange,
+    native: &NativeFiles,
     snapshot_max_parallelism: u32,
     stores: &LocalKeyedStores,
 ) -> NativeRestorePath {
+    let handle_range = native.key_group_range;
     let same_max_parallelism = stores.max_parallelism_set.is_none_or(|m| m == snapshot_max_parallelism);
-    if stores.disk.is_none() || !same_max_parallelism {
+    let ttl_added = !native.write_times && stores.ttl_steps.iter().any(|step| step == uid);
+    if stores.disk.is_none() || !same_max_parallelism || ttl_added {
         return NativeRestorePath::AsBlocks;
     }
     let subtask = stores
@@ -331,6 +345,7 @@ mod tests {
             run_dir: PathBuf::from("/state/job-run"),
             disk: disk.then(DiskStateOptions::default),
             without_keyed_state: false,
+            ttl_steps: vec![],
         }
     }
 
@@ -367,15 +382,21 @@ mod tests {
     }
 
     /// The fast path only for a disk store whose subtask here owns exactly the handle's key
-    /// groups at the same max parallelism; everything else as blocks.
+    /// groups at the same max parallelism, and whose write times mean what they meant when it
+    /// was written; everything else as blocks.
     #[test]
     fn which_path_a_native_handle_takes_table() {
         let first_of_2 = key_group_range(0, 2, 128);
         let second_of_2 = key_group_range(1, 2, 128);
         let first_of_3 = key_group_range(0, 3, 128);
         let into = |subtask| NativeRestorePath::IntoStore { subtask };
-        // (what, uid, handle range, snapshot max parallelism, stores here, path)
-        let rows: Vec<(&str, &str, KeyGroupRange, u32, LocalKeyedStores, NativeRestorePath)> = vec![
+        let with_ttl = |here: LocalKeyedStores| LocalKeyedStores {
+            ttl_steps: vec!["counts".to_string()],
+            ..here
+        };
+        // (what, uid, handle range, snapshot max parallelism, stores here, path); handles
+        // written without `ttl` unless the row says so
+        let mut rows: Vec<(&str, &str, KeyGroupRange, u32, LocalKeyedStores, NativeRestorePath)> = vec![
             (
                 "restart, same parallelism",
                 "counts",
@@ -448,9 +469,31 @@ mod tests {
                 LocalKeyedStores::none(),
                 NativeRestorePath::AsBlocks,
             ),
+            (
+                "ttl added since the handle was written: its times are no TTL times",
+                "counts",
+                first_of_2,
+                128,
+                with_ttl(stores(true, None, &[0, 1])),
+                NativeRestorePath::AsBlocks,
+            ),
         ];
-        for (what, uid, range, max_p, here, want) in rows {
-            assert_eq!(native_restore_path(uid, range, max_p, &here), want, "{what}");
+        let handle = |range, write_times| NativeFiles {
+            key_group_range: range,
+            files: vec![],
+            write_times,
+        };
+        for (what, uid, range, max_p, here, want) in rows.drain(..) {
+            assert_eq!(
+                native_restore_path(uid, &handle(range, false), max_p, &here),
+                want,
+                "{what}"
+            );
+        }
+        // Written with `ttl`: the store as it is, whether the step keeps its `ttl` or not.
+        for here in [with_ttl(stores(true, None, &[0, 1])), stores(true, None, &[0, 1])] {
+            let got = native_restore_path("counts", &handle(first_of_2, true), 128, &here);
+            assert_eq!(got, into(0), "written with ttl, ttl now {:?}", here.ttl_steps);
         }
     }
 
@@ -479,6 +522,7 @@ mod tests {
                 file("MANIFEST-000010", 5),
                 file("OPTIONS-000007", 5),
             ],
+            write_times: false,
         };
         let tables = restored_table_files(&native);
         assert_eq!(tables.keys().collect::<Vec<_>>(), ["000008.sst", "000011.sst"]);

@@ -114,6 +114,8 @@ pub struct NativeUpload {
     pub uploaded: UploadedTables,
     /// Entries the state held at the barrier (for `_metadata`).
     pub entries: u64,
+    /// Whether the step has a `ttl` ([`NativeFiles::write_times`]).
+    pub write_times: bool,
 }
 
 /// The table files to upload and those to reference: a table file is referenced when `reuse`
@@ -259,11 +261,13 @@ pub async fn upload_native(
     Ok(NativeFiles {
         key_group_range: checkpoint.range(),
         files,
+        write_times: native.write_times,
     })
 }
 
-/// A TTL that expires nothing: native stores are encoded with every entry's write time (block
-/// version 2) and nothing dropped; the restoring operator applies its own TTL.
+/// A TTL that expires nothing: native stores written with a `ttl` are encoded with every
+/// entry's write time (block version 2) and nothing dropped; the restoring operator applies
+/// its own TTL.
 const KEEP_EVERYTHING: StateTtl = StateTtl { ttl_ms: u64::MAX };
 
 /// Creates the local directory a restore downloads a native handle's files into, under the
@@ -324,14 +328,11 @@ pub async fn native_blocks(
     let range = native.key_group_range;
     let now_ms = crate::state::ttl::Clock::now_ms(&crate::state::ttl::SystemClock);
     let opened = local.clone();
+    // Write times only when they are TTL times: blocks without them restore as written at
+    // the restore ([`NativeFiles::write_times`]).
+    let times = native.write_times.then_some(KEEP_EVERYTHING);
     let blocks = tokio::task::spawn_blocking(move || {
-        blocks_of_native_store(
-            &opened,
-            &DiskStateOptions::default(),
-            range,
-            Some(KEEP_EVERYTHING),
-            now_ms,
-        )
+        blocks_of_native_store(&opened, &DiskStateOptions::default(), range, times, now_ms)
     })
     .await
     .map_err(|e| {

@@ -254,6 +254,7 @@ mod linked {
                 reuse: BTreeMap::new(),
                 uploaded: UploadedTables::default(),
                 entries: 3_000,
+                write_times: false,
             };
             let handle = upload_native(&b, "count", 0, native).await.unwrap();
             for (name, inode) in &tables {
@@ -265,6 +266,44 @@ mod linked {
             let counts: BTreeMap<String, i64> = decode(&blocks).into_iter().map(|(k, (v, _))| (k, v)).collect();
             let expected: BTreeMap<String, i64> = (0..3_000).map(|i| (format!("{:?}", at(i).2), 1)).collect();
             assert_eq!(counts, expected, "{}", root.display());
+            drop(disk);
+        }
+    }
+
+    /// A handle written by a step with `ttl` restores as blocks with every key's write time;
+    /// one written without `ttl` as blocks without them, so a restore into a step that has a
+    /// `ttl` now counts its keys as written at the restore instead of expiring every key
+    /// idle for longer than the `ttl` (the store stamps every write either way; found by
+    /// trying it: a `ttl: 30s` added 35 s after the checkpoint restarted every count).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn write_times_are_restored_only_from_a_handle_written_with_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(crate::storage::LocalStore::new(dir.path().join("checkpoints")).unwrap());
+        for write_times in [false, true] {
+            let state = tempfile::tempdir_in(dir.path()).unwrap();
+            let (disk, checkpoint) = checkpoint_of(state.path(), 200);
+            let b = barrier(store.clone());
+            let native = NativeUpload {
+                checkpoint,
+                reuse: BTreeMap::new(),
+                uploaded: UploadedTables::default(),
+                entries: 200,
+                write_times,
+            };
+            let handle = upload_native(&b, "count", 0, native).await.unwrap();
+            assert_eq!(handle.write_times, write_times);
+            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path()).await.unwrap();
+            let restored = decode(&blocks);
+            assert_eq!(restored.len(), 200);
+            // `checkpoint_of` writes every key at 0 ms.
+            let want = write_times.then_some(0);
+            assert!(
+                restored
+                    .values()
+                    .all(|(count, written)| *count == 1 && *written == want),
+                "written with ttl: {write_times}: {:?}",
+                restored.values().next()
+            );
             drop(disk);
         }
     }
@@ -282,6 +321,7 @@ mod linked {
             reuse: BTreeMap::new(),
             uploaded: UploadedTables::default(),
             entries: 500,
+            write_times: false,
         };
         let handle = upload_native(&b, "count", 0, native).await.unwrap();
         let table = handle.files.iter().find(|f| is_table_file(&f.name)).unwrap();

@@ -155,7 +155,7 @@ async fn load_files(
                 // Not read: its key groups belong to no subtask of this process.
                 continue;
             };
-            let done = match native_restore_path(&op.uid, native.key_group_range, metadata.max_parallelism, stores) {
+            let done = match native_restore_path(&op.uid, native, metadata.max_parallelism, stores) {
                 NativeRestorePath::IntoStore { subtask } => {
                     super::native_restore::restore_into_store(store, dir, &op.uid, subtask, native, h.entries, stores)
                         .await

@@ -481,6 +481,7 @@ impl StreamOperator for Aggregate {
             let uploaded = self.native_tables.clone();
             let entries = self.len() as u64;
             let range = self.range;
+            let write_times = self.has_ttl;
             return Ok(Some(Box::new(move || {
                 drop(changes);
                 let checkpoint = local.wait().map_err(|e| TaskError(e.to_string()))?;
@@ -496,6 +497,7 @@ impl StreamOperator for Aggregate {
                         reuse,
                         uploaded,
                         entries,
+                        write_times,
                     }),
                 })
             })));

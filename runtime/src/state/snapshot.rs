@@ -330,6 +330,16 @@ pub struct NativeFiles {
     /// checkpoints) and the private ones (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`, in the
     /// snapshot's own directory).
     pub files: Vec<NativeFile>,
+    /// Whether the step had a `ttl` when the store was written. The store's entries carry
+    /// their last write time either way, but only then are those the times its `ttl` expires
+    /// keys by: a restore point written without `ttl` restores into a step with one with
+    /// every key counted as written at the restore (as a block without write times does), so
+    /// adding `ttl` in an upgrade keeps the state (docs/concepts.md, "State TTL"). Absent in
+    /// `_metadata` (every native checkpoint before 2026-12-04, evening): `false`, so such a
+    /// restore point written with `ttl` restores with its keys' time to live started again,
+    /// never with keys dropped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write_times: bool,
 }
 
 /// One file of [`NativeFiles`].

@@ -166,6 +166,7 @@ fn a_native_handles_files_are_counted_and_referenced() {
                 native("../shared/counts-0-chk5-000009.sst", "000009.sst", 5, 200),
                 native("counts-0-CURRENT", "CURRENT", 5, 16),
             ],
+            write_times: false,
         }),
     };
     assert_eq!(handle.state_files(), vec![("counts-0.state", 10, 0)]);
