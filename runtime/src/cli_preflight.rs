@@ -35,12 +35,13 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
     }
     for (field, url) in locations {
         // S3, and what is not a local path (another scheme, `s3:/typo`): `storage::open`
-        // serves or refuses them with its own message.
-        let other_scheme = url.contains("://") && !url.starts_with("file://");
-        if other_scheme || crate::storage::scheme_without_slashes(&url).is_some() {
-            continue;
-        }
-        let path = url.strip_prefix("file://").unwrap_or(&url);
+        // serves or refuses them with its own message. A `file://` URL is a local path (it
+        // has a scheme too, and was skipped until a user's trial found it, 2026-12-04).
+        let path = match url.strip_prefix("file://") {
+            Some(path) => path,
+            None if url.contains("://") || crate::storage::scheme_without_slashes(&url).is_some() => continue,
+            None => url.as_str(),
+        };
         probe_writable(Path::new(path)).map_err(|why| {
             format!("{field}: cannot write to {path}: {why}; give a directory this user can write (it is created when missing)")
         })?;
@@ -93,6 +94,7 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let ok = dir.path().join("ok").display().to_string();
         let under_file = file.join("chk").display().to_string();
+        let under_file_url = format!("file://{under_file}");
         let cases = [
             (job(&ok, &ok), None, None),
             (
@@ -112,6 +114,22 @@ mod tests {
             ),
             (job("s3://bucket/chk", "s3://bucket/out"), None, None),
             (job(&ok, &ok), Some("s3:/typo"), None),
+            (
+                job(&under_file_url, &ok),
+                None,
+                Some("spec.checkpointing.storage: cannot write to "),
+            ),
+            (
+                job(&ok, &ok),
+                Some(under_file_url.as_str()),
+                Some("--checkpoint-dir: cannot write to "),
+            ),
+            (
+                job(&ok, &format!("file://{}", file.display())),
+                None,
+                Some("spec.job.steps[1].sink.file.path: cannot write to "),
+            ),
+            (job(&format!("file://{ok}"), &format!("file://{ok}")), None, None),
         ];
         for (job, over, want) in cases {
             let got = check_local_outputs(&job, over);
