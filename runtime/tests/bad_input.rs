@@ -135,7 +135,7 @@ fn state_backend_is_heap_or_disk_and_its_directory_must_be_writable() {
     let m = generator_manifest(dir.path(), "", "\n  stateBackend: rocksdb");
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
-    let want = "job.yaml: spec.stateBackend: unknown variant `rocksdb`, expected `heap` or `disk`";
+    let want = "job.yaml: spec.stateBackend: unknown variant `rocksdb`, expected `heap` or `disk`; Flink's `rocksdb` state backend is `disk` here";
     assert!(err.contains(want), "want `{want}` in {err}");
     // A state directory under a regular file cannot be created.
     let file = dir.path().join("a-file");

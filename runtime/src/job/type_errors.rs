@@ -25,6 +25,9 @@ const DURATION_FIELDS: [&str; 15] = [
     "restartWindow",
 ];
 
+/// Flink's `state.backend.type` values and the `spec.stateBackend` that is each one here.
+const FLINK_STATE_BACKENDS: [(&str, &str); 3] = [("rocksdb", "disk"), ("hashmap", "heap"), ("filesystem", "heap")];
+
 /// Rewrites serde's `message` about the value at `field` (`spec.job.steps[0].source.eventTime`)
 /// in the manifest's words; a message with none of serde's Rust words is returned unchanged.
 pub fn plain_type_error(field: &str, message: &str) -> String {
@@ -75,6 +78,14 @@ pub fn plain_type_error(field: &str, message: &str) -> String {
         let rest = if rust.ends_with(' ') { &rest[end..] } else { rest };
         let list = allowed.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
         out = format!("{}expected one of {list}{rest}", &out[..at]);
+    }
+    if field == "spec.stateBackend" {
+        // Flink's names for the two backends, which its users type first.
+        for (flink, weir) in FLINK_STATE_BACKENDS {
+            if out.to_lowercase().contains(&format!("unknown variant `{flink}`")) {
+                out.push_str(&format!("; Flink's `{flink}` state backend is `{weir}` here"));
+            }
+        }
     }
     let last = field.rsplit('.').next().unwrap_or(field);
     let is_number = out.starts_with("invalid type: integer") || out.starts_with("invalid type: floating point");
@@ -166,7 +177,17 @@ mod tests {
             (
                 "spec.stateBackend",
                 "unknown variant `rocksdb`, expected `heap` or `disk`",
-                "unknown variant `rocksdb`, expected `heap` or `disk`",
+                "unknown variant `rocksdb`, expected `heap` or `disk`; Flink's `rocksdb` state backend is `disk` here",
+            ),
+            (
+                "spec.stateBackend",
+                "unknown variant `hashmap`, expected `heap` or `disk`",
+                "unknown variant `hashmap`, expected `heap` or `disk`; Flink's `hashmap` state backend is `heap` here",
+            ),
+            (
+                "spec.stateBackend",
+                "unknown variant `memory`, expected `heap` or `disk`",
+                "unknown variant `memory`, expected `heap` or `disk`",
             ),
         ] {
             assert_eq!(plain_type_error(field, serde), want, "{field}");

@@ -387,18 +387,26 @@ mod tests {
         }
     }
 
-    /// The entry-by-entry writer gives `encode_v1`'s bytes exactly, for keys of every variant
-    /// and varint length (strings of 0, 126, 128 and 20,000 bytes, integers around the
-    /// varint and sign boundaries, both booleans); a count that does not match the entries
-    /// is an error.
-    #[test]
-    fn the_entry_by_entry_writer_gives_encode_v1_bytes() {
+    /// Keys of every variant across postcard's length and varint boundaries: strings of 0,
+    /// 126, 128 and 20,000 bytes, integers around the varint and sign boundaries, both
+    /// booleans, and a typical short key.
+    fn boundary_keys() -> Vec<Key> {
         let mut keys: Vec<Key> = [0usize, 1, 127, 128, 20_000]
             .iter()
             .map(|n| Key::Str("é".repeat(*n / 2).into()))
             .collect();
         keys.extend([0i64, -1, 1, 63, -64, 64, -65, 1 << 40, i64::MIN, i64::MAX].map(Key::Int));
         keys.extend([Key::Bool(false), Key::Bool(true), Key::Str("key-4711".into())]);
+        keys
+    }
+
+    /// The entry-by-entry writer gives `encode_v1`'s bytes exactly, for keys of every variant
+    /// and varint length (strings of 0, 126, 128 and 20,000 bytes, integers around the
+    /// varint and sign boundaries, both booleans); a count that does not match the entries
+    /// is an error.
+    #[test]
+    fn the_entry_by_entry_writer_gives_encode_v1_bytes() {
+        let keys = boundary_keys();
         let values: Vec<i64> = (0..keys.len() as i64).map(|i| i * 1000 - 7).collect();
         let entries: Vec<(&Key, &i64)> = keys.iter().zip(&values).collect();
         let want = encode_v1(&entries).unwrap();
@@ -413,12 +421,7 @@ mod tests {
     /// and a value type with more than one field.
     #[test]
     fn the_hand_written_delta_encoder_gives_postcards_bytes() {
-        let mut keys: Vec<Key> = [0usize, 1, 127, 128, 20_000]
-            .iter()
-            .map(|n| Key::Str("é".repeat(*n / 2).into()))
-            .collect();
-        keys.extend([0i64, -1, 1, 63, -64, 64, -65, 1 << 40, i64::MIN, i64::MAX].map(Key::Int));
-        keys.extend([Key::Bool(false), Key::Bool(true), Key::Str("key-4711".into())]);
+        let keys = boundary_keys();
         let times = [0u64, 1, 127, 128, 16_383, 16_384, 1_764_806_400_000, u64::MAX];
         // A value type with two fields.
         type Value = (i64, String);
