@@ -11,6 +11,7 @@ pub mod decide;
 pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;
+pub mod mapped_files;
 pub mod max_parallelism;
 pub mod native_restore;
 pub mod native_upload;

@@ -34,7 +34,9 @@
 use crate::checkpoint::Barrier;
 use crate::operators::TaskError;
 use crate::state::disk::DiskStateOptions;
-use crate::state::disk_native::{LocalCheckpoint, LocalFile, blocks_of_native_store, is_table_file};
+use crate::state::disk_native::{
+    LocalCheckpoint, LocalFile, blocks_of_native_store, each_block_of_native_store, is_table_file,
+};
 use crate::state::incremental::{resolve_relative, shared_table_file};
 use crate::state::snapshot::{FormatError, KeyGroupBlock, NativeFile, NativeFiles};
 use crate::state::ttl::StateTtl;
@@ -301,12 +303,18 @@ pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::re
 /// `dir`) into a local scratch directory under `download_root` (the state root,
 /// `LocalKeyedStores::download_root`), verified against their sizes and checksums, opened
 /// read-only and encoded (`state/disk_native.rs`); the directory is removed after. Errors: a
-/// file is missing, corrupt, or outside the store; the files do not open as a store.
+/// file is missing, corrupt, or outside the store; the files do not open as a store; the
+/// blocks cannot be written to or mapped from `blocks_file`.
+///
+/// With `blocks_file` (a process with disk stores), the blocks are written there as they are
+/// encoded and returned as slices of a map of it (`checkpoint/mapped_files.rs`): file pages,
+/// not memory; without it, they are encoded into memory.
 pub async fn native_blocks(
     store: &Store,
     dir: &str,
     native: &NativeFiles,
     download_root: &Path,
+    blocks_file: Option<&Path>,
 ) -> Result<Vec<KeyGroupBlock>, crate::checkpoint::restore::RestoreError> {
     use futures::{StreamExt, TryStreamExt};
     let local = create_download_dir(download_root)?;
@@ -331,8 +339,20 @@ pub async fn native_blocks(
     // Write times only when they are TTL times: blocks without them restore as written at
     // the restore ([`NativeFiles::write_times`]).
     let times = native.write_times.then_some(KEEP_EVERYTHING);
+    let blocks_file = blocks_file.map(Path::to_path_buf);
     let blocks = tokio::task::spawn_blocking(move || {
-        blocks_of_native_store(&opened, &DiskStateOptions::default(), range, times, now_ms)
+        let options = DiskStateOptions::default();
+        match blocks_file {
+            None => blocks_of_native_store(&opened, &options, range, times, now_ms),
+            Some(file) => crate::checkpoint::mapped_files::blocks_through_file(
+                &file,
+                |emit| each_block_of_native_store(&opened, &options, range, times, now_ms, emit),
+                |problem| crate::state::disk::DiskStateError {
+                    dir: opened.clone(),
+                    problem,
+                },
+            ),
+        }
     })
     .await
     .map_err(|e| {
@@ -435,7 +455,11 @@ async fn size_and_crc(local: &Path) -> std::io::Result<(u64, u32)> {
 /// Streams the object at `path` of `store` into the local file `target` (created, or
 /// truncated when a retry writes it again); returns its size in bytes and CRC-32. Errors: the
 /// store's; the local file cannot be written (`StorageError::Io`, naming it).
-async fn stream_to_file(store: &Store, path: &str, target: &Path) -> Result<(u64, u32), crate::storage::StorageError> {
+pub(crate) async fn stream_to_file(
+    store: &Store,
+    path: &str,
+    target: &Path,
+) -> Result<(u64, u32), crate::storage::StorageError> {
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
     let local_err = |e: std::io::Error| crate::storage::StorageError::Io {

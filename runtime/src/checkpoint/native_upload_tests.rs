@@ -262,10 +262,20 @@ mod linked {
                 let placed = std::fs::metadata(root.join(&path)).unwrap().ino();
                 assert_eq!(placed == *inode, same_file_system, "{name} in {}", root.display());
             }
-            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path()).await.unwrap();
+            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path(), None)
+                .await
+                .unwrap();
             let counts: BTreeMap<String, i64> = decode(&blocks).into_iter().map(|(k, (v, _))| (k, v)).collect();
             let expected: BTreeMap<String, i64> = (0..3_000).map(|i| (format!("{:?}", at(i).2), 1)).collect();
             assert_eq!(counts, expected, "{}", root.display());
+            // A process with disk stores has the same blocks written through a local file
+            // and mapped (`mapped_files.rs`); the file's name is gone after.
+            let blocks_file = dir.path().join("blocks.state");
+            let through_file = native_blocks(&store, &b.target.dir, &handle, dir.path(), Some(&blocks_file))
+                .await
+                .unwrap();
+            assert_eq!(through_file, blocks, "{}", root.display());
+            assert!(!blocks_file.exists());
             drop(disk);
         }
     }
@@ -292,7 +302,9 @@ mod linked {
             };
             let handle = upload_native(&b, "count", 0, native).await.unwrap();
             assert_eq!(handle.write_times, write_times);
-            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path()).await.unwrap();
+            let blocks = native_blocks(&store, &b.target.dir, &handle, dir.path(), None)
+                .await
+                .unwrap();
             let restored = decode(&blocks);
             assert_eq!(restored.len(), 200);
             // `checkpoint_of` writes every key at 0 ms.
@@ -332,7 +344,7 @@ mod linked {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[0] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        let e = native_blocks(&store, &b.target.dir, &handle, dir.path())
+        let e = native_blocks(&store, &b.target.dir, &handle, dir.path(), None)
             .await
             .unwrap_err();
         assert!(e.to_string().contains("checksum mismatch"), "{e}");

@@ -7,12 +7,15 @@
 
 use super::decide::{self, Compatibility, LineageRecord, RestoreChoice};
 use super::lineage;
+use super::mapped_files::MAP_MIN_BYTES;
 use super::native_restore::{LocalKeyedStores, NativeRestorePath, RestoredStore, native_restore_path};
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
 use crate::state::key_group::KeyGroupRange;
-use crate::state::snapshot::{CheckpointMetadata, FormatError, StateFile, decode_metadata, decode_state_file_shared};
+use crate::state::snapshot::{
+    CheckpointMetadata, FormatError, NativeFiles, StateFile, StateHandle, decode_metadata, decode_state_file_shared,
+};
 use crate::storage::{self, S3Options, StorageError, Store, join};
 use std::collections::HashMap;
 
@@ -94,16 +97,21 @@ pub async fn load_for(store: &Store, dir: &str, stores: &LocalKeyedStores) -> Re
 
 /// The state files of `metadata` to read, each once, in handle order: `(file relative to the
 /// snapshot directory, size, crc32)` (a native handle's store files are read by
-/// [`load_files`] after them). With `owned`, an incremental handle (one with a chain or native
-/// files) whose key-group range overlaps none of `owned` is left out.
+/// [`load_files`] after them). With `owned`, a handle of keyed state only whose key-group
+/// range overlaps none of `owned` is left out: an incremental one (a chain or native files:
+/// only keyed aggregations write them, with no operator state) or one whose file holds no
+/// operator state item ([`StateHandle::operator_items`] is 0; a savepoint's or full
+/// checkpoint's aggregation). A worker of a cluster restoring a savepoint reads its own key
+/// groups' files, not every worker's.
+///
+/// [`StateHandle::operator_items`]: crate::state::snapshot::StateHandle::operator_items
 pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
     let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
+            let keyed_only = !h.chain.is_empty() || h.native.is_some() || h.operator_items == Some(0);
             let elsewhere = match (owned, h.key_group_range) {
-                (Some(owned), Some(range)) => {
-                    (!h.chain.is_empty() || h.native.is_some()) && !owned.iter().any(|o| o.intersects(&range))
-                }
+                (Some(owned), Some(range)) => keyed_only && !owned.iter().any(|o| o.intersects(&range)),
                 _ => false,
             };
             if elsewhere {
@@ -137,8 +145,26 @@ async fn load_files(
         owned
     };
     let wanted = files_to_read(&metadata, owned);
-    let mut files: HashMap<String, StateFile> = futures::stream::iter(wanted)
-        .map(|(file, size, crc)| read_state_file(store, dir, file, size, crc))
+    let env_root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(std::path::PathBuf::from);
+    let download_root = stores.download_root(env_root.as_deref());
+    // A process with disk stores maps its large state files from local disk
+    // (`checkpoint/mapped_files.rs`): their blocks are file pages, not memory. The directory
+    // holds each file only until it is mapped; it goes when the load ends, either way.
+    let map_dir = if stores.disk.is_some() && wanted.iter().any(|(_, size, _)| *size >= MAP_MIN_BYTES) {
+        Some(RemovedOnDrop(super::native_upload::create_download_dir(
+            &download_root,
+        )?))
+    } else {
+        None
+    };
+    let map_dir = map_dir.as_ref().map(|d| d.0.as_path());
+    let mut files: HashMap<String, StateFile> = futures::stream::iter(wanted.into_iter().enumerate())
+        .map(|(index, (file, size, crc))| {
+            let map_into = map_dir
+                .filter(|_| size >= MAP_MIN_BYTES)
+                .map(|d| d.join(format!("{index}.state")));
+            read_state_file(store, dir, file, size, crc, map_into)
+        })
         .buffer_unordered(PARALLEL_READS)
         .try_collect()
         .await?;
@@ -146,47 +172,47 @@ async fn load_files(
     // subtask here with the same key groups (`checkpoint/native_restore.rs`), or else
     // downloaded, opened and encoded as blocks into the handle's own state file, which holds
     // none (`checkpoint/native_upload.rs`), so the rest of the restore reads them as any state
-    // file's blocks.
+    // file's blocks. Handles whose state file was not read are skipped: their key groups
+    // belong to no subtask of this process. Up to [`PARALLEL_NATIVE_RESTORES`] at a time.
+    let natives: Vec<(&str, &StateHandle, &NativeFiles)> = metadata
+        .operators
+        .iter()
+        .flat_map(|op| {
+            op.handles
+                .iter()
+                .filter_map(move |h| h.native.as_ref().map(|native| (op.uid.as_str(), h, native)))
+        })
+        .filter(|(_, h, _)| files.contains_key(&h.file))
+        .collect();
+    let outcomes: Vec<Result<NativeRestored, RestoreError>> = futures::stream::iter(natives)
+        .map(|(uid, h, native)| restore_native(store, dir, uid, h, native, &metadata, stores, &download_root))
+        .buffer_unordered(PARALLEL_NATIVE_RESTORES)
+        .collect()
+        .await;
     let mut restored_stores = Vec::new();
-    for op in &metadata.operators {
-        for h in &op.handles {
-            let Some(native) = &h.native else { continue };
-            let Some(file) = files.get_mut(&h.file) else {
-                // Not read: its key groups belong to no subtask of this process.
-                continue;
-            };
-            let done = match native_restore_path(&op.uid, native, metadata.max_parallelism, stores) {
-                NativeRestorePath::IntoStore { subtask } => {
-                    super::native_restore::restore_into_store(store, dir, &op.uid, subtask, native, h.entries, stores)
-                        .await
-                        .map(|restored| {
-                            let restored = RestoredStore {
-                                checkpoint_id: metadata.checkpoint_id,
-                                ..restored
-                            };
-                            super::native_restore::log_restored(&restored, subtask);
-                            restored_stores.push(restored)
-                        })
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(NativeRestored::IntoStore(restored)) => restored_stores.push(restored),
+            Ok(NativeRestored::AsBlocks { file, blocks }) => {
+                if let Some(read) = files.get_mut(&file) {
+                    read.key_groups = blocks;
                 }
-                NativeRestorePath::AsBlocks => {
-                    let env_root =
-                        std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(std::path::PathBuf::from);
-                    let download_root = stores.download_root(env_root.as_deref());
-                    super::native_upload::native_blocks(store, dir, native, &download_root)
-                        .await
-                        .map(|blocks| file.key_groups = blocks)
-                }
-            };
-            if let Err(e) = done {
-                // No subtask will open the stores restored so far: their files go now, not
-                // with the run directory.
-                for restored in &restored_stores {
-                    let _ = std::fs::remove_dir_all(&restored.dir);
-                }
-                return Err(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
             }
         }
     }
+    if let Some(e) = first_error {
+        // No subtask will open the stores restored: their files go now, not with the run
+        // directory.
+        for restored in &restored_stores {
+            let _ = std::fs::remove_dir_all(&restored.dir);
+        }
+        return Err(e);
+    }
+    restored_stores.sort_by(|a, b| (&a.uid, a.range.start).cmp(&(&b.uid, b.range.start)));
     Ok(LoadedSnapshot {
         url: store.url(dir),
         metadata,
@@ -195,13 +221,83 @@ async fn load_files(
     })
 }
 
-/// Reads and verifies one state file `file` (relative to `dir`) against its handle.
+/// Native handles a restore restores at the same time (each downloads up to
+/// `native_upload::PARALLEL_TRANSFERS` files at a time): a process running several subtasks
+/// of a disk job restores their stores together, not one after another.
+pub const PARALLEL_NATIVE_RESTORES: usize = 4;
+
+/// What became of one native handle in a restore.
+enum NativeRestored {
+    /// Its files are the store of a subtask of this process.
+    IntoStore(RestoredStore),
+    /// Its key groups as blocks, for the handle's state file `file`.
+    AsBlocks {
+        file: String,
+        blocks: Vec<crate::state::snapshot::KeyGroupBlock>,
+    },
+}
+
+/// Restores the native handle `h` (its `native` files) of step `uid` by the path
+/// [`native_restore_path`] picks: into its subtask's store, or as blocks (through a mapped
+/// file in a process with disk stores, `checkpoint/mapped_files.rs`). Errors: the files are
+/// missing, corrupt or do not open as a store; local I/O.
+#[allow(clippy::too_many_arguments)]
+async fn restore_native(
+    store: &Store,
+    dir: &str,
+    uid: &str,
+    h: &StateHandle,
+    native: &NativeFiles,
+    metadata: &CheckpointMetadata,
+    stores: &LocalKeyedStores,
+    download_root: &std::path::Path,
+) -> Result<NativeRestored, RestoreError> {
+    match native_restore_path(uid, native, metadata.max_parallelism, stores) {
+        NativeRestorePath::IntoStore { subtask } => {
+            let restored =
+                super::native_restore::restore_into_store(store, dir, uid, subtask, native, h.entries, stores).await?;
+            let restored = RestoredStore {
+                checkpoint_id: metadata.checkpoint_id,
+                ..restored
+            };
+            super::native_restore::log_restored(&restored, subtask);
+            Ok(NativeRestored::IntoStore(restored))
+        }
+        NativeRestorePath::AsBlocks => {
+            let map_into = if stores.disk.is_some() {
+                Some(RemovedOnDrop(super::native_upload::create_download_dir(download_root)?))
+            } else {
+                None
+            };
+            let blocks_file = map_into.as_ref().map(|d| d.0.join("blocks.state"));
+            let blocks =
+                super::native_upload::native_blocks(store, dir, native, download_root, blocks_file.as_deref()).await?;
+            Ok(NativeRestored::AsBlocks {
+                file: h.file.clone(),
+                blocks,
+            })
+        }
+    }
+}
+
+/// A local directory removed with everything in it when dropped.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads and verifies one state file `file` (relative to `dir`) against its handle: into
+/// memory, or with `map_into` through a map of that local file (`checkpoint/mapped_files.rs`).
 async fn read_state_file(
     store: &Store,
     dir: &str,
     file: String,
     size: u64,
     crc32: u32,
+    map_into: Option<std::path::PathBuf>,
 ) -> Result<(String, StateFile), RestoreError> {
     let path = crate::state::incremental::resolve_relative(dir, &file).ok_or_else(|| FormatError {
         path: store.url(dir),
@@ -211,7 +307,10 @@ async fn read_state_file(
         ),
     })?;
     let url = store.url(&path);
-    let bytes = lineage::with_retries(&url, || store.get(&path)).await?;
+    let bytes = match &map_into {
+        Some(local) => lineage::with_retries(&url, || super::mapped_files::fetch_mapped(store, &path, local)).await?,
+        None => lineage::with_retries(&url, || store.get(&path)).await?,
+    };
     if bytes.len() as u64 != size {
         return Err(FormatError {
             path: url,

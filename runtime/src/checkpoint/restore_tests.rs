@@ -10,6 +10,7 @@ fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]
         size: 1,
         crc32: 0,
         entries: 1,
+        operator_items: None,
         chain: chain
             .iter()
             .map(|f| ChainLink {
@@ -25,7 +26,15 @@ fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]
     }
 }
 
-/// A worker reads the chains that hold its key groups and every other file; without
+fn with_items(handle: StateHandle, operator_items: Option<u64>) -> StateHandle {
+    StateHandle {
+        operator_items,
+        ..handle
+    }
+}
+
+/// A worker reads the files of keyed state only that hold its key groups and every other
+/// file (operator state, and `_metadata` that does not say: w-1); without
 /// `owned` (`weir run`, the coordinator) every file is read, shared links once.
 #[test]
 fn which_files_a_restore_reads_table() {
@@ -56,7 +65,23 @@ fn which_files_a_restore_reads_table() {
             kind: "window".into(),
             parallelism: 2,
             state_names: vec![],
-            handles: vec![handle("w-0.state", 0, r(0), &[]), handle("w-1.state", 1, r(1), &[])],
+            // A window's files hold its shape as an operator state item besides its keyed
+            // state: read by every process.
+            handles: vec![
+                with_items(handle("w-0.state", 0, r(0), &[]), Some(1)),
+                handle("w-1.state", 1, r(1), &[]),
+            ],
+        },
+        OperatorMetadata {
+            // A savepoint's aggregation: full files of keyed state only.
+            uid: "full-counts".into(),
+            kind: "count".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles: vec![
+                with_items(handle("fc-0.state", 0, r(0), &[]), Some(0)),
+                with_items(handle("fc-1.state", 1, r(1), &[]), Some(0)),
+            ],
         },
         OperatorMetadata {
             uid: "src".into(),
@@ -90,12 +115,14 @@ fn which_files_a_restore_reads_table() {
         "../shared/c-1-chk5.state",
         "w-0.state",
         "w-1.state",
+        "fc-0.state",
+        "fc-1.state",
         "src-0.state",
         "src-1.state",
     ];
     // (what, key groups the process owns, files read)
     type Row = (&'static str, Option<Vec<KeyGroupRange>>, Vec<&'static str>);
-    let rows: [Row; 4] = [
+    let rows: [Row; 5] = [
         ("every subtask", None, everything.to_vec()),
         (
             "both ranges",
@@ -110,6 +137,7 @@ fn which_files_a_restore_reads_table() {
                 "../shared/c-1-chk5.state",
                 "w-0.state",
                 "w-1.state",
+                "fc-1.state",
                 "src-0.state",
                 "src-1.state",
             ],
@@ -122,9 +150,15 @@ fn which_files_a_restore_reads_table() {
                 "../shared/c-0-chk5.state",
                 "w-0.state",
                 "w-1.state",
+                "fc-0.state",
                 "src-0.state",
                 "src-1.state",
             ],
+        ),
+        (
+            "no key group (a cluster's coordinator): operator state only",
+            Some(vec![]),
+            vec!["w-0.state", "w-1.state", "src-0.state", "src-1.state"],
         ),
     ];
     for (what, owned, want) in rows {

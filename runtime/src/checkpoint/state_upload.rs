@@ -40,6 +40,8 @@ struct Encoded {
     state_names: Vec<String>,
     key_group_range: Option<KeyGroupRange>,
     entries: u64,
+    /// Operator state items among `entries`.
+    operator_items: u64,
     incremental: Option<Form>,
     /// A native checkpoint's local files, uploaded after the state file.
     native: Option<crate::checkpoint::native_upload::NativeUpload>,
@@ -126,6 +128,7 @@ pub async fn upload_operator_state(
                 size,
                 crc32: crc,
                 entries,
+                operator_items: Some(encoded.operator_items),
                 chain,
                 native,
             },
@@ -141,7 +144,8 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
     let started = Instant::now();
     let st = enc()?;
     tx.blocking_send(Piece::Start(st.incremental)).map_err(|_| gone())?;
-    let mut entries = st.operator_state.len() as u64;
+    let operator_items = st.operator_state.len() as u64;
+    let mut entries = operator_items;
     let (mut file, head) = StreamedStateFile::start(uid, subtask, st.operator_state);
     tx.blocking_send(Piece::Bytes(head.into())).map_err(|_| gone())?;
     let mut send_block = |block: crate::state::snapshot::KeyGroupBlock| -> TaskResult<()> {
@@ -170,6 +174,7 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
         state_names: st.state_names,
         key_group_range: st.key_group_range,
         entries,
+        operator_items,
         incremental: st.incremental,
         native: st.native,
     })

@@ -144,6 +144,7 @@ pub async fn upload(
             size,
             crc32,
             entries,
+            operator_items: None,
             chain: vec![],
             native: None,
         },
@@ -219,6 +220,7 @@ mod tests {
                 size: 0,
                 crc32: 0,
                 entries: rs.len() as u64,
+                operator_items: None,
                 chain: vec![],
                 native: None,
             });

@@ -187,6 +187,32 @@ pub fn blocks_of_native_store(
     ttl: Option<StateTtl>,
     now_ms: u64,
 ) -> Result<Vec<KeyGroupBlock>, DiskStateError> {
+    native_store_snapshot(dir, options, range, ttl, now_ms)?.encode()
+}
+
+/// As [`blocks_of_native_store`], the blocks handed to `emit` one by one in key-group order
+/// ([`DiskSnapshot::encode_each`]) instead of collected. Errors: as
+/// [`blocks_of_native_store`]'s, or `emit`'s (which stop the encode).
+pub fn each_block_of_native_store<E: From<DiskStateError>>(
+    dir: &Path,
+    options: &DiskStateOptions,
+    range: KeyGroupRange,
+    ttl: Option<StateTtl>,
+    now_ms: u64,
+    emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), E>,
+) -> Result<(), E> {
+    native_store_snapshot(dir, options, range, ttl, now_ms)?.encode_each(emit)
+}
+
+/// The files of a native checkpoint in `dir` opened as a read view to encode (see
+/// [`blocks_of_native_store`]).
+fn native_store_snapshot(
+    dir: &Path,
+    options: &DiskStateOptions,
+    range: KeyGroupRange,
+    ttl: Option<StateTtl>,
+    now_ms: u64,
+) -> Result<DiskSnapshot, DiskStateError> {
     let deltas = crate::state::disk_delta::delta_files_in(dir).map_err(|e| DiskStateError {
         dir: dir.to_path_buf(),
         problem: format!("cannot list the checkpoint's files: {e}"),
@@ -210,7 +236,7 @@ pub fn blocks_of_native_store(
         range,
     };
     drop(store);
-    snapshot.encode()
+    Ok(snapshot)
 }
 
 #[cfg(test)]

@@ -179,6 +179,7 @@ fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
         size: 10,
         crc32: 0,
         entries: 1,
+        operator_items: None,
         chain,
         native: None,
     };

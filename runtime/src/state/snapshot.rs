@@ -302,6 +302,13 @@ pub struct StateHandle {
     pub crc32: u32,
     /// Entries: keys for keyed state, items for operator state.
     pub entries: u64,
+    /// Operator state items in `file` (what every subtask's restore pools, whatever key
+    /// groups it owns). `Some(0)`: the file holds keyed state only, so a process none of
+    /// whose subtasks owns a key group of `key_group_range` does not read it
+    /// (`checkpoint/restore.rs`, `files_to_read`). `None` (`_metadata` written before
+    /// 2026-12-05): unknown, the file is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_items: Option<u64>,
     /// Incremental checkpoints only: the state files this subtask's keyed state is made of,
     /// oldest first: a full base, then deltas to apply in order (the last one is `file`,
     /// which also holds the operator state). Paths are relative to the snapshot directory

@@ -158,6 +158,7 @@ fn a_native_handles_files_are_counted_and_referenced() {
         size: 10,
         crc32: 0,
         entries: 5,
+        operator_items: None,
         chain: vec![],
         native: Some(NativeFiles {
             key_group_range: KeyGroupRange { start: 0, end: 63 },

@@ -1,0 +1,114 @@
+//! State files a restore reads through a read-only memory map of a local file instead of into
+//! the process's memory: what a process running disk-backend stores does
+//! (`checkpoint/restore.rs`, `load_files`).
+//!
+//! A restore holds every state file it read until each subtask has taken its keyed blocks
+//! (the blocks are slices of the file, `state/snapshot.rs`, `decode_state_file_shared`), and
+//! the disk backend writes them into its store one key group at a time. Read into memory, a
+//! savepoint of state larger than a worker's memory limit could not be restored on the
+//! backend chosen for state larger than memory (issue 12). Mapped, the bytes are file pages:
+//! the kernel pages them in as the store takes each key group and reclaims them under memory
+//! pressure (a pod's memory limit counts them, and reclaims them before it kills), so the
+//! restore's memory is the store's cache and a few key groups, not the state.
+//!
+//! The local file is a hard link to the stored file when the store can make one (a local
+//! checkpoint directory on the same file system: no copy) or else streamed from storage into
+//! the restore's download directory with a chunk in memory at a time; it is unlinked as soon as
+//! it is mapped, so its disk space goes with the last block that refers to it, and a process
+//! killed mid-restore leaves only what the next process's sweep of the state root removes
+//! (`state/local_dir.rs`).
+
+use crate::storage::{StorageError, Store};
+use std::io::Write;
+use std::path::Path;
+
+/// State files smaller than this (1 MiB) are read into memory on every backend: a map costs a
+/// system call and a page fault per 4 KiB, and such files are not what fills memory.
+pub const MAP_MIN_BYTES: u64 = 1 << 20;
+
+/// Fetches `path` of `store` into the local file `local` (a hard link when the store can
+/// place it so, else streamed) and maps it ([`map_and_unlink`]). Errors: storage's, or a local
+/// I/O error naming `local` (the file cannot be written or mapped).
+pub async fn fetch_mapped(store: &Store, path: &str, local: &Path) -> Result<bytes::Bytes, StorageError> {
+    if !store.link_to_local(path, local).await {
+        crate::checkpoint::native_upload::stream_to_file(store, path, local).await?;
+    }
+    let local = local.to_path_buf();
+    let named = local.display().to_string();
+    tokio::task::spawn_blocking(move || map_and_unlink(&local))
+        .await
+        .map_err(|e| StorageError::Io {
+            path: named.clone(),
+            source: std::io::Error::other(format!("the file mapper stopped: {e}")),
+        })?
+        .map_err(|source| StorageError::Io { path: named, source })
+}
+
+/// Maps the local file `local` read-only, advised for one sequential pass, and removes its
+/// name: the returned bytes are the only reference to the file left. An empty file is empty
+/// bytes (no map). Errors: the file cannot be opened or mapped (it is removed either way).
+pub fn map_and_unlink(local: &Path) -> std::io::Result<bytes::Bytes> {
+    let mapped = map(local);
+    let _ = std::fs::remove_file(local);
+    mapped
+}
+
+fn map(local: &Path) -> std::io::Result<bytes::Bytes> {
+    let file = std::fs::File::open(local)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(bytes::Bytes::new());
+    }
+    // SAFETY: a map is undefined behaviour if the file changes while mapped. The file is a
+    // state file of a snapshot, which Weir writes once under a new name and never modifies
+    // (retention deletes whole files, which a map outlives), or this restore's own copy,
+    // which nothing else knows of and which is unlinked right after this call.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    // Only a hint: the kernel reads ahead and drops pages behind the pass more eagerly.
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Ok(bytes::Bytes::from_owner(map))
+}
+
+/// Writes keyed blocks one by one as a state file (version 2, the streamed format, with no
+/// operator state) into the local file `local`, then maps it ([`map_and_unlink`]) and
+/// decodes it: the blocks, slices of the map, as `encode` handed them over. For blocks a
+/// restore makes itself (a native checkpoint's store encoded as blocks,
+/// `checkpoint/native_upload.rs`), so they too are file pages, not memory. `encode` gets the
+/// writer for each block and returns its own errors, which stop the write. Errors: `encode`'s,
+/// or a local I/O error (as `io_error` makes it from the problem) writing or mapping `local`.
+pub fn blocks_through_file<E>(
+    local: &Path,
+    encode: impl FnOnce(&mut dyn FnMut(crate::state::snapshot::KeyGroupBlock) -> Result<(), E>) -> Result<(), E>,
+    io_error: impl Fn(String) -> E,
+) -> Result<Vec<crate::state::snapshot::KeyGroupBlock>, E> {
+    use crate::state::snapshot::StreamedStateFile;
+    let failed = |what: &str, e: std::io::Error| io_error(format!("{}: cannot {what}: {e}", local.display()));
+    let file = std::fs::File::create(local).map_err(|e| failed("create the restore's block file", e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let (mut writer, head) = StreamedStateFile::start("", 0, vec![]);
+    out.write_all(&head)
+        .map_err(|e| failed("write the restore's block file", e))?;
+    let written = encode(&mut |block| {
+        out.write_all(&writer.block(&block))
+            .and_then(|()| out.write_all(&block.data))
+            .map_err(|e| failed("write the restore's block file", e))
+    });
+    let finished = written.and_then(|()| {
+        out.write_all(&writer.finish())
+            .and_then(|()| out.flush())
+            .map_err(|e| failed("write the restore's block file", e))
+    });
+    drop(out);
+    if let Err(e) = finished {
+        let _ = std::fs::remove_file(local);
+        return Err(e);
+    }
+    let bytes = map_and_unlink(local).map_err(|e| failed("map the restore's block file", e))?;
+    let named = local.display().to_string();
+    crate::state::snapshot::decode_state_file_shared(&named, bytes)
+        .map(|file| file.key_groups)
+        .map_err(|e| io_error(e.to_string()))
+}
+
+#[cfg(test)]
+#[path = "mapped_files_tests.rs"]
+mod tests;
