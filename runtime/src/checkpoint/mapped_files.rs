@@ -11,12 +11,11 @@
 //! pressure (a pod's memory limit counts them, and reclaims them before it kills), so the
 //! restore's memory is the store's cache and a few key groups, not the state.
 //!
-//! The local file is a hard link to the stored file when the store can make one (a local
-//! checkpoint directory on the same file system: no copy) or else streamed from storage into
-//! the restore's download directory with a chunk in memory at a time; it is unlinked as soon as
-//! it is mapped, so its disk space goes with the last block that refers to it, and a process
-//! killed mid-restore leaves only what the next process's sweep of the state root removes
-//! (`state/local_dir.rs`).
+//! The local file is the stored file itself for a local checkpoint directory (no copy, on any
+//! file system) or else streamed from storage into the restore's download directory with a
+//! chunk in memory at a time; a download is unlinked as soon as it is mapped, so its disk
+//! space goes with the last block that refers to it, and a process killed mid-restore leaves
+//! only what the next process's sweep of the state root removes (`state/local_dir.rs`).
 
 use crate::storage::{StorageError, Store};
 use std::io::Write;
@@ -26,22 +25,29 @@ use std::path::Path;
 /// system call and a page fault per 4 KiB, and such files are not what fills memory.
 pub const MAP_MIN_BYTES: u64 = 1 << 20;
 
-/// Fetches `path` of `store` into the local file `local` (a hard link when the store can
-/// place it so, else streamed) and maps it ([`map_and_unlink`]). Errors: storage's, or a local
-/// I/O error naming `local` (the file cannot be written or mapped).
+/// The object at `path` of `store`, mapped: the store's own file when it is a local
+/// directory ([`ObjectStore::local_file`], mapped in place), else downloaded into the local
+/// file `local` and mapped ([`map_and_unlink`]). Errors: storage's, or a local I/O error
+/// naming the file (it cannot be read, written or mapped).
+///
+/// [`ObjectStore::local_file`]: crate::storage::ObjectStore::local_file
 pub async fn fetch_mapped(store: &Store, path: &str, local: &Path) -> Result<bytes::Bytes, StorageError> {
-    if !store.link_to_local(path, local).await {
+    let in_place = store.local_file(path);
+    if in_place.is_none() {
         crate::checkpoint::native_upload::stream_to_file(store, path, local).await?;
     }
     let local = local.to_path_buf();
-    let named = local.display().to_string();
-    tokio::task::spawn_blocking(move || map_and_unlink(&local))
-        .await
-        .map_err(|e| StorageError::Io {
-            path: named.clone(),
-            source: std::io::Error::other(format!("the file mapper stopped: {e}")),
-        })?
-        .map_err(|source| StorageError::Io { path: named, source })
+    let named = in_place.as_ref().unwrap_or(&local).display().to_string();
+    tokio::task::spawn_blocking(move || match in_place {
+        Some(file) => map(&file),
+        None => map_and_unlink(&local),
+    })
+    .await
+    .map_err(|e| StorageError::Io {
+        path: named.clone(),
+        source: std::io::Error::other(format!("the file mapper stopped: {e}")),
+    })?
+    .map_err(|source| StorageError::Io { path: named, source })
 }
 
 /// Maps the local file `local` read-only, advised for one sequential pass, and removes its
@@ -59,9 +65,10 @@ fn map(local: &Path) -> std::io::Result<bytes::Bytes> {
         return Ok(bytes::Bytes::new());
     }
     // SAFETY: a map is undefined behaviour if the file changes while mapped. The file is a
-    // state file of a snapshot, which Weir writes once under a new name and never modifies
-    // (retention deletes whole files, which a map outlives), or this restore's own copy,
-    // which nothing else knows of and which is unlinked right after this call.
+    // state file of a snapshot in a local checkpoint directory, which Weir writes once under
+    // a new name (a temporary file renamed into place) and never modifies (retention deletes
+    // whole files, which a map outlives), or this restore's own download, which nothing else
+    // knows of and which is unlinked right after this call.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     // Only a hint: the kernel reads ahead and drops pages behind the pass more eagerly.
     let _ = map.advise(memmap2::Advice::Sequential);

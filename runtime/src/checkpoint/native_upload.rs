@@ -467,7 +467,10 @@ pub(crate) async fn stream_to_file(
         source: e,
     };
     let mut chunks = store.get_stream(path).await?;
-    let mut file = tokio::fs::File::create(target).await.map_err(local_err)?;
+    // Writes of 1 MiB: each write of a tokio file is a trip to the blocking pool, and an S3
+    // response comes in chunks of a few KiB.
+    let mut file =
+        tokio::io::BufWriter::with_capacity(1 << 20, tokio::fs::File::create(target).await.map_err(local_err)?);
     let mut crc = crc32fast::Hasher::new();
     let mut size = 0u64;
     while let Some(chunk) = chunks.next().await {

@@ -491,6 +491,10 @@ impl ObjectStore for LocalStore {
         true
     }
 
+    fn local_file(&self, path: &str) -> Option<PathBuf> {
+        Some(self.full(path))
+    }
+
     async fn link_to_local(&self, path: &str, local: &Path) -> bool {
         let (path, local) = (path.to_string(), local.to_path_buf());
         blocking(self, move |s| Ok(s.link_to_local_blocking(&path, &local)))

@@ -153,6 +153,13 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// The local file that holds the object at `path`, when this store is a local directory
+    /// (`None`, the default: a remote store). Only for reading an object no one writes again
+    /// (a restore maps a state file in place, `checkpoint/mapped_files.rs`).
+    fn local_file(&self, _path: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// Whether a multipart upload's parts are writes into one local staging file (the local
     /// store) rather than requests (S3). A writer in parts then cuts small ones (1 MiB,
     /// `checkpoint::part_schedule::LOCAL_FILE_PARTS`): a part costs a write, not a request,
