@@ -44,9 +44,11 @@ def walk(schema, path, required, rows):
             notes.append(f"default `{esc(shown)}`")
         if "enum" in s:
             notes.append("one of " + ", ".join(f"`{v}`" for v in s["enum"] if v is not None))
-        for bound in ("minimum", "maximum"):
+        for bound in ("minimum", "maximum", "maxLength"):
             if bound in s:
                 notes.append(f"{bound} {s[bound]}")
+        if "pattern" in s:
+            notes.append(f"pattern `{esc(s['pattern'])}`")
         for rule in s.get("x-kubernetes-validations", []):
             notes.append(f"rule: `{esc(rule.get('rule', ''))}` ({esc(rule.get('message', ''))})")
         rows.append((p, type_of(s), esc(s.get("description", "")), "; ".join(notes)))

@@ -319,6 +319,83 @@ fn cel_rejects_parallelism_out_of_range_naming_the_field() {
     assert_eq!(streamjob_errors(&o, None), Vec::<String>::new());
 }
 
+/// The paths of the int-or-string properties under `schema` with their schemas.
+fn int_or_string_fields<'a>(schema: &'a Value, path: &str, out: &mut Vec<(String, &'a Value)>) {
+    if schema.get("x-kubernetes-int-or-string").is_some() {
+        out.push((path.to_string(), schema));
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            int_or_string_fields(v, &format!("{path}.{k}"), out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        int_or_string_fields(items, &format!("{path}[]"), out);
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        int_or_string_fields(ap, &format!("{path}{{}}"), out);
+    }
+}
+
+/// Every size field of a StreamJob (an int-or-string outside the pods' `resources`, which are
+/// Kubernetes' own quantities) has the runtime's quantity grammar as `pattern` and as a CEL rule,
+/// so the API server refuses what `weir` refuses: `64MB` (and `-1`) with a message saying to
+/// write `64Mi` or `64M`; `1.5Gi`, `1e3` and integers are taken (`kubectl apply` took `64MB`
+/// before).
+#[test]
+fn size_fields_refuse_what_weir_refuses_saying_what_to_write() {
+    use weir_runtime::job::quantity::{BYTE_QUANTITY_MESSAGE, BYTE_QUANTITY_PATTERN, BYTE_QUANTITY_RULE};
+    let schema = schema_of(&StreamJob::crd());
+    let mut fields = Vec::new();
+    int_or_string_fields(&schema, "", &mut fields);
+    fields.retain(|(path, _)| !path.contains(".resources."));
+    let paths: Vec<&str> = fields.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            ".spec.diskState.cacheSize",
+            ".spec.diskState.writeBufferSize",
+            ".spec.diskState.writeCacheSize"
+        ]
+    );
+    let pattern = regex::Regex::new(BYTE_QUANTITY_PATTERN).unwrap();
+    for (path, field) in &fields {
+        assert_eq!(field["pattern"], BYTE_QUANTITY_PATTERN, "{path}");
+        assert_eq!(
+            field["x-kubernetes-validations"],
+            json!([{"rule": BYTE_QUANTITY_RULE, "message": BYTE_QUANTITY_MESSAGE}]),
+            "{path}"
+        );
+    }
+    for (value, taken) in [
+        (json!("64MB"), false),
+        (json!("1GiB"), false),
+        (json!("64Mi"), true),
+        (json!("1.5Gi"), true),
+        (json!("1e3"), true),
+        (json!(1048576), true),
+        (json!(-1), false),
+    ] {
+        for field in ["cacheSize", "writeBufferSize", "writeCacheSize"] {
+            let mut o = minimal();
+            o["spec"]["stateBackend"] = json!("disk");
+            o["spec"]["diskState"] = json!({ field: value });
+            let errs = streamjob_errors(&o, None);
+            if taken {
+                assert_eq!(errs, Vec::<String>::new(), "{field}: {value}");
+            } else {
+                assert!(
+                    errs.iter().any(|e| e.contains("write 64Mi or 64M, not 64MB")),
+                    "{field}: {value}: {errs:?}"
+                );
+            }
+            if let Some(text) = value.as_str() {
+                assert_eq!(pattern.is_match(text), taken, "pattern, {field}: {value}");
+            }
+        }
+    }
+}
+
 #[test]
 fn cel_makes_max_parallelism_immutable() {
     let old = minimal();

@@ -1,7 +1,11 @@
 //! `spec.diskState`: the memory and compression settings of the disk state backend
 //! (`stateBackend: disk`), per subtask of each stateful step, and their parsing (Kubernetes
-//! quantities: `64Mi`).
+//! quantities: `64Mi`, `1.5Gi`; [`crate::job::quantity`]).
 
+use crate::job::quantity::{
+    BYTE_QUANTITY_MESSAGE, BYTE_QUANTITY_PATTERN, BYTE_QUANTITY_RULE, MAX_BYTES, MAX_QUANTITY_LENGTH,
+    parse_byte_quantity,
+};
 use crate::job::validate::JobError;
 use crate::state::disk::{DiskStateOptions, StoreCompression};
 use schemars::JsonSchema;
@@ -21,8 +25,8 @@ use std::borrow::Cow;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DiskStateSpec {
-    /// Block cache of the store, a quantity in bytes (`64Mi`, `1Gi`, `500M`, `1048576`).
-    /// Default `32Mi`.
+    /// Block cache of the store, a Kubernetes quantity in bytes (`64Mi`, `1.5Gi`, `500M`,
+    /// `1e9`, `1048576`; not `64MB`). Default `32Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_size: Option<ByteQuantity>,
     /// Write buffer (memtable) size: how much is written in memory before it is flushed to a
@@ -49,17 +53,17 @@ impl DiskStateSpec {
     pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
         let mut options = DiskStateOptions::default();
         if let Some(text) = &self.cache_size {
-            options.cache_bytes = parse_quantity(&format!("{at}.cacheSize"), &text.0)?;
+            options.cache_bytes = parse_byte_quantity(&format!("{at}.cacheSize"), &text.0)?;
         }
         if let Some(text) = &self.write_buffer_size {
             let field = format!("{at}.writeBufferSize");
-            options.write_buffer_bytes = parse_quantity(&field, &text.0)?;
+            options.write_buffer_bytes = parse_byte_quantity(&field, &text.0)?;
             if options.write_buffer_bytes < 1 << 20 {
                 return Err(JobError::new(field, format!("must be at least 1Mi, got `{}`", text.0)));
             }
         }
         if let Some(text) = &self.write_cache_size {
-            options.write_cache_bytes = parse_quantity(&format!("{at}.writeCacheSize"), &text.0)?;
+            options.write_cache_bytes = parse_byte_quantity(&format!("{at}.writeCacheSize"), &text.0)?;
         }
         if let Some(compression) = self.compression {
             options.compression = compression;
@@ -69,9 +73,13 @@ impl DiskStateSpec {
 }
 
 /// A size in bytes as the manifest gives it, kept as text: a Kubernetes quantity string
-/// (`64Mi`) or a plain non-negative integer (`0`, `1048576`), as Kubernetes' own quantities
-/// (`resources.limits.memory`) take both. Checked and converted by [`parse_quantity`] when the
-/// job is validated, so its error names the field. Schema: `x-kubernetes-int-or-string`.
+/// (`64Mi`, `1.5Gi`, `1e9`) or a plain non-negative integer (`0`, `1048576`), as Kubernetes' own
+/// quantities (`resources.limits.memory`) take both; a YAML number written with a fraction or an
+/// exponent (`2e6`) is taken when it is a whole number of bytes. Checked and converted by
+/// [`parse_byte_quantity`] when the job is validated, so its error names the field. Schema:
+/// `x-kubernetes-int-or-string` with the quantity grammar as `pattern`
+/// ([`BYTE_QUANTITY_PATTERN`]) and as a CEL rule whose message says what to write, so the API
+/// server refuses a string `weir` refuses (`64MB`: write `64Mi` or `64M`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct ByteQuantity(pub String);
@@ -98,6 +106,17 @@ impl<'de> Deserialize<'de> for ByteQuantity {
                     .map(|n| ByteQuantity(n.to_string()))
                     .map_err(|_| E::custom(format!("`{n}` is negative; a size in bytes is 0 or more")))
             }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ByteQuantity, E> {
+                // YAML reads `1e3` and `1.0` as floats; the API server takes a whole one as an
+                // integer. `MAX_BYTES as f64` rounds up to 2^63, so the bound is `<`.
+                if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n < MAX_BYTES as f64 {
+                    return Ok(ByteQuantity((n as u64).to_string()));
+                }
+                Err(E::custom(format!(
+                    "`{n}` is not a whole number of bytes from 0 to {MAX_BYTES}; write a whole number \
+                     (`1536`) or a quantity string (`1.5Ki`, `64Mi`)"
+                )))
+            }
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ByteQuantity, E> {
                 Ok(ByteQuantity(text.to_string()))
             }
@@ -116,69 +135,21 @@ impl JsonSchema for ByteQuantity {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "x-kubernetes-int-or-string": true })
+        schemars::json_schema!({
+            "x-kubernetes-int-or-string": true,
+            "pattern": BYTE_QUANTITY_PATTERN,
+            "maxLength": MAX_QUANTITY_LENGTH,
+            "x-kubernetes-validations": [{
+                "rule": BYTE_QUANTITY_RULE,
+                "message": BYTE_QUANTITY_MESSAGE,
+            }],
+        })
     }
-}
-
-/// A Kubernetes-style quantity of bytes: digits, then optionally a binary (`Ki`, `Mi`, `Gi`,
-/// `Ti`) or decimal (`k`, `M`, `G`, `T`) suffix. Errors name `field` and show the forms.
-pub fn parse_quantity(field: &str, text: &str) -> Result<u64, JobError> {
-    let bad = || {
-        JobError::new(
-            field,
-            format!(
-                "`{text}` is not a size in bytes; write a whole number with an optional unit: `64Mi`, `1Gi`, `500M`, `1048576`"
-            ),
-        )
-    };
-    let trimmed = text.trim();
-    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
-    let (digits, unit) = trimmed.split_at(digits_end);
-    let number: u64 = digits.parse().map_err(|_| bad())?;
-    let multiplier: u64 = match unit {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return Err(bad()),
-    };
-    number.checked_mul(multiplier).ok_or_else(bad)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantities_table() {
-        let rows: [(&str, Result<u64, &str>); 10] = [
-            ("64Mi", Ok(64 << 20)),
-            ("1Gi", Ok(1 << 30)),
-            ("500M", Ok(500_000_000)),
-            ("1048576", Ok(1 << 20)),
-            (" 2Ki ", Ok(2048)),
-            ("1.5Gi", Err("`1.5Gi` is not a size in bytes")),
-            ("64MB", Err("not a size")),
-            ("Mi", Err("not a size")),
-            ("-1", Err("not a size")),
-            ("99999999999Ti", Err("not a size")),
-        ];
-        for (text, want) in rows {
-            match (parse_quantity("spec.diskState.cacheSize", text), want) {
-                (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
-                (Err(e), Err(want)) => {
-                    assert_eq!(e.field, "spec.diskState.cacheSize");
-                    assert!(e.message.contains(want), "{text}: {}", e.message);
-                }
-                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
-            }
-        }
-    }
 
     #[test]
     fn options_default_what_is_unset_and_refuse_a_tiny_write_buffer() {

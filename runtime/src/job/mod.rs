@@ -13,6 +13,7 @@ pub mod fields;
 pub mod join;
 pub mod operator;
 pub mod origins;
+pub mod quantity;
 pub mod schema;
 pub mod spec;
 pub mod spec_checkpointing;

@@ -400,7 +400,9 @@ fn disk_count_manifest(disk_state: &str) -> String {
 /// Sizes in `spec.diskState` are Kubernetes quantities, int-or-string as the API server takes
 /// them: a plain integer (`writeCacheSize: 0`) is a number of bytes, as the quoted `"0"`; a
 /// negative or fractional number is refused naming the field (`writeCacheSize: 0` was refused
-/// as "expected a string" before 2026-12-02).
+/// as "expected a string" before 2026-12-02). Strings take Kubernetes' whole quantity grammar
+/// (`1.5Gi` and `1e3` were refused before 2026-12-04), and `64MB` is refused saying to write
+/// `64Mi` or `64M`.
 #[test]
 fn disk_state_sizes_take_integers_and_quantity_strings() {
     let manifest = disk_count_manifest;
@@ -418,10 +420,33 @@ fn disk_state_sizes_take_integers_and_quantity_strings() {
         ),
         (256 << 20, 2 << 20, 0)
     );
+    // The whole quantity grammar: fractions, exponents (quoted, or a YAML float that is whole).
+    let job = crate::job::parse_manifest(
+        &manifest("{cacheSize: \"1.5Gi\", writeBufferSize: 2e6, writeCacheSize: \"1e3\"}"),
+        &[],
+    )
+    .unwrap();
+    let options = job.spec.disk_state_options().unwrap();
+    assert_eq!(
+        (
+            options.cache_bytes,
+            options.write_buffer_bytes,
+            options.write_cache_bytes
+        ),
+        (3 << 29, 2_000_000, 1_000)
+    );
     for (disk_state, want) in [
         ("{writeCacheSize: -1}", "spec.diskState.writeCacheSize"),
         ("{cacheSize: 1.5}", "spec.diskState.cacheSize"),
         ("{cacheSize: {size: 1}}", "spec.diskState.cacheSize"),
+        (
+            "{cacheSize: 64MB}",
+            "spec.diskState.cacheSize: `64MB` is not a Kubernetes quantity: units take no `B`; write `64Mi` (a power of 1024) or `64M` (a power of 1000)",
+        ),
+        (
+            "{writeCacheSize: 0.1Ki}",
+            "spec.diskState.writeCacheSize: `0.1Ki` is 102.4 bytes, not a whole number of bytes",
+        ),
     ] {
         let e = crate::job::parse_manifest(&manifest(disk_state), &[]).unwrap_err();
         assert!(e.to_string().contains(want), "{disk_state}: {e}");
@@ -481,7 +506,7 @@ fn disk_state_settings_are_checked_with_the_job() {
         ),
         (
             json!({"stateBackend": "disk", "diskState": {"cacheSize": "lots"}}),
-            "spec.diskState.cacheSize: `lots` is not a size in bytes",
+            "spec.diskState.cacheSize: `lots` is not a Kubernetes quantity",
         ),
         (
             json!({"stateBackend": "disk", "diskState": {"writeBufferSize": "4Ki"}}),
