@@ -294,6 +294,14 @@ fn killed_before_metadata(backend: &str) {
         Vec::<String>::new(),
         "retention collected the unconfirmed checkpoint's files"
     );
+    // And the killed run's directory of it (its state files, no `_metadata`): an earlier run's
+    // incomplete checkpoint, deleted by the retention of the runs after it.
+    let killed_directory = job_dir(dir.path()).join(format!("chk-{unconfirmed}"));
+    assert!(
+        !killed_directory.exists(),
+        "{} is still there: retention deletes the directory of a checkpoint killed before its _metadata",
+        killed_directory.display()
+    );
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),

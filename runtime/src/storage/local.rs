@@ -246,6 +246,28 @@ impl LocalStore {
         Ok(out)
     }
 
+    /// [`ObjectStore::list_directories`]: the subdirectories of the directory `prefix` names,
+    /// hidden ones (`.`) left out, whatever they hold (temporary files too); none when it does
+    /// not exist.
+    fn list_directories_blocking(&self, prefix: &str) -> Result<Vec<String>> {
+        let dir = self.full(prefix.trim_end_matches('/'));
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     fn delete_blocking(&self, path: &str) -> Result<()> {
         let p = self.full(path);
         match std::fs::remove_file(&p) {
@@ -575,6 +597,11 @@ impl ObjectStore for LocalStore {
     async fn delete_prefix(&self, prefix: &str) -> Result<()> {
         let prefix = prefix.to_string();
         blocking(self, move |s| s.delete_prefix_blocking(&prefix)).await
+    }
+
+    async fn list_directories(&self, prefix: &str) -> Result<Vec<String>> {
+        let prefix = prefix.to_string();
+        blocking(self, move |s| s.list_directories_blocking(&prefix)).await
     }
 
     async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {

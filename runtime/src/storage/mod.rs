@@ -174,6 +174,28 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
     /// Lists objects whose path starts with `prefix` (recursively), sorted by path.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
 
+    /// The names of the directories directly under `prefix` (a "directory": `job/`), sorted,
+    /// each once, including a directory that holds only the temporary files of writes cut off
+    /// by a crash, which [`ObjectStore::list`] does not show (a local store's). Default: the
+    /// first path component after `prefix` of every listed object that has one (an object
+    /// store has no directories of its own).
+    async fn list_directories(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .list(prefix)
+            .await?
+            .iter()
+            .filter_map(|o| {
+                o.path
+                    .strip_prefix(prefix)?
+                    .split_once('/')
+                    .map(|(name, _)| name.to_string())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
     /// Deletes one object; deleting a missing object is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
 
