@@ -1,6 +1,8 @@
 //! `weir checkpoints list` (`weir savepoint inspect` is [`crate::cli_inspect`]): a job's
 //! snapshots in its checkpoint store, newest first, with id, type, status, completion time,
-//! size, lineage and location, as a table or JSON.
+//! size, lineage and location, as a table or JSON. A checkpoint's status comes from reading and
+//! verifying its `_metadata` (header, length, checksum): one whose `_metadata` exists but does
+//! not verify is `corrupt`, with the reason, never `completed`.
 
 use crate::checkpoint::decide::SeenSnapshot;
 use crate::checkpoint::{checkpoint_dir, lineage, restore};
@@ -22,8 +24,16 @@ pub struct SnapshotRow {
     /// `checkpoint` or `savepoint`.
     #[serde(rename = "type")]
     pub kind: SnapshotKind,
-    /// Whether it is complete (a checkpoint's `_metadata`, a savepoint's pointer exists).
+    /// Whether it can be restored as a completed snapshot: its `_metadata` (a savepoint's
+    /// pointer) exists and verifies. `false` when incomplete, corrupt or unreadable.
     pub completed: bool,
+    /// `completed`, `incomplete` (no `_metadata`), `corrupt` (a `_metadata` that does not
+    /// verify: truncated, bad checksum) or `unreadable` (the store did not answer, or a
+    /// savepoint pointer that cannot be read).
+    pub status: SnapshotStatus,
+    /// Why it is not restorable, for `corrupt` and `unreadable` (the file and the fault).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
     /// Completion time, RFC 3339 UTC (`None` when incomplete or unknown).
     pub completed_at: Option<String>,
     /// Bytes of its files (state files, `_metadata`, and for an incremental checkpoint the
@@ -39,6 +49,54 @@ pub struct SnapshotRow {
     pub alignment: Option<crate::control::api::CheckpointAlignment>,
     /// URL of the snapshot directory (for a savepoint: where the pointer points).
     pub location: String,
+}
+
+/// What `weir checkpoints list` says of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotStatus {
+    /// Its `_metadata` (a savepoint's pointer) exists and verifies: it can be restored.
+    Completed,
+    /// No `_metadata`: a checkpoint declined, timed out, or cut off by a kill; never restored.
+    Incomplete,
+    /// Its `_metadata` exists but does not verify (truncated, bad checksum, not Weir's): not
+    /// restorable. Its sink output may have been committed, so `--restore latest` refuses while
+    /// it is the newest snapshot rather than go back to an older one.
+    Corrupt,
+    /// Its `_metadata` or pointer could not be read (a storage error, a pointer that does not
+    /// decode).
+    Unreadable,
+}
+
+impl SnapshotStatus {
+    /// The STATUS cell: `completed`, `incomplete`, `corrupt`, `unreadable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotStatus::Completed => "completed",
+            SnapshotStatus::Incomplete => "incomplete",
+            SnapshotStatus::Corrupt => "corrupt",
+            SnapshotStatus::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// The status of a checkpoint from the listing (`has_metadata`: its `_metadata` exists) and,
+/// when it exists, the result of reading and verifying it; with the problem for a status other
+/// than `completed` or `incomplete`.
+pub fn checkpoint_status<T>(
+    has_metadata: bool,
+    metadata: Option<&Result<T, restore::RestoreError>>,
+) -> (SnapshotStatus, Option<String>) {
+    match (has_metadata, metadata) {
+        (false, _) | (true, None) => (SnapshotStatus::Incomplete, None),
+        (true, Some(Ok(_))) => (SnapshotStatus::Completed, None),
+        (true, Some(Err(restore::RestoreError::Corrupt(fault)))) => (SnapshotStatus::Corrupt, Some(fault.to_string())),
+        // Deleted between the listing and the read (retention of a running job): gone.
+        (true, Some(Err(restore::RestoreError::Storage(storage::StorageError::NotFound(_))))) => {
+            (SnapshotStatus::Incomplete, None)
+        }
+        (true, Some(Err(e))) => (SnapshotStatus::Unreadable, Some(e.to_string())),
+    }
 }
 
 /// Sum of the sizes of the objects under `dir/`.
@@ -85,20 +143,23 @@ pub fn alignment_cell(a: Option<&crate::control::api::CheckpointAlignment>) -> S
 }
 
 /// The rows as a table: a header, then one aligned line per row (location last, so it may
-/// hold anything).
+/// hold anything; followed by the problem of a corrupt or unreadable snapshot).
 pub fn table(rows: &[SnapshotRow]) -> Vec<String> {
     let cells = |r: &SnapshotRow| {
         [
             r.id.to_string(),
             format!("{:?}", r.kind).to_lowercase(),
-            if r.completed { "completed" } else { "incomplete" }.to_string(),
+            r.status.as_str().to_string(),
             r.completed_at.clone().unwrap_or_else(|| "-".into()),
             r.size_bytes
                 .map(|b| indicatif::HumanBytes(b).to_string())
                 .unwrap_or_else(|| "-".into()),
             r.lineage_id.clone().unwrap_or_else(|| "-".into()),
             alignment_cell(r.alignment.as_ref()),
-            r.location.clone(),
+            match &r.problem {
+                Some(problem) => format!("{}  ({problem})", r.location),
+                None => r.location.clone(),
+            },
         ]
     };
     let header = [
@@ -143,6 +204,8 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                     id: seen.id,
                     kind: SnapshotKind::Savepoint,
                     completed: true,
+                    status: SnapshotStatus::Completed,
+                    problem: None,
                     completed_at: rfc3339(p.completed_at_ms),
                     size_bytes: size,
                     lineage_id: Some(p.run_id),
@@ -154,30 +217,32 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
                 id: seen.id,
                 kind: SnapshotKind::Savepoint,
                 completed: false,
+                status: SnapshotStatus::Unreadable,
+                problem: Some(format!("unreadable pointer: {e}")),
                 completed_at: None,
                 size_bytes: None,
                 lineage_id: None,
                 alignment: None,
-                location: format!("(unreadable pointer: {e})"),
+                location: store.url(&lineage::pointer_dir(job, seen.id)),
             },
         };
     }
     let dir = checkpoint_dir(job, seen.id);
-    let metadata = if seen.completed {
-        match restore::load_metadata(store, &dir).await {
-            Ok(m) => Some(m),
-            Err(e) => {
-                tracing::warn!(target: "weir", "checkpoint {}: {e}", seen.id);
-                None
-            }
-        }
-    } else {
-        None
+    let read = match seen.completed {
+        true => Some(restore::load_metadata(store, &dir).await),
+        false => None,
     };
+    let (status, problem) = checkpoint_status(seen.completed, read.as_ref());
+    if let Some(problem) = &problem {
+        tracing::warn!(target: "weir", "checkpoint {} is {}: {problem}", seen.id, status.as_str());
+    }
+    let metadata = read.and_then(Result::ok);
     SnapshotRow {
         id: seen.id,
         kind: SnapshotKind::Checkpoint,
-        completed: seen.completed,
+        completed: status == SnapshotStatus::Completed,
+        status,
+        problem,
         completed_at: metadata.as_ref().and_then(|m| rfc3339(m.completed_at_ms)),
         size_bytes: Some(size_under(objects, &dir) + shared_size_of(objects, job, seen.id)),
         alignment: metadata.as_ref().map(|m| m.alignment.clone()),
@@ -186,8 +251,9 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
     }
 }
 
-/// Lists the snapshots of `job` in the checkpoint storage `storage_url`, newest first (the
-/// first completed row is what `--restore latest` restores).
+/// Lists the snapshots of `job` in the checkpoint storage `storage_url`, newest first. The
+/// first row that is `completed` or `corrupt` is what `--restore latest` chooses: a completed
+/// one is restored, a corrupt one is refused (naming it and the options), never skipped.
 ///
 /// Errors: the storage does not exist, holds no snapshot of `job`, or is a job's own directory
 /// ([`no_checkpoints_message`]); the storage cannot be read.
@@ -270,6 +336,8 @@ mod tests {
                 id: 12,
                 kind: SnapshotKind::Savepoint,
                 completed: true,
+                status: SnapshotStatus::Completed,
+                problem: None,
                 completed_at: Some("2026-11-30T19:45:09Z".into()),
                 size_bytes: Some(2048),
                 lineage_id: Some("7ac27c53d3fa5f4b".into()),
@@ -280,6 +348,8 @@ mod tests {
                 id: 9,
                 kind: SnapshotKind::Checkpoint,
                 completed: false,
+                status: SnapshotStatus::Incomplete,
+                problem: None,
                 completed_at: None,
                 size_bytes: Some(0),
                 lineage_id: None,
@@ -300,5 +370,164 @@ mod tests {
                 "9   checkpoint  incomplete  -                     0 B       -                 unaligned 3ms +4.00 KiB  file:///c/wc/chk-9",
             ]
         );
+    }
+
+    /// The status of a checkpoint from the listing and its `_metadata`'s verification.
+    #[test]
+    fn checkpoint_status_table() {
+        use crate::state::snapshot::FormatError;
+        let corrupt = || -> Result<(), restore::RestoreError> {
+            Err(FormatError {
+                path: "file:///c/wc/chk-2/_metadata".into(),
+                problem: "truncated or padded: body has 10 bytes, header says 300".into(),
+            }
+            .into())
+        };
+        let storage = |e: storage::StorageError| -> Result<(), restore::RestoreError> { Err(e.into()) };
+        // (what, `_metadata` listed, its read, status, problem contains)
+        type Row = (
+            &'static str,
+            bool,
+            Option<Result<(), restore::RestoreError>>,
+            SnapshotStatus,
+            Option<&'static str>,
+        );
+        let rows: Vec<Row> = vec![
+            ("no _metadata", false, None, SnapshotStatus::Incomplete, None),
+            (
+                "a _metadata that verifies",
+                true,
+                Some(Ok(())),
+                SnapshotStatus::Completed,
+                None,
+            ),
+            (
+                "a truncated _metadata",
+                true,
+                Some(corrupt()),
+                SnapshotStatus::Corrupt,
+                Some("chk-2/_metadata: truncated or padded"),
+            ),
+            (
+                "deleted since the listing (retention of a running job)",
+                true,
+                Some(storage(storage::StorageError::NotFound("wc/chk-2/_metadata".into()))),
+                SnapshotStatus::Incomplete,
+                None,
+            ),
+            (
+                "the store did not answer",
+                true,
+                Some(storage(storage::StorageError::S3 {
+                    path: "s3://b/wc/chk-2/_metadata".into(),
+                    op: "GetObject",
+                    message: "503 SlowDown".into(),
+                })),
+                SnapshotStatus::Unreadable,
+                Some("503 SlowDown"),
+            ),
+        ];
+        for (what, listed, read, want_status, want_problem) in rows {
+            let (status, problem) = checkpoint_status(listed, read.as_ref());
+            assert_eq!(status, want_status, "{what}");
+            match (problem, want_problem) {
+                (None, None) => {}
+                (Some(p), Some(want)) => assert!(p.contains(want), "{what}: {p}"),
+                (p, want) => panic!("{what}: problem {p:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// A checkpoint whose `_metadata` was truncated is listed as `corrupt` with the reason, not
+    /// `completed`; `--restore latest` does not restore it, and does not go back past it to the
+    /// older completed checkpoint (its sink output may have been committed): it refuses, naming
+    /// the checkpoint, the fault and the options.
+    #[tokio::test]
+    async fn a_truncated_metadata_is_listed_corrupt_and_never_restored() {
+        use crate::checkpoint::native_restore::LocalKeyedStores;
+        use crate::state::snapshot::{CheckpointMetadata, encode_metadata};
+        use bytes::Bytes;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = std::sync::Arc::new(storage::LocalStore::new(dir.path().to_str().unwrap()).unwrap());
+        let metadata = |id: u64| CheckpointMetadata {
+            format_version: 1,
+            job_name: "wc".into(),
+            checkpoint_id: id,
+            kind: SnapshotKind::Checkpoint,
+            max_parallelism: 128,
+            parallelism: 1,
+            triggered_at_ms: 0,
+            completed_at_ms: 1_795_455_909_533,
+            run_id: Some("lineage".into()),
+            operators: vec![],
+            channel_state: vec![],
+            alignment: Default::default(),
+        };
+        store
+            .put("wc/chk-1/_metadata", Bytes::from(encode_metadata(&metadata(1))))
+            .await
+            .unwrap();
+        let whole = encode_metadata(&metadata(2));
+        store
+            .put("wc/chk-2/_metadata", Bytes::from(whole[..whole.len() / 2].to_vec()))
+            .await
+            .unwrap();
+        store
+            .put("wc/chk-3/src-0.state", Bytes::from_static(b"s"))
+            .await
+            .unwrap();
+
+        let seen = lineage::list_snapshots(&store, "wc").await.unwrap();
+        let objects = store.list("wc/").await.unwrap();
+        let mut rows = Vec::new();
+        for s in seen.iter().rev() {
+            rows.push(snapshot_row(&store, "wc", &objects, s).await);
+        }
+        let statuses: Vec<(u64, SnapshotStatus, bool)> = rows.iter().map(|r| (r.id, r.status, r.completed)).collect();
+        assert_eq!(
+            statuses,
+            [
+                (3, SnapshotStatus::Incomplete, false),
+                (2, SnapshotStatus::Corrupt, false),
+                (1, SnapshotStatus::Completed, true),
+            ]
+        );
+        let problem = rows[1].problem.as_deref().unwrap();
+        assert!(
+            problem.contains("chk-2/_metadata") && problem.contains("truncated"),
+            "{problem}"
+        );
+        let lines = table(&rows);
+        assert!(lines[2].starts_with("2   checkpoint  corrupt"), "{lines:#?}");
+        assert!(lines[2].contains("truncated"), "{lines:#?}");
+        let json = serde_json::to_value(&rows[1]).unwrap();
+        assert_eq!(
+            (&json["status"], &json["completed"]),
+            (&serde_json::json!("corrupt"), &serde_json::json!(false))
+        );
+
+        let restored = restore::resolve(
+            &store,
+            "wc",
+            &restore::RestoreFrom::Latest,
+            &S3Options::default(),
+            None,
+            &LocalKeyedStores::none(),
+        )
+        .await;
+        let refusal = match restored {
+            Err(restore::RestoreError::Refused(message)) => message,
+            Ok(snapshot) => panic!("restored {:?}", snapshot.map(|s| s.url)),
+            Err(e) => panic!("not a refusal: {e}"),
+        };
+        for needle in [
+            "checkpoint chk-2",
+            "_metadata",
+            "truncated",
+            "--restore <url>",
+            "--restore none",
+        ] {
+            assert!(refusal.contains(needle), "the refusal names `{needle}`: {refusal}");
+        }
     }
 }

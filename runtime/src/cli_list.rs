@@ -108,7 +108,8 @@ pub struct LineageRow {
     pub job: String,
     /// Checkpoints and savepoints found, completed or not.
     pub snapshots: usize,
-    /// The newest completed one (what `--restore latest` restores), if any.
+    /// The newest one with a `_metadata` or pointer (what `--restore latest` chooses: restored
+    /// when `completed`, refused when `corrupt`), if any.
     pub latest: Option<SnapshotRow>,
 }
 
@@ -124,7 +125,11 @@ pub fn lineage_table(rows: &[LineageRow]) -> Vec<String> {
             r.snapshots.to_string(),
             or_dash(latest.map(|l| l.id.to_string())),
             or_dash(latest.map(|l| format!("{:?}", l.kind).to_lowercase())),
-            or_dash(latest.and_then(|l| l.completed_at.clone())),
+            // A newest snapshot that cannot be restored says so where its time would be.
+            or_dash(latest.and_then(|l| match l.status {
+                crate::cli_checkpoints::SnapshotStatus::Completed => l.completed_at.clone(),
+                other => Some(other.as_str().to_string()),
+            })),
             or_dash(latest.and_then(|l| l.lineage_id.clone())),
             or_dash(latest.map(|l| l.location.clone())),
         ]

@@ -90,6 +90,8 @@ fn lineages_print_the_newest_completed_snapshot_or_dashes() {
                 id: 12,
                 kind: SnapshotKind::Savepoint,
                 completed: true,
+                status: crate::cli_checkpoints::SnapshotStatus::Completed,
+                problem: None,
                 completed_at: Some("2026-11-30T19:45:09Z".into()),
                 size_bytes: Some(2048),
                 lineage_id: Some("7ac27c53d3fa5f4b".into()),
@@ -102,13 +104,31 @@ fn lineages_print_the_newest_completed_snapshot_or_dashes() {
             snapshots: 1,
             latest: None,
         },
+        // The newest snapshot's `_metadata` is truncated: `--restore latest` refuses it.
+        LineageRow {
+            job: "orders".into(),
+            snapshots: 2,
+            latest: Some(SnapshotRow {
+                id: 7,
+                kind: SnapshotKind::Checkpoint,
+                completed: false,
+                status: crate::cli_checkpoints::SnapshotStatus::Corrupt,
+                problem: Some("file:///c/orders/chk-7/_metadata: truncated".into()),
+                completed_at: None,
+                size_bytes: Some(10),
+                lineage_id: None,
+                location: "file:///c/orders/chk-7".into(),
+                alignment: None,
+            }),
+        },
     ];
     assert_eq!(
         lineage_table(&rows),
         vec![
-            "JOB     SNAPSHOTS  LATEST  TYPE       COMPLETED             LINEAGE           LOCATION",
-            "wc      3          12      savepoint  2026-11-30T19:45:09Z  7ac27c53d3fa5f4b  s3://b/sp/savepoint-wc-12",
-            "clicks  1          -       -          -                     -                 -",
+            "JOB     SNAPSHOTS  LATEST  TYPE        COMPLETED             LINEAGE           LOCATION",
+            "wc      3          12      savepoint   2026-11-30T19:45:09Z  7ac27c53d3fa5f4b  s3://b/sp/savepoint-wc-12",
+            "clicks  1          -       -           -                     -                 -",
+            "orders  2          7       checkpoint  corrupt               -                 file:///c/orders/chk-7",
         ]
     );
 }
