@@ -406,33 +406,23 @@ fn disk_count_manifest(disk_state: &str) -> String {
 #[test]
 fn disk_state_sizes_take_integers_and_quantity_strings() {
     let manifest = disk_count_manifest;
-    let job = crate::job::parse_manifest(
-        &manifest("{cacheSize: 268435456, writeBufferSize: \"2Mi\", writeCacheSize: 0}"),
-        &[],
-    )
-    .unwrap();
-    let options = job.spec.disk_state_options().unwrap();
-    assert_eq!(
+    // (cache, write buffer, write cache) bytes of a manifest's `diskState`.
+    let sizes = |disk_state: &str| {
+        let job = crate::job::parse_manifest(&manifest(disk_state), &[]).unwrap();
+        let options = job.spec.disk_state_options().unwrap();
         (
             options.cache_bytes,
             options.write_buffer_bytes,
-            options.write_cache_bytes
-        ),
+            options.write_cache_bytes,
+        )
+    };
+    assert_eq!(
+        sizes("{cacheSize: 268435456, writeBufferSize: \"2Mi\", writeCacheSize: 0}"),
         (256 << 20, 2 << 20, 0)
     );
     // The whole quantity grammar: fractions, exponents (quoted, or a YAML float that is whole).
-    let job = crate::job::parse_manifest(
-        &manifest("{cacheSize: \"1.5Gi\", writeBufferSize: 2e6, writeCacheSize: \"1e3\"}"),
-        &[],
-    )
-    .unwrap();
-    let options = job.spec.disk_state_options().unwrap();
     assert_eq!(
-        (
-            options.cache_bytes,
-            options.write_buffer_bytes,
-            options.write_cache_bytes
-        ),
+        sizes("{cacheSize: \"1.5Gi\", writeBufferSize: 2e6, writeCacheSize: \"1e3\"}"),
         (3 << 29, 2_000_000, 1_000)
     );
     for (disk_state, want) in [
