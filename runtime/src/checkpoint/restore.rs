@@ -127,6 +127,62 @@ pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRang
     wanted
 }
 
+/// The full state files of keyed state only (no chain, no native files, no operator state
+/// item) that [`files_to_read`] leaves out for `owned`: `(file relative to the snapshot
+/// directory, size)`. A restore still checks that they exist with their sizes
+/// ([`check_unread_files`]), so a savepoint missing or truncating one is refused by the
+/// process that checks the restore point (a cluster's coordinator) instead of failing the
+/// workers that own its key groups, attempt after attempt.
+pub fn unread_full_files(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64)> {
+    let Some(owned) = owned else { return vec![] };
+    metadata
+        .operators
+        .iter()
+        .flat_map(|op| &op.handles)
+        .filter(|h| h.chain.is_empty() && h.native.is_none() && h.operator_items == Some(0))
+        .filter(|h| {
+            h.key_group_range
+                .is_some_and(|range| !owned.iter().any(|o| o.intersects(&range)))
+        })
+        .map(|h| (h.file.clone(), h.size))
+        .collect()
+}
+
+/// Checks that each of `unread` (files relative to the snapshot directory `dir`) exists in
+/// `store` with its size, by one listing of `dir` (not a read: the files' checksums are
+/// verified by the processes that read them). Errors: a file is missing or of another size
+/// (corrupt, naming it), or the listing fails (storage).
+async fn check_unread_files(store: &Store, dir: &str, unread: &[(String, u64)]) -> Result<(), RestoreError> {
+    if unread.is_empty() {
+        return Ok(());
+    }
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let listed: HashMap<String, u64> = store
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .map(|meta| (meta.path, meta.size))
+        .collect();
+    for (file, size) in unread {
+        let path = join(dir, file);
+        let problem = match listed.get(&path) {
+            Some(listed) if listed == size => continue,
+            Some(listed) => format!("size {listed} bytes, _metadata says {size}"),
+            None => "missing: _metadata references it".to_string(),
+        };
+        return Err(FormatError {
+            path: store.url(&path),
+            problem,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// State files read at the same time by a restore.
 pub const PARALLEL_READS: usize = 8;
 
@@ -145,6 +201,7 @@ async fn load_files(
         owned
     };
     let wanted = files_to_read(&metadata, owned);
+    check_unread_files(store, dir, &unread_full_files(&metadata, owned)).await?;
     let env_root = std::env::var_os(crate::state::local_dir::STATE_DIR_ENV).map(std::path::PathBuf::from);
     let download_root = stores.download_root(env_root.as_deref());
     // A process with disk stores maps its large state files from local disk

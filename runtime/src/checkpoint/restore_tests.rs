@@ -164,6 +164,46 @@ fn which_files_a_restore_reads_table() {
     for (what, owned, want) in rows {
         assert_eq!(names(owned.as_deref()), want, "{what}");
     }
+    // The full keyed-only files left out are still checked for existence and size.
+    let unread = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
+        unread_full_files(&metadata, owned)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect()
+    };
+    assert!(unread(None).is_empty());
+    assert_eq!(unread(Some(&[r(1).unwrap()])), vec!["fc-0.state"]);
+    assert_eq!(unread(Some(&[])), vec!["fc-0.state", "fc-1.state"]);
+}
+
+/// A process that leaves out a full keyed-only file still refuses the restore point when that
+/// file is missing or of another size, naming it (a cluster's coordinator reads none of
+/// them; the workers that own their key groups would otherwise fail attempt after attempt).
+#[tokio::test]
+async fn unread_files_are_checked_for_their_sizes() {
+    let root = tempfile::tempdir().unwrap();
+    let store: Store = std::sync::Arc::new(crate::storage::LocalStore::new(root.path()).unwrap());
+    std::fs::create_dir_all(root.path().join("job/sp-1")).unwrap();
+    std::fs::write(root.path().join("job/sp-1/fc-0.state"), [7u8; 10]).unwrap();
+    std::fs::write(root.path().join("job/sp-1/fc-1.state"), [7u8; 20]).unwrap();
+    // A file of the same name in a sibling directory is not it.
+    std::fs::create_dir_all(root.path().join("job/sp-10")).unwrap();
+    std::fs::write(root.path().join("job/sp-10/fc-2.state"), [7u8; 30]).unwrap();
+    let ok = [("fc-0.state".to_string(), 10), ("fc-1.state".to_string(), 20)];
+    check_unread_files(&store, "job/sp-1", &ok).await.unwrap();
+    for (unread, problem) in [
+        (("fc-1.state", 21), "fc-1.state: size 20 bytes, _metadata says 21"),
+        (("fc-2.state", 30), "fc-2.state: missing: _metadata references it"),
+    ] {
+        let e = check_unread_files(&store, "job/sp-1", &[(unread.0.to_string(), unread.1)])
+            .await
+            .unwrap_err();
+        assert!(e.is_permanent(), "{e}");
+        assert!(e.to_string().ends_with(problem), "{e}");
+    }
+    // A snapshot at the store's root.
+    let at_root: Store = std::sync::Arc::new(crate::storage::LocalStore::new(root.path().join("job/sp-1")).unwrap());
+    check_unread_files(&at_root, "", &ok).await.unwrap();
 }
 
 /// A restored keyed block is a slice of the state file's buffer, handed to each subtask
