@@ -47,7 +47,11 @@ pub async fn fetch_mapped(store: &Store, path: &str, local: &Path) -> Result<byt
         path: named.clone(),
         source: std::io::Error::other(format!("the file mapper stopped: {e}")),
     })?
-    .map_err(|source| StorageError::Io { path: named, source })
+    .map_err(|source| match source.kind() {
+        // As the local store names a missing object (`not found`, never retried).
+        std::io::ErrorKind::NotFound => StorageError::NotFound(named),
+        _ => StorageError::Io { path: named, source },
+    })
 }
 
 /// Maps the local file `local` read-only, advised for one sequential pass, and removes its

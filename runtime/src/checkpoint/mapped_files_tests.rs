@@ -207,3 +207,16 @@ async fn small_state_files_are_read_into_memory() {
             .all(|b| !in_a_map_of_a_file_under(b.data.as_ptr() as usize, &stored))
     );
 }
+
+/// A state file missing from a local checkpoint directory is `not found`, as the local store
+/// names a missing object (a plain read said so before state files were mapped).
+#[tokio::test]
+async fn a_missing_local_file_is_not_found() {
+    let storage = tempfile::tempdir().unwrap();
+    let store: Store = std::sync::Arc::new(crate::storage::LocalStore::new(storage.path()).unwrap());
+    let e = fetch_mapped(&store, "chk-1/gone.state", &storage.path().join("unused"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StorageError::NotFound(_)), "{e:?}");
+    assert!(e.to_string().ends_with("chk-1/gone.state: not found"), "{e}");
+}
