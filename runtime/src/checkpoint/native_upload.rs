@@ -272,6 +272,16 @@ pub async fn upload_native(
 /// its own TTL.
 const KEEP_EVERYTHING: StateTtl = StateTtl { ttl_ms: u64::MAX };
 
+/// A local directory removed with everything in it when dropped (a restore's download or
+/// mapped-file directory, whether the restore ends or fails).
+pub(crate) struct RemovedOnDrop(pub(crate) PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Creates the local directory a restore downloads a native handle's files into, under the
 /// state directory's root `root` (`WEIR_STATE_DIR`, else the system's temp directory), one per
 /// download, with this process's owner file: a process killed (`kill -9`) before it removed
@@ -318,16 +328,8 @@ pub async fn native_blocks(
 ) -> Result<Vec<KeyGroupBlock>, crate::checkpoint::restore::RestoreError> {
     use futures::{StreamExt, TryStreamExt};
     let local = create_download_dir(download_root)?;
-    struct RemoveOnError(Option<PathBuf>);
-    impl Drop for RemoveOnError {
-        fn drop(&mut self) {
-            if let Some(dir) = &self.0 {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-        }
-    }
     // Also removes the directory when the store does not open (an opened store removes it).
-    let _guard = RemoveOnError(Some(local.clone()));
+    let _guard = RemovedOnDrop(local.clone());
     futures::stream::iter(&native.files)
         .map(|f| download_one(store, dir, f, &local))
         .buffer_unordered(PARALLEL_TRANSFERS)

@@ -9,6 +9,7 @@ use super::decide::{self, Compatibility, LineageRecord, RestoreChoice};
 use super::lineage;
 use super::mapped_files::MAP_MIN_BYTES;
 use super::native_restore::{LocalKeyedStores, NativeRestorePath, RestoredStore, native_restore_path};
+use super::native_upload::RemovedOnDrop;
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
@@ -109,12 +110,7 @@ pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRang
     let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
         for h in &op.handles {
-            let keyed_only = !h.chain.is_empty() || h.native.is_some() || h.operator_items == Some(0);
-            let elsewhere = match (owned, h.key_group_range) {
-                (Some(owned), Some(range)) => keyed_only && !owned.iter().any(|o| o.intersects(&range)),
-                _ => false,
-            };
-            if elsewhere {
+            if left_out(h, owned) {
                 continue;
             }
             for (file, size, crc) in h.state_files() {
@@ -125,6 +121,17 @@ pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRang
         }
     }
     wanted
+}
+
+/// Whether a process owning the key groups `owned` (`None`: every one) leaves the handle
+/// `h` out of its restore: a handle of keyed state only (a chain, native files, or no
+/// operator state item) none of whose key groups it owns ([`files_to_read`]).
+fn left_out(h: &StateHandle, owned: Option<&[KeyGroupRange]>) -> bool {
+    let keyed_only = !h.chain.is_empty() || h.native.is_some() || h.operator_items == Some(0);
+    match (owned, h.key_group_range) {
+        (Some(owned), Some(range)) => keyed_only && !owned.iter().any(|o| o.intersects(&range)),
+        _ => false,
+    }
 }
 
 /// The full state files of keyed state only (no chain, no native files, no operator state
@@ -139,11 +146,7 @@ pub fn unread_full_files(metadata: &CheckpointMetadata, owned: Option<&[KeyGroup
         .operators
         .iter()
         .flat_map(|op| &op.handles)
-        .filter(|h| h.chain.is_empty() && h.native.is_none() && h.operator_items == Some(0))
-        .filter(|h| {
-            h.key_group_range
-                .is_some_and(|range| !owned.iter().any(|o| o.intersects(&range)))
-        })
+        .filter(|h| h.chain.is_empty() && h.native.is_none() && left_out(h, Some(owned)))
         .map(|h| (h.file.clone(), h.size))
         .collect()
 }
@@ -334,15 +337,6 @@ async fn restore_native(
                 blocks,
             })
         }
-    }
-}
-
-/// A local directory removed with everything in it when dropped.
-struct RemovedOnDrop(std::path::PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
