@@ -3,12 +3,14 @@
 //! hour (`2015-02-22-22.jsonl`), each side its own file source and filter. The output is
 //! compared record by record with the join computed here, independently of Weir:
 //! - failure-free at parallelism 2;
-//! - after random kill -9 and `--restore latest`;
-//! - rescaled p 2 → 3 → 1 through savepoints;
+//! - after random kill -9 and `--restore latest`, on the heap and on the disk state backend;
+//! - rescaled p 2 → 3 → 1 through savepoints, on heap at p 2, disk at p 3 and heap at p 1
+//!   (a savepoint of either backend restores on the other);
 //! - with unaligned checkpoints and a slow sink, killed -9 and rescaled 2 → 3 → 1 through
 //!   checkpoints that hold the join's in-flight input records (both sides) as channel state;
 //! - on the distributed runtime (p = 4 over three workers, remote keyed channels into the
-//!   join from both sides) through the kill -9 of a worker and a replacement.
+//!   join from both sides, disk state backend) through the kill -9 of a worker and a
+//!   replacement.
 
 mod common;
 use common::cluster::Cluster;
@@ -155,27 +157,68 @@ fn kill_9_during_a_join_then_restore_latest_is_exactly_once() {
     assert_same_multiset(&output(dir.path()), &expected_join(), "join with 3 kill -9");
 }
 
+/// The same on the disk state backend: the join's rows live in each subtask's local store,
+/// which every restart recreates from the checkpoint.
 #[test]
-fn a_join_rescales_2_to_3_to_1_through_savepoints_exactly_once() {
+fn kill_9_during_a_join_on_the_disk_backend_then_restore_latest_is_exactly_once() {
+    let mut rng = Rng(seed());
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), ", interval: 200ms", Some(8000), None);
+    set_state_backend(&m, "disk");
+    let env = state_dir_env(&dir.path().join("state"));
+    run_with_kills(&m, 3, &env, &mut rng);
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        "join on the disk backend with 3 kill -9",
+    );
+}
+
+/// The join's store directories of the run under the state root `state`: `<run>/pushes-joined-<subtask>`.
+fn join_stores(state: &Path) -> Vec<PathBuf> {
+    let runs = std::fs::read_dir(state).into_iter().flatten().flatten();
+    runs.flat_map(|run| std::fs::read_dir(run.path()).into_iter().flatten().flatten())
+        .map(|store| store.path())
+        .filter(|store| {
+            let name = store.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with("pushes-joined-") && store.join("CURRENT").exists()
+        })
+        .collect()
+}
+
+#[test]
+fn a_join_rescales_2_to_3_to_1_through_savepoints_exactly_once_switching_backends() {
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(dir.path(), ", interval: 300ms", Some(6000), None);
+    let state = dir.path().join("state");
+    let env = state_dir_env(&state);
     let mut restore: Option<String> = None;
-    for parallelism in ["2", "3"] {
-        let mut args = vec!["--parallelism", parallelism];
+    // Heap at p = 2, disk at p = 3 (restoring the heap savepoint), heap at p = 1 (restoring
+    // the disk one).
+    for (parallelism, backend) in [("2", "heap"), ("3", "disk")] {
+        let set_backend = format!("spec.stateBackend={backend}");
+        let mut args = vec!["--parallelism", parallelism, "--set", &set_backend];
         if let Some(sp) = &restore {
             args.extend(["--restore", sp.as_str()]);
         }
-        let w = Weir::run(&m, &args, &[]);
+        let w = Weir::run(&m, &args, &env);
         let api = w.api();
         std::thread::sleep(Duration::from_millis(1200));
+        let stores = join_stores(&state).len();
+        let want = if backend == "disk" { 3 } else { 0 };
+        assert_eq!(stores, want, "p={parallelism} on {backend}: the join's stores");
         let savepoint = stop_with_savepoint(&api, &[]);
         let log = w.wait_ok();
         assert!(log.contains("stopped with savepoint"), "p={parallelism}: {log}");
         restore = Some(savepoint);
     }
     let sp = restore.unwrap();
-    Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &[]).wait_ok();
-    assert_same_multiset(&output(dir.path()), &expected_join(), "join rescaled 2 → 3 → 1");
+    Weir::run(&m, &["--parallelism", "1", "--restore", &sp], &env).wait_ok();
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        "join rescaled 2 → 3 → 1, heap → disk → heap",
+    );
 }
 
 /// The `_metadata` body of the newest completed checkpoint of the job in `dir`.
@@ -238,11 +281,14 @@ fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
     // both sides reach the join over remote keyed channels. 3000 lines/s per source subtask
     // (each file is one split): the kill lands mid-file.
     let m = manifest_at(dir.path(), 4, ", interval: 300ms", Some(3000), None);
-    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    // On the disk backend: each worker's join subtasks keep their rows in local stores.
+    set_state_backend(&m, "disk");
+    let state = dir.path().join("state").display().to_string();
+    let mut c = Cluster::start(dir.path(), &m, &[], &[("WEIR_STATE_DIR", state.as_str())]);
     let first = c.wait_checkpoint_after(0);
     let (victim, _) = c.busy_worker();
     c.workers[victim].kill9();
-    c.add_worker("w-replacement", &[]);
+    c.add_worker("w-replacement", &[("WEIR_STATE_DIR", state.as_str())]);
     c.wait_checkpoint_after(first);
     c.coordinator.wait_ok(Duration::from_secs(180));
     let log = c.coordinator.text();

@@ -155,6 +155,7 @@ pub async fn build_task(
                     range,
                     restore_state,
                     Arc::new(crate::state::ttl::SystemClock),
+                    &backend_choice(ctx, &op.uid, sub),
                 )
                 .map_err(ctx_err)?,
             ),

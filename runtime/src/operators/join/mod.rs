@@ -1,4 +1,5 @@
-//! The keyed two-input inner join (`join` step): Flink SQL's regular join on heap keyed state.
+//! The keyed two-input inner join (`join` step): Flink SQL's regular join on keyed state of
+//! the job's backend (`spec.stateBackend`).
 //!
 //! Each input's stage ends with a [`JoinSide`]: it evaluates that side's key selector, sets the
 //! record's key (so the keyed exchange routes both sides of a key to the same subtask, by the
@@ -7,8 +8,11 @@
 //! between workers and the channel state of unaligned checkpoints, none of which know sides.
 //!
 //! [`Join`] keeps, per key, every row of each side seen so far ([`rows::JoinRows`]) in a
-//! [`HeapKeyedState`], so its state is snapshotted, restored and rescaled by key group as an
-//! aggregation's is. A left row is stored, then joined with every right row of its key so far
+//! [`KeyedState`] on the job's backend, so its state is snapshotted, restored and rescaled by
+//! key group as an aggregation's is, in the same blocks on both backends (a savepoint of a join
+//! on heap restores on disk and back). On disk a key's rows are read from the store and
+//! written back whole at each of its records, without the write-back cache ([`join_state`]
+//! says why); every checkpoint of a join is full (no delta blocks, no native files). A left row is stored, then joined with every right row of its key so far
 //! (oldest first), and vice versa: every matching pair is emitted exactly once, when its later
 //! row arrives, so the output of a whole input is the full inner join whatever the order.
 //! With a `ttl`, a key's rows are forgotten when it has received no record for that long.
@@ -20,6 +24,8 @@ use crate::checkpoint::Barrier;
 use crate::job::join::{JoinDef, Side};
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema};
+use crate::state::backend::{BackendChoice, KeyedState};
+use crate::state::disk::DiskStateOptions;
 use crate::state::heap::HeapKeyedState;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::ttl::{Clock, StateTtl};
@@ -114,21 +120,50 @@ pub struct Join {
     output: Arc<Schema>,
     sources: Vec<Source>,
     range: KeyGroupRange,
-    state: HeapKeyedState<JoinRows>,
+    state: KeyedState<JoinRows>,
     clock: Arc<dyn Clock>,
 }
 
+/// Empty join state for `range` on `backend`, expiring keys after `ttl` if set. On heap the
+/// generic table (join keys are of any type). On disk the store in the backend's directory
+/// with the write-back cache off: the cache counts each entry's bytes as a fixed size
+/// (`state/disk_cache.rs`, `entry_bytes`), right for an aggregation's numbers but not for a
+/// key's rows, which grow with every record of the key, so cached join rows would hold memory
+/// the disk backend's limits (`spec.diskState`) do not bound. Errors: the store cannot be
+/// created.
+fn join_state(
+    backend: &BackendChoice,
+    range: KeyGroupRange,
+    ttl: Option<StateTtl>,
+) -> Result<KeyedState<JoinRows>, crate::state::disk::DiskStateError> {
+    match backend {
+        BackendChoice::Heap => Ok(KeyedState::Heap(HeapKeyedState::new(range, ttl))),
+        BackendChoice::Disk { dir, options } => {
+            let without_write_back = BackendChoice::Disk {
+                dir: dir.clone(),
+                options: DiskStateOptions {
+                    write_cache_bytes: 0,
+                    ..*options
+                },
+            };
+            KeyedState::open(&without_write_back, range, ttl)
+        }
+    }
+}
+
 impl Join {
-    /// The join `uid` of `def` for the subtask owning `range`, restoring `restore.key_groups`
-    /// (blocks of other key groups are ignored; rows expired under the TTL at `clock`'s time
-    /// are dropped). Errors: a block that does not decode, named by operator and key group;
-    /// a restore point whose join kept other input fields (its stored rows hold other values).
+    /// The join `uid` of `def` for the subtask owning `range`, its state on `backend`,
+    /// restoring `restore.key_groups` (blocks of other key groups are ignored; rows expired
+    /// under the TTL at `clock`'s time are dropped). Errors: a block that does not decode,
+    /// named by operator and key group; a restore point whose join kept other input fields
+    /// (its stored rows hold other values); the disk store cannot be created or written.
     pub fn new(
         uid: &str,
         def: &JoinDef,
         range: KeyGroupRange,
         restore: OperatorRestore,
         clock: Arc<dyn Clock>,
+        backend: &BackendChoice,
     ) -> TaskResult<Join> {
         let (left, right) = (def.projection(Side::Left), def.projection(Side::Right));
         let kept = (left.clone(), right.clone());
@@ -145,10 +180,8 @@ impl Join {
                 )));
             }
         }
-        let mut state = HeapKeyedState::new(range, def.ttl.map(StateTtl::new));
-        state
-            .restore(restore.key_groups, clock.now_ms())
-            .map_err(|e| TaskError(e.to_string()))?;
+        let mut state = join_state(backend, range, def.ttl.map(StateTtl::new)).map_err(|e| TaskError(e.to_string()))?;
+        state.restore(restore.key_groups, clock.now_ms()).map_err(TaskError)?;
         let sources = def
             .fields
             .iter()
@@ -198,7 +231,9 @@ impl Join {
 impl StreamOperator for Join {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         let now_ms = self.clock.now_ms();
-        self.state.maintain(now_ms, input.len());
+        let uid = &self.uid;
+        let state_failed = |e: crate::state::disk::DiskStateError| TaskError(format!("operator {uid}: {e}"));
+        self.state.maintain(now_ms, input.len()).map_err(state_failed)?;
         for r in input {
             let Some(keyed) = r.keyed else {
                 return Err(TaskError(format!("operator {}: record without a join key", self.uid)));
@@ -226,7 +261,8 @@ impl StreamOperator for Join {
                 .state
                 .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, |current| {
                     current.cloned().unwrap_or_default().pushed(side, stored_row)
-                });
+                })
+                .map_err(state_failed)?;
             let other = match side {
                 Side::Left => Side::Right,
                 Side::Right => Side::Left,
@@ -239,18 +275,25 @@ impl StreamOperator for Join {
     }
 
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
-        // Synchronous part: freeze the key-group tables (no copy); encode on the encoder thread.
+        // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's
+        // read view (disk, O(1)); encode on the encoder thread, each block streamed to the
+        // state file as it is encoded (state larger than memory is never held whole).
         let view = self.state.snapshot(self.clock.now_ms());
         let range = self.range;
         let kept = self.kept.clone();
         Ok(Some(Box::new(move || {
             // Full state every checkpoint: the join writes no delta blocks yet.
-            Ok(EncodedState::keyed_in_memory(
+            let mut encoded = EncodedState::keyed_in_memory(
                 vec!["keyed:join".into(), "operator:join-fields".into()],
                 range,
-                view.encode()?,
+                vec![],
                 vec![kept],
-            ))
+            );
+            encoded.key_group_stream = Some(Box::new(move |emit| {
+                view.encode_each::<String>(&mut |block| emit(block).map_err(|e| e.0))
+                    .map_err(TaskError)
+            }));
+            Ok(encoded)
         })))
     }
 }

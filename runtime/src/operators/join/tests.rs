@@ -1,12 +1,35 @@
-//! The join operator: pairs emitted once each whatever the arrival order, state TTL, and
-//! snapshot/restore by key group at another parallelism.
+//! The join operator on both state backends: pairs emitted once each whatever the arrival
+//! order, state TTL, snapshot/restore by key group at another parallelism, and a snapshot of
+//! either backend restored on the other.
 
 use super::*;
 use crate::job::join::{JoinDef, JoinField};
 use crate::state::key_group::key_group_range;
 use crate::state::ttl::ManualClock;
 use serde_json::{Value, json};
+use std::path::Path;
 use std::time::Duration;
+
+/// Where a test join keeps its state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum On {
+    Heap,
+    Disk,
+}
+
+/// Every test runs on both backends.
+const BACKENDS: [On; 2] = [On::Heap, On::Disk];
+
+/// The backend `on`; on disk, the store `name` under `scratch` (one directory per join).
+fn backend(on: On, scratch: &Path, name: &str) -> BackendChoice {
+    match on {
+        On::Heap => BackendChoice::Heap,
+        On::Disk => BackendChoice::Disk {
+            dir: scratch.join(name),
+            options: DiskStateOptions::default(),
+        },
+    }
+}
 
 fn def(ttl: Option<Duration>) -> JoinDef {
     let field = |side, from: &str, name: &str| JoinField {
@@ -45,8 +68,42 @@ async fn feed(join: &mut Join, rows: &[(Side, Value)]) -> Vec<Value> {
     out
 }
 
-fn new_join(range: KeyGroupRange, restore: OperatorRestore, clock: Arc<dyn Clock>, ttl: Option<Duration>) -> Join {
-    Join::new("j", &def(ttl), range, restore, clock).unwrap()
+fn new_join(
+    on: &BackendChoice,
+    range: KeyGroupRange,
+    restore: OperatorRestore,
+    clock: Arc<dyn Clock>,
+    ttl: Option<Duration>,
+) -> Join {
+    Join::new("j", &def(ttl), range, restore, clock, on).unwrap()
+}
+
+/// A checkpoint barrier for [`Join::snapshot`] (its target is never written by the join).
+fn barrier() -> Barrier {
+    Barrier {
+        id: 1,
+        kind: crate::control::api::SnapshotKind::Checkpoint,
+        stop: false,
+        incremental: None,
+        target: Arc::new(crate::checkpoint::SnapshotTarget {
+            store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
+            dir: "x".into(),
+        }),
+        triggered_at_ms: 0,
+        is_final: false,
+    }
+}
+
+/// The state `join` restores from: its snapshot's blocks, all encoded, and its operator state.
+async fn snapshot_of(join: &mut Join) -> OperatorRestore {
+    let encoded = (join.snapshot(&barrier()).await.unwrap().unwrap())()
+        .unwrap()
+        .collect_stream()
+        .unwrap();
+    OperatorRestore {
+        key_groups: encoded.key_groups,
+        operator_state: encoded.operator_state,
+    }
 }
 
 fn left(repo: &str, actor: &str, n: i64) -> (Side, Value) {
@@ -68,37 +125,47 @@ fn sorted(mut v: Vec<Value>) -> Vec<String> {
 
 #[tokio::test]
 async fn every_matching_pair_is_emitted_once_when_its_later_row_arrives() {
-    let all = key_group_range(0, 1, 128);
-    let clock: Arc<dyn Clock> = ManualClock::new(1_000);
-    let mut join = new_join(all, OperatorRestore::default(), clock, None);
-    let out = feed(
-        &mut join,
-        &[
-            left("a", "ann", 1),
-            left("a", "bob", 2),
-            right("a", "org-a"),
-            right("b", "org-b"),
-            left("a", "cy", 3),
-            right("a", "org-a2"),
-            left("c", "dee", 4),
-        ],
-    )
-    .await;
-    let pair = |actor: &str, owner: &str, n: i64| json!({"repo": "a", "actor": actor, "owner": owner, "n": n});
-    // In arrival order: the right row meets both earlier left rows (oldest first), the third
-    // left row both right rows so far, the second right row all three left rows.
-    assert_eq!(
-        out,
-        vec![
-            pair("ann", "org-a", 1),
-            pair("bob", "org-a", 2),
-            pair("cy", "org-a", 3),
-            pair("ann", "org-a2", 1),
-            pair("bob", "org-a2", 2),
-            pair("cy", "org-a2", 3),
-        ]
-    );
-    assert_eq!(join.len(), 3);
+    let scratch = tempfile::tempdir().unwrap();
+    for on in BACKENDS {
+        let all = key_group_range(0, 1, 128);
+        let clock: Arc<dyn Clock> = ManualClock::new(1_000);
+        let mut join = new_join(
+            &backend(on, scratch.path(), "j"),
+            all,
+            OperatorRestore::default(),
+            clock,
+            None,
+        );
+        let out = feed(
+            &mut join,
+            &[
+                left("a", "ann", 1),
+                left("a", "bob", 2),
+                right("a", "org-a"),
+                right("b", "org-b"),
+                left("a", "cy", 3),
+                right("a", "org-a2"),
+                left("c", "dee", 4),
+            ],
+        )
+        .await;
+        let pair = |actor: &str, owner: &str, n: i64| json!({"repo": "a", "actor": actor, "owner": owner, "n": n});
+        // In arrival order: the right row meets both earlier left rows (oldest first), the
+        // third left row both right rows so far, the second right row all three left rows.
+        assert_eq!(
+            out,
+            vec![
+                pair("ann", "org-a", 1),
+                pair("bob", "org-a", 2),
+                pair("cy", "org-a", 3),
+                pair("ann", "org-a2", 1),
+                pair("bob", "org-a2", 2),
+                pair("cy", "org-a2", 3),
+            ],
+            "{on:?}"
+        );
+        assert_eq!(join.len(), 3, "{on:?}");
+    }
 }
 
 #[tokio::test]
@@ -113,114 +180,204 @@ async fn the_output_is_the_full_inner_join_in_any_arrival_order() {
         right("c", "w"),
     ];
     let all = key_group_range(0, 1, 128);
+    let scratch = tempfile::tempdir().unwrap();
     let mut reference = None;
     // Forward, reversed, and rights first.
     let mut orders = vec![rows.clone(), rows.iter().rev().cloned().collect::<Vec<_>>()];
     let (l, r): (Vec<_>, Vec<_>) = rows.iter().cloned().partition(|(s, _)| *s == Side::Left);
     orders.push(r.into_iter().chain(l).collect());
-    for order in orders {
-        let mut join = new_join(all, OperatorRestore::default(), ManualClock::new(0), None);
-        let out = sorted(feed(&mut join, &order).await);
-        assert_eq!(out.len(), 2 * 2 + 1);
-        match &reference {
-            None => reference = Some(out),
-            Some(want) => assert_eq!(&out, want),
+    for on in BACKENDS {
+        for order in &orders {
+            let mut join = new_join(
+                &backend(on, scratch.path(), "j"),
+                all,
+                OperatorRestore::default(),
+                ManualClock::new(0),
+                None,
+            );
+            let out = sorted(feed(&mut join, order).await);
+            assert_eq!(out.len(), 2 * 2 + 1, "{on:?}");
+            match &reference {
+                None => reference = Some(out),
+                Some(want) => assert_eq!(&out, want, "{on:?}"),
+            }
         }
     }
 }
 
 #[tokio::test]
 async fn with_a_ttl_a_key_idle_longer_than_it_forgets_its_rows() {
-    let all = key_group_range(0, 1, 128);
-    let clock = ManualClock::new(1_000);
-    let ttl = Some(Duration::from_secs(10));
-    let mut join = Join::new("j", &def(ttl), all, OperatorRestore::default(), clock.clone()).unwrap();
-    assert!(
-        feed(&mut join, &[left("a", "ann", 1), left("b", "bob", 2)])
-            .await
-            .is_empty()
-    );
-    clock.advance(Duration::from_secs(6));
-    // `b` is written again (its TTL restarts); `a` is not.
-    assert!(feed(&mut join, &[left("b", "bo2", 3)]).await.is_empty());
-    clock.advance(Duration::from_secs(6));
-    let out = feed(&mut join, &[right("a", "late"), right("b", "in-time")]).await;
-    assert_eq!(
-        sorted(out),
-        sorted(vec![
-            json!({"repo": "b", "actor": "bob", "owner": "in-time", "n": 2}),
-            json!({"repo": "b", "actor": "bo2", "owner": "in-time", "n": 3}),
-        ])
-    );
+    let scratch = tempfile::tempdir().unwrap();
+    for on in BACKENDS {
+        let all = key_group_range(0, 1, 128);
+        let clock = ManualClock::new(1_000);
+        let ttl = Some(Duration::from_secs(10));
+        let on_backend = backend(on, scratch.path(), "j");
+        let mut join = new_join(&on_backend, all, OperatorRestore::default(), clock.clone(), ttl);
+        assert!(
+            feed(&mut join, &[left("a", "ann", 1), left("b", "bob", 2)])
+                .await
+                .is_empty()
+        );
+        clock.advance(Duration::from_secs(6));
+        // `b` is written again (its TTL restarts); `a` is not.
+        assert!(feed(&mut join, &[left("b", "bo2", 3)]).await.is_empty());
+        clock.advance(Duration::from_secs(6));
+        let out = feed(&mut join, &[right("a", "late"), right("b", "in-time")]).await;
+        assert_eq!(
+            sorted(out),
+            sorted(vec![
+                json!({"repo": "b", "actor": "bob", "owner": "in-time", "n": 2}),
+                json!({"repo": "b", "actor": "bo2", "owner": "in-time", "n": 3}),
+            ]),
+            "{on:?}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn state_restored_at_another_parallelism_keeps_every_key_on_its_owner() {
-    let clock: Arc<dyn Clock> = ManualClock::new(0);
-    let all = key_group_range(0, 1, 128);
-    let mut before = new_join(all, OperatorRestore::default(), clock.clone(), None);
-    let keys: Vec<String> = (0..40).map(|i| format!("repo-{i}")).collect();
-    let lefts: Vec<(Side, Value)> = keys.iter().map(|k| left(k, "ann", 1)).collect();
-    feed(&mut before, &lefts).await;
-    let barrier = Barrier {
-        id: 1,
-        kind: crate::control::api::SnapshotKind::Checkpoint,
-        stop: false,
-        incremental: None,
-        target: Arc::new(crate::checkpoint::SnapshotTarget {
-            store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
-            dir: "x".into(),
-        }),
-        triggered_at_ms: 0,
-        is_final: false,
-    };
-    let encoded = (before.snapshot(&barrier).await.unwrap().unwrap())().unwrap();
-    let mut joined = Vec::new();
-    for sub in 0..3 {
-        let range = key_group_range(sub, 3, 128);
-        let restore = OperatorRestore {
-            key_groups: encoded.key_groups.clone(),
-            operator_state: encoded.operator_state.clone(),
-        };
-        let mut after = new_join(range, restore, clock.clone(), None);
-        let mine: Vec<(Side, Value)> = keys
-            .iter()
-            .filter(|k| range.contains(KeyedBy::new(Key::Str(k.as_str().into()), 128).key_group))
-            .map(|k| right(k, "org"))
-            .collect();
-        let held = after.len();
-        assert_eq!(held, mine.len(), "subtask {sub} holds exactly the keys it owns");
-        joined.extend(feed(&mut after, &mine).await);
-    }
-    assert_eq!(joined.len(), keys.len(), "every key met its left row once: {joined:?}");
-    // A join that keeps other input fields refuses this state (its rows would be misread).
-    let mut other = def(None);
-    other.fields.pop();
-    let restore = OperatorRestore {
-        key_groups: encoded.key_groups.clone(),
-        operator_state: encoded.operator_state.clone(),
-    };
-    let e = Join::new("j", &other, all, restore, clock.clone())
+    let scratch = tempfile::tempdir().unwrap();
+    for on in BACKENDS {
+        let clock: Arc<dyn Clock> = ManualClock::new(0);
+        let all = key_group_range(0, 1, 128);
+        let mut before = new_join(
+            &backend(on, scratch.path(), "before"),
+            all,
+            OperatorRestore::default(),
+            clock.clone(),
+            None,
+        );
+        let keys: Vec<String> = (0..40).map(|i| format!("repo-{i}")).collect();
+        let lefts: Vec<(Side, Value)> = keys.iter().map(|k| left(k, "ann", 1)).collect();
+        feed(&mut before, &lefts).await;
+        let restore = snapshot_of(&mut before).await;
+        let mut joined = Vec::new();
+        for sub in 0..3 {
+            let range = key_group_range(sub, 3, 128);
+            let on_sub = backend(on, scratch.path(), &format!("after-{sub}"));
+            let mut after = new_join(&on_sub, range, restore.clone(), clock.clone(), None);
+            let mine: Vec<(Side, Value)> = keys
+                .iter()
+                .filter(|k| range.contains(KeyedBy::new(Key::Str(k.as_str().into()), 128).key_group))
+                .map(|k| right(k, "org"))
+                .collect();
+            let held = after.len();
+            assert_eq!(held, mine.len(), "{on:?}: subtask {sub} holds exactly the keys it owns");
+            joined.extend(feed(&mut after, &mine).await);
+        }
+        assert_eq!(
+            joined.len(),
+            keys.len(),
+            "{on:?}: every key met its left row once: {joined:?}"
+        );
+        // A join that keeps other input fields refuses this state (its rows would be misread).
+        let mut other = def(None);
+        other.fields.pop();
+        let e = Join::new(
+            "j",
+            &other,
+            all,
+            restore,
+            clock.clone(),
+            &backend(on, scratch.path(), "other"),
+        )
         .err()
         .expect("refused");
-    assert!(e.0.starts_with("the restore point's join kept the input fields"), "{e}");
+        assert!(
+            e.0.starts_with("the restore point's join kept the input fields"),
+            "{on:?}: {e}"
+        );
+    }
+}
+
+/// A savepoint is backend-independent: a join's snapshot on either backend restores on the
+/// other, and the restored join pairs new rows with exactly the rows stored before.
+#[tokio::test]
+async fn a_snapshot_of_either_backend_restores_on_the_other() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 128);
+    let clock: Arc<dyn Clock> = ManualClock::new(5_000);
+    let stored: Vec<(Side, Value)> = (0..300)
+        .map(|i| left(&format!("repo-{}", i % 70), &format!("actor-{i}"), i))
+        .chain((0..50).map(|i| right(&format!("repo-{}", i % 90), &format!("org-{i}"))))
+        .collect();
+    let later: Vec<(Side, Value)> = (0..90)
+        .map(|i| right(&format!("repo-{i}"), "later"))
+        .chain((0..90).map(|i| left(&format!("repo-{i}"), "later", -1)))
+        .collect();
+    let mut outputs = Vec::new();
+    for (from, to) in [
+        (On::Heap, On::Disk),
+        (On::Disk, On::Heap),
+        (On::Heap, On::Heap),
+        (On::Disk, On::Disk),
+    ] {
+        let name = format!("{from:?}-to-{to:?}");
+        let from_backend = backend(from, scratch.path(), &format!("{name}-before"));
+        let mut before = new_join(&from_backend, all, OperatorRestore::default(), clock.clone(), None);
+        feed(&mut before, &stored).await;
+        let restore = snapshot_of(&mut before).await;
+        assert!(!restore.key_groups.is_empty(), "{name}: no block");
+        let to_backend = backend(to, scratch.path(), &format!("{name}-after"));
+        let mut after = new_join(&to_backend, all, restore, clock.clone(), None);
+        assert_eq!(after.len(), before.len(), "{name}");
+        outputs.push((name, sorted(feed(&mut after, &later).await)));
+    }
+    // Every right row of the later batch pairs with its key's stored left rows (repo-0..69
+    // hold 4 or 5 each: 300 in all), every later left row with its key's stored right rows
+    // (50) and the later right row (90).
+    let want_pairs = 300 + 50 + 90;
+    for (name, out) in &outputs {
+        assert_eq!(out.len(), want_pairs, "{name}");
+        assert_eq!(out, &outputs[0].1, "{name} differs from {}", outputs[0].0);
+    }
+}
+
+/// On disk the rows live in the store's directory, not in memory, and the directory is
+/// removed with the join.
+#[tokio::test]
+async fn on_disk_the_rows_are_in_the_store_directory() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("store");
+    let on_disk = BackendChoice::Disk {
+        dir: dir.clone(),
+        options: DiskStateOptions::default(),
+    };
+    let all = key_group_range(0, 1, 128);
+    let mut join = new_join(&on_disk, all, OperatorRestore::default(), ManualClock::new(0), None);
+    let rows: Vec<(Side, Value)> = (0..2_000).map(|i| left(&format!("repo-{i}"), "ann", i)).collect();
+    feed(&mut join, &rows).await;
+    assert!(
+        matches!(join.state, KeyedState::Disk(_)),
+        "the join's state is not the disk store"
+    );
+    assert!(dir.join("CURRENT").exists(), "no store in {}", dir.display());
+    assert_eq!(join.len(), 2_000);
+    drop(join);
+    assert!(!dir.exists(), "{} outlived the join", dir.display());
 }
 
 #[tokio::test]
 async fn a_record_without_a_side_tag_or_key_is_an_error_naming_the_operator() {
-    let all = key_group_range(0, 1, 128);
-    let mut join = new_join(all, OperatorRestore::default(), ManualClock::new(0), None);
-    let mut out = Vec::new();
-    let unkeyed = Record::new(Row::from_json(json!({"repo": "a"})));
-    let e = join.process(vec![unkeyed], &mut out).await.unwrap_err();
-    assert!(e.0.contains("operator j: record without a join key"), "{e}");
-    let untagged = Record {
-        row: Row::from_json(json!({"repo": "a"})),
-        keyed: Some(KeyedBy::new(Key::Str("a".into()), 128)),
-    };
-    let e = join.process(vec![untagged], &mut out).await.unwrap_err();
-    assert!(e.0.contains("without its join side"), "{e}");
+    let scratch = tempfile::tempdir().unwrap();
+    for on in BACKENDS {
+        let all = key_group_range(0, 1, 128);
+        let on_backend = backend(on, scratch.path(), "j");
+        let mut join = new_join(&on_backend, all, OperatorRestore::default(), ManualClock::new(0), None);
+        let mut out = Vec::new();
+        let unkeyed = Record::new(Row::from_json(json!({"repo": "a"})));
+        let e = join.process(vec![unkeyed], &mut out).await.unwrap_err();
+        assert!(e.0.contains("operator j: record without a join key"), "{on:?}: {e}");
+        let untagged = Record {
+            row: Row::from_json(json!({"repo": "a"})),
+            keyed: Some(KeyedBy::new(Key::Str("a".into()), 128)),
+        };
+        let e = join.process(vec![untagged], &mut out).await.unwrap_err();
+        assert!(e.0.contains("without its join side"), "{on:?}: {e}");
+    }
     let mut side = JoinSide::new("j", &def(None), Side::Left, 128).unwrap();
+    let mut out = Vec::new();
     let e = side
         .process(vec![Record::new(Row::from_json(json!({"repo": 1.5})))], &mut out)
         .await
