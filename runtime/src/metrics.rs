@@ -16,6 +16,9 @@
 //! | `weir_source_pending_records` | gauge | job, task, operator, subtask | records a bounded generator subtask has not read yet (Flink's `pendingRecords`) |
 //! | `weir_source_pending_bytes` | gauge | job, task, operator, subtask | bytes a file source subtask has not read yet, local uncompressed files only (Flink's `pendingBytes`) |
 //! | `weir_late_records_dropped_total` | counter | job, task, operator, subtask | records a `window` dropped as later than its allowed lateness (present once one was dropped) |
+//! | `weir_keyed_state_entries` | gauge | job, task, operator, subtask | keys a stateful step's subtask holds (expired ones until cleanup removes them; a `window`: keys with an open window), refreshed about once a second and at each barrier |
+//! | `weir_keyed_state_disk_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of the subtask's store's table files on local disk (Flink's `rocksdb.total-sst-files-size`), what the state dir must hold |
+//! | `weir_keyed_state_memory_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of memory the store uses: block cache, memtables and write-back cache (bounded by `spec.diskState`) |
 //!
 //! The process coordinating the job (`weir run`, `weir coordinator`) adds:
 //!
@@ -157,6 +160,9 @@ pub fn render(scrape: &Scrape) -> String {
     let pending_records = Family::<Labels, Gauge>::default();
     let pending_bytes = Family::<Labels, Gauge>::default();
     let late = Family::<Labels, Counter>::default();
+    let state_entries = Family::<Labels, Gauge>::default();
+    let state_disk = Family::<Labels, Gauge>::default();
+    let state_memory = Family::<Labels, Gauge>::default();
     for (name, subtask, m) in scrape.tasks {
         let (first, last) = chain_ends(name);
         let (head, tail) = (
@@ -178,6 +184,16 @@ pub fn render(scrape: &Scrape) -> String {
         let dropped = m.late_records_dropped.load(Ordering::Relaxed);
         if dropped > 0 {
             late.get_or_create(&tail).inc_by(dropped);
+        }
+        for (uid, size) in m.keyed_state() {
+            let labels = subtask_labels(name, &uid, *subtask);
+            state_entries.get_or_create(&labels).set(saturating_i64(size.entries));
+            if let Some(bytes) = size.disk_bytes {
+                state_disk.get_or_create(&labels).set(saturating_i64(bytes));
+            }
+            if let Some(bytes) = size.memory_bytes {
+                state_memory.get_or_create(&labels).set(saturating_i64(bytes));
+            }
         }
     }
     reg.register("records_in", "Records received by a subtask", rin);
@@ -208,6 +224,23 @@ pub fn render(scrape: &Scrape) -> String {
         "late_records_dropped",
         "Records a window dropped because they arrived after its allowed lateness",
         late,
+    );
+    reg.register(
+        "keyed_state_entries",
+        "Keys a stateful step's subtask holds (a window: keys with an open window)",
+        state_entries,
+    );
+    reg.register_with_unit(
+        "keyed_state_disk",
+        "Table files of a disk-backend subtask's store on local disk",
+        Unit::Bytes,
+        state_disk,
+    );
+    reg.register_with_unit(
+        "keyed_state_memory",
+        "Memory of a disk-backend subtask's store: block cache, memtables, write-back cache",
+        Unit::Bytes,
+        state_memory,
     );
     let auth_failures = Family::<Labels, Counter>::default();
     for surface in crate::security::refusals::Surface::ALL {

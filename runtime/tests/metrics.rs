@@ -1,7 +1,8 @@
 //! `/metrics` of a running `weir run`: every sample carries the job label, per-subtask samples
 //! their task, operator uid and subtask, and the job-level gauges (uptime, restarts, the last
 //! completed checkpoint's id, age, size and duration) agree with `/v1/job`; sources report
-//! what they have not read (`weir_source_pending_records`).
+//! what they have not read (`weir_source_pending_records`), stateful steps the keys they hold
+//! (`weir_keyed_state_entries`; on the disk backend, the store's disk and memory bytes).
 
 mod common;
 use common::*;
@@ -57,11 +58,33 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
         Duration::from_secs(60),
         |job| job["lastCompletedCheckpoint"]["id"].as_u64(),
     );
-    let out = Command::new("curl")
-        .args(["-sf", &format!("{api}/metrics")])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let scrape = || {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{api}/metrics")])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The count's keyed state gauge is refreshed at each barrier and about once a second (the
+    // first barrier may reach the count before any record): scraped until it shows the
+    // generator's 50 keys, or 10 s passed.
+    let count_keys = |text: &str| -> f64 {
+        ["0", "1"]
+            .iter()
+            .map(|subtask| {
+                let subtask = format!(r#"subtask="{subtask}""#);
+                sample(text, "weir_keyed_state_entries", &[r#"operator="count-2""#, &subtask])
+            })
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape();
+        if count_keys(&text) == 50.0 || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let job: serde_json::Value =
         serde_json::from_slice(&curl().arg(format!("{api}/v1/job")).output().unwrap().stdout).unwrap();
     weir.kill9();
@@ -117,6 +140,13 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
         );
     }
     assert!(!text.contains("weir_source_pending_bytes{"), "a generator has no bytes");
+    // Keyed state: the count's subtasks hold the generator's 50 keys between them; on the
+    // heap, no disk gauges.
+    assert_eq!(count_keys(&text), 50.0, "{text}");
+    assert!(
+        !text.contains("weir_keyed_state_disk_bytes{"),
+        "a heap job has no store: {text}"
+    );
     // /v1/job carries the run summary with the same kind of numbers.
     let summary = &job["summary"];
     assert!(summary["checkpointsCompleted"].as_u64().unwrap() >= 1, "{job}");
@@ -131,11 +161,16 @@ fn a_running_job_serves_labelled_metrics_with_the_last_checkpoint() {
 
 /// The distributed runtime: the coordinator's `/metrics` has the job-level gauges, a worker's
 /// (`weir worker --listen`) the per-subtask metrics of its subtasks, both labelled with the job.
+/// On the disk backend: the worker reports its stores' keys, disk and memory.
 #[test]
 fn coordinator_and_worker_metrics_carry_the_job() {
     use common::cluster::Cluster;
     let dir = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start_with_workers(dir.path(), &manifest(dir.path()), &[], &[], 1);
+    let m = manifest(dir.path());
+    set_state_backend(&m, "disk");
+    let state = dir.path().join("state").display().to_string();
+    let env = [("WEIR_STATE_DIR", state.as_str())];
+    let mut cluster = Cluster::start_with_workers(dir.path(), &m, &[], &env, 1);
     cluster.wait_checkpoint_after(0);
     let scrape = |url: &str| {
         let out = Command::new("curl").args(["-sf", url]).output().unwrap();
@@ -149,7 +184,26 @@ fn coordinator_and_worker_metrics_carry_the_job() {
         .unwrap_or_else(|| panic!("the worker names its metrics address: {worker_log}"))
         .trim()
         .to_string();
-    let worker = scrape(&format!("{worker_url}/metrics"));
+    // The keyed state gauges are refreshed at each barrier and about once a second: the
+    // first checkpoint's barrier may reach the count before any record did, so the worker is
+    // scraped until the count's subtasks report the generator's 50 keys (or 10 s passed).
+    let count_keys = |text: &str| -> f64 {
+        ["0", "1"]
+            .iter()
+            .map(|subtask| {
+                let labels = [r#"operator="count-2""#, &format!(r#"subtask="{subtask}""#)];
+                sample(text, "weir_keyed_state_entries", &labels)
+            })
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let worker = loop {
+        let worker = scrape(&format!("{worker_url}/metrics"));
+        if count_keys(&worker) == 50.0 || std::time::Instant::now() > deadline {
+            break worker;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     cluster.coordinator.kill9();
     cluster.workers[0].kill9();
 
@@ -174,5 +228,20 @@ fn coordinator_and_worker_metrics_carry_the_job() {
     assert!(
         !worker.contains("weir_last_checkpoint"),
         "job-level gauges are the coordinator's"
+    );
+    assert_eq!(count_keys(&worker), 50.0, "{worker}");
+    for subtask in ["0", "1"] {
+        let labels = [r#"operator="count-2""#, &format!(r#"subtask="{subtask}""#)];
+        // The store's table files: none until a memtable is flushed (0 is a value).
+        assert!(sample(&worker, "weir_keyed_state_disk_bytes", &labels) >= 0.0);
+        let memory = sample(&worker, "weir_keyed_state_memory_bytes", &labels);
+        assert!(
+            memory > 0.0 && memory < 200.0 * 1024.0 * 1024.0,
+            "memory {memory}: {worker}"
+        );
+    }
+    assert!(
+        !coordinator.contains("weir_keyed_state_entries{"),
+        "the coordinator runs no subtask"
     );
 }

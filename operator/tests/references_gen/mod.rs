@@ -90,13 +90,26 @@ fn task(name: &str, subtask: u32, pending: Option<SourcePending>) -> (String, u3
 }
 
 /// What a worker's `/metrics` and a coordinating process's `/metrics` serve, with every kind
-/// of subtask (a generator source, a file source, a sink) and a completed checkpoint.
+/// of subtask (a generator source, a file source, a keyed step on disk with a late record,
+/// a sink) and a completed checkpoint.
 pub fn runtime_expositions() -> (String, String) {
     let tasks = vec![
         task("gen-0 -> keyBy-1", 0, Some(SourcePending::Records(5))),
         task("lines-2", 0, Some(SourcePending::Bytes(5))),
         task("count-3 -> sink-4", 0, None),
     ];
+    // A window that dropped a late record, and an aggregation on the disk backend: their
+    // metrics are served only then.
+    tasks[2]
+        .2
+        .late_records_dropped
+        .store(1, std::sync::atomic::Ordering::Relaxed);
+    let disk_state = weir_runtime::state::backend::KeyedStateSize {
+        entries: 1,
+        disk_bytes: Some(1),
+        memory_bytes: Some(1),
+    };
+    tasks[2].2.set_keyed_state(vec![("count-3".into(), disk_state)], 1);
     let worker = render(&Scrape {
         job: "wc",
         tasks: &tasks,

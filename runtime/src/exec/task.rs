@@ -18,6 +18,7 @@ use crate::checkpoint::{Ack, Barrier};
 use crate::operators::source::SourcePending;
 use crate::operators::{EncodedState, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::record::{Batch, Record};
+use crate::state::backend::KeyedStateSize;
 pub use source_loop::run_source;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +44,15 @@ pub struct TaskMetrics {
     pending_bytes_plus_one: AtomicU64,
     /// Records a window operator of this subtask dropped as late (beyond allowed lateness).
     pub late_records_dropped: Arc<AtomicU64>,
+    /// The keyed state of the chain's stateful operators, `(uid, size)`, refreshed about once
+    /// a second and at each barrier ([`TaskCore::refresh_keyed_state`]).
+    keyed_state: std::sync::Mutex<Vec<(String, KeyedStateSize)>>,
+    /// When `keyed_state` was last refreshed, ms since the Unix epoch (0: never).
+    keyed_state_refreshed_ms: AtomicU64,
 }
+
+/// How often a subtask refreshes [`TaskMetrics::keyed_state`] while it processes records, ms.
+pub const KEYED_STATE_REFRESH_MS: u64 = 1_000;
 
 impl TaskMetrics {
     /// Records what a source subtask has not read yet (`None`: unknown, reported as absent).
@@ -55,6 +64,18 @@ impl TaskMetrics {
         };
         self.pending_records_plus_one.store(records, Ordering::Relaxed);
         self.pending_bytes_plus_one.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The keyed state of the subtask's stateful operators at the last refresh, `(uid, size)`
+    /// (empty before the first, and for a chain without keyed state).
+    pub fn keyed_state(&self) -> Vec<(String, KeyedStateSize)> {
+        self.keyed_state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records the keyed state of the subtask's stateful operators, refreshed at `now_ms`.
+    pub fn set_keyed_state(&self, sizes: Vec<(String, KeyedStateSize)>, now_ms: u64) {
+        *self.keyed_state.lock().unwrap_or_else(|e| e.into_inner()) = sizes;
+        self.keyed_state_refreshed_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// What the source subtask last reported it has not read (`None` for other subtasks and
@@ -157,6 +178,7 @@ impl TaskCore {
             .map_err(|e| e.context(format!("operator {uid}")))?;
         }
         self.metrics.records_out.fetch_add(cur.len() as u64, Ordering::Relaxed);
+        self.refresh_keyed_state(false);
         let late = self.take_late_output();
         let routed = self.output.route(cur, late).await?;
         self.unsent.extend(routed);
@@ -170,6 +192,24 @@ impl TaskCore {
             .last_mut()
             .map(|op| op.take_late_output())
             .unwrap_or_default()
+    }
+
+    /// Refreshes [`TaskMetrics::keyed_state`] from the chain's operators
+    /// ([`StreamOperator::keyed_state_size`]): with `force`, now; else when the last refresh
+    /// is [`KEYED_STATE_REFRESH_MS`] old (called after every batch: one clock read).
+    pub(super) fn refresh_keyed_state(&self, force: bool) {
+        let now_ms = crate::checkpoint::now_ms();
+        let last = self.metrics.keyed_state_refreshed_ms.load(Ordering::Relaxed);
+        if !force && now_ms.saturating_sub(last) < KEYED_STATE_REFRESH_MS {
+            return;
+        }
+        let sizes = self
+            .chain
+            .iter()
+            .zip(&self.chain_ids)
+            .filter_map(|(op, (uid, _))| op.keyed_state_size().map(|size| (uid.clone(), size)))
+            .collect();
+        self.metrics.set_keyed_state(sizes, now_ms);
     }
 
     /// Whether an operator of the chain has idle work ([`StreamOperator::has_idle_work`]).
@@ -234,6 +274,9 @@ impl TaskCore {
                 parts.push((uid.clone(), kind.clone(), enc));
             }
         }
+        // After the snapshots: the state is as of the barrier, and a disk store still being
+        // created has been handed its entries (`Aggregate::snapshot`), so it reports its bytes.
+        self.refresh_keyed_state(true);
         Ok((parts, t.elapsed().as_millis() as u64))
     }
 

@@ -164,3 +164,44 @@ fn sources_report_what_they_have_not_read_on_their_own_operator() {
         "{text}"
     );
 }
+
+/// Keyed state sizes: entries for every stateful operator, labelled with its uid; the disk
+/// gauges only for a disk-backend subtask; nothing for a chain without keyed state.
+#[test]
+fn keyed_state_gauges_name_the_stateful_operator_and_only_disk_stores_have_bytes() {
+    use crate::state::backend::KeyedStateSize;
+    let tasks = vec![
+        task("gen-0 -> keyBy-1", 0, 10, 10),
+        task("count-2 -> sink-file-3", 0, 10, 0),
+        task("joined -> sink-file-5", 1, 10, 0),
+    ];
+    let heap = KeyedStateSize {
+        entries: 1_234,
+        ..Default::default()
+    };
+    let disk = KeyedStateSize {
+        entries: 5_000_000,
+        disk_bytes: Some(64 << 20),
+        memory_bytes: Some(80 << 20),
+    };
+    tasks[1].2.set_keyed_state(vec![("count-2".into(), heap)], 1);
+    tasks[2].2.set_keyed_state(vec![("joined".into(), disk)], 1);
+    let text = render(&Scrape {
+        job: "wordcount",
+        tasks: &tasks,
+        uptime: Duration::from_secs(1),
+        coordinator: None,
+    });
+    let lines = samples(&text);
+    for want in [
+        r#"weir_keyed_state_entries{job="wordcount",task="count-2 -> sink-file-3",operator="count-2",subtask="0"} 1234"#,
+        r#"weir_keyed_state_entries{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 5000000"#,
+        r#"weir_keyed_state_disk_bytes{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 67108864"#,
+        r#"weir_keyed_state_memory_bytes{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 83886080"#,
+    ] {
+        assert!(lines.contains(&want), "{want} not in:\n{text}");
+    }
+    let keyed: Vec<&&str> = lines.iter().filter(|l| l.starts_with("weir_keyed_state_")).collect();
+    assert_eq!(keyed.len(), 4, "{keyed:#?}");
+    assert!(text.contains("# UNIT weir_keyed_state_disk_bytes bytes"), "{text}");
+}

@@ -545,6 +545,12 @@ impl StreamOperator for Aggregate {
         Ok(())
     }
 
+    fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
+        let mut size = self.state.size();
+        size.entries = self.len() as u64;
+        Some(size)
+    }
+
     fn has_idle_work(&self) -> bool {
         !self.pending.is_empty() && !self.lazy_failpoints.no_background_build
     }

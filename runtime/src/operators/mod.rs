@@ -190,6 +190,13 @@ pub trait StreamOperator: Send {
         Vec::new()
     }
 
+    /// How much keyed state the operator holds now, for the subtask's metrics (`None`: it
+    /// keeps no keyed state). Called about once a second and at each barrier, on the task
+    /// thread: it must be cheap (counters, no scan).
+    fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
+        None
+    }
+
     /// Whether the operator has work to do when its subtask is idle (no input, control
     /// message or barrier ready): an aggregation whose restored key groups are not all built
     /// yet (`state/pending.rs`). Most operators have none.

@@ -45,6 +45,21 @@ pub enum KeyedState<V> {
     DiskOpening(OpeningDiskState<V>),
 }
 
+/// How much keyed state one subtask of a stateful step holds, for its metrics
+/// (`weir_keyed_state_*`, `metrics.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyedStateSize {
+    /// Keys held (expired ones included until cleanup removes them; a window: keys with an
+    /// open window).
+    pub entries: u64,
+    /// Disk backend: bytes of the store's table files on local disk
+    /// ([`StoreBytes::table_files`](crate::state::disk::StoreBytes)). `None` on the heap.
+    pub disk_bytes: Option<u64>,
+    /// Disk backend: bytes of memory the store and its write-back cache use (block cache,
+    /// memtables, cached writes). `None` on the heap.
+    pub memory_bytes: Option<u64>,
+}
+
 /// A snapshot of a [`KeyedState`] as of a barrier, to encode off the task thread.
 pub enum KeyedSnapshot<V> {
     /// Frozen heap tables.
@@ -130,6 +145,25 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
             KeyedState::HeapInt(s) => s.len(),
             KeyedState::Disk(s) => s.len(),
             KeyedState::DiskOpening(s) => s.memory().len(),
+        }
+    }
+
+    /// The state's size now ([`KeyedStateSize`]): O(key groups) on heap, counters of the
+    /// store on disk. A disk store still being created reports its memory's entries only.
+    pub fn size(&self) -> KeyedStateSize {
+        match self {
+            KeyedState::Disk(s) => {
+                let (store, write_cache) = s.bytes();
+                KeyedStateSize {
+                    entries: s.len() as u64,
+                    disk_bytes: Some(store.table_files),
+                    memory_bytes: Some(store.block_cache + store.memtables + write_cache),
+                }
+            }
+            _ => KeyedStateSize {
+                entries: self.len() as u64,
+                ..KeyedStateSize::default()
+            },
         }
     }
 

@@ -134,6 +134,21 @@ pub struct DiskStateOptions {
     pub compression: StoreCompression,
 }
 
+/// What a disk store holds now, bytes, from RocksDB's properties (0 where RocksDB does not
+/// say): what `weir_keyed_state_disk_bytes` and `weir_keyed_state_memory_bytes` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreBytes {
+    /// Table files on local disk, obsolete ones a snapshot or checkpoint in flight still pins
+    /// included (`rocksdb.total-sst-files-size`): the state dir's share of this store.
+    pub table_files: u64,
+    /// Memtables, active and sealed (`rocksdb.cur-size-all-mem-tables`; bounded by
+    /// [`DiskStateOptions::write_buffer_bytes`] times the memtables kept).
+    pub memtables: u64,
+    /// Block cache in use (`rocksdb.block-cache-usage`; bounded by
+    /// [`DiskStateOptions::cache_bytes`]).
+    pub block_cache: u64,
+}
+
 /// The default [`DiskStateOptions::write_cache_bytes`]: 16 MiB, about 27,000 entries of short
 /// keys per generation (an eighth of it; `state/disk_cache.rs`, `entry_bytes`).
 pub const DEFAULT_WRITE_CACHE_BYTES: u64 = 16 << 20;
@@ -316,6 +331,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// Entries held, expired ones included until cleanup removes them.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// What the store holds now ([`StoreBytes`]) and the bytes of the write-back cache
+    /// ([`DiskStateOptions::write_cache_bytes`]). Reads counters only: cheap enough for every
+    /// metrics refresh.
+    pub fn bytes(&self) -> (StoreBytes, u64) {
+        (self.store.bytes(), self.cache.bytes())
     }
 
     /// Whether no entry is held.

@@ -17,7 +17,7 @@
 //! `.cargo/config.toml`): the `rocksdb` crate 0.20.1, whose bundled headers (7.9.2) are the
 //! release nearest Debian bookworm's RocksDB 7.8.3.
 
-use crate::state::disk::{DiskStateError, DiskStateOptions, StoreCompression};
+use crate::state::disk::{DiskStateError, DiskStateOptions, StoreBytes, StoreCompression};
 use rocksdb::{
     BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, LogLevel, Options,
     ReadOptions, SnapshotWithThreadMode, SstFileWriter, WriteBatch, WriteOptions,
@@ -337,6 +337,17 @@ impl RocksStore {
     /// it logged to know that nothing else wrote the store.
     pub(crate) fn latest_sequence_number(&self) -> u64 {
         self.db.latest_sequence_number()
+    }
+
+    /// What the store holds now ([`StoreBytes`]), from RocksDB's properties: reads counters,
+    /// no file.
+    pub(crate) fn bytes(&self) -> StoreBytes {
+        let property = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        StoreBytes {
+            table_files: property("rocksdb.total-sst-files-size"),
+            memtables: property("rocksdb.cur-size-all-mem-tables"),
+            block_cache: property("rocksdb.block-cache-usage"),
+        }
     }
 
     /// Table files on level 0 now, for tests of the compaction options.

@@ -450,6 +450,13 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         }
     }
 
+    /// Bytes the cache holds now: the current generation, the pending ones and those kept
+    /// after their write-back ([`DiskStateOptions::write_cache_bytes`](crate::state::disk::DiskStateOptions::write_cache_bytes)
+    /// counts them all).
+    pub fn bytes(&self) -> u64 {
+        self.current.bytes() + self.pending_bytes + self.retained_bytes
+    }
+
     /// Entries in the current generation, pending generations and bytes held, for tests.
     #[cfg(test)]
     pub fn held(&self) -> (usize, usize, u64) {

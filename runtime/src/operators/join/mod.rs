@@ -274,6 +274,10 @@ impl StreamOperator for Join {
         Ok(())
     }
 
+    fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
+        Some(self.state.size())
+    }
+
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's
         // read view (disk, O(1)); encode on the encoder thread, each block streamed to the

@@ -300,6 +300,14 @@ impl StreamOperator for WindowOperator {
         Ok(())
     }
 
+    fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
+        // Keys with an open window: O(key groups), where counting windows would visit them all.
+        Some(crate::state::backend::KeyedStateSize {
+            entries: self.groups.iter().map(|g| g.len() as u64).sum(),
+            ..Default::default()
+        })
+    }
+
     fn take_late_output(&mut self) -> Vec<Record> {
         self.late_output.as_mut().map(std::mem::take).unwrap_or_default()
     }
