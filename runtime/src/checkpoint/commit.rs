@@ -25,12 +25,22 @@ pub(super) struct Pending {
     pub(super) is_final: bool,
 }
 
-/// The base that deltas of the next checkpoint may extend: the newest completed snapshot if
-/// it is a checkpoint (a savepoint is self-contained and never a base).
-pub(super) fn incremental_base(last_completed: Option<&CheckpointMetadata>) -> Option<u64> {
-    last_completed
+/// The base that deltas of the next checkpoint may extend: the newest completed checkpoint
+/// ([`next_base`]; a savepoint is self-contained and never a base).
+pub(super) fn incremental_base(base_checkpoint: Option<&CheckpointMetadata>) -> Option<u64> {
+    base_checkpoint
         .filter(|m| m.kind == SnapshotKind::Checkpoint)
         .map(|m| m.checkpoint_id)
+}
+
+/// The base after `completed` completed: it, if a checkpoint; else (a savepoint) still
+/// `base`, so the checkpoint after a savepoint extends the one before it, as in Flink, where a
+/// savepoint does not touch the incremental checkpoints' shared state.
+pub(super) fn next_base(base: Option<CheckpointMetadata>, completed: CheckpointMetadata) -> Option<CheckpointMetadata> {
+    match completed.kind {
+        SnapshotKind::Checkpoint => Some(completed),
+        SnapshotKind::Savepoint => base,
+    }
 }
 
 /// Writes `_metadata` for a fully acknowledged checkpoint and records its statistics.
@@ -147,5 +157,52 @@ fn failpoint(point: &str, id: u64) {
     {
         tracing::warn!(target: "weir", "failpoint {point}:{id} reached, aborting");
         std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completed(id: u64, kind: SnapshotKind) -> CheckpointMetadata {
+        CheckpointMetadata {
+            format_version: FORMAT_VERSION,
+            job_name: "job".into(),
+            checkpoint_id: id,
+            kind,
+            max_parallelism: 128,
+            parallelism: 1,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            run_id: None,
+            operators: vec![],
+            channel_state: vec![],
+            alignment: Default::default(),
+        }
+    }
+
+    /// The base after each completion, and the id the next barrier names: savepoints leave
+    /// the newest checkpoint the base.
+    #[test]
+    fn savepoints_leave_the_incremental_base_table() {
+        use SnapshotKind::{Checkpoint, Savepoint};
+        // (completions in order, the base id the next barrier names)
+        type Completions = Vec<(u64, SnapshotKind)>;
+        let rows: Vec<(Completions, Option<u64>)> = vec![
+            (vec![], None),
+            (vec![(1, Checkpoint)], Some(1)),
+            (vec![(1, Checkpoint), (2, Savepoint)], Some(1)),
+            (vec![(1, Checkpoint), (2, Savepoint), (3, Savepoint)], Some(1)),
+            (vec![(1, Checkpoint), (2, Savepoint), (3, Checkpoint)], Some(3)),
+            // a savepoint first (a run restored from a savepoint): no base yet
+            (vec![(1, Savepoint)], None),
+        ];
+        for (completions, want) in rows {
+            let mut base = None;
+            for (id, kind) in &completions {
+                base = next_base(base, completed(*id, *kind));
+            }
+            assert_eq!(incremental_base(base.as_ref()), want, "{completions:?}");
+        }
     }
 }

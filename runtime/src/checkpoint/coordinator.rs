@@ -3,7 +3,7 @@
 //! put, notifies subtasks so sinks commit, runs retention off the processing path, serves
 //! savepoint triggers and drives the end of bounded and stopped jobs.
 
-use super::commit::{Pending, complete, incremental_base};
+use super::commit::{Pending, complete, incremental_base, next_base};
 use super::decide::{self, PendingState};
 use super::failure_cause::{self, FailureDecision};
 use super::retention::{RetentionScope, RetentionWorker};
@@ -175,9 +175,12 @@ pub async fn run(
     });
     let mut retention = Some(retention);
     let mut failures = FailureCount::default();
-    // The newest completed snapshot's metadata: the base of the next deltas if a checkpoint.
-    // Before this run completes one, the restored checkpoint when the run claims it.
-    let mut last_completed: Option<CheckpointMetadata> = cfg.restored_base.clone();
+    // The newest completed checkpoint's metadata: the base the next deltas extend. A savepoint
+    // completing leaves it (savepoints are self-contained and never a base; retention keeps
+    // the newest completed checkpoint, `decide::retention_plan`), so the checkpoint after a
+    // savepoint is as incremental as the one before it. Before this run completes one, the
+    // restored checkpoint when the run claims it.
+    let mut base_checkpoint: Option<CheckpointMetadata> = cfg.restored_base.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();
@@ -283,9 +286,9 @@ pub async fn run(
                 PendingState::AllAcked => {
                     let p = pending.take().expect("checked");
                     let id = p.barrier.id;
-                    match complete(&cfg, &p, &shared, last_completed.as_ref()).await {
+                    match complete(&cfg, &p, &shared, base_checkpoint.as_ref()).await {
                         Ok((stats, metadata)) => {
-                            last_completed = Some(metadata);
+                            base_checkpoint = next_base(base_checkpoint, metadata);
                             last_completion = Some(Instant::now());
                             failures.completed(&p);
                             send_all(&|| Control::Complete(id));
@@ -392,7 +395,7 @@ pub async fn run(
                             triggered_at_ms: now_ms(),
                             is_final,
                             incremental: (cfg.incremental && kind == SnapshotKind::Checkpoint)
-                                .then(|| incremental_base(last_completed.as_ref())),
+                                .then(|| incremental_base(base_checkpoint.as_ref())),
                         };
                         if stop {
                             shared.lock().expect("lock").state = JobState::Stopping;

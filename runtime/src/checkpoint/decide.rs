@@ -50,25 +50,31 @@ pub fn pending_state(acked: usize, expected: usize, age: Duration, timeout: Dura
     }
 }
 
-/// A checkpoint directory seen in storage.
+/// A snapshot directory seen in storage: a checkpoint's, or a savepoint's pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenCheckpoint {
     /// Its id.
     pub id: u64,
-    /// Whether `_metadata` exists (only then is it a checkpoint at all).
+    /// Whether `_metadata` (a savepoint: its pointer) exists (only then is it a snapshot at all).
     pub completed: bool,
+    /// A savepoint's pointer rather than a checkpoint.
+    pub savepoint: bool,
 }
 
-/// Checkpoint ids whose directories retention deletes: completed checkpoints beyond the
-/// newest `retained`, and incomplete (abandoned) ones older than the newest completed one.
-/// Never the newest completed checkpoint, never anything newer than it (it may be in flight).
+/// Snapshot ids whose directories retention deletes: completed snapshots beyond the newest
+/// `retained`, and incomplete (abandoned) ones older than the newest completed one. Never the
+/// newest completed snapshot, never anything newer than it (it may be in flight), and never
+/// the newest completed checkpoint: it is the base the next incremental checkpoints extend
+/// (a savepoint is never one), so while savepoints completed after it it stays, and so do the
+/// shared files it references (`shared_files::deletable`), until a newer checkpoint completed.
 pub fn retention_plan(seen: &[SeenCheckpoint], retained: usize) -> Vec<u64> {
     let mut completed: Vec<u64> = seen.iter().filter(|c| c.completed).map(|c| c.id).collect();
     completed.sort_unstable_by(|a, b| b.cmp(a));
     let Some(&newest) = completed.first() else {
         return vec![];
     };
-    let keep: Vec<u64> = completed.iter().take(retained.max(1)).copied().collect();
+    let base = seen.iter().filter(|c| c.completed && !c.savepoint).map(|c| c.id).max();
+    let keep: Vec<u64> = completed.iter().take(retained.max(1)).copied().chain(base).collect();
     let mut out: Vec<u64> = seen
         .iter()
         .filter(|c| c.id < newest && !keep.contains(&c.id))
@@ -250,7 +256,22 @@ mod tests {
 
     fn seen(list: &[(u64, bool)]) -> Vec<SeenCheckpoint> {
         list.iter()
-            .map(|&(id, completed)| SeenCheckpoint { id, completed })
+            .map(|&(id, completed)| SeenCheckpoint {
+                id,
+                completed,
+                savepoint: false,
+            })
+            .collect()
+    }
+
+    /// `(id, completed, savepoint)`.
+    fn seen_with_savepoints(list: &[(u64, bool, bool)]) -> Vec<SeenCheckpoint> {
+        list.iter()
+            .map(|&(id, completed, savepoint)| SeenCheckpoint {
+                id,
+                completed,
+                savepoint,
+            })
             .collect()
     }
 
@@ -272,6 +293,25 @@ mod tests {
             (seen(&[(7, true), (8, true)]), 0, vec![7]),
             // nothing completed: delete nothing (the first may be in flight)
             (seen(&[(1, false), (2, false)]), 1, vec![]),
+            // savepoints after the newest checkpoint: it stays, the base of the next deltas
+            (seen_with_savepoints(&[(5, true, false), (6, true, true)]), 1, vec![]),
+            (
+                seen_with_savepoints(&[(4, true, false), (5, true, false), (6, true, true), (7, true, true)]),
+                2,
+                vec![4],
+            ),
+            // until a newer checkpoint completed
+            (
+                seen_with_savepoints(&[(5, true, false), (6, true, true), (7, true, false)]),
+                1,
+                vec![5, 6],
+            ),
+            // an incomplete checkpoint after a savepoint is still in flight, kept
+            (
+                seen_with_savepoints(&[(5, true, false), (6, true, true), (7, false, false)]),
+                1,
+                vec![],
+            ),
         ];
         for (i, (s, r, want)) in rows.into_iter().enumerate() {
             assert_eq!(retention_plan(&s, r), want, "row {i}");

@@ -65,8 +65,9 @@ pub struct Barrier {
     pub is_final: bool,
     /// A checkpoint of a job with `checkpointing.incremental: true`: `Some(confirmed)`, where
     /// `confirmed` is the newest completed checkpoint, the only base a delta may extend
-    /// (`None` after a savepoint completed, or before the first checkpoint of the run unless
-    /// the run claimed the checkpoint it restored: then that one, `restore_mode.rs`).
+    /// (a savepoint completing leaves it, `commit::next_base`; `None` before the first
+    /// checkpoint of the run unless the run claimed the checkpoint it restored: then that
+    /// one, `restore_mode.rs`).
     /// `None` for savepoints and jobs without incremental checkpoints. See
     /// [`crate::state::incremental`].
     pub incremental: Option<Option<u64>>,

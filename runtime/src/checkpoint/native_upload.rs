@@ -100,7 +100,8 @@ impl UploadedTables {
     }
 
     /// Checkpoint `id` completed: the records of older ones are dropped (a later checkpoint
-    /// reuses only the newest confirmed one's).
+    /// reuses only the newest confirmed one's). Not called for a savepoint, which uploads no
+    /// table file and leaves the confirmed checkpoint's records to the next checkpoint.
     pub fn confirm(&self, id: u64) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|c, _| *c >= id);
     }

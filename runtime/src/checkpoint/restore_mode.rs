@@ -31,9 +31,11 @@
 //! checkpoint that references them writes its `_metadata` before retention is signalled, and a
 //! pass reads the `_metadata` files after deleting the snapshots beyond `retained`, so from
 //! then on that checkpoint references them, and each later one that still holds them in its
-//! store references them in turn. A savepoint completing first makes the next barriers name
-//! no confirmed checkpoint (`commit::incremental_base`), and it drops the restored record
-//! (`UploadedTables::confirm`): nothing of the restored checkpoint is referenced after it.
+//! store references them in turn. A savepoint completing first leaves the restored
+//! checkpoint the base (`commit::next_base`; an aggregation does not confirm a savepoint, so
+//! it keeps the restored record): the restored checkpoint is then the newest completed
+//! checkpoint, which retention never deletes (`decide::retention_plan`), so its `_metadata`
+//! keeps referencing the files until a checkpoint after the restore completes.
 //!
 //! [`Barrier::incremental`]: crate::checkpoint::Barrier::incremental
 

@@ -108,7 +108,8 @@ pub fn retention_manages(snapshot: &StoredSnapshot, first_id: u64) -> bool {
 /// it manages ([`retention_manages`]), the completed ones beyond the newest `retained` of the
 /// lineage and the incomplete ones older than the lineage's newest completed checkpoint
 /// ([`decide::retention_plan`]). Never a completed snapshot of another lineage or one whose
-/// `_metadata` cannot be read, never the newest completed one, never anything newer than it:
+/// `_metadata` cannot be read, never the newest completed one nor the newest completed
+/// checkpoint (the incremental base, kept across savepoints), never anything newer than it:
 /// the run's checkpoint in flight (one at a time, ids growing) is always newer, and an earlier
 /// run's ids are all below this run's first.
 pub fn snapshots_to_delete(stored: &[StoredSnapshot], first_id: u64, retained: usize) -> Vec<u64> {
@@ -118,6 +119,7 @@ pub fn snapshots_to_delete(stored: &[StoredSnapshot], first_id: u64, retained: u
         .map(|s| SeenCheckpoint {
             id: s.id,
             completed: s.completed,
+            savepoint: s.savepoint,
         })
         .collect();
     decide::retention_plan(&managed, retained)

@@ -136,7 +136,7 @@ pub struct WireBarrier {
     /// [`Barrier::incremental`]: absent for `None` (not incremental), `null` for `Some(None)`
     /// (incremental, no base: the checkpoint starts a new one), the id for `Some(Some(id))`.
     /// Serde's default read both `null` and an absent field as `None`, so a worker took every
-    /// checkpoint without a base (the first of an attempt, each after a savepoint) as a full,
+    /// checkpoint without a base (the first of an attempt) as a full,
     /// self-contained one.
     #[serde(
         default,

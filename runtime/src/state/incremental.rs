@@ -348,9 +348,11 @@ pub struct IncrementalTracker {
 impl IncrementalTracker {
     /// Checkpoint `id` completed (its `_metadata` is written): it becomes the base of the
     /// next delta if this subtask wrote it as part of a chain, and the changes up to it are
-    /// dropped. Any other completion (a savepoint, a snapshot this subtask did not take)
-    /// leaves no base: the next incremental checkpoint writes a new one. Repeating a
-    /// confirmation, or confirming one older than the confirmed checkpoint, changes nothing.
+    /// dropped. Any other completion (a self-contained snapshot, a snapshot this subtask did
+    /// not take) leaves no base: the next incremental checkpoint writes a new one; so callers
+    /// do not confirm savepoints (`Aggregate::notify_complete`), which keeps the base and their
+    /// changes for the next delta. Repeating a confirmation, or confirming one older than the
+    /// confirmed checkpoint, changes nothing.
     pub fn confirm(&mut self, id: u64) {
         if self.confirmed.is_some_and(|(c, _)| c >= id) {
             return;

@@ -97,7 +97,7 @@ fn which_checkpoint_is_the_base_table() {
             ],
         ),
         (
-            "after a savepoint completed the coordinator names no base: a new base",
+            "a self-contained snapshot confirmed to the tracker leaves no base (aggregations confirm no savepoint)",
             vec![
                 Snap(1, Some(None), &[(0, 1)], Form::Base, 0),
                 Confirm(1),
