@@ -196,7 +196,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 return serve_until_stopped(server, &opts.stop).await;
             }
             Err(failure) => {
-                let reason = lead_with_cause(&registry, failure.message).await;
+                let failure = attempt_failure(&registry, attempt, failure).await;
+                let reason = failure.message;
                 cancel_attempt(&registry, attempt);
                 let now = started.elapsed();
                 let decision = if failure.permanent {
@@ -289,21 +290,31 @@ async fn suspended(
     Ok(())
 }
 
-/// The failure message of an attempt, leading with its cause: when the first failure is the
-/// symptom of a lost peer (a broken data channel), waits briefly for the loss of the worker
-/// behind it to be noticed and names that worker instead.
-async fn lead_with_cause(registry: &Arc<Mutex<Registry>>, first_failure: String) -> String {
-    if super::failure::is_peer_loss_symptom(&first_failure) {
+/// The failure of `attempt` ([`super::failure::attempt_failure`]): permanent when the attempt's
+/// own error is, or a worker reported a permanent deployment failure of it (a corrupt keyed
+/// state file only that worker reads), led by it; otherwise transient, leading with its cause:
+/// when the first failure is the symptom of a lost peer (a broken data channel), waits briefly
+/// for the loss of the worker behind it to be noticed and names that worker instead.
+async fn attempt_failure(
+    registry: &Arc<Mutex<Registry>>,
+    attempt: u64,
+    first_failure: exec::StartError,
+) -> exec::StartError {
+    if super::failure::is_peer_loss_symptom(&first_failure.message) {
         let deadline = Instant::now() + Duration::from_millis(500);
         while registry.lock().expect("lock").lost.is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let lost = registry.lock().expect("lock").lost.clone();
-    if !lost.is_empty() && lost[0] != first_failure {
-        tracing::info!(first_failure = %first_failure, "a symptom of the worker loss");
+    let (lost, permanent_deployment_failures) = {
+        let r = registry.lock().expect("lock");
+        (r.lost.clone(), r.permanent_deployment_failures_of(attempt))
+    };
+    let failure = super::failure::attempt_failure(&first_failure, &lost, &permanent_deployment_failures);
+    if failure.message != first_failure.message {
+        tracing::info!(first_failure = %first_failure.message, "a symptom of the attempt's cause");
     }
-    super::failure::lead_with_cause(&first_failure, &lost)
+    failure
 }
 
 /// The manifest text workers receive (the file with `--set` overrides applied).
@@ -436,6 +447,7 @@ async fn run_attempt(
             .filter(|id| worker_of.contains(id))
             .collect();
         r.lost.clear();
+        r.permanent_deployment_failures.clear();
         let specs = task_specs(job);
         r.deployed_subtasks = BTreeMap::new();
         for (t, w) in worker_of.iter().enumerate() {

@@ -45,6 +45,10 @@ pub(super) struct Registry {
     pub(super) deployed_subtasks: BTreeMap<String, Vec<String>>,
     /// Workers of the current deployment lost since it was deployed: their failure messages.
     pub(super) lost: Vec<String>,
+    /// Permanent deployment failures workers reported ([`WireEvent::DeployFailed`]), by
+    /// attempt id, in arrival order: they make their attempt's failure permanent
+    /// ([`super::failure::attempt_failure`]). Cleared when an attempt deploys.
+    pub(super) permanent_deployment_failures: Vec<(u64, String)>,
     /// The worker list the control API serves (`JobStatus.workers`).
     pub(super) published: Arc<Mutex<Vec<WorkerStatus>>>,
     /// The job reached a terminal state (finished, stopped, failed) or was suspended: a worker
@@ -53,6 +57,30 @@ pub(super) struct Registry {
 }
 
 impl Registry {
+    /// Hands an event a worker sent for `attempt` to the current attempt, and records a
+    /// permanent deployment failure of it. An event of another attempt (an older one's, late)
+    /// is dropped.
+    pub(super) fn relay(&mut self, attempt: u64, event: WireEvent) {
+        if attempt != self.attempt {
+            return;
+        }
+        if let WireEvent::DeployFailed { error, permanent: true } = &event {
+            self.permanent_deployment_failures.push((attempt, error.clone()));
+        }
+        if let Some(events) = &self.events {
+            let _ = events.send(event.into());
+        }
+    }
+
+    /// The permanent deployment failures workers reported for `attempt`, in arrival order.
+    pub(super) fn permanent_deployment_failures_of(&self, attempt: u64) -> Vec<String> {
+        self.permanent_deployment_failures
+            .iter()
+            .filter(|(of, _)| *of == attempt)
+            .map(|(_, error)| error.clone())
+            .collect()
+    }
+
     /// Publishes the registered workers to the control API (on every register and loss, and
     /// on each heartbeat check), so a status that says RUNNING lists the workers running it.
     pub(super) fn publish(&self) {
@@ -165,12 +193,7 @@ pub(super) async fn serve_rpc(
                             }
                         }
                         Ok(Some(ToCoordinator::Event { attempt, event })) => {
-                            let r = registry.lock().expect("lock");
-                            if attempt == r.attempt
-                                && let Some(ev) = &r.events
-                            {
-                                let _ = ev.send(event.into());
-                            }
+                            registry.lock().expect("lock").relay(attempt, event);
                         }
                         Ok(Some(ToCoordinator::Register { .. })) => {}
                         Ok(Some(ToCoordinator::Leaving { reason })) => {
@@ -315,6 +338,68 @@ pub(super) async fn watch_heartbeats(registry: Arc<Mutex<Registry>>, timeout: Du
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a worker sends, through its JSON frame, as the registry receives it.
+    fn over_the_wire(attempt: u64, event: WireEvent) -> (u64, WireEvent) {
+        let json = serde_json::to_vec(&ToCoordinator::Event { attempt, event }).unwrap();
+        match serde_json::from_slice(&json).unwrap() {
+            ToCoordinator::Event { attempt, event } => (attempt, event),
+            other => panic!("not an event: {other:?}"),
+        }
+    }
+
+    /// A permanent deployment failure of the current attempt is recorded (it makes the
+    /// attempt's failure permanent) and reaches the attempt as a failure; a transient one only
+    /// reaches it; one of an older attempt does neither.
+    #[test]
+    fn the_registry_records_the_permanent_deployment_failures_of_the_current_attempt() {
+        let (events, mut received) = mpsc::unbounded_channel();
+        let mut registry = Registry {
+            attempt: 2,
+            events: Some(events),
+            ..Registry::default()
+        };
+        let failed = |error: &str, permanent: bool| WireEvent::DeployFailed {
+            error: error.into(),
+            permanent,
+        };
+        for (attempt, event) in [
+            (2, failed("worker w1 could not deploy attempt 2: S3 timeout", false)),
+            (
+                1,
+                failed("worker w1 could not deploy attempt 1: corrupt restore point", true),
+            ),
+            (
+                2,
+                failed("worker w2 could not deploy attempt 2: corrupt restore point", true),
+            ),
+        ] {
+            let (attempt, event) = over_the_wire(attempt, event);
+            registry.relay(attempt, event);
+        }
+        assert_eq!(
+            registry.permanent_deployment_failures_of(2),
+            ["worker w2 could not deploy attempt 2: corrupt restore point"]
+        );
+        assert_eq!(registry.permanent_deployment_failures_of(1), Vec::<String>::new());
+        let mut relayed = Vec::new();
+        while let Ok(TaskEvent::Failed { task, error }) = received.try_recv() {
+            relayed.push((task, error));
+        }
+        assert_eq!(
+            relayed,
+            [
+                (
+                    usize::MAX,
+                    "worker w1 could not deploy attempt 2: S3 timeout".to_string()
+                ),
+                (
+                    usize::MAX,
+                    "worker w2 could not deploy attempt 2: corrupt restore point".to_string()
+                ),
+            ]
+        );
+    }
 
     #[test]
     fn a_departure_fails_the_attempt_only_while_the_job_runs_on_that_worker() {

@@ -283,6 +283,14 @@ pub enum WireEvent {
     Ended(usize),
     /// Subtask failed.
     Failed(usize, String),
+    /// The worker could not deploy its subtasks of the attempt: a failure of the attempt (of
+    /// task `usize::MAX`), which a `permanent` one FAILS at once (`Registry::relay`).
+    DeployFailed {
+        /// What failed, leading with the worker (`worker w1 could not deploy attempt 1.1: ...`).
+        error: String,
+        /// Deploying again cannot help ([`super::failure::DeploymentError::permanent`]).
+        permanent: bool,
+    },
 }
 
 impl From<TaskEvent> for WireEvent {
@@ -321,6 +329,10 @@ impl From<WireEvent> for TaskEvent {
             WireEvent::SourceExhausted(task) => TaskEvent::SourceExhausted { task },
             WireEvent::Ended(task) => TaskEvent::Ended { task },
             WireEvent::Failed(task, error) => TaskEvent::Failed { task, error },
+            WireEvent::DeployFailed { error, .. } => TaskEvent::Failed {
+                task: usize::MAX,
+                error,
+            },
         }
     }
 }

@@ -6,6 +6,7 @@
 //! is refused as stale.
 
 use super::data_channel::{ChannelSender, Inbound, InboundChannel, accept_data, write_channel};
+use super::failure::DeploymentError;
 use super::liveness::{StallClock, discount_stall, is_lost};
 use super::wire::*;
 use super::worker_health::{SharedMetrics, serve_health};
@@ -244,9 +245,10 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
                                     running = Some(r);
                                 }
                                 Err(e) => {
-                                    tracing::error!(attempt = %attempt_label(attempt), error = %e, "deployment failed");
-                                    let e = format!("worker {} could not deploy attempt {}: {e}", cfg.worker_id, attempt_label(attempt));
-                                    let _ = out_tx.send(ToCoordinator::Event { attempt, event: WireEvent::Failed(usize::MAX, e) });
+                                    tracing::error!(attempt = %attempt_label(attempt), error = %e, permanent = e.permanent, "deployment failed");
+                                    let error = format!("worker {} could not deploy attempt {}: {e}", cfg.worker_id, attempt_label(attempt));
+                                    let event = WireEvent::DeployFailed { error, permanent: e.permanent };
+                                    let _ = out_tx.send(ToCoordinator::Event { attempt, event });
                                 }
                             }
                         }
@@ -336,6 +338,11 @@ fn slow_restore_failpoint() -> Option<Duration> {
         .then_some(Duration::from_secs(5))
 }
 
+/// Deploys the subtasks of `d` on this worker: restores their share of the restore point (the
+/// keyed state files of their key groups, verified by checksum), wires their local and remote
+/// channels, and starts them. Errors: the restore failed (permanent when the restore point is
+/// corrupt, incompatible or refused: [`DeploymentError::restore`]), or any other step did
+/// (transient).
 async fn deploy(
     d: Deployment,
     inbound: &Arc<Mutex<Inbound>>,
@@ -343,7 +350,7 @@ async fn deploy(
     worker_id: &str,
     secret: &JobSecret,
     state_root: Option<&std::path::Path>,
-) -> Result<Running, String> {
+) -> Result<Running, DeploymentError> {
     let job = job::parse_manifest(&d.manifest, &[]).map_err(|e| e.to_string())?;
     let s3 = S3Options::from(job.spec.s3.as_ref());
     // Only the chains of incremental checkpoints that hold this worker's key groups are read
@@ -382,7 +389,7 @@ async fn deploy(
                 }),
             )
             .await
-            .map_err(|e| e.to_string())?,
+            .map_err(DeploymentError::restore)?,
         )),
         None => None,
     };
