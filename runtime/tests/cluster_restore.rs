@@ -1,7 +1,9 @@
 //! The restore rule on the distributed runtime: a failover after a non-stopping savepoint
 //! restores the savepoint, and a restarted coordinator refuses an unreadable newest checkpoint
-//! (FAILED at once, naming it) instead of going back to an older snapshot; a restore longer
-//! than the heartbeat timeout (a large keyed state's download) loses no worker.
+//! (FAILED at once, naming it) instead of going back to an older snapshot; a corrupt keyed
+//! state file only a worker reads fails the job at once too (the worker's deployment failure is
+//! permanent); a restore longer than the heartbeat timeout (a large keyed state's download)
+//! loses no worker.
 
 mod common;
 use common::cluster::*;
@@ -157,4 +159,79 @@ fn a_restore_longer_than_the_heartbeat_timeout_loses_no_worker() {
         &expected_wordcount(),
         "a restore longer than the heartbeat timeout",
     );
+}
+
+/// A coordinator with two one-slot workers (`w0` runs subtask 0 of every stage, `w1` subtask 1:
+/// each reads only its own keyed state file of a restore point at parallelism 2).
+fn one_slot_cluster(dir: &std::path::Path, manifest: &std::path::Path, extra: &[&str]) -> Cluster {
+    let mut c = Cluster::start_with_workers(dir, manifest, extra, &[], 0);
+    c.add_worker_with_slots("w0", 1, &[]);
+    c.add_worker_with_slots("w1", 1, &[]);
+    c
+}
+
+/// A bit flip in a keyed state file of a savepoint that only a worker reads (the coordinator
+/// checks its size, not its checksum) fails the job at once, naming the file, as a single
+/// process run does: the worker's deployment failure is permanent. Before, the coordinator
+/// took it as transient and restarted the job attempt after attempt until the restart strategy
+/// gave up (here it allows 1000 restarts: the job would not fail within the deadline).
+#[test]
+fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 2, Some(3000));
+    let mut gen1 = one_slot_cluster(dir.path(), &m, &[]);
+    gen1.wait_checkpoint_after(0);
+    let savepoint = stop_cluster(&mut gen1);
+    // The keyed state of subtask 1 of the count: read by w1 only, never by the coordinator.
+    let victim = std::path::Path::new(savepoint.trim_start_matches("file://")).join("counts-1.state");
+    let mut bytes = std::fs::read(&victim).unwrap_or_else(|e| panic!("{}: {e}", victim.display()));
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&victim, bytes).unwrap();
+
+    let started = Instant::now();
+    let restore = [
+        "--restore",
+        &savepoint,
+        "--run-id",
+        "gen-2",
+        "--restart-max-attempts",
+        "1000",
+    ];
+    let mut gen2 = one_slot_cluster(dir.path(), &m, &restore);
+    let exited = loop {
+        if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not FAILED within 30 s: {}",
+            gen2.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = gen2.coordinator.text();
+    assert!(!exited.success(), "the job is FAILED: {log}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains("job wordcount FAILED: "))
+        .unwrap_or_else(|| panic!("no FAILED line: {log}"));
+    let message = failed.split_once("FAILED: ").unwrap().1.trim_end();
+    assert!(
+        message.starts_with("worker w1 could not deploy attempt ")
+            && message.contains("counts-1.state")
+            && message.contains("checksum mismatch")
+            && message.ends_with("; restarting cannot help"),
+        "the message leads with the worker's restore error naming the file: {message}"
+    );
+    assert!(
+        !log.contains("restarting in"),
+        "a corrupt restore point is not retried: {log}"
+    );
+    let deployments_failed: usize = gen2
+        .workers
+        .iter()
+        .map(|w| w.text().matches("deployment failed").count())
+        .sum();
+    assert_eq!(deployments_failed, 1, "one deployment, no restart");
 }
