@@ -2,7 +2,7 @@
 //! restores the savepoint, and a restarted coordinator refuses an unreadable newest checkpoint
 //! (FAILED at once, naming it) instead of going back to an older snapshot; a corrupt keyed
 //! state file only a worker reads fails the job at once too (the worker's deployment failure is
-//! permanent); a restore longer than the heartbeat timeout (a large keyed state's download)
+//! permanent) while a transient storage error on a worker still restarts it; a restore longer than the heartbeat timeout (a large keyed state's download)
 //! loses no worker.
 
 mod common;
@@ -163,10 +163,15 @@ fn a_restore_longer_than_the_heartbeat_timeout_loses_no_worker() {
 
 /// A coordinator with two one-slot workers (`w0` runs subtask 0 of every stage, `w1` subtask 1:
 /// each reads only its own keyed state file of a restore point at parallelism 2).
-fn one_slot_cluster(dir: &std::path::Path, manifest: &std::path::Path, extra: &[&str]) -> Cluster {
-    let mut c = Cluster::start_with_workers(dir, manifest, extra, &[], 0);
-    c.add_worker_with_slots("w0", 1, &[]);
-    c.add_worker_with_slots("w1", 1, &[]);
+fn one_slot_cluster(
+    dir: &std::path::Path,
+    manifest: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Cluster {
+    let mut c = Cluster::start_with_workers(dir, manifest, extra, env, 0);
+    c.add_worker_with_slots("w0", 1, env);
+    c.add_worker_with_slots("w1", 1, env);
     c
 }
 
@@ -179,7 +184,7 @@ fn one_slot_cluster(dir: &std::path::Path, manifest: &std::path::Path, extra: &[
 fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 2, Some(3000));
-    let mut gen1 = one_slot_cluster(dir.path(), &m, &[]);
+    let mut gen1 = one_slot_cluster(dir.path(), &m, &[], &[]);
     gen1.wait_checkpoint_after(0);
     let savepoint = stop_cluster(&mut gen1);
     // The keyed state of subtask 1 of the count: read by w1 only, never by the coordinator.
@@ -198,7 +203,7 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
         "--restart-max-attempts",
         "1000",
     ];
-    let mut gen2 = one_slot_cluster(dir.path(), &m, &restore);
+    let mut gen2 = one_slot_cluster(dir.path(), &m, &restore, &[]);
     let exited = loop {
         if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
             break status;
@@ -234,4 +239,41 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
         .map(|w| w.text().matches("deployment failed").count())
         .sum();
     assert_eq!(deployments_failed, 1, "one deployment, no restart");
+}
+
+/// A transient storage error of a worker's restore (an S3 timeout, stood in for by the
+/// `transient-restore-error` failpoint: each worker's first restore fails) still restarts the
+/// job, which then runs from the restore point.
+#[test]
+fn a_transient_storage_error_of_a_workers_restore_restarts_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 2, Some(3000));
+    let mut gen1 = one_slot_cluster(dir.path(), &m, &[], &[]);
+    gen1.wait_checkpoint_after(0);
+    let savepoint = stop_cluster(&mut gen1);
+    let restore = ["--restore", &savepoint, "--run-id", "gen-2"];
+    let c = one_slot_cluster(
+        dir.path(),
+        &m,
+        &restore,
+        &[("WEIR_FAILPOINT", "transient-restore-error")],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = c.job_status().unwrap_or_default();
+        assert_ne!(status["state"], "FAILED", "{status}");
+        if status["restarts"].as_u64().unwrap_or(0) > 0 && status["state"] == "RUNNING" {
+            assert_eq!(status["restoredFrom"], savepoint.as_str(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no restart: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = c.coordinator.text();
+    assert!(
+        log.contains("could not deploy attempt")
+            && log.contains("failpoint transient-restore-error")
+            && log.contains("restarting in"),
+        "the transient error restarted the job: {log}"
+    );
 }

@@ -338,6 +338,21 @@ fn slow_restore_failpoint() -> Option<Duration> {
         .then_some(Duration::from_secs(5))
 }
 
+/// `WEIR_FAILPOINT=transient-restore-error` (tests): the first deployment of this worker that
+/// restores fails with a transient storage error, as a restore from an unreachable S3 does.
+fn transient_restore_error_failpoint(url: &str) -> Option<restore::RestoreError> {
+    static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let failpoints = std::env::var("WEIR_FAILPOINT").ok()?;
+    let set = failpoints.split(',').any(|f| f == "transient-restore-error");
+    (set && !FIRED.swap(true, Ordering::Relaxed)).then(|| {
+        restore::RestoreError::Storage(storage::StorageError::S3 {
+            path: url.to_string(),
+            op: "GetObject",
+            message: "request timed out (failpoint transient-restore-error)".into(),
+        })
+    })
+}
+
 /// Deploys the subtasks of `d` on this worker: restores their share of the restore point (the
 /// keyed state files of their key groups, verified by checksum), wires their local and remote
 /// channels, and starts them. Errors: the restore failed (permanent when the restore point is
@@ -376,6 +391,11 @@ async fn deploy(
         && let Some(delay) = slow_restore_failpoint()
     {
         tokio::time::sleep(delay).await;
+    }
+    if let Some(url) = &d.restore
+        && let Some(error) = transient_restore_error_failpoint(url)
+    {
+        return Err(DeploymentError::restore(error));
     }
     let snapshot = match &d.restore {
         Some(url) => Some(Arc::new(
