@@ -9,7 +9,6 @@ mod common;
 use common::incremental::*;
 use common::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_runtime::state::snapshot::{CheckpointMetadata, decode_metadata};
 
@@ -52,18 +51,7 @@ fn assert_every_reference_exists(job_dir: &Path) {
 
 /// Takes a savepoint of the running job at `api` (not stopping it); returns its id.
 fn savepoint(api: &str, env: &[(String, String)]) -> u64 {
-    let out = Command::new(weir())
-        .args(["savepoint", "trigger", "--url", api, "--timeout", "60s"])
-        .env(SECRET_ENV, secret_file())
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "savepoint failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let url = trigger_savepoint(api, env, false);
     let path = Path::new(url.strip_prefix("file://").unwrap_or(&url)).join("_metadata");
     decode_metadata(&path.display().to_string(), &std::fs::read(&path).unwrap())
         .unwrap()

@@ -432,15 +432,25 @@ pub fn wait_running(api: &str) {
 /// returns the savepoint URL.
 pub fn stop_with_savepoint(api: &str, env: &[(String, String)]) -> String {
     wait_running(api);
+    trigger_savepoint(api, env, true)
+}
+
+/// `weir savepoint trigger` of the job at `api` (`--stop` with `stop`), waiting up to 60 s;
+/// returns the savepoint URL. Panics with the command's stderr when it fails.
+pub fn trigger_savepoint(api: &str, env: &[(String, String)], stop: bool) -> String {
+    let mut args = vec!["savepoint", "trigger", "--url", api, "--timeout", "60s"];
+    if stop {
+        args.push("--stop");
+    }
     let out = Command::new(weir())
-        .args(["savepoint", "trigger", "--url", api, "--stop", "--timeout", "60s"])
+        .args(args)
         .env(SECRET_ENV, secret_file())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "stop-with-savepoint failed: {}",
+        "savepoint (stop: {stop}) failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
