@@ -16,7 +16,7 @@
 //! | `weir_source_pending_records` | gauge | job, task, operator, subtask | records a bounded generator subtask has not read yet (Flink's `pendingRecords`) |
 //! | `weir_source_pending_bytes` | gauge | job, task, operator, subtask | bytes a file source subtask has not read yet, local uncompressed files only (Flink's `pendingBytes`) |
 //! | `weir_late_records_dropped_total` | counter | job, task, operator, subtask | records a `window` dropped as later than its allowed lateness (present once one was dropped) |
-//! | `weir_keyed_state_entries` | gauge | job, task, operator, subtask | keys a stateful step's subtask holds (expired ones until cleanup removes them; a `window`: keys with an open window), refreshed about once a second and at each barrier |
+//! | `weir_keyed_state_entries` | gauge | job, task, operator, subtask | keys a stateful step's subtask holds (expired ones until cleanup removes them; a `window`: keys holding a window, open or fired and kept for `allowedLateness`), refreshed about once a second and at each barrier |
 //! | `weir_keyed_state_disk_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of the subtask's store's table files on local disk (Flink's `rocksdb.total-sst-files-size`), what the state dir must hold |
 //! | `weir_keyed_state_memory_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of memory the store uses: block cache, memtables and write-back cache (bounded by `spec.diskState`) |
 //!
@@ -227,7 +227,7 @@ pub fn render(scrape: &Scrape) -> String {
     );
     reg.register(
         "keyed_state_entries",
-        "Keys a stateful step's subtask holds (a window: keys with an open window)",
+        "Keys a stateful step's subtask holds (a window: keys holding a window, open or kept for allowed lateness)",
         state_entries,
     );
     reg.register_with_unit(

@@ -133,6 +133,17 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
         &expected_wordcount(),
         "worker kill -9 on the disk backend",
     );
+    // The surviving workers removed their cancelled attempt's run directory (its stores
+    // deleted, only the owner file left); the killed worker's was swept by the replacement.
+    let attempts: std::collections::BTreeSet<String> = state
+        .path()
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("wordcount-"))
+        .map(|name| name.rsplit_once("-a").expect("<job>-<run>-a<attempt>").1.to_string())
+        .collect();
+    assert_eq!(attempts.len(), 1, "run directories of one attempt only: {attempts:?}");
 }
 
 /// Whether the `_metadata` at `path` is incremental over an earlier checkpoint for the

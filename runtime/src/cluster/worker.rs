@@ -69,6 +69,8 @@ struct Running {
     helpers: Vec<JoinHandle<()>>,
     metrics: Vec<(usize, Arc<TaskMetrics>)>,
     stores: StoreCache,
+    /// This attempt's run directory of disk keyed state (unused without the disk backend).
+    state_dir: std::path::PathBuf,
 }
 
 /// How long a worker retries an unreachable coordinator at INFO before it warns: the time a
@@ -80,11 +82,20 @@ const COORDINATOR_START_GRACE: Duration = Duration::from_secs(10);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Running {
+    /// Aborts the subtasks and helpers; once the subtasks have ended (their stores deleted),
+    /// removes the attempt's run directory if nothing but its owner file is left, which this
+    /// worker's later attempts would otherwise keep for as long as it lives (the sweep of a
+    /// starting process only removes directories of processes that are gone).
     fn cancel(self) {
         for h in self.subtasks.iter().chain(&self.helpers) {
             h.abort();
         }
         tracing::info!(attempt = %attempt_label(self.attempt), "cancelled subtasks");
+        let (subtasks, state_dir) = (self.subtasks, self.state_dir);
+        tokio::spawn(async move {
+            futures::future::join_all(subtasks).await;
+            crate::state::local_dir::remove_if_only_owner(&state_dir);
+        });
     }
 
     /// The job finished. Every `Complete` the coordinator sent (the final checkpoint's among
@@ -559,5 +570,6 @@ async fn deploy(
         helpers: handles,
         metrics,
         stores,
+        state_dir: ctx.state_dir.clone(),
     })
 }

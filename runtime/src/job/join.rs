@@ -55,6 +55,10 @@ pub struct JoinDef {
     pub fields: Vec<JoinField>,
     /// State TTL (`None`: rows are kept for ever).
     pub ttl: Option<Duration>,
+    /// The step's `inputs` as written (`[left, right]`, e.g. `[orders, hourly.late]`; empty
+    /// strings when the step lists fewer, which the dataflow refuses): what each side read,
+    /// kept with the join's state so a restore can tell the inputs were swapped.
+    pub inputs: [String; 2],
 }
 
 impl JoinDef {
@@ -81,11 +85,13 @@ impl JoinDef {
 
 /// Validates the `join` of the step at `at` (`spec.job.steps[4]`): the key expressions
 /// compile, every `fields[].from` is `left.<field>` or `right.<field>`, output names are unique
-/// and differ from the key's, the TTL parses. `compile` checks a CEL expression (the caller's,
-/// so errors read as every step's), `parse_ttl` a TTL.
+/// and differ from the key's, the TTL parses. `inputs` is the step's `inputs` as written.
+/// `compile` checks a CEL expression (the caller's, so errors read as every step's),
+/// `parse_ttl` a TTL.
 pub fn join_def(
     at: &str,
     spec: &JoinSpec,
+    inputs: &[String],
     compile: impl Fn(&str, &str) -> Result<(), JobError>,
     parse_ttl: impl Fn(&str, &str) -> Result<Duration, JobError>,
 ) -> Result<JoinDef, JobError> {
@@ -154,6 +160,7 @@ pub fn join_def(
         key_field,
         fields,
         ttl,
+        inputs: [0, 1].map(|i| inputs.get(i).cloned().unwrap_or_default()),
     })
 }
 

@@ -286,7 +286,13 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         kinds.push(OperatorKind::Union);
     }
     if let Some(j) = &step.join {
-        kinds.push(OperatorKind::Join(super::join::join_def(&at, j, check_cel, parse_ttl)?));
+        kinds.push(OperatorKind::Join(super::join::join_def(
+            &at,
+            j,
+            step.inputs.as_deref().unwrap_or_default(),
+            check_cel,
+            parse_ttl,
+        )?));
     }
     if let Some(s) = &step.sink {
         kinds.push(match (&s.file, &s.print, &s.discard, &s.kafka) {

@@ -329,7 +329,7 @@ mod tests {
         for (source, message) in [
             ("x", "not an integer"),
             ("n", "not a string, integer or boolean"),
-            ("big", "not an integer"),
+            ("big", "above the largest integer key"),
             ("o", "not a string, integer or boolean"),
             ("x * 2.0", "not an integer"),
             ("missing", "no field `missing`"),

@@ -55,7 +55,12 @@ impl Key {
             Datum::Str(s) => Ok(Key::Str(s)),
             Datum::Bool(b) => Ok(Key::Bool(b)),
             Datum::Int(i) => Ok(Key::Int(i)),
-            n @ (Datum::UInt(_) | Datum::Float(_)) => Err(format!(
+            n @ Datum::UInt(_) => Err(format!(
+                "key {n} is above the largest integer key, {}; keys are strings, integers of 64 bits or booleans \
+                 (write `string(...)` of a larger number)",
+                i64::MAX
+            )),
+            n @ Datum::Float(_) => Err(format!(
                 "key {n} is not an integer; keys are strings, integers or booleans"
             )),
             other => Err(format!("key {other} is not a string, integer or boolean")),

@@ -49,8 +49,8 @@ pub enum KeyedState<V> {
 /// (`weir_keyed_state_*`, `metrics.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyedStateSize {
-    /// Keys held (expired ones included until cleanup removes them; a window: keys with an
-    /// open window).
+    /// Keys held (expired ones included until cleanup removes them; a window: keys holding a
+    /// window, open or fired and kept for `allowedLateness`).
     pub entries: u64,
     /// Disk backend: bytes of the store's table files on local disk
     /// ([`StoreBytes::table_files`](crate::state::disk::StoreBytes)). `None` on the heap.

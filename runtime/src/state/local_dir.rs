@@ -142,6 +142,18 @@ pub fn write_owner_file(dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token))
 }
 
+/// Removes the run directory `dir` if it holds nothing but its owner file ([`OWNER_FILE`]):
+/// an attempt's directory once its stores are deleted. A directory still holding a store (one
+/// closing on another thread) stays, as does a missing one. Returns whether it removed `dir`.
+pub fn remove_if_only_owner(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut names = entries.flatten().map(|e| e.file_name());
+    let only_owner = matches!((names.next(), names.next()), (Some(name), None) if name == OWNER_FILE);
+    only_owner && std::fs::remove_dir_all(dir).is_ok()
+}
+
 /// Removes a run directory when dropped, unless [`RemoveOnFailure::keep`] was called: a
 /// deployment that fails after its restore put stores there (a native checkpoint's fast
 /// restore, `checkpoint/native_restore.rs`) removes them at once. The next start's sweep
@@ -184,6 +196,22 @@ mod tests {
         RemoveOnFailure::new(&started).keep();
         assert!(!failed.exists());
         assert!(started.join("counts-0").exists());
+    }
+
+    /// An attempt's directory is removed once only its owner file is left, never before.
+    #[test]
+    fn a_run_directory_holding_only_its_owner_file_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let (done, busy) = (run_dir(root.path(), "job", "a1"), run_dir(root.path(), "job", "a2"));
+        prepare_run_dir(&done).unwrap();
+        prepare_run_dir(&busy).unwrap();
+        std::fs::create_dir_all(store_dir(&busy, "counts", 0)).unwrap();
+        assert!(remove_if_only_owner(&done) && !done.exists());
+        assert!(!remove_if_only_owner(&busy) && busy.join(OWNER_FILE).exists());
+        assert!(!remove_if_only_owner(&root.path().join("missing")));
+        std::fs::remove_file(busy.join(OWNER_FILE)).unwrap();
+        assert!(!remove_if_only_owner(&busy), "a store without the owner file stays");
+        assert!(busy.exists());
     }
 
     #[test]

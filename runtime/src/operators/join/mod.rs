@@ -18,6 +18,7 @@
 //! With a `ttl`, a key's rows are forgotten when it has received no record for that long.
 
 pub mod rows;
+pub mod stored_shape;
 
 use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
@@ -32,6 +33,7 @@ use crate::state::ttl::{Clock, StateTtl};
 use async_trait::async_trait;
 use rows::JoinRows;
 use std::sync::Arc;
+use stored_shape::StoredShape;
 
 /// Name of the side tag, the first field of a [`JoinSide`]'s output rows (never output by
 /// the join).
@@ -54,6 +56,10 @@ pub struct JoinSide {
     fields: Vec<String>,
     schema: Arc<Schema>,
     max_parallelism: u32,
+    /// The record fields the key selector reads (a record lacking one has no key).
+    reads: Vec<String>,
+    /// Whether a record without a key was dropped yet (warned once per subtask).
+    dropped_without_key: bool,
 }
 
 impl JoinSide {
@@ -62,10 +68,16 @@ impl JoinSide {
     pub fn new(join_uid: &str, def: &JoinDef, side: Side, max_parallelism: u32) -> TaskResult<JoinSide> {
         let fields = def.projection(side);
         let names = std::iter::once(SIDE_FIELD.to_string()).chain(fields.iter().cloned());
+        let key = cel::compile(def.key_expression(side))?;
         Ok(JoinSide {
             join_uid: join_uid.to_string(),
             side,
-            key: cel::compile(def.key_expression(side))?,
+            reads: crate::record::cel_fields::free_identifiers(key.syntax())
+                .into_iter()
+                .filter(|name| name != "record")
+                .collect(),
+            dropped_without_key: false,
+            key,
             schema: Schema::new(names),
             fields,
             max_parallelism,
@@ -78,19 +90,59 @@ impl JoinSide {
     }
 }
 
+impl JoinSide {
+    /// Whether `row` lacks a field the key selector reads or holds `null` there.
+    fn reads_a_null(&self, row: &Row) -> bool {
+        self.reads
+            .iter()
+            .any(|field| matches!(row.get(field), None | Some(Datum::Null)))
+    }
+
+    /// The join key of `row`, or `None` when it has none: the selector gives `null`, or fails
+    /// on a field it reads that the record lacks or holds as `null` (SQL's null propagates:
+    /// `string(id)` of a null `id` is null). Such a record
+    /// never matches in an inner join (`NULL = NULL` is not true in SQL; Flink's regular join
+    /// drops it the same way), so it is dropped, not a failure: a failure would restart the job
+    /// onto the same record for ever. Errors: any other evaluation error, a key of another type
+    /// (a float, an object).
+    fn key_of(&self, row: &Row) -> TaskResult<Option<Key>> {
+        let value = match self.key.eval(row) {
+            Ok(value) => value,
+            Err(_) if self.reads_a_null(row) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if matches!(value, Datum::Null) {
+            return Ok(None);
+        }
+        Key::from_owned(value).map(Some).map_err(|e| {
+            TaskError(format!(
+                "join {} {}Key `{}`: {e}",
+                self.join_uid,
+                self.side.name(),
+                self.key.source()
+            ))
+        })
+    }
+}
+
 #[async_trait]
 impl StreamOperator for JoinSide {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         out.reserve(input.len());
         for r in input {
-            let key = Key::from_owned(self.key.eval(&r.row)?).map_err(|e| {
-                TaskError(format!(
-                    "join {} {}Key `{}`: {e}",
-                    self.join_uid,
-                    self.side.name(),
-                    self.key.source()
-                ))
-            })?;
+            let Some(key) = self.key_of(&r.row)? else {
+                if !self.dropped_without_key {
+                    self.dropped_without_key = true;
+                    tracing::warn!(
+                        "join {}: a {} record without a key (`{}` is null or reads a missing field) never matches; \
+                         dropped, as every such record of this subtask will be",
+                        self.join_uid,
+                        self.side.name(),
+                        self.key.source()
+                    );
+                }
+                continue;
+            };
             let mut values = Vec::with_capacity(self.fields.len() + 1);
             values.push(Datum::Int(side_tag(self.side)));
             values.extend(self.fields.iter().map(|f| r.row.get(f).cloned().unwrap_or(Datum::Null)));
@@ -114,8 +166,8 @@ struct Source {
 /// The keyed join of one subtask: both sides' rows by key, for the key groups it owns.
 pub struct Join {
     uid: String,
-    /// The input fields each side's stored rows hold, `(left, right)` postcard-encoded: the
-    /// operator state of every snapshot, checked on restore.
+    /// The [`StoredShape`] of this join, encoded: the operator state of every snapshot,
+    /// checked on restore.
     kept: Vec<u8>,
     output: Arc<Schema>,
     sources: Vec<Source>,
@@ -155,8 +207,9 @@ impl Join {
     /// The join `uid` of `def` for the subtask owning `range`, its state on `backend`,
     /// restoring `restore.key_groups` (blocks of other key groups are ignored; rows expired
     /// under the TTL at `clock`'s time are dropped). Errors: a block that does not decode,
-    /// named by operator and key group; a restore point whose join kept other input fields
-    /// (its stored rows hold other values); the disk store cannot be created or written.
+    /// named by operator and key group; a restore point whose join stored rows of another
+    /// meaning ([`stored_shape::refusal`]: other kept fields, swapped inputs, other key
+    /// selectors); the disk store cannot be created or written.
     pub fn new(
         uid: &str,
         def: &JoinDef,
@@ -166,18 +219,11 @@ impl Join {
         backend: &BackendChoice,
     ) -> TaskResult<Join> {
         let (left, right) = (def.projection(Side::Left), def.projection(Side::Right));
-        let kept = (left.clone(), right.clone());
+        let shape = StoredShape::of(def);
         // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
         for item in &restore.operator_state {
-            let stored: (Vec<String>, Vec<String>) = postcard::from_bytes(item)
-                .map_err(|e| TaskError(format!("the join's stored input fields do not decode: {e}")))?;
-            if stored != kept {
-                return Err(TaskError(format!(
-                    "the restore point's join kept the input fields left {:?}, right {:?}; \
-                     this job's `fields` need left {:?}, right {:?}. Keep the join's `fields` when restoring, \
-                     or give the join a new `uid` (and set spec.allowNonRestoredState: true) to start it empty",
-                    stored.0, stored.1, kept.0, kept.1
-                )));
+            if let Some(refused) = stored_shape::refusal(&StoredShape::decode(item).map_err(TaskError)?, &shape) {
+                return Err(TaskError(refused));
             }
         }
         let mut state = join_state(backend, range, def.ttl.map(StateTtl::new)).map_err(|e| TaskError(e.to_string()))?;
@@ -195,7 +241,7 @@ impl Join {
             .collect();
         let names = std::iter::once(def.key_field.clone()).chain(def.fields.iter().map(|f| f.name.clone()));
         Ok(Join {
-            kept: postcard::to_allocvec(&kept).map_err(|e| TaskError(e.to_string()))?,
+            kept: shape.encode(),
             uid: uid.to_string(),
             output: Schema::new(names),
             sources,

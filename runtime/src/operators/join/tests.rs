@@ -47,6 +47,7 @@ fn def(ttl: Option<Duration>) -> JoinDef {
             field(Side::Left, "n", "n"),
         ],
         ttl,
+        inputs: ["events".into(), "repos".into()],
     }
 }
 
@@ -383,4 +384,106 @@ async fn a_record_without_a_side_tag_or_key_is_an_error_naming_the_operator() {
         .await
         .unwrap_err();
     assert!(e.0.contains("join j leftKey `repo`"), "{e}");
+}
+
+/// A record whose join key is null, missing, or null through a field it reads never matches
+/// and is dropped (SQL's inner join); it does not fail the job. A key of a type no key has
+/// (a float, an integer above `i64::MAX`) still fails it, saying why.
+#[tokio::test]
+async fn records_without_a_key_never_match_and_are_dropped() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut join = new_join(
+        &backend(On::Heap, scratch.path(), "j"),
+        key_group_range(0, 1, 128),
+        OperatorRestore::default(),
+        ManualClock::new(0),
+        None,
+    );
+    let out = feed(
+        &mut join,
+        &[
+            (Side::Left, json!({"repo": null, "actor": "ann", "n": 1})),
+            (Side::Left, json!({"actor": "bob", "n": 2})),
+            (Side::Right, json!({"name": null, "owner": "org"})),
+            (Side::Right, json!({"owner": "org"})),
+            left("weir", "cid", 3),
+            right("weir", "org"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        out,
+        vec![json!({"repo": "weir", "actor": "cid", "owner": "org", "n": 3})]
+    );
+    assert_eq!(join.len(), 1, "no null key was stored");
+
+    let mut through_a_function = def(None);
+    through_a_function.left_key = "string(repo)".into();
+    let side = |d: &JoinDef| JoinSide::new("j", d, Side::Left, 128).unwrap();
+    let mut keyed = Vec::new();
+    side(&through_a_function)
+        .process(
+            vec![Record::new(Row::from_json(json!({"repo": null, "actor": "a"})))],
+            &mut keyed,
+        )
+        .await
+        .unwrap();
+    assert!(keyed.is_empty(), "string(null) is no key: {keyed:?}");
+
+    for (value, says) in [
+        (json!(1.5), "key 1.5 is not an integer"),
+        (json!(u64::MAX), "is above the largest integer key, 9223372036854775807"),
+    ] {
+        let e = side(&def(None))
+            .process(
+                vec![Record::new(Row::from_json(json!({"repo": value})))],
+                &mut Vec::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.0.contains("join j leftKey `repo`") && e.0.contains(says), "{e}");
+    }
+}
+
+/// A restore whose join reads its inputs in the other order, or keys a side by another
+/// selector, is refused naming the field: its stored rows would be joined wrongly, silently.
+#[tokio::test]
+async fn a_restore_with_swapped_inputs_or_another_key_is_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    for on in BACKENDS {
+        let all = key_group_range(0, 1, 128);
+        let clock: Arc<dyn Clock> = ManualClock::new(0);
+        let mut before = new_join(
+            &backend(on, scratch.path(), &format!("{on:?}")),
+            all,
+            OperatorRestore::default(),
+            clock.clone(),
+            None,
+        );
+        feed(&mut before, &[left("weir", "ann", 1)]).await;
+        let restore = snapshot_of(&mut before).await;
+        let mut swapped = def(None);
+        swapped.inputs.reverse();
+        let mut rekeyed = def(None);
+        rekeyed.left_key = "actor".into();
+        let mut respaced = def(None);
+        respaced.left_key = " repo ".into();
+        let attempt = |d: &JoinDef, name: &str| {
+            Join::new(
+                "j",
+                d,
+                all,
+                restore.clone(),
+                clock.clone(),
+                &backend(on, scratch.path(), name),
+            )
+        };
+        let e = attempt(&swapped, &format!("{on:?}-swapped")).err().expect("refused");
+        assert!(e.0.contains("this job's `inputs` are [repos, events]"), "{on:?}: {e}");
+        let e = attempt(&rekeyed, &format!("{on:?}-rekeyed")).err().expect("refused");
+        assert!(e.0.contains("this job's `leftKey` is `actor`"), "{on:?}: {e}");
+        let mut respaced_join = attempt(&respaced, &format!("{on:?}-respaced")).expect("spacing is no change");
+        let out = feed(&mut respaced_join, &[right("weir", "org")]).await;
+        assert_eq!(out.len(), 1, "{on:?}: the restored row still matches: {out:?}");
+    }
 }

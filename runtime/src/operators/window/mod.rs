@@ -301,7 +301,8 @@ impl StreamOperator for WindowOperator {
     }
 
     fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
-        // Keys with an open window: O(key groups), where counting windows would visit them all.
+        // Keys holding a window (open, or fired and kept for allowedLateness): O(key groups),
+        // where counting windows would visit them all.
         Some(crate::state::backend::KeyedStateSize {
             entries: self.groups.iter().map(|g| g.len() as u64).sum(),
             ..Default::default()
