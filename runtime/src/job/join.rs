@@ -25,6 +25,14 @@ impl Side {
         }
     }
 
+    /// The other side.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Left => Side::Right,
+            Side::Right => Side::Left,
+        }
+    }
+
     /// The side of input `index` of the join (0 left, 1 right).
     pub fn of_input(index: usize) -> Side {
         if index == 0 { Side::Left } else { Side::Right }

@@ -40,7 +40,11 @@ fn a_join_reads_two_inputs_and_outputs_the_key_and_the_chosen_fields() {
     };
     assert_eq!(def.key_field, "user");
     assert_eq!(def.ttl, Some(std::time::Duration::from_secs(3600)));
-    assert_eq!(def.inputs, ["orders".to_string(), "users".to_string()], "kept with the state");
+    assert_eq!(
+        def.inputs,
+        ["orders".to_string(), "users".to_string()],
+        "kept with the state"
+    );
     assert_eq!(
         def.fields,
         vec![

@@ -63,6 +63,10 @@ pub(crate) struct RocksStore {
     writes: WriteOptions,
     /// Names the next ingestion's table file.
     ingestions: AtomicU64,
+    /// Bytes of keys and values written by [`RocksStore::put`] and [`RocksStore::write`]
+    /// (counted for tests).
+    #[cfg(test)]
+    bytes_put: AtomicU64,
     dir: PathBuf,
     /// Declared last: removes the directory once the database is closed.
     _scratch: RemoveOnDrop,
@@ -200,6 +204,8 @@ fn open_writable(dir: &Path, options: &DiskStateOptions, opening: Opening) -> Re
         options: rocks,
         writes,
         ingestions: AtomicU64::new(0),
+        #[cfg(test)]
+        bytes_put: AtomicU64::new(0),
         dir: dir.to_path_buf(),
         _scratch: RemoveOnDrop(dir.to_path_buf()),
     }))
@@ -226,6 +232,8 @@ pub(crate) fn open_read_only(dir: &Path, options: &DiskStateOptions) -> Result<S
         options: rocks,
         writes: WriteOptions::default(),
         ingestions: AtomicU64::new(0),
+        #[cfg(test)]
+        bytes_put: AtomicU64::new(0),
         dir: dir.to_path_buf(),
         _scratch: RemoveOnDrop(dir.to_path_buf()),
     }))
@@ -253,6 +261,9 @@ impl RocksStore {
 
     /// Stores `value` under `key`. Errors: the store fails to write.
     pub(crate) fn put(&self, key: &[u8], value: &[u8]) -> Result<(), DiskStateError> {
+        #[cfg(test)]
+        self.bytes_put
+            .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
         self.db.put_opt(key, value, &self.writes).map_err(|e| self.err(e))
     }
 
@@ -263,7 +274,18 @@ impl RocksStore {
 
     /// Applies `batch` atomically. Errors: the store fails to write.
     pub(crate) fn write(&self, batch: WriteBatch) -> Result<(), DiskStateError> {
+        #[cfg(test)]
+        self.bytes_put
+            .fetch_add(batch.size_in_bytes() as u64, Ordering::Relaxed);
         self.db.write_opt(batch, &self.writes).map_err(|e| self.err(e))
+    }
+
+    /// Bytes written by [`RocksStore::put`] (keys and values) and [`RocksStore::write`] (the
+    /// batches' sizes) since the store opened: what the state's writes cost, whatever RocksDB
+    /// kept of them (an overwritten value leaves the memtable at its flush).
+    #[cfg(test)]
+    pub(crate) fn bytes_put(&self) -> u64 {
+        self.bytes_put.load(Ordering::Relaxed)
     }
 
     /// Calls `each` with every entry whose key is in `from..until` (`None`: to the end), in key

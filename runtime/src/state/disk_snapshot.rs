@@ -36,10 +36,12 @@ const HEADER_ROOM: usize = VERSIONED_PREFIX.len() + 1 + 10;
 /// One key group's block being assembled from stored bytes: `data` holds [`HEADER_ROOM`] bytes
 /// of room for the header, then the entries, so finishing the block writes the header in place
 /// instead of copying the entries into a second buffer.
-struct BlockBuilder {
+pub(crate) struct BlockBuilder {
     key_group: u32,
-    entries: u64,
-    data: Vec<u8>,
+    /// Entries written so far.
+    pub(crate) entries: u64,
+    /// [`HEADER_ROOM`] bytes, then the entries written so far.
+    pub(crate) data: Vec<u8>,
 }
 
 impl BlockBuilder {
@@ -49,7 +51,7 @@ impl BlockBuilder {
     /// is one the upload handed back ([`keyed_block::recycled_buffer`]) when there is one: a
     /// new one is fresh memory whose pages the kernel zeroes on first touch, as the heap
     /// encoder found (docs/runtime/state-backends-log.md, "Heap checkpoint throughput").
-    fn new(key_group: u32, expected_bytes: usize) -> BlockBuilder {
+    pub(crate) fn new(key_group: u32, expected_bytes: usize) -> BlockBuilder {
         let mut data = keyed_block::recycled_buffer(HEADER_ROOM + expected_bytes);
         data.clear();
         data.resize(HEADER_ROOM, 0);
@@ -61,7 +63,7 @@ impl BlockBuilder {
     }
 
     /// Bytes of entries written so far.
-    fn body_len(&self) -> usize {
+    pub(crate) fn body_len(&self) -> usize {
         self.data.len() - HEADER_ROOM
     }
 
@@ -70,7 +72,7 @@ impl BlockBuilder {
     /// varint length followed by its elements, and a tuple as its fields in order. The header
     /// goes into the room in front of the entries; the unused part of the room is removed (a
     /// move of the entries within the buffer, no allocation).
-    fn finish(self, with_times: bool) -> KeyGroupBlock {
+    pub(crate) fn finish(self, with_times: bool) -> KeyGroupBlock {
         let mut header = Vec::with_capacity(HEADER_ROOM);
         if with_times {
             header.extend_from_slice(&VERSIONED_PREFIX);

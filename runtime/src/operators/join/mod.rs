@@ -7,30 +7,33 @@
 //! side in the first value. The tag travels in the row, so it survives the exchange, the wire
 //! between workers and the channel state of unaligned checkpoints, none of which know sides.
 //!
-//! [`Join`] keeps, per key, every row of each side seen so far ([`rows::JoinRows`]) in a
-//! [`KeyedState`] on the job's backend, so its state is snapshotted, restored and rescaled by
-//! key group as an aggregation's is, in the same blocks on both backends (a savepoint of a join
-//! on heap restores on disk and back). On disk a key's rows are read from the store and
-//! written back whole at each of its records, without the write-back cache ([`join_state`]
-//! says why); every checkpoint of a join is full (no delta blocks, no native files). A left row is stored, then joined with every right row of its key so far
+//! [`Join`] keeps, per key, every row of each side seen so far, on the job's backend: on heap
+//! in a [`KeyedState`] of [`rows::JoinRows`] (persistent lists: a row is appended in O(1)); on
+//! disk as one store entry per row ([`disk_rows`]: a record reads the rows it matches and
+//! writes its own, never the rows its side already holds). Both snapshot, restore and rescale
+//! by key group as an aggregation does, in the same blocks (a savepoint of a join on heap
+//! restores on disk and back); every checkpoint of a join is full (no delta blocks, no native
+//! files). A left row is stored, then joined with every right row of its key so far
 //! (oldest first), and vice versa: every matching pair is emitted exactly once, when its later
 //! row arrives, so the output of a whole input is the full inner join whatever the order.
 //! With a `ttl`, a key's rows are forgotten when it has received no record for that long.
 
+pub mod disk_rows;
+pub mod disk_snapshot;
 pub mod rows;
 pub mod stored_shape;
 
-use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use super::{EncodedState, KeyGroupStream, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::job::join::{JoinDef, Side};
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema};
 use crate::state::backend::{BackendChoice, KeyedState};
-use crate::state::disk::DiskStateOptions;
 use crate::state::heap::HeapKeyedState;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::ttl::{Clock, StateTtl};
 use async_trait::async_trait;
+use disk_rows::DiskJoinRows;
 use rows::JoinRows;
 use std::sync::Arc;
 use stored_shape::StoredShape;
@@ -172,33 +175,36 @@ pub struct Join {
     output: Arc<Schema>,
     sources: Vec<Source>,
     range: KeyGroupRange,
-    state: KeyedState<JoinRows>,
+    state: JoinState,
     clock: Arc<dyn Clock>,
 }
 
-/// Empty join state for `range` on `backend`, expiring keys after `ttl` if set. On heap the
-/// generic table (join keys are of any type). On disk the store in the backend's directory
-/// with the write-back cache off: the cache counts each entry's bytes as a fixed size
-/// (`state/disk_cache.rs`, `entry_bytes`), right for an aggregation's numbers but not for a
-/// key's rows, which grow with every record of the key, so cached join rows would hold memory
-/// the disk backend's limits (`spec.diskState`) do not bound. Errors: the store cannot be
-/// created.
-fn join_state(
-    backend: &BackendChoice,
-    range: KeyGroupRange,
-    ttl: Option<StateTtl>,
-) -> Result<KeyedState<JoinRows>, crate::state::disk::DiskStateError> {
-    match backend {
-        BackendChoice::Heap => Ok(KeyedState::Heap(HeapKeyedState::new(range, ttl))),
-        BackendChoice::Disk { dir, options } => {
-            let without_write_back = BackendChoice::Disk {
-                dir: dir.clone(),
-                options: DiskStateOptions {
-                    write_cache_bytes: 0,
-                    ..*options
-                },
-            };
-            KeyedState::open(&without_write_back, range, ttl)
+/// A join subtask's rows: see the module doc.
+enum JoinState {
+    /// On the heap backend.
+    Heap(KeyedState<JoinRows>),
+    /// On the disk backend.
+    Disk(DiskJoinRows),
+}
+
+impl JoinState {
+    /// Empty rows for `range` on `backend`, expiring keys after `ttl` if set. Errors: the
+    /// disk store cannot be created.
+    fn open(
+        backend: &BackendChoice,
+        range: KeyGroupRange,
+        ttl: Option<StateTtl>,
+    ) -> Result<JoinState, crate::state::disk::DiskStateError> {
+        Ok(match backend {
+            BackendChoice::Heap => JoinState::Heap(KeyedState::Heap(HeapKeyedState::new(range, ttl))),
+            BackendChoice::Disk { dir, options } => JoinState::Disk(DiskJoinRows::open(dir, *options, range, ttl)?),
+        })
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            JoinState::Heap(state) => state.len(),
+            JoinState::Disk(state) => state.len(),
         }
     }
 }
@@ -226,8 +232,13 @@ impl Join {
                 return Err(TaskError(refused));
             }
         }
-        let mut state = join_state(backend, range, def.ttl.map(StateTtl::new)).map_err(|e| TaskError(e.to_string()))?;
-        state.restore(restore.key_groups, clock.now_ms()).map_err(TaskError)?;
+        let mut state =
+            JoinState::open(backend, range, def.ttl.map(StateTtl::new)).map_err(|e| TaskError(e.to_string()))?;
+        match &mut state {
+            JoinState::Heap(rows) => rows.restore(restore.key_groups, clock.now_ms()),
+            JoinState::Disk(rows) => rows.restore(restore.key_groups, clock.now_ms()),
+        }
+        .map_err(TaskError)?;
         let sources = def
             .fields
             .iter()
@@ -260,34 +271,46 @@ impl Join {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
-    /// The output row of the pair (`new` of `side`, `stored` of the other side) for `key`.
-    fn pair(&self, key: &Key, side: Side, new: &[Datum], stored: &[Datum]) -> Row {
-        let mut values = Vec::with_capacity(self.sources.len() + 1);
-        values.push(key.clone().into_datum());
-        for s in &self.sources {
-            let from = if s.side == side { new } else { stored };
-            values.push(from[s.position].clone());
-        }
-        Row::new_unchecked(self.output.clone(), values)
+/// The output row of the pair (`new` of `side`, `stored` of the other side) for `key`: the
+/// key, then each of `sources` from its side's row, as `output`'s fields.
+fn pair(output: &Arc<Schema>, sources: &[Source], key: &Key, side: Side, new: &[Datum], stored: &[Datum]) -> Row {
+    let mut values = Vec::with_capacity(sources.len() + 1);
+    values.push(key.clone().into_datum());
+    for s in sources {
+        let from = if s.side == side { new } else { stored };
+        values.push(from[s.position].clone());
     }
+    Row::new_unchecked(output.clone(), values)
 }
 
 #[async_trait]
 impl StreamOperator for Join {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
         let now_ms = self.clock.now_ms();
-        let uid = &self.uid;
+        let Join {
+            uid,
+            output,
+            sources,
+            range,
+            state,
+            ..
+        } = self;
         let state_failed = |e: crate::state::disk::DiskStateError| TaskError(format!("operator {uid}: {e}"));
-        self.state.maintain(now_ms, input.len()).map_err(state_failed)?;
+        match state {
+            JoinState::Heap(rows) => rows.maintain(now_ms, input.len()),
+            JoinState::Disk(rows) => rows.maintain(now_ms, input.len()),
+        }
+        .map_err(state_failed)?;
         for r in input {
             let Some(keyed) = r.keyed else {
-                return Err(TaskError(format!("operator {}: record without a join key", self.uid)));
+                return Err(TaskError(format!("operator {uid}: record without a join key")));
             };
-            if !self.range.contains(keyed.key_group) {
+            if !range.contains(keyed.key_group) {
                 return Err(TaskError(format!(
-                    "operator {}: key group {} routed to the subtask owning {:?}",
-                    self.uid, keyed.key_group, self.range
+                    "operator {uid}: key group {} routed to the subtask owning {range:?}",
+                    keyed.key_group
                 )));
             }
             let (_, mut values) = r.row.into_parts();
@@ -296,39 +319,58 @@ impl StreamOperator for Join {
                 Some(Datum::Int(1)) => Side::Right,
                 _ => {
                     return Err(TaskError(format!(
-                        "operator {}: record without its join side (`{SIDE_FIELD}`)",
-                        self.uid
+                        "operator {uid}: record without its join side (`{SIDE_FIELD}`)"
                     )));
                 }
             };
             values.remove(0);
-            let stored_row = values.clone();
-            let rows = self
-                .state
-                .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, |current| {
-                    current.cloned().unwrap_or_default().pushed(side, stored_row)
-                })
-                .map_err(state_failed)?;
-            let other = match side {
-                Side::Left => Side::Right,
-                Side::Right => Side::Left,
-            };
-            for stored in rows.side(other).oldest_first() {
-                out.push(Record::new(self.pair(&keyed.key, side, &values, stored)));
+            let emit =
+                |stored: &[Datum]| out.push(Record::new(pair(output, sources, &keyed.key, side, &values, stored)));
+            match state {
+                JoinState::Heap(state) => {
+                    let rows = state
+                        .update(keyed.key_group, keyed.hash, &keyed.key, now_ms, |current| {
+                            current.cloned().unwrap_or_default().pushed(side, values.clone())
+                        })
+                        .map_err(state_failed)?;
+                    rows.side(side.other()).oldest_first().into_iter().for_each(emit);
+                }
+                JoinState::Disk(state) => state
+                    .add(keyed.key_group, keyed.hash, &keyed.key, side, &values, now_ms, emit)
+                    .map_err(state_failed)?,
             }
         }
         Ok(())
     }
 
     fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
-        Some(self.state.size())
+        Some(match &self.state {
+            JoinState::Heap(rows) => rows.size(),
+            JoinState::Disk(rows) => rows.size(),
+        })
     }
 
     async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's
         // read view (disk, O(1)); encode on the encoder thread, each block streamed to the
         // state file as it is encoded (state larger than memory is never held whole).
-        let view = self.state.snapshot(self.clock.now_ms());
+        let now_ms = self.clock.now_ms();
+        let stream: KeyGroupStream = match &mut self.state {
+            JoinState::Heap(rows) => {
+                let view = rows.snapshot(now_ms);
+                Box::new(move |emit| {
+                    view.encode_each::<String>(&mut |block| emit(block).map_err(|e| e.0))
+                        .map_err(TaskError)
+                })
+            }
+            JoinState::Disk(rows) => {
+                let view = rows.snapshot(now_ms);
+                Box::new(move |emit| {
+                    view.encode_each(&mut |block| emit(block).map_err(|e| e.0))
+                        .map_err(TaskError)
+                })
+            }
+        };
         let range = self.range;
         let kept = self.kept.clone();
         Ok(Some(Box::new(move || {
@@ -339,10 +381,7 @@ impl StreamOperator for Join {
                 vec![],
                 vec![kept],
             );
-            encoded.key_group_stream = Some(Box::new(move |emit| {
-                view.encode_each::<String>(&mut |block| emit(block).map_err(|e| e.0))
-                    .map_err(TaskError)
-            }));
+            encoded.key_group_stream = Some(stream);
             Ok(encoded)
         })))
     }

@@ -128,7 +128,8 @@ pub enum StoredDatum {
 }
 
 impl StoredDatum {
-    fn of(d: &Datum) -> StoredDatum {
+    /// The stored form of `d`.
+    pub(super) fn of(d: &Datum) -> StoredDatum {
         match d {
             Datum::Null => StoredDatum::Null,
             Datum::Bool(b) => StoredDatum::Bool(*b),
@@ -140,7 +141,13 @@ impl StoredDatum {
         }
     }
 
-    fn into_datum(self) -> Result<Datum, String> {
+    /// The value, copied. Errors: as [`StoredDatum::into_datum`].
+    pub(super) fn to_datum(&self) -> Result<Datum, String> {
+        self.clone().into_datum()
+    }
+
+    /// The value. Errors: a nested value's JSON text does not parse (a corrupt snapshot).
+    pub(super) fn into_datum(self) -> Result<Datum, String> {
         Ok(match self {
             StoredDatum::Null => Datum::Null,
             StoredDatum::Bool(b) => Datum::Bool(b),
@@ -155,11 +162,32 @@ impl StoredDatum {
     }
 }
 
-/// The encoded form: both sides' rows, oldest first.
-#[derive(Serialize, Deserialize)]
-struct StoredJoinRows {
-    left: Vec<Vec<StoredDatum>>,
-    right: Vec<Vec<StoredDatum>>,
+/// The encoded form of [`JoinRows`]: both sides' rows, oldest first (the disk backend
+/// encodes and decodes snapshot blocks in this form directly, `disk_rows.rs`).
+#[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
+pub(super) struct StoredJoinRows {
+    /// Left rows, oldest first.
+    pub(super) left: Vec<Vec<StoredDatum>>,
+    /// Right rows, oldest first.
+    pub(super) right: Vec<Vec<StoredDatum>>,
+}
+
+impl StoredJoinRows {
+    /// The rows of `side`.
+    pub(super) fn side(&self, side: Side) -> &Vec<Vec<StoredDatum>> {
+        match side {
+            Side::Left => &self.left,
+            Side::Right => &self.right,
+        }
+    }
+
+    /// The rows of `side`, to add to.
+    pub(super) fn side_mut(&mut self, side: Side) -> &mut Vec<Vec<StoredDatum>> {
+        match side {
+            Side::Left => &mut self.left,
+            Side::Right => &mut self.right,
+        }
+    }
 }
 
 fn store(list: &RowList) -> Vec<Vec<StoredDatum>> {
