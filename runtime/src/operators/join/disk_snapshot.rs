@@ -16,10 +16,12 @@ use crate::job::join::Side;
 use crate::state::disk::{VALUE_PREFIX_LEN, value_written_ms};
 use crate::state::disk_key::{KEY_PREFIX_LEN, key_group_end, key_group_prefix};
 use crate::state::disk_rocks::StoreView;
-use crate::state::disk_snapshot::BlockBuilder;
+use crate::state::disk_snapshot::{BLOCKS_IN_FLIGHT_PER_WORKER, BlockBuilder, scan_workers};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::StateTtl;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A snapshot of a join's rows on disk (`disk_rows.rs`), encoded on the encoder's thread.
 pub struct DiskJoinSnapshot {
@@ -87,41 +89,60 @@ impl DiskJoinSnapshot {
     /// One block per key group with live keys, in key-group order, each handed to `emit` as
     /// soon as it is assembled: the heap's blocks (version 2, with write times, when the join
     /// has a `ttl`; else version 1), byte for byte. Keys `ttl` old at the snapshot are left out.
-    /// Errors: the store fails or holds an entry this module did not write; `emit`'s.
+    /// Key groups are scanned on up to [`scan_workers`] threads, at most
+    /// [`BLOCKS_IN_FLIGHT_PER_WORKER`] blocks each ahead of `emit`, as the aggregations' disk
+    /// snapshot does. Errors: the store fails or holds an entry this module did not write;
+    /// `emit`'s.
     pub fn encode_each(self, emit: &mut dyn FnMut(KeyGroupBlock) -> Result<(), String>) -> Result<(), String> {
-        let mut expected_bytes = 0;
-        for key_group in self.range.start..=self.range.end {
-            let mut group = GroupBeingRead {
-                key_group,
-                block: None,
-                expected_bytes,
-            };
-            let mut current: Option<KeyBeingRead> = None;
-            let mut failed = None;
-            let end = key_group_end(key_group);
-            self.view
-                .scan(
-                    &key_group_prefix(key_group),
-                    end.as_ref().map(|e| &e[..]),
-                    |store_key, value| match self.read_entry(store_key, value, &mut current, &mut group) {
-                        Ok(()) => Ok(true),
-                        Err(e) => {
-                            failed = Some(e);
-                            Ok(false)
-                        }
-                    },
-                )
-                .map_err(|e| e.to_string())?;
-            if let Some(e) = failed {
-                return Err(format!("key group {key_group}: {e}"));
-            }
-            self.finish_key(current.take(), &mut group);
-            if let Some(block) = group.block {
-                expected_bytes = block.body_len();
-                emit(block.finish(self.ttl.is_some()))?;
-            }
+        let workers = scan_workers();
+        let key_groups: Vec<u32> = (self.range.start..=self.range.end).collect();
+        // The last key group's entry bytes, to size the next one's buffer.
+        let expected_bytes = AtomicUsize::new(0);
+        parallel::for_each_in_order(
+            key_groups,
+            workers,
+            workers * BLOCKS_IN_FLIGHT_PER_WORKER,
+            |key_group| self.encode_key_group(key_group, &expected_bytes),
+            &mut |block| match block {
+                Ok(Some(block)) => emit(block),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// The block of `key_group` if it holds live keys: one range scan of the read view.
+    fn encode_key_group(&self, key_group: u32, expected_bytes: &AtomicUsize) -> Result<Option<KeyGroupBlock>, String> {
+        let mut group = GroupBeingRead {
+            key_group,
+            block: None,
+            expected_bytes: expected_bytes.load(Ordering::Relaxed),
+        };
+        let mut current: Option<KeyBeingRead> = None;
+        let mut failed = None;
+        let end = key_group_end(key_group);
+        self.view
+            .scan(
+                &key_group_prefix(key_group),
+                end.as_ref().map(|e| &e[..]),
+                |store_key, value| match self.read_entry(store_key, value, &mut current, &mut group) {
+                    Ok(()) => Ok(true),
+                    Err(e) => {
+                        failed = Some(e);
+                        Ok(false)
+                    }
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = failed {
+            return Err(format!("key group {key_group}: {e}"));
         }
-        Ok(())
+        self.finish_key(current.take(), &mut group);
+        Ok(group.block.map(|block| {
+            expected_bytes.store(block.body_len(), Ordering::Relaxed);
+            block.finish(self.ttl.is_some())
+        }))
     }
 
     /// Adds one store entry to the key being read, finishing the one before when this entry
