@@ -134,16 +134,32 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
         "worker kill -9 on the disk backend",
     );
     // The surviving workers removed their cancelled attempt's run directory (its stores
-    // deleted, only the owner file left); the killed worker's was swept by the replacement.
-    let attempts: std::collections::BTreeSet<String> = state
-        .path()
-        .read_dir()
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("wordcount-"))
-        .map(|name| name.rsplit_once("-a").expect("<job>-<run>-a<attempt>").1.to_string())
-        .collect();
-    assert_eq!(attempts.len(), 1, "run directories of one attempt only: {attempts:?}");
+    // deleted, only the owner file left), waiting for stores still closing on an encoder
+    // thread; the killed worker's was swept by the replacement.
+    let attempts = || -> std::collections::BTreeSet<String> {
+        state
+            .path()
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("wordcount-"))
+            .map(|name| {
+                let (run, _pid) = name.rsplit_once("-p").expect("<job>-<run>-a<attempt>-p<pid>");
+                run.rsplit_once("-a").expect("<job>-<run>-a<attempt>").1.to_string()
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while attempts().len() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = attempts();
+    let contents: Vec<String> = walkdir_names(state.path());
+    assert_eq!(
+        left.len(),
+        1,
+        "run directories of one attempt only: {left:?}; {contents:#?}"
+    );
 }
 
 /// Whether the `_metadata` at `path` is incremental over an earlier checkpoint for the
@@ -591,4 +607,21 @@ fn a_clean_finish_logs_the_run_summary_and_no_warning() {
         let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
         assert!(warnings.is_empty(), "{}: {warnings:#?}", p.log.display());
     }
+}
+
+/// Every path under `dir` (for failure messages).
+fn walkdir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap_or(&p).display().to_string());
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
 }

@@ -82,8 +82,9 @@ const COORDINATOR_START_GRACE: Duration = Duration::from_secs(10);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Running {
-    /// Aborts the subtasks and helpers; once the subtasks have ended (their stores deleted),
-    /// removes the attempt's run directory if nothing but its owner file is left, which this
+    /// Aborts the subtasks and helpers; once the subtasks have ended and their stores are
+    /// deleted (waiting up to [`CLOSING_STORES_WAIT`](crate::state::local_dir::CLOSING_STORES_WAIT)
+    /// for stores still closing on other threads), removes the attempt's run directory, which this
     /// worker's later attempts would otherwise keep for as long as it lives (the sweep of a
     /// starting process only removes directories of processes that are gone).
     fn cancel(self) {
@@ -94,7 +95,11 @@ impl Running {
         let (subtasks, state_dir) = (self.subtasks, self.state_dir);
         tokio::spawn(async move {
             futures::future::join_all(subtasks).await;
-            crate::state::local_dir::remove_if_only_owner(&state_dir);
+            // A store may still be closing on an encoder thread (its checkpoint's upload).
+            let wait = crate::state::local_dir::CLOSING_STORES_WAIT;
+            if state_dir.exists() && !crate::state::local_dir::remove_once_only_owner(&state_dir, wait).await {
+                tracing::info!(dir = %state_dir.display(), "cancelled attempt's disk state still in use; left for the next start's sweep");
+            }
         });
     }
 
@@ -386,8 +391,12 @@ async fn deploy(
         .iter()
         .map(|&task| key_group_range(task as u32 % job.parallelism, job.parallelism, job.max_parallelism))
         .collect();
-    // Each attempt its own directory: an earlier attempt's subtasks may still be closing.
-    let state_dir = crate::exec::local_state_dir(&job, state_root, &format!("{}-a{}", d.run_id, d.attempt))?;
+    // Each attempt its own directory (an earlier attempt's subtasks may still be closing), and
+    // each worker process its own (workers on one machine may share a state root): a worker
+    // removes its cancelled attempt's directory whole, and a starting process sweeps a dead
+    // worker's, never one holding a live worker's stores beside a dead one's.
+    let run = format!("{}-a{}-p{}", d.run_id, d.attempt, std::process::id());
+    let state_dir = crate::exec::local_state_dir(&job, state_root, &run)?;
     // A deployment failing from here on removes its directory (after the guard below has
     // dropped the early stores): stores restored into it would otherwise stay for as long as
     // this worker lives, one copy of its keyed state per failed attempt.

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// The environment variable naming the root directory (also read by `--state-dir`).
 pub const STATE_DIR_ENV: &str = "WEIR_STATE_DIR";
@@ -154,6 +155,35 @@ pub fn remove_if_only_owner(dir: &Path) -> bool {
     only_owner && std::fs::remove_dir_all(dir).is_ok()
 }
 
+/// How long [`remove_once_only_owner`] waits for a cancelled attempt's stores to close: an
+/// encoder thread still uploading the attempt's last checkpoint holds its store until it is
+/// done (seconds, under load), and the store's directory is deleted when the last holder drops
+/// it.
+pub const CLOSING_STORES_WAIT: Duration = Duration::from_secs(120);
+
+/// How often [`remove_once_only_owner`] looks again.
+const CLOSING_STORES_POLL: Duration = Duration::from_millis(100);
+
+/// [`remove_if_only_owner`] for up to `wait`, looking again every 100 ms while `dir` still
+/// holds anything but its owner file (a store closing on another thread). Returns whether it
+/// removed `dir`; a missing `dir` (an attempt that kept no state on disk) is `false` at once,
+/// and so is one still holding more after `wait` (the next process's sweep removes it).
+pub async fn remove_once_only_owner(dir: &Path, wait: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if !dir.exists() {
+            return false;
+        }
+        if remove_if_only_owner(dir) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(CLOSING_STORES_POLL).await;
+    }
+}
+
 /// Removes a run directory when dropped, unless [`RemoveOnFailure::keep`] was called: a
 /// deployment that fails after its restore put stores there (a native checkpoint's fast
 /// restore, `checkpoint/native_restore.rs`) removes them at once. The next start's sweep
@@ -212,6 +242,40 @@ mod tests {
         std::fs::remove_file(busy.join(OWNER_FILE)).unwrap();
         assert!(!remove_if_only_owner(&busy), "a store without the owner file stays");
         assert!(busy.exists());
+    }
+
+    /// A run directory whose store closes later (on another thread) is removed once it has,
+    /// within the wait; one whose store stays is left after the wait; a missing one is not
+    /// waited for.
+    #[tokio::test]
+    async fn a_run_directory_is_removed_once_its_closing_store_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let (closing, kept) = (run_dir(root.path(), "job", "a1"), run_dir(root.path(), "job", "a2"));
+        for dir in [&closing, &kept] {
+            prepare_run_dir(dir).unwrap();
+            std::fs::create_dir_all(store_dir(dir, "counts", 0)).unwrap();
+        }
+        let store = store_dir(&closing, "counts", 0);
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::remove_dir_all(store).unwrap();
+        });
+        assert!(remove_once_only_owner(&closing, Duration::from_secs(30)).await);
+        assert!(!closing.exists());
+        closer.join().unwrap();
+        let started = std::time::Instant::now();
+        assert!(!remove_once_only_owner(&kept, Duration::from_millis(250)).await);
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "waited before giving up"
+        );
+        assert!(store_dir(&kept, "counts", 0).exists());
+        let started = std::time::Instant::now();
+        assert!(!remove_once_only_owner(&root.path().join("missing"), Duration::from_secs(30)).await);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "a missing directory is not waited for"
+        );
     }
 
     #[test]
