@@ -9,8 +9,10 @@
 //! - with unaligned checkpoints and a slow sink, killed -9 and rescaled 2 → 3 → 1 through
 //!   checkpoints that hold the join's in-flight input records (both sides) as channel state;
 //! - on the distributed runtime (p = 4 over three workers, remote keyed channels into the
-//!   join from both sides, disk state backend) through the kill -9 of a worker and a
-//!   replacement.
+//!   join from both sides, disk state backend, incremental checkpoints) through the kill -9 of
+//!   a worker and a replacement;
+//! - with incremental checkpoints on heap and on disk, killed -9 when the newest checkpoint's
+//!   join chains hold deltas, restored at p = 3.
 
 mod common;
 use common::cluster::Cluster;
@@ -280,12 +282,21 @@ fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
     // p = 4 on three workers of two slots: subtasks 0-1 on one worker, 2-3 on another, so
     // both sides reach the join over remote keyed channels. 3000 lines/s per source subtask
     // (each file is one split): the kill lands mid-file.
-    let m = manifest_at(dir.path(), 4, ", interval: 300ms", Some(3000), None);
+    // Incremental checkpoints: the restore reads the join's chains (their files hold the
+    // join's operator state too, so every worker reads every chain).
+    let m = manifest_at(dir.path(), 4, ", interval: 300ms, incremental: true", Some(3000), None);
     // On the disk backend: each worker's join subtasks keep their rows in local stores.
     set_state_backend(&m, "disk");
     let state = dir.path().join("state").display().to_string();
     let mut c = Cluster::start(dir.path(), &m, &[], &[("WEIR_STATE_DIR", state.as_str())]);
     let first = c.wait_checkpoint_after(0);
+    // The kill comes once the newest checkpoint's join chains hold deltas: the restore
+    // applies them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !newest_has_join_delta(dir.path()) {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint with join deltas");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (victim, _) = c.busy_worker();
     c.workers[victim].kill9();
     c.add_worker("w-replacement", &[("WEIR_STATE_DIR", state.as_str())]);
@@ -298,4 +309,77 @@ fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
         &expected_join(),
         "join on the cluster, worker kill -9",
     );
+}
+
+/// Whether the newest completed checkpoint of the job in `dir` holds a join delta: a chain of
+/// `pushes-joined` with a link after its base.
+fn newest_has_join_delta(dir: &Path) -> bool {
+    let job_dir = dir.join("checkpoints").join(JOB);
+    if !job_dir.exists() {
+        return false;
+    }
+    let newest = newest_checkpoint(dir);
+    newest["operators"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["uid"] == "pushes-joined")
+        .flat_map(|o| o["handles"].as_array().into_iter().flatten())
+        .flat_map(|h| h["chain"].as_array().into_iter().flatten())
+        .any(|link| link["base"] == false)
+}
+
+/// With incremental checkpoints the join writes chains of delta blocks (`state/incremental.rs`)
+/// on `backend`: random kill -9 at p = 2, a kill when the newest checkpoint's join chains hold
+/// deltas (so the restore applies them), then restored at p = 3 from that chain: the output
+/// is the independent join, record by record.
+fn kill_9_and_rescale_through_incremental_join_checkpoints(backend: &str) {
+    let mut rng = Rng(seed());
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), ", interval: 200ms, incremental: true", Some(8000), None);
+    set_state_backend(&m, backend);
+    let env = state_dir_env(&dir.path().join("state"));
+    for i in 0..2 {
+        let w = Weir::run(&m, &["--restore", "latest"], &env);
+        let _ = w.api();
+        let ms = rng.range(400, 1800);
+        std::thread::sleep(Duration::from_millis(ms));
+        eprintln!("kill -9 #{} after {ms} ms", i + 1);
+        w.kill9();
+    }
+    let mut killed_with_deltas = false;
+    for attempt in 0..6 {
+        let w = Weir::run(&m, &["--restore", "latest"], &env);
+        let _ = w.api();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline && !newest_has_join_delta(dir.path()) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        w.kill9();
+        if newest_has_join_delta(dir.path()) {
+            killed_with_deltas = true;
+            break;
+        }
+        eprintln!("attempt {attempt}: no join delta in the newest checkpoint; again");
+    }
+    assert!(
+        killed_with_deltas,
+        "{backend}: no checkpoint with join deltas became the newest"
+    );
+    Weir::run(&m, &["--restore", "latest", "--parallelism", "3"], &env).wait_ok();
+    assert_same_multiset(
+        &output(dir.path()),
+        &expected_join(),
+        &format!("incremental join checkpoints on {backend}, kill -9, restored at p=3"),
+    );
+}
+
+#[test]
+fn kill_9_and_rescale_through_incremental_join_checkpoints_on_heap() {
+    kill_9_and_rescale_through_incremental_join_checkpoints("heap");
+}
+
+#[test]
+fn kill_9_and_rescale_through_incremental_join_checkpoints_on_disk() {
+    kill_9_and_rescale_through_incremental_join_checkpoints("disk");
 }

@@ -99,11 +99,12 @@ pub async fn load_for(store: &Store, dir: &str, stores: &LocalKeyedStores) -> Re
 /// The state files of `metadata` to read, each once, in handle order: `(file relative to the
 /// snapshot directory, size, crc32)` (a native handle's store files are read by
 /// [`load_files`] after them). With `owned`, a handle of keyed state only whose key-group
-/// range overlaps none of `owned` is left out: an incremental one (a chain or native files:
-/// only keyed aggregations write them, with no operator state) or one whose file holds no
-/// operator state item ([`StateHandle::operator_items`] is 0; a savepoint's or full
-/// checkpoint's aggregation). A worker of a cluster restoring a savepoint reads its own key
-/// groups' files, not every worker's.
+/// range overlaps none of `owned` is left out: one whose file holds no operator state item
+/// ([`StateHandle::operator_items`] is 0: an aggregation's), or, in metadata written before
+/// that count was recorded, an incremental one (a chain or native files: only aggregations
+/// wrote them then). A join's files hold an operator state item, so every worker reads them.
+/// A worker of a cluster restoring a savepoint reads its own key groups' files, not every
+/// worker's.
 ///
 /// [`StateHandle::operator_items`]: crate::state::snapshot::StateHandle::operator_items
 pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
@@ -124,10 +125,13 @@ pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRang
 }
 
 /// Whether a process owning the key groups `owned` (`None`: every one) leaves the handle
-/// `h` out of its restore: a handle of keyed state only (a chain, native files, or no
-/// operator state item) none of whose key groups it owns ([`files_to_read`]).
+/// `h` out of its restore: a handle of keyed state only (no operator state item; unrecorded:
+/// a chain or native files) none of whose key groups it owns ([`files_to_read`]).
 fn left_out(h: &StateHandle, owned: Option<&[KeyGroupRange]>) -> bool {
-    let keyed_only = !h.chain.is_empty() || h.native.is_some() || h.operator_items == Some(0);
+    let keyed_only = match h.operator_items {
+        Some(items) => items == 0,
+        None => !h.chain.is_empty() || h.native.is_some(),
+    };
     match (owned, h.key_group_range) {
         (Some(owned), Some(range)) => keyed_only && !owned.iter().any(|o| o.intersects(&range)),
         _ => false,

@@ -34,7 +34,8 @@ fn with_items(handle: StateHandle, operator_items: Option<u64>) -> StateHandle {
 }
 
 /// A worker reads the files of keyed state only that hold its key groups and every other
-/// file (operator state, and `_metadata` that does not say: w-1); without
+/// file (operator state, a join's chains among them, and `_metadata` that does not say: w-1,
+/// and the `counts` chains, whose handles' item count was not recorded); without
 /// `owned` (`weir run`, the coordinator) every file is read, shared links once.
 #[test]
 fn which_files_a_restore_reads_table() {
@@ -70,6 +71,29 @@ fn which_files_a_restore_reads_table() {
             handles: vec![
                 with_items(handle("w-0.state", 0, r(0), &[]), Some(1)),
                 handle("w-1.state", 1, r(1), &[]),
+            ],
+        },
+        OperatorMetadata {
+            uid: "join".into(),
+            kind: "join".into(),
+            parallelism: 2,
+            state_names: vec![],
+            // A join's chains: each file holds the join's stored shape as an operator state
+            // item besides its keyed state, so every process reads them.
+            handles: vec![
+                with_items(
+                    handle(
+                        "../shared/j-0-chk5.state",
+                        0,
+                        r(0),
+                        &["../shared/j-0-chk3.state", "../shared/j-0-chk5.state"],
+                    ),
+                    Some(1),
+                ),
+                with_items(
+                    handle("../shared/j-1-chk5.state", 1, r(1), &["../shared/j-1-chk5.state"]),
+                    Some(1),
+                ),
             ],
         },
         OperatorMetadata {
@@ -115,6 +139,9 @@ fn which_files_a_restore_reads_table() {
         "../shared/c-1-chk5.state",
         "w-0.state",
         "w-1.state",
+        "../shared/j-0-chk3.state",
+        "../shared/j-0-chk5.state",
+        "../shared/j-1-chk5.state",
         "fc-0.state",
         "fc-1.state",
         "src-0.state",
@@ -137,6 +164,9 @@ fn which_files_a_restore_reads_table() {
                 "../shared/c-1-chk5.state",
                 "w-0.state",
                 "w-1.state",
+                "../shared/j-0-chk3.state",
+                "../shared/j-0-chk5.state",
+                "../shared/j-1-chk5.state",
                 "fc-1.state",
                 "src-0.state",
                 "src-1.state",
@@ -150,6 +180,9 @@ fn which_files_a_restore_reads_table() {
                 "../shared/c-0-chk5.state",
                 "w-0.state",
                 "w-1.state",
+                "../shared/j-0-chk3.state",
+                "../shared/j-0-chk5.state",
+                "../shared/j-1-chk5.state",
                 "fc-0.state",
                 "src-0.state",
                 "src-1.state",
@@ -158,7 +191,15 @@ fn which_files_a_restore_reads_table() {
         (
             "no key group (a cluster's coordinator): operator state only",
             Some(vec![]),
-            vec!["w-0.state", "w-1.state", "src-0.state", "src-1.state"],
+            vec![
+                "w-0.state",
+                "w-1.state",
+                "../shared/j-0-chk3.state",
+                "../shared/j-0-chk5.state",
+                "../shared/j-1-chk5.state",
+                "src-0.state",
+                "src-1.state",
+            ],
         ),
     ];
     for (what, owned, want) in rows {

@@ -82,13 +82,15 @@ pub struct CheckpointingSpec {
     pub aligned_checkpoint_timeout: Option<String>,
     /// Incremental checkpoints (Flink's `execution.checkpointing.incremental`): each
     /// checkpoint uploads only what changed since the previous completed one and references
-    /// the earlier files in `<storage>/<job name>/shared/`. With `stateBackend: disk`, a
-    /// subtask's checkpoint is its store's own files, as Flink's RocksDB backend: the table
-    /// files new since the last checkpoint, and between memtable flushes a log of the writes
-    /// since the last flush (with `diskState.writeCacheSize: 0`, chains as on heap). With
-    /// `stateBackend: heap`, a chain per subtask: a full file, then
-    /// the keys written or removed since, compacted into a new full file after 8 deltas or when
-    /// its deltas hold half as many keys as its base. Retention deletes a shared file only when
+    /// the earlier files in `<storage>/<job name>/shared/`. With `stateBackend: disk`, an
+    /// aggregation subtask's checkpoint is its store's own files, as Flink's RocksDB backend:
+    /// the table files new since the last checkpoint, and between memtable flushes a log of the
+    /// writes since the last flush (with `diskState.writeCacheSize: 0`, chains as on heap).
+    /// With `stateBackend: heap`, and for joins on either backend, a chain per subtask: a full
+    /// file, then the keys written or removed since (a join's with all their rows), compacted
+    /// into a new full file after 8 deltas, when its deltas hold half as many keys as its base,
+    /// or when a join's deltas hold more bytes than its base. Windows' checkpoints stay full.
+    /// Retention deletes a shared file only when
     /// no retained checkpoint references it. Savepoints are always full and self-contained.
     /// Default `false`: with heap state every key write is also recorded (one hash-set
     /// insert), which pays off only when state is large and changes slowly.

@@ -11,10 +11,13 @@
 //! completed checkpoints for the same reason).
 //!
 //! A chain is compacted (the next link is a full base again) when it would hold more than
-//! [`CompactionPolicy::max_deltas`] deltas, or when its deltas would hold more entries than
-//! [`CompactionPolicy::max_delta_ratio`] times its base's: a restore then reads at most
-//! `max_deltas + 1` files per subtask and at most `1 + max_delta_ratio` times the entries of
-//! a full snapshot. The decisions are the pure functions [`choose_form`] and
+//! [`CompactionPolicy::max_deltas`] deltas, when its deltas would hold more entries than
+//! [`CompactionPolicy::max_delta_ratio`] times its base's, or, where encoders report their
+//! bytes (joins, whose keys hold any number of rows), when its deltas hold more bytes than
+//! [`CompactionPolicy::max_delta_bytes_ratio`] times its base's: a restore then reads at most
+//! `max_deltas + 1` files per subtask, at most `1 + max_delta_ratio` times the entries of a
+//! full snapshot and, with bytes reported, about `1 + max_delta_bytes_ratio` times its bytes
+//! plus one delta. The decisions are the pure functions [`choose_form`] and
 //! [`IncrementalTracker`]'s bookkeeping, tested by tables below; docs/architecture.md,
 //! "Incremental checkpoints", gives the reasoning.
 //!
@@ -24,6 +27,7 @@ use crate::state::heap::ChangedKeys;
 use crate::state::snapshot::{CheckpointMetadata, StateHandle};
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// When a chain is compacted into a new full base.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,14 +36,24 @@ pub struct CompactionPolicy {
     pub max_deltas: u32,
     /// Most entries in the deltas of a chain, as a fraction of the entries of its base.
     pub max_delta_ratio: f64,
+    /// Most bytes the deltas of a chain may hold, as a fraction of its base's bytes, before
+    /// the next link is a base; checked on the links written (their encoders report their
+    /// bytes, [`SnapshotPlan::written_bytes`]), so a chain passes it by one delta at most.
+    /// What bounds a chain whose keys vary in size: a join's delta holds every row of each key
+    /// written, so a few hot keys holding most rows put nearly the whole state in every delta
+    /// while their entries stay few.
+    pub max_delta_bytes_ratio: f64,
 }
 
 /// The policy of every incremental checkpoint: at most 8 deltas, holding at most half as
 /// many entries as the base (a restore reads at most 1.5 times a full snapshot's entries; a
-/// slowly changing state uploads about an eighth of its size per checkpoint at worst).
+/// slowly changing state uploads about an eighth of its size per checkpoint at worst), and,
+/// where encoders report bytes, a new base once the deltas hold more bytes than the base (a
+/// restore then reads at most about twice the base's bytes plus one delta).
 pub const DEFAULT_POLICY: CompactionPolicy = CompactionPolicy {
     max_deltas: 8,
     max_delta_ratio: 0.5,
+    max_delta_bytes_ratio: 1.0,
 };
 
 /// Where a state file of an incremental checkpoint goes: `(name relative to the snapshot
@@ -211,7 +225,7 @@ pub fn extend_chain(
 }
 
 /// The shape of a subtask's chain: its deltas and the entries of its base and of its deltas.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ChainShape {
     /// Deltas after the base.
     pub deltas: u32,
@@ -219,6 +233,10 @@ pub struct ChainShape {
     pub base_entries: u64,
     /// Entries of all deltas together (a key changed in two deltas counts twice).
     pub delta_entries: u64,
+    /// Bytes of keyed state the base's encoder reported (0: none reported).
+    pub base_bytes: u64,
+    /// Bytes of keyed state the deltas' encoders reported, all together.
+    pub delta_bytes: u64,
 }
 
 /// What a snapshot of keyed state is written as.
@@ -245,7 +263,9 @@ pub fn choose_form(base: Option<(u64, ChainShape)>, changed_entries: u64, policy
     let too_long = shape.deltas + 1 > policy.max_deltas;
     let too_big =
         shape.delta_entries.saturating_add(changed_entries) as f64 > policy.max_delta_ratio * shape.base_entries as f64;
-    if too_long || too_big {
+    let too_many_bytes =
+        shape.base_bytes > 0 && shape.delta_bytes as f64 > policy.max_delta_bytes_ratio * shape.base_bytes as f64;
+    if too_long || too_big || too_many_bytes {
         Form::Base
     } else {
         Form::Delta { over }
@@ -253,20 +273,36 @@ pub fn choose_form(base: Option<(u64, ChainShape)>, changed_entries: u64, policy
 }
 
 /// The chain shape after writing `form` with `entries` entries (all live entries for a base,
-/// the changed keys for a delta) over `base`.
+/// the changed keys for a delta) over `base`; the new link's bytes are added when its
+/// snapshot is confirmed ([`with_written_bytes`]).
 fn shape_after(form: Form, base: Option<ChainShape>, entries: u64) -> Option<ChainShape> {
     match (form, base) {
         (Form::SelfContained, _) => None,
         (Form::Delta { .. }, Some(b)) => Some(ChainShape {
             deltas: b.deltas + 1,
-            base_entries: b.base_entries,
             delta_entries: b.delta_entries + entries,
+            ..b
         }),
         (Form::Base, _) | (Form::Delta { .. }, None) => Some(ChainShape {
-            deltas: 0,
             base_entries: entries,
-            delta_entries: 0,
+            ..ChainShape::default()
         }),
+    }
+}
+
+/// `shape` (of a chain just written) with its last link's reported bytes `written` added: to
+/// the base's when the chain is a base alone, else to the deltas'.
+fn with_written_bytes(shape: ChainShape, written: u64) -> ChainShape {
+    if shape.deltas == 0 {
+        ChainShape {
+            base_bytes: written,
+            ..shape
+        }
+    } else {
+        ChainShape {
+            delta_bytes: shape.delta_bytes + written,
+            ..shape
+        }
     }
 }
 
@@ -276,8 +312,10 @@ struct PendingSnapshot {
     /// Keys changed between the previous snapshot and this one (shared with the encoder of
     /// a delta that holds them).
     changes: Arc<ChangedKeys>,
-    /// The chain it wrote, if an incremental checkpoint.
+    /// The chain it wrote, if an incremental checkpoint (without the new link's bytes).
     chain: Option<ChainShape>,
+    /// Bytes of keyed state its encoder reported ([`SnapshotPlan::written_bytes`]).
+    written_bytes: Arc<AtomicU64>,
 }
 
 /// What to write at a barrier, from [`IncrementalTracker::plan`].
@@ -287,6 +325,11 @@ pub struct SnapshotPlan {
     pub form: Form,
     /// For [`Form::Delta`]: the keys changed since the base checkpoint (empty otherwise).
     pub changes: SinceBase,
+    /// Where the encoder may add the bytes of keyed state it writes (the blocks' data), for
+    /// [`CompactionPolicy::max_delta_bytes_ratio`]; read when the checkpoint is confirmed,
+    /// after its encoder finished. An encoder that adds nothing leaves its chains bounded by
+    /// entries only.
+    pub written_bytes: Arc<AtomicU64>,
 }
 
 /// The keys a delta holds: the changed-key sets of every snapshot since the base checkpoint,
@@ -357,7 +400,10 @@ impl IncrementalTracker {
         if self.confirmed.is_some_and(|(c, _)| c >= id) {
             return;
         }
-        let chain = self.pending.iter().find(|p| p.id == id).and_then(|p| p.chain);
+        let chain = self.pending.iter().find(|p| p.id == id).and_then(|p| {
+            p.chain
+                .map(|c| with_written_bytes(c, p.written_bytes.load(Ordering::Relaxed)))
+        });
         self.pending.retain(|p| p.id > id);
         self.confirmed = chain.map(|c| (id, c));
     }
@@ -375,15 +421,18 @@ impl IncrementalTracker {
         live_entries: u64,
         policy: CompactionPolicy,
     ) -> SnapshotPlan {
+        let written_bytes = Arc::new(AtomicU64::new(0));
         let Some(confirmed) = incremental else {
             self.pending.push(PendingSnapshot {
                 id,
                 changes: Arc::new(changes),
                 chain: None,
+                written_bytes: written_bytes.clone(),
             });
             return SnapshotPlan {
                 form: Form::SelfContained,
                 changes: SinceBase::default(),
+                written_bytes,
             };
         };
         if let Some(c) = confirmed {
@@ -411,13 +460,18 @@ impl IncrementalTracker {
             id,
             changes,
             chain: shape_after(form, base.map(|(_, s)| s), entries),
+            written_bytes: written_bytes.clone(),
         });
         let changes = if matches!(form, Form::Delta { .. }) {
             since_base
         } else {
             SinceBase::default()
         };
-        SnapshotPlan { form, changes }
+        SnapshotPlan {
+            form,
+            changes,
+            written_bytes,
+        }
     }
 }
 

@@ -6,6 +6,16 @@ fn shape(deltas: u32, base_entries: u64, delta_entries: u64) -> ChainShape {
         deltas,
         base_entries,
         delta_entries,
+        ..ChainShape::default()
+    }
+}
+
+/// `shape` with its base's and deltas' reported bytes.
+fn bytes(shape: ChainShape, base_bytes: u64, delta_bytes: u64) -> ChainShape {
+    ChainShape {
+        base_bytes,
+        delta_bytes,
+        ..shape
     }
 }
 
@@ -22,10 +32,11 @@ fn when_to_compact_table() {
     let policy = CompactionPolicy {
         max_deltas: 3,
         max_delta_ratio: 0.5,
+        max_delta_bytes_ratio: 1.0,
     };
     // (confirmed chain, changed entries, expected form)
     type Row = (Option<(u64, ChainShape)>, u64, Form);
-    let rows: [Row; 7] = [
+    let rows: [Row; 10] = [
         (None, 5, Form::Base),
         (Some((4, shape(0, 100, 0))), 10, Form::Delta { over: 4 }),
         (Some((4, shape(2, 100, 30))), 10, Form::Delta { over: 4 }),
@@ -37,6 +48,16 @@ fn when_to_compact_table() {
         (Some((4, shape(1, 100, 40))), 10, Form::Delta { over: 4 }),
         // an empty base: any change compacts (a new base is as small)
         (Some((4, shape(0, 0, 0))), 1, Form::Base),
+        // the deltas written hold more bytes than the base: compacted, however few entries
+        (Some((4, bytes(shape(1, 100, 1), 1_000, 1_001))), 1, Form::Base),
+        // exactly the base's bytes: still a delta
+        (
+            Some((4, bytes(shape(1, 100, 1), 1_000, 1_000))),
+            1,
+            Form::Delta { over: 4 },
+        ),
+        // no bytes reported (0): entries alone decide
+        (Some((4, bytes(shape(1, 100, 1), 0, 5_000))), 1, Form::Delta { over: 4 }),
     ];
     for (i, (base, changed, want)) in rows.into_iter().enumerate() {
         assert_eq!(choose_form(base, changed, policy), want, "row {i}");
@@ -57,6 +78,7 @@ fn which_checkpoint_is_the_base_table() {
     let policy = CompactionPolicy {
         max_deltas: 8,
         max_delta_ratio: 10.0,
+        max_delta_bytes_ratio: 1.0,
     };
     let scripts: Vec<(&str, Vec<Step>)> = vec![
         (
@@ -141,6 +163,7 @@ fn chain_shape_follows_the_form() {
     let policy = CompactionPolicy {
         max_deltas: 2,
         max_delta_ratio: 100.0,
+        max_delta_bytes_ratio: 1.0,
     };
     let mut tracker = IncrementalTracker::default();
     let forms: Vec<Form> = (1..=4u64)
@@ -156,6 +179,52 @@ fn chain_shape_follows_the_form() {
         forms,
         vec![Form::Base, Form::Delta { over: 1 }, Form::Delta { over: 2 }, Form::Base]
     );
+}
+
+/// The bytes an encoder reports reach the chain's shape when its checkpoint is confirmed: a
+/// base of 1,000 bytes, then deltas of one key each (few entries) of 600 bytes: the second
+/// delta takes the deltas past the base's bytes, so the checkpoint after it is a base again;
+/// a snapshot whose encoder reported nothing leaves its chain to the entry rules.
+#[test]
+fn reported_bytes_compact_a_chain_of_few_large_entries() {
+    let policy = CompactionPolicy {
+        max_deltas: 8,
+        max_delta_ratio: 0.5,
+        max_delta_bytes_ratio: 1.0,
+    };
+    for report in [true, false] {
+        let mut tracker = IncrementalTracker::default();
+        let mut forms = Vec::new();
+        for id in 1..=5u64 {
+            let confirmed = (id > 1).then_some(id - 1);
+            let plan = tracker.plan(id, Some(confirmed), keys(&[(0, 7)]), 100, policy);
+            let written = if plan.form == Form::Base { 1_000 } else { 600 };
+            if report {
+                plan.written_bytes
+                    .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
+            }
+            tracker.confirm(id);
+            forms.push(plan.form);
+        }
+        let want = if report {
+            vec![
+                Form::Base,
+                Form::Delta { over: 1 },
+                Form::Delta { over: 2 },
+                Form::Base,
+                Form::Delta { over: 4 },
+            ]
+        } else {
+            vec![
+                Form::Base,
+                Form::Delta { over: 1 },
+                Form::Delta { over: 2 },
+                Form::Delta { over: 3 },
+                Form::Delta { over: 4 },
+            ]
+        };
+        assert_eq!(forms, want, "bytes reported: {report}");
+    }
 }
 
 #[test]

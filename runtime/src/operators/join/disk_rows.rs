@@ -35,7 +35,10 @@ use super::rows::{StoredDatum, StoredJoinRows};
 use crate::job::join::Side;
 use crate::record::{Datum, Key};
 use crate::state::backend::KeyedStateSize;
-use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, DiskStateError, DiskStateOptions, decode_value, encode_value};
+use crate::state::changed_keys::ChangedKeys;
+use crate::state::disk::{
+    CLEANUP_ENTRIES_PER_RECORD, DiskStateError, DiskStateOptions, changed_key_limit, decode_value, encode_value,
+};
 use crate::state::disk_key::{KEY_PREFIX_LEN, store_key};
 use crate::state::disk_rocks::{Store, StoreView};
 use crate::state::key_group::{KeyGroupRange, key_hash};
@@ -157,6 +160,13 @@ pub struct DiskJoinRows {
     len: usize,
     /// Store key where incremental TTL cleanup continues (empty: from the start).
     cleanup_cursor: Vec<u8>,
+    /// Keys written since the last [`DiskJoinRows::take_changes`], by key, when changes are
+    /// tracked (incremental checkpoints); `None` when they are not.
+    changed: Option<ChangedKeys>,
+    /// Keys recorded in `changed` (it overflows past `changed_limit`).
+    changed_len: usize,
+    /// [`changed_key_limit`] of the store's options.
+    changed_limit: usize,
 }
 
 impl DiskJoinRows {
@@ -176,6 +186,9 @@ impl DiskJoinRows {
             store: crate::state::disk_store::take_or_create(dir, options)?,
             len: 0,
             cleanup_cursor: Vec::new(),
+            changed: None,
+            changed_len: 0,
+            changed_limit: changed_key_limit(&options),
         })
     }
 
@@ -253,6 +266,7 @@ impl DiskJoinRows {
         mut matched: impl FnMut(&[Datum]),
     ) -> Result<(), DiskStateError> {
         let prefix = store_key(key_group, hash, key);
+        self.record_change(key_group, hash, key);
         let entry = match self.live_entry(&prefix, now_ms)? {
             Some(entry) => entry,
             None => {
@@ -390,29 +404,40 @@ impl DiskJoinRows {
     /// Writes the keys of `blocks` (the heap's blocks: [`StoredJoinRows`] by key) in the key
     /// groups this subtask owns into the store, each stamped with its block's write time (a
     /// block without times: `now_ms`), dropping keys already `ttl` old at `now_ms`. Blocks of
-    /// other key groups are ignored. Errors: a block does not decode or is a delta (a join
-    /// writes none), named by key group; the store fails.
+    /// other key groups are ignored. A delta block (version 3, an incremental checkpoint's)
+    /// applies over the blocks before it, as on the heap: each of its keys replaces the rows
+    /// held (a removal leaves none). Errors: a block does not decode, named by key group; the
+    /// store fails.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>, now_ms: u64) -> Result<(), String> {
         let range = self.range;
         for block in blocks.iter().filter(|b| range.contains(b.key_group)) {
+            let delta = keyed_block::is_delta(&block.data);
             let mut keys = Vec::new();
             keyed_block::decode_each::<StoredJoinRows>(&block.data, |key, rows, written| {
                 keys.push((key, rows, written));
             })
             .map_err(|e| format!("key group {}: join rows do not decode: {e}", block.key_group))?;
+            let failed = |e: DiskStateError| format!("key group {}: {e}", block.key_group);
             for (key, rows, written) in keys {
-                let Some(rows) = rows else {
-                    return Err(format!(
-                        "key group {}: a join's state holds no delta blocks (a removal of key {key:?})",
-                        block.key_group
-                    ));
-                };
+                if delta {
+                    // Blocks before it may hold the key: its rows are replaced.
+                    let prefix = store_key(block.key_group, key_hash(&key), &key);
+                    if self
+                        .store
+                        .with_value(&tagged(&prefix, KEY_ENTRY), |_| ())
+                        .map_err(failed)?
+                        .is_some()
+                    {
+                        self.remove_key(&prefix).map_err(failed)?;
+                    }
+                }
+                // `None`: a delta's removal (decoding refuses one outside a delta).
+                let Some(rows) = rows else { continue };
                 let written = written.unwrap_or(now_ms);
                 if self.ttl.is_some_and(|ttl| ttl.is_expired(written, now_ms)) {
                     continue;
                 }
-                self.write_key(block.key_group, &key, rows, written)
-                    .map_err(|e| format!("key group {}: {e}", block.key_group))?;
+                self.write_key(block.key_group, &key, rows, written).map_err(failed)?;
             }
         }
         Ok(())
@@ -450,6 +475,35 @@ impl DiskJoinRows {
     #[cfg(test)]
     pub(super) fn store_bytes_written(&self) -> u64 {
         self.store.bytes_put()
+    }
+
+    /// Starts recording the keys written (by key, one hash-set insert per record; memory
+    /// O(keys written between two snapshots), at most [`changed_key_limit`] keys: past it the
+    /// set overflows and the next incremental checkpoint is a full base), for incremental
+    /// checkpoints; [`DiskJoinRows::take_changes`] hands them over. Keys removed by TTL are
+    /// not recorded, as the aggregations' (`state/disk.rs`): a restore drops a key its
+    /// chain's base holds once it is `ttl` old, which is later than its removal.
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(ChangedKeys::default);
+    }
+
+    /// The keys written since the previous call (or since tracking started), and starts a
+    /// new record; empty unless [`DiskJoinRows::track_changes`] was called. O(1).
+    pub fn take_changes(&mut self) -> ChangedKeys {
+        self.changed_len = 0;
+        self.changed.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Records `key` as written when changes are tracked; past the limit the set overflows.
+    fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
+        if let Some(changed) = &mut self.changed
+            && changed.record_key(key_group, hash, key)
+        {
+            self.changed_len += 1;
+            if self.changed_len > self.changed_limit {
+                changed.overflow();
+            }
+        }
     }
 
     /// The synchronous part of a snapshot at `now_ms`: a read view of the store (O(1)).

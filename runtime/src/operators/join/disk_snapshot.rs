@@ -13,11 +13,13 @@
 
 use super::disk_rows::{INLINE_VARIANT, KEY_ENTRY, SPILLED_VARIANT, parse, rows_tag};
 use crate::job::join::Side;
+use crate::state::changed_keys::ChangedKeys;
 use crate::state::disk::{VALUE_PREFIX_LEN, value_written_ms};
-use crate::state::disk_key::{KEY_PREFIX_LEN, key_group_end, key_group_prefix};
+use crate::state::disk_key::{KEY_PREFIX_LEN, key_group_end, key_group_prefix, store_key};
 use crate::state::disk_rocks::StoreView;
 use crate::state::disk_snapshot::{BLOCKS_IN_FLIGHT_PER_WORKER, BlockBuilder, scan_workers};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::keyed_block::{BLOCK_VERSION_DELTA, VERSIONED_PREFIX};
 use crate::state::parallel;
 use crate::state::snapshot::{KeyGroupBlock, push_varint};
 use crate::state::ttl::StateTtl;
@@ -126,8 +128,11 @@ impl DiskJoinSnapshot {
             .scan(
                 &key_group_prefix(key_group),
                 end.as_ref().map(|e| &e[..]),
-                |store_key, value| match self.read_entry(store_key, value, &mut current, &mut group) {
-                    Ok(()) => Ok(true),
+                |store_key, value| match read_entry(store_key, value, &mut current) {
+                    Ok(done) => {
+                        self.finish_key(done, &mut group);
+                        Ok(true)
+                    }
                     Err(e) => {
                         failed = Some(e);
                         Ok(false)
@@ -145,59 +150,22 @@ impl DiskJoinSnapshot {
         }))
     }
 
-    /// Adds one store entry to the key being read, finishing the one before when this entry
-    /// is another key's.
-    fn read_entry(
-        &self,
-        store_key: &[u8],
-        value: &[u8],
-        current: &mut Option<KeyBeingRead>,
-        group: &mut GroupBeingRead,
-    ) -> Result<(), String> {
-        let (_, prefix_len, tag) = parse(store_key)?;
-        let prefix = &store_key[..prefix_len];
-        if current.as_ref().is_none_or(|c| c.prefix != prefix) {
-            self.finish_key(current.take(), group);
-            *current = Some(KeyBeingRead {
-                prefix: prefix.to_vec(),
-                written: None,
-                inline: None,
-                left: SideBytes::default(),
-                right: SideBytes::default(),
-            });
+    /// The key read, with its entry's write time, if it is live at the snapshot's time.
+    fn live(&self, read: Option<KeyBeingRead>) -> Option<(KeyBeingRead, u64)> {
+        // Rows sort after their key's entry, so the entry was read first; rows without an
+        // entry (none are written so) are left out.
+        let read = read?;
+        let written = read.written?;
+        if self.ttl.is_some_and(|ttl| ttl.is_expired(written, self.now_ms)) {
+            return None;
         }
-        let reading = current.as_mut().expect("set above");
-        let side = match tag {
-            KEY_ENTRY => {
-                let written = value_written_ms(value).ok_or("a join entry shorter than its write time")?;
-                reading.written = Some(written);
-                let encoded = &value[VALUE_PREFIX_LEN..];
-                match encoded.first() {
-                    Some(&INLINE_VARIANT) => reading.inline = Some(encoded[1..].to_vec()),
-                    Some(&SPILLED_VARIANT) => {}
-                    _ => return Err("a join entry of an unknown kind".into()),
-                }
-                return Ok(());
-            }
-            tag if tag == rows_tag(Side::Left) => &mut reading.left,
-            tag if tag == rows_tag(Side::Right) => &mut reading.right,
-            other => return Err(format!("a store key with the unknown tag {other}")),
-        };
-        side.count += 1;
-        side.bytes.extend_from_slice(value);
-        Ok(())
+        Some((read, written))
     }
 
     /// Adds the key read to its group's block if it is live at the snapshot's time: its key
     /// (the bytes ending its prefix), its rows and, with a TTL, its write time as a varint.
     fn finish_key(&self, read: Option<KeyBeingRead>, group: &mut GroupBeingRead) {
-        // Rows sort after their key's entry, so the entry was read first; rows without an
-        // entry (none are written so) are left out.
-        let Some(read) = read else { return };
-        let Some(written) = read.written else { return };
-        if self.ttl.is_some_and(|ttl| ttl.is_expired(written, self.now_ms)) {
-            return;
-        }
+        let Some((read, written)) = self.live(read) else { return };
         let expected = group.expected_bytes;
         let block = group
             .block
@@ -209,4 +177,137 @@ impl DiskJoinSnapshot {
             push_varint(&mut block.data, written);
         }
     }
+
+    /// A delta block (version 3, `state/keyed_block.rs`) for each key group with keys in
+    /// `changes`, in key-group order, as the heap writes one: each changed key with its rows
+    /// and write time at the snapshot, or as removed when the view holds none or they are
+    /// `ttl` old. Each key costs a point read of its entry, plus a scan of its rows when they
+    /// are entries of their own. Errors: `changes` overflowed or holds keys by hash only (the
+    /// heap's record; [`DiskJoinRows`](super::disk_rows::DiskJoinRows) records keys); the
+    /// store fails or holds an entry this module did not write.
+    pub fn encode_delta(&self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
+        if changes.is_overflowed() {
+            return Err("a join's delta was asked for from an overflowed changed-key set".into());
+        }
+        let mut blocks = Vec::new();
+        for (key_group, group) in changes.by_key_group() {
+            if !group.written.is_empty() || group.scan_from_epoch.is_some() {
+                return Err(format!(
+                    "key group {key_group}: a join's changed keys on disk are recorded by key"
+                ));
+            }
+            // `rotate_right(32)` inverts the set's table hash (`state/changed_keys.rs`).
+            let mut prefixes: Vec<Vec<u8>> = group
+                .keys
+                .iter()
+                .map(|(hash, key)| store_key(key_group, hash.rotate_right(32), key))
+                .collect();
+            prefixes.sort_unstable();
+            let mut data = Vec::with_capacity(VERSIONED_PREFIX.len() + 1 + 10 + prefixes.len() * 32);
+            data.extend_from_slice(&VERSIONED_PREFIX);
+            data.push(BLOCK_VERSION_DELTA);
+            push_varint(&mut data, prefixes.len() as u64);
+            for prefix in &prefixes {
+                // postcard: the key, an `Option` as a tag byte (0 none, 1 some) and the
+                // value, the write time as a varint (0 for a removal).
+                data.extend_from_slice(&prefix[KEY_PREFIX_LEN..]);
+                match self
+                    .read_key(prefix)
+                    .map_err(|e| format!("key group {key_group}: {e}"))?
+                {
+                    Some((read, written)) => {
+                        data.push(1);
+                        read.push_rows(&mut data);
+                        push_varint(&mut data, written);
+                    }
+                    None => {
+                        data.push(0);
+                        push_varint(&mut data, 0);
+                    }
+                }
+            }
+            blocks.push(KeyGroupBlock {
+                key_group,
+                entries: prefixes.len() as u64,
+                data: data.into(),
+            });
+        }
+        Ok(blocks)
+    }
+
+    /// The key with store-key prefix `prefix` as the view holds it, if live: a point read of
+    /// its entry, then a scan of its rows when they are entries of their own.
+    fn read_key(&self, prefix: &[u8]) -> Result<Option<(KeyBeingRead, u64)>, String> {
+        let mut entry_key = prefix.to_vec();
+        entry_key.push(KEY_ENTRY);
+        let Some(value) = self.view.get(&entry_key).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let mut current = None;
+        read_entry(&entry_key, &value, &mut current)?;
+        if current.as_ref().is_some_and(|key| key.inline.is_none()) {
+            let mut from = prefix.to_vec();
+            from.push(rows_tag(Side::Left));
+            let mut until = prefix.to_vec();
+            until.push(rows_tag(Side::Right) + 1);
+            let mut failed = None;
+            self.view
+                .scan(&from, Some(&until), |store_key, value| {
+                    match read_entry(store_key, value, &mut current) {
+                        Ok(_) => Ok(true),
+                        Err(e) => {
+                            failed = Some(e);
+                            Ok(false)
+                        }
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(self.live(current))
+    }
+}
+
+/// Adds one store entry to the key being read (`current`); when the entry is another key's,
+/// the one before is returned, finished, and `current` starts the new one.
+fn read_entry(
+    store_key: &[u8],
+    value: &[u8],
+    current: &mut Option<KeyBeingRead>,
+) -> Result<Option<KeyBeingRead>, String> {
+    let (_, prefix_len, tag) = parse(store_key)?;
+    let prefix = &store_key[..prefix_len];
+    let mut finished = None;
+    if current.as_ref().is_none_or(|c| c.prefix != prefix) {
+        finished = current.take();
+        *current = Some(KeyBeingRead {
+            prefix: prefix.to_vec(),
+            written: None,
+            inline: None,
+            left: SideBytes::default(),
+            right: SideBytes::default(),
+        });
+    }
+    let reading = current.as_mut().expect("set above");
+    let side = match tag {
+        KEY_ENTRY => {
+            let written = value_written_ms(value).ok_or("a join entry shorter than its write time")?;
+            reading.written = Some(written);
+            let encoded = &value[VALUE_PREFIX_LEN..];
+            match encoded.first() {
+                Some(&INLINE_VARIANT) => reading.inline = Some(encoded[1..].to_vec()),
+                Some(&SPILLED_VARIANT) => {}
+                _ => return Err("a join entry of an unknown kind".into()),
+            }
+            return Ok(finished);
+        }
+        tag if tag == rows_tag(Side::Left) => &mut reading.left,
+        tag if tag == rows_tag(Side::Right) => &mut reading.right,
+        other => return Err(format!("a store key with the unknown tag {other}")),
+    };
+    side.count += 1;
+    side.bytes.extend_from_slice(value);
+    Ok(finished)
 }

@@ -12,8 +12,9 @@
 //! disk as one store entry per row ([`disk_rows`]: a record reads the rows it matches and
 //! writes its own, never the rows its side already holds). Both snapshot, restore and rescale
 //! by key group as an aggregation does, in the same blocks (a savepoint of a join on heap
-//! restores on disk and back); every checkpoint of a join is full (no delta blocks, no native
-//! files). A left row is stored, then joined with every right row of its key so far
+//! restores on disk and back); with incremental checkpoints, a join writes chains of delta
+//! blocks as an aggregation on heap does (`state/incremental.rs`: each delta holds every row
+//! of the keys written since the chain's previous link), on either backend (no native files). A left row is stored, then joined with every right row of its key so far
 //! (oldest first), and vice versa: every matching pair is emitted exactly once, when its later
 //! row arrives, so the output of a whole input is the full inner join whatever the order.
 //! With a `ttl`, a key's rows are forgotten when it has received no record for that long.
@@ -25,17 +26,24 @@ pub mod stored_shape;
 
 use super::{EncodedState, KeyGroupStream, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
+use crate::control::api::SnapshotKind;
 use crate::job::join::{JoinDef, Side};
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema};
-use crate::state::backend::{BackendChoice, KeyedState};
+use crate::state::backend::{BackendChoice, KeyedSnapshot, KeyedState};
+use crate::state::changed_keys::ChangedKeys;
 use crate::state::heap::HeapKeyedState;
+use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::KeyGroupBlock;
 use crate::state::ttl::{Clock, StateTtl};
 use async_trait::async_trait;
 use disk_rows::DiskJoinRows;
+use disk_snapshot::DiskJoinSnapshot;
 use rows::JoinRows;
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use stored_shape::StoredShape;
 
 /// Name of the side tag, the first field of a [`JoinSide`]'s output rows (never output by
@@ -177,6 +185,10 @@ pub struct Join {
     range: KeyGroupRange,
     state: JoinState,
     clock: Arc<dyn Clock>,
+    /// Incremental checkpoints' bookkeeping: the confirmed checkpoint and the changes since.
+    incremental: IncrementalTracker,
+    /// Savepoints taken and not yet completed (their completion confirms no base).
+    savepoints: BTreeSet<u64>,
 }
 
 /// A join subtask's rows: see the module doc.
@@ -205,6 +217,22 @@ impl JoinState {
         match self {
             JoinState::Heap(state) => state.len(),
             JoinState::Disk(state) => state.len(),
+        }
+    }
+
+    /// Starts recording the keys written, for incremental checkpoints.
+    fn track_changes(&mut self) {
+        match self {
+            JoinState::Heap(state) => state.track_changes(),
+            JoinState::Disk(state) => state.track_changes(),
+        }
+    }
+
+    /// The keys written since the previous call (empty unless tracked).
+    fn take_changes(&mut self) -> ChangedKeys {
+        match self {
+            JoinState::Heap(state) => state.take_changes(),
+            JoinState::Disk(state) => state.take_changes(),
         }
     }
 }
@@ -259,6 +287,8 @@ impl Join {
             range,
             state,
             clock,
+            incremental: IncrementalTracker::default(),
+            savepoints: BTreeSet::new(),
         })
     }
 
@@ -350,40 +380,100 @@ impl StreamOperator for Join {
         })
     }
 
-    async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
+    async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
         // Synchronous part: freeze the key-group tables (heap, no copy) or take the store's
-        // read view (disk, O(1)); encode on the encoder thread, each block streamed to the
-        // state file as it is encoded (state larger than memory is never held whole).
+        // read view (disk, O(1)) and, for an incremental checkpoint, take the keys written
+        // since the last snapshot (O(1)); encode on the encoder thread. A full snapshot
+        // streams its blocks to the state file as they are encoded (state larger than memory
+        // is never held whole); a delta, O(changed keys), is encoded whole.
+        if barrier.kind == SnapshotKind::Savepoint {
+            self.savepoints.insert(barrier.id);
+        }
+        let incremental = barrier.incremental;
+        if incremental.is_some() {
+            // The first incremental checkpoint is a full base: changes before it do not matter.
+            self.state.track_changes();
+        }
+        let changes = self.state.take_changes();
+        let plan = self
+            .incremental
+            .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
         let now_ms = self.clock.now_ms();
-        let stream: KeyGroupStream = match &mut self.state {
-            JoinState::Heap(rows) => {
-                let view = rows.snapshot(now_ms);
-                Box::new(move |emit| {
-                    view.encode_each::<String>(&mut |block| emit(block).map_err(|e| e.0))
-                        .map_err(TaskError)
-                })
-            }
-            JoinState::Disk(rows) => {
-                let view = rows.snapshot(now_ms);
-                Box::new(move |emit| {
-                    view.encode_each(&mut |block| emit(block).map_err(|e| e.0))
-                        .map_err(TaskError)
-                })
-            }
+        let view = match &mut self.state {
+            JoinState::Heap(rows) => JoinSnapshot::Heap(rows.snapshot(now_ms)),
+            JoinState::Disk(rows) => JoinSnapshot::Disk(rows.snapshot(now_ms)),
         };
         let range = self.range;
         let kept = self.kept.clone();
         Ok(Some(Box::new(move || {
-            // Full state every checkpoint: the join writes no delta blocks yet.
             let mut encoded = EncodedState::keyed_in_memory(
                 vec!["keyed:join".into(), "operator:join-fields".into()],
                 range,
                 vec![],
                 vec![kept],
             );
-            encoded.key_group_stream = Some(stream);
+            // The blocks' bytes go to the tracker: a join's keys hold any number of rows, so
+            // a chain is bounded by bytes too (`CompactionPolicy::max_delta_bytes_ratio`).
+            let written_bytes = plan.written_bytes;
+            match plan.form {
+                Form::SelfContained | Form::Base => {
+                    encoded.key_group_stream = Some(view.into_stream(written_bytes));
+                    encoded.incremental = (plan.form == Form::Base).then_some(Form::Base);
+                }
+                Form::Delta { .. } => {
+                    encoded.key_groups = view.encode_delta(&plan.changes.union()).map_err(TaskError)?;
+                    let bytes: usize = encoded.key_groups.iter().map(|block| block.data.len()).sum();
+                    written_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                    encoded.incremental = Some(plan.form);
+                }
+            }
             Ok(encoded)
         })))
+    }
+
+    async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
+        // As an aggregation's: a savepoint is self-contained and never a base, so its
+        // completion keeps the confirmed checkpoint and the changes since it for the next
+        // delta; savepoints up to `id` not notified (they failed) are forgotten.
+        let savepoint = self.savepoints.contains(&id);
+        self.savepoints.retain(|s| *s > id);
+        if !savepoint {
+            self.incremental.confirm(id);
+        }
+        Ok(())
+    }
+}
+
+/// A join subtask's snapshot, taken on the task thread, encoded on the encoder's.
+enum JoinSnapshot {
+    Heap(KeyedSnapshot<JoinRows>),
+    Disk(DiskJoinSnapshot),
+}
+
+impl JoinSnapshot {
+    /// Every live key, one block per key group, streamed as encoded; the blocks' bytes are
+    /// added to `written_bytes`.
+    fn into_stream(self, written_bytes: Arc<AtomicU64>) -> KeyGroupStream {
+        Box::new(move |emit| {
+            let mut counted = |block: KeyGroupBlock| {
+                written_bytes.fetch_add(block.data.len() as u64, Ordering::Relaxed);
+                emit(block).map_err(|e| e.0)
+            };
+            match self {
+                JoinSnapshot::Heap(view) => view.encode_each::<String>(&mut counted),
+                JoinSnapshot::Disk(view) => view.encode_each(&mut counted),
+            }
+            .map_err(TaskError)
+        })
+    }
+
+    /// The delta blocks of the keys in `changes` (`state/incremental.rs`). Errors: the
+    /// backend's.
+    fn encode_delta(self, changes: &ChangedKeys) -> Result<Vec<KeyGroupBlock>, String> {
+        match self {
+            JoinSnapshot::Heap(view) => view.encode_delta(changes),
+            JoinSnapshot::Disk(view) => view.encode_delta(changes),
+        }
     }
 }
 

@@ -673,3 +673,175 @@ async fn disk_snapshots_are_the_heaps_blocks_byte_for_byte() {
         assert_eq!(disk, heap, "ttl {ttl:?}");
     }
 }
+
+/// A checkpoint barrier `id` of a job with incremental checkpoints whose newest completed
+/// checkpoint is `confirmed` (`incremental: None`: a job without them).
+fn incremental_barrier(id: u64, incremental: Option<Option<u64>>) -> Barrier {
+    Barrier {
+        id,
+        incremental,
+        ..barrier()
+    }
+}
+
+/// The encoded state of `join`'s snapshot at `barrier`, every block in memory.
+async fn encoded_at(join: &mut Join, barrier: &Barrier) -> EncodedState {
+    (join.snapshot(barrier).await.unwrap().unwrap())()
+        .unwrap()
+        .collect_stream()
+        .unwrap()
+}
+
+/// Every entry of `blocks` (any version), decoded and printed, sorted: `(key group, entry)`.
+fn entries(blocks: &[KeyGroupBlock]) -> Vec<String> {
+    let mut out: Vec<String> = blocks
+        .iter()
+        .flat_map(|block| {
+            crate::state::keyed_block::decode_with_removals::<rows::StoredJoinRows>(&block.data)
+                .unwrap()
+                .into_iter()
+                .map(move |entry| format!("{} {entry:?}", block.key_group))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// With incremental checkpoints a join writes a base, then deltas of the keys written since
+/// (`state/incremental.rs`), on either backend: the two backends' deltas hold the same keys
+/// with the same rows (a key growing past 16 rows, a new key, a key of one side, a key
+/// expired and written again), and the chain (base, then each delta in order) restores on
+/// either backend exactly the state a full snapshot holds: the same blocks' entries, and the
+/// same pairs for the records after it as a join never stopped.
+#[tokio::test]
+async fn incremental_checkpoints_write_deltas_that_restore_on_either_backend() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 128);
+    let ttl = Some(Duration::from_secs(10));
+    // 40 keys that never change after the base, so the deltas stay small beside it.
+    let mut early: Vec<(Side, Value)> = (0..40).map(|n| left(&format!("still-{n}"), "ann", n)).collect();
+    early.extend((0..10).map(|n| left("grows", "bob", n)));
+    let mut middle: Vec<(Side, Value)> = (10..14).map(|n| left("grows", "bob", n)).collect();
+    middle.push(right("new", "org"));
+    let mut late: Vec<(Side, Value)> = (0..6).map(|n| right("grows", &format!("owner-{n}"))).collect();
+    late.push(left("expires", "dan", 1));
+    late.push(left("new", "eve", 2));
+    let after = [right("grows", "last"), right("still-3", "x"), right("expires", "y")];
+    let mut deltas = Vec::new();
+    let mut chains = Vec::new();
+    let mut outputs = Vec::new();
+    for on in BACKENDS {
+        let clock = ManualClock::new(1_000);
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let mut join = new_join(
+            &backend(on, scratch.path(), &format!("{on:?}")),
+            all,
+            OperatorRestore::default(),
+            dyn_clock.clone(),
+            ttl,
+        );
+        let mut out = feed(&mut join, &[left("expires", "cid", 0)]).await;
+        clock.advance(Duration::from_secs(3));
+        out.extend(feed(&mut join, &early).await);
+        clock.advance(Duration::from_secs(3));
+        let base = encoded_at(&mut join, &incremental_barrier(1, Some(None))).await;
+        assert_eq!(base.incremental, Some(Form::Base), "{on:?}");
+        join.notify_complete(1).await.unwrap();
+        out.extend(feed(&mut join, &middle).await);
+        // `expires` is 11 s old at the third checkpoint (the others 8 s), and written again
+        // before it.
+        clock.advance(Duration::from_secs(5));
+        let second = encoded_at(&mut join, &incremental_barrier(2, Some(Some(1)))).await;
+        assert_eq!(second.incremental, Some(Form::Delta { over: 1 }), "{on:?}");
+        join.notify_complete(2).await.unwrap();
+        out.extend(feed(&mut join, &late).await);
+        let third = encoded_at(&mut join, &incremental_barrier(3, Some(Some(2)))).await;
+        assert_eq!(third.incremental, Some(Form::Delta { over: 2 }), "{on:?}");
+        let full = encoded_at(&mut join, &incremental_barrier(4, None)).await;
+        assert_eq!(full.incremental, None, "{on:?}");
+        deltas.push((entries(&second.key_groups), entries(&third.key_groups)));
+        let mut chain = base.key_groups;
+        chain.extend(second.key_groups);
+        chain.extend(third.key_groups);
+        chains.push((chain, third.operator_state, entries(&full.key_groups)));
+        out.extend(feed(&mut join, &after).await);
+        outputs.push(sorted(out));
+    }
+    assert_eq!(outputs[0], outputs[1], "both backends join the same pairs");
+    assert_eq!(deltas[0], deltas[1], "both backends' deltas hold the same entries");
+    let (second, third) = &deltas[0];
+    assert_eq!(second.len(), 2, "grows and new: {second:?}");
+    assert_eq!(third.len(), 3, "grows, expires and new: {third:?}");
+    assert!(
+        third.iter().any(|e| e.contains("\"owner-5\"") && e.contains("\"bob\"")),
+        "the third delta holds every row of `grows`: {third:?}"
+    );
+    for (from, (chain, operator_state, full)) in BACKENDS.into_iter().zip(&chains) {
+        for to in BACKENDS {
+            let clock: Arc<dyn Clock> = ManualClock::new(12_000);
+            let restore = OperatorRestore {
+                key_groups: chain.clone(),
+                operator_state: operator_state.clone(),
+            };
+            let mut restored = new_join(
+                &backend(to, scratch.path(), &format!("restored-{from:?}-{to:?}")),
+                all,
+                restore,
+                clock,
+                ttl,
+            );
+            assert_eq!(restored.len(), full.len(), "{from:?} chain -> {to:?}: keys held");
+            let again = encoded_at(&mut restored, &incremental_barrier(5, None)).await;
+            assert_eq!(&entries(&again.key_groups), full, "{from:?} chain -> {to:?}");
+            let pairs = sorted(feed(&mut restored, &after).await);
+            // `grows`' 14 left rows, `still-3`'s one, and `expires`' one written after it expired.
+            assert_eq!(pairs.len(), 14 + 1 + 1, "{from:?} chain -> {to:?}: {pairs:?}");
+        }
+    }
+}
+
+/// A join's delta holds every row of each key written, so a hot key holding most rows puts
+/// nearly the whole state in every delta while its entries stay few: the chain is bounded by
+/// the bytes its encoders report (`CompactionPolicy::max_delta_bytes_ratio`), a base again
+/// once the deltas hold more bytes than the base, on both backends. (By entries alone, one
+/// changed key of 41 would allow eight deltas.)
+#[tokio::test]
+async fn a_hot_key_written_every_checkpoint_brings_back_a_base_after_two_deltas() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 128);
+    for on in BACKENDS {
+        let clock: Arc<dyn Clock> = ManualClock::new(1_000);
+        let mut join = new_join(
+            &backend(on, scratch.path(), &format!("hot-{on:?}")),
+            all,
+            OperatorRestore::default(),
+            clock,
+            None,
+        );
+        let mut rows: Vec<(Side, Value)> = (0..40).map(|n| left(&format!("small-{n}"), "ann", n)).collect();
+        rows.extend((0..200).map(|n| left("hot", "bob", n)));
+        feed(&mut join, &rows).await;
+        let mut forms = Vec::new();
+        for id in 1..=7u64 {
+            let confirmed = (id > 1).then_some(id - 1);
+            let encoded = encoded_at(&mut join, &incremental_barrier(id, Some(confirmed))).await;
+            forms.push(encoded.incremental);
+            join.notify_complete(id).await.unwrap();
+            feed(&mut join, &[left("hot", "cid", 1_000 + id as i64)]).await;
+        }
+        let delta = |over| Some(Form::Delta { over });
+        assert_eq!(
+            forms,
+            vec![
+                Some(Form::Base),
+                delta(1),
+                delta(2),
+                Some(Form::Base),
+                delta(4),
+                delta(5),
+                Some(Form::Base)
+            ],
+            "{on:?}"
+        );
+    }
+}
