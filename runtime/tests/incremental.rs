@@ -59,14 +59,7 @@ fn kill_9_is_exactly_once(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (m, env) = incremental_job(dir.path(), 2, backend);
     crash_in_both_commit_windows(&m, &env);
-    for i in 0..3 {
-        let w = Weir::run(&m, &["--restore", "latest"], &env);
-        let _ = w.api();
-        let ms = rng.range(400, 1800);
-        std::thread::sleep(Duration::from_millis(ms));
-        eprintln!("kill -9 #{} after {ms} ms", i + 1);
-        w.kill9();
-    }
+    kill_at_random(&m, 3, &env, &mut rng);
     // The last crash comes when the newest checkpoint holds deltas: the final run restores
     // a chain (random kill points alone may always land before the first delta), or on disk
     // a native checkpoint sharing table files with earlier ones.

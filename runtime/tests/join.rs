@@ -339,14 +339,7 @@ fn kill_9_and_rescale_through_incremental_join_checkpoints(backend: &str) {
     let m = manifest(dir.path(), ", interval: 200ms, incremental: true", Some(8000), None);
     set_state_backend(&m, backend);
     let env = state_dir_env(&dir.path().join("state"));
-    for i in 0..2 {
-        let w = Weir::run(&m, &["--restore", "latest"], &env);
-        let _ = w.api();
-        let ms = rng.range(400, 1800);
-        std::thread::sleep(Duration::from_millis(ms));
-        eprintln!("kill -9 #{} after {ms} ms", i + 1);
-        w.kill9();
-    }
+    kill_at_random(&m, 2, &env, &mut rng);
     let mut killed_with_deltas = false;
     for attempt in 0..6 {
         let w = Weir::run(&m, &["--restore", "latest"], &env);

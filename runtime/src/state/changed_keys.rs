@@ -282,6 +282,61 @@ impl ChangedKeys {
     }
 }
 
+/// The disk backend's record of changed keys (aggregations and joins): off until
+/// [`ChangedKeysByKey::track`], then each change recorded by key, at most `limit` keys (past
+/// it the set overflows: its keys are dropped and the next incremental checkpoint is a base).
+#[derive(Debug)]
+pub struct ChangedKeysByKey {
+    /// `None` while changes are not tracked.
+    changed: Option<ChangedKeys>,
+    /// Keys in `changed`.
+    len: usize,
+    limit: usize,
+}
+
+impl ChangedKeysByKey {
+    /// Not tracking; once tracking, at most `limit` keys per set.
+    pub fn new(limit: usize) -> ChangedKeysByKey {
+        ChangedKeysByKey {
+            changed: None,
+            len: 0,
+            limit,
+        }
+    }
+
+    /// Starts recording (a set being recorded goes on).
+    pub fn track(&mut self) {
+        self.changed.get_or_insert_with(ChangedKeys::default);
+    }
+
+    /// Stops recording and drops the set recorded so far.
+    pub fn stop(&mut self) {
+        self.changed = None;
+        self.len = 0;
+    }
+
+    /// The keys recorded since the previous call (empty when not tracking), starting a new
+    /// set. O(1).
+    pub fn take(&mut self) -> ChangedKeys {
+        self.len = 0;
+        self.changed.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Records `key` of `key_group` (its [`key_hash`] is `hash`) when tracking; past the
+    /// limit the set overflows.
+    #[inline]
+    pub fn record(&mut self, key_group: u32, hash: u64, key: &Key) {
+        if let Some(changed) = &mut self.changed
+            && changed.record_key(key_group, hash, key)
+        {
+            self.len += 1;
+            if self.len > self.limit {
+                changed.overflow();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "changed_keys_tests.rs"]
 mod tests;

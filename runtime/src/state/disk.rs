@@ -38,7 +38,7 @@
 //! default: docs/runtime/state-backends.md, "Incremental checkpoints on disk").
 
 use crate::record::Key;
-use crate::state::changed_keys::ChangedKeys;
+use crate::state::changed_keys::{ChangedKeys, ChangedKeysByKey};
 use crate::state::disk_delta::{DeltaLimits, NATIVE_DELTAS_ENV};
 use crate::state::disk_write_back::WriteBack;
 use crate::state::key_group::{KeyGroupRange, key_hash};
@@ -180,12 +180,8 @@ pub struct DiskKeyedState<V> {
     /// Entries incremental cleanup may examine now.
     cleanup_credit: usize,
     /// Keys written or removed since the last [`DiskKeyedState::take_changes`], when changes
-    /// are tracked (incremental checkpoints); `None` when they are not.
-    changed: Option<ChangedKeys>,
-    /// Keys in `changed`.
-    changed_len: usize,
-    /// Most keys `changed` holds before it overflows ([`changed_key_limit`]).
-    changed_limit: usize,
+    /// are tracked (incremental checkpoints), at most [`changed_key_limit`].
+    changed: ChangedKeysByKey,
     /// Most block bytes a build of absent key groups writes through the write buffer instead
     /// of a bulk ingestion ([`batch_build_bytes`]).
     batch_build_bytes: usize,
@@ -289,9 +285,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             len: 0,
             cleanup_cursor: Vec::new(),
             cleanup_credit: 0,
-            changed: None,
-            changed_len: 0,
-            changed_limit: changed_key_limit(&options),
+            changed: ChangedKeysByKey::new(changed_key_limit(&options)),
             batch_build_bytes: batch_build_bytes(&options),
             cache,
             _value: PhantomData,
@@ -350,14 +344,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// next incremental checkpoint is a base).
     #[inline]
     fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
-        if let Some(changed) = &mut self.changed
-            && changed.record_key(key_group, hash, key)
-        {
-            self.changed_len += 1;
-            if self.changed_len > self.changed_limit {
-                changed.overflow();
-            }
-        }
+        self.changed.record(key_group, hash, key);
     }
 
     /// Starts recording the keys written or removed (by key, one hash-set insert per write;
@@ -369,7 +356,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// recorded (as on the heap backend): an expired entry left in a chain's base is dropped by
     /// every restore, which happens later than its expiry.
     pub fn track_changes(&mut self) {
-        self.changed.get_or_insert_with(ChangedKeys::default);
+        self.changed.track();
         // Deltas read changed keys from generations kept after their write-back.
         self.cache.keep_written();
     }
@@ -385,19 +372,14 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ///
     /// [`L0_COMPACTION_TRIGGER`]: crate::state::disk_rocks::L0_COMPACTION_TRIGGER
     pub fn track_for_native_checkpoints(&mut self) {
-        self.changed = None;
-        self.changed_len = 0;
+        self.changed.stop();
         self.cache.write_through_generations_only();
     }
 
     /// The keys written or removed since the previous call (or since tracking started), and
     /// starts a new record; empty unless [`DiskKeyedState::track_changes`] was called. O(1).
     pub fn take_changes(&mut self) -> ChangedKeys {
-        self.changed_len = 0;
-        match &mut self.changed {
-            Some(changed) => std::mem::take(changed),
-            None => ChangedKeys::default(),
-        }
+        self.changed.take()
     }
 
     /// Loads `blocks` (of any block version) into the store; blocks of key groups outside the

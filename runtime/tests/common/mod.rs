@@ -366,9 +366,16 @@ pub fn seed() -> u64 {
 }
 
 /// Runs the job with `kills` SIGKILLs at random points, restarting with `--restore latest`
-/// each time, then lets the last run finish. Returns the number of checkpoints the final
-/// run restored past (for diagnostics).
+/// each time, then lets the last run finish.
 pub fn run_with_kills(manifest: &Path, kills: usize, env: &[(String, String)], rng: &mut Rng) {
+    kill_at_random(manifest, kills, env, rng);
+    let w = Weir::run(manifest, &["--restore", "latest"], env);
+    w.wait_ok();
+}
+
+/// Runs the job `kills` times with `--restore latest`, each run SIGKILLed 400-1800 ms after
+/// its control API answers.
+pub fn kill_at_random(manifest: &Path, kills: usize, env: &[(String, String)], rng: &mut Rng) {
     for i in 0..kills {
         let w = Weir::run(manifest, &["--restore", "latest"], env);
         let _ = w.api();
@@ -377,8 +384,6 @@ pub fn run_with_kills(manifest: &Path, kills: usize, env: &[(String, String)], r
         eprintln!("kill -9 #{} after {ms} ms", i + 1);
         w.kill9();
     }
-    let w = Weir::run(manifest, &["--restore", "latest"], env);
-    w.wait_ok();
 }
 
 /// Crashes the job (abort, like kill -9) once in each window of two-phase commit: after every

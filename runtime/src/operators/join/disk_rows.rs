@@ -35,7 +35,7 @@ use super::rows::{StoredDatum, StoredJoinRows};
 use crate::job::join::Side;
 use crate::record::{Datum, Key};
 use crate::state::backend::KeyedStateSize;
-use crate::state::changed_keys::ChangedKeys;
+use crate::state::changed_keys::{ChangedKeys, ChangedKeysByKey};
 use crate::state::disk::{
     CLEANUP_ENTRIES_PER_RECORD, DiskStateError, DiskStateOptions, changed_key_limit, decode_value, encode_value,
 };
@@ -161,12 +161,8 @@ pub struct DiskJoinRows {
     /// Store key where incremental TTL cleanup continues (empty: from the start).
     cleanup_cursor: Vec<u8>,
     /// Keys written since the last [`DiskJoinRows::take_changes`], by key, when changes are
-    /// tracked (incremental checkpoints); `None` when they are not.
-    changed: Option<ChangedKeys>,
-    /// Keys recorded in `changed` (it overflows past `changed_limit`).
-    changed_len: usize,
-    /// [`changed_key_limit`] of the store's options.
-    changed_limit: usize,
+    /// tracked (incremental checkpoints), at most [`changed_key_limit`].
+    changed: ChangedKeysByKey,
 }
 
 impl DiskJoinRows {
@@ -186,9 +182,7 @@ impl DiskJoinRows {
             store: crate::state::disk_store::take_or_create(dir, options)?,
             len: 0,
             cleanup_cursor: Vec::new(),
-            changed: None,
-            changed_len: 0,
-            changed_limit: changed_key_limit(&options),
+            changed: ChangedKeysByKey::new(changed_key_limit(&options)),
         })
     }
 
@@ -266,7 +260,7 @@ impl DiskJoinRows {
         mut matched: impl FnMut(&[Datum]),
     ) -> Result<(), DiskStateError> {
         let prefix = store_key(key_group, hash, key);
-        self.record_change(key_group, hash, key);
+        self.changed.record(key_group, hash, key);
         let entry = match self.live_entry(&prefix, now_ms)? {
             Some(entry) => entry,
             None => {
@@ -484,26 +478,13 @@ impl DiskJoinRows {
     /// not recorded, as the aggregations' (`state/disk.rs`): a restore drops a key its
     /// chain's base holds once it is `ttl` old, which is later than its removal.
     pub fn track_changes(&mut self) {
-        self.changed.get_or_insert_with(ChangedKeys::default);
+        self.changed.track();
     }
 
     /// The keys written since the previous call (or since tracking started), and starts a
     /// new record; empty unless [`DiskJoinRows::track_changes`] was called. O(1).
     pub fn take_changes(&mut self) -> ChangedKeys {
-        self.changed_len = 0;
-        self.changed.as_mut().map(std::mem::take).unwrap_or_default()
-    }
-
-    /// Records `key` as written when changes are tracked; past the limit the set overflows.
-    fn record_change(&mut self, key_group: u32, hash: u64, key: &Key) {
-        if let Some(changed) = &mut self.changed
-            && changed.record_key(key_group, hash, key)
-        {
-            self.changed_len += 1;
-            if self.changed_len > self.changed_limit {
-                changed.overflow();
-            }
-        }
+        self.changed.take()
     }
 
     /// The synchronous part of a snapshot at `now_ms`: a read view of the store (O(1)).
