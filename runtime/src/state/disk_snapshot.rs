@@ -279,7 +279,8 @@ impl DiskSnapshot {
                     Some((value, written)) => {
                         body.push(1);
                         body.extend_from_slice(&value[VALUE_PREFIX_LEN..]);
-                        push_varint(&mut body, written);
+                        // Without `ttl`, no write time (0; `state/keyed_block.rs`).
+                        push_varint(&mut body, if self.ttl.is_some() { written } else { 0 });
                     }
                     None => {
                         body.push(0);

@@ -293,8 +293,8 @@ pub(crate) fn key_table_hash(key: &Key) -> u64 {
 }
 
 /// One key group's delta entries as of the barrier (see [`HeapSnapshot::encode_delta`]):
-/// `(key, live value, its write time)`, or `(key, None, 0)` for a key not held or expired at
-/// the barrier. `view` is `None` when the group held no entry at the barrier. A written hash
+/// `(key, live value, its write time)` (0 without `ttl`: see `state/keyed_block.rs`), or
+/// `(key, None, 0)` for a key not held or expired at the barrier. `view` is `None` when the group held no entry at the barrier. A written hash
 /// yields every key held under it (two keys sharing a hash: both, each with its own state);
 /// a key recorded by key is left out when a written hash already yielded it. `hash_of`: a key's
 /// table hash ([`key_table_hash`]; tests substitute one to make keys collide).
@@ -306,7 +306,9 @@ pub(crate) fn delta_entries<'a, V>(
     hash_of: &impl Fn(&Key) -> u64,
 ) -> Vec<(&'a Key, Option<&'a V>, u64)> {
     let state_of = |key: &'a Key, stamped: Option<&'a Stamped<V>>| match stamped {
-        Some(s) if !expired(ttl, s.written_ms, now_ms) => (key, Some(&s.value), s.written_ms),
+        Some(s) if !expired(ttl, s.written_ms, now_ms) => {
+            (key, Some(&s.value), if ttl.is_some() { s.written_ms } else { 0 })
+        }
         _ => (key, None, 0),
     };
     let mut entries = Vec::with_capacity(changes.len());

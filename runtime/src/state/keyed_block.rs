@@ -14,7 +14,10 @@
 //!   the same prefix, the version byte `3`, then the postcard encoding of
 //!   `Vec<(Key, Option<V>, u64)>`: every key written or removed since the chain's previous
 //!   link, `None` for a removed key, the `u64` the entry's last write (ms since the Unix epoch;
-//!   0 for a removal). A delta only means something applied in order over its chain's base
+//!   0 for a removal, and for every entry of a step without `ttl`). A time of 0 reads as none:
+//!   the key counts as written at the restore, as in a version-1 block, so a step given a
+//!   `ttl` at a restore keeps the keys of its chain's deltas as it keeps its base's (before
+//!   2026-12-05 deltas carried real times without `ttl`, and such keys expired at once). A delta only means something applied in order over its chain's base
 //!   block: [`decode`] refuses it, [`decode_with_removals`] returns it.
 //!
 //! A later version takes the next version byte after the same prefix; a build that does not
@@ -286,7 +289,7 @@ pub fn decode_each<V: DeserializeOwned>(
             Layout::Delta => {
                 let ((key, value, written), after): ((Key, Option<V>, u64), &[u8]) =
                     postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
-                f(key, value, Some(written));
+                f(key, value, (written != 0).then_some(written));
                 after
             }
         };
@@ -518,7 +521,8 @@ mod tests {
             assert_eq!(entry_count(data).unwrap(), 300);
             let whole: Vec<EntryOrRemoval<i64>> = if is_delta(data) {
                 let d: Vec<(Key, Option<i64>, u64)> = postcard::from_bytes(&data[11..]).unwrap();
-                d.into_iter().map(|(k, v, t)| (k, v, Some(t))).collect()
+                // A time of 0 reads as none (a step without `ttl`, or a removal).
+                d.into_iter().map(|(k, v, t)| (k, v, (t != 0).then_some(t))).collect()
             } else {
                 decode::<i64>(data)
                     .unwrap()
@@ -547,7 +551,14 @@ mod tests {
         assert!(!is_delta(&v2) && !is_delta(&v1));
         assert_eq!(
             decode_with_removals::<i64>(&delta).unwrap(),
-            vec![(a.clone(), Some(5), Some(30)), (b.clone(), None, Some(0))]
+            vec![(a.clone(), Some(5), Some(30)), (b.clone(), None, None)]
+        );
+        // A delta of a step without `ttl` records no write times (0): read as none, as in a
+        // version-1 block.
+        let untimed = encode_delta(&[(&a, Some(&5i64), 0)]).unwrap();
+        assert_eq!(
+            decode_with_removals::<i64>(&untimed).unwrap(),
+            vec![(a.clone(), Some(5), None)]
         );
         assert_eq!(
             decode_with_removals::<i64>(&v2).unwrap(),

@@ -180,7 +180,7 @@ impl DiskJoinSnapshot {
 
     /// A delta block (version 3, `state/keyed_block.rs`) for each key group with keys in
     /// `changes`, in key-group order, as the heap writes one: each changed key with its rows
-    /// and write time at the snapshot, or as removed when the view holds none or they are
+    /// and write time at the snapshot (0 without `ttl`), or as removed when the view holds none or they are
     /// `ttl` old. Each key costs a point read of its entry, plus a scan of its rows when they
     /// are entries of their own. Errors: `changes` overflowed or holds keys by hash only (the
     /// heap's record; [`DiskJoinRows`](super::disk_rows::DiskJoinRows) records keys); the
@@ -218,7 +218,8 @@ impl DiskJoinSnapshot {
                     Some((read, written)) => {
                         data.push(1);
                         read.push_rows(&mut data);
-                        push_varint(&mut data, written);
+                        // Without `ttl`, no write time (0; `state/keyed_block.rs`).
+                        push_varint(&mut data, if self.ttl.is_some() { written } else { 0 });
                     }
                     None => {
                         data.push(0);

@@ -845,3 +845,54 @@ async fn a_hot_key_written_every_checkpoint_brings_back_a_base_after_two_deltas(
         );
     }
 }
+
+/// A join's chain written without `ttl`, restored an hour later into a join with one: the
+/// keys of its deltas count as written at the restore, as its base's do (found by a review:
+/// they expired at once), from either backend onto either.
+#[tokio::test]
+async fn a_ttl_added_at_a_restore_keeps_the_keys_of_the_chains_deltas() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 128);
+    let early: Vec<(Side, Value)> = (0..40).map(|n| left(&format!("base-{n}"), "ann", n)).collect();
+    let later = [
+        left("delta-a", "bob", 1),
+        left("delta-b", "cid", 2),
+        left("base-1", "dan", 3),
+    ];
+    for from in BACKENDS {
+        let clock = ManualClock::new(1_000);
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let mut join = new_join(
+            &backend(from, scratch.path(), &format!("no-ttl-{from:?}")),
+            all,
+            OperatorRestore::default(),
+            dyn_clock,
+            None,
+        );
+        feed(&mut join, &early).await;
+        let base = encoded_at(&mut join, &incremental_barrier(1, Some(None))).await;
+        join.notify_complete(1).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+        feed(&mut join, &later).await;
+        let delta = encoded_at(&mut join, &incremental_barrier(2, Some(Some(1)))).await;
+        assert_eq!(delta.incremental, Some(Form::Delta { over: 1 }), "{from:?}");
+        let mut chain = base.key_groups;
+        chain.extend(delta.key_groups);
+        for to in BACKENDS {
+            let restore = OperatorRestore {
+                key_groups: chain.clone(),
+                operator_state: delta.operator_state.clone(),
+            };
+            let mut restored = new_join(
+                &backend(to, scratch.path(), &format!("ttl-{from:?}-{to:?}")),
+                all,
+                restore,
+                ManualClock::new(3_600_000),
+                Some(Duration::from_secs(10)),
+            );
+            assert_eq!(restored.len(), 42, "{from:?} -> {to:?}");
+            let pairs = feed(&mut restored, &[right("delta-a", "x"), right("base-1", "y")]).await;
+            assert_eq!(pairs.len(), 1 + 2, "{from:?} -> {to:?}: {pairs:?}");
+        }
+    }
+}
