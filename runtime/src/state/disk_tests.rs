@@ -396,11 +396,7 @@ fn disk_deltas_equal_heap_deltas_and_restore_on_both_backends() {
         let disk_delta = disk_view.encode_delta(&disk_changes).unwrap();
         let got = delta_entries(&disk_delta);
         assert_eq!(got, delta_entries(&heap_delta), "round {round}: the same delta entries");
-        assert_eq!(
-            got.get(&(2_000 + round)),
-            Some(&(None, None)),
-            "round {round}: removal"
-        );
+        assert_eq!(got.get(&(2_000 + round)), Some(&(None, None)), "round {round}: removal");
         assert!(
             !got.contains_key(&(3_000 + round)),
             "round {round}: written after the barrier"
@@ -413,8 +409,10 @@ fn disk_deltas_equal_heap_deltas_and_restore_on_both_backends() {
         // Byte for byte: each disk block equals the heap encoder's bytes for its entries.
         for b in &disk_delta {
             let decoded = keyed_block::decode_with_removals::<i64>(&b.data).unwrap();
-            let entries: Vec<(&Key, Option<&i64>, u64)> =
-                decoded.iter().map(|(k, v, t)| (k, v.as_ref(), t.unwrap_or(0))).collect();
+            let entries: Vec<(&Key, Option<&i64>, u64)> = decoded
+                .iter()
+                .map(|(k, v, t)| (k, v.as_ref(), t.unwrap_or(0)))
+                .collect();
             assert_eq!(
                 keyed_block::encode_delta(&entries).unwrap(),
                 b.data,
