@@ -58,6 +58,7 @@ fn a_mapped_file_is_its_bytes_and_its_name_is_gone() {
 fn blocks(groups: std::ops::Range<u32>, bytes_each: u32) -> Vec<KeyGroupBlock> {
     groups
         .map(|kg| KeyGroupBlock {
+            expired_through_ms: None,
             key_group: kg,
             entries: u64::from(kg) + 1,
             data: (0..bytes_each).map(|i| (i ^ kg) as u8).collect(),
@@ -119,6 +120,7 @@ fn write_checkpoint(root: &Path, bytes_each: u32) -> (Vec<KeyGroupBlock>, Checkp
             operator_items: Some(0),
             chain: vec![],
             native: None,
+            expired_through_ms: None,
         });
     }
     let metadata = CheckpointMetadata {

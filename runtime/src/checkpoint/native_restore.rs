@@ -44,6 +44,7 @@ use crate::state::disk::DiskStateOptions;
 use crate::state::key_group::{KeyGroupRange, key_group_range};
 use crate::state::local_dir;
 use crate::state::snapshot::{NativeFile, NativeFiles};
+use crate::state::ttl::{StateTtl, expired_through};
 use crate::storage::Store;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,9 +66,13 @@ pub struct LocalKeyedStores {
     pub run_dir: PathBuf,
     /// The store options of the disk backend; `None`: the job keeps keyed state on heap.
     pub disk: Option<DiskStateOptions>,
-    /// The uids of the steps with a `ttl`: a native handle written without one restores into
-    /// them as blocks without write times, never as the store ([`NativeFiles::write_times`]).
-    pub ttl_steps: Vec<String>,
+    /// The steps with a `ttl`, by uid: a native handle written without one restores into
+    /// them as blocks without write times, never as the store ([`NativeFiles::write_times`]);
+    /// one whose expired keys the `ttl` now would keep restores as blocks that leave them out
+    /// ([`StateHandle::expired_through_ms`]).
+    ///
+    /// [`StateHandle::expired_through_ms`]: crate::state::snapshot::StateHandle::expired_through_ms
+    pub ttl_steps: Vec<(String, StateTtl)>,
     /// This process needs no keyed state at all (a cluster's coordinator: it checks the
     /// snapshot, commits restored sinks and reads source positions, all operator state), so
     /// the files of incremental keyed handles (chains, native stores) are not even read.
@@ -104,8 +109,10 @@ impl LocalKeyedStores {
         let ttl_steps = job
             .operators
             .iter()
-            .filter(|op| matches!(op.kind, OperatorKind::Aggregate { ttl: Some(_), .. }))
-            .map(|op| op.uid.clone())
+            .filter_map(|op| match &op.kind {
+                OperatorKind::Aggregate { ttl: Some(ttl), .. } => Some((op.uid.clone(), StateTtl::new(*ttl))),
+                _ => None,
+            })
             .collect();
         for task in crate::exec::task_specs(job).into_iter().filter(|t| runs_task(t.index)) {
             for &operator in &graph[task.stage].operators {
@@ -154,22 +161,37 @@ pub enum NativeRestorePath {
 }
 
 /// Where the native handle `native` of step `uid`, in a snapshot of max parallelism
-/// `snapshot_max_parallelism`, goes: into the store of the subtask of `uid` in `stores` whose
-/// key-group range is exactly the handle's when the job keeps keyed state on disk, the max
-/// parallelism stays (not set by the job, or set to the snapshot's), and the store's write
-/// times mean to the step what they meant when it was written (the handle written with a
-/// `ttl`, or the step without one now: [`NativeFiles::write_times`]); else as blocks. Ranges
-/// are Flink's key-group assignment ([`key_group_range`]).
+/// `snapshot_max_parallelism`, restored at `now_ms` (ms since the Unix epoch), goes: into the
+/// store of the subtask of `uid` in `stores` whose key-group range is exactly the handle's
+/// when the job keeps keyed state on disk, the max parallelism stays (not set by the job, or
+/// set to the snapshot's), the store's write times mean to the step what they meant when it
+/// was written (the handle written with a `ttl`, or the step without one now:
+/// [`NativeFiles::write_times`]), and the step's `ttl` now expires every key that had expired
+/// when the handle was written (`expired_through_ms`, the handle's
+/// [`StateHandle::expired_through_ms`]: the store still holds such keys, and a longer `ttl`,
+/// or none, would bring them back); else as blocks, which leave those keys out. Ranges are
+/// Flink's key-group assignment ([`key_group_range`]).
+///
+/// [`StateHandle::expired_through_ms`]: crate::state::snapshot::StateHandle::expired_through_ms
 pub fn native_restore_path(
     uid: &str,
     native: &NativeFiles,
+    expired_through_ms: Option<u64>,
     snapshot_max_parallelism: u32,
     stores: &LocalKeyedStores,
+    now_ms: u64,
 ) -> NativeRestorePath {
     let handle_range = native.key_group_range;
     let same_max_parallelism = stores.max_parallelism_set.is_none_or(|m| m == snapshot_max_parallelism);
-    let ttl_added = !native.write_times && stores.ttl_steps.iter().any(|step| step == uid);
-    if stores.disk.is_none() || !same_max_parallelism || ttl_added {
+    let ttl_now = stores
+        .ttl_steps
+        .iter()
+        .find(|(step, _)| step == uid)
+        .map(|(_, ttl)| *ttl);
+    let ttl_added = !native.write_times && ttl_now.is_some();
+    let expired_kept = expired_through_ms
+        .is_some_and(|then| expired_through(ttl_now, now_ms).is_none_or(|expires_now| expires_now < then));
+    if stores.disk.is_none() || !same_max_parallelism || ttl_added || expired_kept {
         return NativeRestorePath::AsBlocks;
     }
     let subtask = stores
@@ -390,8 +412,9 @@ mod tests {
         let second_of_2 = key_group_range(1, 2, 128);
         let first_of_3 = key_group_range(0, 3, 128);
         let into = |subtask| NativeRestorePath::IntoStore { subtask };
+        let minute = StateTtl::new(std::time::Duration::from_secs(60));
         let with_ttl = |here: LocalKeyedStores| LocalKeyedStores {
-            ttl_steps: vec!["counts".to_string()],
+            ttl_steps: vec![("counts".to_string(), minute)],
             ..here
         };
         // (what, uid, handle range, snapshot max parallelism, stores here, path); handles
@@ -483,18 +506,50 @@ mod tests {
             files: vec![],
             write_times,
         };
+        let now = 10_000_000;
         for (what, uid, range, max_p, here, want) in rows.drain(..) {
             assert_eq!(
-                native_restore_path(uid, &handle(range, false), max_p, &here),
+                native_restore_path(uid, &handle(range, false), None, max_p, &here, now),
                 want,
                 "{what}"
             );
         }
-        // Written with `ttl`: the store as it is, whether the step keeps its `ttl` or not.
-        for here in [with_ttl(stores(true, None, &[0, 1])), stores(true, None, &[0, 1])] {
-            let got = native_restore_path("counts", &handle(first_of_2, true), 128, &here);
-            assert_eq!(got, into(0), "written with ttl, ttl now {:?}", here.ttl_steps);
+        // Written with `ttl` (a minute) at `written_at`: the store as it is when the step's
+        // `ttl` now expires every key that had expired then; as blocks, which leave those keys
+        // out, when it would keep some (a longer `ttl` soon after, or none).
+        let with = |ttl: Option<u64>| LocalKeyedStores {
+            ttl_steps: ttl
+                .map(|s| ("counts".to_string(), StateTtl::new(std::time::Duration::from_secs(s))))
+                .into_iter()
+                .collect(),
+            ..stores(true, None, &[0, 1])
+        };
+        let written_at = now - 5_000;
+        let then = expired_through(Some(minute), written_at);
+        // (what, ttl now in seconds, path)
+        let rows = [
+            ("same ttl", Some(60), into(0)),
+            ("shorter ttl", Some(30), into(0)),
+            ("ttl removed", None, NativeRestorePath::AsBlocks),
+            (
+                "a longer ttl keeps keys that had expired",
+                Some(3_600),
+                NativeRestorePath::AsBlocks,
+            ),
+            (
+                "a ttl 5 s longer, 5 s later: what it keeps had not expired",
+                Some(65),
+                into(0),
+            ),
+            ("a ttl 6 s longer, 5 s later", Some(66), NativeRestorePath::AsBlocks),
+        ];
+        for (what, ttl, want) in rows {
+            let got = native_restore_path("counts", &handle(first_of_2, true), then, 128, &with(ttl), now);
+            assert_eq!(got, want, "{what}");
         }
+        // A handle without the bound (written before it was recorded): as it was.
+        let got = native_restore_path("counts", &handle(first_of_2, true), None, 128, &with(None), now);
+        assert_eq!(got, into(0), "no bound recorded");
     }
 
     /// What a store restored by the fast path may reference: the handle's table files by their

@@ -15,8 +15,10 @@ use crate::job::Job;
 use crate::operators::OperatorRestore;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::{
-    CheckpointMetadata, FormatError, NativeFiles, StateFile, StateHandle, decode_metadata, decode_state_file_shared,
+    CheckpointMetadata, FormatError, KeyGroupBlock, NativeFiles, StateFile, StateHandle, decode_metadata,
+    decode_state_file_shared,
 };
+use crate::state::ttl::{Clock, SystemClock};
 use crate::storage::{self, S3Options, StorageError, Store, join};
 use std::collections::HashMap;
 
@@ -316,7 +318,15 @@ async fn restore_native(
     stores: &LocalKeyedStores,
     download_root: &std::path::Path,
 ) -> Result<NativeRestored, RestoreError> {
-    match native_restore_path(uid, native, metadata.max_parallelism, stores) {
+    let now_ms = SystemClock.now_ms();
+    match native_restore_path(
+        uid,
+        native,
+        h.expired_through_ms,
+        metadata.max_parallelism,
+        stores,
+        now_ms,
+    ) {
         NativeRestorePath::IntoStore { subtask } => {
             let restored =
                 super::native_restore::restore_into_store(store, dir, uid, subtask, native, h.entries, stores).await?;
@@ -646,6 +656,8 @@ pub fn restored_store(snapshot: Option<&LoadedSnapshot>, uid: &str, range: KeyGr
 /// The state for one new subtask of operator `uid`: keyed blocks of the key groups in `range`
 /// (only files whose range overlaps are read), and all operator state items pooled. The
 /// blocks' bytes are shared with `snapshot` (a clone of a [`bytes::Bytes`]), never copied.
+/// Each block carries its handle's [`StateHandle::expired_through_ms`], so the keyed state
+/// leaves out the entries that had expired when the handle was written.
 pub fn operator_restore(snapshot: Option<&LoadedSnapshot>, uid: &str, range: Option<KeyGroupRange>) -> OperatorRestore {
     let mut out = OperatorRestore::default();
     let Some(s) = snapshot else { return out };
@@ -661,7 +673,15 @@ pub fn operator_restore(snapshot: Option<&LoadedSnapshot>, uid: &str, range: Opt
             for (name, _, _) in h.files() {
                 if let Some(file) = s.files.get(name) {
                     out.key_groups
-                        .extend(file.key_groups.iter().filter(|b| r.contains(b.key_group)).cloned());
+                        .extend(
+                            file.key_groups
+                                .iter()
+                                .filter(|b| r.contains(b.key_group))
+                                .map(|b| KeyGroupBlock {
+                                    expired_through_ms: h.expired_through_ms,
+                                    ..b.clone()
+                                }),
+                        );
                 }
             }
         }

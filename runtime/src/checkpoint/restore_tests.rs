@@ -23,6 +23,7 @@ fn handle(file: &str, subtask: u32, range: Option<KeyGroupRange>, chain: &[&str]
             })
             .collect(),
         native: None,
+        expired_through_ms: None,
     }
 }
 
@@ -257,6 +258,7 @@ fn restored_blocks_share_the_state_files_bytes_with_every_subtask() {
     let blocks: Vec<KeyGroupBlock> = (0..128u32)
         .step_by(3)
         .map(|kg| KeyGroupBlock {
+            expired_through_ms: None,
             key_group: kg,
             entries: 1,
             data: (0..1000u32).map(|i| (i + kg) as u8).collect(),
@@ -318,6 +320,13 @@ fn restored_blocks_share_the_state_files_bytes_with_every_subtask() {
     let again = operator_restore(Some(&snapshot), "counts", Some(key_group_range(0, 1, 128)));
     assert!(again.key_groups.iter().all(inside_the_file));
     assert_eq!(again.key_groups, blocks);
+    assert!(again.key_groups.iter().all(|b| b.expired_through_ms.is_none()));
+    // A handle that may hold expired entries hands its bound to each of its blocks.
+    let mut snapshot = snapshot;
+    snapshot.metadata.operators[0].handles[0].expired_through_ms = Some(1_234);
+    let bounded = operator_restore(Some(&snapshot), "counts", Some(key_group_range(1, 2, 128)));
+    assert!(!bounded.key_groups.is_empty());
+    assert!(bounded.key_groups.iter().all(|b| b.expired_through_ms == Some(1_234)));
 }
 
 #[test]

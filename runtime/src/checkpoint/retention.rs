@@ -387,6 +387,7 @@ mod tests {
                     operator_items: None,
                     chain: chain.iter().map(|c| link(*c)).collect(),
                     native: None,
+                    expired_through_ms: None,
                 }],
             }],
             channel_state: vec![],

@@ -165,6 +165,7 @@ mod tests {
                         operator_items: None,
                         chain: vec![link(3), link(5)],
                         native: None,
+                        expired_through_ms: None,
                     },
                     StateHandle {
                         file: "src-0.state".into(),
@@ -176,6 +177,7 @@ mod tests {
                         operator_items: None,
                         chain: vec![],
                         native: None,
+                        expired_through_ms: None,
                     },
                 ],
             }],

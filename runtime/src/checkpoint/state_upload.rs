@@ -45,6 +45,8 @@ struct Encoded {
     incremental: Option<Form>,
     /// A native checkpoint's local files, uploaded after the state file.
     native: Option<crate::checkpoint::native_upload::NativeUpload>,
+    /// [`EncodedState::expired_through_ms`](crate::operators::EncodedState::expired_through_ms).
+    expired_through_ms: Option<u64>,
 }
 
 /// Encodes and writes the state file of every `(uid, kind, encoder)` of `parts` for
@@ -131,6 +133,7 @@ pub async fn upload_operator_state(
                 operator_items: Some(encoded.operator_items),
                 chain,
                 native,
+                expired_through_ms: encoded.expired_through_ms,
             },
             delta_of,
         });
@@ -177,6 +180,7 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
         operator_items,
         incremental: st.incremental,
         native: st.native,
+        expired_through_ms: st.expired_through_ms,
     })
 }
 

@@ -26,6 +26,7 @@ fn barrier(store: Store) -> Barrier {
 fn encoder(n: u32, size: usize, fail: bool) -> SnapshotEncoder {
     Box::new(move || {
         let block = move |kg: u32| KeyGroupBlock {
+            expired_through_ms: None,
             key_group: kg,
             entries: u64::from(kg) + 1,
             data: vec![kg as u8; size].into(),
@@ -46,6 +47,7 @@ fn encoder(n: u32, size: usize, fail: bool) -> SnapshotEncoder {
                 Ok(())
             })),
             native: None,
+            expired_through_ms: None,
         })
     })
 }

@@ -58,6 +58,7 @@ pub fn to_state_file(uid: &str, subtask: u32, records: &[Record]) -> StateFile {
         key_groups: keyed
             .into_iter()
             .map(|(key_group, rs)| KeyGroupBlock {
+                expired_through_ms: None,
                 key_group,
                 entries: rs.len() as u64,
                 data: record_codec::encode(&rs).into(),
@@ -147,6 +148,7 @@ pub async fn upload(
             operator_items: None,
             chain: vec![],
             native: None,
+            expired_through_ms: None,
         },
         delta_of: None,
     })
@@ -223,6 +225,7 @@ mod tests {
                 operator_items: None,
                 chain: vec![],
                 native: None,
+                expired_through_ms: None,
             });
         }
         let snapshot = LoadedSnapshot {

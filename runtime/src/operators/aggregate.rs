@@ -23,7 +23,7 @@ use crate::state::incremental::{
 };
 use crate::state::key_group::KeyGroupRange;
 use crate::state::pending::{LazyRestoreFailpoints, PendingKeyGroups};
-use crate::state::ttl::{Clock, StateTtl, SystemClock};
+use crate::state::ttl::{Clock, StateTtl, SystemClock, expired_through};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -97,9 +97,8 @@ pub struct Aggregate {
     /// each batch first builds the groups its records touch, then [`BUILD_PER_BATCH`] more
     /// (before the next batch, so its output does not wait for them).
     pending: PendingKeyGroups,
-    /// Whether the step has a TTL (a pending block without write times is built before a
-    /// snapshot writes it).
-    has_ttl: bool,
+    /// The step's TTL (with one, pending blocks are built before a snapshot writes them).
+    ttl: Option<StateTtl>,
     /// Test hooks of the lazy restore (`WEIR_FAILPOINT`), read once at start.
     lazy_failpoints: LazyRestoreFailpoints,
     /// Processing time for TTL and write timestamps.
@@ -223,7 +222,7 @@ impl Aggregate {
             range: init.range,
             state,
             pending,
-            has_ttl: init.ttl.is_some(),
+            ttl,
             lazy_failpoints: LazyRestoreFailpoints::from_env(),
             clock: init.clock,
             incremental: IncrementalTracker::default(),
@@ -453,7 +452,7 @@ impl StreamOperator for Aggregate {
         // Pending key groups: written as they are, or built first (`state/pending.rs`).
         let pending = self
             .pending
-            .snapshot(&mut self.state, self.has_ttl)
+            .snapshot(&mut self.state, self.ttl.is_some())
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
         if !pending.is_empty() {
             tracing::info!(
@@ -494,7 +493,9 @@ impl StreamOperator for Aggregate {
             let uploaded = self.native_tables.clone();
             let entries = self.len() as u64;
             let range = self.range;
-            let write_times = self.has_ttl;
+            let write_times = self.ttl.is_some();
+            // The store keeps expired keys until they are read or cleaned up.
+            let expired_through_ms = expired_through(self.ttl, self.clock.now_ms());
             return Ok(Some(Box::new(move || {
                 drop(changes);
                 let checkpoint = local.wait().map_err(|e| TaskError(e.to_string()))?;
@@ -512,6 +513,7 @@ impl StreamOperator for Aggregate {
                         entries,
                         write_times,
                     }),
+                    expired_through_ms,
                 })
             })));
         }
@@ -519,8 +521,14 @@ impl StreamOperator for Aggregate {
         let plan = self
             .incremental
             .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
-        let view = self.state.snapshot(self.clock.now_ms());
+        let now_ms = self.clock.now_ms();
+        let view = self.state.snapshot(now_ms);
         let range = self.range;
+        // A delta's chain keeps in its base the keys expired since the base was written.
+        let expired_through_ms = match plan.form {
+            Form::Delta { .. } => expired_through(self.ttl, now_ms),
+            _ => None,
+        };
         Ok(Some(Box::new(move || {
             // A full snapshot streams its blocks (the state file uploads while later key
             // groups encode); a delta, O(changed keys), is encoded whole.
@@ -548,6 +556,7 @@ impl StreamOperator for Aggregate {
                 operator_state: vec![],
                 key_group_stream,
                 native: None,
+                expired_through_ms,
             })
         })))
     }

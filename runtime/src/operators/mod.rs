@@ -83,6 +83,13 @@ pub struct EncodedState {
     /// files hold the keyed state (then `key_groups` and `key_group_stream` hold none and
     /// `incremental` is `None`: the state file holds the operator state only).
     pub native: Option<crate::checkpoint::native_upload::NativeUpload>,
+    /// For keyed state that may hold entries already expired under the step's `ttl` (a delta
+    /// of a chain, a native checkpoint): the snapshot's time minus the `ttl`, recorded on the
+    /// handle ([`StateHandle::expired_through_ms`]) so a restore leaves those entries out
+    /// whatever the `ttl` is then ([`crate::state::ttl::expired_through`]). `None` otherwise.
+    ///
+    /// [`StateHandle::expired_through_ms`]: crate::state::snapshot::StateHandle::expired_through_ms
+    pub expired_through_ms: Option<u64>,
 }
 
 impl EncodedState {
@@ -97,6 +104,7 @@ impl EncodedState {
             incremental: None,
             key_group_stream: None,
             native: None,
+            expired_through_ms: None,
         }
     }
 
@@ -116,6 +124,7 @@ impl EncodedState {
             incremental: None,
             key_group_stream: None,
             native: None,
+            expired_through_ms: None,
         }
     }
 

@@ -484,8 +484,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             let mut added = 0usize;
             let mut removed = 0usize;
             for (key, value, written_ms) in entries {
+                let expired_then = block.expired_at_snapshot(written_ms);
                 let written_ms = written_ms.unwrap_or(now_ms);
-                let live = value.filter(|_| !expired(self.ttl, written_ms, now_ms));
+                let live = value.filter(|_| !expired_then && !expired(self.ttl, written_ms, now_ms));
                 let key = store_key(block.key_group, key_hash(&key), &key);
                 let held = (delta || self.len > 0) && self.store.contains(&key).map_err(|e| e.to_string())?;
                 match live {

@@ -134,8 +134,9 @@ pub(crate) fn sorted_group_entries<V: Serialize + DeserializeOwned>(
         // key group and hash before the key and 8 bytes of write time.
         let mut out = SortedEntries::with_capacity(count, block.data.len() + count * 24);
         keyed_block::decode_each_value_bytes::<V>(&block.data, |key, value, written_ms| {
+            let expired_then = block.expired_at_snapshot(written_ms);
             let written_ms = written_ms.unwrap_or(now_ms);
-            if !expired(ttl, written_ms, now_ms) {
+            if !expired_then && !expired(ttl, written_ms, now_ms) {
                 out.push_spliced(key_group, &key, value, written_ms);
             }
         })
@@ -146,9 +147,10 @@ pub(crate) fn sorted_group_entries<V: Serialize + DeserializeOwned>(
     let mut applied = std::collections::BTreeMap::new();
     for block in &blocks {
         keyed_block::decode_each::<V>(&block.data, |key, value, written_ms| {
+            let expired_then = block.expired_at_snapshot(written_ms);
             let written_ms = written_ms.unwrap_or(now_ms);
             let store_key = crate::state::disk::store_key(key_group, key_hash(&key), &key);
-            match value.filter(|_| !expired(ttl, written_ms, now_ms)) {
+            match value.filter(|_| !expired_then && !expired(ttl, written_ms, now_ms)) {
                 Some(v) => applied.insert(store_key, encode_value(&v, written_ms)),
                 None => applied.remove(&store_key),
             };
@@ -263,6 +265,7 @@ mod tests {
         ];
         for (i, (data, ttl, entries)) in rows.into_iter().enumerate() {
             let block = KeyGroupBlock {
+                expired_through_ms: None,
                 key_group: 5,
                 entries: entries.len() as u64,
                 data: data.to_vec().into(),
@@ -291,11 +294,13 @@ mod tests {
             .collect();
         let blocks = vec![
             KeyGroupBlock {
+                expired_through_ms: None,
                 key_group: 2,
                 entries: base.len() as u64,
                 data: keyed_block::encode_v2(&base).unwrap().into(),
             },
             KeyGroupBlock {
+                expired_through_ms: None,
                 key_group: 2,
                 entries: removed_or_changed.len() as u64,
                 data: keyed_block::encode_delta(&removed_or_changed).unwrap().into(),
@@ -323,6 +328,7 @@ mod tests {
     #[test]
     fn an_undecodable_block_names_its_key_group() {
         let block = KeyGroupBlock {
+            expired_through_ms: None,
             key_group: 9,
             entries: 1,
             data: vec![3, 0, 1].into(),

@@ -84,6 +84,7 @@ impl BlockBuilder {
         data[start..HEADER_ROOM].copy_from_slice(&header);
         data.drain(..start);
         KeyGroupBlock {
+            expired_through_ms: None,
             key_group: self.key_group,
             entries: self.entries,
             data: data.into(),
@@ -294,6 +295,7 @@ impl DiskSnapshot {
             push_varint(&mut data, entries.len() as u64);
             data.extend_from_slice(&body);
             blocks.push(KeyGroupBlock {
+                expired_through_ms: None,
                 key_group,
                 entries: entries.len() as u64,
                 data: data.into(),

@@ -246,6 +246,7 @@ fn restore_drops_expired_entries_and_the_directory_is_scratch() {
     let h = key_hash(&k);
     let v2 = keyed_block::encode_v2(&[(&k, &7i64, 1_000)]).unwrap();
     let block = KeyGroupBlock {
+        expired_through_ms: None,
         key_group: key_group_of_hash(h, MAX_P),
         entries: 1,
         data: v2.into(),

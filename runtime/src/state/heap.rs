@@ -497,10 +497,12 @@ fn restore_group<V: DeserializeOwned>(
     for block in blocks {
         let key_group = block.key_group;
         let undecodable = |e: String| format!("key group {key_group} does not decode: {e}");
+        let expired_at_snapshot = |written_ms| block.expired_at_snapshot(written_ms);
         let stamp = |value: Option<V>, written_ms: Option<u64>| {
+            let expired_then = expired_at_snapshot(written_ms);
             let written_ms = written_ms.unwrap_or(now_ms);
             value
-                .filter(|_| !expired(ttl, written_ms, now_ms))
+                .filter(|_| !expired_then && !expired(ttl, written_ms, now_ms))
                 .map(|value| Stamped {
                     value,
                     written_ms,

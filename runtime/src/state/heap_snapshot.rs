@@ -135,6 +135,7 @@ impl<V: Serialize> GroupView<V> {
             }
             let data = keyed_block::encode_v1_each(count, self.base.iter().map(|(k, s)| (k, &s.value)))?;
             return Ok(Some(KeyGroupBlock {
+                expired_through_ms: None,
                 key_group: self.key_group,
                 entries: count as u64,
                 data: data.into(),
@@ -155,6 +156,7 @@ impl<V: Serialize> GroupView<V> {
             }
         };
         Ok(Some(KeyGroupBlock {
+            expired_through_ms: None,
             key_group: self.key_group,
             entries: entries.len() as u64,
             data: data.into(),
@@ -275,6 +277,7 @@ impl<V: Serialize> HeapSnapshot<V> {
             let block = {
                 let entries = delta_entries(view.as_ref(), group_changes, ttl, now_ms, &key_table_hash);
                 KeyGroupBlock {
+                    expired_through_ms: None,
                     key_group,
                     entries: entries.len() as u64,
                     data: keyed_block::encode_delta(&entries)?.into(),

@@ -322,6 +322,7 @@ fn a_block_that_does_not_decode_names_its_key_group() {
     let err = s
         .restore(
             vec![KeyGroupBlock {
+                expired_through_ms: None,
                 key_group: 3,
                 entries: 1,
                 data: vec![9].into(),
@@ -585,6 +586,7 @@ fn parallel_restore_builds_the_same_state_as_one_thread() {
         let kg = key_group_of_hash(key_hash(&k), MAX_P);
         let data = keyed_block::encode_delta(&[(&k, v.as_ref(), 1_000)]).unwrap();
         KeyGroupBlock {
+            expired_through_ms: None,
             key_group: kg,
             entries: 1,
             data: data.into(),

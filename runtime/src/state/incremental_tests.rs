@@ -251,6 +251,7 @@ fn a_delta_gets_its_base_chain_in_front_or_the_checkpoint_fails() {
         operator_items: None,
         chain,
         native: None,
+        expired_through_ms: None,
     };
     let metadata = |id: u64, handles: Vec<StateHandle>| CheckpointMetadata {
         format_version: 1,

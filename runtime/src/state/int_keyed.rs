@@ -215,7 +215,8 @@ fn update_in<V: Clone>(
 
 impl<V: Clone + DeserializeOwned> IntKeyedState<V> {
     /// Loads restored `blocks` (those outside the range are skipped) when every one is a full
-    /// block (version 1 or 2; write times are not kept) holding integer keys only; `Ok(Err(blocks))`,
+    /// block (version 1 or 2; write times are not kept, entries that had expired when the block
+    /// was written, [`KeyGroupBlock::expired_at_snapshot`], are left out) holding integer keys only; `Ok(Err(blocks))`,
     /// nothing loaded, when one is a delta or holds another key (the caller restores them into
     /// the generic table). Errors: the key group and why its block does not decode.
     pub fn restore(&mut self, blocks: Vec<KeyGroupBlock>) -> Result<Result<(), Vec<KeyGroupBlock>>, String> {
@@ -227,11 +228,13 @@ impl<V: Clone + DeserializeOwned> IntKeyedState<V> {
             let entries = keyed_block::decode::<V>(&block.data)
                 .map_err(|e| format!("keyed state of key group {} does not decode: {e}", block.key_group))?;
             let mut ints = Vec::with_capacity(entries.len());
-            for (key, value, _) in entries {
+            for (key, value, written_ms) in entries {
                 let Key::Int(k) = key else {
                     return Ok(Err(blocks));
                 };
-                ints.push((k, value));
+                if !block.expired_at_snapshot(written_ms) {
+                    ints.push((k, value));
+                }
             }
             decoded.push((block.key_group, ints));
         }
@@ -287,6 +290,7 @@ impl<V: Serialize> IntSnapshot<V> {
             let entries = table.len() as u64;
             drop(table);
             emit(KeyGroupBlock {
+                expired_through_ms: None,
                 key_group,
                 entries,
                 data: data.into(),

@@ -198,6 +198,7 @@ fn restores_by_key_group_and_hands_back_what_it_cannot_hold() {
     assert_eq!(back.len(), mixed.len());
     assert!(ints.is_empty(), "nothing loaded");
     let broken = vec![KeyGroupBlock {
+        expired_through_ms: None,
         key_group: 3,
         entries: 1,
         data: vec![1, 2].into(),

@@ -273,13 +273,15 @@ where
     state.restore_absent_groups(blocks, now_ms)
 }
 
-/// Whether a pending group's `blocks` go into a full state file as they are: one full block,
-/// and no TTL on the step. With a TTL a snapshot leaves out entries expired at its barrier; a
-/// block written as it is would keep them, and a later restore with a longer TTL (or none)
-/// would bring them back, so such groups are built first.
+/// Whether a pending group's `blocks` go into a full state file as they are: one full block
+/// holding no entry that had expired when it was written
+/// ([`KeyGroupBlock::expired_through_ms`]), and no TTL on the step. With a TTL a snapshot
+/// leaves out entries expired at its barrier; a block written as it is would keep them, and
+/// a later restore with a longer TTL (or none) would bring them back, so such groups are
+/// built first.
 fn writable_as_is(blocks: &[KeyGroupBlock], ttl: bool) -> bool {
     match blocks {
-        [block] => !ttl && !keyed_block::is_delta(&block.data),
+        [block] => !ttl && block.expired_through_ms.is_none() && !keyed_block::is_delta(&block.data),
         _ => false,
     }
 }

@@ -14,6 +14,7 @@ const MAX_P: u32 = 8;
 
 fn block(key_group: u32, data: Vec<u8>, entries: u64) -> KeyGroupBlock {
     KeyGroupBlock {
+        expired_through_ms: None,
         key_group,
         entries,
         data: data.into(),
@@ -79,7 +80,11 @@ fn groups_are_built_a_few_at_a_time_in_key_group_order() {
 #[test]
 fn a_checkpoint_writes_single_full_blocks_as_they_are_and_builds_the_rest_first() {
     // (blocks of key group 0, step has a TTL, written as they are)
-    let table: [(Vec<KeyGroupBlock>, bool, bool); 6] = [
+    let bounded = KeyGroupBlock {
+        expired_through_ms: Some(5_000),
+        ..full_v2(0)
+    };
+    let table: [(Vec<KeyGroupBlock>, bool, bool); 7] = [
         (vec![full_v1(0)], false, true),
         (vec![full_v2(0)], false, true),
         // With a TTL every group is built first: a snapshot leaves out entries expired at its
@@ -87,6 +92,10 @@ fn a_checkpoint_writes_single_full_blocks_as_they_are_and_builds_the_rest_first(
         // longer TTL would bring back).
         (vec![full_v2(0)], true, false),
         (vec![full_v1(0)], true, false),
+        // A block that may hold entries expired when it was written (a chain's base, a native
+        // store as blocks) is built first even into a step without TTL now, which is when the
+        // block alone would bring them back.
+        (vec![bounded], false, false),
         // A chain's base and delta: one full state file holds one block per key group.
         (vec![full_v2(0), delta(0)], false, false),
         (vec![delta(0)], false, false),

@@ -54,6 +54,22 @@ pub struct KeyGroupBlock {
     /// no copy either).
     #[serde(with = "shared_bytes")]
     pub data: bytes::Bytes,
+    /// Restore only (never written to a file): every entry last written at or before this
+    /// time (ms since the Unix epoch) had expired under the step's `ttl` when the snapshot
+    /// that holds the block was taken, so a restore leaves it out whatever the step's `ttl` is
+    /// now ([`StateHandle::expired_through_ms`], copied onto the handle's blocks by
+    /// `checkpoint/restore.rs`). `None`: no such bound (the block leaves out its expired
+    /// entries itself, or its step had no `ttl`).
+    #[serde(skip)]
+    pub expired_through_ms: Option<u64>,
+}
+
+impl KeyGroupBlock {
+    /// Whether an entry of this block last written at `written_ms` (`None`: a block without
+    /// write times) had expired when the snapshot was taken ([`KeyGroupBlock::expired_through_ms`]).
+    pub fn expired_at_snapshot(&self, written_ms: Option<u64>) -> bool {
+        matches!((self.expired_through_ms, written_ms), (Some(through), Some(written)) if written <= through)
+    }
 }
 
 /// Serde for [`KeyGroupBlock::data`]: exactly as a `Vec<u8>` (a sequence of `u8`), so the
@@ -217,6 +233,7 @@ fn take_block<'a>(file: &bytes::Bytes, bytes: &'a [u8]) -> Result<(KeyGroupBlock
     }
     let (data, rest) = rest.split_at(len);
     let block = KeyGroupBlock {
+        expired_through_ms: None,
         key_group,
         entries,
         data: file.slice_ref(data),
@@ -322,6 +339,18 @@ pub struct StateHandle {
     /// `None` for every other handle (every savepoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<NativeFiles>,
+    /// For a step with a `ttl`, in a handle whose keyed state may hold entries that had
+    /// expired when it was written (a chain with deltas, whose base keeps the keys cleaned up
+    /// since, and native files, which keep every key until it is read or cleaned up): the
+    /// snapshot's time minus the `ttl` (ms since the Unix epoch). Every entry last written at
+    /// or before it was expired then (`lastWrite + ttl <= snapshot time`, Flink's
+    /// `TtlUtils.expired`), so a restore leaves it out even when the `ttl` is longer now, or
+    /// gone, as a full checkpoint, which never holds it, would (docs/concepts.md, "State
+    /// TTL"). `None` for every other handle: its files hold no expired entry (full snapshots
+    /// leave them out), or its step has no `ttl`. Absent in `_metadata` written before
+    /// 2026-12-05; a release before it ignores it (and may bring such keys back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_through_ms: Option<u64>,
 }
 
 /// The files of a subtask's disk store in a native checkpoint ([`StateHandle::native`]): a

@@ -7,6 +7,7 @@ fn sample() -> StateFile {
         uid: "count-4".into(),
         subtask: 1,
         key_groups: vec![KeyGroupBlock {
+            expired_through_ms: None,
             key_group: 7,
             entries: 2,
             data: vec![1, 2, 3].into(),
@@ -21,6 +22,7 @@ fn sample() -> StateFile {
 fn blocks_read_in_one_piece_as_postcard_reads_them() {
     for (key_group, entries, len) in [(0u32, 0u64, 0usize), (300, 1 << 40, 200), (u32::MAX, 5, 70_000)] {
         let block = KeyGroupBlock {
+            expired_through_ms: None,
             key_group,
             entries,
             data: (0..len).map(|i| i as u8).collect(),
@@ -56,6 +58,7 @@ fn state_file_round_trips_and_detects_corruption() {
 fn state_file_bytes_equal_the_two_copy_encoding() {
     let mut big = sample();
     big.key_groups.push(KeyGroupBlock {
+        expired_through_ms: None,
         key_group: 9,
         entries: 1000,
         data: (0..100_000u32).map(|i| i as u8).collect(),
@@ -77,6 +80,7 @@ fn state_file_bytes_equal_the_two_copy_encoding() {
 fn streamed_state_file_round_trips_and_detects_corruption() {
     let mut f = sample();
     f.key_groups.push(KeyGroupBlock {
+        expired_through_ms: None,
         key_group: 300,
         entries: 1 << 20,
         data: vec![5; 200].into(),
@@ -169,6 +173,7 @@ fn a_native_handles_files_are_counted_and_referenced() {
             ],
             write_times: false,
         }),
+        expired_through_ms: None,
     };
     assert_eq!(handle.state_files(), vec![("counts-0.state", 10, 0)]);
     assert_eq!(handle.files().len(), 4);

@@ -81,6 +81,17 @@ pub fn expired(ttl: Option<StateTtl>, written_ms: u64, now_ms: u64) -> bool {
     ttl.is_some_and(|t| t.is_expired(written_ms, now_ms))
 }
 
+/// The newest write time an entry can have and be expired at `now_ms` under `ttl`
+/// (`now_ms - ttl`, ms since the Unix epoch): what a snapshot taken at `now_ms` records so a
+/// restore leaves out the entries that had expired then whatever its own `ttl`
+/// ([`StateHandle::expired_through_ms`]). `None` without a `ttl`, or when nothing can have
+/// expired yet (`now_ms < ttl`).
+///
+/// [`StateHandle::expired_through_ms`]: crate::state::snapshot::StateHandle::expired_through_ms
+pub fn expired_through(ttl: Option<StateTtl>, now_ms: u64) -> Option<u64> {
+    ttl.and_then(|t| now_ms.checked_sub(t.ttl_ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +111,19 @@ mod tests {
         for (ttl, written, now, want) in rows {
             assert_eq!(expired(ttl, written, now), want, "{ttl:?} {written} {now}");
         }
+    }
+
+    /// `expired_through` is the last write time `expired` calls expired, at every edge.
+    #[test]
+    fn expired_through_is_the_newest_expired_write() {
+        let second = StateTtl::new(Duration::from_secs(1));
+        for now in [1_000u64, 1_001, 5_000, u64::MAX] {
+            let through = expired_through(Some(second), now).unwrap();
+            assert!(second.is_expired(through, now), "{now}");
+            assert!(!second.is_expired(through + 1, now), "{now}");
+        }
+        assert_eq!(expired_through(Some(second), 999), None);
+        assert_eq!(expired_through(None, 5_000), None);
     }
 
     #[test]

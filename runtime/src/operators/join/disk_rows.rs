@@ -427,8 +427,9 @@ impl DiskJoinRows {
                 }
                 // `None`: a delta's removal (decoding refuses one outside a delta).
                 let Some(rows) = rows else { continue };
+                let expired_then = block.expired_at_snapshot(written);
                 let written = written.unwrap_or(now_ms);
-                if self.ttl.is_some_and(|ttl| ttl.is_expired(written, now_ms)) {
+                if expired_then || self.ttl.is_some_and(|ttl| ttl.is_expired(written, now_ms)) {
                     continue;
                 }
                 self.write_key(block.key_group, &key, rows, written).map_err(failed)?;

@@ -228,6 +228,7 @@ impl DiskJoinSnapshot {
                 }
             }
             blocks.push(KeyGroupBlock {
+                expired_through_ms: None,
                 key_group,
                 entries: prefixes.len() as u64,
                 data: data.into(),

@@ -36,7 +36,7 @@ use crate::state::heap::HeapKeyedState;
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::KeyGroupBlock;
-use crate::state::ttl::{Clock, StateTtl};
+use crate::state::ttl::{Clock, StateTtl, expired_through};
 use async_trait::async_trait;
 use disk_rows::DiskJoinRows;
 use disk_snapshot::DiskJoinSnapshot;
@@ -184,6 +184,8 @@ pub struct Join {
     sources: Vec<Source>,
     range: KeyGroupRange,
     state: JoinState,
+    /// The step's `ttl`: a key with no record for this long is expired.
+    ttl: Option<StateTtl>,
     clock: Arc<dyn Clock>,
     /// Incremental checkpoints' bookkeeping: the confirmed checkpoint and the changes since.
     incremental: IncrementalTracker,
@@ -260,8 +262,8 @@ impl Join {
                 return Err(TaskError(refused));
             }
         }
-        let mut state =
-            JoinState::open(backend, range, def.ttl.map(StateTtl::new)).map_err(|e| TaskError(e.to_string()))?;
+        let ttl = def.ttl.map(StateTtl::new);
+        let mut state = JoinState::open(backend, range, ttl).map_err(|e| TaskError(e.to_string()))?;
         match &mut state {
             JoinState::Heap(rows) => rows.restore(restore.key_groups, clock.now_ms()),
             JoinState::Disk(rows) => rows.restore(restore.key_groups, clock.now_ms()),
@@ -286,6 +288,7 @@ impl Join {
             sources,
             range,
             state,
+            ttl,
             clock,
             incremental: IncrementalTracker::default(),
             savepoints: BTreeSet::new(),
@@ -405,6 +408,7 @@ impl StreamOperator for Join {
         };
         let range = self.range;
         let kept = self.kept.clone();
+        let ttl = self.ttl;
         Ok(Some(Box::new(move || {
             let mut encoded = EncodedState::keyed_in_memory(
                 vec!["keyed:join".into(), "operator:join-fields".into()],
@@ -425,6 +429,8 @@ impl StreamOperator for Join {
                     let bytes: usize = encoded.key_groups.iter().map(|block| block.data.len()).sum();
                     written_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                     encoded.incremental = Some(plan.form);
+                    // The chain's base keeps the keys expired since it was written.
+                    encoded.expired_through_ms = expired_through(ttl, now_ms);
                 }
             }
             Ok(encoded)

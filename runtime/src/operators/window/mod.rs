@@ -392,6 +392,7 @@ impl StreamOperator for WindowOperator {
             for (kg, watermark, windows) in view {
                 let snap = GroupSnapshot::of(watermark, &windows);
                 blocks.push(KeyGroupBlock {
+                    expired_through_ms: None,
                     key_group: kg,
                     entries: snap.windows(),
                     data: postcard::to_stdvec(&snap)?.into(),
@@ -405,6 +406,7 @@ impl StreamOperator for WindowOperator {
                 operator_state: vec![postcard::to_stdvec(&shape)?],
                 key_group_stream: None,
                 native: None,
+                expired_through_ms: None,
             })
         })))
     }
