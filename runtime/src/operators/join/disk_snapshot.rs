@@ -89,8 +89,10 @@ impl DiskJoinSnapshot {
     }
 
     /// One block per key group with live keys, in key-group order, each handed to `emit` as
-    /// soon as it is assembled: the heap's blocks (version 2, with write times, when the join
-    /// has a `ttl`; else version 1), byte for byte. Keys `ttl` old at the snapshot are left out.
+    /// soon as it is assembled: the heap's block format (version 2, with write times, when the
+    /// join has a `ttl`; else version 1) and, per key group, the heap's entries byte for byte
+    /// and the same length, the keys in the store's order (the heap writes its hash table's:
+    /// a restore reads either). Keys `ttl` old at the snapshot are left out.
     /// Key groups are scanned on up to [`scan_workers`] threads, at most
     /// [`BLOCKS_IN_FLIGHT_PER_WORKER`] blocks each ahead of `emit`, as the aggregations' disk
     /// snapshot does. Errors: the store fails or holds an entry this module did not write;

@@ -620,7 +620,7 @@ async fn keys_with_few_and_many_rows_restore_on_either_backend() {
 /// rows of their own on both sides, with one side only; with and without a `ttl`, an expired
 /// key left out by both).
 #[tokio::test]
-async fn disk_snapshots_are_the_heaps_blocks_byte_for_byte() {
+async fn disk_snapshots_hold_the_heaps_entries_in_as_many_bytes() {
     let scratch = tempfile::tempdir().unwrap();
     let all = key_group_range(0, 1, 128);
     let early = [left("gone", "ann", 0), right("gone", "org")];
