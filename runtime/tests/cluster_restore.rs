@@ -11,16 +11,6 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Stops the cluster's job with a savepoint and waits for every process to exit.
-fn stop_cluster(c: &mut Cluster) -> String {
-    let savepoint = stop_with_savepoint(&c.api, &[]);
-    c.coordinator.wait_ok(Duration::from_secs(60));
-    for w in &mut c.workers {
-        w.wait_ok(Duration::from_secs(30));
-    }
-    savepoint
-}
-
 #[test]
 fn a_worker_crash_after_a_non_stopping_savepoint_restores_the_savepoint() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +65,7 @@ fn a_restarted_coordinator_refuses_an_unreadable_newest_checkpoint_instead_of_go
     // Generation 1 stops with a savepoint; generation 2 starts from it with its own run id.
     let mut gen1 = Cluster::start(dir.path(), &m, &[], &[]);
     gen1.wait_checkpoint_after(0);
-    let savepoint = stop_cluster(&mut gen1);
+    let savepoint = stop_with_savepoint_and_exit(&mut gen1);
     let mut gen2 = Cluster::start(dir.path(), &m, &["--restore", &savepoint, "--run-id", "gen-2"], &[]);
     let first = gen2.wait_checkpoint_after(0);
     let newest = gen2.wait_checkpoint_after(first);
@@ -161,20 +151,6 @@ fn a_restore_longer_than_the_heartbeat_timeout_loses_no_worker() {
     );
 }
 
-/// A coordinator with two one-slot workers (`w0` runs subtask 0 of every stage, `w1` subtask 1:
-/// each reads only its own keyed state file of a restore point at parallelism 2).
-fn one_slot_cluster(
-    dir: &std::path::Path,
-    manifest: &std::path::Path,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> Cluster {
-    let mut c = Cluster::start_with_workers(dir, manifest, extra, env, 0);
-    c.add_worker_with_slots("w0", 1, env);
-    c.add_worker_with_slots("w1", 1, env);
-    c
-}
-
 /// A bit flip in a keyed state file of a savepoint that only a worker reads (the coordinator
 /// checks its size, not its checksum) fails the job at once, naming the file, as a single
 /// process run does: the worker's deployment failure is permanent. Before, the coordinator
@@ -184,9 +160,9 @@ fn one_slot_cluster(
 fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 2, Some(3000));
-    let mut gen1 = one_slot_cluster(dir.path(), &m, &[], &[]);
+    let mut gen1 = Cluster::one_slot_each(dir.path(), &m, &[], &[]);
     gen1.wait_checkpoint_after(0);
-    let savepoint = stop_cluster(&mut gen1);
+    let savepoint = stop_with_savepoint_and_exit(&mut gen1);
     // The keyed state of subtask 1 of the count: read by w1 only, never by the coordinator.
     let victim = std::path::Path::new(savepoint.trim_start_matches("file://")).join("counts-1.state");
     let mut bytes = std::fs::read(&victim).unwrap_or_else(|e| panic!("{}: {e}", victim.display()));
@@ -203,7 +179,7 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
         "--restart-max-attempts",
         "1000",
     ];
-    let mut gen2 = one_slot_cluster(dir.path(), &m, &restore, &[]);
+    let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
     let exited = loop {
         if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
             break status;
@@ -248,11 +224,11 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
 fn a_transient_storage_error_of_a_workers_restore_restarts_the_job() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = job(dir.path(), 2, Some(3000));
-    let mut gen1 = one_slot_cluster(dir.path(), &m, &[], &[]);
+    let mut gen1 = Cluster::one_slot_each(dir.path(), &m, &[], &[]);
     gen1.wait_checkpoint_after(0);
-    let savepoint = stop_cluster(&mut gen1);
+    let savepoint = stop_with_savepoint_and_exit(&mut gen1);
     let restore = ["--restore", &savepoint, "--run-id", "gen-2"];
-    let c = one_slot_cluster(
+    let c = Cluster::one_slot_each(
         dir.path(),
         &m,
         &restore,

@@ -282,8 +282,8 @@ fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
     // p = 4 on three workers of two slots: subtasks 0-1 on one worker, 2-3 on another, so
     // both sides reach the join over remote keyed channels. 3000 lines/s per source subtask
     // (each file is one split): the kill lands mid-file.
-    // Incremental checkpoints: the restore reads the join's chains (their files hold the
-    // join's operator state too, so every worker reads every chain).
+    // Incremental checkpoints: the restore reads the join's chains (each worker those of
+    // its own key groups).
     let m = manifest_at(dir.path(), 4, ", interval: 300ms, incremental: true", Some(3000), None);
     // On the disk backend: each worker's join subtasks keep their rows in local stores.
     set_state_backend(&m, "disk");
@@ -309,6 +309,72 @@ fn a_join_on_the_cluster_is_exactly_once_through_the_kill_9_of_a_worker() {
         &expected_join(),
         "join on the cluster, worker kill -9",
     );
+}
+
+/// A worker reads only the join files of its own key groups: the join's operator state (its
+/// stored shape) is the same in every subtask, so one copy suffices (`broadcast:join-fields`,
+/// `checkpoint/restore_files.rs`), and the coordinator, owning no key group, reads the smallest
+/// file. A bit flip in the larger of a savepoint's two join files therefore fails the
+/// deployment of the one worker owning its key groups, naming the file, and no other process
+/// reads it. Before 2026-12-05 every worker and the coordinator read every join file.
+#[test]
+fn a_corrupt_join_file_is_read_by_the_worker_owning_its_key_groups_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest_at(dir.path(), 2, "", Some(3000), None);
+    let mut gen1 = Cluster::one_slot_each(dir.path(), &m, &[], &[]);
+    gen1.wait_checkpoint_after(0);
+    let savepoint = common::cluster::stop_with_savepoint_and_exit(&mut gen1);
+    let savepoint_dir = Path::new(savepoint.trim_start_matches("file://")).to_path_buf();
+    let size = |subtask: u32| {
+        std::fs::metadata(savepoint_dir.join(format!("pushes-joined-{subtask}.state")))
+            .unwrap()
+            .len()
+    };
+    let victim = if size(1) >= size(0) { 1 } else { 0 };
+    let file = format!("pushes-joined-{victim}.state");
+    let mut bytes = std::fs::read(savepoint_dir.join(&file)).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(savepoint_dir.join(&file), bytes).unwrap();
+
+    let restore = [
+        "--restore",
+        &savepoint,
+        "--run-id",
+        "gen-2",
+        "--restart-max-attempts",
+        "1000",
+    ];
+    let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
+    let started = std::time::Instant::now();
+    let exited = loop {
+        if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not FAILED within 60 s: {}",
+            gen2.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = gen2.coordinator.text();
+    assert!(!exited.success(), "the job is FAILED: {log}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains(&format!("job {JOB} FAILED: ")))
+        .unwrap_or_else(|| panic!("no FAILED line: {log}"));
+    let message = failed.split_once("FAILED: ").unwrap().1;
+    assert!(
+        message.starts_with(&format!("worker w{victim} could not deploy attempt "))
+            && message.contains(&file)
+            && message.contains("checksum mismatch"),
+        "the worker owning {file}'s key groups fails, naming it: {message}"
+    );
+    for (w, worker) in gen2.workers.iter().enumerate() {
+        let failures = worker.text().matches("deployment failed").count();
+        assert_eq!(failures, usize::from(w == victim), "w{w}: {}", worker.text());
+    }
 }
 
 /// Whether the newest completed checkpoint of the job in `dir` holds a join delta: a chain of

@@ -18,6 +18,7 @@ pub mod native_upload;
 pub mod part_schedule;
 pub mod read_positions;
 pub mod restore;
+pub mod restore_files;
 pub mod restore_mode;
 pub mod retention;
 pub mod shared_files;

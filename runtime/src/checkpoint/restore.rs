@@ -10,6 +10,7 @@ use super::lineage;
 use super::mapped_files::MAP_MIN_BYTES;
 use super::native_restore::{LocalKeyedStores, NativeRestorePath, RestoredStore, native_restore_path};
 use super::native_upload::RemovedOnDrop;
+pub use super::restore_files::{files_to_read, unread_full_files};
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::job::Job;
 use crate::operators::OperatorRestore;
@@ -98,65 +99,6 @@ pub async fn load_for(store: &Store, dir: &str, stores: &LocalKeyedStores) -> Re
     load_files(store, dir, metadata, None, stores).await
 }
 
-/// The state files of `metadata` to read, each once, in handle order: `(file relative to the
-/// snapshot directory, size, crc32)` (a native handle's store files are read by
-/// [`load_files`] after them). With `owned`, a handle of keyed state only whose key-group
-/// range overlaps none of `owned` is left out: one whose file holds no operator state item
-/// ([`StateHandle::operator_items`] is 0: an aggregation's), or, in metadata written before
-/// that count was recorded, an incremental one (a chain or native files: only aggregations
-/// wrote them then). A join's files hold an operator state item, so every worker reads them.
-/// A worker of a cluster restoring a savepoint reads its own key groups' files, not every
-/// worker's.
-///
-/// [`StateHandle::operator_items`]: crate::state::snapshot::StateHandle::operator_items
-pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
-    let mut wanted: Vec<(String, u64, u32)> = Vec::new();
-    for op in metadata.operators.iter().chain(&metadata.channel_state) {
-        for h in &op.handles {
-            if left_out(h, owned) {
-                continue;
-            }
-            for (file, size, crc) in h.state_files() {
-                if !wanted.iter().any(|(f, _, _)| f == file) {
-                    wanted.push((file.to_string(), size, crc));
-                }
-            }
-        }
-    }
-    wanted
-}
-
-/// Whether a process owning the key groups `owned` (`None`: every one) leaves the handle
-/// `h` out of its restore: a handle of keyed state only (no operator state item; unrecorded:
-/// a chain or native files) none of whose key groups it owns ([`files_to_read`]).
-fn left_out(h: &StateHandle, owned: Option<&[KeyGroupRange]>) -> bool {
-    let keyed_only = match h.operator_items {
-        Some(items) => items == 0,
-        None => !h.chain.is_empty() || h.native.is_some(),
-    };
-    match (owned, h.key_group_range) {
-        (Some(owned), Some(range)) => keyed_only && !owned.iter().any(|o| o.intersects(&range)),
-        _ => false,
-    }
-}
-
-/// The full state files of keyed state only (no chain, no native files, no operator state
-/// item) that [`files_to_read`] leaves out for `owned`: `(file relative to the snapshot
-/// directory, size)`. A restore still checks that they exist with their sizes
-/// ([`check_unread_files`]), so a savepoint missing or truncating one is refused by the
-/// process that checks the restore point (a cluster's coordinator) instead of failing the
-/// workers that own its key groups, attempt after attempt.
-pub fn unread_full_files(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64)> {
-    let Some(owned) = owned else { return vec![] };
-    metadata
-        .operators
-        .iter()
-        .flat_map(|op| &op.handles)
-        .filter(|h| h.chain.is_empty() && h.native.is_none() && left_out(h, Some(owned)))
-        .map(|h| (h.file.clone(), h.size))
-        .collect()
-}
-
 /// Checks that each of `unread` (files relative to the snapshot directory `dir`) exists in
 /// `store` with its size, by one listing of `dir` (not a read: the files' checksums are
 /// verified by the processes that read them). Errors: a file is missing or of another size
@@ -203,7 +145,8 @@ async fn load_files(
     stores: &LocalKeyedStores,
 ) -> Result<LoadedSnapshot, RestoreError> {
     use futures::{StreamExt, TryStreamExt};
-    // No key group owned: `files_to_read` leaves out every chain and native handle.
+    // No key group owned: `files_to_read` leaves out every chain and native handle (a join's
+    // too, but for one copy of its shape).
     let owned = if stores.without_keyed_state {
         Some(&[][..])
     } else {

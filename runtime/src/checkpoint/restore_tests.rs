@@ -34,13 +34,17 @@ fn with_items(handle: StateHandle, operator_items: Option<u64>) -> StateHandle {
     }
 }
 
-/// A worker reads the files of keyed state only that hold its key groups and every other
-/// file (operator state, a join's chains among them, and `_metadata` that does not say: w-1,
-/// and the `counts` chains, whose handles' item count was not recorded); without
-/// `owned` (`weir run`, the coordinator) every file is read, shared links once.
+/// A worker reads the files that hold its key groups, one copy of an operator's items that
+/// every subtask writes the same (a join's or a window's shape, named `broadcast:*` or, before,
+/// `operator:join-fields` and a window's unnamed item), and every file of an operator whose
+/// subtasks wrote their own shares (sources) or whose names do not say (`unnamed`; and the
+/// `counts` chains, whose handles' item count was not recorded, are keyed state); without
+/// `owned` (`weir run`) every file is read, shared links once. A process owning no key group
+/// (a cluster's coordinator) reads the smallest handle's own file of each replicated operator.
 #[test]
 fn which_files_a_restore_reads_table() {
     let r = |i| Some(key_group_range(i, 2, 128));
+    let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
     let operators = vec![
         OperatorMetadata {
             uid: "counts".into(),
@@ -66,9 +70,8 @@ fn which_files_a_restore_reads_table() {
             uid: "window".into(),
             kind: "window".into(),
             parallelism: 2,
-            state_names: vec![],
-            // A window's files hold its shape as an operator state item besides its keyed
-            // state: read by every process.
+            // Before 2026-12-05: the shape was an unnamed item.
+            state_names: names(&["keyed:window"]),
             handles: vec![
                 with_items(handle("w-0.state", 0, r(0), &[]), Some(1)),
                 handle("w-1.state", 1, r(1), &[]),
@@ -78,19 +81,20 @@ fn which_files_a_restore_reads_table() {
             uid: "join".into(),
             kind: "join".into(),
             parallelism: 2,
-            state_names: vec![],
-            // A join's chains: each file holds the join's stored shape as an operator state
-            // item besides its keyed state, so every process reads them.
+            state_names: names(&["keyed:join", "broadcast:join-fields"]),
             handles: vec![
-                with_items(
-                    handle(
-                        "../shared/j-0-chk5.state",
-                        0,
-                        r(0),
-                        &["../shared/j-0-chk3.state", "../shared/j-0-chk5.state"],
-                    ),
-                    Some(1),
-                ),
+                StateHandle {
+                    size: 5,
+                    ..with_items(
+                        handle(
+                            "../shared/j-0-chk5.state",
+                            0,
+                            r(0),
+                            &["../shared/j-0-chk3.state", "../shared/j-0-chk5.state"],
+                        ),
+                        Some(1),
+                    )
+                },
                 with_items(
                     handle("../shared/j-1-chk5.state", 1, r(1), &["../shared/j-1-chk5.state"]),
                     Some(1),
@@ -98,11 +102,31 @@ fn which_files_a_restore_reads_table() {
             ],
         },
         OperatorMetadata {
+            uid: "old-join".into(),
+            kind: "join".into(),
+            parallelism: 2,
+            state_names: names(&["keyed:join", "operator:join-fields"]),
+            handles: vec![
+                with_items(handle("oj-0.state", 0, r(0), &[]), Some(1)),
+                with_items(handle("oj-1.state", 1, r(1), &[]), Some(1)),
+            ],
+        },
+        OperatorMetadata {
+            uid: "unnamed".into(),
+            kind: "join".into(),
+            parallelism: 2,
+            state_names: vec![],
+            handles: vec![
+                with_items(handle("u-0.state", 0, r(0), &[]), Some(1)),
+                with_items(handle("u-1.state", 1, r(1), &[]), Some(1)),
+            ],
+        },
+        OperatorMetadata {
             // A savepoint's aggregation: full files of keyed state only.
             uid: "full-counts".into(),
             kind: "count".into(),
             parallelism: 2,
-            state_names: vec![],
+            state_names: names(&["keyed:aggregate"]),
             handles: vec![
                 with_items(handle("fc-0.state", 0, r(0), &[]), Some(0)),
                 with_items(handle("fc-1.state", 1, r(1), &[]), Some(0)),
@@ -112,7 +136,7 @@ fn which_files_a_restore_reads_table() {
             uid: "src".into(),
             kind: "source-file".into(),
             parallelism: 2,
-            state_names: vec![],
+            state_names: names(&["operator:splits"]),
             handles: vec![handle("src-0.state", 0, None, &[]), handle("src-1.state", 1, None, &[])],
         },
     ];
@@ -130,7 +154,7 @@ fn which_files_a_restore_reads_table() {
         channel_state: vec![],
         alignment: Default::default(),
     };
-    let names = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
+    let read = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
         files_to_read(&metadata, owned).into_iter().map(|(f, _, _)| f).collect()
     };
     let everything = [
@@ -143,6 +167,10 @@ fn which_files_a_restore_reads_table() {
         "../shared/j-0-chk3.state",
         "../shared/j-0-chk5.state",
         "../shared/j-1-chk5.state",
+        "oj-0.state",
+        "oj-1.state",
+        "u-0.state",
+        "u-1.state",
         "fc-0.state",
         "fc-1.state",
         "src-0.state",
@@ -163,50 +191,51 @@ fn which_files_a_restore_reads_table() {
             vec![
                 "../shared/c-1-chk4.state",
                 "../shared/c-1-chk5.state",
-                "w-0.state",
                 "w-1.state",
-                "../shared/j-0-chk3.state",
-                "../shared/j-0-chk5.state",
                 "../shared/j-1-chk5.state",
+                "oj-1.state",
+                "u-0.state",
+                "u-1.state",
                 "fc-1.state",
                 "src-0.state",
                 "src-1.state",
             ],
         ),
         (
-            "subtask 0 of 3 after a rescale (key groups 0-42: only the first chain)",
+            "subtask 0 of 3 after a rescale (key groups 0-42: only the first handles)",
             Some(vec![key_group_range(0, 3, 128)]),
             vec![
                 "../shared/c-0-chk3.state",
                 "../shared/c-0-chk5.state",
                 "w-0.state",
-                "w-1.state",
                 "../shared/j-0-chk3.state",
                 "../shared/j-0-chk5.state",
-                "../shared/j-1-chk5.state",
+                "oj-0.state",
+                "u-0.state",
+                "u-1.state",
                 "fc-0.state",
                 "src-0.state",
                 "src-1.state",
             ],
         ),
         (
-            "no key group (a cluster's coordinator): operator state only",
+            "no key group (a cluster's coordinator): operator state, one copy where replicated",
             Some(vec![]),
             vec![
                 "w-0.state",
-                "w-1.state",
-                "../shared/j-0-chk3.state",
-                "../shared/j-0-chk5.state",
                 "../shared/j-1-chk5.state",
+                "oj-0.state",
+                "u-0.state",
+                "u-1.state",
                 "src-0.state",
                 "src-1.state",
             ],
         ),
     ];
     for (what, owned, want) in rows {
-        assert_eq!(names(owned.as_deref()), want, "{what}");
+        assert_eq!(read(owned.as_deref()), want, "{what}");
     }
-    // The full keyed-only files left out are still checked for existence and size.
+    // The full files left out are still checked for existence and size.
     let unread = |owned: Option<&[KeyGroupRange]>| -> Vec<String> {
         unread_full_files(&metadata, owned)
             .into_iter()
@@ -214,8 +243,34 @@ fn which_files_a_restore_reads_table() {
             .collect()
     };
     assert!(unread(None).is_empty());
-    assert_eq!(unread(Some(&[r(1).unwrap()])), vec!["fc-0.state"]);
-    assert_eq!(unread(Some(&[])), vec!["fc-0.state", "fc-1.state"]);
+    assert_eq!(
+        unread(Some(&[r(1).unwrap()])),
+        vec!["w-0.state", "oj-0.state", "fc-0.state"]
+    );
+    assert_eq!(
+        unread(Some(&[])),
+        vec!["w-1.state", "oj-1.state", "fc-0.state", "fc-1.state"]
+    );
+}
+
+/// Which operators' items are the same in every subtask, by their state names.
+#[test]
+fn replicated_operator_state_table() {
+    use crate::checkpoint::restore_files::operator_state_replicated;
+    let rows: [(&[&str], bool); 8] = [
+        (&["keyed:join", "broadcast:join-fields"], true),
+        (&["keyed:join", "operator:join-fields"], true),
+        (&["keyed:window", "broadcast:window-shape"], true),
+        (&["keyed:window"], true),
+        (&["keyed:aggregate"], true),
+        (&["operator:splits"], false),
+        (&["keyed:aggregate", "operator:pending-commits"], false),
+        (&[], false),
+    ];
+    for (names, want) in rows {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        assert_eq!(operator_state_replicated(&names), want, "{names:?}");
+    }
 }
 
 /// A process that leaves out a full keyed-only file still refuses the restore point when that

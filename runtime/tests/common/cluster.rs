@@ -123,6 +123,15 @@ impl Cluster {
         c
     }
 
+    /// A coordinator with two one-slot workers (`w0` runs subtask 0 of every stage, `w1`
+    /// subtask 1: each reads only its own keyed state files of a restore point at parallelism 2).
+    pub fn one_slot_each(dir: &Path, manifest: &Path, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let mut c = Cluster::start_with_workers(dir, manifest, extra, env, 0);
+        c.add_worker_with_slots("w0", 1, env);
+        c.add_worker_with_slots("w1", 1, env);
+        c
+    }
+
     pub fn restart_coordinator(&mut self, env: &[(&str, &str)]) {
         let args = self.coordinator_args();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -230,4 +239,15 @@ pub fn answer_handshake(
         &serde_json::json!({"Answer": {"role": role, "peer_id": peer_id, "mac": mac}}),
     );
     read_frame(s)
+}
+
+/// Stops the cluster's job with a savepoint and waits for every process to exit; returns the
+/// savepoint's URL.
+pub fn stop_with_savepoint_and_exit(c: &mut Cluster) -> String {
+    let savepoint = super::stop_with_savepoint(&c.api, &[]);
+    c.coordinator.wait_ok(Duration::from_secs(60));
+    for w in &mut c.workers {
+        w.wait_ok(Duration::from_secs(30));
+    }
+    savepoint
 }

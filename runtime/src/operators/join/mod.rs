@@ -411,7 +411,9 @@ impl StreamOperator for Join {
         let ttl = self.ttl;
         Ok(Some(Box::new(move || {
             let mut encoded = EncodedState::keyed_in_memory(
-                vec!["keyed:join".into(), "operator:join-fields".into()],
+                // The stored shape is the same in every subtask: a restore reads one copy
+                // (`checkpoint/restore_files.rs`), not every subtask's files.
+                vec!["keyed:join".into(), "broadcast:join-fields".into()],
                 range,
                 vec![],
                 vec![kept],

@@ -400,7 +400,8 @@ impl StreamOperator for WindowOperator {
             }
             Ok(EncodedState {
                 incremental: None,
-                state_names: vec!["keyed:window".into()],
+                // The shape is the same in every subtask: a restore reads one copy.
+                state_names: vec!["keyed:window".into(), "broadcast:window-shape".into()],
                 key_group_range: Some(range),
                 key_groups: blocks,
                 operator_state: vec![postcard::to_stdvec(&shape)?],
