@@ -426,3 +426,39 @@ fn s3_commands_without_a_region_do_not_warn_about_imds() {
     assert!(!stderr.contains("IMDS") && !stderr.contains("WARN"), "{stderr}");
     assert!(stderr.contains("S3 ListObjectsV2 failed"), "{stderr}");
 }
+
+/// A restore whose `keyBy` selector or aggregated expression changed would go on with stored
+/// values of another meaning; it is refused before the job runs, naming the field, the two
+/// selectors and the way out, which works: a new `uid` with `allowNonRestoredState` starts
+/// the step empty. A change of spacing only restores.
+#[test]
+fn a_restore_under_another_key_selector_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 1, "exactly-once", "100ms", None, None);
+    let (code, stderr) = run(&m, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let restore = |extra: &[&str]| {
+        let mut args = vec!["--restore", "latest"];
+        args.extend(extra);
+        run(&m, &args, &[])
+    };
+    let (code, stderr) = restore(&["--set", "spec.job.steps.3.keyBy.expression=word + '!'"]);
+    assert_ne!(code, Some(0), "refused: {stderr}");
+    assert!(
+        stderr.contains("spec.job.steps[3].keyBy.expression: the restore point's values are keyed by `word`, this job keys by `word + '!'`")
+            && stderr.contains("give the step a new `uid`"),
+        "{stderr}"
+    );
+    let (code, stderr) = restore(&["--set", "spec.job.steps.3.keyBy.expression= word "]);
+    assert_eq!(code, Some(0), "spacing only: {stderr}");
+    let (code, stderr) = restore(&[
+        "--set",
+        "spec.job.steps.3.keyBy.expression=word + '!'",
+        "--set",
+        "spec.job.steps.4.uid=counts-by-marked-word",
+        "--set",
+        "spec.allowNonRestoredState=true",
+    ]);
+    assert_eq!(code, Some(0), "the way out starts the step empty: {stderr}");
+}

@@ -145,8 +145,8 @@ async fn load_files(
     stores: &LocalKeyedStores,
 ) -> Result<LoadedSnapshot, RestoreError> {
     use futures::{StreamExt, TryStreamExt};
-    // No key group owned: `files_to_read` leaves out every chain and native handle (a join's
-    // too, but for one copy of its shape).
+    // No key group owned: `files_to_read` leaves out every chain and native handle, and the
+    // files of joins, windows and aggregations.
     let owned = if stores.without_keyed_state {
         Some(&[][..])
     } else {

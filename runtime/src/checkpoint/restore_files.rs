@@ -1,7 +1,8 @@
 //! Which state files a restore reads (`checkpoint/restore.rs`): a process reads the files
-//! holding the key groups its subtasks own, and the operator state every subtask needs: all of
+//! holding the key groups its subtasks own, and the operator state its subtasks need: all of
 //! it where each subtask wrote its own share (source splits, pending sink commits, pooled on
-//! restore), one copy where every subtask wrote the same (a join's or a window's shape).
+//! restore); where every subtask wrote the same (a join's, a window's or an aggregation's
+//! shape), the copies in the files of its own key groups.
 //! Pure functions of `_metadata` and the owned key groups, tested by the table in
 //! `restore_tests.rs`.
 
@@ -29,40 +30,17 @@ pub fn operator_state_replicated(state_names: &[String]) -> bool {
         })
 }
 
-/// What a process reads of one handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Read {
-    /// Its state files: the whole chain, or its own file.
-    All,
-    /// Its own file only (the newest link of a chain), for the operator state items it holds.
-    OperatorState,
-}
-
-/// The handles of `op` a process owning the key groups `owned` (`None`: every one) reads, and
-/// what of each. A handle whose key groups overlap `owned` is read whole; one none of whose key
-/// groups it owns is left out when its file holds keyed state only
-/// ([`StateHandle::operator_items`] 0; unrecorded: a chain or native files, only aggregations
-/// wrote them then) or when the operator's items are the same in every subtask
-/// ([`operator_state_replicated`]): then, if no handle of the operator is read otherwise and
-/// one holds items, the smallest such handle's own file is read for them (a cluster's
-/// coordinator reads one file per join, not every subtask's chain).
-fn handles_to_read<'m>(op: &'m OperatorMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(&'m StateHandle, Read)> {
+/// The handles of `op` a process owning the key groups `owned` (`None`: every one) reads. A
+/// handle whose key groups overlap `owned` is read; one none of whose key groups it owns is
+/// left out when its file holds keyed state only ([`StateHandle::operator_items`] 0;
+/// unrecorded: a chain or native files, only aggregations wrote them then) or when the
+/// operator's items are the same in every subtask ([`operator_state_replicated`]): only a
+/// subtask of the operator uses them (to check its shape), and each subtask owns key groups, so
+/// the handles of its own key groups bring it a copy. A cluster's coordinator, owning none,
+/// reads no such file.
+fn handles_to_read<'m>(op: &'m OperatorMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<&'m StateHandle> {
     let replicated = operator_state_replicated(&op.state_names);
-    let mut read: Vec<(&StateHandle, Read)> = op
-        .handles
-        .iter()
-        .filter(|h| !left_out(h, owned, replicated))
-        .map(|h| (h, Read::All))
-        .collect();
-    if replicated && read.is_empty() {
-        let copy = op
-            .handles
-            .iter()
-            .filter(|h| h.operator_items != Some(0) && h.native.is_none())
-            .min_by_key(|h| h.size);
-        read.extend(copy.map(|h| (h, Read::OperatorState)));
-    }
-    read
+    op.handles.iter().filter(|h| !left_out(h, owned, replicated)).collect()
 }
 
 /// Whether a process owning `owned` leaves the handle `h` out of its restore for its keyed
@@ -83,17 +61,13 @@ fn left_out(h: &StateHandle, owned: Option<&[KeyGroupRange]>, replicated: bool) 
 /// The state files of `metadata` to read, each once, in handle order: `(file relative to the
 /// snapshot directory, size, crc32)` (a native handle's store files are read by
 /// `restore::load_files` after them). With `owned`, only the handles [`handles_to_read`]
-/// picks: a worker of a cluster reads its own key groups' files and one copy of an operator's
-/// replicated items, not every worker's.
+/// picks: a worker of a cluster reads its own key groups' files, and every file of operator
+/// state that each subtask wrote its own share of, not every worker's keyed files.
 pub fn files_to_read(metadata: &CheckpointMetadata, owned: Option<&[KeyGroupRange]>) -> Vec<(String, u64, u32)> {
     let mut wanted: Vec<(String, u64, u32)> = Vec::new();
     for op in metadata.operators.iter().chain(&metadata.channel_state) {
-        for (h, read) in handles_to_read(op, owned) {
-            let files = match read {
-                Read::All => h.state_files(),
-                Read::OperatorState => vec![(h.file.as_str(), h.size, h.crc32)],
-            };
-            for (file, size, crc) in files {
+        for h in handles_to_read(op, owned) {
+            for (file, size, crc) in h.state_files() {
                 if !wanted.iter().any(|(f, _, _)| f == file) {
                     wanted.push((file.to_string(), size, crc));
                 }

@@ -40,7 +40,7 @@ fn with_items(handle: StateHandle, operator_items: Option<u64>) -> StateHandle {
 /// subtasks wrote their own shares (sources) or whose names do not say (`unnamed`; and the
 /// `counts` chains, whose handles' item count was not recorded, are keyed state); without
 /// `owned` (`weir run`) every file is read, shared links once. A process owning no key group
-/// (a cluster's coordinator) reads the smallest handle's own file of each replicated operator.
+/// (a cluster's coordinator) reads no file of a replicated operator.
 #[test]
 fn which_files_a_restore_reads_table() {
     let r = |i| Some(key_group_range(i, 2, 128));
@@ -219,17 +219,9 @@ fn which_files_a_restore_reads_table() {
             ],
         ),
         (
-            "no key group (a cluster's coordinator): operator state, one copy where replicated",
+            "no key group (a cluster's coordinator): operator state pooled from every subtask",
             Some(vec![]),
-            vec![
-                "w-0.state",
-                "../shared/j-1-chk5.state",
-                "oj-0.state",
-                "u-0.state",
-                "u-1.state",
-                "src-0.state",
-                "src-1.state",
-            ],
+            vec!["u-0.state", "u-1.state", "src-0.state", "src-1.state"],
         ),
     ];
     for (what, owned, want) in rows {
@@ -249,7 +241,14 @@ fn which_files_a_restore_reads_table() {
     );
     assert_eq!(
         unread(Some(&[])),
-        vec!["w-1.state", "oj-1.state", "fc-0.state", "fc-1.state"]
+        vec![
+            "w-0.state",
+            "w-1.state",
+            "oj-0.state",
+            "oj-1.state",
+            "fc-0.state",
+            "fc-1.state"
+        ]
     );
 }
 

@@ -108,7 +108,8 @@ pub async fn upload_operator_state(
                     base: form == Form::Base,
                     size,
                     crc32: crc,
-                    entries: encoded.entries,
+                    // Keys only: the operator state items are not the chain's.
+                    entries: encoded.entries - encoded.operator_items,
                 };
                 let delta_of = match form {
                     Form::Delta { over } => Some(over),

@@ -115,7 +115,8 @@ pub async fn build_task(
                 as_field,
                 ttl,
             } => {
-                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
+                let key_by = op.inputs.first().map(|&k| &job.operators[k]);
+                let key_field = match key_by.map(|k| &k.kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
                 };
@@ -125,11 +126,21 @@ pub async fn build_task(
                     restored_store: restore::restored_store(snapshot, &op.uid, range),
                     ..KeyedStateInit::new(range, restore_state)
                 };
-                Box::new(
+                let aggregate =
                     Aggregate::with_state(&op.uid, *func, expression.as_deref(), &key_field, as_field, state)
                         .map_err(ctx_err)?
-                        .at_step(op.index),
-                )
+                        .at_step(op.index);
+                // Its stored values' meaning, checked against the restore point's.
+                let aggregate = match key_by {
+                    Some(
+                        key_by @ crate::job::Operator {
+                            kind: OperatorKind::KeyBy { expression, .. },
+                            ..
+                        },
+                    ) => aggregate.keyed_by(expression, key_by.index).map_err(ctx_err)?,
+                    _ => aggregate,
+                };
+                Box::new(aggregate)
             }
             OperatorKind::Window(def) => {
                 let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {

@@ -117,6 +117,13 @@ pub struct Aggregate {
     /// The step's path in the manifest for errors (`spec.job.steps[4].sum`), once known
     /// ([`Aggregate::at_step`]).
     step_path: Option<String>,
+    /// The aggregated expression as written (`None`: a `count`).
+    expression_text: Option<String>,
+    /// The shapes the restore brought, checked by [`Aggregate::keyed_by`].
+    restored_shapes: Vec<Vec<u8>>,
+    /// The shape every snapshot writes, once [`Aggregate::keyed_by`] set it
+    /// (`operators/aggregate_shape.rs`).
+    kept_shape: Option<Vec<u8>>,
 }
 
 /// How an [`Aggregate`]'s keyed state starts: the key groups it owns, what to restore, its
@@ -229,6 +236,9 @@ impl Aggregate {
             native_tables,
             savepoints: Default::default(),
             step_path: None,
+            expression_text: expression.filter(|_| func != AggregateFn::Count).map(String::from),
+            restored_shapes: init.restore.operator_state,
+            kept_shape: None,
         })
     }
 
@@ -334,6 +344,9 @@ mod columns;
 
 #[path = "aggregate_restore.rs"]
 mod restore;
+
+#[path = "aggregate_shape.rs"]
+pub mod shape;
 
 #[cfg(test)]
 #[path = "aggregate_savepoint_tests.rs"]
@@ -493,6 +506,7 @@ impl StreamOperator for Aggregate {
             let uploaded = self.native_tables.clone();
             let entries = self.len() as u64;
             let range = self.range;
+            let shape_items = self.shape_items();
             let write_times = self.ttl.is_some();
             // The store keeps expired keys until they are read or cleaned up.
             let expired_through_ms = expired_through(self.ttl, self.clock.now_ms());
@@ -501,10 +515,10 @@ impl StreamOperator for Aggregate {
                 let checkpoint = local.wait().map_err(|e| TaskError(e.to_string()))?;
                 Ok(EncodedState {
                     incremental: None,
-                    state_names: vec!["keyed:aggregate".into()],
+                    state_names: vec!["keyed:aggregate".into(), "broadcast:aggregate-shape".into()],
                     key_group_range: Some(range),
                     key_groups: vec![],
-                    operator_state: vec![],
+                    operator_state: shape_items,
                     key_group_stream: None,
                     native: Some(NativeUpload {
                         checkpoint,
@@ -524,6 +538,7 @@ impl StreamOperator for Aggregate {
         let now_ms = self.clock.now_ms();
         let view = self.state.snapshot(now_ms);
         let range = self.range;
+        let shape_items = self.shape_items();
         // A delta's chain keeps in its base the keys expired since the base was written.
         let expired_through_ms = match plan.form {
             Form::Delta { .. } => expired_through(self.ttl, now_ms),
@@ -550,10 +565,10 @@ impl StreamOperator for Aggregate {
             };
             Ok(EncodedState {
                 incremental,
-                state_names: vec!["keyed:aggregate".into()],
+                state_names: vec!["keyed:aggregate".into(), "broadcast:aggregate-shape".into()],
                 key_group_range: Some(range),
                 key_groups,
-                operator_state: vec![],
+                operator_state: shape_items,
                 key_group_stream,
                 native: None,
                 expired_through_ms,

@@ -117,7 +117,7 @@ pub fn refusal(stored: &StoredShape, job: &StoredShape) -> Option<String> {
 
 /// Whether two CEL expressions are the same text or parse to the same syntax tree (they
 /// differ in spacing only).
-fn same_expression(a: &str, b: &str) -> bool {
+pub(crate) fn same_expression(a: &str, b: &str) -> bool {
     a == b
         || match (cel::compile(a), cel::compile(b)) {
             (Ok(a), Ok(b)) => a.syntax() == b.syntax(),
