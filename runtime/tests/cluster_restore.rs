@@ -180,24 +180,11 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
         "1000",
     ];
     let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
-    let exited = loop {
-        if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "not FAILED within 30 s: {}",
-            gen2.coordinator.text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let log = gen2.coordinator.text();
-    assert!(!exited.success(), "the job is FAILED: {log}");
-    let failed = log
-        .lines()
-        .find(|l| l.contains("job wordcount FAILED: "))
-        .unwrap_or_else(|| panic!("no FAILED line: {log}"));
-    let message = failed.split_once("FAILED: ").unwrap().1.trim_end();
+    let (message, log) = wait_failed(
+        &mut gen2,
+        "wordcount",
+        Duration::from_secs(30).saturating_sub(started.elapsed()),
+    );
     assert!(
         message.starts_with("worker w1 could not deploy attempt ")
             && message.contains("counts-1.state")

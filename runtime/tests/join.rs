@@ -340,25 +340,7 @@ fn a_corrupt_join_file_is_read_by_the_worker_owning_its_key_groups_only() {
         "1000",
     ];
     let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
-    let started = std::time::Instant::now();
-    let exited = loop {
-        if let Some(status) = gen2.coordinator.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "not FAILED within 60 s: {}",
-            gen2.coordinator.text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let log = gen2.coordinator.text();
-    assert!(!exited.success(), "the job is FAILED: {log}");
-    let failed = log
-        .lines()
-        .find(|l| l.contains(&format!("job {JOB} FAILED: ")))
-        .unwrap_or_else(|| panic!("no FAILED line: {log}"));
-    let message = failed.split_once("FAILED: ").unwrap().1;
+    let (message, _) = common::cluster::wait_failed(&mut gen2, JOB, Duration::from_secs(60));
     assert!(
         message.starts_with(&format!("worker w{victim} could not deploy attempt "))
             && message.contains(&file)

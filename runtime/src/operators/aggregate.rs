@@ -463,10 +463,20 @@ impl StreamOperator for Aggregate {
             .finish_opening(self.clock.now_ms())
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
         // Pending key groups: written as they are, or built first (`state/pending.rs`).
+        let pending_before = self.pending.len();
         let pending = self
             .pending
             .snapshot(&mut self.state, self.ttl.is_some())
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        let built = pending_before - pending.as_is.len();
+        if built > 0 {
+            tracing::info!(
+                target: "weir",
+                "operator {uid}: snapshot {}: {built} restored key groups not built yet, built first (a snapshot \
+                 cannot write their blocks as they are)",
+                barrier.id,
+            );
+        }
         if !pending.is_empty() {
             tracing::info!(
                 target: "weir",

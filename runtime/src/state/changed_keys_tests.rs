@@ -347,27 +347,17 @@ fn a_ttl_added_at_a_restore_keeps_the_keys_of_the_chains_deltas() {
         for written_with_ttl in [false, true] {
             let what = format!("{backend}, written with a ttl: {written_with_ttl}");
             let dir = tempfile::tempdir().unwrap();
-            let choice = |name: &str| match backend {
-                "heap" => BackendChoice::Heap,
-                _ => BackendChoice::Disk {
-                    dir: dir.path().join(name),
-                    options: DiskStateOptions::default(),
-                },
-            };
+            let choice = |name: &str| backend_named(backend, dir.path(), name);
             let mut state =
                 KeyedState::<i64>::open(&choice("written"), all(), written_with_ttl.then_some(ttl)).unwrap();
             state.track_changes();
-            let write = |state: &mut KeyedState<i64>, i: i64, at_ms: u64| {
-                let (kg, hash, key) = key_of(i);
-                state.update(kg, hash, &key, at_ms, |_| i).unwrap();
-            };
             for i in 0..20 {
-                write(&mut state, i, 1_000);
+                write_key(&mut state, i, 1_000);
             }
             state.take_changes();
             let mut chain = state.snapshot(1_000).encode().unwrap();
             for i in [3, 20, 21] {
-                write(&mut state, i, 2_000);
+                write_key(&mut state, i, 2_000);
             }
             let changes = state.take_changes();
             chain.extend(state.snapshot(2_000).encode_delta(&changes).unwrap());
@@ -401,30 +391,20 @@ fn keys_expired_when_a_delta_was_written_stay_out_of_a_restore_with_a_longer_ttl
     let ttl = StateTtl::new(Duration::from_secs(10));
     for backend in ["heap", "disk"] {
         let dir = tempfile::tempdir().unwrap();
-        let choice = |name: &str| match backend {
-            "heap" => BackendChoice::Heap,
-            _ => BackendChoice::Disk {
-                dir: dir.path().join(name),
-                options: DiskStateOptions::default(),
-            },
-        };
+        let choice = |name: &str| backend_named(backend, dir.path(), name);
         let mut state = KeyedState::<i64>::open(&choice("written"), all(), Some(ttl)).unwrap();
         state.track_changes();
-        let write = |state: &mut KeyedState<i64>, i: i64, at_ms: u64| {
-            let (kg, hash, key) = key_of(i);
-            state.update(kg, hash, &key, at_ms, |_| i).unwrap();
-        };
         // Keys 0..20 at 1 s, 18 and 19 again at 5 s; the base at 6 s holds all 20.
         for i in 0..20 {
-            write(&mut state, i, 1_000);
+            write_key(&mut state, i, 1_000);
         }
-        write(&mut state, 18, 5_000);
-        write(&mut state, 19, 5_000);
+        write_key(&mut state, 18, 5_000);
+        write_key(&mut state, 19, 5_000);
         state.take_changes();
         let base = state.snapshot(6_000).encode().unwrap();
         // At 12 s keys 0..18 have expired; 3 and 20 are written. The delta holds those two.
-        write(&mut state, 3, 12_000);
-        write(&mut state, 20, 12_000);
+        write_key(&mut state, 3, 12_000);
+        write_key(&mut state, 20, 12_000);
         let changes = state.take_changes();
         let delta = state.snapshot(12_000).encode_delta(&changes).unwrap();
         let through = expired_through(Some(ttl), 12_000);
@@ -475,4 +455,21 @@ fn keys_expired_when_a_delta_was_written_stay_out_of_a_restore_with_a_longer_ttl
             assert_eq!(held, want, "{what}");
         }
     }
+}
+
+/// The backend `backend` (`heap` or `disk`, its store in `dir/name`).
+fn backend_named(backend: &str, dir: &std::path::Path, name: &str) -> BackendChoice {
+    match backend {
+        "heap" => BackendChoice::Heap,
+        _ => BackendChoice::Disk {
+            dir: dir.join(name),
+            options: DiskStateOptions::default(),
+        },
+    }
+}
+
+/// Writes `i` as the value of key `i` at `at_ms`.
+fn write_key(state: &mut KeyedState<i64>, i: i64, at_ms: u64) {
+    let (kg, hash, key) = key_of(i);
+    state.update(kg, hash, &key, at_ms, |_| i).unwrap();
 }

@@ -206,6 +206,11 @@ pub fn encode_delta<V: Serialize>(entries: &[(&Key, Option<&V>, u64)]) -> Result
     Ok(data)
 }
 
+/// Whether `data` is a block of version 2 or later (write times, or a delta), not version 1.
+pub fn is_versioned(data: &[u8]) -> bool {
+    data.starts_with(&VERSIONED_PREFIX[..])
+}
+
 /// Whether `data` is a delta block (version 3).
 pub fn is_delta(data: &[u8]) -> bool {
     data.strip_prefix(&VERSIONED_PREFIX[..])

@@ -251,3 +251,28 @@ pub fn stop_with_savepoint_and_exit(c: &mut Cluster) -> String {
     }
     savepoint
 }
+
+/// Waits up to `within` for the coordinator of `c` to exit, which must be a failure of job
+/// `job`; returns the failure message (after `FAILED: `) and the coordinator's whole log.
+pub fn wait_failed(c: &mut Cluster, job: &str, within: Duration) -> (String, String) {
+    let started = Instant::now();
+    let exited = loop {
+        if let Some(status) = c.coordinator.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < within,
+            "not FAILED within {within:?}: {}",
+            c.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = c.coordinator.text();
+    assert!(!exited.success(), "the job is FAILED: {log}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains(&format!("job {job} FAILED: ")))
+        .unwrap_or_else(|| panic!("no FAILED line: {log}"));
+    let message = failed.split_once("FAILED: ").unwrap().1.trim_end().to_string();
+    (message, log)
+}
