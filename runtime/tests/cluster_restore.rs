@@ -240,3 +240,39 @@ fn a_transient_storage_error_of_a_workers_restore_restarts_the_job() {
         "the transient error restarted the job: {log}"
     );
 }
+
+/// A restore refused because the aggregation's key selector changed (its stored shape) fails
+/// the job on a cluster at once, as `weir run` refuses it: each worker's deployment failure is
+/// permanent. Before, the coordinator took it as transient and restarted the job attempt after
+/// attempt (found by a review: 11 attempts over 304 s with the default restart strategy; a
+/// join's or a window's changed shape looped the same way).
+#[test]
+fn a_restore_under_another_key_selector_fails_a_cluster_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = job(dir.path(), 2, Some(3000));
+    let mut gen1 = Cluster::one_slot_each(dir.path(), &m, &[], &[]);
+    gen1.wait_checkpoint_after(0);
+    let savepoint = stop_with_savepoint_and_exit(&mut gen1);
+    let restore = [
+        "--restore",
+        &savepoint,
+        "--run-id",
+        "gen-2",
+        "--restart-max-attempts",
+        "1000",
+        "--set",
+        "spec.job.steps.3.keyBy.expression=word + '!'",
+    ];
+    let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
+    let (message, log) = wait_failed(&mut gen2, "wordcount", Duration::from_secs(30));
+    assert!(
+        message.contains(
+            "operator counts: spec.job.steps[3].keyBy.expression: the restore point's values are keyed by `word`"
+        ) && message.ends_with("; restarting cannot help"),
+        "the refusal leads and is permanent: {message}"
+    );
+    assert!(
+        !log.contains("restarting in"),
+        "a refused restore is not retried: {log}"
+    );
+}

@@ -447,7 +447,7 @@ fn a_restore_under_another_key_selector_is_refused_naming_the_field() {
     assert_ne!(code, Some(0), "refused: {stderr}");
     assert!(
         stderr.contains("spec.job.steps[3].keyBy.expression: the restore point's values are keyed by `word`, this job keys by `word + '!'`")
-            && stderr.contains("give the step a new `uid`"),
+            && stderr.contains("give the aggregation a new uid (spec.job.steps[4].uid)"),
         "{stderr}"
     );
     let (code, stderr) = restore(&["--set", "spec.job.steps.3.keyBy.expression= word "]);

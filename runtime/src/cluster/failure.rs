@@ -68,6 +68,18 @@ impl From<String> for DeploymentError {
     }
 }
 
+/// A subtask that could not be built: permanent when the restore point's state does not fit
+/// the job (a changed join, window or aggregation shape): every attempt would be refused the
+/// same way, as `weir run` refuses it at once.
+impl From<crate::exec::BuildError> for DeploymentError {
+    fn from(error: crate::exec::BuildError) -> Self {
+        DeploymentError {
+            permanent: error.restore_refused,
+            message: error.message,
+        }
+    }
+}
+
 impl std::fmt::Display for DeploymentError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)

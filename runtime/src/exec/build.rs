@@ -66,6 +66,41 @@ pub struct BuiltTask {
     pub is_source: bool,
 }
 
+/// Why a subtask could not be built.
+#[derive(Debug)]
+pub struct BuildError {
+    /// What failed, naming the operator.
+    pub message: String,
+    /// The restore point's state does not fit the job (a join's, window's or aggregation's
+    /// stored shape differs from the step's, or does not decode): building again cannot help,
+    /// so a cluster fails the job at once rather than restarting it.
+    pub restore_refused: bool,
+}
+
+/// Any other build failure may pass (a storage or network error): a restart may succeed.
+impl From<String> for BuildError {
+    fn from(message: String) -> BuildError {
+        BuildError {
+            message,
+            restore_refused: false,
+        }
+    }
+}
+
+impl From<BuildError> for String {
+    fn from(error: BuildError) -> String {
+        error.message
+    }
+}
+
+/// The restore refusal of operator `uid` ([`BuildError::restore_refused`]).
+fn refused(uid: &str, message: String) -> BuildError {
+    BuildError {
+        message: format!("operator {uid}: {message}"),
+        restore_refused: true,
+    }
+}
+
 /// Builds subtask `spec`: its chained operators with their restored state, reading `inputs`
 /// (one receiver per upstream subtask, by index; empty for sources) and writing `outputs`
 /// (one sender per downstream subtask; `None` when the chain ends in a sink).
@@ -77,7 +112,7 @@ pub async fn build_task(
     control: mpsc::UnboundedReceiver<Control>,
     events: mpsc::UnboundedSender<TaskEvent>,
     lanes: PriorityLanes,
-) -> Result<BuiltTask, String> {
+) -> Result<BuiltTask, BuildError> {
     let job = &ctx.job;
     let graph = plan::plan_graph(job);
     let stage = &graph[spec.stage].operators;
@@ -137,12 +172,16 @@ pub async fn build_task(
                             kind: OperatorKind::KeyBy { expression, .. },
                             ..
                         },
-                    ) => aggregate.keyed_by(expression, key_by.index).map_err(ctx_err)?,
+                    ) => aggregate
+                        .keyed_by(expression, key_by.index)
+                        .map_err(|e| refused(&op.uid, e.0))?,
                     _ => aggregate,
                 };
                 Box::new(aggregate)
             }
             OperatorKind::Window(def) => {
+                crate::operators::window::check_restored_shape(def, &restore_state.operator_state)
+                    .map_err(|e| refused(&op.uid, e))?;
                 let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
                     Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
                     _ => "key".into(),
@@ -159,17 +198,22 @@ pub async fn build_task(
                     .map_err(ctx_err)?,
                 )
             }
-            OperatorKind::Join(def) => Box::new(
-                crate::operators::join::Join::new(
-                    &op.uid,
-                    def,
-                    range,
-                    restore_state,
-                    Arc::new(crate::state::ttl::SystemClock),
-                    &backend_choice(ctx, &op.uid, sub),
+            OperatorKind::Join(def) => {
+                // A changed shape is refused as a restore error (the constructor checks it too).
+                crate::operators::join::stored_shape::check_restored(def, &restore_state.operator_state)
+                    .map_err(|e| refused(&op.uid, e))?;
+                Box::new(
+                    crate::operators::join::Join::new(
+                        &op.uid,
+                        def,
+                        range,
+                        restore_state,
+                        Arc::new(crate::state::ttl::SystemClock),
+                        &backend_choice(ctx, &op.uid, sub),
+                    )
+                    .map_err(ctx_err)?,
                 )
-                .map_err(ctx_err)?,
-            ),
+            }
             OperatorKind::FileSink(spec) => Box::new(
                 FileSink::new(&spec.path, sub, &ctx.run_id, &ctx.s3)
                     .await
@@ -192,7 +236,7 @@ pub async fn build_task(
             | OperatorKind::Generator(_)
             | OperatorKind::KafkaSource(_)
             | OperatorKind::Union => {
-                return Err(format!("operator {}: must head its stage", op.uid));
+                return Err(format!("operator {}: must head its stage", op.uid).into());
             }
         };
         let boxed = crate::operators::throttle::Throttled::wrap(

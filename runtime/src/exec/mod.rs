@@ -30,7 +30,7 @@ use crate::job::{Job, OperatorKind};
 use crate::operators::sink::commit_restored;
 use crate::state::local_dir;
 use crate::storage::{self, S3Options};
-pub use build::{BuiltTask, build_task, create_disk_stores_early};
+pub use build::{BuildError, BuiltTask, build_task, create_disk_stores_early};
 pub use lanes::PriorityLanes;
 use messages::{Control, TaskEvent};
 use std::collections::HashMap;

@@ -25,16 +25,30 @@ pub struct AggregateShape {
     pub expression: Option<String>,
 }
 
+/// The manifest paths a refusal names: the `keyBy` step's expression
+/// (`spec.job.steps[3].keyBy.expression`), the aggregation's expression
+/// (`spec.job.steps[4].sum.expression`) and its uid (`spec.job.steps[4].uid`).
+pub struct ShapePaths {
+    /// The `keyBy` step's `expression`.
+    pub key: String,
+    /// The aggregation's `expression`.
+    pub expression: String,
+    /// The aggregation's `uid`.
+    pub uid: String,
+}
+
 /// Why an aggregation of shape `job` must not restore values stored under `stored`, or `None`
-/// when it may. `key_path` and `expression_path` name the job's fields in the manifest
-/// (`spec.job.steps[3].keyBy.expression`).
-pub fn refusal(stored: &AggregateShape, job: &AggregateShape, key_path: &str, expression_path: &str) -> Option<String> {
-    const WHAT_TO_DO: &str =
-        "or give the step a new `uid` (and set spec.allowNonRestoredState: true) to start it empty";
+/// when it may; `paths` name the job's fields.
+pub fn refusal(stored: &AggregateShape, job: &AggregateShape, paths: &ShapePaths) -> Option<String> {
+    let what_to_do = format!(
+        "or give the aggregation a new uid ({}) and set spec.allowNonRestoredState: true to start it empty",
+        paths.uid
+    );
+    let (key_path, expression_path) = (&paths.key, &paths.expression);
     if !same_expression(&stored.key, &job.key) {
         return Some(format!(
             "{key_path}: the restore point's values are keyed by `{}`, this job keys by `{}`: the stored values \
-             would meet records whose key only looks the same. Keep the key selector when restoring, {WHAT_TO_DO}",
+             would meet records whose key only looks the same. Keep the key selector when restoring, {what_to_do}",
             stored.key, job.key
         ));
     }
@@ -46,12 +60,26 @@ pub fn refusal(stored: &AggregateShape, job: &AggregateShape, key_path: &str, ex
         let shown = |e: &Option<String>| e.as_deref().map_or("(none)".to_string(), |e| format!("`{e}`"));
         return Some(format!(
             "{expression_path}: the restore point's values aggregate {}, this job aggregates {}: new values would \
-             be added to values of another meaning. Keep the expression when restoring, {WHAT_TO_DO}",
+             be combined with values of another meaning. Keep the expression when restoring, {what_to_do}",
             shown(&stored.expression),
             shown(&job.expression)
         ));
     }
     None
+}
+
+/// Checks the shapes a restore brought (`items`, the aggregation's operator state) against
+/// `job` ([`refusal`], naming `paths`). Errors: an item does not
+/// decode, or a shape differs.
+pub fn check_restored(job: &AggregateShape, items: &[Vec<u8>], paths: &ShapePaths) -> Result<(), String> {
+    for item in items {
+        let stored: AggregateShape =
+            postcard::from_bytes(item).map_err(|e| format!("the aggregation's stored shape does not decode: {e}"))?;
+        if let Some(refused) = refusal(&stored, job, paths) {
+            return Err(refused);
+        }
+    }
+    Ok(())
 }
 
 impl Aggregate {
@@ -63,18 +91,15 @@ impl Aggregate {
             key: key.to_string(),
             expression: self.expression_text.clone(),
         };
-        let key_path = format!("spec.job.steps[{key_step}].keyBy.expression");
-        let expression_path = match &self.step_path {
-            Some(step) => format!("{step}.expression"),
-            None => "expression".to_string(),
+        // `step_path` is `spec.job.steps[4].sum` once known.
+        let step = self.step_path.as_deref().unwrap_or("the step");
+        let paths = ShapePaths {
+            key: format!("spec.job.steps[{key_step}].keyBy.expression"),
+            expression: format!("{step}.expression"),
+            uid: format!("{}.uid", step.rsplit_once('.').map_or(step, |(at, _)| at)),
         };
-        for item in std::mem::take(&mut self.restored_shapes) {
-            let stored: AggregateShape = postcard::from_bytes(&item)
-                .map_err(|e| TaskError(format!("the aggregation's stored shape does not decode: {e}")))?;
-            if let Some(refused) = refusal(&stored, &shape, &key_path, &expression_path) {
-                return Err(TaskError(refused));
-            }
-        }
+        let restored = std::mem::take(&mut self.restored_shapes);
+        check_restored(&shape, &restored, &paths).map_err(TaskError)?;
         self.kept_shape = Some(postcard::to_allocvec(&shape).expect("strings encode"));
         Ok(self)
     }
@@ -130,17 +155,20 @@ mod tests {
             ),
         ];
         for (what, stored, job, want) in rows {
-            let got = refusal(
-                &stored,
-                &job,
-                "spec.job.steps[3].keyBy.expression",
-                "spec.job.steps[4].sum.expression",
-            );
+            let paths = ShapePaths {
+                key: "spec.job.steps[3].keyBy.expression".into(),
+                expression: "spec.job.steps[4].sum.expression".into(),
+                uid: "spec.job.steps[4].uid".into(),
+            };
+            let got = refusal(&stored, &job, &paths);
             match want {
                 None => assert_eq!(got, None, "{what}"),
                 Some(field) => {
                     let got = got.unwrap_or_else(|| panic!("{what}: not refused"));
-                    assert!(got.contains(field) && got.contains("new `uid`"), "{what}: {got}");
+                    assert!(
+                        got.contains(field) && got.contains("new uid (spec.job.steps[4].uid)"),
+                        "{what}: {got}"
+                    );
                 }
             }
         }

@@ -257,11 +257,7 @@ impl Join {
         let (left, right) = (def.projection(Side::Left), def.projection(Side::Right));
         let shape = StoredShape::of(def);
         // No `operator <uid>` prefix: the caller (exec) adds it to every constructor error.
-        for item in &restore.operator_state {
-            if let Some(refused) = stored_shape::refusal(&StoredShape::decode(item).map_err(TaskError)?, &shape) {
-                return Err(TaskError(refused));
-            }
-        }
+        stored_shape::check_restored(def, &restore.operator_state).map_err(TaskError)?;
         let ttl = def.ttl.map(StateTtl::new);
         let mut state = JoinState::open(backend, range, ttl).map_err(|e| TaskError(e.to_string()))?;
         match &mut state {

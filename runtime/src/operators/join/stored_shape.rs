@@ -115,6 +115,18 @@ pub fn refusal(stored: &StoredShape, job: &StoredShape) -> Option<String> {
     None
 }
 
+/// Checks the shapes a restore brought (`items`, the join's operator state) against the join
+/// `def`. Errors: an item does not decode, or a shape differs ([`refusal`]).
+pub fn check_restored(def: &JoinDef, items: &[Vec<u8>]) -> Result<(), String> {
+    let shape = StoredShape::of(def);
+    for item in items {
+        if let Some(refused) = refusal(&StoredShape::decode(item)?, &shape) {
+            return Err(refused);
+        }
+    }
+    Ok(())
+}
+
 /// Whether two CEL expressions are the same text or parse to the same syntax tree (they
 /// differ in spacing only).
 pub(crate) fn same_expression(a: &str, b: &str) -> bool {

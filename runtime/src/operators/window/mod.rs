@@ -76,19 +76,7 @@ impl WindowOperator {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        let shape = window_shape(def);
-        for item in &restore.operator_state {
-            let stored: String = postcard::from_bytes(item)
-                .map_err(|e| TaskError(format!("the window's stored shape does not decode: {e}")))?;
-            if stored != shape {
-                return Err(TaskError(format!(
-                    "the restore point holds windows `{stored}`, this job's window is `{shape}`: \
-                     open windows of one shape (type, size, slide, gap, aggregate) cannot be carried into another. \
-                     Keep the window's settings when restoring, or give it a new `uid` (and set \
-                     spec.allowNonRestoredState: true) to start it empty"
-                )));
-            }
-        }
+        check_restored_shape(def, &restore.operator_state).map_err(TaskError)?;
         let mut groups: Vec<GroupWindows> = (0..range.len()).map(|_| GroupWindows::new()).collect();
         let mut floors = vec![NO_WATERMARK; range.len() as usize];
         let mut restored_min: Option<i64> = None;
@@ -411,6 +399,25 @@ impl StreamOperator for WindowOperator {
             })
         })))
     }
+}
+
+/// Checks the shapes a restore brought (`items`, the window's operator state) against the
+/// window `def` ([`window_shape`]). Errors: an item does not decode, or names another shape.
+pub fn check_restored_shape(def: &WindowDef, items: &[Vec<u8>]) -> Result<(), String> {
+    let shape = window_shape(def);
+    for item in items {
+        let stored: String =
+            postcard::from_bytes(item).map_err(|e| format!("the window's stored shape does not decode: {e}"))?;
+        if stored != shape {
+            return Err(format!(
+                "the restore point holds windows `{stored}`, this job's window is `{shape}`: \
+                 open windows of one shape (type, size, slide, gap, aggregate) cannot be carried into another. \
+                 Keep the window's settings when restoring, or give it a new `uid` (and set \
+                 spec.allowNonRestoredState: true) to start it empty"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a window's state means, in the manifest's words: its type with sizes, and its
