@@ -171,14 +171,7 @@ fn a_corrupt_keyed_state_file_only_a_worker_reads_fails_the_job_at_once() {
     std::fs::write(&victim, bytes).unwrap();
 
     let started = Instant::now();
-    let restore = [
-        "--restore",
-        &savepoint,
-        "--run-id",
-        "gen-2",
-        "--restart-max-attempts",
-        "1000",
-    ];
+    let restore = restore_once(&savepoint);
     let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
     let (message, log) = wait_failed(
         &mut gen2,
@@ -253,16 +246,8 @@ fn a_restore_under_another_key_selector_fails_a_cluster_at_once() {
     let mut gen1 = Cluster::one_slot_each(dir.path(), &m, &[], &[]);
     gen1.wait_checkpoint_after(0);
     let savepoint = stop_with_savepoint_and_exit(&mut gen1);
-    let restore = [
-        "--restore",
-        &savepoint,
-        "--run-id",
-        "gen-2",
-        "--restart-max-attempts",
-        "1000",
-        "--set",
-        "spec.job.steps.3.keyBy.expression=word + '!'",
-    ];
+    let mut restore = restore_once(&savepoint);
+    restore.extend(["--set", "spec.job.steps.3.keyBy.expression=word + '!'"]);
     let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
     let (message, log) = wait_failed(&mut gen2, "wordcount", Duration::from_secs(30));
     assert!(

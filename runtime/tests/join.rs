@@ -331,14 +331,7 @@ fn a_corrupt_join_file_is_read_by_the_worker_owning_its_key_groups_only() {
     bytes[middle] ^= 0x01;
     std::fs::write(savepoint_dir.join(&file), bytes).unwrap();
 
-    let restore = [
-        "--restore",
-        &savepoint,
-        "--run-id",
-        "gen-2",
-        "--restart-max-attempts",
-        "1000",
-    ];
+    let restore = common::cluster::restore_once(&savepoint);
     let mut gen2 = Cluster::one_slot_each(dir.path(), &m, &restore, &[]);
     let (message, _) = common::cluster::wait_failed(&mut gen2, JOB, Duration::from_secs(60));
     assert!(

@@ -190,40 +190,12 @@ fn run_case(step: Step, backend: &str, native: bool) {
         &env,
     )
     .wait_ok();
-    let second_run: Vec<String> = {
-        let mut all = local_output(&output);
-        for line in &first_run {
-            let at = all
-                .iter()
-                .position(|l| l == line)
-                .expect("the first run's output stays");
-            all.remove(at);
-        }
-        all
-    };
+    let second_run = added_since(local_output(&output), &first_run);
     match step {
         Step::Count => {
             // Every early repository counted from one again: its k-th event counts k.
-            let mut seen: BTreeMap<String, u64> = BTreeMap::new();
-            let mut want: Vec<String> = early
-                .iter()
-                .map(|l| {
-                    let repo = serde_json::from_str::<Value>(l).unwrap()["repo"]
-                        .as_str()
-                        .unwrap()
-                        .to_string();
-                    let n = seen.entry(repo.clone()).or_default();
-                    *n += 1;
-                    format!("{repo} {n}")
-                })
-                .collect();
-            let mut got: Vec<String> = second_run
-                .iter()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap())
-                .map(|v| format!("{} {}", v["repo"].as_str().unwrap(), v["count"]))
-                .collect();
-            want.sort();
-            got.sort();
+            let want = counts_going_on(&early, BTreeMap::new());
+            let got = counts(&second_run);
             let brought_back = got.iter().filter(|g| !want.contains(g)).count();
             assert_eq!(got, want, "{what}: {brought_back} counts went on from expired state");
         }
@@ -308,11 +280,7 @@ fn ttl_removed_then_added_keeps_keys_of_pending_groups(backend: &str) {
     let second = local_output(&dir.path().join("output"));
     std::fs::write(dir.path().join("early").join("b.jsonl"), early.join("\n") + "\n").unwrap();
     Weir::run(&job(Some("2s")), &["--restore", "latest"], &env).wait_ok();
-    let mut third = local_output(&dir.path().join("output"));
-    for line in &second {
-        let at = third.iter().position(|l| l == line).expect("earlier output stays");
-        third.remove(at);
-    }
+    let third = added_since(local_output(&dir.path().join("output")), &second);
     // Each early repository goes on from its count of run 1.
     let mut run_1: BTreeMap<String, u64> = BTreeMap::new();
     for line in counts(&first) {
@@ -321,23 +289,7 @@ fn ttl_removed_then_added_keeps_keys_of_pending_groups(backend: &str) {
         let held = run_1.entry(repo.to_string()).or_default();
         *held = (*held).max(n);
     }
-    let mut seen = run_1.clone();
-    let want: Vec<String> = {
-        let mut want: Vec<String> = early
-            .iter()
-            .map(|l| {
-                let repo = serde_json::from_str::<Value>(l).unwrap()["repo"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
-                let n = seen.entry(repo.clone()).or_default();
-                *n += 1;
-                format!("{repo} {n}")
-            })
-            .collect();
-        want.sort();
-        want
-    };
+    let want = counts_going_on(&early, run_1);
     let got = counts(&third);
     let restarted = got.iter().filter(|g| g.ends_with(" 1")).count();
     assert_eq!(got, want, "{backend}: {restarted} counts restarted from one");
@@ -351,4 +303,33 @@ fn a_ttl_removed_then_added_keeps_the_keys_of_pending_groups_on_heap() {
 #[test]
 fn a_ttl_removed_then_added_keeps_the_keys_of_pending_groups_on_disk() {
     ttl_removed_then_added_keeps_keys_of_pending_groups("disk");
+}
+
+/// The lines of `all` that are not in `before` (each line of `before` taken out once: an
+/// output written before stays).
+fn added_since(mut all: Vec<String>, before: &[String]) -> Vec<String> {
+    for line in before {
+        let at = all.iter().position(|l| l == line).expect("earlier output stays");
+        all.remove(at);
+    }
+    all
+}
+
+/// What a count writes for `events` when each repository's count starts at `from` (0 when
+/// absent): `"repo count"` per event, sorted.
+fn counts_going_on(events: &[String], mut from: BTreeMap<String, u64>) -> Vec<String> {
+    let mut want: Vec<String> = events
+        .iter()
+        .map(|l| {
+            let repo = serde_json::from_str::<Value>(l).unwrap()["repo"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let n = from.entry(repo.clone()).or_default();
+            *n += 1;
+            format!("{repo} {n}")
+        })
+        .collect();
+    want.sort();
+    want
 }

@@ -276,3 +276,17 @@ pub fn wait_failed(c: &mut Cluster, job: &str, within: Duration) -> (String, Str
     let message = failed.split_once("FAILED: ").unwrap().1.trim_end().to_string();
     (message, log)
 }
+
+/// The arguments of a second generation restoring `savepoint` once: run id `gen-2`, and
+/// restarts allowed 1000 times, so a refusal that fails the job at once is told apart from
+/// one that restarts it.
+pub fn restore_once(savepoint: &str) -> Vec<&str> {
+    vec![
+        "--restore",
+        savepoint,
+        "--run-id",
+        "gen-2",
+        "--restart-max-attempts",
+        "1000",
+    ]
+}
