@@ -320,6 +320,138 @@ fn windows_are_exactly_once_under_kill_9_and_through_a_rescale() {
     );
 }
 
+/// Deltas in the window's (`windows`) chains of the completed checkpoints of job `name` whose
+/// checkpoints are under `dir`.
+fn window_deltas(dir: &Path, name: &str) -> usize {
+    let mut deltas = 0;
+    for entry in std::fs::read_dir(dir.join("checkpoints").join(name)).unwrap().flatten() {
+        let path = entry.path().join("_metadata");
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let metadata = weir_runtime::state::snapshot::decode_metadata(&path.display().to_string(), &bytes).unwrap();
+        deltas += metadata
+            .operators
+            .iter()
+            .filter(|o| o.uid == "windows")
+            .flat_map(|o| &o.handles)
+            .flat_map(|h| &h.chain)
+            .filter(|link| !link.base)
+            .count();
+    }
+    deltas
+}
+
+/// `m` with keyed state on `backend` and incremental checkpoints, 100 of them retained (so a
+/// test sees the chains written before the last restore), written beside it as
+/// `job-<backend>.yaml`.
+fn on_backend_incremental(m: &Path, backend: &str) -> PathBuf {
+    let yaml = std::fs::read_to_string(m).unwrap();
+    let changed = yaml.replace("retained: 2 }", "retained: 100, incremental: true }");
+    assert_ne!(
+        yaml, changed,
+        "the manifest's checkpointing line changed; update this test"
+    );
+    let out = m.with_file_name(format!("job-{backend}.yaml"));
+    std::fs::write(&out, changed).unwrap();
+    set_state_backend(&out, backend);
+    out
+}
+
+/// Windows keep their state on the job's backend (issue 12), with incremental checkpoints:
+/// 1-hour windows on disk (state that lives long enough for deltas: most keys of an hour are
+/// not written in every 200 ms), killed with -9 three times, give the independent count, and
+/// the window wrote deltas; 1-minute windows on heap stopped with a savepoint, restored on
+/// disk at another parallelism, and that one's savepoint back on heap (a savepoint is
+/// backend-independent), too.
+#[test]
+fn windows_on_either_backend_are_exactly_once_under_kill_9_and_across_backends() {
+    let events = github_events();
+    let mut rng = Rng(seed());
+    let source = github_source("5s", Some(12_000));
+
+    let (counts, late) = tumbling_counts(&events, 3_600_000, 5_000);
+    assert_eq!(late, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let env = state_dir_env(&dir.path().join("state"));
+    let window = "{ type: tumbling, size: 1h, as: events }";
+    let m = manifest(dir.path(), "gh-disk", 2, "200ms", &source, "repo", window);
+    let disk = on_backend_incremental(&m, "disk");
+    run_with_kills(&disk, 3, &env, &mut rng);
+    assert_same_multiset(
+        &window_output(dir.path(), "repo", "events"),
+        &to_lines(&counts),
+        "disk, 3 kills",
+    );
+    assert!(window_deltas(dir.path(), "gh-disk") > 0, "the window wrote deltas");
+
+    let (counts, late) = tumbling_counts(&events, 60_000, 5_000);
+    assert_eq!(late, 0);
+    let expected = to_lines(&counts);
+    let window = "{ type: tumbling, size: 1m, as: events }";
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = state_dir_env(&dir.path().join("state"));
+    let m = manifest(dir.path(), "gh-switch", 2, "300ms", &source, "repo", window);
+    let (heap, disk) = (on_backend_incremental(&m, "heap"), on_backend_incremental(&m, "disk"));
+    let w = Weir::run(&heap, &[], &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let sp1 = stop_with_savepoint(&w.api(), &[]);
+    assert!(w.wait_ok().contains("stopped with savepoint"), "stopped mid-input");
+    let w = Weir::run(&disk, &["--parallelism", "3", "--restore", &sp1], &env);
+    std::thread::sleep(Duration::from_millis(1500));
+    let sp2 = stop_with_savepoint(&w.api(), &[]);
+    assert!(w.wait_ok().contains("stopped with savepoint"), "stopped mid-input");
+    Weir::run(&heap, &["--parallelism", "1", "--restore", &sp2], &[]).wait_ok();
+    assert_same_multiset(
+        &window_output(dir.path(), "repo", "events"),
+        &expected,
+        "heap p2 → disk p3 → heap p1",
+    );
+}
+
+/// The window keeps the `keyBy` before it with its shape: a restore under another key
+/// selector is refused naming the field and the way out, spacing alone restores, and the way
+/// out (a new uid, `allowNonRestoredState`) starts the window empty.
+#[test]
+fn a_restore_under_another_key_selector_is_refused_by_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = "{ type: tumbling, size: 1m, as: events }";
+    let m = manifest(
+        dir.path(),
+        "gh-key",
+        1,
+        "200ms",
+        &github_source("5s", None),
+        "repo",
+        window,
+    );
+    Weir::run(&m, &[], &[]).wait_ok();
+    let restore = |extra: &[&str]| {
+        let mut args = vec!["--restore", "latest"];
+        args.extend(extra);
+        Weir::run(&m, &args, &[]).wait()
+    };
+    let (ok, output) = restore(&["--set", "spec.job.steps.1.keyBy.expression=repo + '!'"]);
+    assert!(!ok, "refused: {output}");
+    assert!(
+        output.contains(
+            "spec.job.steps[1].keyBy.expression: the restore point's windows are keyed by `repo`, this job keys by \
+             `repo + '!'`"
+        ) && output.contains("give the window a new uid (spec.job.steps[2].uid)"),
+        "{output}"
+    );
+    let (ok, output) = restore(&["--set", "spec.job.steps.1.keyBy.expression= repo "]);
+    assert!(ok, "spacing only: {output}");
+    let (ok, output) = restore(&[
+        "--set",
+        "spec.job.steps.1.keyBy.expression=repo + '!'",
+        "--set",
+        "spec.job.steps.2.uid=windows-by-marked-repo",
+        "--set",
+        "spec.allowNonRestoredState=true",
+    ]);
+    assert!(ok, "the way out starts the window empty: {output}");
+}
+
 /// In the distributed runtime watermarks cross workers over the data connections: a windowed
 /// job on a coordinator and three workers, one of them killed with -9 mid-run and replaced,
 /// commits exactly the failure-free results.

@@ -20,9 +20,11 @@ const JOIN_FIELDS_BEFORE: &str = "operator:join-fields";
 /// Whether every subtask of an operator with the state names `state_names`
 /// ([`OperatorMetadata::state_names`]) writes the same operator state items, so a restore
 /// needs one copy: its names are keyed (`keyed:*`) or broadcast ([`BROADCAST_STATE_PREFIX`])
-/// only, or the join's name before it was broadcast. A window (`keyed:window`) writes its
-/// shape as an unnamed item, the same in every subtask. No name (metadata that records none):
-/// false, every file read.
+/// only, or the join's name before it was broadcast. A window (`keyed:window`) wrote its
+/// shape as an unnamed item, the same in every subtask; since 2026-12-05 (`keyed:windows`,
+/// `keyed:window-watermarks`) each subtask's item also holds the watermarks of its key groups,
+/// which only the owners of those key groups need, and they read that handle. No name
+/// (metadata that records none): false, every file read.
 pub fn operator_state_replicated(state_names: &[String]) -> bool {
     !state_names.is_empty()
         && state_names.iter().all(|name| {

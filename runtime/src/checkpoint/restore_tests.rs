@@ -256,8 +256,12 @@ fn which_files_a_restore_reads_table() {
 #[test]
 fn replicated_operator_state_table() {
     use crate::checkpoint::restore_files::operator_state_replicated;
-    let rows: [(&[&str], bool); 8] = [
+    let rows: [(&[&str], bool); 9] = [
         (&["keyed:join", "broadcast:join-fields"], true),
+        (
+            &["keyed:windows", "keyed:window-watermarks", "broadcast:window-shape"],
+            true,
+        ),
         (&["keyed:join", "operator:join-fields"], true),
         (&["keyed:window", "broadcast:window-shape"], true),
         (&["keyed:window"], true),

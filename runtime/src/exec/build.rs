@@ -180,23 +180,39 @@ pub async fn build_task(
                 Box::new(aggregate)
             }
             OperatorKind::Window(def) => {
-                crate::operators::window::check_restored_shape(def, &restore_state.operator_state)
-                    .map_err(|e| refused(&op.uid, e))?;
-                let key_field = match op.inputs.first().map(|&k| &job.operators[k].kind) {
-                    Some(OperatorKind::KeyBy { as_field, .. }) => as_field.clone(),
-                    _ => "key".into(),
+                let key_by = op.inputs.first().map(|&k| &job.operators[k]);
+                let (key_field, key) = match key_by {
+                    Some(
+                        key_by @ crate::job::Operator {
+                            kind: OperatorKind::KeyBy { as_field, expression },
+                            ..
+                        },
+                    ) => (
+                        as_field.clone(),
+                        Some(crate::operators::window::WindowKey {
+                            expression: expression.clone(),
+                            expression_path: format!("spec.job.steps[{}].keyBy.expression", key_by.index),
+                            uid_path: format!("spec.job.steps[{}].uid", op.index),
+                        }),
+                    ),
+                    _ => ("key".into(), None),
                 };
-                Box::new(
-                    WindowOperator::new(
-                        &op.uid,
-                        def,
-                        &key_field,
-                        range,
-                        restore_state,
-                        metrics.late_records_dropped.clone(),
-                    )
-                    .map_err(ctx_err)?,
+                crate::operators::window::check_restored_shape(def, key.as_ref(), &restore_state.operator_state)
+                    .map_err(|e| refused(&op.uid, e))?;
+                let window = WindowOperator::new(
+                    &op.uid,
+                    def,
+                    &key_field,
+                    range,
+                    restore_state,
+                    metrics.late_records_dropped.clone(),
+                    &backend_choice(ctx, &op.uid, sub),
                 )
+                .map_err(ctx_err)?;
+                Box::new(match &key {
+                    Some(key) => window.keyed_by(&key.expression),
+                    None => window,
+                })
             }
             OperatorKind::Join(def) => {
                 // A changed shape is refused as a restore error (the constructor checks it too).

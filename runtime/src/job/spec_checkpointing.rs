@@ -86,10 +86,10 @@ pub struct CheckpointingSpec {
     /// aggregation subtask's checkpoint is its store's own files, as Flink's RocksDB backend:
     /// the table files new since the last checkpoint, and between memtable flushes a log of the
     /// writes since the last flush (with `diskState.writeCacheSize: 0`, chains as on heap).
-    /// With `stateBackend: heap`, and for joins on either backend, a chain per subtask: a full
+    /// With `stateBackend: heap`, and for joins and windows on either backend, a chain per subtask: a full
     /// file, then the keys written or removed since (a join's with all their rows), compacted
     /// into a new full file after 8 deltas, when its deltas hold half as many keys as its base,
-    /// or when a join's deltas hold more bytes than its base. Windows' checkpoints stay full.
+    /// or when a join's deltas hold more bytes than its base.
     /// Retention deletes a shared file only when
     /// no retained checkpoint references it. Savepoints are always full and self-contained.
     /// Default `false`: with heap state every key write is also recorded (one hash-set

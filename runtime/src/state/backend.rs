@@ -306,6 +306,24 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// The live entries of `key_group` at `now_ms`, values cloned, in no particular order. For
+    /// an operator that visits a key group's entries (a window firing): O(the group's keys) on
+    /// heap, a scan of the group's key range on disk, which must have no write-back cache
+    /// ([`DiskKeyedState::entries_in_group`]). Errors: the disk store fails, or has a write-back
+    /// cache.
+    pub fn entries_in_group(&self, key_group: u32, now_ms: u64) -> Result<Vec<(Key, V)>, DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => Ok(s.entries_in_group(key_group, now_ms)),
+            KeyedState::HeapInt(s) => Ok(s
+                .entries()
+                .filter(|(group, _, _)| *group == key_group)
+                .map(|(_, key, value)| (Key::Int(key), value.clone()))
+                .collect()),
+            KeyedState::Disk(s) => s.entries_in_group(key_group, now_ms),
+            KeyedState::DiskOpening(s) => Ok(s.memory().entries_in_group(key_group, now_ms)),
+        }
+    }
+
     /// Housekeeping between batches (snapshot release, incremental TTL cleanup). Errors: the
     /// disk store fails.
     pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {

@@ -67,6 +67,35 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             .map(|(v, _)| v))
     }
 
+    /// The live entries of `key_group` at `now_ms`, in store order (a scan of the group's key
+    /// range). For an operator that visits a key group's entries (a window firing); the state
+    /// must have no write-back cache (`writeCacheSize` 0: the store alone holds every write).
+    /// Errors: the store fails to read, an entry does not decode, or the state has a write-back
+    /// cache (an internal error).
+    pub fn entries_in_group(&self, key_group: u32, now_ms: u64) -> Result<Vec<(Key, V)>, DiskStateError> {
+        if !self.cache.is_off() {
+            return Err(
+                self.err("internal error: a key group's entries were scanned in a store with a write-back cache")
+            );
+        }
+        let from = crate::state::disk_key::key_group_prefix(key_group);
+        let until = crate::state::disk_key::key_group_end(key_group);
+        let mut entries = Vec::new();
+        self.store
+            .scan(&from, until.as_ref().map(|u| u.as_slice()), |store_key, value| {
+                let key: Key = store_key
+                    .get(KEY_PREFIX_LEN..)
+                    .and_then(|bytes| postcard::from_bytes(bytes).ok())
+                    .ok_or_else(|| self.err("a store key does not decode"))?;
+                let (value, written) = decode_value::<V>(value).map_err(|e| self.err(e))?;
+                if !expired(self.ttl, written, now_ms) {
+                    entries.push((key, value));
+                }
+                Ok(true)
+            })?;
+        Ok(entries)
+    }
+
     /// Read-modify-write of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
     /// `hash`) in `key_group` at `now_ms`: stores `f(current live value)` written at `now_ms`
     /// and returns it. An expired value is passed as `None` (the key starts over). The new

@@ -299,6 +299,40 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         (!expired(self.ttl, stamped.written_ms, now_ms)).then_some(&stamped.value)
     }
 
+    /// The live entries of `key_group` at `now_ms` (its values cloned), in no particular order:
+    /// O(the group's keys and the writes made while a snapshot holds it). For an operator that
+    /// visits a key group's entries (a window firing). Panics if `key_group` is outside the
+    /// range.
+    pub fn entries_in_group(&self, key_group: u32, now_ms: u64) -> Vec<(Key, V)> {
+        let group = &self.groups[(key_group - self.range.start) as usize];
+        let live = |stamped: &Stamped<V>| !expired(self.ttl, stamped.written_ms, now_ms);
+        match &group.base {
+            Base::Owned(table) => table
+                .iter()
+                .filter(|(_, stamped)| live(stamped))
+                .map(|(key, stamped)| (key.clone(), stamped.value.clone()))
+                .collect(),
+            Base::Shared(base) => {
+                // Every key of any layer, once; its newest version decides.
+                let mut keys: Vec<&Key> = base
+                    .iter()
+                    .map(|e| &e.0)
+                    .chain(group.frozen.iter().flat_map(|d| d.iter().map(|e| &e.key)))
+                    .chain(group.delta.iter().map(|e| &e.key))
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys.into_iter()
+                    .filter_map(|key| {
+                        let hash = table_hash(key_hash(key));
+                        let stamped = lookup_layers(base, &group.frozen, Some(&group.delta), hash, key).flatten()?;
+                        live(stamped).then(|| (key.clone(), stamped.value.clone()))
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// Read-modify-write of `key` (whose [`key_hash`] is `hash`) in `key_group` at `now_ms`:
     /// stores `f(current live value)` written at `now_ms` and returns it. An expired value is
     /// passed as `None` (the key starts over). Panics if `key_group` is outside the range.

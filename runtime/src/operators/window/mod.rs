@@ -10,27 +10,57 @@
 //! to a fired window within the allowed lateness fires an update at once. A window's state is
 //! deleted when its lateness has passed. Session windows merge when they overlap or touch.
 //!
-//! State is keyed state by key group ([`state`]): each group's windows and the watermark at
-//! the snapshot, so a restore (also at another parallelism) neither fires a window twice nor
-//! opens again one that fired and was deleted.
+//! **State.** Each key's windows are keyed state on the job's backend (`spec.stateBackend`,
+//! [`KeyedState`]): on the heap its copy-on-write tables (a checkpoint's synchronous part copies
+//! no window), on disk the store (without the write-back cache: a firing scans a key group's
+//! keys in the store). Checkpoints are full or, with `checkpointing.incremental`, chains of
+//! delta blocks (`state/incremental.rs`), as an aggregation's on the heap; blocks are the same
+//! on both backends, so a savepoint restores on either. Each key group's watermark at the
+//! snapshot goes with the window's shape in each subtask's operator state item
+//! ([`shape::StoredItem`]), so a restore (also at another parallelism) neither fires a window
+//! twice nor opens again one that fired and was deleted. Snapshots written before 2026-12-05
+//! hold one postcard block per key group with its watermark ([`state::GroupSnapshot`]) and
+//! restore as before ([`keyed`]).
+//!
+//! **Timers.** Each key group keeps the earliest watermark at which one of its windows fires
+//! or is deleted; a watermark reaching it visits that group's keys only. A restored group's is
+//! unknown until its first visit, at the first watermark after the restore. Flink keeps one
+//! timer per window instead (in memory or in RocksDB); here memory holds one number per key
+//! group whatever the state's size, and a tumbling window's end visits each key once, as its
+//! firing emits one result per key anyway.
 
 pub mod assign;
+mod keyed;
+pub mod shape;
 pub mod state;
 
-use super::{EncodedState, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use super::{OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::exec::watermark::{END_OF_TIME, NO_WATERMARK, event_time_millis};
 use crate::job::event_time::{WINDOW_END_FIELD, WINDOW_START_FIELD, WindowAssigner, WindowDef};
 use crate::job::validate::AggregateFn;
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Key, Record, Row, Schema};
-use crate::state::key_group::KeyGroupRange;
-use crate::state::snapshot::KeyGroupBlock;
+use crate::state::backend::{BackendChoice, KeyedState};
+use crate::state::incremental::IncrementalTracker;
+use crate::state::key_group::{KeyGroupRange, key_hash};
 use assign::{TimeWindow, assign, is_late, merge_session};
 use async_trait::async_trait;
-use state::{Acc, GroupSnapshot, GroupWindows, WindowEntry};
+pub use shape::{WindowKey, check_restored_shape, window_shape};
+use state::{Acc, WindowEntry};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A key's windows: open ones, and fired ones kept for `allowedLateness`.
+pub type KeyWindows = Vec<WindowEntry>;
+
+/// A key group's earliest timer before its keys were visited (after a restore): due at any
+/// watermark.
+const TIMER_UNKNOWN: i64 = i64::MIN;
+
+/// No window in the key group.
+const NO_TIMER: i64 = i64::MAX;
 
 /// The keyed window operator of one subtask.
 pub struct WindowOperator {
@@ -40,14 +70,17 @@ pub struct WindowOperator {
     /// `[key_field, window_start, window_end, as_field]`.
     output: Arc<Schema>,
     range: KeyGroupRange,
-    /// `groups[kg - range.start]`: the key group's windows.
-    groups: Vec<GroupWindows>,
+    /// Each key's windows, on the job's backend.
+    state: KeyedState<KeyWindows>,
     /// `floors[kg - range.start]`: the watermark restored with the key group (records of the
     /// group are judged late against the larger of it and the current watermark).
     floors: Vec<i64>,
+    /// `timers[kg - range.start]`: the smallest watermark at which a window of the key group
+    /// fires or is deleted ([`NO_TIMER`]: none; [`TIMER_UNKNOWN`]: restored, not visited yet).
+    timers: Vec<i64>,
     /// The subtask's watermark.
     watermark: i64,
-    /// The smallest watermark at which some window fires or is deleted.
+    /// The smallest of `timers`.
     next_timer: i64,
     /// Late records dropped (the `weir_late_records_dropped_total` counter).
     late_dropped: Arc<AtomicU64>,
@@ -56,14 +89,25 @@ pub struct WindowOperator {
     late_output: Option<Vec<Record>>,
     /// Late records sent to the side output by this subtask (logged at the end of event time).
     late_sent: u64,
+    /// The key selector of the `keyBy` before the window, stored with its shape
+    /// ([`WindowOperator::keyed_by`]).
+    key_expression: Option<String>,
+    /// Chains of incremental checkpoints (`state/incremental.rs`).
+    incremental: IncrementalTracker,
+    /// Savepoints taken and not yet completed (never a chain's base).
+    savepoints: BTreeSet<u64>,
 }
 
+/// The state's clock: windows have no TTL, so write times are not used.
+const NOW_MS: u64 = 0;
+
 impl WindowOperator {
-    /// Creates the operator for the subtask owning `range`, restoring the key groups of
-    /// `restore` in the range (others are ignored). Its watermark starts at the smallest
-    /// restored key-group watermark. Errors (the caller names the operator): an expression that
-    /// does not compile, a block that does not decode, a restore point whose windows have another
-    /// shape ([`window_shape`]).
+    /// Creates the operator for the subtask owning `range`, its state on `backend`, restoring
+    /// the key groups of `restore` in the range (others are ignored). Its watermark starts at
+    /// the smallest restored key-group watermark. Errors (the caller names the operator): an
+    /// expression that does not compile, a block that does not decode, a restore point whose
+    /// windows have another shape ([`window_shape`]), the disk store cannot be created or
+    /// written.
     pub fn new(
         uid: &str,
         def: &WindowDef,
@@ -71,51 +115,60 @@ impl WindowOperator {
         range: KeyGroupRange,
         restore: OperatorRestore,
         late_dropped: Arc<AtomicU64>,
+        backend: &BackendChoice,
     ) -> TaskResult<WindowOperator> {
         let expr = match (def.func, &def.expression) {
             (AggregateFn::Count, _) | (_, None) => None,
             (_, Some(e)) => Some(cel::compile(e)?),
         };
-        check_restored_shape(def, &restore.operator_state).map_err(TaskError)?;
-        let mut groups: Vec<GroupWindows> = (0..range.len()).map(|_| GroupWindows::new()).collect();
-        let mut floors = vec![NO_WATERMARK; range.len() as usize];
-        let mut restored_min: Option<i64> = None;
-        for block in restore.key_groups {
-            if !range.contains(block.key_group) {
-                continue;
-            }
-            let snap: GroupSnapshot = postcard::from_bytes(&block.data).map_err(|e| {
-                TaskError(format!(
-                    "window state of key group {} does not decode: {e}",
-                    block.key_group
-                ))
-            })?;
-            let at = (block.key_group - range.start) as usize;
-            floors[at] = snap.watermark;
-            restored_min = Some(restored_min.map_or(snap.watermark, |m| m.min(snap.watermark)));
-            groups[at] = snap.keys.into_iter().collect();
-        }
-        let mut op = WindowOperator {
+        check_restored_shape(def, None, &restore.operator_state).map_err(TaskError)?;
+        let mut state = keyed::open(backend, range).map_err(|e| TaskError(e.to_string()))?;
+        let restored = keyed::restore(&mut state, range, restore)?;
+        let next_timer = restored.timers.iter().copied().min().unwrap_or(NO_TIMER);
+        Ok(WindowOperator {
             uid: uid.to_string(),
             def: def.clone(),
             expr,
             output: Schema::new([key_field, WINDOW_START_FIELD, WINDOW_END_FIELD, def.as_field.as_str()]),
             range,
-            groups,
-            floors,
-            watermark: restored_min.unwrap_or(NO_WATERMARK),
-            next_timer: i64::MAX,
+            state,
+            floors: restored.floors,
+            timers: restored.timers,
+            watermark: restored.watermark.unwrap_or(NO_WATERMARK),
+            next_timer,
             late_dropped,
             late_output: def.late_side_output.then(Vec::new),
             late_sent: 0,
-        };
-        op.next_timer = op.earliest_timer();
-        Ok(op)
+            key_expression: None,
+            incremental: IncrementalTracker::default(),
+            savepoints: BTreeSet::new(),
+        })
     }
 
-    /// Number of open windows held.
-    pub fn windows(&self) -> usize {
-        self.groups.iter().flat_map(|g| g.values()).map(Vec::len).sum()
+    /// Stores `key` (the key selector of the `keyBy` before the window) with the window's
+    /// shape in every snapshot, so a restore under another key selector is refused
+    /// ([`check_restored_shape`], which the caller runs with the same key before building).
+    pub fn keyed_by(mut self, key: &str) -> WindowOperator {
+        self.key_expression = Some(key.to_string());
+        self
+    }
+
+    /// Number of windows held, open or fired and kept for `allowedLateness` (visits every
+    /// key). Errors: the disk store fails.
+    pub fn windows(&self) -> TaskResult<usize> {
+        let mut windows = 0;
+        for key_group in self.range.start..=self.range.end {
+            let entries = self
+                .state
+                .entries_in_group(key_group, NOW_MS)
+                .map_err(|e| self.state_error(e))?;
+            windows += entries.iter().map(|(_, w)| w.len()).sum::<usize>();
+        }
+        Ok(windows)
+    }
+
+    fn state_error(&self, e: crate::state::disk::DiskStateError) -> TaskError {
+        TaskError(format!("operator {}: {e}", self.uid))
     }
 
     /// The watermark at which `entry` next needs attention: its last millisecond until it
@@ -127,16 +180,6 @@ impl WindowOperator {
         } else {
             max_ts
         }
-    }
-
-    fn earliest_timer(&self) -> i64 {
-        self.groups
-            .iter()
-            .flat_map(|g| g.values())
-            .flatten()
-            .map(|e| self.timer_of(e))
-            .min()
-            .unwrap_or(i64::MAX)
     }
 
     fn result(&self, key: &Key, entry: &WindowEntry) -> Record {
@@ -168,88 +211,174 @@ impl WindowOperator {
         }
     }
 
-    /// Adds one record of `key` (key group offset `at`) at event time `ts`; returns whether
-    /// some window took it (else it was late). Results of windows already due go to `out`.
-    fn add(&mut self, at: usize, key: &Key, ts: i64, value: Acc, out: &mut Vec<Record>) -> bool {
+    /// Adds one record of `key` (in `key_group`, hash `hash`) at event time `ts`; returns
+    /// whether some window took it (else it was late). Results of windows already due go to
+    /// `out`. Errors: the disk store fails.
+    fn add(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        ts: i64,
+        value: Acc,
+        out: &mut Vec<Record>,
+    ) -> TaskResult<bool> {
+        let at = (key_group - self.range.start) as usize;
         let watermark = self.watermark.max(self.floors[at]);
-        let (func, lateness) = (self.def.func, self.def.allowed_lateness_ms);
-        let mut added: Vec<WindowEntry> = Vec::new();
-        if let WindowAssigner::Session { .. } = self.def.assigner {
-            let new = assign(self.def.assigner, ts)[0];
-            let entries = self.groups[at].entry(key.clone()).or_default();
-            let existing: Vec<TimeWindow> = entries
-                .iter()
-                .map(|e| TimeWindow {
-                    start: e.start,
-                    end: e.end,
-                })
-                .collect();
-            let (merged, absorbed) = merge_session(&existing, new);
-            if is_late(merged, lateness, watermark) {
-                if entries.is_empty() {
-                    self.groups[at].remove(key);
-                }
-                return false;
+        // One read-modify-write: a late record writes the key's windows back unchanged.
+        let def = &self.def;
+        let mut added = Vec::new();
+        let stored = self
+            .state
+            .update(key_group, hash, key, NOW_MS, |current| {
+                let mut entries = current.cloned().unwrap_or_default();
+                added = add_to_windows(def, &mut entries, ts, value, watermark);
+                entries
+            })
+            .map_err(|e| self.state_error(e))?;
+        if added.is_empty() {
+            // Late; a key that held no window holds none now either.
+            if stored.is_empty() {
+                self.state
+                    .remove(key_group, hash, key)
+                    .map_err(|e| self.state_error(e))?;
             }
-            let mut total = value;
-            for &i in absorbed.iter().rev() {
-                total = entries.remove(i).value.merge(func, total);
-            }
-            let fired = merged.max_timestamp() <= watermark;
-            let entry = WindowEntry {
-                start: merged.start,
-                end: merged.end,
-                value: total,
-                fired,
-            };
-            entries.push(entry.clone());
-            added.push(entry);
-        } else {
-            let windows = assign(self.def.assigner, ts);
-            let entries = self.groups[at].entry(key.clone()).or_default();
-            for w in windows {
-                if is_late(w, lateness, watermark) {
-                    continue;
-                }
-                let fire_now = w.max_timestamp() <= watermark;
-                let entry = match entries.iter_mut().find(|e| e.start == w.start) {
-                    Some(e) => {
-                        e.value = e.value.merge(func, value);
-                        e.fired |= fire_now;
-                        e
-                    }
-                    None => {
-                        entries.push(WindowEntry {
-                            start: w.start,
-                            end: w.end,
-                            value,
-                            fired: fire_now,
-                        });
-                        entries.last_mut().expect("just pushed")
-                    }
-                };
-                added.push(entry.clone());
-            }
-            if entries.is_empty() {
-                self.groups[at].remove(key);
-            }
-            if added.is_empty() {
-                return false;
-            }
+            return Ok(false);
         }
         for entry in &added {
             if entry.end.saturating_sub(1) <= watermark {
                 out.push(self.result(key, entry));
             }
-            self.next_timer = self.next_timer.min(self.timer_of(entry));
+            let timer = self.timer_of(entry);
+            self.timers[at] = self.timers[at].min(timer);
+            self.next_timer = self.next_timer.min(timer);
         }
-        true
+        Ok(true)
     }
+
+    /// Fires the windows of `key_group` due at `watermark` into `fired` and deletes those
+    /// whose lateness has passed; sets the group's timer from the windows left. Errors: the
+    /// disk store fails.
+    fn fire_group(
+        &mut self,
+        key_group: u32,
+        watermark: i64,
+        fired: &mut Vec<(i64, i64, Key, WindowEntry)>,
+    ) -> TaskResult<()> {
+        let lateness = self.def.allowed_lateness_ms;
+        let mut group_timer = NO_TIMER;
+        let held = self
+            .state
+            .entries_in_group(key_group, NOW_MS)
+            .map_err(|e| self.state_error(e))?;
+        for (key, mut entries) in held {
+            let hash = key_hash(&key);
+            let mut changed = false;
+            for e in entries.iter_mut() {
+                if !e.fired && e.end.saturating_sub(1) <= watermark {
+                    e.fired = true;
+                    changed = true;
+                    fired.push((e.end, e.start, key.clone(), e.clone()));
+                }
+            }
+            let before = entries.len();
+            entries.retain(|e| {
+                !is_late(
+                    TimeWindow {
+                        start: e.start,
+                        end: e.end,
+                    },
+                    lateness,
+                    watermark,
+                )
+            });
+            changed |= entries.len() != before;
+            for e in &entries {
+                group_timer = group_timer.min(self.timer_of(e));
+            }
+            if !changed {
+                continue;
+            }
+            if entries.is_empty() {
+                self.state.remove(key_group, hash, &key)
+            } else {
+                self.state
+                    .update(key_group, hash, &key, NOW_MS, |_| entries)
+                    .map(|_| true)
+            }
+            .map_err(|e| self.state_error(e))?;
+        }
+        self.timers[(key_group - self.range.start) as usize] = group_timer;
+        Ok(())
+    }
+}
+
+/// Adds a record at event time `ts` with `value` to `entries` (a key's windows) under `def`,
+/// judged against `watermark`: into each of its windows that is not late, merging session
+/// windows it bridges. Returns the windows it went into, as they are now (none: late, and
+/// `entries` unchanged).
+fn add_to_windows(def: &WindowDef, entries: &mut KeyWindows, ts: i64, value: Acc, watermark: i64) -> Vec<WindowEntry> {
+    let (func, lateness) = (def.func, def.allowed_lateness_ms);
+    if let WindowAssigner::Session { .. } = def.assigner {
+        let new = assign(def.assigner, ts)[0];
+        let existing: Vec<TimeWindow> = entries
+            .iter()
+            .map(|e| TimeWindow {
+                start: e.start,
+                end: e.end,
+            })
+            .collect();
+        let (merged, absorbed) = merge_session(&existing, new);
+        if is_late(merged, lateness, watermark) {
+            return vec![];
+        }
+        let mut total = value;
+        for &i in absorbed.iter().rev() {
+            total = entries.remove(i).value.merge(func, total);
+        }
+        let entry = WindowEntry {
+            start: merged.start,
+            end: merged.end,
+            value: total,
+            fired: merged.max_timestamp() <= watermark,
+        };
+        entries.push(entry.clone());
+        return vec![entry];
+    }
+    let mut added = Vec::new();
+    for w in assign(def.assigner, ts) {
+        if is_late(w, lateness, watermark) {
+            continue;
+        }
+        let fire_now = w.max_timestamp() <= watermark;
+        let entry = match entries.iter_mut().find(|e| e.start == w.start) {
+            Some(e) => {
+                e.value = e.value.merge(func, value);
+                e.fired |= fire_now;
+                e
+            }
+            None => {
+                entries.push(WindowEntry {
+                    start: w.start,
+                    end: w.end,
+                    value,
+                    fired: fire_now,
+                });
+                entries.last_mut().expect("just pushed")
+            }
+        };
+        added.push(entry.clone());
+    }
+    added
 }
 
 #[async_trait]
 impl StreamOperator for WindowOperator {
     async fn process(&mut self, input: Vec<Record>, out: &mut Vec<Record>) -> TaskResult<()> {
+        // Releases the tables of encoded snapshots (heap) and written-back generations (disk).
+        self.state
+            .maintain(NOW_MS, input.len())
+            .map_err(|e| self.state_error(e))?;
         for r in input {
             let keyed = r.keyed.as_ref().ok_or_else(|| {
                 TaskError(format!(
@@ -272,8 +401,7 @@ impl StreamOperator for WindowOperator {
                 .time_unit
                 .get_or_insert(crate::job::spec::EventTimeUnit::Milliseconds);
             let value = self.value_of(&r.row)?;
-            let at = (keyed.key_group - self.range.start) as usize;
-            if !self.add(at, &keyed.key, ts, value, out) {
+            if !self.add(keyed.key_group, keyed.hash, &keyed.key, ts, value, out)? {
                 match &mut self.late_output {
                     Some(late) => {
                         late.push(r);
@@ -289,12 +417,8 @@ impl StreamOperator for WindowOperator {
     }
 
     fn keyed_state_size(&self) -> Option<crate::state::backend::KeyedStateSize> {
-        // Keys holding a window (open, or fired and kept for allowedLateness): O(key groups),
-        // where counting windows would visit them all.
-        Some(crate::state::backend::KeyedStateSize {
-            entries: self.groups.iter().map(|g| g.len() as u64).sum(),
-            ..Default::default()
-        })
+        // Keys holding a window (open, or fired and kept for allowedLateness).
+        Some(self.state.size())
     }
 
     fn take_late_output(&mut self) -> Vec<Record> {
@@ -306,137 +430,76 @@ impl StreamOperator for WindowOperator {
             return Ok(());
         }
         self.watermark = watermark;
-        if watermark == END_OF_TIME && self.late_output.is_some() {
+        if watermark == END_OF_TIME {
+            self.log_end_of_event_time();
+        }
+        if watermark < self.next_timer {
+            return Ok(());
+        }
+        let mut fired: Vec<(i64, i64, Key, WindowEntry)> = Vec::new();
+        for at in 0..self.timers.len() {
+            if self.timers[at] <= watermark {
+                self.fire_group(self.range.start + at as u32, watermark, &mut fired)?;
+            }
+        }
+        fired.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+        out.extend(fired.iter().map(|(_, _, key, e)| self.result(key, e)));
+        self.next_timer = self.timers.iter().copied().min().unwrap_or(NO_TIMER);
+        Ok(())
+    }
+
+    async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
+        if barrier.kind == crate::control::api::SnapshotKind::Savepoint {
+            self.savepoints.insert(barrier.id);
+        }
+        let watermarks = (
+            self.range.start,
+            self.floors.iter().map(|floor| self.watermark.max(*floor)).collect(),
+        );
+        let item = shape::shape_item(&self.def, self.key_expression.as_deref(), &watermarks);
+        keyed::snapshot(&mut self.state, &mut self.incremental, barrier, self.range, item).map(Some)
+    }
+
+    async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
+        // As an aggregation's: a savepoint is self-contained and never a base.
+        let savepoint = self.savepoints.contains(&id);
+        self.savepoints.retain(|s| *s > id);
+        if !savepoint {
+            self.incremental.confirm(id);
+        }
+        Ok(())
+    }
+}
+
+impl WindowOperator {
+    /// Logs this subtask's late records at the end of event time.
+    fn log_end_of_event_time(&self) {
+        if self.late_output.is_some() {
             tracing::info!(
                 target: "weir",
                 "operator {}: end of event time; {} late records sent to the side output by this subtask",
                 self.uid,
                 self.late_sent
             );
-        } else if watermark == END_OF_TIME {
-            match self.late_dropped.load(Ordering::Relaxed) {
-                0 => tracing::info!(
-                    target: "weir",
-                    "operator {}: end of event time; 0 late records dropped by this subtask",
-                    self.uid
-                ),
-                // Not just a count at info level: a source out of event-time order by more than
-                // its bound loses most of its records here, and the output looks merely small.
-                late => tracing::warn!(
-                    target: "weir",
-                    "operator {}: end of event time; {late} late records dropped by this subtask (their \
-                     windows had fired and their allowed lateness had passed): if the input is further out \
-                     of event-time order than the source's `eventTime.maxOutOfOrderness`, raise it or the \
-                     window's `allowedLateness`",
-                    self.uid
-                ),
-            }
+            return;
         }
-        if watermark < self.next_timer {
-            return Ok(());
+        match self.late_dropped.load(Ordering::Relaxed) {
+            0 => tracing::info!(
+                target: "weir",
+                "operator {}: end of event time; 0 late records dropped by this subtask",
+                self.uid
+            ),
+            // Not just a count at info level: a source out of event-time order by more than
+            // its bound loses most of its records here, and the output looks merely small.
+            late => tracing::warn!(
+                target: "weir",
+                "operator {}: end of event time; {late} late records dropped by this subtask (their \
+                 windows had fired and their allowed lateness had passed): if the input is further out \
+                 of event-time order than the source's `eventTime.maxOutOfOrderness`, raise it or the \
+                 window's `allowedLateness`",
+                self.uid
+            ),
         }
-        let lateness = self.def.allowed_lateness_ms;
-        let mut fired: Vec<(i64, i64, Key, WindowEntry)> = Vec::new();
-        for group in &mut self.groups {
-            group.retain(|key, entries| {
-                for e in entries.iter_mut() {
-                    if !e.fired && e.end.saturating_sub(1) <= watermark {
-                        e.fired = true;
-                        fired.push((e.end, e.start, key.clone(), e.clone()));
-                    }
-                }
-                entries.retain(|e| {
-                    !is_late(
-                        TimeWindow {
-                            start: e.start,
-                            end: e.end,
-                        },
-                        lateness,
-                        watermark,
-                    )
-                });
-                !entries.is_empty()
-            });
-        }
-        fired.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
-        out.extend(fired.iter().map(|(_, _, key, e)| self.result(key, e)));
-        self.next_timer = self.earliest_timer();
-        Ok(())
-    }
-
-    async fn snapshot(&mut self, _barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
-        let view: Vec<(u32, i64, GroupWindows)> = self
-            .groups
-            .iter()
-            .zip(&self.floors)
-            .enumerate()
-            .map(|(i, (g, floor))| (self.range.start + i as u32, self.watermark.max(*floor), g.clone()))
-            .filter(|(_, watermark, g)| !g.is_empty() || *watermark != NO_WATERMARK)
-            .collect();
-        let range = self.range;
-        let shape = window_shape(&self.def);
-        Ok(Some(Box::new(move || {
-            let mut blocks = Vec::with_capacity(view.len());
-            for (kg, watermark, windows) in view {
-                let snap = GroupSnapshot::of(watermark, &windows);
-                blocks.push(KeyGroupBlock {
-                    expired_through_ms: None,
-                    key_group: kg,
-                    entries: snap.windows(),
-                    data: postcard::to_stdvec(&snap)?.into(),
-                });
-            }
-            Ok(EncodedState {
-                incremental: None,
-                // The shape is the same in every subtask: a restore reads one copy.
-                state_names: vec!["keyed:window".into(), "broadcast:window-shape".into()],
-                key_group_range: Some(range),
-                key_groups: blocks,
-                operator_state: vec![postcard::to_stdvec(&shape)?],
-                key_group_stream: None,
-                native: None,
-                expired_through_ms: None,
-            })
-        })))
-    }
-}
-
-/// Checks the shapes a restore brought (`items`, the window's operator state) against the
-/// window `def` ([`window_shape`]). Errors: an item does not decode, or names another shape.
-pub fn check_restored_shape(def: &WindowDef, items: &[Vec<u8>]) -> Result<(), String> {
-    let shape = window_shape(def);
-    for item in items {
-        let stored: String =
-            postcard::from_bytes(item).map_err(|e| format!("the window's stored shape does not decode: {e}"))?;
-        if stored != shape {
-            return Err(format!(
-                "the restore point holds windows `{stored}`, this job's window is `{shape}`: \
-                 open windows of one shape (type, size, slide, gap, aggregate) cannot be carried into another. \
-                 Keep the window's settings when restoring, or give it a new `uid` (and set \
-                 spec.allowNonRestoredState: true) to start it empty"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// What a window's state means, in the manifest's words: its type with sizes, and its
-/// aggregate (`sliding 10m every 5m, count`; `session gap 30s, sum of commits`). Every snapshot
-/// stores it as the window's operator state, and a restore into a window of another shape is
-/// refused before the job starts ([`WindowOperator::new`]): a sliding window's partial counts
-/// are not a session's, and a `count` is not a `max`. The output field name, allowed lateness
-/// and event-time field may change. Snapshots written before the shape was stored restore
-/// into any window.
-pub fn window_shape(def: &WindowDef) -> String {
-    let ms = |ms: i64| humantime::format_duration(std::time::Duration::from_millis(ms.max(0) as u64)).to_string();
-    let windows = match def.assigner {
-        WindowAssigner::Tumbling { size_ms } => format!("tumbling {}", ms(size_ms)),
-        WindowAssigner::Sliding { size_ms, slide_ms } => format!("sliding {} every {}", ms(size_ms), ms(slide_ms)),
-        WindowAssigner::Session { gap_ms } => format!("session gap {}", ms(gap_ms)),
-    };
-    match (def.func, &def.expression) {
-        (AggregateFn::Count, _) | (_, None) => format!("{windows}, {}", def.func.name()),
-        (func, Some(e)) => format!("{windows}, {} of {e}", func.name()),
     }
 }
 

@@ -1,7 +1,6 @@
-//! Window state: per key group, each key's open windows with their aggregate, and the key
-//! group's watermark. Encoded per key group ([`GroupSnapshot`], postcard) so a restore at
-//! another parallelism takes exactly the key groups it now owns, as the running aggregate's
-//! state.
+//! Window state: each key's windows ([`WindowEntry`]) with their aggregate ([`Acc`]), kept as
+//! keyed state (`window/keyed.rs`), and [`GroupSnapshot`], the per-key-group block of
+//! snapshots written before 2026-12-05, which restores still read.
 
 use crate::job::validate::AggregateFn;
 use crate::record::{Datum, Key};
@@ -73,10 +72,12 @@ pub struct WindowEntry {
     pub fired: bool,
 }
 
-/// A key group's windows in memory.
+/// A key group's windows in memory (the form [`GroupSnapshot::of`] took).
 pub type GroupWindows = HashMap<Key, Vec<WindowEntry>>;
 
-/// A key group's state as checkpoints store it (one [`KeyGroupBlock`](crate::state::snapshot::KeyGroupBlock)).
+/// A key group's state as checkpoints stored it before 2026-12-05 (one
+/// [`KeyGroupBlock`](crate::state::snapshot::KeyGroupBlock)); today's blocks are the keyed
+/// state's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupSnapshot {
     /// The window operator's watermark when the snapshot was taken: a restore judges records
@@ -88,7 +89,8 @@ pub struct GroupSnapshot {
 }
 
 impl GroupSnapshot {
-    /// The snapshot of `windows` at `watermark`, keys sorted.
+    /// The snapshot of `windows` at `watermark`, keys sorted (the blocks of earlier releases,
+    /// for tests of their restore).
     pub fn of(watermark: i64, windows: &GroupWindows) -> GroupSnapshot {
         let mut keys: Vec<(Key, Vec<WindowEntry>)> = windows.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         keys.sort_by(|a, b| a.0.cmp(&b.0));

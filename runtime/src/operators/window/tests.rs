@@ -1,7 +1,9 @@
 use super::*;
 use crate::record::KeyedBy;
 use crate::state::key_group::key_group_range;
+use crate::state::snapshot::KeyGroupBlock;
 use serde_json::json;
+use state::GroupSnapshot;
 
 fn def(assigner: WindowAssigner, lateness: i64) -> WindowDef {
     WindowDef {
@@ -27,6 +29,8 @@ fn rows(out: &[Record]) -> Vec<serde_json::Value> {
     out.iter().map(|r| r.row.to_json()).collect()
 }
 
+use crate::state::incremental::Form;
+
 fn barrier() -> Barrier {
     let target = Arc::new(crate::checkpoint::SnapshotTarget {
         store: Arc::new(crate::storage::LocalStore::new("/tmp").unwrap()),
@@ -46,7 +50,7 @@ fn barrier() -> Barrier {
 fn op(d: &WindowDef, range: KeyGroupRange, restore: OperatorRestore) -> (WindowOperator, Arc<AtomicU64>) {
     let late = Arc::new(AtomicU64::new(0));
     (
-        WindowOperator::new("w", d, "k", range, restore, late.clone()).unwrap(),
+        WindowOperator::new("w", d, "k", range, restore, late.clone(), &BackendChoice::Heap).unwrap(),
         late,
     )
 }
@@ -85,7 +89,7 @@ async fn tumbling_fires_once_at_the_watermark_then_updates_within_lateness_and_d
     out.clear();
     // At 14 the lateness of [0,10) has passed: state deleted, a record for it dropped.
     w.on_watermark(14, &mut out).await.unwrap();
-    assert_eq!(w.windows(), 1, "only [10,20) of a is left");
+    assert_eq!(w.windows().unwrap(), 1, "only [10,20) of a is left");
     w.process(vec![rec("b", 5)], &mut out).await.unwrap();
     assert!(out.is_empty());
     assert_eq!(late.load(Ordering::Relaxed), 1);
@@ -96,7 +100,7 @@ async fn tumbling_fires_once_at_the_watermark_then_updates_within_lateness_and_d
         rows(&out),
         vec![json!({"k": "a", "window_start": 10, "window_end": 20, "count": 1})]
     );
-    assert_eq!(w.windows(), 0);
+    assert_eq!(w.windows().unwrap(), 0);
 }
 
 #[tokio::test]
@@ -137,13 +141,16 @@ async fn restore_at_another_parallelism_neither_refires_nor_reopens() {
         .unwrap();
     w.on_watermark(9, &mut out).await.unwrap();
     assert_eq!(out.len(), 20);
-    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
+    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()()
+        .unwrap()
+        .collect_stream()
+        .unwrap();
     let mut fired_after = 0;
     let mut dropped = 0;
     for i in 0..2 {
         let restore = OperatorRestore {
             key_groups: enc.key_groups.clone(),
-            operator_state: vec![],
+            operator_state: enc.operator_state.clone(),
         };
         let (mut r, late) = op(&d, key_group_range(i, 2, 8), restore);
         let mine: Vec<Record> = keys
@@ -164,6 +171,155 @@ async fn restore_at_another_parallelism_neither_refires_nor_reopens() {
         assert!(rows(&out).iter().all(|v| v["window_start"] == 10 && v["count"] == 1));
     }
     assert_eq!((fired_after, dropped), (20, 20));
+}
+
+/// `blocks` (today's keyed blocks of a snapshot) as the per-group blocks snapshots held before
+/// 2026-12-05, each with `watermark`.
+fn blocks_before_2026_12_05(blocks: &[KeyGroupBlock], watermark: i64) -> Vec<KeyGroupBlock> {
+    blocks
+        .iter()
+        .map(|block| {
+            let windows: state::GroupWindows = crate::state::keyed_block::decode::<KeyWindows>(&block.data)
+                .unwrap()
+                .into_iter()
+                .map(|(key, windows, _)| (key, windows))
+                .collect();
+            let snap = GroupSnapshot::of(watermark, &windows);
+            KeyGroupBlock {
+                key_group: block.key_group,
+                entries: snap.windows(),
+                data: postcard::to_stdvec(&snap).unwrap().into(),
+                expired_through_ms: None,
+            }
+        })
+        .collect()
+}
+
+/// The same restore at another parallelism from a snapshot of before 2026-12-05 (per-group
+/// blocks holding the watermark, an item with the shape alone): nothing fired before fires
+/// again, a record for a window fired and deleted before is late, and the open windows fire.
+#[tokio::test]
+async fn a_snapshot_of_before_2026_12_05_restores_its_windows_and_watermarks() {
+    let d = def(WindowAssigner::Tumbling { size_ms: 10 }, 0);
+    let (mut w, _) = op(&d, key_group_range(0, 1, 8), Default::default());
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut out = Vec::new();
+    w.process(keys.iter().map(|k| rec(k, 15)).collect(), &mut out)
+        .await
+        .unwrap();
+    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()()
+        .unwrap()
+        .collect_stream()
+        .unwrap();
+    let blocks = blocks_before_2026_12_05(&enc.key_groups, 9);
+    let shape_alone = postcard::to_stdvec(&window_shape(&d)).unwrap();
+    let (mut fired, mut dropped) = (0, 0);
+    for i in 0..2 {
+        let restore = OperatorRestore {
+            key_groups: blocks.clone(),
+            operator_state: vec![shape_alone.clone()],
+        };
+        let (mut r, late) = op(&d, key_group_range(i, 2, 8), restore);
+        assert_eq!(r.watermark, 9, "the smallest restored key-group watermark");
+        let mine: Vec<Record> = keys
+            .iter()
+            .map(|k| rec(k, 3))
+            .filter(|x| r.range.contains(x.keyed.as_ref().unwrap().key_group))
+            .collect();
+        let mut out = Vec::new();
+        r.process(mine, &mut out).await.unwrap();
+        dropped += late.load(Ordering::Relaxed);
+        r.on_watermark(19, &mut out).await.unwrap();
+        fired += out.len();
+        assert!(rows(&out).iter().all(|v| v["window_start"] == 10 && v["count"] == 1));
+    }
+    assert_eq!((fired, dropped), (20, 20));
+}
+
+/// A heap snapshot copies no window: records processed after the barrier, into the same keys
+/// and windows and firing some, are not in the snapshot encoded afterwards; a restore on
+/// either backend holds the windows as of the barrier. Incremental checkpoints write a base,
+/// then deltas of the keys written since, and the chain restores the same windows as a full
+/// snapshot, on either backend.
+#[tokio::test]
+async fn snapshots_hold_the_windows_as_of_the_barrier_full_or_as_chains_on_either_backend() {
+    let d = def(WindowAssigner::Tumbling { size_ms: 10 }, 100);
+    let all = key_group_range(0, 1, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let disk = |name: &str| BackendChoice::Disk {
+        dir: dir.path().join(name),
+        options: Default::default(),
+    };
+    let incremental_barrier = |id: u64, over: Option<u64>| Barrier {
+        id,
+        incremental: Some(over),
+        ..barrier()
+    };
+    for (name, backend) in [("heap", BackendChoice::Heap), ("disk", disk("source"))] {
+        let late = Arc::new(AtomicU64::new(0));
+        let mut w = WindowOperator::new("w", &d, "k", all, Default::default(), late, &backend).unwrap();
+        let mut out = Vec::new();
+        let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+        w.process(keys.iter().map(|k| rec(k, 5)).collect(), &mut out)
+            .await
+            .unwrap();
+        // A base (incremental, nothing confirmed), confirmed; then a delta of ten keys.
+        let base = w.snapshot(&incremental_barrier(1, None)).await.unwrap().unwrap();
+        let base = base().unwrap().collect_stream().unwrap();
+        assert_eq!(base.incremental, Some(Form::Base), "{name}");
+        w.notify_complete(1).await.unwrap();
+        w.process(keys[..10].iter().map(|k| rec(k, 15)).collect(), &mut out)
+            .await
+            .unwrap();
+        let delta = w.snapshot(&incremental_barrier(2, Some(1))).await.unwrap().unwrap();
+        // After the barrier, before the delta is encoded: more records, and a firing.
+        w.process(keys.iter().map(|k| rec(k, 25)).collect(), &mut out)
+            .await
+            .unwrap();
+        w.on_watermark(9, &mut out).await.unwrap();
+        let delta = delta().unwrap().collect_stream().unwrap();
+        assert_eq!(delta.incremental, Some(Form::Delta { over: 1 }), "{name}");
+        assert_eq!(
+            delta.key_groups.iter().map(|b| b.entries).sum::<u64>(),
+            10,
+            "{name}: the keys written"
+        );
+        // A full snapshot at the same point as the delta, for comparison: its restore.
+        let chain: Vec<KeyGroupBlock> = base.key_groups.iter().chain(&delta.key_groups).cloned().collect();
+        for (target, restore_backend) in [
+            ("heap", BackendChoice::Heap),
+            ("disk", disk(&format!("{name}-to-disk"))),
+        ] {
+            let restore = OperatorRestore {
+                key_groups: chain.clone(),
+                operator_state: delta.operator_state.clone(),
+            };
+            let late = Arc::new(AtomicU64::new(0));
+            let mut r = WindowOperator::new("w", &d, "k", all, restore, late, &restore_backend).unwrap();
+            assert_eq!(
+                r.windows().unwrap(),
+                60,
+                "{name} → {target}: 50 windows [0,10), 10 of [10,20)"
+            );
+            let mut fired = Vec::new();
+            r.on_watermark(1_000, &mut fired).await.unwrap();
+            let mut got: Vec<(String, i64, i64)> = rows(&fired)
+                .iter()
+                .map(|v| {
+                    (
+                        v["k"].as_str().unwrap().to_string(),
+                        v["window_start"].as_i64().unwrap(),
+                        v["count"].as_i64().unwrap(),
+                    )
+                })
+                .collect();
+            got.sort();
+            let mut want: Vec<(String, i64, i64)> = keys.iter().map(|k| (k.clone(), 0, 1)).collect();
+            want.extend(keys[..10].iter().map(|k| (k.clone(), 10, 1)));
+            want.sort();
+            assert_eq!(got, want, "{name} → {target}");
+        }
+    }
 }
 
 /// The late counter a window increments is the subtask's `weir_late_records_dropped_total`.
@@ -210,10 +366,20 @@ async fn restore_into_a_window_of_another_shape_is_refused() {
     let (mut w, _) = op(&sliding, key_group_range(0, 1, 8), Default::default());
     let mut out = Vec::new();
     w.process(vec![rec("a", 5)], &mut out).await.unwrap();
-    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()().unwrap();
-    let restore = |with_shape: bool| OperatorRestore {
-        key_groups: enc.key_groups.clone(),
-        operator_state: if with_shape { enc.operator_state.clone() } else { vec![] },
+    let enc = w.snapshot(&barrier()).await.unwrap().unwrap()()
+        .unwrap()
+        .collect_stream()
+        .unwrap();
+    // Without a stored shape: a snapshot of before the shape was stored, in the blocks of then.
+    let restore = |with_shape: bool| match with_shape {
+        true => OperatorRestore {
+            key_groups: enc.key_groups.clone(),
+            operator_state: enc.operator_state.clone(),
+        },
+        false => OperatorRestore {
+            key_groups: blocks_before_2026_12_05(&enc.key_groups, NO_WATERMARK),
+            operator_state: vec![],
+        },
     };
     let late = || Arc::new(AtomicU64::new(0));
     let all = key_group_range(0, 1, 8);
@@ -241,7 +407,7 @@ async fn restore_into_a_window_of_another_shape_is_refused() {
         ),
         (sum, "sliding 10m every 5m, sum of t"),
     ] {
-        let e = WindowOperator::new("w", &changed, "k", all, restore(true), late())
+        let e = WindowOperator::new("w", &changed, "k", all, restore(true), late(), &BackendChoice::Heap)
             .err()
             .expect("refused")
             .0;
@@ -252,7 +418,8 @@ async fn restore_into_a_window_of_another_shape_is_refused() {
             "{e}"
         );
         assert!(e.contains("give it a new `uid`"), "{e}");
-        WindowOperator::new("w", &changed, "k", all, restore(false), late()).expect("no stored shape: restores");
+        WindowOperator::new("w", &changed, "k", all, restore(false), late(), &BackendChoice::Heap)
+            .expect("no stored shape: restores");
     }
     let mut renamed = def(
         WindowAssigner::Sliding {
@@ -262,8 +429,9 @@ async fn restore_into_a_window_of_another_shape_is_refused() {
         60_000,
     );
     renamed.as_field = "events".into();
-    let restored = WindowOperator::new("w", &renamed, "k", all, restore(true), late()).expect("same shape");
-    assert_eq!(restored.windows(), 2);
+    let restored =
+        WindowOperator::new("w", &renamed, "k", all, restore(true), late(), &BackendChoice::Heap).expect("same shape");
+    assert_eq!(restored.windows().unwrap(), 2);
 }
 
 /// `lateRecords: sideOutput`: a record beyond the allowed lateness leaves as it came, through
