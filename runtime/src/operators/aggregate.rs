@@ -109,11 +109,6 @@ pub struct Aggregate {
     /// Native checkpoints of the disk backend: the table files each checkpoint uploaded, for
     /// later ones to reference (`checkpoint/native_upload.rs`).
     native_tables: UploadedTables,
-    /// Savepoints this subtask snapshotted whose completion has not been notified: their
-    /// completion confirms no base ([`StreamOperator::notify_complete`]), so the checkpoint
-    /// after a savepoint stays a delta over the checkpoint before it (the coordinator names
-    /// that one, `checkpoint/commit.rs`, `next_base`).
-    savepoints: std::collections::BTreeSet<u64>,
     /// The step's path in the manifest for errors (`spec.job.steps[4].sum`), once known
     /// ([`Aggregate::at_step`]).
     step_path: Option<String>,
@@ -234,7 +229,6 @@ impl Aggregate {
             clock: init.clock,
             incremental: IncrementalTracker::default(),
             native_tables,
-            savepoints: Default::default(),
             step_path: None,
             expression_text: expression.filter(|_| func != AggregateFn::Count).map(String::from),
             restored_shapes: init.restore.operator_state,
@@ -453,9 +447,7 @@ impl StreamOperator for Aggregate {
         // view (disk, O(1)) and, for an incremental checkpoint, take the changed keys
         // (O(changed keys)); encode on the encoder thread. Both backends write the same
         // delta blocks.
-        if barrier.kind == crate::control::api::SnapshotKind::Savepoint {
-            self.savepoints.insert(barrier.id);
-        }
+        self.incremental.taking(barrier.id, barrier.kind);
         let uid = &self.uid;
         // A disk store still being created is waited for, and what memory holds handed over
         // to it (`state/disk_opening.rs`): a snapshot sees only the store.
@@ -587,17 +579,11 @@ impl StreamOperator for Aggregate {
     }
 
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
-        // A savepoint is self-contained and never a base: its completion keeps the confirmed
-        // checkpoint, the changes since it (the savepoint's among them) and the table files
-        // it uploaded, which the next checkpoint extends. Savepoints up to `id` that were not
-        // notified (they failed) are forgotten.
-        let savepoint = self.savepoints.contains(&id);
-        self.savepoints.retain(|s| *s > id);
-        if savepoint {
-            return Ok(());
+        // A savepoint's completion also keeps the table files it uploaded, which the next
+        // checkpoint extends.
+        if self.incremental.completed(id) {
+            self.native_tables.confirm(id);
         }
-        self.incremental.confirm(id);
-        self.native_tables.confirm(id);
         Ok(())
     }
 

@@ -386,15 +386,42 @@ impl SinceBase {
 pub struct IncrementalTracker {
     pending: Vec<PendingSnapshot>,
     confirmed: Option<(u64, ChainShape)>,
+    /// Savepoints this subtask snapshotted whose completion has not been notified: their
+    /// completion confirms no base ([`IncrementalTracker::completed`]), so the checkpoint after
+    /// a savepoint stays a delta over the checkpoint before it (the coordinator names that one,
+    /// `checkpoint/commit.rs`, `next_base`).
+    savepoints: std::collections::BTreeSet<u64>,
 }
 
 impl IncrementalTracker {
+    /// The snapshot `id` being taken is of `kind`: a savepoint is remembered until its
+    /// completion ([`IncrementalTracker::completed`]). Call at every snapshot's barrier.
+    pub fn taking(&mut self, id: u64, kind: crate::control::api::SnapshotKind) {
+        if kind == crate::control::api::SnapshotKind::Savepoint {
+            self.savepoints.insert(id);
+        }
+    }
+
+    /// Snapshot `id` completed. A savepoint is self-contained and never a base: its
+    /// completion keeps the confirmed checkpoint and the changes since it (the savepoint's
+    /// among them) for the next delta; savepoints up to `id` not notified (they failed) are
+    /// forgotten. A checkpoint is confirmed ([`IncrementalTracker::confirm`]). Returns whether
+    /// `id` was a checkpoint.
+    pub fn completed(&mut self, id: u64) -> bool {
+        let savepoint = self.savepoints.contains(&id);
+        self.savepoints.retain(|s| *s > id);
+        if !savepoint {
+            self.confirm(id);
+        }
+        !savepoint
+    }
+
     /// Checkpoint `id` completed (its `_metadata` is written): it becomes the base of the
     /// next delta if this subtask wrote it as part of a chain, and the changes up to it are
     /// dropped. Any other completion (a self-contained snapshot, a snapshot this subtask did
-    /// not take) leaves no base: the next incremental checkpoint writes a new one; so callers
-    /// do not confirm savepoints (`Aggregate::notify_complete`), which keeps the base and their
-    /// changes for the next delta. Repeating a confirmation, or confirming one older than the
+    /// not take) leaves no base: the next incremental checkpoint writes a new one; so
+    /// savepoints are not confirmed ([`IncrementalTracker::completed`]), which keeps the base
+    /// and their changes for the next delta. Repeating a confirmation, or confirming one older than the
     /// confirmed checkpoint, changes nothing.
     pub fn confirm(&mut self, id: u64) {
         if self.confirmed.is_some_and(|(c, _)| c >= id) {

@@ -26,7 +26,6 @@ pub mod stored_shape;
 
 use super::{EncodedState, KeyGroupStream, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
-use crate::control::api::SnapshotKind;
 use crate::job::join::{JoinDef, Side};
 use crate::record::cel::{self, Expr};
 use crate::record::{Datum, Key, KeyedBy, Record, Row, Schema};
@@ -41,7 +40,6 @@ use async_trait::async_trait;
 use disk_rows::DiskJoinRows;
 use disk_snapshot::DiskJoinSnapshot;
 use rows::JoinRows;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use stored_shape::StoredShape;
@@ -189,8 +187,6 @@ pub struct Join {
     clock: Arc<dyn Clock>,
     /// Incremental checkpoints' bookkeeping: the confirmed checkpoint and the changes since.
     incremental: IncrementalTracker,
-    /// Savepoints taken and not yet completed (their completion confirms no base).
-    savepoints: BTreeSet<u64>,
 }
 
 /// A join subtask's rows: see the module doc.
@@ -287,7 +283,6 @@ impl Join {
             ttl,
             clock,
             incremental: IncrementalTracker::default(),
-            savepoints: BTreeSet::new(),
         })
     }
 
@@ -385,9 +380,7 @@ impl StreamOperator for Join {
         // since the last snapshot (O(1)); encode on the encoder thread. A full snapshot
         // streams its blocks to the state file as they are encoded (state larger than memory
         // is never held whole); a delta, O(changed keys), is encoded whole.
-        if barrier.kind == SnapshotKind::Savepoint {
-            self.savepoints.insert(barrier.id);
-        }
+        self.incremental.taking(barrier.id, barrier.kind);
         let incremental = barrier.incremental;
         if incremental.is_some() {
             // The first incremental checkpoint is a full base: changes before it do not matter.
@@ -436,14 +429,7 @@ impl StreamOperator for Join {
     }
 
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
-        // As an aggregation's: a savepoint is self-contained and never a base, so its
-        // completion keeps the confirmed checkpoint and the changes since it for the next
-        // delta; savepoints up to `id` not notified (they failed) are forgotten.
-        let savepoint = self.savepoints.contains(&id);
-        self.savepoints.retain(|s| *s > id);
-        if !savepoint {
-            self.incremental.confirm(id);
-        }
+        self.incremental.completed(id);
         Ok(())
     }
 }

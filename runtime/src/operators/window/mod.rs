@@ -48,7 +48,6 @@ use assign::{TimeWindow, assign, is_late, merge_session};
 use async_trait::async_trait;
 pub use shape::{WindowKey, check_restored_shape, window_shape};
 use state::{Acc, WindowEntry};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -94,8 +93,6 @@ pub struct WindowOperator {
     key_expression: Option<String>,
     /// Chains of incremental checkpoints (`state/incremental.rs`).
     incremental: IncrementalTracker,
-    /// Savepoints taken and not yet completed (never a chain's base).
-    savepoints: BTreeSet<u64>,
 }
 
 /// The state's clock: windows have no TTL, so write times are not used.
@@ -141,7 +138,6 @@ impl WindowOperator {
             late_sent: 0,
             key_expression: None,
             incremental: IncrementalTracker::default(),
-            savepoints: BTreeSet::new(),
         })
     }
 
@@ -449,9 +445,7 @@ impl StreamOperator for WindowOperator {
     }
 
     async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {
-        if barrier.kind == crate::control::api::SnapshotKind::Savepoint {
-            self.savepoints.insert(barrier.id);
-        }
+        self.incremental.taking(barrier.id, barrier.kind);
         let watermarks = (
             self.range.start,
             self.floors.iter().map(|floor| self.watermark.max(*floor)).collect(),
@@ -461,12 +455,7 @@ impl StreamOperator for WindowOperator {
     }
 
     async fn notify_complete(&mut self, id: u64) -> TaskResult<()> {
-        // As an aggregation's: a savepoint is self-contained and never a base.
-        let savepoint = self.savepoints.contains(&id);
-        self.savepoints.retain(|s| *s > id);
-        if !savepoint {
-            self.incremental.confirm(id);
-        }
+        self.incremental.completed(id);
         Ok(())
     }
 }
