@@ -17,14 +17,14 @@ pub const BROADCAST_STATE_PREFIX: &str = "broadcast:";
 /// stored shape, the same in every subtask, as they are now.
 const JOIN_FIELDS_BEFORE: &str = "operator:join-fields";
 
-/// Whether every subtask of an operator with the state names `state_names`
-/// ([`OperatorMetadata::state_names`]) writes the same operator state items, so a restore
-/// needs one copy: its names are keyed (`keyed:*`) or broadcast ([`BROADCAST_STATE_PREFIX`])
-/// only, or the join's name before it was broadcast. A window (`keyed:window`) wrote its
-/// shape as an unnamed item, the same in every subtask; since 2026-12-05 (`keyed:windows`,
-/// `keyed:window-watermarks`) each subtask's item also holds the watermarks of its key groups,
-/// which only the owners of those key groups need, and they read that handle. No name
-/// (metadata that records none): false, every file read.
+/// Whether a subtask of an operator with the state names `state_names`
+/// ([`OperatorMetadata::state_names`]) needs only the operator state items of the handles of
+/// its own key groups: the items are the same in every subtask, or (`keyed:*`) only the owners
+/// of a handle's key groups need them. So: its names are keyed (`keyed:*`) or broadcast
+/// ([`BROADCAST_STATE_PREFIX`]) only, or the join's name before it was broadcast. A window
+/// (`keyed:window`) wrote its shape as an unnamed item, the same in every subtask; since
+/// 2026-12-05 (`keyed:windows`, `keyed:window-watermarks`) each subtask's item also holds the
+/// watermarks of its key groups. No name (metadata that records none): false, every file read.
 pub fn operator_state_replicated(state_names: &[String]) -> bool {
     !state_names.is_empty()
         && state_names.iter().all(|name| {

@@ -1,5 +1,5 @@
-//! What a window's stored state means, kept as its operator state in every snapshot
-//! (`broadcast:window-shape`, the same in every subtask) and checked when a job restores it:
+//! What a window's stored state means, kept in its operator state in every snapshot
+//! (`broadcast:window-shape`: the same in every subtask) and checked when a job restores it:
 //! the windows' type, sizes and aggregate ([`window_shape`]), and the key selector of the
 //! `keyBy` before the window.
 //!
@@ -9,13 +9,18 @@
 //! same. So such a restore is refused before the job starts, naming the field and the way out,
 //! as an aggregation's (`operators/aggregate_shape.rs`) and a join's (`join/stored_shape.rs`).
 //!
-//! **Encoding.** Each subtask writes one item: postcard of `(shape, key selector, watermarks)`
-//! ([`StoredItem`]), the watermarks being those of the key groups the subtask owned (the
-//! window's own state, `window/keyed.rs`); the shape and key selector are the same in every
-//! subtask. Until 2026-12-05 the item was the shape string alone, a prefix of today's bytes:
-//! such an item restores into a window of the same shape under any key selector (its blocks are
-//! the older per-group snapshots, which hold the watermarks). Snapshots written before the shape
-//! was stored at all hold no item and restore into any window.
+//! **Encoding.** Each subtask writes one item: [`ITEM_PREFIX`], then postcard of `(shape, key
+//! selector, watermarks)` ([`StoredItem`]), the watermarks being those of the key groups the
+//! subtask owned (`keyed:window-watermarks`, `window/keyed.rs`: an item differs per subtask,
+//! but only the owners of a handle's key groups need it, and they read that handle); the shape
+//! and key selector are the same in every subtask. Until 2026-12-05 the item was postcard of the
+//! shape string alone: such an item restores into a window of the same shape under any key
+//! selector (its blocks are the older per-group snapshots, which hold the watermarks). The
+//! prefix makes a release of before then refuse today's snapshots ("the window's stored shape
+//! does not decode") instead of reading today's keyed blocks as its per-group snapshots, which
+//! postcard would misread without an error (found by a review: open session windows lost).
+//! Snapshots written before the shape was stored at all hold no item and restore into any
+//! window.
 
 use crate::job::event_time::{WindowAssigner, WindowDef};
 use crate::job::validate::AggregateFn;
@@ -31,6 +36,11 @@ pub struct WindowKey {
     /// The window step's `uid` path (`spec.job.steps[2].uid`), the way out a refusal names.
     pub uid_path: String,
 }
+
+/// The first bytes of today's items: a postcard string length of 2^32 − 1 (a varint), which no
+/// shape string has, so an older release's decode of the shape string fails at the end of the
+/// item.
+pub const ITEM_PREFIX: [u8; 5] = [0xFF, 0xFF, 0xFF, 0xFF, 0x0F];
 
 /// The watermarks of a subtask's key groups: the first key group, then one watermark (epoch
 /// ms) per key group from it, in order.
@@ -52,21 +62,29 @@ pub struct StoredItem {
 /// The operator state item a window's snapshot writes: its shape, the key selector of the
 /// `keyBy` before it when known (`key`), and `watermarks`.
 pub fn shape_item(def: &WindowDef, key: Option<&str>, watermarks: &GroupWatermarks) -> Vec<u8> {
-    postcard::to_allocvec(&(window_shape(def), key, Some(watermarks))).expect("strings and numbers encode")
+    postcard::to_extend(&(window_shape(def), key, watermarks), ITEM_PREFIX.to_vec())
+        .expect("strings and numbers encode")
 }
 
 /// Decodes an item of either form (see the module doc). Errors: it decodes as neither.
 pub fn decode_item(item: &[u8]) -> Result<StoredItem, String> {
-    postcard::from_bytes::<(String, Option<String>, Option<GroupWatermarks>)>(item)
-        .map(|(shape, key, watermarks)| StoredItem { shape, key, watermarks })
-        .or_else(|_| {
-            postcard::from_bytes::<String>(item).map(|shape| StoredItem {
-                shape,
-                key: None,
-                watermarks: None,
+    match item.strip_prefix(ITEM_PREFIX.as_slice()) {
+        Some(today) => {
+            postcard::from_bytes::<(String, Option<String>, GroupWatermarks)>(today).map(|(shape, key, watermarks)| {
+                StoredItem {
+                    shape,
+                    key,
+                    watermarks: Some(watermarks),
+                }
             })
-        })
-        .map_err(|e| format!("the window's stored shape does not decode: {e}"))
+        }
+        None => postcard::from_bytes::<String>(item).map(|shape| StoredItem {
+            shape,
+            key: None,
+            watermarks: None,
+        }),
+    }
+    .map_err(|e| format!("the window's stored shape does not decode: {e}"))
 }
 
 /// Checks the items a restore brought (`items`, the window's operator state) against the
@@ -213,8 +231,9 @@ mod tests {
     }
 
     /// Both forms decode: today's with its key and watermarks, the string alone (before
-    /// 2026-12-05) with neither; a release that reads the string alone reads today's item as
-    /// the same string; an item of neither form is an error naming it.
+    /// 2026-12-05) with neither; a release that reads the string alone (as releases before
+    /// 2026-12-05 do) fails on today's item instead of reading a shape and then misreading the
+    /// blocks; an item of neither form is an error naming it.
     #[test]
     fn items_of_both_forms_decode_and_garbage_is_named() {
         let def = tumbling();
@@ -227,7 +246,10 @@ mod tests {
                 watermarks: Some((3, vec![10, i64::MIN])),
             }
         );
-        assert_eq!(postcard::from_bytes::<String>(&item).unwrap(), window_shape(&def));
+        assert!(
+            postcard::from_bytes::<String>(&item).is_err(),
+            "an older release refuses it"
+        );
         let old = postcard::to_allocvec(&window_shape(&def)).unwrap();
         assert_eq!(
             decode_item(&old).unwrap(),
