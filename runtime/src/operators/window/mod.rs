@@ -150,8 +150,9 @@ impl WindowOperator {
     }
 
     /// Number of windows held, open or fired and kept for `allowedLateness` (visits every
-    /// key). Errors: the disk store fails.
-    pub fn windows(&self) -> TaskResult<usize> {
+    /// key; for tests). Errors: the disk store fails.
+    #[cfg(test)]
+    pub(crate) fn windows(&self) -> TaskResult<usize> {
         let mut windows = 0;
         for key_group in self.range.start..=self.range.end {
             let entries = self
