@@ -165,8 +165,14 @@ impl TaskCore {
     /// Runs `batch` through the chain and queues the output in [`TaskCore::unsent`] (sent by
     /// [`TaskCore::flush`]).
     pub(super) async fn run_chain(&mut self, batch: Batch) -> TaskResult<()> {
+        self.run_chain_from(0, batch).await
+    }
+
+    /// As [`TaskCore::run_chain`] from the chain's operator `first` on (records an operator
+    /// before it emitted; `first` = the chain's length: straight to the output).
+    pub(super) async fn run_chain_from(&mut self, first: usize, batch: Batch) -> TaskResult<()> {
         let mut cur = batch;
-        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
+        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids).skip(first) {
             cur = match cur {
                 Batch::Rows(rows) => {
                     let mut next = Vec::with_capacity(rows.len());

@@ -6,8 +6,8 @@ use crate::exec::messages::Element;
 use crate::exec::split_watermarks::SplitWatermarks;
 use crate::exec::watermark::{BoundedOutOfOrderness, Segment, Watermark, event_time_millis};
 use crate::job::spec::EventTimeUnit;
+use crate::operators::Firing;
 use crate::record::Record;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Event time in a source subtask: the field read from each record and the watermark
@@ -32,29 +32,29 @@ pub struct SourceEventTime {
 
 impl TaskCore {
     /// Passes watermark `w` through the chain: each operator sees it after the records the
-    /// operators before it emitted on it (fired windows); then records and watermark go out.
+    /// operators before it emitted on it (fired windows); then the watermark goes out. An
+    /// operator's firing goes through the rest of the chain and out part by part
+    /// ([`Firing::Partial`]), so the subtask holds one part at a time, and a part waits for
+    /// room in the output channels (backpressure) before the next is fired.
     pub(crate) async fn process_watermark(&mut self, w: Watermark) -> TaskResult<()> {
-        let mut pending: Vec<Record> = Vec::new();
-        for (op, (uid, _)) in self.chain.iter_mut().zip(&self.chain_ids) {
-            if !pending.is_empty() {
-                let mut next = Vec::with_capacity(pending.len());
-                op.process(std::mem::take(&mut pending), &mut next)
-                    .await
-                    .map_err(|e| e.context(format!("operator {uid}")))?;
-                pending = next;
-            }
-            if let Watermark::Time(t) = w {
-                op.on_watermark(t, &mut pending)
-                    .await
-                    .map_err(|e| e.context(format!("operator {uid}")))?;
+        if let Watermark::Time(t) = w {
+            for at in 0..self.chain.len() {
+                loop {
+                    let mut fired: Vec<Record> = Vec::new();
+                    let firing = self.chain[at]
+                        .on_watermark(t, &mut fired)
+                        .await
+                        .map_err(|e| e.context(format!("operator {}", self.chain_ids[at].0)))?;
+                    if !fired.is_empty() {
+                        self.run_chain_from(at + 1, fired.into()).await?;
+                        self.flush(None, false).await?;
+                    }
+                    if firing == Firing::Complete {
+                        break;
+                    }
+                }
             }
         }
-        self.metrics
-            .records_out
-            .fetch_add(pending.len() as u64, Ordering::Relaxed);
-        let late = self.take_late_output();
-        let routed = self.output.route(pending.into(), late).await?;
-        self.unsent.extend(routed);
         self.broadcast_in_band(|| Element::Watermark(w)).await
     }
 

@@ -159,6 +159,16 @@ pub struct OperatorRestore {
     pub operator_state: Vec<Vec<u8>>,
 }
 
+/// How much of a watermark's firing [`StreamOperator::on_watermark`] emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Firing {
+    /// All of it: the operator is done with this watermark.
+    Complete,
+    /// A part: call `on_watermark` again with the same watermark for the rest, before
+    /// anything else reaches the operator.
+    Partial,
+}
+
 /// One operator in a subtask's chain.
 #[async_trait]
 pub trait StreamOperator: Send {
@@ -183,8 +193,13 @@ pub trait StreamOperator: Send {
     /// The subtask's event-time watermark advanced to `watermark` (epoch ms): fire what it
     /// closes, appending results to `out`. Called after every record before the watermark;
     /// the watermark then goes on to the next operator. Most operators ignore it.
-    async fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> TaskResult<()> {
-        Ok(())
+    ///
+    /// An operator whose firing is large may emit it in parts: it returns
+    /// [`Firing::Partial`] after a part, and the caller sends that part on and calls again
+    /// with the same watermark, before any record, barrier or other watermark, until
+    /// [`Firing::Complete`]. So memory holds one part of a firing, not all of it.
+    async fn on_watermark(&mut self, _watermark: i64, _out: &mut Vec<Record>) -> TaskResult<Firing> {
+        Ok(Firing::Complete)
     }
 
     /// Checkpoint `id` is complete (its `_metadata` is written): commit what it covers.

@@ -34,7 +34,7 @@ mod keyed;
 pub mod shape;
 pub mod state;
 
-use super::{OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
+use super::{Firing, OperatorRestore, SnapshotEncoder, StreamOperator, TaskError, TaskResult};
 use crate::checkpoint::Barrier;
 use crate::exec::watermark::{END_OF_TIME, NO_WATERMARK, event_time_millis};
 use crate::job::event_time::{WINDOW_END_FIELD, WINDOW_START_FIELD, WindowAssigner, WindowDef};
@@ -93,7 +93,15 @@ pub struct WindowOperator {
     key_expression: Option<String>,
     /// Chains of incremental checkpoints (`state/incremental.rs`).
     incremental: IncrementalTracker,
+    /// While a watermark's firing is emitted in parts: the index in `timers` of the next key
+    /// group to visit.
+    firing_from: Option<usize>,
 }
+
+/// A firing is emitted in parts of about this many results (the part ends after the key group
+/// that reaches it): a tumbling window's end over millions of keys fires millions of windows
+/// at one watermark, and memory holds one part of them, not all.
+const FIRING_PART_RESULTS: usize = 4096;
 
 /// The state's clock: windows have no TTL, so write times are not used.
 const NOW_MS: u64 = 0;
@@ -138,6 +146,7 @@ impl WindowOperator {
             late_sent: 0,
             key_expression: None,
             incremental: IncrementalTracker::default(),
+            firing_from: None,
         })
     }
 
@@ -422,30 +431,47 @@ impl StreamOperator for WindowOperator {
         self.late_output.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
-    async fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> TaskResult<()> {
-        if watermark <= self.watermark {
-            return Ok(());
-        }
-        self.watermark = watermark;
-        if watermark == END_OF_TIME {
-            self.log_end_of_event_time();
-        }
-        if watermark < self.next_timer {
-            return Ok(());
-        }
-        // Tables of encoded snapshots merged first, so a firing without records between
-        // checkpoints does not stack write layers on them.
-        self.state.maintain(NOW_MS, 0).map_err(|e| self.state_error(e))?;
+    async fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Record>) -> TaskResult<Firing> {
+        let mut at = match self.firing_from {
+            // The rest of this watermark's firing (the caller sends nothing else before it).
+            Some(at) => at,
+            None => {
+                if watermark <= self.watermark {
+                    return Ok(Firing::Complete);
+                }
+                self.watermark = watermark;
+                if watermark == END_OF_TIME {
+                    self.log_end_of_event_time();
+                }
+                if watermark < self.next_timer {
+                    return Ok(Firing::Complete);
+                }
+                // Tables of encoded snapshots merged first, so a firing without records between
+                // checkpoints does not stack write layers on them.
+                self.state.maintain(NOW_MS, 0).map_err(|e| self.state_error(e))?;
+                0
+            }
+        };
+        debug_assert_eq!(
+            watermark, self.watermark,
+            "a partial firing continued at another watermark"
+        );
         let mut fired: Vec<(i64, i64, Key, WindowEntry)> = Vec::new();
-        for at in 0..self.timers.len() {
+        while at < self.timers.len() && fired.len() < FIRING_PART_RESULTS {
             if self.timers[at] <= watermark {
                 self.fire_group(self.range.start + at as u32, watermark, &mut fired)?;
             }
+            at += 1;
         }
         fired.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
         out.extend(fired.iter().map(|(_, _, key, e)| self.result(key, e)));
+        if at < self.timers.len() {
+            self.firing_from = Some(at);
+            return Ok(Firing::Partial);
+        }
+        self.firing_from = None;
         self.next_timer = self.timers.iter().copied().min().unwrap_or(NO_TIMER);
-        Ok(())
+        Ok(Firing::Complete)
     }
 
     async fn snapshot(&mut self, barrier: &Barrier) -> TaskResult<Option<SnapshotEncoder>> {

@@ -508,3 +508,102 @@ async fn the_first_event_time_decides_the_unit_so_later_values_in_epoch_seconds_
     w.process(vec![rec("a", 5)], &mut out).await.unwrap();
     w.process(vec![rec("a", 1_500_000_000)], &mut out).await.unwrap();
 }
+
+/// A firing of many windows at one watermark comes in parts of about
+/// [`FIRING_PART_RESULTS`] results, each ending after a whole key group, until
+/// [`Firing::Complete`]: together every window once, and the same watermark again fires
+/// nothing. On either backend.
+#[tokio::test]
+async fn a_large_firing_comes_in_parts_of_whole_key_groups_on_either_backend() {
+    const MAX_PARALLELISM: u32 = 128;
+    const KEYS: usize = 20_000;
+    let d = def(WindowAssigner::Tumbling { size_ms: 10 }, 0);
+    let all = key_group_range(0, 1, MAX_PARALLELISM);
+    let dir = tempfile::tempdir().unwrap();
+    let disk = BackendChoice::Disk {
+        dir: dir.path().join("disk"),
+        options: Default::default(),
+    };
+    let keyed = |key: &str, t: i64| Record {
+        row: Row::from_json(json!({ "t": t })),
+        keyed: Some(KeyedBy::new(Key::Str(key.into()), MAX_PARALLELISM)),
+    };
+    let group_of = |key: &str| KeyedBy::new(Key::Str(key.into()), MAX_PARALLELISM).key_group;
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("key-{i}")).collect();
+    let largest_group = {
+        let mut sizes = vec![0usize; MAX_PARALLELISM as usize];
+        keys.iter().for_each(|k| sizes[group_of(k) as usize] += 1);
+        sizes.into_iter().max().unwrap()
+    };
+    for (name, backend) in [("heap", BackendChoice::Heap), ("disk", disk)] {
+        let late = Arc::new(AtomicU64::new(0));
+        let mut w = WindowOperator::new("w", &d, "k", all, Default::default(), late, &backend).unwrap();
+        let mut out = Vec::new();
+        w.process(keys.iter().map(|k| keyed(k, 3)).collect(), &mut out)
+            .await
+            .unwrap();
+        w.process(keys.iter().step_by(2).map(|k| keyed(k, 4)).collect(), &mut out)
+            .await
+            .unwrap();
+        assert!(out.is_empty());
+        let mut parts: Vec<Vec<Record>> = Vec::new();
+        loop {
+            let mut part = Vec::new();
+            let firing = w.on_watermark(9, &mut part).await.unwrap();
+            parts.push(part);
+            if firing == Firing::Complete {
+                break;
+            }
+            assert!(parts.len() < KEYS, "{name}: the firing never completes");
+        }
+        assert!(
+            parts.len() >= KEYS / FIRING_PART_RESULTS,
+            "{name}: {} parts",
+            parts.len()
+        );
+        let mut groups_seen = std::collections::BTreeSet::new();
+        let mut counts = std::collections::BTreeMap::new();
+        for (n, part) in parts.iter().enumerate() {
+            if n + 1 < parts.len() {
+                assert!(
+                    (FIRING_PART_RESULTS..FIRING_PART_RESULTS + largest_group).contains(&part.len()),
+                    "{name}: part {n} holds {} results",
+                    part.len()
+                );
+            }
+            let groups: std::collections::BTreeSet<u32> = part
+                .iter()
+                .map(|r| group_of(r.row.to_json()["k"].as_str().unwrap()))
+                .collect();
+            assert!(
+                groups.iter().all(|g| groups_seen.insert(*g)),
+                "{name}: a key group split across parts"
+            );
+            for r in part {
+                let row = r.row.to_json();
+                let key = row["k"].as_str().unwrap().to_string();
+                assert_eq!(
+                    (row["window_start"].clone(), row["window_end"].clone()),
+                    (json!(0), json!(10))
+                );
+                assert!(
+                    counts.insert(key, row["count"].as_i64().unwrap()).is_none(),
+                    "{name}: fired twice"
+                );
+            }
+        }
+        assert_eq!(counts.len(), KEYS, "{name}: every window fired");
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(counts[key], if i % 2 == 0 { 2 } else { 1 }, "{name}: {key}");
+        }
+        let mut again = Vec::new();
+        assert_eq!(w.on_watermark(9, &mut again).await.unwrap(), Firing::Complete);
+        assert_eq!(w.on_watermark(9_999, &mut again).await.unwrap(), Firing::Complete);
+        assert!(again.is_empty(), "{name}: fired again");
+        assert_eq!(
+            w.windows().unwrap(),
+            0,
+            "{name}: fired windows are deleted (no lateness)"
+        );
+    }
+}
