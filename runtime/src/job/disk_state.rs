@@ -34,8 +34,9 @@ pub struct DiskStateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_buffer_size: Option<ByteQuantity>,
     /// Write-back cache of the most recently written entries, in front of the store: a
-    /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, about 2.25 times
-    /// that while being written back), `0` for none. Its entries are written into the store by
+    /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, plus 40 per
+    /// window held for a `window` step's key; about 2.25 times that while being written
+    /// back), `0` for none. Its entries are written into the store by
     /// a background thread, a generation (an eighth of it) at a time and at each checkpoint's
     /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

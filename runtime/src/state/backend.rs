@@ -308,9 +308,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
 
     /// The live entries of `key_group` at `now_ms`, values cloned, in no particular order. For
     /// an operator that visits a key group's entries (a window firing): O(the group's keys) on
-    /// heap, a scan of the group's key range on disk, which must have no write-back cache
-    /// ([`DiskKeyedState::entries_in_group`]). Errors: the disk store fails, or has a write-back
-    /// cache.
+    /// heap, a scan of the group's key range on disk overlaid with the write-back cache
+    /// ([`DiskKeyedState::entries_in_group`]). Errors: the disk store fails.
     pub fn entries_in_group(&self, key_group: u32, now_ms: u64) -> Result<Vec<(Key, V)>, DiskStateError> {
         match self {
             KeyedState::Heap(s) => Ok(s.entries_in_group(key_group, now_ms)),

@@ -339,6 +339,14 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.len == 0
     }
 
+    /// Counts each value's heap bytes as `value_bytes` says in the write-back cache's budget
+    /// (`writeCacheSize`), besides its entry: for values that own memory (a window's list of
+    /// windows). By default values count none (an aggregation's numbers).
+    pub fn count_value_bytes(mut self, value_bytes: fn(&V) -> u64) -> Self {
+        self.cache.count_value_bytes(value_bytes);
+        self
+    }
+
     /// Records `key` as changed (by key: see `state/changed_keys.rs`) when changes are
     /// tracked; past [`changed_key_limit`] keys the set overflows (its keys are dropped, the
     /// next incremental checkpoint is a base).

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::record::Key;
 use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
-use crate::state::disk_cache::CachedEntry;
+use crate::state::disk_cache::{CachedEntry, overlay_writes};
 use crate::state::disk_rocks::StoreView;
 use crate::state::ttl::expired;
 use serde::Serialize;
@@ -67,32 +67,61 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             .map(|(v, _)| v))
     }
 
-    /// The live entries of `key_group` at `now_ms`, in store order (a scan of the group's key
-    /// range). For an operator that visits a key group's entries (a window firing); the state
-    /// must have no write-back cache (`writeCacheSize` 0: the store alone holds every write).
-    /// Errors: the store fails to read, an entry does not decode, or the state has a write-back
-    /// cache (an internal error).
+    /// The live entries of `key_group` at `now_ms`, in no particular order: a scan of the
+    /// group's key range in the store, overlaid with the write-back cache's pending
+    /// generations (their encoded writes of the group, found by binary search: they are
+    /// sorted by store key) and its current generation (a pass over its entries, at most an
+    /// eighth of `writeCacheSize`), the newest version of each key winning and tombstones
+    /// removing it. For an operator that visits a key group's entries (a window firing).
+    /// Errors: the store fails to read, or an entry does not decode.
     pub fn entries_in_group(&self, key_group: u32, now_ms: u64) -> Result<Vec<(Key, V)>, DiskStateError> {
-        if !self.cache.is_off() {
-            return Err(
-                self.err("internal error: a key group's entries were scanned in a store with a write-back cache")
-            );
-        }
         let from = crate::state::disk_key::key_group_prefix(key_group);
         let until = crate::state::disk_key::key_group_end(key_group);
+        let pending = self.cache.pending_writes();
+        // Writes the store may not hold yet, oldest generation first, the newest write of each
+        // key winning (a generation written back during the scan holds the same values).
+        let overlay = overlay_writes(&pending, &from);
+        let in_current = |hash: u64, key: &Key| self.cache.current_holds(hash, key);
+        let decode_key = |store_key: &[u8]| -> Result<(u64, Key), DiskStateError> {
+            let hash = store_key_group_and_hash(store_key).map(|(_, hash)| hash);
+            let key = store_key
+                .get(KEY_PREFIX_LEN..)
+                .and_then(|bytes| postcard::from_bytes(bytes).ok());
+            hash.zip(key).ok_or_else(|| self.err("a store key does not decode"))
+        };
         let mut entries = Vec::new();
+        let keep = |key: Key, value: &[u8], entries: &mut Vec<(Key, V)>| -> Result<(), DiskStateError> {
+            let (value, written) = decode_value::<V>(value).map_err(|e| self.err(e))?;
+            if !expired(self.ttl, written, now_ms) {
+                entries.push((key, value));
+            }
+            Ok(())
+        };
         self.store
             .scan(&from, until.as_ref().map(|u| u.as_slice()), |store_key, value| {
-                let key: Key = store_key
-                    .get(KEY_PREFIX_LEN..)
-                    .and_then(|bytes| postcard::from_bytes(bytes).ok())
-                    .ok_or_else(|| self.err("a store key does not decode"))?;
-                let (value, written) = decode_value::<V>(value).map_err(|e| self.err(e))?;
-                if !expired(self.ttl, written, now_ms) {
-                    entries.push((key, value));
+                if overlay.contains_key(store_key) {
+                    return Ok(true);
+                }
+                let (hash, key) = decode_key(store_key)?;
+                if !in_current(hash, &key) {
+                    keep(key, value, &mut entries)?;
                 }
                 Ok(true)
             })?;
+        for (store_key, write) in &overlay {
+            let Some(value) = write else { continue };
+            let (hash, key) = decode_key(store_key)?;
+            if !in_current(hash, &key) {
+                keep(key, value, &mut entries)?;
+            }
+        }
+        for e in self.cache.current_entries().iter().filter(|e| e.key_group == key_group) {
+            if let Some(value) = &e.value
+                && !expired(self.ttl, e.written_ms, now_ms)
+            {
+                entries.push((e.key.clone(), value.clone()));
+            }
+        }
         Ok(entries)
     }
 
@@ -112,16 +141,20 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     ) -> Result<V, DiskStateError> {
         self.record_change(key_group, hash, key);
         let ttl = self.ttl;
+        let value_bytes = self.cache.value_bytes();
         if let Some(cached) = self.cache.current_mut(hash, key) {
             let held = cached.value.is_some();
+            let before = cached.value.as_ref().map_or(0, value_bytes);
             let live = cached
                 .value
                 .as_ref()
                 .filter(|_| !expired(ttl, cached.written_ms, now_ms));
             let value = f(live);
+            let after = value_bytes(&value);
             cached.value = Some(value.clone());
             cached.written_ms = now_ms;
             self.len += usize::from(!held);
+            self.cache.resized_current(before, after)?;
             return Ok(value);
         }
         let found = self.newest_below_current(key_group, hash, key)?;
@@ -150,9 +183,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// fails to read or write, or a write-back failed.
     pub fn remove(&mut self, key_group: u32, hash: u64, key: &Key) -> Result<bool, DiskStateError> {
         self.record_change(key_group, hash, key);
+        let value_bytes = self.cache.value_bytes();
         if let Some(cached) = self.cache.current_mut(hash, key) {
-            let held = cached.value.take().is_some();
+            let removed = cached.value.take();
+            let held = removed.is_some();
             self.len = self.len.saturating_sub(usize::from(held));
+            self.cache.resized_current(removed.as_ref().map_or(0, value_bytes), 0)?;
             return Ok(held);
         }
         if let Some(pending) = self.cache.find_pending(hash, key) {
@@ -323,7 +359,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             match cleanup {
                 Cleanup::FromStore(key) => self.store.delete(&key)?,
                 Cleanup::Tombstone(key_group, hash, key, written_ms) => match self.cache.current_mut(hash, &key) {
-                    Some(cached) => cached.value = None,
+                    Some(cached) => {
+                        let removed = cached.value.take();
+                        let value_bytes = self.cache.value_bytes();
+                        self.cache.resized_current(removed.as_ref().map_or(0, value_bytes), 0)?;
+                    }
                     None => self.cache.insert(CachedEntry {
                         key,
                         key_group,

@@ -41,8 +41,10 @@ pub(crate) struct CachedEntry<V> {
 
 /// Bytes a typed entry of `key` is counted as: the entry itself, its index slot (4 bytes and
 /// a control byte of the hash table) and the key's heap bytes (a string key longer than 24
-/// bytes, which `CompactString` does not hold inline). Values are small fixed-size numbers
-/// (`Num`) with no heap part.
+/// bytes, which `CompactString` does not hold inline). A value's own heap bytes (a window's
+/// list of windows) are counted besides, by the function the state was given
+/// ([`WriteBack::count_value_bytes`](crate::state::disk_write_back::WriteBack::count_value_bytes));
+/// an aggregation's values are fixed-size numbers with none.
 pub(crate) fn entry_bytes<V>(key: &Key) -> u64 {
     let heap = match key {
         Key::Str(s) if s.len() > 24 => s.len(),
@@ -114,15 +116,22 @@ impl<V> Generation<V> {
         self.position(hash, key).map(|i| &mut self.entries[i])
     }
 
-    /// Adds `entry`, whose key is not held.
-    pub fn insert(&mut self, entry: CachedEntry<V>) {
+    /// Adds `entry`, whose key is not held, counted as [`entry_bytes`] plus `value_bytes`
+    /// (the heap bytes of its value, if it has any).
+    pub fn insert(&mut self, entry: CachedEntry<V>, value_bytes: u64) {
         debug_assert!(self.position(entry.hash, &entry.key).is_none(), "inserting a held key");
-        self.bytes += entry_bytes::<V>(&entry.key);
+        self.bytes += entry_bytes::<V>(&entry.key) + value_bytes;
         let at = self.entries.len() as u32;
         let entries = &self.entries;
         self.index
             .insert_unique(table_hash(entry.hash), at, |&i| table_hash(entries[i as usize].hash));
         self.entries.push(entry);
+    }
+
+    /// Counts an entry's value changed in place as `after` heap bytes where it was counted as
+    /// `before`.
+    pub fn resize(&mut self, before: u64, after: u64) {
+        self.bytes = (self.bytes + after).saturating_sub(before);
     }
 
     /// Every entry, in no particular order.

@@ -67,6 +67,23 @@ fn in_store(state: &DiskKeyedState<i64>, i: u64) -> Option<i64> {
     state.read(&store_key(kg, h, &k)).unwrap().map(|(v, _)| v)
 }
 
+/// Every key group's entries ([`DiskKeyedState::entries_in_group`]) of `disk` equal the
+/// heap's at `now`.
+fn assert_same_groups(disk: &DiskKeyedState<i64>, heap: &HeapKeyedState<i64>, now: u64, context: &str) {
+    for key_group in 0..MAX_P {
+        let sorted = |mut entries: Vec<(crate::record::Key, i64)>| {
+            entries.sort_by(|a, b| format!("{:?}", a.0).cmp(&format!("{:?}", b.0)));
+            entries
+        };
+        let on_disk = sorted(disk.entries_in_group(key_group, now).unwrap());
+        assert_eq!(
+            on_disk,
+            sorted(heap.entries_in_group(key_group, now)),
+            "key group {key_group}, {context}"
+        );
+    }
+}
+
 /// The state a chain (a full base, then deltas) restores to on the heap at `now`.
 fn restored_chain(chain: Vec<KeyGroupBlock>, ttl: Option<StateTtl>, now: u64) -> BTreeMap<String, (i64, Option<u64>)> {
     let all = key_group_range(0, 1, MAX_P);
@@ -81,13 +98,16 @@ fn overlays_merge_newest_first_with_tombstones() {
         let mut g = Generation::<i64>::default();
         for &(i, value) in writes {
             let (kg, h, k) = at(i);
-            g.insert(CachedEntry {
-                key: k,
-                key_group: kg,
-                hash: h,
-                value,
-                written_ms: 7,
-            });
+            g.insert(
+                CachedEntry {
+                    key: k,
+                    key_group: kg,
+                    hash: h,
+                    value,
+                    written_ms: 7,
+                },
+                0,
+            );
         }
         Arc::new(FrozenGeneration::new(g))
     };
@@ -155,6 +175,9 @@ fn a_disk_state_whose_cache_freezes_all_the_time_equals_the_heap_state_at_every_
             if op % 997 == 0 {
                 disk.maintain(now, 100).unwrap();
                 heap.maintain(now, 100);
+            }
+            if op % 1_511 == 0 {
+                assert_same_groups(&disk, &heap, now, &format!("op {op}, ttl {ttl:?}"));
             }
             if op % 2_003 == 0 {
                 // The barrier: the disk's changes since the last one, two disk snapshots of
@@ -237,6 +260,19 @@ fn a_snapshot_taken_while_write_backs_are_pending_restores_the_state_at_its_barr
         let changes = disk.take_changes();
         let second = (disk.snapshot(1_200), disk.snapshot(1_200), heap.snapshot(1_200));
         assert_eq!(disk.cached_entries().1, 2, "both barriers' generations pending");
+        // A key group's entries: the store under two pending generations, then writes and
+        // tombstones in the current one over them.
+        assert_same_groups(&disk, &heap, 1_200, &format!("two pending, ttl {ttl:?}"));
+        for i in (0..5).chain(260..270).chain(520..530).chain(900..910) {
+            add(&mut disk, i, 7, 1_250);
+            heap_add(&mut heap, i, 7, 1_250);
+        }
+        for i in (5..8).chain(270..275).chain(700..705) {
+            let (kg, h, k) = at(i);
+            assert_eq!(disk.remove(kg, h, &k).unwrap(), heap.remove(kg, h, &k));
+        }
+        assert!(disk.cached_entries().0 > 0, "writes in the current generation");
+        assert_same_groups(&disk, &heap, 1_250, &format!("two pending and current, ttl {ttl:?}"));
         assert_eq!(
             in_store(&disk, 250),
             Some(1),
@@ -370,6 +406,61 @@ fn the_cache_holds_at_most_its_budget_and_a_zero_budget_writes_through() {
     assert_eq!(in_store(&through, 7), Some(3));
 }
 
+/// Values that own memory are counted by their heap bytes
+/// ([`DiskKeyedState::count_value_bytes`]): lists that grow in place in the current
+/// generation freeze it at its share of the budget (their write-back puts them in the store),
+/// and the bytes counted never exceed the budget. Uncounted, the same 20 lists stay in the
+/// current generation, counted as 20 small entries, while they hold over twice the budget.
+#[test]
+fn values_that_grow_in_place_are_counted_against_the_budget() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    let budget = 64 * 1024;
+    let options = DiskStateOptions {
+        write_cache_bytes: budget,
+        ..DiskStateOptions::default()
+    };
+    fn list_bytes(list: &Vec<u64>) -> u64 {
+        (list.capacity() * std::mem::size_of::<u64>()) as u64
+    }
+    for counted in [false, true] {
+        let opened =
+            DiskKeyedState::<Vec<u64>>::open(&dir.path().join(format!("lists-{counted}")), all, None, options).unwrap();
+        let mut disk = if counted {
+            opened.count_value_bytes(list_bytes)
+        } else {
+            opened
+        };
+        let mut lists = BTreeMap::new();
+        for op in 0..20_000u64 {
+            let i = op % 20;
+            let (kg, h, k) = at(i);
+            let list = disk
+                .update(kg, h, &k, op, |old| {
+                    let mut list = old.cloned().unwrap_or_default();
+                    list.push(op);
+                    list
+                })
+                .unwrap();
+            lists.insert(i, list_bytes(&list));
+            let (_, _, bytes) = disk.cached_entries();
+            if counted {
+                assert!(bytes <= budget, "{bytes} bytes counted, budget {budget}");
+            }
+        }
+        disk.wait_for_write_back();
+        let (kg, h, k) = at(0);
+        let stored = disk.read(&store_key(kg, h, &k)).unwrap().map(|(list, _)| list.len());
+        let held: u64 = lists.values().sum();
+        assert!(held > 2 * budget, "the lists hold {held} bytes");
+        if counted {
+            assert!(stored.is_some_and(|n| n > 0), "generations frozen and written back");
+        } else {
+            assert_eq!(stored, None, "never frozen: counted as {:?}", disk.cached_entries());
+        }
+    }
+}
+
 /// A failed write-back (a full disk, a poisoned store) fails every later batch and snapshot,
 /// and its generation stays readable: no checkpoint after the failure can complete without
 /// its writes (before, the failure was reported once, by one declined checkpoint, and the
@@ -468,13 +559,16 @@ fn overlay_cursors_find_the_newest_write_of_each_key_in_order() {
                     }
                     let (kg, h, k) = at(i);
                     let value = (rng.next(5) != 0).then_some(g as i64 * 1_000 + i as i64);
-                    generation.insert(CachedEntry {
-                        key: k,
-                        key_group: kg,
-                        hash: h,
-                        value,
-                        written_ms: g,
-                    });
+                    generation.insert(
+                        CachedEntry {
+                            key: k,
+                            key_group: kg,
+                            hash: h,
+                            value,
+                            written_ms: g,
+                        },
+                        0,
+                    );
                 }
                 Arc::new(FrozenGeneration::new(generation)) as Arc<dyn EncodedWrites>
             })

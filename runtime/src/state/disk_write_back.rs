@@ -125,6 +125,13 @@ pub(crate) struct WriteBack<V> {
     /// the debug line at drop: the time a checkpoint's flush costs the records, if any.
     task_waits: u64,
     task_waited: std::time::Duration,
+    /// The heap bytes of a value, counted with its entry ([`WriteBack::count_value_bytes`]).
+    value_bytes: fn(&V) -> u64,
+}
+
+/// The heap bytes of a value without any (an aggregation's numbers).
+fn no_heap_bytes<V>(_: &V) -> u64 {
+    0
 }
 
 impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
@@ -169,7 +176,53 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
             failed: None,
             task_waits: 0,
             task_waited: std::time::Duration::ZERO,
+            value_bytes: no_heap_bytes::<V>,
         })
+    }
+
+    /// Counts each cached value's heap bytes as `value_bytes` says, besides its entry (values
+    /// that own memory, such as a window's list of windows, whose size the budget would
+    /// otherwise not see). By default values count none.
+    pub fn count_value_bytes(&mut self, value_bytes: fn(&V) -> u64) {
+        self.value_bytes = value_bytes;
+    }
+
+    /// The function that gives a value's heap bytes ([`WriteBack::count_value_bytes`]).
+    pub fn value_bytes(&self) -> fn(&V) -> u64 {
+        self.value_bytes
+    }
+
+    /// After an entry of the current generation was changed in place, from a value counted as
+    /// `before` heap bytes to one counted as `after`: counts it so, freezing the generation
+    /// when it reached its share of the budget. Errors: a write-back failed.
+    pub fn resized_current(&mut self, before: u64, after: u64) -> Result<(), DiskStateError> {
+        if before == after {
+            return Ok(());
+        }
+        self.current.resize(before, after);
+        if self.current.bytes() >= self.budget / GENERATIONS {
+            self.freeze_current()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the current generation holds `key` (whose hash is `hash`), as a value or a
+    /// tombstone.
+    pub fn current_holds(&self, hash: u64, key: &Key) -> bool {
+        self.current.find(hash, key).is_some()
+    }
+
+    /// The entries of the current generation, in no particular order.
+    pub fn current_entries(&self) -> &[CachedEntry<V>] {
+        self.current.entries()
+    }
+
+    /// The pending generations' writes, oldest first: what the store may not hold yet.
+    pub fn pending_writes(&self) -> Vec<Arc<dyn EncodedWrites>> {
+        self.pending
+            .iter()
+            .map(|g| g.clone() as Arc<dyn EncodedWrites>)
+            .collect()
     }
 
     /// Whether there is no cache (a budget of 0): writes go to the store.
@@ -203,7 +256,8 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     /// Adds `entry`, whose key the current generation does not hold, freezing the generation
     /// when it reaches its share of the budget. Errors: a write-back failed.
     pub fn insert(&mut self, entry: CachedEntry<V>) -> Result<(), DiskStateError> {
-        self.current.insert(entry);
+        let value_bytes = entry.value.as_ref().map_or(0, self.value_bytes);
+        self.current.insert(entry, value_bytes);
         if self.current.bytes() >= self.budget / GENERATIONS {
             self.freeze_current()?;
         }
@@ -249,11 +303,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     pub fn freeze_for_snapshot(&mut self) -> Result<Vec<Arc<dyn EncodedWrites>>, DiskStateError> {
         self.freeze_current()?;
         self.retire_written()?;
-        Ok(self
-            .pending
-            .iter()
-            .map(|g| g.clone() as Arc<dyn EncodedWrites>)
-            .collect())
+        Ok(self.pending_writes())
     }
 
     /// Asks the write-back thread for a RocksDB checkpoint of the store in `into` (a

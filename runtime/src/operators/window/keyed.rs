@@ -8,7 +8,7 @@ use crate::checkpoint::Barrier;
 use crate::exec::watermark::NO_WATERMARK;
 use crate::operators::{EncodedState, OperatorRestore, SnapshotEncoder, TaskError, TaskResult};
 use crate::state::backend::{BackendChoice, KeyedState};
-use crate::state::disk::{DiskKeyedState, DiskStateError, DiskStateOptions};
+use crate::state::disk::{DiskKeyedState, DiskStateError};
 use crate::state::heap::HeapKeyedState;
 use crate::state::incremental::{DEFAULT_POLICY, Form, IncrementalTracker};
 use crate::state::key_group::{KeyGroupRange, key_hash};
@@ -18,22 +18,22 @@ use crate::state::key_group::{KeyGroupRange, key_hash};
 /// key groups, which only the owners of those key groups read (`checkpoint/restore_files.rs`).
 const STATE_NAMES: [&str; 3] = ["keyed:windows", "keyed:window-watermarks", "broadcast:window-shape"];
 
-/// Empty window state for `range` on `backend`. On disk without the write-back cache
-/// (`writeCacheSize` is not used): a firing scans a key group's keys in the store, which then
-/// holds every write. Errors: the disk store cannot be created.
+/// Empty window state for `range` on `backend`. On disk with the job's `diskState`, its
+/// write-back cache counting each key's list of windows by its heap bytes
+/// ([`window_list_bytes`]). Errors: the disk store cannot be created.
 pub(super) fn open(backend: &BackendChoice, range: KeyGroupRange) -> Result<KeyedState<KeyWindows>, DiskStateError> {
     Ok(match backend {
         BackendChoice::Heap => KeyedState::Heap(HeapKeyedState::new(range, None)),
-        BackendChoice::Disk { dir, options } => KeyedState::Disk(DiskKeyedState::open(
-            dir,
-            range,
-            None,
-            DiskStateOptions {
-                write_cache_bytes: 0,
-                ..*options
-            },
-        )?),
+        BackendChoice::Disk { dir, options } => {
+            KeyedState::Disk(DiskKeyedState::open(dir, range, None, *options)?.count_value_bytes(window_list_bytes))
+        }
     })
+}
+
+/// The heap bytes of a key's list of windows: its allocation (a sliding window of an hour
+/// every minute holds 60 windows per key, 2,400 bytes).
+fn window_list_bytes(windows: &KeyWindows) -> u64 {
+    (windows.capacity() * std::mem::size_of::<super::state::WindowEntry>()) as u64
 }
 
 /// What a restore gives the operator besides its state.

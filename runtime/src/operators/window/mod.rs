@@ -12,8 +12,8 @@
 //!
 //! **State.** Each key's windows are keyed state on the job's backend (`spec.stateBackend`,
 //! [`KeyedState`]): on the heap its copy-on-write tables (a checkpoint's synchronous part copies
-//! no window), on disk the store (without the write-back cache: a firing scans a key group's
-//! keys in the store). Checkpoints are full or, with `checkpointing.incremental`, chains of
+//! no window), on disk the store behind its write-back cache (a firing scans a key group's
+//! keys in the store, overlaid with the cache's generations). Checkpoints are full or, with `checkpointing.incremental`, chains of
 //! delta blocks (`state/incremental.rs`), as an aggregation's on the heap; blocks are the same
 //! on both backends, so a savepoint restores on either. Each key group's watermark at the
 //! snapshot goes with the window's shape in each subtask's operator state item
