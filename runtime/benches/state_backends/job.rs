@@ -1,5 +1,6 @@
 //! One keyed-count run in a child process of the bench: a generator over `keys` distinct
-//! `key-<n>` strings → `keyBy` → `count` → `discard`, at parallelism 1, on one state backend,
+//! `key-<n>` strings → `keyBy` → `count` (or a 1-hour `window`) → `discard`, at parallelism
+//! 1, on one state backend,
 //! with checkpoints every `interval` (`0s`: only the final checkpoint of the bounded job), full
 //! or incremental, to a local directory or an S3 bucket (moto).
 //!
@@ -41,6 +42,9 @@ pub struct JobArgs {
     pub state_dir: String,
     /// After the job: measure the final checkpoint against a raw upload and download.
     pub store: bool,
+    /// The windowed job instead of the count ([`manifest`]).
+    #[serde(default)]
+    pub window: bool,
 }
 
 /// One completed checkpoint as the bench reports it.
@@ -69,8 +73,17 @@ pub struct JobRun {
     pub store: Option<StoreRun>,
 }
 
-/// The job's manifest.
+/// The job's manifest: the keyed count, or with `window` a 1-hour tumbling window count per
+/// key in event time (the generator's `id`, so one record per millisecond of event time: 2M
+/// records are 33 minutes, and the end of the input fires every key's window at once).
 pub fn manifest(a: &JobArgs) -> String {
+    let (event_time, step) = match a.window {
+        true => (
+            ", eventTime: { field: id, maxOutOfOrderness: 1s }",
+            "{ uid: window, window: { type: tumbling, size: 1h } }",
+        ),
+        false => ("", "{ uid: count, count: {} }"),
+    };
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: StreamJob
@@ -81,9 +94,9 @@ spec:
   checkpointing: {{ interval: {interval}, storage: "{storage}", retained: 1, incremental: {incremental} }}
   job:
     steps:
-      - source: {{ generator: {{ seed: {SEED}, count: {records}, keys: {keys} }} }}
+      - source: {{ generator: {{ seed: {SEED}, count: {records}, keys: {keys} }}{event_time} }}
       - keyBy: {{ expression: key, as: key }}
-      - count: {{}}
+      - {step}
       - sink: {{ discard: {{}} }}
 "#,
         backend = a.backend,
@@ -145,10 +158,11 @@ pub fn child(a: &JobArgs) {
         eprintln!("job breakdown: {}", whole.until(&crate::usage::Probe::now()));
         eprintln!("job breakdown: CPU s per thread name: {}", threads.finish());
         let peak_mib = status_kib("VmHWM").saturating_sub(start_kib) as f64 / 1024.0;
+        let stateful = if a.window { "window" } else { "count" };
         let counted: u64 = handle
             .tasks
             .iter()
-            .filter(|t| t.0.starts_with("count"))
+            .filter(|t| t.0.starts_with(stateful))
             .map(|t| t.2.records_in.load(std::sync::atomic::Ordering::Relaxed))
             .sum();
         assert_eq!(counted, a.records, "every record counted once");

@@ -14,6 +14,10 @@
 //!   checkpoint throughput vs a raw upload of the same bytes (goal ≥ 0.8), restore time vs a
 //!   raw download of the same files (goal ≤ 1.3×).
 //! - `memory`: the keyed state alone, peak RSS at 1× and 4× `--memory-keys` (`memory.rs`).
+//! - `windows` (only when named: `--only windows`): the same generator into a 1-hour tumbling
+//!   window per key in event time (`job.rs`), no periodic checkpoints and incremental ones
+//!   every second, per backend: records/s disk vs heap, incremental vs none, and peak RSS
+//!   (the end of the input fires every key's window at one watermark).
 //! - `restore`: only the runs that measure the final checkpoint against the store, local
 //!   directory and S3 (the no-checkpoint run and the S3 run of `overhead` and `store`): the
 //!   short way to the restore and checkpoint-vs-raw rows. Every restore prints a `restore
@@ -35,7 +39,7 @@
 //! its deltas without a change when it does.
 //!
 //! Run: `cargo bench -p weir-runtime --bench state_backends -- [--keys 5000000,50000000]
-//! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore]...
+//! [--records-per-key 2] [--rounds 3] [--backends heap,disk] [--only overhead|store|memory|restore|windows]...
 //! [--memory-keys 500000] [--scratch DIR] [--no-s3] [--store-incremental]
 //! [--variants none,full,incremental]`. `--variants`: the `overhead` runs to make (all three
 //! by default; `none,incremental` leaves out full checkpoints, which at 50M keys on disk
@@ -84,7 +88,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: state_backends [--keys N,N..] [--records-per-key F] [--rounds N] \
-[--backends heap,disk] [--only overhead|store|memory|restore].. [--memory-keys N] [--scratch DIR] [--no-s3] [--store-incremental] [--variants none,full,incremental]";
+[--backends heap,disk] [--only overhead|store|memory|restore|windows].. [--memory-keys N] [--scratch DIR] [--no-s3] [--store-incremental] [--variants none,full,incremental]";
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
@@ -138,9 +142,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             }
             "--only" => {
                 let v = value("a part name")?;
-                if !["overhead", "store", "memory", "restore"].contains(&v.as_str()) {
+                if !["overhead", "store", "memory", "restore", "windows"].contains(&v.as_str()) {
                     return Err(format!(
-                        "--only: unknown part `{v}`; use overhead, store, memory or restore"
+                        "--only: unknown part `{v}`; use overhead, store, memory, restore or windows"
                     ));
                 }
                 o.only.push(v);
@@ -169,8 +173,10 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
 }
 
 impl Options {
+    /// Whether part `name` runs: every part but `windows` when `--only` is not given; else the
+    /// parts it names.
     fn part(&self, name: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|p| p == name)
+        (self.only.is_empty() && name != "windows") || self.only.iter().any(|p| p == name)
     }
 
     fn records(&self, keys: u64) -> u64 {
@@ -283,6 +289,12 @@ fn main() {
                     continue;
                 }
                 let mut variants: Vec<(&str, &str, bool, Option<&moto::MotoServer>)> = vec![];
+                if o.part("windows") {
+                    variants.extend([
+                        ("window none", "0s", false, None),
+                        ("window incremental", "1s", true, None),
+                    ]);
+                }
                 if o.part("overhead") {
                     variants.extend(
                         [
@@ -315,6 +327,7 @@ fn main() {
                         storage,
                         state_dir: dir.join("state").display().to_string(),
                         store: variant == "none" || s3.is_some(),
+                        window: variant.starts_with("window"),
                     };
                     let env = s3.map(|m| m.env()).unwrap_or_default();
                     let result = run_child(&args, &env);

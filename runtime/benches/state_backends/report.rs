@@ -53,7 +53,7 @@ fn mean_bytes_per_checkpoint(r: &JobRun) -> f64 {
 pub fn print_run(r: &Run, header: bool) {
     if header {
         println!(
-            "\n{:>5} {:>10} {:>5} {:<12} {:>11} {:>8} {:>5} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "\n{:>5} {:>10} {:>5} {:<18} {:>11} {:>8} {:>5} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
             "round",
             "keys",
             "store",
@@ -92,7 +92,7 @@ pub fn print_run(r: &Run, header: bool) {
                 )
             });
     println!(
-        "{:>5} {:>10} {:>5} {:<12} {:>11.0} {:>8.0} {:>5} {:>9.1} {:>9.1} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>9.3}",
+        "{:>5} {:>10} {:>5} {:<18} {:>11.0} {:>8.0} {:>5} {:>9.1} {:>9.1} {:>8.0} {:>8.0} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>9.3}",
         r.round,
         r.keys,
         r.backend,
@@ -125,6 +125,12 @@ pub fn print_summary(runs: &[Run], keys: &[u64], backends: &[String]) {
     };
     let med = |rows: &[&Run], f: &dyn Fn(&JobRun) -> f64| median(rows.iter().map(|r| f(&r.result)).collect());
     let rate = |r: &JobRun| r.records_per_s;
+    let counts = runs.iter().any(|r| !r.variant.starts_with("window"));
+    if !counts {
+        // `--only windows`.
+        print_windows(runs, keys, backends);
+        return;
+    }
     println!("\nmedians over rounds; ratios of medians");
     println!(
         "{:>10} {:>5} {:>12} {:>12} {:>12} {:>9} {:>9} {:>10} {:>10} {:>8} {:>13}",
@@ -231,6 +237,7 @@ pub fn print_summary(runs: &[Run], keys: &[u64], backends: &[String]) {
          (restore times from the restore's start: first record processed, a first batch of 1,024 keys processed, \
          keyed state fully built)"
     );
+    print_windows(runs, keys, backends);
     if backends.len() == 2 {
         println!("\ndisk / heap, medians");
         for &k in keys {
@@ -256,6 +263,53 @@ pub fn print_summary(runs: &[Run], keys: &[u64], backends: &[String]) {
                     peak(large) / peak(small)
                 );
             }
+        }
+    }
+}
+
+/// The `windows` part's summary: per key count and backend, the medians of records/s without
+/// periodic checkpoints and with incremental ones every second, their ratio, and the peak RSS
+/// (max over runs); then disk / heap.
+fn print_windows(runs: &[Run], keys: &[u64], backends: &[String]) {
+    let pick = |k: u64, b: &str, v: &str| -> Vec<&JobRun> {
+        runs.iter()
+            .filter(|r| r.keys == k && r.backend == b && r.variant == v)
+            .map(|r| &r.result)
+            .collect()
+    };
+    if !runs.iter().any(|r| r.variant.starts_with("window")) {
+        return;
+    }
+    let rate = |rows: &[&JobRun]| median(rows.iter().map(|r| r.records_per_s).collect());
+    let peak = |rows: &[&JobRun]| rows.iter().map(|r| r.peak_mib).fold(f64::NAN, f64::max);
+    println!("\n1-hour tumbling windows per key (event time): medians over rounds");
+    println!(
+        "{:>10} {:>5} {:>12} {:>12} {:>9} {:>10} {:>12}",
+        "keys", "store", "none rec/s", "incr rec/s", "incr/none", "incr MB/chk", "peak MiB n/i"
+    );
+    for &k in keys {
+        for b in backends {
+            let (none, incr) = (pick(k, b, "window none"), pick(k, b, "window incremental"));
+            if none.is_empty() && incr.is_empty() {
+                continue;
+            }
+            let bytes = median(incr.iter().map(|r| bytes_per_checkpoint(r)).collect());
+            println!(
+                "{k:>10} {b:>5} {:>12.0} {:>12.0} {:>9.3} {:>10.1} {:>12}",
+                rate(&none),
+                rate(&incr),
+                rate(&incr) / rate(&none),
+                bytes / MB,
+                format!("{:.0}/{:.0}", peak(&none), peak(&incr)),
+            );
+        }
+        if backends.len() == 2 {
+            let ratio = |v: &str| rate(&pick(k, "disk", v)) / rate(&pick(k, "heap", v));
+            println!(
+                "{k:>10} keys, windows disk / heap records/s: no checkpoints {:.3}, incremental {:.3}",
+                ratio("window none"),
+                ratio("window incremental")
+            );
         }
     }
 }
