@@ -269,6 +269,25 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// As [`KeyedState::update`], returning `then(stored value)` instead of a copy of the value:
+    /// on heap and disk the value is stored without a copy (a window's list of windows).
+    /// Errors: as [`KeyedState::update`].
+    pub fn update_then<R>(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+        then: impl FnOnce(&V) -> R,
+    ) -> Result<R, DiskStateError> {
+        match self {
+            KeyedState::Heap(s) => Ok(s.update_then(key_group, hash, key, now_ms, f, then)),
+            KeyedState::Disk(s) => s.update_then(key_group, hash, key, now_ms, f, then),
+            other => other.update(key_group, hash, key, now_ms, f).map(|value| then(&value)),
+        }
+    }
+
     /// [`KeyedState::update`] of the integer key `key` (`keyBy`'s integer key column).
     #[inline]
     pub fn update_int(

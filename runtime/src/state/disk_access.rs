@@ -139,6 +139,21 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         now_ms: u64,
         f: impl FnOnce(Option<&V>) -> V,
     ) -> Result<V, DiskStateError> {
+        self.update_then(key_group, hash, key, now_ms, f, V::clone)
+    }
+
+    /// As [`DiskKeyedState::update`], returning `then(stored value)` instead of a copy of the
+    /// value (a value that owns memory, a window's list, then goes into the cache without a
+    /// copy). Errors: as [`DiskKeyedState::update`].
+    pub fn update_then<R>(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+        then: impl FnOnce(&V) -> R,
+    ) -> Result<R, DiskStateError> {
         self.record_change(key_group, hash, key);
         let ttl = self.ttl;
         let value_bytes = self.cache.value_bytes();
@@ -151,17 +166,19 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 .filter(|_| !expired(ttl, cached.written_ms, now_ms));
             let value = f(live);
             let after = value_bytes(&value);
-            cached.value = Some(value.clone());
+            let result = then(&value);
+            cached.value = Some(value);
             cached.written_ms = now_ms;
             self.len += usize::from(!held);
             self.cache.resized_current(before, after)?;
-            return Ok(value);
+            return Ok(result);
         }
         let found = self.newest_below_current(key_group, hash, key)?;
         let held = matches!(found, Some((Some(_), _)));
         self.len += usize::from(!held);
         let live = found.and_then(|(value, written)| value.filter(|_| !expired(ttl, written, now_ms)));
         let value = f(live.as_ref());
+        let result = then(&value);
         if self.cache.is_off() {
             self.store
                 .put(&store_key(key_group, hash, key), &encode_value(&value, now_ms))?;
@@ -170,11 +187,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
                 key: key.clone(),
                 key_group,
                 hash,
-                value: Some(value.clone()),
+                value: Some(value),
                 written_ms: now_ms,
             })?;
         }
-        Ok(value)
+        Ok(result)
     }
 
     /// Removes `key` from `key_group`. Returns whether an entry was held. A key a generation

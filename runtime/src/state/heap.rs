@@ -337,6 +337,20 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
     /// stores `f(current live value)` written at `now_ms` and returns it. An expired value is
     /// passed as `None` (the key starts over). Panics if `key_group` is outside the range.
     pub fn update(&mut self, key_group: u32, hash: u64, key: &Key, now_ms: u64, f: impl FnOnce(Option<&V>) -> V) -> V {
+        self.update_then(key_group, hash, key, now_ms, f, V::clone)
+    }
+
+    /// As [`HeapKeyedState::update`], returning `then(stored value)` instead of a copy of the
+    /// value (a value that owns memory, a window's list, is then stored without a copy).
+    pub fn update_then<R>(
+        &mut self,
+        key_group: u32,
+        hash: u64,
+        key: &Key,
+        now_ms: u64,
+        f: impl FnOnce(Option<&V>) -> V,
+        then: impl FnOnce(&V) -> R,
+    ) -> R {
         let ttl = self.ttl;
         let Group {
             base,
@@ -352,24 +366,25 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
         let track = self.track_changes;
         let first_write = |older: Option<&Stamped<V>>| track && older.is_none_or(|s| s.written_epoch < epoch);
         let live = |s: &Stamped<V>| !expired(ttl, s.written_ms, now_ms);
-        let stamped = |value: &V| Stamped {
-            value: value.clone(),
+        let stamped = |value: V| Stamped {
+            value,
             written_ms: now_ms,
             written_epoch: epoch,
         };
-        let (value, first) = match base {
+        let (result, first) = match base {
             Base::Owned(table) => match table.find_mut(hash, |e| e.0 == *key) {
                 Some(entry) => {
                     let first = first_write(Some(&entry.1));
                     let value = f(Some(&entry.1.value).filter(|_| live(&entry.1)));
-                    entry.1 = stamped(&value);
-                    (value, first)
+                    entry.1 = stamped(value);
+                    (then(&entry.1.value), first)
                 }
                 None => {
                     let value = f(None);
-                    table.insert_unique(hash, (key.clone(), stamped(&value)), base_hash);
+                    let result = then(&value);
+                    table.insert_unique(hash, (key.clone(), stamped(value)), base_hash);
                     *len += 1;
-                    (value, first_write(None))
+                    (result, first_write(None))
                 }
             },
             Base::Shared(shared) => {
@@ -379,8 +394,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
                     if entry.slot.is_none() {
                         *len += 1;
                     }
-                    entry.slot = Some(stamped(&value));
-                    (value, first)
+                    let result = then(&value);
+                    entry.slot = Some(stamped(value));
+                    (result, first)
                 } else {
                     let older = lookup_layers(shared, frozen, None, hash, key);
                     if !matches!(older, Some(Some(_))) {
@@ -388,20 +404,21 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> HeapKeyedS
                     }
                     let first = first_write(older.flatten());
                     let value = f(older.flatten().filter(|s| live(s)).map(|s| &s.value));
+                    let result = then(&value);
                     let entry = DeltaEntry {
                         table_hash: hash,
                         key: key.clone(),
-                        slot: Some(stamped(&value)),
+                        slot: Some(stamped(value)),
                     };
                     delta.insert_unique(hash, entry, delta_hash);
-                    (value, first)
+                    (result, first)
                 }
             }
         };
         if first {
             changed.record_first_write(hash, epoch, *len);
         }
-        value
+        result
     }
 
     /// Removes `key` from `key_group` (a tombstone while the group is frozen). Returns whether

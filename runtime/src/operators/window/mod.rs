@@ -234,17 +234,24 @@ impl WindowOperator {
         // One read-modify-write: a late record writes the key's windows back unchanged.
         let def = &self.def;
         let mut added = Vec::new();
-        let stored = self
+        let holds_none = self
             .state
-            .update(key_group, hash, key, NOW_MS, |current| {
-                let mut entries = current.cloned().unwrap_or_default();
-                added = add_to_windows(def, &mut entries, ts, value, watermark);
-                entries
-            })
+            .update_then(
+                key_group,
+                hash,
+                key,
+                NOW_MS,
+                |current| {
+                    let mut entries = current.cloned().unwrap_or_default();
+                    added = add_to_windows(def, &mut entries, ts, value, watermark);
+                    entries
+                },
+                |stored| stored.is_empty(),
+            )
             .map_err(|e| self.state_error(e))?;
         if added.is_empty() {
             // Late; a key that held no window holds none now either.
-            if stored.is_empty() {
+            if holds_none {
                 self.state
                     .remove(key_group, hash, key)
                     .map_err(|e| self.state_error(e))?;
@@ -309,8 +316,7 @@ impl WindowOperator {
                 self.state.remove(key_group, hash, &key)
             } else {
                 self.state
-                    .update(key_group, hash, &key, NOW_MS, |_| entries)
-                    .map(|_| true)
+                    .update_then(key_group, hash, &key, NOW_MS, |_| entries, |_| true)
             }
             .map_err(|e| self.state_error(e))?;
         }
