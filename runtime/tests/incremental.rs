@@ -270,13 +270,22 @@ fn killed_before_metadata(backend: &str) {
     // Every retained checkpoint restores: every file of every chain is there and verifies.
     for c in &retained {
         let url = job_dir(dir.path()).join(format!("chk-{}", c.checkpoint_id));
-        assert!(restore_counts(&url.display().to_string(), 2) > 1000);
+        let keys = restore_counts(&url.display().to_string(), 2);
+        assert!(keys > 1000);
         let inspect = std::process::Command::new(weir())
             .args(["savepoint", "inspect", "--json"])
             .arg(&url)
             .output()
             .unwrap();
         assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
+        // Its entries are the keys the restore finds (not the shape item beside them).
+        let info: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+        let counts = info["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["uid"] == "counts");
+        assert_eq!(counts.unwrap()["entries"], keys, "{info}");
     }
     Weir::run(&m, &["--restore", "latest"], &env).wait_ok();
     // Checked after the last run: the run above may be killed right after the checkpoint

@@ -271,8 +271,10 @@ async fn restore_native(
         now_ms,
     ) {
         NativeRestorePath::IntoStore { subtask } => {
+            // Its keys: the shape item beside them in the state file is not one.
+            let keys = h.listed_entries();
             let restored =
-                super::native_restore::restore_into_store(store, dir, uid, subtask, native, h.entries, stores).await?;
+                super::native_restore::restore_into_store(store, dir, uid, subtask, native, keys, stores).await?;
             let restored = RestoredStore {
                 checkpoint_id: metadata.checkpoint_id,
                 ..restored

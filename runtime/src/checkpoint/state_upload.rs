@@ -47,6 +47,8 @@ struct Encoded {
     native: Option<crate::checkpoint::native_upload::NativeUpload>,
     /// [`EncodedState::expired_through_ms`](crate::operators::EncodedState::expired_through_ms).
     expired_through_ms: Option<u64>,
+    /// [`EncodedState::chain_entries`](crate::operators::EncodedState::chain_entries).
+    chain_entries: Option<u64>,
 }
 
 /// Encodes and writes the state file of every `(uid, kind, encoder)` of `parts` for
@@ -91,7 +93,11 @@ pub async fn upload_operator_state(
             (Err(e), _) => return Err(e),
             (Ok(_), Err(None)) => return Err(TaskError("snapshot encoder ended without its last piece".into())),
         };
-        let mut entries = encoded.entries;
+        // A delta's handle records the whole chain's entries at the barrier, not the delta's.
+        let mut entries = match encoded.chain_entries {
+            Some(chain) => chain + encoded.operator_items,
+            None => encoded.entries,
+        };
         let native = match encoded.native {
             None => None,
             Some(native) => {
@@ -182,6 +188,7 @@ fn encode_into(uid: &str, subtask: u32, enc: SnapshotEncoder, tx: &mpsc::Sender<
         incremental: st.incremental,
         native: st.native,
         expired_through_ms: st.expired_through_ms,
+        chain_entries: st.chain_entries,
     })
 }
 

@@ -48,6 +48,7 @@ fn encoder(n: u32, size: usize, fail: bool) -> SnapshotEncoder {
             })),
             native: None,
             expired_through_ms: None,
+            chain_entries: None,
         })
     })
 }

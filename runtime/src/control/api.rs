@@ -371,6 +371,7 @@ pub struct SubtaskStateInfo {
     pub key_group_range: Option<[u32; 2]>,
     /// Bytes of its state file.
     pub bytes: u64,
-    /// Entries in it (keys, splits or pending commits).
+    /// Entries in it: keys for keyed state (not counting operator state items kept beside
+    /// them, such as an aggregation's shape), splits or pending commits for operator state.
     pub entries: u64,
 }

@@ -530,13 +530,15 @@ impl StreamOperator for Aggregate {
                         write_times,
                     }),
                     expired_through_ms,
+                    chain_entries: None,
                 })
             })));
         }
         let changes = self.state.take_changes();
+        let live_entries = self.len() as u64;
         let plan = self
             .incremental
-            .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
+            .plan(barrier.id, incremental, changes, live_entries, DEFAULT_POLICY);
         let now_ms = self.clock.now_ms();
         let view = self.state.snapshot(now_ms);
         let range = self.range;
@@ -574,6 +576,7 @@ impl StreamOperator for Aggregate {
                 key_group_stream,
                 native: None,
                 expired_through_ms,
+                chain_entries: matches!(plan.form, Form::Delta { .. }).then_some(live_entries),
             })
         })))
     }

@@ -90,6 +90,11 @@ pub struct EncodedState {
     ///
     /// [`StateHandle::expired_through_ms`]: crate::state::snapshot::StateHandle::expired_through_ms
     pub expired_through_ms: Option<u64>,
+    /// For a delta of a chain: the entries the whole chain holds at the barrier (the state's
+    /// `len()` then, expired entries not yet cleaned up included), which `_metadata` records
+    /// on the handle so `weir savepoint inspect` shows the state's keys, not the delta's
+    /// changed ones. `None` otherwise (the file's entries are the state's).
+    pub chain_entries: Option<u64>,
 }
 
 impl EncodedState {
@@ -105,6 +110,7 @@ impl EncodedState {
             key_group_stream: None,
             native: None,
             expired_through_ms: None,
+            chain_entries: None,
         }
     }
 
@@ -125,6 +131,7 @@ impl EncodedState {
             key_group_stream: None,
             native: None,
             expired_through_ms: None,
+            chain_entries: None,
         }
     }
 

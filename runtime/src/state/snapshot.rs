@@ -466,6 +466,18 @@ impl StateHandle {
         self.size + self.native.iter().flat_map(|n| &n.files).map(|f| f.size).sum::<u64>()
     }
 
+    /// What `weir savepoint inspect` counts as the handle's entries: its keys when it holds
+    /// keyed state (the operator state items in the same file, such as an aggregation's
+    /// shape or a window's watermarks, are not keys, so they are left out when `_metadata`
+    /// records how many there are), its items otherwise (a source's splits, a sink's pending
+    /// commits).
+    pub fn listed_entries(&self) -> u64 {
+        match (self.key_group_range, self.operator_items) {
+            (Some(_), Some(items)) => self.entries.saturating_sub(items),
+            _ => self.entries,
+        }
+    }
+
     /// Bytes of this handle's files uploaded by checkpoint `checkpoint_id`: its own state
     /// file and the native files that checkpoint uploaded (not those it shares with earlier
     /// checkpoints).
@@ -557,7 +569,7 @@ impl CheckpointMetadata {
                         .map(|r| [r.start, r.end])
                         .collect(),
                     bytes: o.handles.iter().map(StateHandle::own_and_native_bytes).sum(),
-                    entries: o.handles.iter().map(|h| h.entries).sum(),
+                    entries: o.handles.iter().map(StateHandle::listed_entries).sum(),
                     subtasks: {
                         let mut subtasks: Vec<SubtaskStateInfo> = o
                             .handles
@@ -566,7 +578,7 @@ impl CheckpointMetadata {
                                 subtask: h.subtask,
                                 key_group_range: h.key_group_range.map(|r| [r.start, r.end]),
                                 bytes: h.own_and_native_bytes(),
-                                entries: h.entries,
+                                entries: h.listed_entries(),
                             })
                             .collect();
                         subtasks.sort_by_key(|s| s.subtask);

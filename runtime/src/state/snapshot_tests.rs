@@ -214,3 +214,40 @@ fn a_native_handles_files_are_counted_and_referenced() {
     // `_metadata` round-trips the native files.
     assert_eq!(decode_metadata("m", &encode_metadata(&metadata)).unwrap(), metadata);
 }
+
+/// `weir savepoint inspect` lists the keys of keyed state, not the operator state items in
+/// the same file (an aggregation's shape, a window's watermarks), and a source's items.
+#[test]
+fn inspect_counts_keys_of_keyed_state_and_items_of_operator_state() {
+    let handle = |range: Option<KeyGroupRange>, entries: u64, operator_items: Option<u64>| StateHandle {
+        file: "x-0.state".into(),
+        subtask: 0,
+        key_group_range: range,
+        size: 1,
+        crc32: 0,
+        entries,
+        operator_items,
+        chain: vec![],
+        native: None,
+        expired_through_ms: None,
+    };
+    let keyed = Some(KeyGroupRange { start: 0, end: 63 });
+    let cases = [
+        (handle(keyed, 481, Some(1)), 480, "a keyed handle with its shape item"),
+        (
+            handle(keyed, 480, Some(0)),
+            480,
+            "a keyed handle without operator items",
+        ),
+        (
+            handle(keyed, 481, None),
+            481,
+            "_metadata before operator_items: unknown, all counted",
+        ),
+        (handle(None, 16, Some(16)), 16, "a source's splits are its entries"),
+        (handle(keyed, 0, Some(3)), 0, "never below zero"),
+    ];
+    for (handle, want, case) in cases {
+        assert_eq!(handle.listed_entries(), want, "{case}");
+    }
+}

@@ -387,9 +387,10 @@ impl StreamOperator for Join {
             self.state.track_changes();
         }
         let changes = self.state.take_changes();
+        let live_entries = self.len() as u64;
         let plan = self
             .incremental
-            .plan(barrier.id, incremental, changes, self.len() as u64, DEFAULT_POLICY);
+            .plan(barrier.id, incremental, changes, live_entries, DEFAULT_POLICY);
         let now_ms = self.clock.now_ms();
         let view = match &mut self.state {
             JoinState::Heap(rows) => JoinSnapshot::Heap(rows.snapshot(now_ms)),
@@ -420,6 +421,7 @@ impl StreamOperator for Join {
                     let bytes: usize = encoded.key_groups.iter().map(|block| block.data.len()).sum();
                     written_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                     encoded.incremental = Some(plan.form);
+                    encoded.chain_entries = Some(live_entries);
                     // The chain's base keeps the keys expired since it was written.
                     encoded.expired_through_ms = expired_through(ttl, now_ms);
                 }

@@ -128,13 +128,8 @@ pub(super) fn snapshot(
         state.track_changes();
     }
     let changes = state.take_changes();
-    let plan = incremental.plan(
-        barrier.id,
-        barrier.incremental,
-        changes,
-        state.len() as u64,
-        DEFAULT_POLICY,
-    );
+    let live_entries = state.len() as u64;
+    let plan = incremental.plan(barrier.id, barrier.incremental, changes, live_entries, DEFAULT_POLICY);
     let view = state.snapshot(NOW_MS);
     Ok(Box::new(move || {
         let mut encoded = EncodedState::keyed_in_memory(
@@ -154,6 +149,7 @@ pub(super) fn snapshot(
             Form::Delta { .. } => {
                 encoded.key_groups = view.encode_delta(&plan.changes.union()).map_err(TaskError)?;
                 encoded.incremental = Some(plan.form);
+                encoded.chain_entries = Some(live_entries);
             }
         }
         Ok(encoded)
