@@ -14,8 +14,35 @@
 use super::validate::JobError;
 use std::time::Duration;
 
+/// Words meaning "no TTL" that users try (Flink's `StateTtlConfig` has no such value: a state
+/// without TTL has no `StateTtlConfig`).
+const NO_TTL_WORDS: [&str; 8] = [
+    "forever",
+    "none",
+    "never",
+    "infinite",
+    "infinity",
+    "off",
+    "disabled",
+    "unlimited",
+];
+
 /// A state TTL at `field`: a duration of at least 1 ms (`24h`, `30m`). Errors name `field`.
 pub(super) fn parse_ttl(field: &str, s: &str) -> Result<Duration, JobError> {
+    let keep_for_ever = "remove `ttl` to keep keys for ever";
+    let text = s.trim();
+    if text.starts_with('-') {
+        return Err(JobError::new(
+            field,
+            format!("`{s}` is negative; set a positive duration like `24h`, or {keep_for_ever}"),
+        ));
+    }
+    if NO_TTL_WORDS.contains(&text.to_lowercase().as_str()) {
+        return Err(JobError::new(
+            field,
+            format!("`{s}` is not a duration; {keep_for_ever}, or set one like `24h`"),
+        ));
+    }
     let ttl = parse_duration(field, s)?;
     if ttl < Duration::from_millis(1) {
         return Err(JobError::new(
@@ -53,9 +80,14 @@ pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError>
         None => flink_units_to_humantime(text),
     };
     humantime::parse_duration(&humantime_text).map_err(|e| {
+        // humantime's position-0 error ("expected number at 0") names its parser, not the value.
+        let why = match e {
+            humantime::DurationError::NumberExpected(0) => "it does not start with a number".to_string(),
+            e => e.to_string(),
+        };
         JobError::new(
             field,
-            format!("`{s}` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: {e}"),
+            format!("`{s}` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: {why}"),
         )
     })
 }
@@ -207,11 +239,44 @@ mod tests {
             ("PT5", "f: `PT5`: `5` has no unit"),
             ("PT1X", "f: `PT1X`: `X` is not a unit of an ISO-8601 duration"),
             ("5 parsecs", "f: `5 parsecs` is not a duration like `500ms`"),
-            ("soon", "f: `soon` is not a duration"),
+            (
+                "soon",
+                "f: `soon` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: it does not start with a number",
+            ),
         ];
         for (text, want) in cases {
             let got = ms(text).unwrap_err();
             assert!(got.starts_with(want), "{text}: {got}");
         }
+    }
+
+    /// A TTL's errors say how to keep keys for ever (leave `ttl` out), never to write `0s`,
+    /// which a TTL refuses.
+    #[test]
+    fn bad_ttls_say_how_to_keep_keys_for_ever() {
+        let cases = [
+            (
+                "-1s",
+                "t: `-1s` is negative; set a positive duration like `24h`, or remove `ttl` to keep keys for ever",
+            ),
+            (
+                "forever",
+                "t: `forever` is not a duration; remove `ttl` to keep keys for ever",
+            ),
+            (
+                "None",
+                "t: `None` is not a duration; remove `ttl` to keep keys for ever",
+            ),
+            (
+                "0s",
+                "t: `0s` is shorter than 1ms; set a positive duration like `24h`, or remove `ttl`",
+            ),
+            ("1 fortnight", "t: `1 fortnight` is not a duration like `500ms`"),
+        ];
+        for (text, want) in cases {
+            let got = parse_ttl("t", text).unwrap_err().to_string();
+            assert!(got.starts_with(want), "{text}: {got}");
+        }
+        assert_eq!(parse_ttl("t", "24h").unwrap(), Duration::from_secs(86_400));
     }
 }

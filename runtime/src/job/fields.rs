@@ -220,9 +220,39 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
             }
         }
         Value::Tagged(tagged) => check_value(&tagged.value, schema, path)?,
+        // A value outside an enum, as the API server refuses it: the operator-only fields
+        // (`state`, `upgradeMode`, ...) are not read by `weir run`, so nothing else would.
+        // Not `status`: the API server ignores it in what is applied (the status subresource).
+        Value::String(text) if !path.starts_with("status") => {
+            let allowed = string_enum(schema);
+            if !allowed.is_empty() && !allowed.contains(&text.as_str()) {
+                // serde's own wording for an unknown variant, so a field reads the same
+                // whichever check refuses it.
+                let quoted: Vec<String> = allowed.iter().map(|v| format!("`{v}`")).collect();
+                let expected = match quoted.as_slice() {
+                    [one] => one.clone(),
+                    [a, b] => format!("{a} or {b}"),
+                    many => format!("one of {}", many.join(", ")),
+                };
+                let message = format!("unknown variant `{text}`, expected {expected}");
+                return Err(JobError::new(
+                    path,
+                    super::type_errors::plain_type_error(path, &message),
+                ));
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// The string values of the schema's `enum`, if it has one.
+fn string_enum(schema: &Schema) -> Vec<&str> {
+    schema
+        .get("enum")
+        .and_then(Schema::as_array)
+        .map(|values| values.iter().filter_map(Schema::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// The error of a YAML mapping where the schema (`schema`, at `path`) has a string: in an
@@ -247,11 +277,19 @@ fn mapping_for_a_string(path: &str, schema: &Schema) -> JobError {
                 .collect()
         })
         .unwrap_or_default();
+    // `spec.state` is the job's desired state; Flink's `state.backend` is `spec.stateBackend`.
+    let backend_hint = match path {
+        "spec.state" => "; the state backend is `spec.stateBackend` (`heap` or `disk`)",
+        _ => "",
+    };
     match allowed.is_empty() {
         true => JobError::new(path, "invalid type: a mapping, expected a string"),
         false => JobError::new(
             path,
-            format!("invalid type: a mapping, expected one of {}", allowed.join(", ")),
+            format!(
+                "invalid type: a mapping, expected one of {}{backend_hint}",
+                allowed.join(", ")
+            ),
         ),
     }
 }
@@ -399,6 +437,25 @@ mod tests {
             (
                 "spec: { job: { steps: [ { source: { file: { path: x, format: { a: 1 } } } } ] } }".into(),
                 "spec.job.steps[0].source.file.format: invalid type: a mapping, expected one of `text`, `jsonl`, `csv`",
+            ),
+            // Operator-only fields' values are checked as the API server checks them.
+            (
+                "spec: { state: rocksdb }".into(),
+                "spec.state: unknown variant `rocksdb`, expected `running` or `suspended`",
+            ),
+            (
+                "spec: { upgradeMode: blue-green }".into(),
+                "spec.upgradeMode: unknown variant `blue-green`, expected one of ",
+            ),
+            (
+                "spec: { state: { backend: rocksdb } }".into(),
+                "spec.state: invalid type: a mapping, expected one of `running`, `suspended`; the state backend is \
+                 `spec.stateBackend` (`heap` or `disk`)",
+            ),
+            (
+                "spec: { stateBackend: rocksdb }".into(),
+                "spec.stateBackend: unknown variant `rocksdb`, expected `heap` or `disk`; Flink's `rocksdb` state \
+                 backend is `disk` here",
             ),
         ] {
             let e = check(&yaml).unwrap_err();

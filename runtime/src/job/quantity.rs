@@ -73,9 +73,15 @@ struct QuantityParts<'a> {
 pub fn parse_byte_quantity(field: &str, text: &str) -> Result<u64, JobError> {
     let refuse = |message: String| JobError::new(field, message);
     if text.trim() != text || text.contains(char::is_whitespace) {
+        // The advice is what the value without spaces needs (`1 GiB`: `1Gi` or `1G`, not
+        // `1GiB`, which is refused too).
+        let joined = text.split_whitespace().collect::<String>();
+        let advice = match parse_byte_quantity(field, &joined) {
+            Ok(_) => format!("write `{joined}`"),
+            Err(e) => format!("without them, {}", e.message),
+        };
         return Err(refuse(format!(
-            "`{text}` has spaces, which a Kubernetes quantity does not take; write `{}`",
-            text.split_whitespace().collect::<String>()
+            "`{text}` has spaces, which a Kubernetes quantity does not take; {advice}"
         )));
     }
     if text.len() > MAX_QUANTITY_LENGTH {
@@ -386,6 +392,14 @@ mod tests {
                 Err("has spaces, which a Kubernetes quantity does not take; write `2Ki`"),
             ),
             ("2 Ki", Err("write `2Ki`")),
+            (
+                "1 GiB",
+                Err(
+                    "has spaces, which a Kubernetes quantity does not take; without them, `1GiB` is not a \
+                     Kubernetes quantity: the unit is `Gi` (a power of 1024, without `B`); write `1Gi`",
+                ),
+            ),
+            ("64 MB", Err("write `64Mi` (a power of 1024) or `64M`")),
             (
                 "-1",
                 Err("`-1` is negative (a `-` sign); a size in bytes is 0 or more, written without `-`"),

@@ -91,6 +91,15 @@ pub fn plain_type_error(field: &str, message: &str) -> String {
     let is_number = out.starts_with("invalid type: integer") || out.starts_with("invalid type: floating point");
     if is_number && out.ends_with("expected a string") && DURATION_FIELDS.contains(&last) {
         out.push_str(": a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`");
+        // The number itself, between serde's backticks: say how to write it.
+        let number = out.split('`').nth(1).unwrap_or_default().to_string();
+        if last == "ttl" && number.parse::<f64>().is_ok_and(|n| n <= 0.0) {
+            out.push_str("; remove `ttl` to keep keys for ever");
+        } else if !number.is_empty() {
+            out.push_str(&format!(
+                "; write `{number}ms` for milliseconds (as Flink reads a bare number) or `{number}s` for seconds"
+            ));
+        }
     }
     out
 }
@@ -156,12 +165,17 @@ mod tests {
             (
                 "spec.job.steps[2].count.ttl",
                 "invalid type: integer `300`, expected a string",
-                "invalid type: integer `300`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`",
+                "invalid type: integer `300`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`; write `300ms` for milliseconds (as Flink reads a bare number) or `300s` for seconds",
+            ),
+            (
+                "spec.job.steps[2].count.ttl",
+                "invalid type: integer `0`, expected a string",
+                "invalid type: integer `0`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`; remove `ttl` to keep keys for ever",
             ),
             (
                 "spec.checkpointing.interval",
                 "invalid type: floating point `1.5`, expected a string",
-                "invalid type: floating point `1.5`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`",
+                "invalid type: floating point `1.5`, expected a string: a duration is a number with a unit, e.g. `300ms`, `30s`, `5m`, `24h`; write `1.5ms` for milliseconds (as Flink reads a bare number) or `1.5s` for seconds",
             ),
             (
                 "",

@@ -359,7 +359,13 @@ fn negative_durations_are_refused_in_every_duration_field() {
         }
         let e = err(spec(steps.clone()));
         assert!(e.starts_with(&format!("{field}: `-")), "{steps}: {e}");
-        assert!(e.contains("is negative; a duration is positive"), "{steps}: {e}");
+        // A TTL is never `0s` (that is no TTL: the field left out), so it is not suggested.
+        let positive = if field.ends_with(".ttl") {
+            "is negative; set a positive duration like `24h`, or remove `ttl` to keep keys for ever"
+        } else {
+            "is negative; a duration is positive"
+        };
+        assert!(e.contains(positive), "{steps}: {e}");
     }
     let base = spec(json!([src(json!({"field": "id"})), sink]));
     for field in ["interval", "timeout", "minPause"] {
