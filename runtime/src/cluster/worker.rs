@@ -105,8 +105,9 @@ impl Running {
 
     /// The job finished. Every `Complete` the coordinator sent (the final checkpoint's among
     /// them) came over the connection before `JobEnded` and is queued on the subtasks' control
-    /// channels: queue `Shutdown` behind it and wait (at most `timeout`) for the subtasks to end,
-    /// instead of cancelling a commit in flight, which lost the final checkpoint's output when
+    /// channels: queue `Shutdown` behind it and wait (at most `timeout`) for the subtasks to end
+    /// (then remove the attempt's run directory, as [`Running::cancel`] does), instead of
+    /// cancelling a commit in flight, which lost the final checkpoint's output when
     /// its `Complete` reached a sink after end-of-stream (soak trial cluster 500137).
     async fn finish(self, timeout: Duration) {
         let attempt = self.attempt;
@@ -123,6 +124,13 @@ impl Running {
         }
         for h in &self.helpers {
             h.abort();
+        }
+        // The finished attempt's run directory: its subtasks deleted their stores, so it
+        // holds the owner file alone, which no later sweep would remove while this worker
+        // lives on (a worker serves attempt after attempt).
+        let wait = crate::state::local_dir::CLOSING_STORES_WAIT;
+        if self.state_dir.exists() && !crate::state::local_dir::remove_once_only_owner(&self.state_dir, wait).await {
+            tracing::info!(dir = %self.state_dir.display(), "finished attempt's disk state still in use; left for the next start's sweep");
         }
     }
 }
