@@ -17,8 +17,9 @@
 //! | `weir_source_pending_bytes` | gauge | job, task, operator, subtask | bytes a file source subtask has not read yet, local uncompressed files only (Flink's `pendingBytes`) |
 //! | `weir_late_records_dropped_total` | counter | job, task, operator, subtask | records a `window` dropped as later than its allowed lateness (present once one was dropped) |
 //! | `weir_keyed_state_entries` | gauge | job, task, operator, subtask | keys a stateful step's subtask holds (expired ones until cleanup removes them; a `window`: keys holding a window, open or fired and kept for `allowedLateness`), refreshed about once a second and at each barrier |
-//! | `weir_keyed_state_disk_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of the subtask's store's table files on local disk (Flink's `rocksdb.total-sst-files-size`), what the state dir must hold |
+//! | `weir_keyed_state_disk_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes the subtask's state takes in the state dir: its store's table files (Flink's `rocksdb.total-sst-files-size`) plus the files only its last native checkpoint's base holds (logged delta files, table files compacted away since) |
 //! | `weir_keyed_state_memory_bytes` | gauge | job, task, operator, subtask | `stateBackend: disk`: bytes of memory the store uses: block cache, memtables and write-back cache (bounded by `spec.diskState`) |
+//! | `weir_keyed_state_cache_hits_total`, `weir_keyed_state_cache_misses_total` | counter | job, task, operator, subtask | `stateBackend: disk` with `writeCacheSize` above 0: a record's key found in the write-back cache, or read from the store ([`CacheLookups`](crate::state::disk::CacheLookups)); hits / (hits + misses) is the hit ratio |
 //!
 //! The process coordinating the job (`weir run`, `weir coordinator`) adds:
 //!
@@ -163,6 +164,8 @@ pub fn render(scrape: &Scrape) -> String {
     let state_entries = Family::<Labels, Gauge>::default();
     let state_disk = Family::<Labels, Gauge>::default();
     let state_memory = Family::<Labels, Gauge>::default();
+    let cache_hits = Family::<Labels, Counter>::default();
+    let cache_misses = Family::<Labels, Counter>::default();
     for (name, subtask, m) in scrape.tasks {
         let (first, last) = chain_ends(name);
         let (head, tail) = (
@@ -193,6 +196,10 @@ pub fn render(scrape: &Scrape) -> String {
             }
             if let Some(bytes) = size.memory_bytes {
                 state_memory.get_or_create(&labels).set(saturating_i64(bytes));
+            }
+            if let Some(lookups) = size.cache_lookups {
+                cache_hits.get_or_create(&labels).inc_by(lookups.hits);
+                cache_misses.get_or_create(&labels).inc_by(lookups.misses);
             }
         }
     }
@@ -232,7 +239,7 @@ pub fn render(scrape: &Scrape) -> String {
     );
     reg.register_with_unit(
         "keyed_state_disk",
-        "Table files of a disk-backend subtask's store on local disk",
+        "Local disk a disk-backend subtask's state takes: its store's table files and its last native checkpoint's logged deltas",
         Unit::Bytes,
         state_disk,
     );
@@ -241,6 +248,16 @@ pub fn render(scrape: &Scrape) -> String {
         "Memory of a disk-backend subtask's store: block cache, memtables, write-back cache",
         Unit::Bytes,
         state_memory,
+    );
+    reg.register(
+        "keyed_state_cache_hits",
+        "Reads of a disk-backend subtask's write-back cache that found the key there",
+        cache_hits,
+    );
+    reg.register(
+        "keyed_state_cache_misses",
+        "Reads of a disk-backend subtask's write-back cache that read the store",
+        cache_misses,
     );
     let auth_failures = Family::<Labels, Counter>::default();
     for surface in crate::security::refusals::Surface::ALL {

@@ -108,6 +108,7 @@ pub fn runtime_expositions() -> (String, String) {
         entries: 1,
         disk_bytes: Some(1),
         memory_bytes: Some(1),
+        cache_lookups: Some(Default::default()),
     };
     tasks[2].2.set_keyed_state(vec![("count-3".into(), disk_state)], 1);
     let worker = render(&Scrape {

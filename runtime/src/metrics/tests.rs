@@ -183,6 +183,7 @@ fn keyed_state_gauges_name_the_stateful_operator_and_only_disk_stores_have_bytes
         entries: 5_000_000,
         disk_bytes: Some(64 << 20),
         memory_bytes: Some(80 << 20),
+        cache_lookups: Some(crate::state::disk::CacheLookups { hits: 900, misses: 100 }),
     };
     tasks[1].2.set_keyed_state(vec![("count-2".into(), heap)], 1);
     tasks[2].2.set_keyed_state(vec![("joined".into(), disk)], 1);
@@ -198,10 +199,12 @@ fn keyed_state_gauges_name_the_stateful_operator_and_only_disk_stores_have_bytes
         r#"weir_keyed_state_entries{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 5000000"#,
         r#"weir_keyed_state_disk_bytes{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 67108864"#,
         r#"weir_keyed_state_memory_bytes{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 83886080"#,
+        r#"weir_keyed_state_cache_hits_total{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 900"#,
+        r#"weir_keyed_state_cache_misses_total{job="wordcount",task="joined -> sink-file-5",operator="joined",subtask="1"} 100"#,
     ] {
         assert!(lines.contains(&want), "{want} not in:\n{text}");
     }
     let keyed: Vec<&&str> = lines.iter().filter(|l| l.starts_with("weir_keyed_state_")).collect();
-    assert_eq!(keyed.len(), 4, "{keyed:#?}");
+    assert_eq!(keyed.len(), 6, "{keyed:#?}");
     assert!(text.contains("# UNIT weir_keyed_state_disk_bytes bytes"), "{text}");
 }

@@ -52,12 +52,19 @@ pub struct KeyedStateSize {
     /// Keys held (expired ones included until cleanup removes them; a window: keys holding a
     /// window, open or fired and kept for `allowedLateness`).
     pub entries: u64,
-    /// Disk backend: bytes of the store's table files on local disk
-    /// ([`StoreBytes::table_files`](crate::state::disk::StoreBytes)). `None` on the heap.
+    /// Disk backend: bytes the subtask takes on local disk: its store's table files
+    /// ([`StoreBytes::table_files`](crate::state::disk::StoreBytes)) and the files only the
+    /// base of its native checkpoints holds ([`DiskKeyedState::checkpoint_base_bytes`]).
+    /// `None` on the heap.
+    ///
+    /// [`DiskKeyedState::checkpoint_base_bytes`]: crate::state::disk::DiskKeyedState::checkpoint_base_bytes
     pub disk_bytes: Option<u64>,
     /// Disk backend: bytes of memory the store and its write-back cache use (block cache,
     /// memtables, cached writes). `None` on the heap.
     pub memory_bytes: Option<u64>,
+    /// Disk backend with the write-back cache on: its hits and misses since the state opened.
+    /// `None` otherwise.
+    pub cache_lookups: Option<crate::state::disk::CacheLookups>,
 }
 
 /// A snapshot of a [`KeyedState`] as of a barrier, to encode off the task thread.
@@ -156,8 +163,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
                 let (store, write_cache) = s.bytes();
                 KeyedStateSize {
                     entries: s.len() as u64,
-                    disk_bytes: Some(store.table_files),
+                    disk_bytes: Some(store.table_files + s.checkpoint_base_bytes()),
                     memory_bytes: Some(store.block_cache + store.memtables + write_cache),
+                    cache_lookups: s.cache_lookups(),
                 }
             }
             _ => KeyedStateSize {

@@ -189,7 +189,24 @@ pub struct DiskKeyedState<V> {
     /// pending generations and its current one (`state/disk_write_back.rs`). Boxed: it is
     /// most of this struct's size, and `KeyedState` holds a heap state or this one inline.
     cache: Box<WriteBack<V>>,
+    /// Reads of the write-back cache since the state opened ([`CacheLookups`]); a `Cell`
+    /// because [`DiskKeyedState::get`] reads through `&self` (the state lives on its task
+    /// thread).
+    lookups: std::cell::Cell<CacheLookups>,
     _value: PhantomData<fn() -> V>,
+}
+
+/// How often a disk subtask found the key a record reads in its write-back cache
+/// (`spec.diskState.writeCacheSize`), since the state opened: a hit found it in one of the
+/// cache's generations, a miss read the store. Counted only with the cache on. A low hit
+/// ratio, hits / (hits + misses), means records rarely come back to a key while the cache
+/// still holds it (many keys, few records each), where the cache costs more than it saves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheLookups {
+    /// Keys found in the cache.
+    pub hits: u64,
+    /// Keys read from the store.
+    pub misses: u64,
 }
 
 /// Memory one changed key takes in a changed-key set, bytes (an estimate: the key and its
@@ -288,6 +305,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
             changed: ChangedKeysByKey::new(changed_key_limit(&options)),
             batch_build_bytes: batch_build_bytes(&options),
             cache,
+            lookups: Default::default(),
             _value: PhantomData,
         })
     }
@@ -334,9 +352,34 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         (self.store.bytes(), self.cache.bytes())
     }
 
+    /// Bytes on local disk of the last native checkpoint's base that the store no longer
+    /// holds itself ([`base_only_bytes`](crate::state::disk_delta::base_only_bytes): logged
+    /// delta files, table files compacted away since): with the store's table files, what
+    /// the subtask takes in the state dir. One directory listing (at most about 40 files).
+    pub fn checkpoint_base_bytes(&self) -> u64 {
+        crate::state::disk_delta::base_only_bytes(&self.dir)
+    }
+
     /// Whether no entry is held.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The write-back cache's hits and misses since the state opened; `None` with the cache
+    /// off.
+    pub fn cache_lookups(&self) -> Option<CacheLookups> {
+        (!self.cache.is_off()).then(|| self.lookups.get())
+    }
+
+    /// Counts one read of the write-back cache (a no-op with the cache off).
+    pub(crate) fn count_lookup(&self, hit: bool) {
+        let mut lookups = self.lookups.get();
+        if hit {
+            lookups.hits += 1;
+        } else {
+            lookups.misses += 1;
+        }
+        self.lookups.set(lookups);
     }
 
     /// Counts each value's heap bytes as `value_bytes` says in the write-back cache's budget

@@ -8,7 +8,7 @@ use super::{
     store_key_group_and_hash,
 };
 use crate::record::Key;
-use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, value_written_ms};
+use crate::state::disk::{CLEANUP_ENTRIES_PER_RECORD, CacheLookups, value_written_ms};
 use crate::state::disk_cache::{CachedEntry, overlay_writes};
 use crate::state::disk_rocks::StoreView;
 use crate::state::ttl::expired;
@@ -34,7 +34,7 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// The newest version of `key` (whose [`key_hash`](crate::state::key_group::key_hash) is
     /// `hash`) in `key_group` below the current generation (the caller looked there): the
     /// pending generations' (`None` as the value: removed) or the store's, with its last
-    /// write; `None`: not held.
+    /// write; `None`: not held. Counted as a hit or a miss of the cache ([`CacheLookups`]).
     fn newest_below_current(
         &self,
         key_group: u32,
@@ -42,7 +42,11 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         key: &Key,
     ) -> Result<Option<(Option<V>, u64)>, DiskStateError> {
         if let Some(pending) = self.cache.find_pending(hash, key) {
+            self.count_lookup(true);
             return Ok(Some((pending.value.clone(), pending.written_ms)));
+        }
+        if !self.cache.is_off() {
+            self.count_lookup(false);
         }
         Ok(self
             .read(&StoreKeyBuf::new(key_group, hash, key))?
@@ -55,11 +59,15 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// takes `&self`). Errors: the store fails to read.
     pub fn get(&self, key_group: u32, hash: u64, key: &Key, now_ms: u64) -> Result<Option<V>, DiskStateError> {
         if let Some(cached) = self.cache.find(hash, key) {
+            self.count_lookup(true);
             return Ok(cached
                 .value
                 .as_ref()
                 .filter(|_| !expired(self.ttl, cached.written_ms, now_ms))
                 .cloned());
+        }
+        if !self.cache.is_off() {
+            self.count_lookup(false);
         }
         let found = self.read(&StoreKeyBuf::new(key_group, hash, key))?;
         Ok(found
@@ -158,6 +166,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let ttl = self.ttl;
         let value_bytes = self.cache.value_bytes();
         if let Some(cached) = self.cache.current_mut(hash, key) {
+            // A field of its own, beside the cache's borrow (`count_lookup` takes all of self).
+            let lookups = self.lookups.get();
+            self.lookups.set(CacheLookups {
+                hits: lookups.hits + 1,
+                ..lookups
+            });
             let held = cached.value.is_some();
             let before = cached.value.as_ref().map_or(0, value_bytes);
             let live = cached

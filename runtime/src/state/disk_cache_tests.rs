@@ -668,3 +668,28 @@ fn a_delta_read_from_kept_generations_sees_removals_and_cleanups_after_them() {
     disk.write_back_and_clear_cache().unwrap();
     assert_eq!(disk.kept_generations(), (0, 0));
 }
+
+/// The cache's hits and misses ([`DiskKeyedState::cache_lookups`]): a key's first record
+/// reads the store (a miss), later ones while a generation holds it find it there (hits), as
+/// do reads; with the cache off nothing is counted.
+#[test]
+fn records_that_come_back_to_a_cached_key_count_as_hits() {
+    let all = key_group_range(0, 1, MAX_P);
+    let dir = tempfile::tempdir().unwrap();
+    // The current generation (a share of the budget) holds the 100 keys.
+    let mut disk = open_disk(&dir, "count-0", all, None, 10_000);
+    assert_eq!(disk.cache_lookups(), Some(Default::default()));
+    for round in 0..3 {
+        for i in 0..100 {
+            add(&mut disk, i, 1, round);
+        }
+    }
+    assert_eq!(get(&disk, 5, 3), Some(3));
+    assert_eq!(get(&disk, 5_000, 3), None);
+    let want = crate::state::disk::CacheLookups { hits: 201, misses: 101 };
+    assert_eq!(disk.cache_lookups(), Some(want));
+    let mut through = open_disk(&dir, "count-1", all, None, 0);
+    add(&mut through, 7, 3, 0);
+    assert_eq!(get(&through, 7, 0), Some(3));
+    assert_eq!(through.cache_lookups(), None);
+}

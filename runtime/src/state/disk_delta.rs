@@ -83,6 +83,29 @@ pub fn base_dir(store_dir: &Path) -> PathBuf {
     store_dir.with_file_name(name)
 }
 
+/// Bytes on local disk that the base directory of the store in `store_dir` holds and the store
+/// does not: its delta files, and table files the store has since compacted away (any file
+/// that is not the same file, by inode, as the store's file of that name, which RocksDB's
+/// `total-sst-files-size` counts). Files a local checkpoint directory links too still count:
+/// they take the state dir's disk. 0 when there is no base. Errors reading the directory
+/// count as 0 (a metric, not a decision).
+pub fn base_only_bytes(store_dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base_dir(store_dir)) else {
+        return 0;
+    };
+    let in_store = |name: &std::ffi::OsStr, inode: u64| {
+        std::fs::metadata(store_dir.join(name)).is_ok_and(|store_file| store_file.ino() == inode)
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let metadata = entry.metadata().ok()?;
+            (metadata.is_file() && !in_store(&entry.file_name(), metadata.ino())).then_some(metadata.len())
+        })
+        .sum()
+}
+
 /// How far a base may be from the store before a checkpoint flushes again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeltaLimits {

@@ -520,3 +520,27 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
 }
+
+/// The base's own bytes: a file of the base that is not the store's (a delta, a table file
+/// compacted away) counts, also when a local checkpoint links it; one the store links too
+/// does not (the store's table files count it).
+#[test]
+fn only_files_the_base_alone_holds_count_as_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("counts-0");
+    std::fs::create_dir_all(&store_dir).unwrap();
+    assert_eq!(base_only_bytes(&store_dir), 0, "no base yet");
+    let base = base_dir(&store_dir);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("000001.delta"), vec![1u8; 100]).unwrap();
+    std::fs::write(base.join("000007.sst"), vec![2u8; 30]).unwrap();
+    std::fs::write(store_dir.join("000009.sst"), vec![3u8; 50]).unwrap();
+    std::fs::hard_link(store_dir.join("000009.sst"), base.join("000009.sst")).unwrap();
+    // A local checkpoint directory linking the base's files does not make them the store's.
+    let checkpoint = dir.path().join("chk-3");
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    std::fs::hard_link(base.join("000001.delta"), checkpoint.join("000001.delta")).unwrap();
+    // Nor does a store file of the same name that is another file.
+    std::fs::write(store_dir.join("000007.sst"), vec![4u8; 10]).unwrap();
+    assert_eq!(base_only_bytes(&store_dir), 130);
+}

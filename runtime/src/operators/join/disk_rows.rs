@@ -210,6 +210,8 @@ impl DiskJoinRows {
             entries: self.len as u64,
             disk_bytes: Some(bytes.table_files),
             memory_bytes: Some(bytes.block_cache + bytes.memtables),
+            // A join's rows on disk have no write-back cache.
+            cache_lookups: None,
         }
     }
 
