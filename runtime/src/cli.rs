@@ -247,7 +247,9 @@ pub enum SavepointCmd {
         /// Control API base URL.
         #[arg(long, default_value = "http://127.0.0.1:8081")]
         url: String,
-        /// Target directory URL (default: the job's `spec.savepoints.directory`).
+        /// Target directory URL (default: the job's `spec.savepoints.directory`). The job
+        /// writes it: a relative path is resolved against the job's working directory, not
+        /// this command's.
         #[arg(long)]
         directory: Option<String>,
         /// Stop the job after the savepoint (stop-with-savepoint).
