@@ -181,6 +181,7 @@ mod tests {
                 checkpoints_completed: 4,
                 checkpoints_failed: 0,
                 continues_lineage: None,
+                restarts: 1,
                 output: vec![],
             }),
         };

@@ -48,6 +48,7 @@ impl JobHandle {
             checkpoints_completed: completed,
             checkpoints_failed: failed,
             continues_lineage: (self.lineage_id != self.job_id).then(|| self.lineage_id.clone()),
+            restarts: self.restarts.load(Ordering::Relaxed),
             output: self
                 .outputs
                 .iter()
@@ -103,8 +104,14 @@ pub fn summary_message(s: &RunSummary) -> String {
         });
         format!("committed output in {}{earlier}", dirs.join(", "))
     };
+    // After a restart the subtasks count from the checkpoint they restarted from.
+    let since = match s.restarts {
+        0 => String::new(),
+        1 => " since the restart (from a checkpoint)".to_string(),
+        n => format!(" since the last of {n} restarts (from a checkpoint)"),
+    };
     format!(
-        "run summary: {elapsed:.1}s elapsed; records in/out: {}; checkpoints: {} completed, {} failed; {output}",
+        "run summary: {elapsed:.1}s elapsed; records in/out{since}: {}; checkpoints: {} completed, {} failed; {output}",
         records.join(", "),
         s.checkpoints_completed,
         s.checkpoints_failed,
@@ -157,6 +164,7 @@ mod tests {
             checkpoints_completed: completed,
             checkpoints_failed: 1,
             continues_lineage: None,
+            restarts: 0,
             output: output
                 .iter()
                 .map(|p| CommittedOutput {
@@ -188,6 +196,20 @@ mod tests {
             (
                 summary(3, &[]),
                 "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; no file sink",
+            ),
+            (
+                RunSummary {
+                    restarts: 1,
+                    ..summary(3, &[])
+                },
+                "run summary: 2.4s elapsed; records in/out since the restart (from a checkpoint): gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; no file sink",
+            ),
+            (
+                RunSummary {
+                    restarts: 3,
+                    ..summary(3, &[])
+                },
+                "run summary: 2.4s elapsed; records in/out since the last of 3 restarts (from a checkpoint): gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; no file sink",
             ),
         ] {
             assert_eq!(summary_message(&s), want);

@@ -133,6 +133,10 @@ fn kill_9_of_a_worker_on_disk_with(incremental: bool, native: &str) {
         &expected_wordcount(),
         "worker kill -9 on the disk backend",
     );
+    // The run summary's counts are the last attempt's, and it says so.
+    let log = c.coordinator.text();
+    let summary = log.lines().find(|l| l.contains("run summary:")).expect("a run summary");
+    assert!(summary.contains("records in/out since the"), "{summary}");
     // The surviving workers removed their cancelled attempt's run directory (its stores
     // deleted, only the owner file left), waiting for stores still closing on an encoder
     // thread; the killed worker's was swept by the replacement; and once the job finished
@@ -565,10 +569,12 @@ fn a_coordinator_restarted_after_the_job_finished_adds_nothing() {
 /// The sink task's `in` count in a `run summary: …` line: the last entry of `records in/out:`
 /// (`<task> <in>/<out>`, tasks in plan order, so the sink's chain comes last).
 fn sink_records_in(summary: &str) -> u64 {
+    // `records in/out: ` or, after restarts, `records in/out since the restart (...): `.
     let records = summary
-        .split("records in/out: ")
+        .split("records in/out")
         .nth(1)
-        .and_then(|r| r.split("; checkpoints").next())
+        .and_then(|r| r.split_once(": "))
+        .and_then(|(_, r)| r.split("; checkpoints").next())
         .unwrap_or_else(|| panic!("no records in {summary}"));
     let last = records.rsplit(", ").next().unwrap();
     let (_, counts) = last.rsplit_once(' ').unwrap();

@@ -203,6 +203,15 @@ pub struct RunSummary {
     /// hold the output before the restore point. `None` for a run that began its lineage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues_lineage: Option<String>,
+    /// Restarts of the job by its restart strategy during this run (a cluster's failovers
+    /// among them). Each restart starts the subtasks again from a checkpoint, so `tasks`
+    /// counts the records since the last one. 0 (left out) without restarts.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Records of one task (chain of operators), summed over its subtasks.
