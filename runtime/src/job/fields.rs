@@ -152,11 +152,7 @@ pub fn known_fields_at(field: &str) -> Vec<&'static str> {
 /// The values the schema allows at `field` when it is an enum (`spec.checkpointing.mode`:
 /// `exactly-once`, `at-least-once`, `at-most-once`), in the schema's order; empty otherwise.
 pub fn enum_values_at(field: &str) -> Vec<&'static str> {
-    schema_at(field)
-        .and_then(|node| node.get("enum"))
-        .and_then(Schema::as_array)
-        .map(|values| values.iter().filter_map(Schema::as_str).collect())
-        .unwrap_or_default()
+    schema_at(field).map(string_enum).unwrap_or_default()
 }
 
 /// The schema node at `field` (as errors name fields: `spec.job.steps[0].source`), if any.
@@ -266,17 +262,7 @@ fn mapping_for_a_string(path: &str, schema: &Schema) -> JobError {
              `{...}` as a mapping: `expression: \"{'line': line.lower()}\"`",
         );
     }
-    let allowed: Vec<String> = schema
-        .get("enum")
-        .and_then(Schema::as_array)
-        .map(|values| {
-            values
-                .iter()
-                .filter_map(Schema::as_str)
-                .map(|v| format!("`{v}`"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let allowed: Vec<String> = string_enum(schema).iter().map(|v| format!("`{v}`")).collect();
     // `spec.state` is the job's desired state; Flink's `state.backend` is `spec.stateBackend`.
     let backend_hint = match path {
         "spec.state" => "; the state backend is `spec.stateBackend` (`heap` or `disk`)",
