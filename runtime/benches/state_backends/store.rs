@@ -323,12 +323,8 @@ async fn restore(
     let mut restored = Vec::new();
     let (mut handed, mut opened) = (after_load, after_load);
     for op in keyed_ops() {
-        // A handle's entries count its operator state items too (the aggregation's shape).
-        entries += op
-            .handles
-            .iter()
-            .map(|h| h.entries.saturating_sub(h.operator_items.unwrap_or(0)))
-            .sum::<u64>();
+        // Keys only, not the aggregation's shape item beside them.
+        entries += op.handles.iter().map(|h| h.listed_entries()).sum::<u64>();
         let mut init = KeyedStateInit::new(range, operator_restore(Some(&snapshot), &op.uid, Some(range)));
         init.restored_store = restored_store(Some(&snapshot), &op.uid, range);
         handed = Probe::now();

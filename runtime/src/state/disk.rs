@@ -209,6 +209,19 @@ pub struct CacheLookups {
     pub misses: u64,
 }
 
+impl CacheLookups {
+    /// Adds one read to `lookups`: a hit or a miss.
+    pub(crate) fn count(lookups: &std::cell::Cell<CacheLookups>, hit: bool) {
+        let mut now = lookups.get();
+        if hit {
+            now.hits += 1;
+        } else {
+            now.misses += 1;
+        }
+        lookups.set(now);
+    }
+}
+
 /// Memory one changed key takes in a changed-key set, bytes (an estimate: the key and its
 /// hash in a hash table, 40 bytes, plus the table's spare room).
 pub const CHANGED_KEY_BYTES: u64 = 64;
@@ -371,15 +384,9 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         (!self.cache.is_off()).then(|| self.lookups.get())
     }
 
-    /// Counts one read of the write-back cache (a no-op with the cache off).
+    /// Counts one read of the write-back cache.
     pub(crate) fn count_lookup(&self, hit: bool) {
-        let mut lookups = self.lookups.get();
-        if hit {
-            lookups.hits += 1;
-        } else {
-            lookups.misses += 1;
-        }
-        self.lookups.set(lookups);
+        CacheLookups::count(&self.lookups, hit);
     }
 
     /// Counts each value's heap bytes as `value_bytes` says in the write-back cache's budget

@@ -166,12 +166,8 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         let ttl = self.ttl;
         let value_bytes = self.cache.value_bytes();
         if let Some(cached) = self.cache.current_mut(hash, key) {
-            // A field of its own, beside the cache's borrow (`count_lookup` takes all of self).
-            let lookups = self.lookups.get();
-            self.lookups.set(CacheLookups {
-                hits: lookups.hits + 1,
-                ..lookups
-            });
+            // The field alone, beside the cache's borrow (`count_lookup` borrows all of self).
+            CacheLookups::count(&self.lookups, true);
             let held = cached.value.is_some();
             let before = cached.value.as_ref().map_or(0, value_bytes);
             let live = cached
