@@ -414,6 +414,7 @@ async fn deploy(
     // (a deployment that fails first, or a subtask index of a stage without keyed state).
     let subtasks: std::collections::BTreeSet<u32> = d.tasks.iter().map(|&t| t as u32 % job.parallelism).collect();
     exec::create_disk_stores_early(&job, &state_dir, subtasks.iter().copied());
+    crate::state::disk_memory::warn_if_over_limit(&job, subtasks.len() as u64);
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
     if d.restore.is_some()
         && let Some(delay) = slow_restore_failpoint()

@@ -470,6 +470,7 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     // otherwise come after it, before the first record).
     // The subtasks built below take them; a start that fails first drops them (the guard).
     build::create_disk_stores_early(&job, &state_dir, 0..job.parallelism);
+    crate::state::disk_memory::warn_if_over_limit(&job, u64::from(job.parallelism));
     let _untaken_stores = crate::state::disk_store::DiscardEarlyOnDrop::new(&state_dir);
     // A native checkpoint of a subtask's own key groups becomes its store (the fast path,
     // `checkpoint/native_restore.rs`).

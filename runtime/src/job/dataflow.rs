@@ -266,11 +266,16 @@ fn resolve_inputs(
         let Some((j, port)) = found else {
             let mut known: Vec<&str> = names.keys().copied().collect();
             known.sort_unstable();
-            let known = known.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-            return Err(JobError::new(
-                field,
-                format!("no step is named `{name}`; the named steps are {known}"),
-            ));
+            let message = if known.is_empty() {
+                format!(
+                    "no step is named `{name}`, and no step has a `name`: `inputs` lists steps by \
+                     their `name`, not their `uid`; add `name: {name}` to the step this one reads"
+                )
+            } else {
+                let known = known.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+                format!("no step is named `{name}`; the named steps are {known}")
+            };
+            return Err(JobError::new(field, message));
         };
         if j >= i {
             return Err(JobError::new(

@@ -79,6 +79,11 @@ fn wiring_errors_name_the_field() {
             json!([text("a"), text("b"), {"union": {}, "inputs": ["a", "c"]}, sink()]),
             "spec.job.steps[2].inputs[1]: no step is named `c`; the named steps are `a`, `b`",
         ),
+        // Steps with a `uid` and no `name`: inputs name steps by `name`.
+        (
+            json!([{"uid": "a", "source": {"file": {"path": "in.txt"}}}, {"union": {}, "inputs": ["a", "a"]}, sink()]),
+            "spec.job.steps[1].inputs[0]: no step is named `a`, and no step has a `name`: `inputs` lists steps by their `name`, not their `uid`; add `name: a` to the step this one reads",
+        ),
         (
             json!([text("a"), text("a"), {"union": {}, "inputs": ["a"]}, sink()]),
             "spec.job.steps[1].name: `a` is already the name of spec.job.steps[0]; names are unique",

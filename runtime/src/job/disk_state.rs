@@ -26,7 +26,7 @@ use std::borrow::Cow;
 #[serde(rename_all = "camelCase")]
 pub struct DiskStateSpec {
     /// Block cache of the store, a Kubernetes quantity in bytes (`64Mi`, `1.5Gi`, `500M`,
-    /// `1e9`, `1048576`; not `64MB`). Default `32Mi`.
+    /// `1e9`, `1048576`; not `64MB`), at least `1Mi`. Default `32Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_size: Option<ByteQuantity>,
     /// Write buffer (memtable) size: how much is written in memory before it is flushed to a
@@ -49,12 +49,24 @@ pub struct DiskStateSpec {
 
 impl DiskStateSpec {
     /// The store options these settings give (defaults for what is unset). Errors: a size
-    /// that is not a quantity, or a write buffer under 1 MiB, naming the field under `at`
+    /// that is not a quantity, or a block cache or write buffer under 1 MiB, naming the field under `at`
     /// (`spec.diskState`).
     pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
         let mut options = DiskStateOptions::default();
         if let Some(text) = &self.cache_size {
-            options.cache_bytes = parse_byte_quantity(&format!("{at}.cacheSize"), &text.0)?;
+            let field = format!("{at}.cacheSize");
+            options.cache_bytes = parse_byte_quantity(&field, &text.0)?;
+            if options.cache_bytes < 1 << 20 {
+                return Err(JobError::new(
+                    field,
+                    format!(
+                        "must be at least 1Mi, got `{}`: the block cache cannot be turned off, it holds \
+                         the table files' index and filter blocks, without which every read goes to the \
+                         files (`writeCacheSize: 0` turns off the write-back cache)",
+                        text.0
+                    ),
+                ));
+            }
         }
         if let Some(text) = &self.write_buffer_size {
             let field = format!("{at}.writeBufferSize");
@@ -153,7 +165,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_default_what_is_unset_and_refuse_a_tiny_write_buffer() {
+    fn options_default_what_is_unset_and_refuse_a_tiny_write_buffer_or_block_cache() {
         let at = "spec.diskState";
         assert_eq!(
             DiskStateSpec::default().options(at).unwrap(),
@@ -182,6 +194,30 @@ mod tests {
         let e = tiny.options(at).unwrap_err();
         assert_eq!(e.field, "spec.diskState.writeBufferSize");
         assert!(e.message.contains("at least 1Mi"), "{}", e.message);
+        // A block cache of 0 (meant as "no cache", as `writeCacheSize: 0` is) or under 1 MiB
+        // is refused: RocksDB's cache holds the index and filter blocks every read needs.
+        for (size, ok) in [
+            ("0", false),
+            ("1048575", false),
+            ("512Ki", false),
+            ("1Mi", true),
+            ("1048576", true),
+        ] {
+            let spec = DiskStateSpec {
+                cache_size: Some(size.into()),
+                ..DiskStateSpec::default()
+            };
+            match spec.options(at) {
+                Ok(options) => assert!(ok && options.cache_bytes == 1 << 20, "{size}"),
+                Err(e) => {
+                    assert!(!ok, "{size}: {e:?}");
+                    assert_eq!(e.field, "spec.diskState.cacheSize");
+                    for part in ["at least 1Mi", "cannot be turned off", "writeCacheSize: 0"] {
+                        assert!(e.message.contains(part), "{size}: {}", e.message);
+                    }
+                }
+            }
+        }
         let bad_cache = DiskStateSpec {
             write_cache_size: Some("lots".into()),
             ..DiskStateSpec::default()

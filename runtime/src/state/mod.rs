@@ -4,6 +4,7 @@ pub mod disk;
 pub(crate) mod disk_cache;
 pub mod disk_delta;
 pub(crate) mod disk_key;
+pub mod disk_memory;
 pub mod disk_native;
 pub mod disk_opening;
 pub(crate) mod disk_restore_entries;
