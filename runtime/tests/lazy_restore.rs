@@ -89,7 +89,10 @@ fn killed_before_all_key_groups_were_built(backend: &str) {
         &m,
         &env,
         &format!("lazy-restore-no-background-build,after-metadata:{id}"),
-        &["written as restored", &format!("failpoint after-metadata:{id} reached")],
+        &[
+            "copied into it as restored",
+            &format!("failpoint after-metadata:{id} reached"),
+        ],
     );
     // 3. Restored from that checkpoint (pending groups' blocks written as they were restored),
     //    killed after its first batch while groups are still pending.

@@ -464,15 +464,17 @@ impl StreamOperator for Aggregate {
         if built > 0 {
             tracing::info!(
                 target: "weir",
-                "operator {uid}: snapshot {}: {built} restored key groups not built yet, built first (a snapshot \
-                 cannot write their blocks as they are)",
+                "operator {uid}: checkpoint {}: {built} restored key groups were still loading in the \
+                 background; loaded them first, before the snapshot (their restored data carries a \
+                 state TTL, or write times, that this step's snapshot must apply instead of copying)",
                 barrier.id,
             );
         }
         if !pending.is_empty() {
             tracing::info!(
                 target: "weir",
-                "operator {uid}: snapshot {}: {} restored key groups not built yet, written as restored",
+                "operator {uid}: checkpoint {}: {} restored key groups still loading in the background \
+                 are copied into it as restored",
                 barrier.id,
                 pending.as_is.len()
             );
