@@ -307,12 +307,15 @@ pub async fn build_task(
                 generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
                 idle_timeout: et.idle_timeout,
             });
+        // In a job with event time, the subtask's first output is its watermark
+        // (`task_source.rs`, `inputs.rs`: start alignment).
+        let announce = crate::job::event_time::job_has_event_time(&job.operators, &job.spec.job.steps);
         let first_uid = first.uid.clone();
         Box::new(move || {
             tokio::spawn(async move {
                 let run = async {
                     panics::panic_failpoint(&first_uid, sub);
-                    task::run_source(core, src, id, read_log, event_time).await
+                    task::run_source(core, src, id, read_log, event_time, announce).await
                 };
                 panics::run_reporting_failure(
                     run,
@@ -332,6 +335,7 @@ pub async fn build_task(
             priority: lanes.input,
             channel_uid: first.uid.clone(),
             replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
+            start_alignment: crate::job::event_time::job_has_event_time(&job.operators, &job.spec.job.steps),
         };
         let first_uid = first.uid.clone();
         Box::new(move || {

@@ -40,6 +40,7 @@ async fn a_priority_barrier_snapshots_at_once_and_records_the_overtaken_records(
         priority: Some(lane_rx),
         channel_uid: "counts".into(),
         replay: vec![],
+        start_alignment: false,
     };
     let task = tokio::spawn(run_inputs_with(core, setup));
     let ack = match ev_rx.recv().await.unwrap() {
@@ -89,6 +90,7 @@ async fn a_priority_barrier_waits_for_the_channel_state_replay() {
         priority: Some(lane_rx),
         channel_uid: "counts".into(),
         replay,
+        start_alignment: false,
     };
     let task = tokio::spawn(run_inputs_with(core, setup));
     // The consumer downstream starts late, so the replay's first send finds the channel full.
@@ -143,6 +145,7 @@ async fn an_unaligned_checkpoint_completes_while_processing_is_blocked_and_the_i
         priority: Some(lane_rx),
         channel_uid: "counts".into(),
         replay: vec![],
+        start_alignment: false,
     };
     let task = tokio::spawn(run_inputs_with(core, setup));
     // A current-thread runtime: yielding lets the subtask run until its send of w0 blocks.
@@ -209,6 +212,7 @@ async fn an_interrupted_sends_unsent_output_is_channel_state_of_the_downstream_s
         priority: Some(lane_rx),
         channel_uid: "counts".into(),
         replay: vec![],
+        start_alignment: false,
     };
     let task = tokio::spawn(run_inputs_with(core, setup));
     for _ in 0..50 {
@@ -323,6 +327,7 @@ async fn the_unsent_output_of_each_edge_is_channel_state_of_its_own_downstream_s
         priority: Some(lane_rx),
         channel_uid: "counts".into(),
         replay: vec![],
+        start_alignment: false,
     };
     let task = tokio::spawn(run_inputs_with(core, setup));
     for _ in 0..50 {

@@ -22,6 +22,7 @@ pub async fn run_source(
     source_id: (String, String),
     read_log: Option<ReadPositionLog>,
     mut event_time: Option<SourceEventTime>,
+    announce: bool,
 ) -> TaskResult<()> {
     let mut paused = false;
     let mut last_records = Instant::now();
@@ -35,8 +36,26 @@ pub async fn run_source(
     let started = Instant::now();
     let mut emitted: u64 = 0;
     core.metrics.set_source_pending(source.pending());
+    // In a job with event time the first element out is this subtask's watermark, before any
+    // barrier or record (the downstream subtasks' start alignment, `inputs.rs`): the end of
+    // time when the first read finds nothing (a subtask without splits), else none yet.
+    let mut first_read = None;
+    if announce {
+        let first = read_batch(&mut source, event_time.is_none(), batch_max, any_batch_max, &source_id).await?;
+        let watermark = match (&first, &event_time) {
+            (None, Some(_)) => END_OF_TIME,
+            _ => crate::exec::watermark::NO_WATERMARK,
+        };
+        core.broadcast_in_band(|| Element::Watermark(Watermark::Time(watermark)))
+            .await?;
+        first_read = Some(first);
+    }
     loop {
-        let c = if let Some(c) = core.deferred.pop_front() {
+        // The first batch, read before the announcement, goes out before any control message:
+        // the source's position is already past it, so a snapshot taken first would skip it.
+        let c = if first_read.is_some() {
+            None
+        } else if let Some(c) = core.deferred.pop_front() {
             Some(c)
         } else if paused || exhausted {
             match core.control.recv().await {
@@ -81,12 +100,10 @@ pub async fn run_source(
             }
             continue;
         }
-        // Columns where the source makes them, unless event time needs rows.
-        let next = match event_time.is_none() && crate::record::columns::columns_enabled() {
-            true => source.next_any_batch(any_batch_max).await,
-            false => source.next_rows(batch_max).await.map(|rows| rows.map(Batch::Rows)),
+        let next = match first_read.take() {
+            Some(first) => first,
+            None => read_batch(&mut source, event_time.is_none(), batch_max, any_batch_max, &source_id).await?,
         };
-        let next = next.map_err(|e| e.context(format!("operator {}", source_id.0)))?;
         core.metrics.set_source_pending(source.pending());
         let Some(batch) = next else {
             if event_time.is_some() && !exhausted {
@@ -162,6 +179,22 @@ pub async fn run_source(
         // steal, until the input is used up.
         tokio::task::yield_now().await;
     }
+}
+
+/// The source's next batch: columns where the source makes them and `columns` allows it
+/// (no event time), else rows; `None` once it has read everything. Errors name the operator.
+async fn read_batch(
+    source: &mut Box<dyn Source>,
+    columns: bool,
+    batch_max: usize,
+    any_batch_max: usize,
+    source_id: &(String, String),
+) -> TaskResult<Option<Batch>> {
+    let next = match columns && crate::record::columns::columns_enabled() {
+        true => source.next_any_batch(any_batch_max).await,
+        false => source.next_rows(batch_max).await.map(|rows| rows.map(Batch::Rows)),
+    };
+    next.map_err(|e| e.context(format!("operator {}", source_id.0)))
 }
 
 /// A source subtask's snapshot at `barrier`: its positions with the chain's state, then the

@@ -236,6 +236,16 @@ pub fn source_event_time(op: &Operator, steps: &[Step]) -> Result<Option<EventTi
     }
 }
 
+/// Whether any source of the job reads event time (`eventTime`): then every subtask starts
+/// by announcing its watermark to its outputs and by waiting for each input's announcement
+/// before reading on (`exec/inputs.rs`, "start alignment"). An `eventTime` that does not
+/// validate counts as none (validation refused it before a job runs).
+pub fn job_has_event_time(ops: &[Operator], steps: &[Step]) -> bool {
+    ops.iter()
+        .filter(|op| op.kind.is_source())
+        .any(|op| matches!(source_event_time(op, steps), Ok(Some(_))))
+}
+
 /// Sets the time field of every `window` operator from the `eventTime` of the sources it
 /// reads (through any steps and unions).
 ///
