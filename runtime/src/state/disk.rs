@@ -70,7 +70,7 @@ pub(crate) const VALUE_PREFIX_LEN: usize = 8;
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
 /// the subtask fails and restarts from its checkpoint.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("disk state backend at {dir}: {problem}")]
+#[error("disk state backend at {dir}: {problem}{advice}", dir = dir.display(), advice = crate::storage::full_disk_advice(problem))]
 pub struct DiskStateError {
     /// The store's local directory.
     pub dir: PathBuf,

@@ -155,10 +155,14 @@ impl LocalStore {
             std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         }
         let tmp = self.tmp_for(&target);
-        if let Err(e) = std::fs::copy(local, &tmp) {
+        // Opened first, so an error names the file that failed: reading `local`, or writing
+        // the copy (a full checkpoint directory names the checkpoint's file, not the source).
+        let mut from = std::fs::File::open(local).map_err(|e| io(local, e))?;
+        let copied = std::fs::File::create(&tmp).and_then(|mut to| std::io::copy(&mut from, &mut to));
+        if let Err(e) = copied {
             let _ = std::fs::remove_file(&tmp);
             return Err(StorageError::Io {
-                path: local.display().to_string(),
+                path: format!("{} (copying {})", tmp.display(), local.display()),
                 source: e,
             });
         }

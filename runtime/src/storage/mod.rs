@@ -14,6 +14,25 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;
 
+/// What to do about an error whose `message` says a file system is full (`No space left on
+/// device`, `Disk quota exceeded`), to append to it; empty for any other message, and for one
+/// that carries the advice already.
+pub fn full_disk_advice(message: &str) -> &'static str {
+    const ADVICE: &str = "; its file system is full: free space there, or move that directory to a larger \
+         volume (state: WEIR_STATE_DIR or the pods' weir-state volume; checkpoints: \
+         spec.checkpointing.storage; a file sink: its path), then restore from the latest \
+         checkpoint (`weir run --restore latest`; the operator restarts on its own): what was \
+         committed is kept";
+    let full = ["No space left on device", "Disk quota exceeded"]
+        .iter()
+        .any(|m| message.contains(m));
+    if full && !message.contains("its file system is full") {
+        ADVICE
+    } else {
+        ""
+    }
+}
+
 /// Storage errors. `NotFound` is distinct so callers can treat a missing object as data.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -23,8 +42,8 @@ pub enum StorageError {
     /// A URL the stores cannot serve.
     #[error("invalid storage URL `{0}`: {1}")]
     InvalidUrl(String, String),
-    /// Local I/O failure.
-    #[error("{path}: {source}")]
+    /// Local I/O failure; a full file system adds what to do ([`full_disk_advice`]).
+    #[error("{path}: {source}{advice}", advice = full_disk_advice(&source.to_string()))]
     Io {
         /// Full path or URL of the object.
         path: String,
@@ -337,6 +356,53 @@ pub fn join(a: &str, b: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full file system's errors say what to do, once; other errors are left as they are.
+    #[test]
+    fn full_disk_errors_say_what_to_do() {
+        let full = StorageError::Io {
+            path: "/chk/job/chk-7/.cnt-0.state.tmp".into(),
+            source: std::io::Error::from_raw_os_error(28),
+        };
+        let text = full.to_string();
+        assert!(
+            text.starts_with("/chk/job/chk-7/.cnt-0.state.tmp: No space left on device"),
+            "{text}"
+        );
+        for part in [
+            "its file system is full",
+            "spec.checkpointing.storage",
+            "WEIR_STATE_DIR",
+            "--restore latest",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        let quota = StorageError::Io {
+            path: "/out".into(),
+            source: std::io::Error::from_raw_os_error(122),
+        };
+        assert!(quota.to_string().contains("its file system is full"), "{quota}");
+        let denied = StorageError::Io {
+            path: "/chk".into(),
+            source: std::io::Error::from_raw_os_error(13),
+        };
+        assert_eq!(denied.to_string(), "/chk: Permission denied (os error 13)");
+        // RocksDB's text, wrapped by the disk backend; and advice already given is not repeated.
+        let store = crate::state::disk::DiskStateError {
+            dir: "/state/job/cnt-0".into(),
+            problem: "IO error: No space left on device: While appending to file: /state/job/cnt-0/000015.sst".into(),
+        };
+        assert!(store.to_string().contains("its file system is full"), "{store}");
+        let wrapped = crate::state::disk::DiskStateError {
+            dir: "/state/job/cnt-0".into(),
+            problem: text.clone(),
+        };
+        assert_eq!(
+            wrapped.to_string().matches("its file system is full").count(),
+            1,
+            "{wrapped}"
+        );
+    }
 
     #[tokio::test]
     async fn a_url_with_a_missing_slash_is_refused_not_made_a_local_directory() {
