@@ -370,3 +370,47 @@ async fn the_unsent_output_of_each_edge_is_channel_state_of_its_own_downstream_s
     ctl_tx.send(Control::Shutdown).unwrap();
     task.await.unwrap().unwrap();
 }
+
+/// Start alignment: a second element of an input waits until every input has sent its first
+/// (its upstream subtask's watermark announcement), so an input that announces late (a source
+/// subtask with nothing to read sends the end of time) is counted before any record is
+/// judged against the inputs' watermarks.
+#[tokio::test]
+async fn start_alignment_takes_every_inputs_first_element_before_a_second() {
+    use crate::exec::watermark::{END_OF_TIME, NO_WATERMARK, Watermark};
+    let dir = tempfile::tempdir().unwrap();
+    let store: crate::storage::Store = Arc::new(LocalStore::new(dir.path()).unwrap());
+    let (core, ctl_tx, _ev_rx, _barrier) = super::super::task::tests::count_core(&store, Output::None, None);
+    let metrics = core.metrics.clone();
+    let (tx0, rx0) = crate::exec::channel::data_channel(8);
+    let (tx1, rx1) = crate::exec::channel::data_channel(8);
+    tx0.send(Element::Watermark(Watermark::Time(NO_WATERMARK)))
+        .await
+        .unwrap();
+    tx0.send(Element::Records(vec![word("a0")])).await.unwrap();
+    let setup = InputSetup {
+        inputs: vec![rx0, rx1],
+        mode: CheckpointMode::ExactlyOnce,
+        priority: None,
+        channel_uid: "counts".into(),
+        replay: vec![],
+        start_alignment: true,
+    };
+    let task = tokio::spawn(run_inputs_with(core, setup));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        metrics.records_in.load(Ordering::Relaxed),
+        0,
+        "input 0's records wait for input 1's announcement"
+    );
+    tx1.send(Element::Watermark(Watermark::Time(END_OF_TIME)))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metrics.records_in.load(Ordering::Relaxed) == 0 {
+        assert!(std::time::Instant::now() < deadline, "input 0's records were not taken");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ctl_tx.send(Control::Shutdown).unwrap();
+    task.await.unwrap().unwrap();
+}
