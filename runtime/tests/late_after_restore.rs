@@ -11,7 +11,6 @@
 
 mod common;
 use common::*;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,30 +48,8 @@ fn records() -> Vec<(u64, i64, String)> {
 /// is at or behind it is late. Returns the window results `key|start|end|count` of the records
 /// that are not late, and the late records' ids, both sorted.
 fn expected() -> (Vec<String>, Vec<String>) {
-    let mut counts: BTreeMap<(String, i64), u64> = BTreeMap::new();
-    let mut late = Vec::new();
-    let mut max_seen = i64::MIN;
-    for (id, ts, key) in records() {
-        let watermark = if max_seen == i64::MIN {
-            i64::MIN
-        } else {
-            max_seen - BOUND_MS - 1
-        };
-        let start = ts - ts.rem_euclid(SIZE_MS);
-        if start + SIZE_MS - 1 <= watermark {
-            late.push(id.to_string());
-        } else {
-            *counts.entry((key, start)).or_default() += 1;
-        }
-        max_seen = max_seen.max(ts);
-    }
-    let mut windows: Vec<String> = counts
-        .into_iter()
-        .map(|((key, start), n)| format!("{key}|{start}|{}|{n}", start + SIZE_MS))
-        .collect();
-    windows.sort();
-    late.sort();
-    (windows, late)
+    let records = records().into_iter().map(|(id, ts, key)| (ts, key, id.to_string()));
+    one_reader_tumbling(records, SIZE_MS, BOUND_MS)
 }
 
 /// The records as one JSON-lines file in `dir`, and a job reading it at `parallelism` with

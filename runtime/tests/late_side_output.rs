@@ -7,7 +7,6 @@
 
 mod common;
 use common::*;
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -55,27 +54,11 @@ fn line(v: &serde_json::Value, fields: &[&str]) -> String {
 /// `repo|start|end|count` of the events that are not late, and the late events `id|repo|dt`,
 /// both sorted.
 fn expected() -> (Vec<String>, Vec<String>) {
-    let mut counts: BTreeMap<(String, i64), u64> = BTreeMap::new();
-    let mut late = Vec::new();
-    let mut max_seen = i64::MIN;
-    for e in github_events() {
+    let records = github_events().into_iter().map(|e| {
         let t = epoch_ms(e["dt"].as_str().unwrap());
-        let watermark = if max_seen == i64::MIN { i64::MIN } else { max_seen - 1 };
-        let start = t - t.rem_euclid(SIZE_MS);
-        if start + SIZE_MS - 1 <= watermark {
-            late.push(line(&e, &LATE_FIELDS));
-        } else {
-            *counts.entry((e["repo"].to_string(), start)).or_default() += 1;
-        }
-        max_seen = max_seen.max(t);
-    }
-    let mut windows: Vec<String> = counts
-        .into_iter()
-        .map(|((repo, start), n)| format!("{repo}|{start}|{}|{n}", start + SIZE_MS))
-        .collect();
-    windows.sort();
-    late.sort();
-    (windows, late)
+        (t, e["repo"].to_string(), line(&e, &LATE_FIELDS))
+    });
+    one_reader_tumbling(records, SIZE_MS, 0)
 }
 
 fn manifest(dir: &Path, rate: Option<u64>) -> PathBuf {

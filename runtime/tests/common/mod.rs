@@ -562,3 +562,40 @@ pub fn run_until_channel_state(
     }
     panic!("five runs at parallelism {parallelism} never ended on a checkpoint with channel state of {uid:?}");
 }
+
+/// Tumbling windows of `size_ms` per key as one reader in order sees them, with no allowed
+/// lateness: the watermark before each record is the largest event time so far minus
+/// `bound_ms` minus 1 ms, and a record whose window's last millisecond is at or behind it is
+/// late. `records` are `(event time ms, key, the record as its late line)`. Returns the window
+/// results `key|start|end|count` of the records that are not late, and the late records'
+/// lines, both sorted: the independent computation the late-record tests compare with.
+pub fn one_reader_tumbling(
+    records: impl IntoIterator<Item = (i64, String, String)>,
+    size_ms: i64,
+    bound_ms: i64,
+) -> (Vec<String>, Vec<String>) {
+    let mut counts: BTreeMap<(String, i64), u64> = BTreeMap::new();
+    let mut late = Vec::new();
+    let mut max_seen = i64::MIN;
+    for (t, key, late_line) in records {
+        let watermark = if max_seen == i64::MIN {
+            i64::MIN
+        } else {
+            max_seen - bound_ms - 1
+        };
+        let start = t - t.rem_euclid(size_ms);
+        if start + size_ms - 1 <= watermark {
+            late.push(late_line);
+        } else {
+            *counts.entry((key, start)).or_default() += 1;
+        }
+        max_seen = max_seen.max(t);
+    }
+    let mut windows: Vec<String> = counts
+        .into_iter()
+        .map(|((key, start), n)| format!("{key}|{start}|{}|{n}", start + size_ms))
+        .collect();
+    windows.sort();
+    late.sort();
+    (windows, late)
+}
