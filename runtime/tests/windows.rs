@@ -133,27 +133,12 @@ fn wiki_source() -> String {
 }
 
 /// Counts per (key, window) of the events no window drops, and the number dropped as late:
-/// one reader in order, watermark = max event time before the record − bound − 1 ms; a
-/// 1-window-per-record (tumbling) record is late when its window's last millisecond is at or
-/// behind the watermark (allowed lateness 0).
+/// one reader in order, tumbling windows, allowed lateness 0
+/// ([`common::one_reader_tumbling_counts`]).
 fn tumbling_counts(events: &[(String, i64)], size: i64, bound: i64) -> (BTreeMap<(String, i64, i64), u64>, u64) {
-    let mut counts = BTreeMap::new();
-    let (mut max_seen, mut late) = (i64::MIN, 0);
-    for (key, t) in events {
-        let watermark = if max_seen == i64::MIN {
-            i64::MIN
-        } else {
-            max_seen - bound - 1
-        };
-        let start = t - t.rem_euclid(size);
-        if start + size - 1 <= watermark {
-            late += 1;
-        } else {
-            *counts.entry((key.clone(), start, start + size)).or_insert(0) += 1;
-        }
-        max_seen = max_seen.max(*t);
-    }
-    (counts, late)
+    let records = events.iter().map(|(key, t)| (*t, key.clone(), String::new()));
+    let (counts, late) = common::one_reader_tumbling_counts(records, size, bound);
+    (counts, late.len() as u64)
 }
 
 #[test]

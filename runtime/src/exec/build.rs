@@ -281,6 +281,10 @@ pub async fn build_task(
         interrupt_lane: None,
         interruptible_by_trigger: is_source && job.unaligned_after().is_some(),
     };
+    // In a job with event time, the subtask's first output is its watermark, and an input
+    // subtask waits for each input's before reading on (start alignment: `task_source.rs`,
+    // `inputs.rs`).
+    let announce = crate::job::event_time::job_has_event_time(&job.operators, &job.spec.job.steps);
     let start: Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send> = if is_source {
         let mut restore_state = restore::operator_restore(snapshot, &first.uid, None);
         if let Some(read) = ctx.furthest_read.get(&first.uid) {
@@ -307,9 +311,6 @@ pub async fn build_task(
                 generator: watermark::BoundedOutOfOrderness::new(et.max_out_of_orderness_ms),
                 idle_timeout: et.idle_timeout,
             });
-        // In a job with event time, the subtask's first output is its watermark
-        // (`task_source.rs`, `inputs.rs`: start alignment).
-        let announce = crate::job::event_time::job_has_event_time(&job.operators, &job.spec.job.steps);
         let first_uid = first.uid.clone();
         Box::new(move || {
             tokio::spawn(async move {
@@ -335,7 +336,7 @@ pub async fn build_task(
             priority: lanes.input,
             channel_uid: first.uid.clone(),
             replay: channel_state::records_for_subtask(snapshot, &first.uid, sub, p, range)?,
-            start_alignment: crate::job::event_time::job_has_event_time(&job.operators, &job.spec.job.steps),
+            start_alignment: announce,
         };
         let first_uid = first.uid.clone();
         Box::new(move || {

@@ -293,6 +293,7 @@ async fn start_alignment(core: &mut TaskCore, st: &mut InputState, inputs: &mut 
             continue;
         }
         let skip: Vec<bool> = (0..n).map(|i| announced[i] || !st.live[i]).collect();
+        // `Err`: a control message (`None`: the channel closed); `Ok`: an input's element.
         let event = tokio::select! {
             biased;
             c = core.control.recv() => Err(c),

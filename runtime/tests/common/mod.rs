@@ -563,18 +563,21 @@ pub fn run_until_channel_state(
     panic!("five runs at parallelism {parallelism} never ended on a checkpoint with channel state of {uid:?}");
 }
 
+/// Records counted per `(key, window start, window end)`.
+pub type WindowCounts = BTreeMap<(String, i64, i64), u64>;
+
 /// Tumbling windows of `size_ms` per key as one reader in order sees them, with no allowed
 /// lateness: the watermark before each record is the largest event time so far minus
 /// `bound_ms` minus 1 ms, and a record whose window's last millisecond is at or behind it is
-/// late. `records` are `(event time ms, key, the record as its late line)`. Returns the window
-/// results `key|start|end|count` of the records that are not late, and the late records'
-/// lines, both sorted: the independent computation the late-record tests compare with.
-pub fn one_reader_tumbling(
+/// late. `records` are `(event time ms, key, the record as its late line)`. Returns the count
+/// per `(key, window start, window end)` of the records that are not late, and the late
+/// records' lines in input order: the independent computation the window tests compare with.
+pub fn one_reader_tumbling_counts(
     records: impl IntoIterator<Item = (i64, String, String)>,
     size_ms: i64,
     bound_ms: i64,
-) -> (Vec<String>, Vec<String>) {
-    let mut counts: BTreeMap<(String, i64), u64> = BTreeMap::new();
+) -> (WindowCounts, Vec<String>) {
+    let mut counts = WindowCounts::new();
     let mut late = Vec::new();
     let mut max_seen = i64::MIN;
     for (t, key, late_line) in records {
@@ -587,13 +590,24 @@ pub fn one_reader_tumbling(
         if start + size_ms - 1 <= watermark {
             late.push(late_line);
         } else {
-            *counts.entry((key, start)).or_default() += 1;
+            *counts.entry((key, start, start + size_ms)).or_default() += 1;
         }
         max_seen = max_seen.max(t);
     }
+    (counts, late)
+}
+
+/// [`one_reader_tumbling_counts`] as lines: the window results `key|start|end|count` and the
+/// late records' lines, both sorted.
+pub fn one_reader_tumbling(
+    records: impl IntoIterator<Item = (i64, String, String)>,
+    size_ms: i64,
+    bound_ms: i64,
+) -> (Vec<String>, Vec<String>) {
+    let (counts, mut late) = one_reader_tumbling_counts(records, size_ms, bound_ms);
     let mut windows: Vec<String> = counts
         .into_iter()
-        .map(|((key, start), n)| format!("{key}|{start}|{}|{n}", start + size_ms))
+        .map(|((key, start, end), n)| format!("{key}|{start}|{end}|{n}"))
         .collect();
     windows.sort();
     late.sort();
