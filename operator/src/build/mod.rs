@@ -6,12 +6,14 @@
 //! server-side apply; see `controller`.
 
 mod defaults;
+mod disk_memory;
 mod job_secret;
 mod merge;
 mod names;
 mod network_policy;
 
 pub use defaults::{BUILT_IN_RUNTIME_IMAGE, RuntimeDefaults};
+pub use disk_memory::disk_memory_warning;
 pub use job_secret::{
     JOB_SECRET_DIR, JOB_SECRET_ENV, JOB_SECRET_FILE_MODE, JOB_SECRET_KEY, JOB_SECRET_VOLUME, job_secret,
     job_secret_name, job_secret_path, token_of, token_to_keep,

@@ -60,23 +60,49 @@ pub struct ConfiguredStores {
     pub bytes: u64,
 }
 
-/// The warning for the disk stores of a process limited to `limit`, or `None` when they fit. They fit when they take at most three quarters
-/// of the limit: measured peaks of a store are above its configured memory (allocator pages,
-/// compaction buffers; docs/runtime/state-backends.md, "Memory of the disk backend"), and the
-/// rest of the process (records in flight, the checkpoint's upload parts) needs room too.
-pub fn over_limit_warning(configured: ConfiguredStores, limit: &MemoryLimit) -> Option<String> {
+/// Whose disk stores a warning of [`over_limit_warning`] is about, and what it advises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoresHolder {
+    /// The subject of the sentence: `this process`, `each worker pod`.
+    pub holder: &'static str,
+    /// What to do besides lowering `spec.diskState`'s sizes.
+    pub advice: &'static str,
+}
+
+/// A `weir run`, `weir worker` or `weir coordinator` process, warning at its start.
+pub const THIS_PROCESS: StoresHolder = StoresHolder {
+    holder: "this process",
+    advice: "run fewer subtasks per process (`slotsPerWorker` on a cluster, `parallelism` under \
+             `weir run`), or give it more memory",
+};
+
+/// A worker pod of a StreamJob, warned about by the operator when it deploys the job
+/// (`weir-operator`'s `build::disk_memory_warning`).
+pub const WORKER_POD: StoresHolder = StoresHolder {
+    holder: "each worker pod",
+    advice: "lower spec.slotsPerWorker (each slot runs one subtask of every step), or raise \
+             spec.worker.resources.limits.memory",
+};
+
+/// The warning for the disk stores of `holder` limited to `limit`, or `None` when they fit.
+/// They fit when they take at most three quarters of the limit: measured peaks of a store are
+/// above its configured memory (allocator pages, compaction buffers;
+/// docs/runtime/state-backends.md, "Memory of the disk backend"), and the rest of the process
+/// (records in flight, the checkpoint's upload parts) needs room too.
+pub fn over_limit_warning(configured: ConfiguredStores, limit: &MemoryLimit, holder: StoresHolder) -> Option<String> {
     let room = limit.bytes / 4 * 3;
     (configured.bytes > room).then(|| {
         format!(
-            "spec.diskState: the {} disk stores of this process are configured for {} of memory \
+            "spec.diskState: the {} disk stores of {} are configured for {} of memory \
              (cacheSize + 3 × writeBufferSize + writeCacheSize each), more than three quarters of \
              the {} of {}: the process may be killed for memory once state fills the caches. Lower \
-             spec.diskState's sizes, run fewer subtasks per process (`slotsPerWorker` on a cluster, `parallelism` under `weir run`), or give it more \
-             memory",
+             spec.diskState's sizes, {}",
             configured.stores,
+            holder.holder,
             human(configured.bytes),
             human(limit.bytes),
             limit.source,
+            holder.advice,
         )
     })
 }
@@ -143,7 +169,7 @@ pub fn warn_if_over_limit(job: &Job, subtasks: u64) {
     };
     if let Some(configured) = configured_stores(job, &options, subtasks)
         && let Some(limit) = memory_limit()
-        && let Some(warning) = over_limit_warning(configured, &limit)
+        && let Some(warning) = over_limit_warning(configured, &limit, THIS_PROCESS)
     {
         tracing::warn!("{warning}");
     }

@@ -90,12 +90,12 @@ fn over_limit_warning_from_three_quarters_of_the_limit() {
     };
     let stores = |bytes| ConfiguredStores { stores: 8, bytes };
     assert_eq!(
-        over_limit_warning(stores(3 * GIB), &limit),
+        over_limit_warning(stores(3 * GIB), &limit, THIS_PROCESS),
         None,
         "exactly three quarters"
     );
-    assert_eq!(over_limit_warning(stores(768 * MIB), &limit), None);
-    let warning = over_limit_warning(stores(3 * GIB + 1), &limit).expect("above three quarters");
+    assert_eq!(over_limit_warning(stores(768 * MIB), &limit, THIS_PROCESS), None);
+    let warning = over_limit_warning(stores(3 * GIB + 1), &limit, THIS_PROCESS).expect("above three quarters");
     for part in [
         "spec.diskState",
         "8 disk stores",
@@ -106,8 +106,16 @@ fn over_limit_warning_from_three_quarters_of_the_limit() {
     ] {
         assert!(warning.contains(part), "{part}: {warning}");
     }
-    let tebibyte = over_limit_warning(stores(1 << 40), &limit).unwrap();
-    assert!(tebibyte.contains("1.0 TiB"), "{tebibyte}");
+    assert!(warning.contains("disk stores of this process"), "{warning}");
+    let tebibyte = over_limit_warning(stores(1 << 40), &limit, WORKER_POD).unwrap();
+    for part in [
+        "1.0 TiB",
+        "of each worker pod",
+        "spec.slotsPerWorker",
+        "spec.worker.resources.limits.memory",
+    ] {
+        assert!(tebibyte.contains(part), "{part}: {tebibyte}");
+    }
 }
 
 /// The cgroup's limit when it is below the machine's memory; the machine's otherwise (cgroup

@@ -282,6 +282,11 @@ async fn reconcile_job(job: &StreamJob, ctx: &Context) -> Result<Action, Error> 
                 apply_children(ctx, &ns, &build::build(&target), &policies).await?;
                 if new_generation {
                     delete_orphans(ctx, &ns, &name).await?;
+                    // Once per deployment cycle: each worker logs the same at its start, but a
+                    // pod killed for memory shows little more than OOMKilled.
+                    if let Some(warning) = build::disk_memory_warning(&target) {
+                        publish(ctx, &oref, deploy_generation, true, "DiskStateOverMemory", warning).await;
+                    }
                 }
             }
             LAction::RecordSavepoint { origin, path } => {

@@ -58,6 +58,39 @@ async fn first_deploy() {
     assert_eq!(action, Action::requeue(crate::lifecycle::POLL));
 }
 
+/// A disk-backend job whose worker pods' stores are configured for more than three quarters
+/// of the worker container's memory limit gets a `DiskStateOverMemory` Warning when it is
+/// deployed, after its workloads are applied, naming the field and both sizes.
+#[tokio::test]
+async fn a_deploy_warns_when_disk_stores_outgrow_the_worker_memory() {
+    let (ctx, mut api, _control, _snaps) = setup();
+    let mut job = job_json(&json!({}));
+    job["spec"]["stateBackend"] = json!("disk");
+    job["spec"]["slotsPerWorker"] = json!(2);
+    job["spec"]["worker"] = json!({"resources": {"limits": {"memory": "200Mi"}}});
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx));
+    api.observe(World::empty()).await;
+    assert_eq!(api.status().await["lifecycleState"], "Deploying");
+    api.event("Normal", "Submit", 200).await;
+    api.new_job_secret().await;
+    let (_, sts) = api.apply_workloads().await;
+    assert_eq!(
+        sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "200Mi"
+    );
+    let event = api.event("Warning", "DiskStateOverMemory", 200).await;
+    let note = event["note"].as_str().unwrap_or_default();
+    for part in [
+        "spec.diskState",
+        "2 disk stores of each worker pod",
+        "192.0 MiB",
+        "200.0 MiB",
+    ] {
+        assert!(note.contains(part), "{part}: {event}");
+    }
+    finish(task).await.unwrap();
+}
+
 #[tokio::test]
 async fn savepoint_upgrade() {
     let (ctx, mut api, control, snaps) = setup();
