@@ -129,6 +129,8 @@ validate_custom_resources() {
       wordcount_manifest "wc-$mode" 2 "$mode"
       echo "---"
     done
+    STATE_BACKEND=disk INCREMENTAL=true wordcount_manifest wc-disk 2 last-state
+    echo "---"
     render e2e/manifests/savepoint.yaml NAME=sp NAMESPACE=weir-e2e JOB=wc-savepoint
   ) >"$TMP/cr.yaml" || return 1
   local crd_dir=crds

@@ -62,11 +62,13 @@ render() {
   sed "${script[@]}" "$file"
 }
 
-# wordcount_manifest NAME PARALLELISM UPGRADE_MODE [IMAGE_TAG]: the S3 word-count StreamJob.
+# wordcount_manifest NAME PARALLELISM UPGRADE_MODE [IMAGE_TAG]: the S3 word-count StreamJob, on
+# the heap backend with full checkpoints unless STATE_BACKEND (disk) and INCREMENTAL (true) are set.
 wordcount_manifest() {
   render "$E2E_DIR/manifests/wordcount-s3.yaml" \
     NAME="$1" NAMESPACE="$NS" PARALLELISM="$2" UPGRADE_MODE="$3" \
-    IMAGE="$IMAGE_REPO:${4:-$IMAGE_TAG}" RATE="$RATE" S3_ENDPOINT="$S3_ENDPOINT"
+    IMAGE="$IMAGE_REPO:${4:-$IMAGE_TAG}" RATE="$RATE" S3_ENDPOINT="$S3_ENDPOINT" \
+    STATE_BACKEND="${STATE_BACKEND:-heap}" INCREMENTAL="${INCREMENTAL:-false}"
 }
 
 apply_wordcount() {
