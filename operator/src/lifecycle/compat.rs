@@ -4,31 +4,34 @@
 
 use crate::crd::{StreamJobSpec, UpgradeMode};
 use weir_runtime::checkpoint::decide::{Compatibility, check_compatibility};
+use weir_runtime::checkpoint::shape_compat::shape_refusals;
+use weir_runtime::job::Job;
 
-/// Stateful operators of `spec` as `(uid, kind)`; `None` when the spec does not validate.
-fn stateful_operators(name: &str, spec: &StreamJobSpec) -> Option<(u32, Vec<(String, String)>)> {
-    let job = spec.runtime_job(name).ok()?;
-    let ops = job
-        .operators
+/// Stateful operators of `job` as `(uid, kind)`.
+fn stateful_operators(job: &Job) -> Vec<(String, String)> {
+    job.operators
         .iter()
         .filter(|o| o.kind.is_stateful())
         .map(|o| (o.uid.clone(), o.kind.name().to_string()))
-        .collect();
-    Some((job.max_parallelism, ops))
+        .collect()
 }
 
 /// Why the job `name` cannot carry the state of `deployed` (the running spec) into `target`:
 /// a stateful operator uid that `target` no longer has (unless `allowNonRestoredState`), a uid
-/// now used by another kind of operator, or another maxParallelism. `None`: compatible, or
-/// `target` carries no state (`upgradeMode: stateless`), or a spec does not validate (the
-/// runtime's own checks report that).
+/// now used by another kind of operator, another maxParallelism, or a step that keeps its uid
+/// but would give its stored state another meaning (another key selector, aggregated
+/// expression, window or join shape: [`shape_refusals`], the checks a restore runs). `None`:
+/// compatible, or `target` carries no state (`upgradeMode: stateless`), or a spec does not
+/// validate (the runtime's own checks report that).
 pub fn state_incompatibility(name: &str, deployed: &StreamJobSpec, target: &StreamJobSpec) -> Option<String> {
     if target.upgrade_mode == UpgradeMode::Stateless {
         return None;
     }
-    let (old_max_p, old_ops) = stateful_operators(name, deployed)?;
-    let (new_max_p, new_ops) = stateful_operators(name, target)?;
-    match check_compatibility(old_max_p, &old_ops, new_max_p, &new_ops) {
+    let deployed = deployed.runtime_job(name).ok()?;
+    let target_job = target.runtime_job(name).ok()?;
+    let (old_ops, new_ops) = (stateful_operators(&deployed), stateful_operators(&target_job));
+    let (old_max_p, new_max_p) = (deployed.max_parallelism, target_job.max_parallelism);
+    let refused = match check_compatibility(old_max_p, &old_ops, new_max_p, &new_ops) {
         Compatibility::Compatible => None,
         Compatibility::NonRestoredState(_) if target.allow_non_restored_state => None,
         Compatibility::NonRestoredState(uids) => Some(format!(
@@ -50,7 +53,16 @@ pub fn state_incompatibility(name: &str, deployed: &StreamJobSpec, target: &Stre
             "spec.maxParallelism changed from {old} to {new}: keyed state is partitioned by it; \
              refused before stopping the job (it keeps running the previous spec)"
         )),
-    }
+    };
+    refused.or_else(|| {
+        let refusals = shape_refusals(&deployed, &target_job);
+        (!refusals.is_empty()).then(|| {
+            format!(
+                "{}; refused before stopping the job (it keeps running the previous spec)",
+                refusals.join("; ")
+            )
+        })
+    })
 }
 
 #[cfg(test)]
@@ -71,7 +83,8 @@ mod tests {
     #[test]
     fn table() {
         let running = spec(COUNT, "");
-        let cases: [(&str, StreamJobSpec, Option<&str>); 6] = [
+        let other_key = COUNT.replace("expression: key", "expression: \"key + '-'\"");
+        let cases: [(&str, StreamJobSpec, Option<&str>); 9] = [
             ("same job", spec(COUNT, "parallelism: 3"), None),
             ("uid removed", spec(NO_COUNT, ""), Some("[counts]")),
             (
@@ -89,6 +102,23 @@ mod tests {
                 "maxParallelism changed",
                 spec(COUNT, "maxParallelism: 256"),
                 Some("from 128 to 256"),
+            ),
+            (
+                "another key selector under the same uid",
+                spec(&other_key, ""),
+                Some(
+                    "operator counts: spec.job.steps[1].keyBy.expression: the restore point's values are keyed by `key`",
+                ),
+            ),
+            (
+                "another key selector, allowNonRestoredState does not drop kept uids",
+                spec(&other_key, "allowNonRestoredState: true"),
+                Some("keyBy.expression"),
+            ),
+            (
+                "another key selector, stateless",
+                spec(&other_key, "upgradeMode: stateless"),
+                None,
             ),
         ];
         for (case, target, want) in cases {
