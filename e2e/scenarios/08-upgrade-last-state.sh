@@ -1,7 +1,10 @@
 # shellcheck shell=bash
 # Scenario 8: upgradeMode last-state behaves as documented (docs/operations/upgrades.md): a spec
 # change stops the job without a savepoint and restores from the newest completed checkpoint
-# (restorePoint.origin Checkpoint, no Upgrade savepoint taken); output exact.
+# (restorePoint.origin Checkpoint, no Upgrade savepoint taken); output exact. The change moves the
+# job from the heap backend to `stateBackend: disk` with incremental checkpoints at a new
+# parallelism: the heap's checkpoint restores into RocksDB stores in the new worker pods' state
+# volumes.
 # (Scenario 10 checks the stateless mode; they were one scenario run one after the other, the
 # longest of the suite, and share nothing but the StreamJob template.)
 A=wc-last-state
@@ -11,9 +14,13 @@ apply_wordcount "$A" 2 last-state
 wait_running "$A"
 wait_first_checkpoint "$A"
 before_id="$(job_id "$A")"
-kubectl -n "$NS" patch streamjob "$A" --type merge -p '{"spec":{"parallelism":3}}' >/dev/null
+kubectl -n "$NS" patch streamjob "$A" --type merge \
+  -p '{"spec":{"parallelism":3,"stateBackend":"disk","checkpointing":{"incremental":true}}}' >/dev/null
 wait_until "$A running at parallelism 3" "$TIMEOUT" is_running_at "$A" 3
 assert_healthy "$A"
+sts_volumes="$(kubectl -n "$NS" get statefulset "$A-worker" -o json |
+  jsonq "' '.join(v['name'] for v in d['spec']['template']['spec'].get('volumes', []))")"
+[[ " $sts_volumes " == *" weir-state "* ]] || fail "the worker StatefulSet of $A on disk has no weir-state volume: $sts_volumes"
 assert_ne "$(job_id "$A")" "$before_id" "job id after the last-state upgrade"
 assert_eq "$(sj_get "$A" 'd["status"]["restorePoint"]["origin"]')" Checkpoint "restorePoint.origin (last-state)"
 cp_path="$(sj_get "$A" 'd["status"]["restorePoint"]["path"]')"
