@@ -263,8 +263,9 @@ pub async fn list(storage_url: &str, job: &str, format: OutputFormat) -> Result<
         .map_err(|e| e.to_string())?;
     let seen = lineage::list_snapshots(&store, job).await.map_err(|e| e.to_string())?;
     if seen.is_empty() {
-        let local_dir = (!storage_url.starts_with("s3://"))
-            .then(|| std::path::PathBuf::from(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
+        let local_dir = crate::storage::local_path(storage_url)
+            .map_err(|e| e.to_string())?
+            .map(std::path::PathBuf::from);
         let storage_exists = local_dir.is_none_or(|d| d.is_dir());
         let holds_checkpoint_dirs = !store.list("chk-").await.map_err(|e| e.to_string())?.is_empty();
         return Err(no_checkpoints_message(

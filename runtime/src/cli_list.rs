@@ -196,8 +196,9 @@ pub async fn running(urls: &[String], token: JobSecret, format: OutputFormat) ->
 /// Errors: a local storage directory does not exist; the storage cannot be opened or read; it
 /// is a job's own directory (holds `chk-<n>` directories itself: pass its parent).
 pub async fn lineages(storage_url: &str, format: OutputFormat) -> Result<(), String> {
-    let local = (!storage_url.starts_with("s3://"))
-        .then(|| std::path::Path::new(storage_url.strip_prefix("file://").unwrap_or(storage_url)));
+    let local = storage::local_path(storage_url)
+        .map_err(|e| e.to_string())?
+        .map(std::path::Path::new);
     if local.is_some_and(|dir| !dir.is_dir()) {
         return Err(format!(
             "{storage_url} does not exist: pass the checkpoint storage (`spec.checkpointing.storage`, \

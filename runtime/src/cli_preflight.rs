@@ -35,12 +35,13 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
     }
     for (field, url) in locations {
         // S3, and what is not a local path (another scheme, `s3:/typo`): `storage::open`
-        // serves or refuses them with its own message. A `file://` URL is a local path (it
-        // has a scheme too, and was skipped until a user's trial found it, 2026-12-04).
-        let path = match url.strip_prefix("file://") {
-            Some(path) => path,
-            None if url.contains("://") || crate::storage::scheme_without_slashes(&url).is_some() => continue,
-            None => url.as_str(),
+        // serves or refuses them with its own message. A `file:` URL is a local path (it has
+        // a scheme too, and was skipped until a user's trial found it, 2026-12-04); one naming
+        // a host (`file://tmp/x`) is refused here, naming the field.
+        let path = match crate::storage::local_path(&url) {
+            Ok(Some(path)) => path,
+            Ok(None) => continue,
+            Err(e) => return Err(format!("{field}: {e}")),
         };
         probe_writable(Path::new(path)).map_err(|why| {
             format!("{field}: cannot write to {path}: {why}; give a directory this user can write (it is created when missing)")

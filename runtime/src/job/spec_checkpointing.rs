@@ -51,7 +51,8 @@ pub struct CheckpointingSpec {
     /// or `at-most-once` (no replay: a restore may lose records, never writes one twice).
     #[serde(default)]
     pub mode: CheckpointMode,
-    /// Checkpoint storage URL: a local path, `file:///abs/path`, or `s3://bucket/prefix`.
+    /// Checkpoint storage URL: a local path, `file:///abs/path` (or `file:/abs/path`), or
+    /// `s3://bucket/prefix`; a `file://` URL naming a host (`file://tmp/x`) is refused.
     /// Checkpoints go to `<storage>/<job name>/chk-<n>/`. Default for `weir run`:
     /// `./weir-data/checkpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -124,6 +124,7 @@ impl Job {
             return Err(JobError::new("spec.checkpointing.retained", "must be at least 1"));
         }
         check_unaligned(c)?;
+        check_local_locations(&spec)?;
         spec.disk_state_options()?;
         if spec.disk_state.is_some() && spec.state_backend != crate::job::StateBackend::Disk {
             return Err(JobError::new(
@@ -331,6 +332,43 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
             "sets more than one step kind; split it into several steps",
         )),
     }
+}
+
+/// Every location the job reads or writes that names a local path through a `file:` URL must
+/// name one this machine has ([`crate::storage::local_path`]): `file://tmp/x` names the host
+/// `tmp`, and was once taken as the relative `tmp/x`. Errors: the first such location, naming
+/// its field (`spec.checkpointing.storage`, `spec.savepoints.directory`,
+/// `spec.job.steps[N].source.file.path`, `spec.job.steps[N].sink.file.path`).
+fn check_local_locations(spec: &JobSpec) -> Result<(), JobError> {
+    let mut locations = vec![
+        (
+            "spec.checkpointing.storage".to_string(),
+            spec.checkpointing.storage.as_deref(),
+        ),
+        (
+            "spec.savepoints.directory".to_string(),
+            spec.savepoints.as_ref().and_then(|s| s.directory.as_deref()),
+        ),
+    ];
+    for (i, step) in spec.job.steps.iter().enumerate() {
+        if let Some(file) = step.source.as_ref().and_then(|s| s.file.as_ref()) {
+            locations.push((
+                format!("spec.job.steps[{i}].source.file.path"),
+                Some(file.path.as_str()),
+            ));
+        }
+        if let Some(file) = step.sink.as_ref().and_then(|s| s.file.as_ref()) {
+            locations.push((format!("spec.job.steps[{i}].sink.file.path"), Some(file.path.as_str())));
+        }
+    }
+    for (field, location) in locations {
+        if let Some(location) = location
+            && let Err(e) = crate::storage::local_path(location)
+        {
+            return Err(JobError::new(field, e.to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// `unaligned` and `alignedCheckpointTimeout`: only with `exactly-once` (the other modes do not

@@ -513,3 +513,48 @@ fn disk_state_settings_are_checked_with_the_job() {
         assert!(e.starts_with(want), "{e}");
     }
 }
+
+/// A `file://` URL naming a host (`file://tmp/x`, once taken as the relative `tmp/x`) is
+/// refused in every location field, naming it; `file:/abs` (Flink's form) and
+/// `file:///abs` are local paths.
+#[test]
+fn file_urls_naming_a_host_are_refused_naming_the_field() {
+    use serde_json::json;
+    let steps =
+        |source: &str, sink: &str| json!([{"source": {"file": {"path": source}}}, {"sink": {"file": {"path": sink}}}]);
+    let with = |extra: serde_json::Value, steps: serde_json::Value| {
+        let mut doc = json!({ "parallelism": 2, "job": { "steps": steps } });
+        for (k, v) in extra.as_object().unwrap() {
+            doc[k] = v.clone();
+        }
+        serde_json::from_value::<JobSpec>(doc).unwrap()
+    };
+    let ok = steps("file:/data/*.txt", "file:///out");
+    let cases = [
+        (
+            with(json!({"checkpointing": {"storage": "file://tmp/chk"}}), ok.clone()),
+            "spec.checkpointing.storage: invalid storage URL `file://tmp/chk`",
+        ),
+        (
+            with(json!({"savepoints": {"directory": "file://svp"}}), ok.clone()),
+            "spec.savepoints.directory:",
+        ),
+        (
+            with(json!({}), steps("file://data/*.txt", "/out")),
+            "spec.job.steps[0].source.file.path:",
+        ),
+        (
+            with(json!({}), steps("/data/*.txt", "file://out")),
+            "spec.job.steps[1].sink.file.path:",
+        ),
+    ];
+    for (spec, want) in cases {
+        let e = err(spec);
+        assert!(e.starts_with(want) && e.contains("three slashes"), "{want}: {e}");
+    }
+    let fine = with(
+        json!({"checkpointing": {"storage": "file:/tmp/chk"}, "savepoints": {"directory": "file://localhost/svp"}}),
+        ok,
+    );
+    assert!(Job::from_spec("t", fine).is_ok());
+}

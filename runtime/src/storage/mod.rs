@@ -313,7 +313,7 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
         Ok(Arc::new(
             S3Store::connect(bucket, prefix.trim_end_matches('/'), s3).await?,
         ))
-    } else if let Some(p) = url.strip_prefix("file://") {
+    } else if let Some(p) = local_path(url)?.filter(|_| url.starts_with("file:")) {
         Ok(Arc::new(LocalStore::new(p)?))
     } else if url.contains("://") {
         Err(StorageError::InvalidUrl(
@@ -333,8 +333,44 @@ pub async fn open(url: &str, s3: &S3Options) -> Result<Store> {
     }
 }
 
+/// The local path a location names when it is local: a plain path as written;
+/// `file:///abs` and `file://localhost/abs` as `/abs`; `file:/abs` (one slash, the form Flink
+/// prints) as `/abs`. `Ok(None)`: not a local location (`s3://…`, another scheme, or
+/// `s3:/typo`, which [`open`] refuses with its own message). Errors: a `file://` URL naming
+/// another host (RFC 8089: in `file://tmp/x` the host is `tmp`, so it is not the local
+/// `/tmp/x` nor the relative `tmp/x`), or `file:` followed by a relative path.
+pub fn local_path(url: &str) -> Result<Option<&str>> {
+    if let Some(rest) = url.strip_prefix("file://") {
+        let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        return match host {
+            "" | "localhost" if !path.is_empty() => Ok(Some(path)),
+            _ => Err(StorageError::InvalidUrl(
+                url.into(),
+                format!(
+                    "a `file://` URL names a host before its path (here `{host}`), and Weir reads and writes \
+                     this machine's files only: write `file:///{rest}` (three slashes) or the path `/{rest}`"
+                ),
+            )),
+        };
+    }
+    if let Some(path) = url.strip_prefix("file:") {
+        return if path.starts_with('/') {
+            Ok(Some(path))
+        } else {
+            Err(StorageError::InvalidUrl(
+                url.into(),
+                format!("`file:` takes an absolute path: write `file:///…` or a plain path like `{path}`"),
+            ))
+        };
+    }
+    if url.contains("://") || scheme_without_slashes(url).is_some() {
+        return Ok(None);
+    }
+    Ok(Some(url))
+}
+
 /// The scheme of a URL written with fewer than two slashes after it (`s3:/bucket`,
-/// `s3:bucket`, `file:/x`): a first path segment that is a URL scheme (a letter, then letters,
+/// `s3:bucket`, `hdfs:/x`; `file:/x` is local, [`local_path`]): a first path segment that is a URL scheme (a letter, then letters,
 /// digits, `+`, `-`, `.`) followed by `:`. `None` for plain paths.
 pub(crate) fn scheme_without_slashes(url: &str) -> Option<&str> {
     let (scheme, _) = url.split_once(':')?;
@@ -356,6 +392,56 @@ pub fn join(a: &str, b: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Local paths from plain paths and `file:` URLs; a `file://` URL naming a host, or `file:`
+    /// with a relative path, is refused saying what to write; other schemes are not local.
+    #[test]
+    fn local_path_table() {
+        let rows: [(&str, std::result::Result<Option<&str>, &str>); 11] = [
+            ("/tmp/chk", Ok(Some("/tmp/chk"))),
+            ("weir-data/chk", Ok(Some("weir-data/chk"))),
+            ("file:///tmp/chk", Ok(Some("/tmp/chk"))),
+            ("file://localhost/tmp/chk", Ok(Some("/tmp/chk"))),
+            ("file:/tmp/chk", Ok(Some("/tmp/chk"))),
+            ("s3://bucket/chk", Ok(None)),
+            ("hdfs://nn/chk", Ok(None)),
+            ("s3:/bucket/chk", Ok(None)),
+            (
+                "file://tmp/review/chk",
+                Err("write `file:///tmp/review/chk` (three slashes) or the path `/tmp/review/chk`"),
+            ),
+            ("file://localhost", Err("here `localhost`")),
+            ("file:tmp/chk", Err("write `file:///…` or a plain path like `tmp/chk`")),
+        ];
+        for (url, want) in rows {
+            match (local_path(url), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{url}"),
+                (Err(e), Err(part)) => {
+                    let text = e.to_string();
+                    assert!(text.contains(part) && text.contains(url), "{url}: {text}");
+                }
+                (got, want) => panic!("{url}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// `open` serves `file:/abs` (Flink's form) as the local directory, and refuses a `file://`
+    /// URL naming a host instead of writing under a relative directory named after it.
+    #[tokio::test]
+    async fn open_takes_file_urls_as_rfc_8089_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let s3 = S3Options::default();
+        let store = open(&format!("file:{}", dir.path().display()), &s3).await.unwrap();
+        store.put("probe", bytes::Bytes::from_static(b"x")).await.unwrap();
+        assert!(dir.path().join("probe").exists());
+        let cwd_relative = "file://weir-open-test-host/chk";
+        let refused = open(cwd_relative, &s3).await.map(|_| ()).unwrap_err().to_string();
+        assert!(refused.contains("three slashes"), "{refused}");
+        assert!(
+            !std::path::Path::new("weir-open-test-host").exists(),
+            "created a relative directory"
+        );
+    }
 
     /// A full file system's errors say what to do, once; other errors are left as they are.
     #[test]
@@ -407,7 +493,7 @@ mod tests {
     #[tokio::test]
     async fn a_url_with_a_missing_slash_is_refused_not_made_a_local_directory() {
         let dir = tempfile::tempdir().unwrap();
-        for url in ["s3:/bucket/checkpoints", "s3:bucket", "file:/tmp/x"] {
+        for url in ["s3:/bucket/checkpoints", "s3:bucket", "hdfs:/nn/x"] {
             let Err(e) = open(url, &S3Options::default()).await else {
                 panic!("{url} was opened");
             };

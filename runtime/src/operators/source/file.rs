@@ -54,7 +54,7 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
         if let Some(hint) = directory_hint(pattern) {
             return Err(TaskError(hint));
         }
-        let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+        let local = crate::storage::local_path(pattern).ok().flatten().unwrap_or(pattern);
         if !pattern.starts_with("s3://") && !local.contains(['*', '?', '[']) {
             // A file that exists in a directory this user cannot search: glob finds nothing.
             if let Err(e) = std::fs::metadata(local).map_err(|e| (e.kind(), e))
@@ -82,7 +82,7 @@ pub async fn list_files(pattern: &str, s3: &S3Options) -> TaskResult<Vec<String>
 /// reads the files a path or glob names, so say which glob reads the directory's files.
 fn directory_hint(pattern: &str) -> Option<String> {
     let is_s3 = pattern.starts_with("s3://");
-    let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+    let local = crate::storage::local_path(pattern).ok().flatten().unwrap_or(pattern);
     let is_dir = if is_s3 {
         !pattern.contains(['*', '?', '['])
     } else {
@@ -105,7 +105,9 @@ fn directory_hint(pattern: &str) -> Option<String> {
 /// The local files a source path (`dir/*.csv`, `file:///abs/x.jsonl`) names, sorted; empty if
 /// none matches. Errors: a bad glob, an unreadable directory.
 pub fn list_local_files(pattern: &str) -> TaskResult<Vec<String>> {
-    let local = pattern.strip_prefix("file://").unwrap_or(pattern);
+    let local = crate::storage::local_path(pattern)
+        .map_err(|e| TaskError(e.to_string()))?
+        .unwrap_or(pattern);
     let paths = glob::glob(local).map_err(|e| TaskError(format!("bad glob `{pattern}`: {e}")))?;
     let mut files = Vec::new();
     for p in paths {
