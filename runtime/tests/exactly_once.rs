@@ -58,3 +58,55 @@ fn kill_9_three_times_on_the_disk_backend_is_exactly_once() {
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
 }
+
+/// Two `weir run`s of one job in one checkpoint storage (a second terminal, a script started
+/// twice): the second is refused before it restores or writes anything, naming the setting and
+/// the running process, and the first finishes with exactly the failure-free output; every
+/// checkpoint it left passes `weir savepoint inspect`. Before the run lock (helper-99,
+/// 2026-12-06) both took checkpoint 3: the healthy first run failed at its `_metadata`, and its
+/// state files, written over the second run's, made that committed chk-3 corrupt.
+#[test]
+fn a_second_run_of_a_running_job_in_its_checkpoint_storage_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", Some(20_000), None);
+    let first = Weir::run(&m, &[], &[]);
+    let _ = first.api();
+    let first_pid = first.child.id();
+    let (ok, stderr) = Weir::run(&m, &[], &[]).wait();
+    assert!(!ok, "a second run of the running job started: {stderr}");
+    for part in [
+        "spec.checkpointing.storage: job `wordcount` is already running",
+        &format!("weir run (pid {first_pid}, run "),
+        "--checkpoint-dir",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
+    assert!(!stderr.contains("restoring"), "the refused run restored: {stderr}");
+    first.wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "the first run's output, beside a refused second run",
+    );
+    let job_dir = dir.path().join("checkpoints").join("wordcount");
+    let checkpoints: Vec<_> = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("chk-"))
+        .map(|e| e.path())
+        .collect();
+    assert!(!checkpoints.is_empty(), "no checkpoint in {}", job_dir.display());
+    for chk in checkpoints {
+        let out = std::process::Command::new(weir())
+            .args(["savepoint", "inspect", chk.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            chk.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

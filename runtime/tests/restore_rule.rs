@@ -146,6 +146,47 @@ fn an_unreadable_newest_checkpoint_is_refused_naming_it_and_the_options() {
     );
 }
 
+/// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it
+/// was written, finds nothing there and refuses, saying to restore it from its new place or,
+/// if deleted, to delete its pointer (named); `--restore <new place>` then finishes the job
+/// exactly (helper-99, 2026-12-06: the refusal said only to put the files back).
+#[test]
+fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let moved = dir.path().join("moved-savepoint");
+    std::fs::rename(savepoint.strip_prefix("file://").unwrap_or(&savepoint), &moved).unwrap();
+    let output_before = local_output(&dir.path().join("output"));
+
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "latest must not go past a moved savepoint: {log}");
+    for needle in [
+        "no longer holds it",
+        "`--restore <its directory>`",
+        "checkpoints/wordcount/sp-",
+        "--restore none",
+    ] {
+        assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
+    }
+    assert_eq!(
+        local_output(&dir.path().join("output")),
+        output_before,
+        "a refused restore commits nothing"
+    );
+    Weir::run(&m, &["--restore", moved.to_str().unwrap()], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "stopped with a savepoint, moved, restored from its new place",
+    );
+}
+
 #[test]
 fn pending_commits_go_to_the_output_path_they_were_written_to_after_the_path_changes() {
     let dir = tempfile::tempdir().unwrap();

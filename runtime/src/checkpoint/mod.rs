@@ -21,6 +21,7 @@ pub mod restore;
 pub mod restore_files;
 pub mod restore_mode;
 pub mod retention;
+pub mod run_lock;
 pub mod shape_compat;
 pub mod shared_files;
 pub mod state_upload;

@@ -403,6 +403,12 @@ pub async fn resolve(
             match loaded {
                 Ok(snapshot) => Ok(Some(snapshot)),
                 Err(e) if !e.is_permanent() => Err(e),
+                Err(RestoreError::Storage(StorageError::NotFound(path)))
+                    if savepoint && path.ends_with(METADATA_FILE) =>
+                {
+                    let pointer = store.url(&lineage::pointer_dir(job, id));
+                    Err(RestoreError::Refused(moved_savepoint(job, &name, &url, &pointer)))
+                }
                 Err(e) => Err(RestoreError::Refused(refusal(job, &name, &url, &e))),
             }
         }
@@ -420,6 +426,18 @@ pub fn not_a_snapshot(url: &str, job: Option<&str>) -> String {
          never completed). Give the directory of one snapshot: a `chk-<n>` directory (`weir checkpoints \
          list <checkpoint storage> --job {job}` lists them) or a `savepoint-{job}-<n>` directory \
          (`weir savepoint trigger` prints it)"
+    )
+}
+
+/// The message for a newest snapshot that is a savepoint no longer where it was written
+/// (moved or deleted): its pointer `pointer` in the checkpoint storage still names `url`.
+fn moved_savepoint(job: &str, name: &str, url: &str, pointer: &str) -> String {
+    format!(
+        "{name} is the newest snapshot of job {job}, but {url} no longer holds it (its `{METADATA_FILE}` \
+         is not there: moved or deleted?). If you moved it, restore it from where it is now: `--restore \
+         <its directory>`. If you deleted it, delete its pointer {pointer} too; `--restore latest` then \
+         takes the newest remaining snapshot, which writes again the output committed after it (remove \
+         that output first); or start without state with `--restore none`"
     )
 }
 

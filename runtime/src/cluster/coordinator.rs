@@ -86,6 +86,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)
         .await
         .map_err(|e| e.to_string())?;
+    // A second coordinator of the job on the same local storage is refused before it claims
+    // an epoch (which would fence out the running one); held until this function returns.
+    let holder = format!("weir coordinator (pid {}, run {})", std::process::id(), opts.run_id);
+    let _run_lock = exec::lock_local_storage(&job, opts.checkpoint_dir.as_deref(), &holder)?;
     let fence = Arc::new(EpochFence::claim(store.clone(), &job.name).await?);
     tracing::info!(epoch = fence.epoch(), "coordinator epoch claimed");
     let specs = task_specs(&job);

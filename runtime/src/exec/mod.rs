@@ -26,6 +26,7 @@ use crate::checkpoint::decide;
 use crate::checkpoint::max_parallelism::{MaxParallelismOnRestore, max_parallelism_on_restore};
 use crate::checkpoint::read_positions;
 use crate::checkpoint::restore::{self, LoadedSnapshot, RestoreFrom};
+use crate::checkpoint::run_lock::RunLock;
 use crate::job::{Job, OperatorKind};
 use crate::operators::sink::commit_restored;
 use crate::state::local_dir;
@@ -34,6 +35,7 @@ pub use build::{BuildError, BuiltTask, build_task, create_disk_stores_early};
 pub use lanes::PriorityLanes;
 use messages::{Control, TaskEvent};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use task::TaskMetrics;
@@ -119,14 +121,36 @@ pub struct Prepared {
     /// Handle for the control API.
     pub handle: JobHandle,
     run: Box<dyn FnOnce() -> tokio::task::JoinHandle<Result<Outcome, String>> + Send>,
+    /// Held until the run ends: no other run of the job in its local checkpoint storage.
+    run_lock: Option<RunLock>,
 }
 
 impl Prepared {
     /// Starts everything and waits for the job to end.
     pub async fn run(self) -> Result<Outcome, String> {
-        (self.run)()
+        let Prepared { run, run_lock, .. } = self;
+        let outcome = run()
             .await
-            .map_err(|e| panics::join_failure("the checkpoint coordinator", e))?
+            .map_err(|e| panics::join_failure("the checkpoint coordinator", e))?;
+        drop(run_lock);
+        outcome
+    }
+}
+
+/// The lock of `job`'s local checkpoint storage ([`RunLock`]), recording `holder`; `None`
+/// for S3. `override_url` is `--checkpoint-dir`. Errors: another run holds it, naming the
+/// setting.
+pub fn lock_local_storage(job: &Job, override_url: Option<&str>, holder: &str) -> Result<Option<RunLock>, String> {
+    let field = if override_url.is_some() {
+        "--checkpoint-dir"
+    } else {
+        "spec.checkpointing.storage"
+    };
+    let url = storage_url(job, override_url);
+    match storage::local_path(&url) {
+        Ok(Some(dir)) => RunLock::acquire(Path::new(dir), &job.name, holder, field).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("{field}: {e}")),
     }
 }
 
@@ -465,6 +489,11 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         .await
         .map_err(|e| e.to_string())?;
     let run_id = format!("{:016x}", rand::random::<u64>());
+    let run_lock = lock_local_storage(
+        &job,
+        opts.checkpoint_storage.as_deref(),
+        &format!("weir run (pid {}, run {run_id})", std::process::id()),
+    )?;
     let state_dir = local_state_dir(&job, opts.state_dir.as_deref(), &run_id)?;
     // The disk stores are created while the restore point downloads (their `fsync`s would
     // otherwise come after it, before the first record).
@@ -587,5 +616,5 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
             out
         })
     });
-    Ok(Prepared { handle, run })
+    Ok(Prepared { handle, run, run_lock })
 }
