@@ -144,6 +144,14 @@ fn an_unreadable_newest_checkpoint_is_refused_naming_it_and_the_options() {
         output_before,
         "a refused restore commits nothing"
     );
+    // The way out the refusal names, an older checkpoint restored explicitly, says what it costs.
+    let older = completed[completed.len() - 2];
+    let older_dir = dir.path().join(format!("checkpoints/wordcount/chk-{older}"));
+    let log = Weir::run(&m, &["--restore", older_dir.to_str().unwrap()], &[]).wait_ok();
+    assert!(
+        log.contains(&format!("completed after it (chk-{newest})")) && log.contains("duplicates"),
+        "an explicit restore of chk-{older} warns that chk-{newest}'s output is written again: {log}"
+    );
 }
 
 /// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it

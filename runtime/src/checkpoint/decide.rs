@@ -174,6 +174,39 @@ pub fn next_snapshot_id(restored: Option<u64>, seen: &[SeenSnapshot]) -> u64 {
     restored.unwrap_or(0).max(max_seen) + 1
 }
 
+/// The warning for an explicit restore (`--restore <dir>`, a StreamJob's restore point) of
+/// snapshot `restored` of the job while `seen` (its checkpoint store's snapshots) holds
+/// completed ones after it: the sink output they committed is written again by the new run
+/// (duplicates), unless the user removed it, as the restore rule's refusals say. `None` when
+/// nothing completed after it. Names at most five of them (`chk-4, savepoint 5, …`).
+pub fn older_restore_warning(restored: u64, seen: &[SeenSnapshot]) -> Option<String> {
+    let newer: Vec<&SeenSnapshot> = seen.iter().filter(|s| s.completed && s.id > restored).collect();
+    if newer.is_empty() {
+        return None;
+    }
+    let mut named: Vec<String> = newer
+        .iter()
+        .take(5)
+        .map(|s| {
+            if s.savepoint {
+                format!("savepoint {}", s.id)
+            } else {
+                format!("chk-{}", s.id)
+            }
+        })
+        .collect();
+    if newer.len() > 5 {
+        named.push(format!("{} more", newer.len() - 5));
+    }
+    Some(format!(
+        "restoring snapshot {restored}, but {} of this job completed after it ({}): the output its \
+         sinks committed after snapshot {restored} will be written again by this run (duplicates), \
+         unless you removed it. `--restore latest` continues from the newest without duplicates",
+        if newer.len() == 1 { "1 snapshot" } else { "snapshots" },
+        named.join(", ")
+    ))
+}
+
 /// Whether a snapshot's operators fit the new job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compatibility {
@@ -465,6 +498,48 @@ mod tests {
         assert_eq!(
             check_compatibility(128, &[op("src", "source-file")], 128, &job),
             Compatibility::Compatible
+        );
+    }
+
+    /// Completed snapshots after the restored one are named (savepoints as such, incomplete
+    /// ones left out, at most five); none after it, no warning.
+    #[test]
+    fn older_restore_warning_table() {
+        let seen = |ids: &[(u64, bool, bool)]| -> Vec<SeenSnapshot> {
+            ids.iter()
+                .map(|&(id, completed, savepoint)| SeenSnapshot {
+                    id,
+                    completed,
+                    savepoint,
+                })
+                .collect()
+        };
+        let store = seen(&[(3, true, false), (4, true, false), (5, false, false), (6, true, true)]);
+        let warning = older_restore_warning(3, &store).expect("chk-4 and savepoint 6 completed after 3");
+        assert!(
+            warning.contains("snapshots of this job completed after it (chk-4, savepoint 6)"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("duplicates") && warning.contains("--restore latest"),
+            "{warning}"
+        );
+        assert_eq!(older_restore_warning(6, &store), None, "the newest");
+        assert_eq!(
+            older_restore_warning(4, &seen(&[(4, true, false), (5, false, false)])),
+            None,
+            "only an incomplete one after it"
+        );
+        let many = seen(&(1..=9).map(|id| (id, true, false)).collect::<Vec<_>>());
+        let warning = older_restore_warning(1, &many).unwrap();
+        assert!(
+            warning.contains("(chk-2, chk-3, chk-4, chk-5, chk-6, 3 more)"),
+            "{warning}"
+        );
+        let one = older_restore_warning(8, &many).unwrap();
+        assert!(
+            one.contains("1 snapshot of this job completed after it (chk-9)"),
+            "{one}"
         );
     }
 }

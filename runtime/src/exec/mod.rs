@@ -306,6 +306,12 @@ pub async fn restore_for_run(
     let seen = lineage::with_retries(&store.url(&job.name), || lineage::list_snapshots(store, &job.name))
         .await
         .map_err(|e| transient(e.to_string()))?;
+    if let (RestoreFrom::Path(_), Some(s)) = (from, &snapshot)
+        && s.metadata.job_name == job.name
+        && let Some(warning) = decide::older_restore_warning(s.metadata.checkpoint_id, &seen)
+    {
+        tracing::warn!(from = %s.url, "{warning}");
+    }
     let first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
     if let (Some(run), None) = (run_id, &recorded) {
         let record = crate::checkpoint::decide::LineageRecord {
