@@ -561,3 +561,29 @@ fn a_disk_job_whose_compression_changes_between_restores_is_exactly_once() {
         "a disk job restored from LZ4 table files under compression none, 3 kills",
     );
 }
+
+/// A `chk-<n>` of incremental checkpoints copied alone, without its job's `shared/` directory,
+/// is refused naming the missing shared file and saying what to copy instead (helper-99,
+/// 2026-12-06: the refusal named only the missing file).
+#[test]
+fn an_incremental_checkpoint_copied_without_its_shared_files_says_what_to_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, env) = incremental_job(dir.path(), 2, "heap");
+    let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let original = job_dir(dir.path()).join(format!("chk-{newest}"));
+    let copy = dir.path().join("elsewhere").join(format!("chk-{newest}"));
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in std::fs::read_dir(&original).unwrap().flatten() {
+        std::fs::copy(file.path(), copy.join(file.file_name())).unwrap();
+    }
+    let (ok, log) = Weir::run(&m, &["--restore", copy.to_str().unwrap()], &env).wait();
+    assert!(!ok, "a chain without its shared files restored: {log}");
+    for needle in [
+        "/elsewhere/shared/",
+        "is missing",
+        "Copy the job's whole directory",
+        "take a savepoint",
+    ] {
+        assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
+    }
+}

@@ -154,6 +154,30 @@ fn an_unreadable_newest_checkpoint_is_refused_naming_it_and_the_options() {
     );
 }
 
+/// A savepoint of a `count` restored into a job whose step under the same uid is now a `sum`
+/// is refused naming the step's field and the two ways on (helper-99, 2026-12-06: the refusal
+/// named neither).
+#[test]
+fn a_uid_reused_for_another_kind_is_refused_naming_the_step_and_the_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", None, None);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let text = std::fs::read_to_string(&m).unwrap();
+    let as_sum = text.replace("count: {}", "sum: { expression: \"1\" }");
+    assert_ne!(as_sum, text);
+    std::fs::write(&m, as_sum).unwrap();
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "a count's state restored into a sum: {log}");
+    for needle in [
+        "`counts` (spec.job.steps[4].uid) was count, is sum",
+        "give the step a new uid",
+        "spec.allowNonRestoredState: true",
+    ] {
+        assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
+    }
+}
+
 /// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it
 /// was written, finds nothing there and refuses, saying to restore it from its new place or,
 /// if deleted, to delete its pointer (named); `--restore <new place>` then finishes the job

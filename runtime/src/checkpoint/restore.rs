@@ -380,6 +380,14 @@ pub async fn resolve(
                     not_a_snapshot(&url, Some(job))
                 )))
             }
+            Err(RestoreError::Storage(StorageError::NotFound(path))) if path.contains("/shared/") => {
+                Err(RestoreError::Refused(format!(
+                    "restore point {url}: {path} is missing. An incremental checkpoint references files in \
+                     its job's `shared/` directory, beside its `chk-<n>` directory: a `chk-<n>` copied or \
+                     moved alone restores only together with that directory. Copy the job's whole directory \
+                     (`<storage>/{job}/`), or take a savepoint (self-contained) to move state"
+                )))
+            }
             loaded => Ok(Some(loaded?)),
         },
         RestoreChoice::Stored { id, savepoint } => {
@@ -529,10 +537,19 @@ pub fn check(snapshot: &LoadedSnapshot, job: &Job) -> Result<(), RestoreError> {
             ),
         )),
         Compatibility::KindChanged(list) => Err(RestoreError::Incompatible(format!(
-            "{}: operator uid reused for another kind of operator: {}",
+            "{}: operator uid reused for another kind of operator: {}. A step's state restores only into \
+             a step of the same kind; keep the kind, or give the step a new uid and set \
+             spec.allowNonRestoredState: true to start it empty (dropping the old state)",
             snapshot.url,
             list.iter()
-                .map(|(u, a, b)| format!("`{u}` was {a}, is {b}"))
+                .map(|(u, a, b)| {
+                    let at = job
+                        .operators
+                        .iter()
+                        .find(|o| &o.uid == u)
+                        .map_or(String::new(), |o| format!(" (spec.job.steps[{}].uid)", o.index));
+                    format!("`{u}`{at} was {a}, is {b}")
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),

@@ -313,12 +313,54 @@ fn top_level_fields(schema: &Schema) -> Vec<&str> {
 }
 
 fn unknown_field(path: &str, name: &str, known: Vec<&str>) -> JobError {
+    if let Some(hint) = flink_name_hint(path, name) {
+        return JobError::new(path, format!("unknown field `{name}`; {hint}"));
+    }
     let message = match closest_name(name, &known) {
         Some(close) => format!("unknown field `{name}`; did you mean `{close}`?"),
         None if known.is_empty() => format!("unknown field `{name}`; this object has no fields"),
         None => format!("unknown field `{name}`; known fields: {}", known.join(", ")),
     };
     JobError::new(path, message)
+}
+
+/// Flink configuration keys users write into a StreamJob, and the field that does that here.
+const FLINK_KEYS: [(&str, &str); 14] = [
+    ("state.backend", "spec.stateBackend (`heap` or `disk`)"),
+    ("state.backend.type", "spec.stateBackend (`heap` or `disk`)"),
+    ("state.backend.incremental", "spec.checkpointing.incremental"),
+    ("execution.checkpointing.incremental", "spec.checkpointing.incremental"),
+    ("state.checkpoints.dir", "spec.checkpointing.storage"),
+    ("execution.checkpointing.dir", "spec.checkpointing.storage"),
+    ("state.savepoints.dir", "spec.savepoints.directory"),
+    ("execution.checkpointing.savepoint-dir", "spec.savepoints.directory"),
+    ("execution.checkpointing.interval", "spec.checkpointing.interval"),
+    ("execution.checkpointing.mode", "spec.checkpointing.mode"),
+    ("state.checkpoints.num-retained", "spec.checkpointing.retained"),
+    ("execution.checkpointing.num-retained", "spec.checkpointing.retained"),
+    ("parallelism.default", "spec.parallelism"),
+    ("pipeline.max-parallelism", "spec.maxParallelism"),
+];
+
+/// What a Flink user most likely meant by the unknown field `name` at `path`, when it is a
+/// Flink configuration key ([`FLINK_KEYS`]) or a Flink habit: `checkpointing.dir` (Flink's
+/// `state.checkpoints.dir`), a step-level `ttl` (Flink's `StateTtlConfig` is set on a state's
+/// descriptor; here on the stateful step's settings).
+fn flink_name_hint(path: &str, name: &str) -> Option<String> {
+    if let Some((_, field)) = FLINK_KEYS.iter().find(|(key, _)| *key == name) {
+        return Some(format!("`{name}` is a Flink configuration key; here it is {field}"));
+    }
+    let step = path.starts_with("spec.job.steps[") && path.ends_with(']');
+    match (path, name) {
+        ("spec.checkpointing", "dir" | "directory" | "path") => Some(format!(
+            "the checkpoint location (Flink's `state.checkpoints.dir`) is `storage`: `{path}.storage: <dir or s3://bucket/prefix>`"
+        )),
+        (_, "ttl") if step => Some(format!(
+            "state TTL is set on the stateful step's own settings, e.g. `{path}.count: {{ ttl: 24h }}` (also on \
+             sum, min, max and join)"
+        )),
+        _ => None,
+    }
 }
 
 /// The known name closest to `name`, if one is close: equal ignoring case, `_` and `-`
@@ -375,6 +417,31 @@ mod tests {
             ("replicas", None),
         ] {
             assert_eq!(closest_name(typo, &known), want, "{typo}");
+        }
+    }
+
+    #[test]
+    fn flink_keys_and_habits_say_where_weir_has_them() {
+        for (yaml, want) in [
+            (
+                "spec: { checkpointing: { \"state.backend.incremental\": true } }",
+                "spec.checkpointing: unknown field `state.backend.incremental`; `state.backend.incremental` is a Flink configuration key; here it is spec.checkpointing.incremental",
+            ),
+            (
+                "spec: { \"state.checkpoints.dir\": /chk }",
+                "spec: unknown field `state.checkpoints.dir`; `state.checkpoints.dir` is a Flink configuration key; here it is spec.checkpointing.storage",
+            ),
+            (
+                "spec: { checkpointing: { dir: ./chk } }",
+                "spec.checkpointing: unknown field `dir`; the checkpoint location (Flink's `state.checkpoints.dir`) is `storage`",
+            ),
+            (
+                "spec: { job: { steps: [ {}, { ttl: 24h, count: {} } ] } }",
+                "spec.job.steps[1]: unknown field `ttl`; state TTL is set on the stateful step's own settings, e.g. `spec.job.steps[1].count: { ttl: 24h }`",
+            ),
+        ] {
+            let got = check(yaml).unwrap_err();
+            assert!(got.starts_with(want), "{yaml}: {got}");
         }
     }
 
