@@ -513,7 +513,18 @@ async fn run(a: RunArgs) -> Result<(), String> {
         }
         Err(e) => {
             log_summary();
-            Err(format!("job {} failed: {e}", handle.job))
+            // As after a SIGTERM: the command that goes on from what this run committed.
+            let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
+            let argv: Vec<String> = std::env::args().collect();
+            let hint = resume_hint(
+                &argv,
+                last.as_ref().map(|c| (c.id, c.path.as_str())),
+                restored_from.as_deref(),
+            );
+            Err(format!(
+                "job {} failed: {e}; once its cause is fixed, {hint}",
+                handle.job
+            ))
         }
     }
 }

@@ -391,6 +391,11 @@ fn a_checkpoint_failing_mid_run_fails_the_job_only_past_tolerable_failed_checkpo
         log.contains("tolerableFailedCheckpoints") && log.contains("fail-upload:3"),
         "the failure names the setting and the storage error: {log}"
     );
+    // As after a SIGTERM, the failure says how to go on from what the run committed.
+    assert!(
+        log.contains("once its cause is fixed, resume with `") && log.contains("/checkpoints/wordcount/chk-"),
+        "the failure gives the command that resumes from the last completed checkpoint: {log}"
+    );
     Weir::run(&m, &["--restore", "latest"], &[]).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
