@@ -261,3 +261,37 @@ fn a_restore_under_another_key_selector_fails_a_cluster_at_once() {
         "a refused restore is not retried: {log}"
     );
 }
+
+/// A coordinator restarted with the run id of a run that stopped with a savepoint (Kubernetes
+/// restarting the container before the operator deleted the pods) reports the stop and deploys
+/// nothing; the next run, restored from that savepoint, then gives exactly the word count.
+/// Before (helper-98, 2026-12-06) the restarted coordinator ran the stopped job on from the
+/// savepoint, committing output the next run wrote again: 3,000 duplicated lines.
+#[test]
+fn a_coordinator_restarted_after_its_stop_with_savepoint_stays_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[]);
+    c.wait_checkpoint_after(0);
+    wait_running(&c.api);
+    let savepoint = stop_with_savepoint_and_exit(&mut c);
+    c.restart_coordinator(&[]);
+    c.add_worker("w-again", &[]);
+    c.coordinator.wait_ok(Duration::from_secs(60));
+    let log = c.coordinator.text();
+    assert!(
+        log.contains("run test-run of job wordcount already ended (stopped with savepoint"),
+        "the restarted coordinator reports the stop: {log}"
+    );
+    assert!(
+        !log.contains(" deployed "),
+        "the restarted coordinator deployed the stopped run: {log}"
+    );
+    Weir::run(&m, &["--restore", &savepoint], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "stopped with a savepoint, its coordinator restarted, the next run restored from the savepoint",
+    );
+}

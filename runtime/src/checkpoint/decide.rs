@@ -167,6 +167,25 @@ pub fn choose_restore_point(
     }
 }
 
+/// Whether a run already ended: the first of its end `markers` (snapshot id, how it ends;
+/// written before that snapshot commits, `lineage::write_end_marker`) whose snapshot completed
+/// in `seen`. A coordinator restarted with the run id of an ended run (a container restart
+/// after a stop-with-savepoint, before the pods were deleted) must not deploy it again: it
+/// would run on from the savepoint and commit output the next deployment, restoring that same
+/// savepoint, writes again (Flink's JobResultStore, FLIP-194, keeps finished jobs finished).
+/// `None`: the run goes on (no marker, or a marker of a snapshot that never completed: the stop
+/// failed and the run went on).
+pub fn run_ended(
+    markers: &[(u64, super::lineage::RunEnd)],
+    seen: &[SeenSnapshot],
+) -> Option<(u64, super::lineage::RunEnd)> {
+    markers
+        .iter()
+        .filter(|(id, _)| seen.iter().any(|s| s.id == *id && s.completed))
+        .min_by_key(|(id, _)| *id)
+        .copied()
+}
+
 /// The first snapshot id of a run: one more than the highest id restored or seen in the store,
 /// checkpoints and savepoint pointers alike, so ids never repeat within a store.
 pub fn next_snapshot_id(restored: Option<u64>, seen: &[SeenSnapshot]) -> u64 {
@@ -541,5 +560,51 @@ mod tests {
             one.contains("1 snapshot of this job completed after it (chk-9)"),
             "{one}"
         );
+    }
+
+    /// A run ends at the first marker whose snapshot completed; a marker of a snapshot that
+    /// never completed (the stop failed) ends nothing.
+    #[test]
+    fn run_ended_table() {
+        use super::super::lineage::RunEnd::{Finished, Stopped};
+        let seen = |ids: &[(u64, bool)]| -> Vec<SeenSnapshot> {
+            ids.iter()
+                .map(|&(id, completed)| SeenSnapshot {
+                    id,
+                    completed,
+                    savepoint: false,
+                })
+                .collect()
+        };
+        let rows = [
+            ("no marker", vec![], seen(&[(1, true), (2, true)]), None),
+            (
+                "stopped at 2",
+                vec![(2, Stopped)],
+                seen(&[(1, true), (2, true)]),
+                Some((2, Stopped)),
+            ),
+            (
+                "the stop's savepoint never completed",
+                vec![(2, Stopped)],
+                seen(&[(1, true), (2, false), (3, true)]),
+                None,
+            ),
+            (
+                "nor was it listed",
+                vec![(4, Stopped)],
+                seen(&[(1, true), (3, true)]),
+                None,
+            ),
+            (
+                "a failed stop, then a finish",
+                vec![(2, Stopped), (5, Finished)],
+                seen(&[(2, false), (5, true)]),
+                Some((5, Finished)),
+            ),
+        ];
+        for (what, markers, seen, want) in rows {
+            assert_eq!(run_ended(&markers, &seen), want, "{what}");
+        }
     }
 }

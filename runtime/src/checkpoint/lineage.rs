@@ -97,6 +97,64 @@ fn run_path(job: &str, run_id: &str) -> String {
     format!("{job}/runs/{run_id}")
 }
 
+/// The prefix of `run_id`'s end markers: `<job>/runs/<run id>.ended-`, followed by the id of
+/// the snapshot that ends the run.
+fn end_marker_prefix(job: &str, run_id: &str) -> String {
+    format!("{}.ended-", run_path(job, run_id))
+}
+
+/// How a run ends, as its end marker records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunEnd {
+    /// Stop-with-savepoint: the snapshot is the savepoint.
+    Stopped,
+    /// A bounded job's final checkpoint.
+    Finished,
+}
+
+/// Records, before snapshot `id` commits, that `run_id` ends with it (a stop-with-savepoint's
+/// savepoint, a bounded job's final checkpoint). The marker counts only once the snapshot
+/// completed ([`decide::run_ended`]): written first, a crash between the two leaves a marker
+/// of a snapshot that never completed, which means nothing. Idempotent. Errors: the write.
+pub async fn write_end_marker(store: &Store, job: &str, run_id: &str, id: u64, end: RunEnd) -> Result<(), String> {
+    let path = format!("{}{id}", end_marker_prefix(job, run_id));
+    let bytes = Bytes::from(serde_json::to_vec(&end).expect("an end serializes"));
+    put_once(store, &path, bytes).await.map_err(|e| e.to_string())
+}
+
+/// Whether `run_id` already ended ([`decide::run_ended`] over its end markers and the store's
+/// snapshots): the snapshot it ended with and how. Errors: the store cannot be listed or read.
+///
+/// [`decide::run_ended`]: super::decide::run_ended
+pub async fn run_end(store: &Store, job: &str, run_id: &str) -> Result<Option<(u64, RunEnd)>, String> {
+    let markers = end_markers(store, job, run_id).await?;
+    if markers.is_empty() {
+        return Ok(None);
+    }
+    let seen = with_retries(&store.url(job), || list_snapshots(store, job))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(super::decide::run_ended(&markers, &seen))
+}
+
+/// The end markers of `run_id`: (snapshot id, how the run ends there). Unreadable markers are
+/// errors naming the file.
+pub async fn end_markers(store: &Store, job: &str, run_id: &str) -> Result<Vec<(u64, RunEnd)>, String> {
+    let prefix = end_marker_prefix(job, run_id);
+    let mut markers = Vec::new();
+    for object in store.list(&prefix).await.map_err(|e| e.to_string())? {
+        let Ok(id) = object.path[prefix.len()..].parse::<u64>() else {
+            continue;
+        };
+        let bytes = store.get(&object.path).await.map_err(|e| e.to_string())?;
+        let end = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}: unreadable end marker: {e}", store.url(&object.path)))?;
+        markers.push((id, end));
+    }
+    Ok(markers)
+}
+
 /// Reads the lineage record of `run_id`, if the run wrote one.
 pub async fn read_lineage(store: &Store, job: &str, run_id: &str) -> Result<Option<LineageRecord>, String> {
     let path = run_path(job, run_id);

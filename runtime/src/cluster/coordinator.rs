@@ -146,6 +146,29 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         watch_heartbeats(registry.clone(), opts.heartbeat_timeout),
     );
 
+    // A coordinator restarted with the run id of a run that already ended (stopped with a
+    // savepoint, or finished) reports that end and deploys nothing: running on from the
+    // savepoint would commit output that the next deployment, restoring it, writes again.
+    if let Some((id, end)) = crate::checkpoint::lineage::run_end(&store, &job.name, &opts.run_id).await? {
+        let (state, how) = match end {
+            crate::checkpoint::lineage::RunEnd::Stopped => (JobState::Stopped, "stopped with savepoint"),
+            crate::checkpoint::lineage::RunEnd::Finished => (JobState::Finished, "finished with checkpoint"),
+        };
+        shared.lock().expect("lock").state = state;
+        registry.lock().expect("lock").job_ended = true;
+        tracing::info!(
+            target: "weir",
+            "run {} of job {} already ended ({how} {id}): not deploying it again; start a new run to go on from that snapshot",
+            opts.run_id,
+            job.name
+        );
+        if opts.exit_on_finish {
+            end_workers(&registry, false).await;
+            server.shutdown(Duration::from_secs(5)).await;
+            return Ok(());
+        }
+        return serve_until_stopped(server, &opts.stop).await;
+    }
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
     // The attempt's number (1, 2, ... for this coordinator, as users read it) and its id on
