@@ -33,6 +33,13 @@ pub async fn run_source(
     // Larger batches where the source makes columns (rows stay at `batch_max`: the default
     // `next_any_batch` caps them), none larger under a rate limit.
     let any_batch_max = if rate.is_some() { batch_max } else { COLUMN_BATCH_SIZE };
+    // Columns are read where the job has no event time (`read_batch`); the unthrottled batch
+    // of that path fixes the order in which the source reads.
+    source.set_read_turn(if event_time.is_none() {
+        COLUMN_BATCH_SIZE
+    } else {
+        BATCH_SIZE
+    });
     let started = Instant::now();
     let mut emitted: u64 = 0;
     core.metrics.set_source_pending(source.pending());

@@ -52,6 +52,13 @@ pub trait Source: Send {
     /// read). The default ignores it.
     fn project(&mut self, _read: &crate::job::field_use::FieldsRead) {}
 
+    /// The batch size the subtask asks for when nothing limits it (`records`), called once
+    /// before the first read. A source whose order of records depends on its batch sizes
+    /// (the generator takes each batch from one split) keeps that order when a rate limit
+    /// makes batches smaller, so that which records are late, and any running aggregate, do
+    /// not depend on `maxRecordsPerSecond`. The default ignores it.
+    fn set_read_turn(&mut self, _records: usize) {}
+
     /// Called right after [`Source::snapshot`] captured the positions of checkpoint
     /// `checkpoint_id` (a source that acts on completion remembers them here).
     fn snapshot_taken(&mut self, _checkpoint_id: u64) {}
