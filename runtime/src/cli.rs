@@ -473,6 +473,16 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
     let log_summary = || crate::summary::log_run_summary(&handle);
+    // The command that goes on from what this run committed (after a SIGTERM or a failure).
+    let resume = || {
+        let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
+        let argv: Vec<String> = std::env::args().collect();
+        resume_hint(
+            &argv,
+            last.as_ref().map(|c| (c.id, c.path.as_str())),
+            restored_from.as_deref(),
+        )
+    };
     match outcome {
         Ok(o) => {
             match o {
@@ -483,13 +493,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
                     tracing::info!(target: "weir", "job {} stopped with savepoint {p}", handle.job)
                 }
                 crate::checkpoint::coordinator::Outcome::Suspended => {
-                    let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
-                    let argv: Vec<String> = std::env::args().collect();
-                    let hint = resume_hint(
-                        &argv,
-                        last.as_ref().map(|c| (c.id, c.path.as_str())),
-                        restored_from.as_deref(),
-                    );
+                    let hint = resume();
                     tracing::info!(
                         target: "weir",
                         "job {} suspended on {}: nothing is committed beyond the last completed checkpoint",
@@ -513,14 +517,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
         }
         Err(e) => {
             log_summary();
-            // As after a SIGTERM: the command that goes on from what this run committed.
-            let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
-            let argv: Vec<String> = std::env::args().collect();
-            let hint = resume_hint(
-                &argv,
-                last.as_ref().map(|c| (c.id, c.path.as_str())),
-                restored_from.as_deref(),
-            );
+            let hint = resume();
             Err(format!(
                 "job {} failed: {e}; once its cause is fixed, {hint}",
                 handle.job

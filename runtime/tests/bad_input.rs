@@ -341,6 +341,8 @@ fn every_shipped_manifest_loads() {
             ("${PARALLELISM}", "2"),
             ("${UPGRADE_MODE}", "savepoint"),
             ("${RATE}", "2000"),
+            ("${STATE_BACKEND}", "disk"),
+            ("${INCREMENTAL}", "true"),
         ]
         .iter()
         .fold(text, |t, (var, value)| t.replace(var, value));

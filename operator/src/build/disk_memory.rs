@@ -43,29 +43,7 @@ pub fn disk_memory_warning(t: &Target) -> Option<String> {
 mod tests {
     use super::*;
     use crate::build::RuntimeDefaults;
-    use crate::crd::StreamJob;
-
-    fn job(extra: &str) -> StreamJob {
-        let yaml = format!(
-            r#"
-apiVersion: weir.dev/v1alpha1
-kind: StreamJob
-metadata: {{name: wc, namespace: streams, uid: 1234-abcd, generation: 7}}
-spec:
-  parallelism: 4
-  checkpointing: {{storage: "s3://bucket/chk"}}
-  job:
-    steps:
-      - source: {{generator: {{seed: 1}}}}
-      - keyBy: {{expression: key}}
-      - uid: counts
-        count: {{}}
-      - sink: {{print: {{}}}}
-{extra}
-"#
-        );
-        serde_yaml::from_str(&yaml).unwrap()
-    }
+    use crate::build::state_volume_tests::job;
 
     fn warning_with(extra: &str, defaults: &RuntimeDefaults) -> Option<String> {
         let job = job(extra);
@@ -83,7 +61,7 @@ spec:
         warning_with(extra, &RuntimeDefaults::default())
     }
 
-    /// One store per subtask of the count: `cacheSize + 3 × writeBufferSize + writeCacheSize`,
+    /// (The fixture runs at parallelism 2.) One store per subtask of the count: `cacheSize + 3 × writeBufferSize + writeCacheSize`,
     /// 32Mi + 48Mi + 16Mi = 96Mi at the defaults, times the subtasks a pod runs, against three
     /// quarters of the worker's limit.
     #[test]
@@ -103,8 +81,8 @@ spec:
             ),
             (
                 "slots beyond the parallelism run nothing",
-                "  stateBackend: disk\n  slotsPerWorker: 16\n  worker: {resources: {limits: {memory: 500Mi}}}",
-                Some("the 4 disk stores of each worker pod are configured for 384.0 MiB"),
+                "  stateBackend: disk\n  slotsPerWorker: 16\n  worker: {resources: {limits: {memory: 250Mi}}}",
+                Some("the 2 disk stores of each worker pod are configured for 192.0 MiB"),
             ),
             (
                 "a cacheSize of 1Gi on a 1Gi worker",

@@ -3,7 +3,9 @@
 
 use super::*;
 
-fn job(extra: &str) -> StreamJob {
+/// A StreamJob `wc` at parallelism 2 counting per key, with `extra` (spec fields, two-space
+/// indented) appended to its spec; also the fixture of `disk_memory`'s tests.
+pub(super) fn job(extra: &str) -> StreamJob {
     let yaml = format!(
         r#"
 apiVersion: weir.dev/v1alpha1
