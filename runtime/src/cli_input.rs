@@ -17,6 +17,13 @@ pub fn parse_restore_arg(arg: &str, local_path_exists: impl Fn(&str) -> bool) ->
     if arg.contains("://") || (!arg.is_empty() && local_path_exists(arg)) {
         return Ok(RestoreFrom::Path(arg.to_string()));
     }
+    // `file:/abs` (the form Flink prints): the local `/abs`, when it exists.
+    if let Ok(Some(path)) = crate::storage::local_path(arg)
+        && arg.starts_with("file:")
+        && local_path_exists(path)
+    {
+        return Ok(RestoreFrom::Path(arg.to_string()));
+    }
     Err(match crate::job::fields::closest_name(arg, &["latest", "none"]) {
         Some(keyword) => format!(
             "--restore `{arg}` is not `none`, `latest` or an existing checkpoint or savepoint directory; did you mean `{keyword}`?"
@@ -79,7 +86,7 @@ mod tests {
 
     #[test]
     fn restore_arg_is_a_keyword_a_url_or_an_existing_path() {
-        let exists = |p: &str| p == "./sp/savepoint-1" || p == "nonee";
+        let exists = |p: &str| p == "./sp/savepoint-1" || p == "nonee" || p == "/sp/savepoint-3";
         for (arg, want) in [
             ("none", Ok(RestoreFrom::None)),
             ("latest", Ok(RestoreFrom::Latest)),
@@ -91,6 +98,11 @@ mod tests {
             ("Latest", Err("did you mean `latest`?")),
             ("LATEST", Err("did you mean `latest`?")),
             ("nnoe", Err("did you mean `none`?")),
+            (
+                "file:/sp/savepoint-3",
+                Ok(RestoreFrom::Path("file:/sp/savepoint-3".into())),
+            ),
+            ("file:/sp/savepoint-4", Err("no such checkpoint or savepoint directory")),
             ("./sp/savepoint-2", Err("no such checkpoint or savepoint directory")),
             ("", Err("no such checkpoint or savepoint directory")),
         ] {

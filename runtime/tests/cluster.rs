@@ -213,7 +213,9 @@ fn savepoints_move_between_the_cluster_and_weir_run() {
     let sp2 = stop_with_savepoint(&api, &[]);
     w.wait_ok();
 
-    let mut c2 = Cluster::start(dir.path(), &m, &["--restore", &sp2], &[]);
+    // A new run (its own run id, as every deployment of the operator has): a coordinator with
+    // the first run's id is that run restarted, which stopped with sp1 and stays stopped.
+    let mut c2 = Cluster::start(dir.path(), &m, &["--restore", &sp2, "--run-id", "test-run-2"], &[]);
     c2.coordinator.wait_ok(Duration::from_secs(180));
     assert_same_multiset(
         &local_output(&dir.path().join("output")),

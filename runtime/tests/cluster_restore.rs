@@ -281,7 +281,7 @@ fn a_coordinator_restarted_after_its_stop_with_savepoint_stays_stopped() {
     c.coordinator.wait_ok(Duration::from_secs(60));
     let log = c.coordinator.text();
     assert!(
-        log.contains("run test-run of job wordcount already ended (stopped with savepoint"),
+        log.contains("run test-run of job wordcount already stopped with savepoint"),
         "the restarted coordinator reports the stop: {log}"
     );
     assert!(

@@ -91,18 +91,19 @@ pub(super) async fn complete(
     let target = &p.barrier.target;
     let path = join(&target.dir, METADATA_FILE);
     failpoint("before-metadata", p.barrier.id);
-    // A snapshot that ends the run (a stop-with-savepoint's, a bounded job's final checkpoint)
-    // says so first: a coordinator restarted with this run id then stays ended instead of
-    // running on from it (`decide::run_ended`).
-    let end = match (p.barrier.stop, p.barrier.is_final) {
-        (true, _) => Some(lineage::RunEnd::Stopped),
-        (false, true) => Some(lineage::RunEnd::Finished),
-        (false, false) => None,
-    };
-    if let Some(end) = end {
-        lineage::write_end_marker(&cfg.store, &cfg.job, &cfg.run_id, p.barrier.id, end)
-            .await
-            .map_err(|e| format!("recording that snapshot {} ends the run: {e}", p.barrier.id))?;
+    // A stop-with-savepoint's savepoint says first that it ends the run: a coordinator
+    // restarted with this run id then stays stopped instead of running on from it
+    // (`decide::run_ended`).
+    if p.barrier.stop {
+        lineage::write_end_marker(
+            &cfg.store,
+            &cfg.job,
+            &cfg.run_id,
+            p.barrier.id,
+            lineage::RunEnd::Stopped,
+        )
+        .await
+        .map_err(|e| format!("recording that savepoint {} ends the run: {e}", p.barrier.id))?;
     }
     match lineage::put_once(&target.store, &path, bytes::Bytes::from(bytes)).await {
         Ok(()) => {}

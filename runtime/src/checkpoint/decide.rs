@@ -168,20 +168,22 @@ pub fn choose_restore_point(
 }
 
 /// Whether a run already ended: the first of its end `markers` (snapshot id, how it ends;
-/// written before that snapshot commits, `lineage::write_end_marker`) whose snapshot completed
-/// in `seen`. A coordinator restarted with the run id of an ended run (a container restart
-/// after a stop-with-savepoint, before the pods were deleted) must not deploy it again: it
-/// would run on from the savepoint and commit output the next deployment, restoring that same
-/// savepoint, writes again (Flink's JobResultStore, FLIP-194, keeps finished jobs finished).
-/// `None`: the run goes on (no marker, or a marker of a snapshot that never completed: the stop
-/// failed and the run went on).
+/// written before a stop-with-savepoint's savepoint commits, `lineage::write_end_marker`) whose
+/// snapshot completed in `seen`. A coordinator restarted with the run id of a stopped run (a
+/// container restart after a stop-with-savepoint, before the pods were deleted) must not
+/// deploy it again: it would run on from the savepoint and commit output the next deployment,
+/// restoring that same savepoint, writes again (Flink's JobResultStore, FLIP-194, keeps ended
+/// jobs ended). `None`: the run goes on (no marker, or a marker of a savepoint that never
+/// completed: the stop failed and the run went on). Only a savepoint completes a marker: a run
+/// restarted after a failed stop takes ids past its markers' (`exec::restore_for_run`), and
+/// even a checkpoint that took the id would not end it.
 pub fn run_ended(
     markers: &[(u64, super::lineage::RunEnd)],
     seen: &[SeenSnapshot],
 ) -> Option<(u64, super::lineage::RunEnd)> {
     markers
         .iter()
-        .filter(|(id, _)| seen.iter().any(|s| s.id == *id && s.completed))
+        .filter(|(id, _)| seen.iter().any(|s| s.id == *id && s.completed && s.savepoint))
         .min_by_key(|(id, _)| *id)
         .copied()
 }
@@ -566,16 +568,26 @@ mod tests {
     /// never completed (the stop failed) ends nothing.
     #[test]
     fn run_ended_table() {
-        use super::super::lineage::RunEnd::{Finished, Stopped};
+        use super::super::lineage::RunEnd::Stopped;
         let seen = |ids: &[(u64, bool)]| -> Vec<SeenSnapshot> {
             ids.iter()
                 .map(|&(id, completed)| SeenSnapshot {
                     id,
                     completed,
-                    savepoint: false,
+                    savepoint: true,
                 })
                 .collect()
         };
+        let checkpoint = SeenSnapshot {
+            id: 2,
+            completed: true,
+            savepoint: false,
+        };
+        assert_eq!(
+            run_ended(&[(2, Stopped)], &[checkpoint]),
+            None,
+            "a checkpoint with the marker's id"
+        );
         let rows = [
             ("no marker", vec![], seen(&[(1, true), (2, true)]), None),
             (
@@ -597,10 +609,10 @@ mod tests {
                 None,
             ),
             (
-                "a failed stop, then a finish",
-                vec![(2, Stopped), (5, Finished)],
+                "a failed stop, then a stop",
+                vec![(2, Stopped), (5, Stopped)],
                 seen(&[(2, false), (5, true)]),
-                Some((5, Finished)),
+                Some((5, Stopped)),
             ),
         ];
         for (what, markers, seen, want) in rows {

@@ -107,16 +107,17 @@ fn end_marker_prefix(job: &str, run_id: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RunEnd {
-    /// Stop-with-savepoint: the snapshot is the savepoint.
+    /// Stop-with-savepoint: the snapshot is the savepoint. (A bounded job's final checkpoint
+    /// writes no marker: a coordinator restarted after it restores it and finishes at once,
+    /// committing the final checkpoint's output if the crash came before its commit, which a
+    /// Kafka sink can only do by running.)
     Stopped,
-    /// A bounded job's final checkpoint.
-    Finished,
 }
 
 /// Records, before snapshot `id` commits, that `run_id` ends with it (a stop-with-savepoint's
-/// savepoint, a bounded job's final checkpoint). The marker counts only once the snapshot
-/// completed ([`decide::run_ended`]): written first, a crash between the two leaves a marker
-/// of a snapshot that never completed, which means nothing. Idempotent. Errors: the write.
+/// savepoint). The marker counts only once the snapshot completed ([`decide::run_ended`]):
+/// written first, a crash between the two leaves a marker of a snapshot that never completed,
+/// which means nothing. Idempotent. Errors: the write.
 pub async fn write_end_marker(store: &Store, job: &str, run_id: &str, id: u64, end: RunEnd) -> Result<(), String> {
     let path = format!("{}{id}", end_marker_prefix(job, run_id));
     let bytes = Bytes::from(serde_json::to_vec(&end).expect("an end serializes"));

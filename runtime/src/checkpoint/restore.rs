@@ -380,7 +380,7 @@ pub async fn resolve(
                     not_a_snapshot(&url, Some(job))
                 )))
             }
-            Err(RestoreError::Storage(StorageError::NotFound(path))) if path.contains("/shared/") => {
+            Err(RestoreError::Storage(StorageError::NotFound(path))) if path.rsplit('/').nth(1) == Some("shared") => {
                 Err(RestoreError::Refused(format!(
                     "restore point {url}: {path} is missing. An incremental checkpoint references files in \
                      its job's `shared/` directory, beside its `chk-<n>` directory: a `chk-<n>` copied or \

@@ -89,7 +89,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     // A second coordinator of the job on the same local storage is refused before it claims
     // an epoch (which would fence out the running one); held until this function returns.
     let holder = format!("weir coordinator (pid {}, run {})", std::process::id(), opts.run_id);
-    let _run_lock = exec::lock_local_storage(&job, opts.checkpoint_dir.as_deref(), &holder)?;
+    let run_lock = exec::lock_local_storage(&job, opts.checkpoint_dir.as_deref(), &holder)?;
     let fence = Arc::new(EpochFence::claim(store.clone(), &job.name).await?);
     tracing::info!(epoch = fence.epoch(), "coordinator epoch claimed");
     let specs = task_specs(&job);
@@ -146,29 +146,6 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         watch_heartbeats(registry.clone(), opts.heartbeat_timeout),
     );
 
-    // A coordinator restarted with the run id of a run that already ended (stopped with a
-    // savepoint, or finished) reports that end and deploys nothing: running on from the
-    // savepoint would commit output that the next deployment, restoring it, writes again.
-    if let Some((id, end)) = crate::checkpoint::lineage::run_end(&store, &job.name, &opts.run_id).await? {
-        let (state, how) = match end {
-            crate::checkpoint::lineage::RunEnd::Stopped => (JobState::Stopped, "stopped with savepoint"),
-            crate::checkpoint::lineage::RunEnd::Finished => (JobState::Finished, "finished with checkpoint"),
-        };
-        shared.lock().expect("lock").state = state;
-        registry.lock().expect("lock").job_ended = true;
-        tracing::info!(
-            target: "weir",
-            "run {} of job {} already ended ({how} {id}): not deploying it again; start a new run to go on from that snapshot",
-            opts.run_id,
-            job.name
-        );
-        if opts.exit_on_finish {
-            end_workers(&registry, false).await;
-            server.shutdown(Duration::from_secs(5)).await;
-            return Ok(());
-        }
-        return serve_until_stopped(server, &opts.stop).await;
-    }
     let started = Instant::now();
     let mut restarts: Vec<Duration> = vec![];
     // The attempt's number (1, 2, ... for this coordinator, as users read it) and its id on
@@ -182,6 +159,21 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
         // or a restarted coordinator of the same run id, the newest snapshot of the lineage.
         if opts.stop.is_requested() {
             return suspended(&handle, &registry, attempt, server).await;
+        }
+        // A run that stopped with a savepoint is not deployed again, by a coordinator restarted
+        // with its run id or by a failover after the savepoint completed (a worker lost while
+        // the job finished stopping): running on from the savepoint would commit output that
+        // the next deployment, restoring it, writes again.
+        if stopped_with_savepoint(&job, &store, &opts.run_id).await? {
+            shared.lock().expect("lock").state = JobState::Stopped;
+            registry.lock().expect("lock").job_ended = true;
+            drop(run_lock);
+            if opts.exit_on_finish {
+                end_workers(&registry, false).await;
+                server.shutdown(Duration::from_secs(5)).await;
+                return Ok(());
+            }
+            return serve_until_stopped(server, &opts.stop).await;
         }
         let result = run_attempt(
             &job,
@@ -209,6 +201,8 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 }
                 await_final_counters(&registry, opts.heartbeat_interval).await;
                 crate::summary::log_run_summary(&handle);
+                // The run ended: another run of the job may use the storage now.
+                drop(run_lock);
                 if opts.exit_on_finish {
                     if matches!(outcome, Outcome::Stopped(_)) {
                         tokio::select! {
@@ -261,6 +255,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                         }
                         registry.lock().expect("lock").job_ended = true;
                         crate::summary::log_run_summary(&handle);
+                        drop(run_lock);
                         if opts.exit_on_finish {
                             end_workers(&registry, true).await;
                             return Err(msg);
@@ -271,6 +266,33 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
             }
         }
     }
+}
+
+/// Whether run `run_id` of `job` stopped with a savepoint ([`lineage::run_end`]). When it did,
+/// commits the savepoint's pending file-sink parts (2PC recovery, idempotent: the crash or
+/// failure may have come before their commit; a Kafka sink's transaction is committed by the
+/// next run, which restores the savepoint) and logs that the run is not deployed again.
+/// Errors: the store, the savepoint or a commit cannot be read or written.
+///
+/// [`lineage::run_end`]: crate::checkpoint::lineage::run_end
+async fn stopped_with_savepoint(job: &Job, store: &Store, run_id: &str) -> Result<bool, String> {
+    use crate::checkpoint::lineage;
+    let Some((id, lineage::RunEnd::Stopped)) = lineage::run_end(store, &job.name, run_id).await? else {
+        return Ok(false);
+    };
+    let pointer = lineage::read_pointer(store, &job.name, id).await?;
+    let savepoint = crate::checkpoint::restore::load_url(&pointer.url, &S3Options::from(job.spec.s3.as_ref()))
+        .await
+        .map_err(|e| format!("savepoint {id} that stopped run {run_id}: {e}"))?;
+    exec::commit_restored_sinks(job, &savepoint).await?;
+    tracing::info!(
+        target: "weir",
+        "run {run_id} of job {} already stopped with savepoint {id} at {}: not deploying it again; a new run \
+         restores that savepoint to go on",
+        job.name,
+        pointer.url
+    );
+    Ok(true)
 }
 
 /// Tells every registered worker that the job ended, and gives the messages a moment to go out.

@@ -312,7 +312,15 @@ pub async fn restore_for_run(
     {
         tracing::warn!(from = %s.url, "{warning}");
     }
-    let first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    let mut first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    if let Some(run) = run_id {
+        // Past this run's end markers too: a stop whose savepoint never completed left a
+        // marker of an id no snapshot holds (`decide::run_ended`).
+        let markers = lineage::end_markers(store, &job.name, run).await.map_err(transient)?;
+        if let Some(newest) = markers.iter().map(|(id, _)| *id).max() {
+            first_id = first_id.max(newest + 1);
+        }
+    }
     if let (Some(run), None) = (run_id, &recorded) {
         let record = crate::checkpoint::decide::LineageRecord {
             run_id: run.to_string(),
