@@ -281,9 +281,16 @@ async fn stopped_with_savepoint(job: &Job, store: &Store, run_id: &str) -> Resul
         return Ok(false);
     };
     let pointer = lineage::read_pointer(store, &job.name, id).await?;
-    let savepoint = crate::checkpoint::restore::load_url(&pointer.url, &S3Options::from(job.spec.s3.as_ref()))
-        .await
-        .map_err(|e| format!("savepoint {id} that stopped run {run_id}: {e}"))?;
+    // As an attempt's restore on the coordinator: operator state only, keyed state is the
+    // workers' (and no worker restores it here).
+    let savepoint = crate::checkpoint::restore::load_url_owned(
+        &pointer.url,
+        &S3Options::from(job.spec.s3.as_ref()),
+        None,
+        &crate::checkpoint::native_restore::LocalKeyedStores::without_keyed_state(),
+    )
+    .await
+    .map_err(|e| format!("savepoint {id} that stopped run {run_id}: {e}"))?;
     exec::commit_restored_sinks(job, &savepoint).await?;
     tracing::info!(
         target: "weir",
