@@ -113,7 +113,7 @@ pub struct RunArgs {
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Override `spec.parallelism` (1 to 256: `weir run` holds every subtask in one process).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = crate::cli_parallelism::at_least_one)]
     pub parallelism: Option<u32>,
     /// Restore from `latest` (newest completed checkpoint of the job) or a checkpoint /
     /// savepoint directory URL.
@@ -152,7 +152,7 @@ pub struct CoordinatorArgs {
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// Override `spec.parallelism` (1 to the job's maxParallelism; the job waits for that many task slots).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = crate::cli_parallelism::at_least_one)]
     pub parallelism: Option<u32>,
     /// Restore point of the first deployment: `none`, `latest`, or a checkpoint / savepoint
     /// URL. A restarted coordinator of the same `--run-id` resumes from its run's newest
@@ -209,7 +209,7 @@ pub struct WorkerArgs {
     #[arg(long, env = "WEIR_COORDINATOR")]
     pub coordinator: String,
     /// Task slots offered (at least 1).
-    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, env = "WEIR_SLOTS", value_parser = crate::cli_parallelism::at_least_one)]
     pub slots: u32,
     /// Data listener address.
     #[arg(long, default_value = "0.0.0.0:6124", env = "WEIR_DATA_LISTEN")]

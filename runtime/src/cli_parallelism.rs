@@ -21,6 +21,17 @@ use crate::job::{Job, JobError, dotted_set_path};
 /// The largest parallelism `weir run` accepts (one process holds every subtask).
 pub const MAX_LOCAL_PARALLELISM: u32 = 256;
 
+/// Parses `--parallelism` (and `--slots`) as a count of at least 1: `0` and text are refused
+/// with what the flag takes, not clap's range of `u32` (`1..=4294967295`).
+/// Errors: the message clap prints after `invalid value '<arg>' for '--flag'`.
+pub fn at_least_one(arg: &str) -> Result<u32, String> {
+    match arg.trim().parse::<u32>() {
+        Ok(0) => Err("it must be at least 1".to_string()),
+        Ok(count) => Ok(count),
+        Err(_) => Err("expected a whole number of at least 1, e.g. 4".to_string()),
+    }
+}
+
 /// What set a job's parallelism, as errors name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParallelismSource {
@@ -109,6 +120,17 @@ mod tests {
             "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {{name: j}}\nspec:\n  parallelism: {parallelism}\n  job:\n    steps:\n      - source: {{generator: {{}}}}\n      - sink: {{discard: {{}}}}\n"
         );
         crate::job::parse_manifest(&yaml, &[])
+    }
+
+    #[test]
+    fn a_parallelism_flag_takes_a_whole_number_of_at_least_one() {
+        assert_eq!(at_least_one("4"), Ok(4));
+        assert_eq!(at_least_one("1"), Ok(1));
+        let zero = at_least_one("0").unwrap_err();
+        assert!(zero.contains("at least 1") && !zero.contains("4294967295"), "{zero}");
+        for text in ["-1", "two", "", "1.5"] {
+            assert!(at_least_one(text).unwrap_err().contains("whole number"), "{text}");
+        }
     }
 
     #[test]
