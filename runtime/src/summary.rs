@@ -47,7 +47,10 @@ impl JobHandle {
             tasks: totals_by_task(&self.tasks),
             checkpoints_completed: completed,
             checkpoints_failed: failed,
-            continues_lineage: (self.lineage_id != self.job_id).then(|| self.lineage_id.clone()),
+            continues_lineage: {
+                let lineage = self.lineage_id.lock().expect("lock").clone();
+                (lineage != self.job_id).then_some(lineage)
+            },
             restarts: self.restarts.load(Ordering::Relaxed),
             output: self
                 .outputs

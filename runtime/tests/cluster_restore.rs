@@ -3,7 +3,9 @@
 //! (FAILED at once, naming it) instead of going back to an older snapshot; a corrupt keyed
 //! state file only a worker reads fails the job at once too (the worker's deployment failure is
 //! permanent) while a transient storage error on a worker still restarts it; a restore longer than the heartbeat timeout (a large keyed state's download)
-//! loses no worker.
+//! loses no worker; a redeploy from a checkpoint under a new run id continues its lineage, so
+//! retention retires the old deployment's checkpoints; an attempt after a failover takes ids
+//! past every checkpoint the failed attempt triggered.
 
 mod common;
 use common::cluster::*;
@@ -293,5 +295,143 @@ fn a_coordinator_restarted_after_its_stop_with_savepoint_stays_stopped() {
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
         "stopped with a savepoint, its coordinator restarted, the next run restored from the savepoint",
+    );
+}
+
+/// The completed checkpoints (`chk-<n>/_metadata` present) in the job's local checkpoint
+/// directory `job_dir`, ascending.
+fn completed_checkpoints(job_dir: &std::path::Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|id| job_dir.join(format!("chk-{id}/_metadata")).exists())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A new deployment restored from its job's newest checkpoint by URL under a run id of its own
+/// (the operator's last-state redeploy after the old pods are gone) continues that checkpoint's
+/// lineage: its retention retires the old deployment's checkpoints beyond `retained` (2), as
+/// `weir run --restore latest` does. Before (helper-103, 2026-12-06) every redeploy began a
+/// lineage of its own and left its predecessor's `retained` checkpoints, and the shared files
+/// they reference, in the storage for ever. The output stays exact through the kill -9.
+#[test]
+fn a_redeploy_from_a_checkpoint_retires_the_old_deployments_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let mut gen1 = Cluster::start(dir.path(), &m, &[], &[]);
+    let first = gen1.wait_checkpoint_after(0);
+    gen1.wait_checkpoint_after(first);
+    gen1.coordinator.kill9();
+    for w in &mut gen1.workers {
+        w.kill9();
+    }
+    let job_dir = dir.path().join("checkpoints/wordcount");
+    let left = completed_checkpoints(&job_dir);
+    let newest = *left.last().expect("generation 1 completed checkpoints");
+    let restore = format!("{}/wordcount/chk-{newest}", paths.checkpoints);
+
+    let mut gen2 = Cluster::start(dir.path(), &m, &["--restore", &restore, "--run-id", "gen-2"], &[]);
+    let mut after = gen2.wait_checkpoint_after(newest);
+    let status = gen2.job_status().expect("generation 2 answers");
+    assert_eq!(
+        status["lineageId"], "test-run",
+        "the restored checkpoint's lineage continues: {status}"
+    );
+    after = gen2.wait_checkpoint_after(after);
+    gen2.wait_checkpoint_after(after);
+    // Retention runs off the checkpoint path: give its pass a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let old: Vec<u64> = completed_checkpoints(&job_dir)
+            .into_iter()
+            .filter(|id| *id <= newest)
+            .collect();
+        if old.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "generation 1's checkpoints {old:?} are still there after generation 2 completed 3: {}",
+            gen2.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gen2.coordinator.wait_ok(Duration::from_secs(180));
+    assert!(
+        completed_checkpoints(&job_dir).len() <= 2,
+        "retained: 2 of the one lineage: {:?}",
+        completed_checkpoints(&job_dir)
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "generation 1 killed, generation 2 restored from its newest checkpoint under its own run id",
+    );
+}
+
+/// A failover while a checkpoint's uploads hang (nothing of `chk-2` visible in the storage
+/// yet) deploys the next attempt past that id, not at the id the storage listing alone
+/// suggests: a worker of the failed attempt still uploading would otherwise write the same
+/// shared file names as the new attempt's checkpoint 2 (helper-103, 2026-12-06). The output
+/// stays exact.
+#[test]
+fn an_attempt_after_a_failover_takes_ids_past_every_triggered_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    // The coordinator's `deployed` lines name each attempt's first checkpoint id.
+    let log = "warn,weir=info,weir_runtime=warn,weir_runtime::cluster::coordinator=info";
+    let hang = [("WEIR_FAILPOINT", "hang-upload:2"), ("WEIR_LOG", log)];
+    let mut c = Cluster::start(dir.path(), &m, &[], &hang);
+    assert_eq!(c.wait_checkpoint_after(0), 1);
+    // Checkpoint 2 is triggered 300 ms after 1 and its uploads hang (one checkpoint is in
+    // flight at a time, so no later one starts).
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(c.job_status().unwrap()["lastCompletedCheckpoint"]["id"], 1);
+    assert!(!dir.path().join("checkpoints/wordcount/chk-2").exists());
+    let (busy, _) = c.busy_worker();
+    c.workers[busy].kill9();
+    c.add_worker("w-replacement", &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let first_checkpoints = loop {
+        let deployed: Vec<u64> = c
+            .coordinator
+            .text()
+            .lines()
+            .filter(|l| l.contains("deployed"))
+            .filter_map(|l| {
+                l.split("first_checkpoint=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        if deployed.len() >= 2 {
+            break deployed;
+        }
+        assert!(Instant::now() < deadline, "no second attempt: {}", c.coordinator.text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        first_checkpoints[1] > 2,
+        "the second attempt starts past the triggered checkpoint 2: {first_checkpoints:?}"
+    );
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a worker killed while checkpoint 2's uploads hang",
     );
 }

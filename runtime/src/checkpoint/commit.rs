@@ -78,7 +78,7 @@ pub(super) async fn complete(
         parallelism: cfg.parallelism,
         triggered_at_ms: p.barrier.triggered_at_ms,
         completed_at_ms: now_ms(),
-        run_id: Some(cfg.run_id.clone()),
+        run_id: Some(cfg.lineage.clone()),
         operators: ops.into_values().collect(),
         channel_state,
         alignment: alignment.clone(),
@@ -118,7 +118,7 @@ pub(super) async fn complete(
     if p.barrier.kind == SnapshotKind::Savepoint {
         // Before any sink commits this savepoint's output: record it in the checkpoint store,
         // so that a failover restores it rather than an older checkpoint.
-        let pointer = lineage::pointer_for(p.barrier.id, target.url(), &cfg.run_id);
+        let pointer = lineage::pointer_for(p.barrier.id, target.url(), &cfg.lineage);
         lineage::write_pointer(&cfg.store, &cfg.job, &pointer)
             .await
             .map_err(|e| format!("recording savepoint {} in the checkpoint store: {e}", p.barrier.id))?;

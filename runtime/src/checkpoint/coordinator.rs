@@ -46,9 +46,13 @@ pub struct CoordinatorConfig {
     pub sources: Vec<usize>,
     /// First checkpoint id of this run.
     pub first_id: u64,
-    /// Lineage id recorded in `_metadata`: a restarted coordinator of the same run resumes from
-    /// it, and retention only deletes checkpoints of this lineage.
+    /// This run's id: its end markers (`lineage::write_end_marker`, read by a coordinator
+    /// restarted with the same `--run-id`) are recorded under it.
     pub run_id: String,
+    /// Lineage id recorded in `_metadata` and savepoint pointers; retention only deletes
+    /// snapshots of this lineage ([`super::decide::run_lineage`]: the restored checkpoint's
+    /// lineage, or `run_id`).
+    pub lineage: String,
     /// Fencing: checked right before every `_metadata` write.
     pub fence: Option<Arc<dyn Fence>>,
     /// Consecutive failed checkpoints tolerated before the job fails with the last failure
@@ -112,6 +116,11 @@ pub struct Shared {
     /// Checkpoints and savepoints completed by this run (`history.completed` keeps only the
     /// newest).
     pub completed_total: u64,
+    /// One more than the highest snapshot id this process triggered (0: none yet). A cluster
+    /// coordinator's next attempt starts past it, not only past the ids its listing shows: the
+    /// failed attempt's last checkpoint may have written nothing visible yet, and a worker of
+    /// that attempt still uploading would write the same shared file names.
+    pub next_snapshot_id: u64,
 }
 
 impl Shared {
@@ -127,6 +136,7 @@ impl Shared {
             restored_from: None,
             suspend: Default::default(),
             completed_total: 0,
+            next_snapshot_id: 0,
         }
     }
 }
@@ -170,7 +180,7 @@ pub async fn run(
         store: cfg.store.clone(),
         job: cfg.job.clone(),
         retained: cfg.retained,
-        run_id: cfg.run_id.clone(),
+        run_id: cfg.lineage.clone(),
         first_id: cfg.first_id,
     });
     let mut retention = Some(retention);
@@ -369,6 +379,10 @@ pub async fn run(
             if let Some((kind, stop, trigger_id, dir, is_final)) = next {
                 let id = next_id;
                 next_id += 1;
+                {
+                    let mut s = shared.lock().expect("lock");
+                    s.next_snapshot_id = s.next_snapshot_id.max(next_id);
+                }
                 let target = match kind {
                     SnapshotKind::Checkpoint => Ok(SnapshotTarget {
                         store: cfg.store.clone(),

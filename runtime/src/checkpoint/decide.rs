@@ -188,6 +188,29 @@ pub fn run_ended(
         .copied()
 }
 
+/// The lineage a run's snapshots join (recorded in their `_metadata` and savepoint pointers;
+/// retention deletes only its own lineage's snapshots beyond `retained`): the lineage of the
+/// snapshot it restored when that is a checkpoint, or whatever `--restore latest` picked (a
+/// checkpoint or a non-stopping savepoint of the run before); else `own_run_id`, a new lineage
+/// (a fresh start, or an explicit savepoint). So a run that continues its job's checkpoints
+/// (`weir run --restore latest`, the operator's last-state upgrade or restart of a coordinator
+/// from a checkpoint URL under a new `--run-id`) retires its predecessors' checkpoints, as a
+/// Flink job continuing under its job id does, instead of leaving `retained` of them behind at
+/// every redeploy. `restored`: the restored snapshot's kind and the lineage its `_metadata`
+/// names (`None` in metadata written before lineages: a new lineage).
+pub fn run_lineage(
+    own_run_id: &str,
+    restored: Option<(crate::control::api::SnapshotKind, Option<&str>)>,
+    restore_latest: bool,
+) -> String {
+    match restored {
+        Some((kind, Some(lineage))) if kind == crate::control::api::SnapshotKind::Checkpoint || restore_latest => {
+            lineage.to_string()
+        }
+        _ => own_run_id.to_string(),
+    }
+}
+
 /// The first snapshot id of a run: one more than the highest id restored or seen in the store,
 /// checkpoints and savepoint pointers alike, so ids never repeat within a store.
 pub fn next_snapshot_id(restored: Option<u64>, seen: &[SeenSnapshot]) -> u64 {
@@ -283,6 +306,37 @@ mod tests {
     use super::*;
 
     const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_run_continues_the_lineage_of_a_restored_checkpoint_or_of_latest() {
+        use crate::control::api::SnapshotKind::{Checkpoint, Savepoint};
+        // (the restored snapshot's kind and lineage, --restore latest, the run's lineage)
+        type Case = (
+            Option<(crate::control::api::SnapshotKind, Option<&'static str>)>,
+            bool,
+            &'static str,
+        );
+        let cases: &[Case] = &[
+            // A fresh start begins its own lineage.
+            (None, false, "gen-2"),
+            (None, true, "gen-2"),
+            // A checkpoint, by URL (the operator's last-state redeploy) or as latest.
+            (Some((Checkpoint, Some("gen-1"))), false, "gen-1"),
+            (Some((Checkpoint, Some("gen-1"))), true, "gen-1"),
+            // A savepoint by URL starts a new lineage; as latest it continues the run before.
+            (Some((Savepoint, Some("gen-1"))), false, "gen-2"),
+            (Some((Savepoint, Some("gen-1"))), true, "gen-1"),
+            // Metadata that names no lineage (written before lineages).
+            (Some((Checkpoint, None)), false, "gen-2"),
+        ];
+        for (restored, latest, want) in cases {
+            assert_eq!(
+                run_lineage("gen-2", *restored, *latest),
+                *want,
+                "{restored:?} latest={latest}"
+            );
+        }
+    }
 
     #[test]
     fn trigger_table() {

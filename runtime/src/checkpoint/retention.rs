@@ -395,6 +395,83 @@ mod tests {
         }
     }
 
+    /// One completed checkpoint whose `_metadata` does not verify (chk-2) keeps the shared
+    /// files it may reference (ids up to 2), and no more: the unreferenced files of later
+    /// checkpoints (3, 4) are still deleted. Before, the whole collection stopped at it.
+    #[tokio::test]
+    async fn an_unreadable_metadata_keeps_only_the_shared_files_up_to_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(LocalStore::new(dir.path().to_str().unwrap()).unwrap());
+        let mut corrupt = encode_metadata(&metadata(2, "lineage", &[1, 2]));
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xFF;
+        store.put("job/chk-2/_metadata", Bytes::from(corrupt)).await.unwrap();
+        store
+            .put(
+                "job/chk-5/_metadata",
+                Bytes::from(encode_metadata(&metadata(5, "lineage", &[5]))),
+            )
+            .await
+            .unwrap();
+        for id in 1..=5 {
+            store
+                .put(&format!("job/shared/c-0-chk{id}.state"), Bytes::from_static(b"s"))
+                .await
+                .unwrap();
+        }
+        let deleted = crate::checkpoint::shared_files::collect(&store, "job").await.unwrap();
+        let mut left: Vec<String> = store
+            .list("job/shared/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.path)
+            .collect();
+        left.sort();
+        assert_eq!(deleted, 2);
+        assert_eq!(
+            left,
+            [
+                "job/shared/c-0-chk1.state",
+                "job/shared/c-0-chk2.state",
+                "job/shared/c-0-chk5.state"
+            ]
+        );
+    }
+
+    /// A kill in the middle of a shared file's upload leaves the local store's hidden temporary
+    /// file: the pass deletes it once its checkpoint (4) is older than the newest completed one
+    /// (5), and keeps the in-flight checkpoint's (6).
+    #[tokio::test]
+    async fn a_pass_deletes_the_temporary_files_of_cut_off_uploads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(LocalStore::new(dir.path().to_str().unwrap()).unwrap());
+        store
+            .put(
+                "job/chk-5/_metadata",
+                Bytes::from(encode_metadata(&metadata(5, "lineage", &[5]))),
+            )
+            .await
+            .unwrap();
+        store
+            .put("job/shared/c-0-chk5.state", Bytes::from_static(b"s"))
+            .await
+            .unwrap();
+        let shared = dir.path().join("job/shared");
+        std::fs::write(shared.join(".c-0-chk4.state.tmp-4242-0"), b"partial").unwrap();
+        std::fs::write(shared.join(".c-0-chk6.state.tmp-4242-1"), b"in flight").unwrap();
+        crate::checkpoint::shared_files::collect(&store, "job").await.unwrap();
+        assert!(
+            !shared.join(".c-0-chk4.state.tmp-4242-0").exists(),
+            "the cut-off upload's temporary file is deleted"
+        );
+        assert!(
+            shared.join(".c-0-chk6.state.tmp-4242-1").exists(),
+            "the checkpoint in flight's is kept"
+        );
+        assert!(shared.join("c-0-chk5.state").exists());
+    }
+
     /// The layout runs killed between a checkpoint's first upload and its `_metadata` leave
     /// (`chk-3` with a state file, `chk-4` with only the temporary file of a cut-off write, a
     /// shared file each, no `_metadata`), then a

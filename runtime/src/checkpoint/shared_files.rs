@@ -35,22 +35,37 @@ pub fn referenced_files(dir: &str, metadata: &CheckpointMetadata) -> BTreeSet<St
 
 /// The shared files (store paths) that may be deleted: those no completed checkpoint
 /// references (`referenced`), written by a checkpoint older than `newest_completed` (the
-/// newest completed snapshot's id). A file whose name carries no checkpoint id is not Weir's
-/// and is left alone.
-pub fn deletable(shared: &[String], referenced: &BTreeSet<String>, newest_completed: u64) -> Vec<String> {
+/// newest completed snapshot's id), and newer than `kept_through` when given: the newest
+/// completed checkpoint whose `_metadata` could not be read. A checkpoint references only
+/// files written by itself or by older checkpoints (a chain extends older links, a native
+/// checkpoint reuses older table files), so an unreadable one can only need files up to its
+/// own id. A file whose name carries no checkpoint id is not Weir's and is left alone.
+pub fn deletable(
+    shared: &[String],
+    referenced: &BTreeSet<String>,
+    newest_completed: u64,
+    kept_through: Option<u64>,
+) -> Vec<String> {
     shared
         .iter()
         .filter(|path| !referenced.contains(*path))
         .filter(|path| {
             let name = path.rsplit('/').next().unwrap_or(path);
-            shared_file_checkpoint(name).is_some_and(|id| id < newest_completed)
+            shared_file_checkpoint(name)
+                .is_some_and(|id| id < newest_completed && kept_through.is_none_or(|kept| id > kept))
         })
         .cloned()
         .collect()
 }
 
-/// Deletes the shared files of `job` that no completed checkpoint references. If a
-/// `_metadata` cannot be read, nothing is deleted (its references are unknown). Returns the
+/// Deletes the shared files of `job` that no completed checkpoint references, and the
+/// temporary files of uploads cut off by a kill ([`ObjectStore::list_temporaries`](crate::storage::ObjectStore::list_temporaries)) once their
+/// checkpoint is older than the newest completed one (before 2026-12-06 a local store's stayed
+/// for ever). A completed
+/// checkpoint whose `_metadata` cannot be read (corrupt, or a storage error) keeps every file
+/// up to its id ([`deletable`]'s `kept_through`) and is named in a warning; newer files are
+/// still collected, so one damaged checkpoint does not stop the cleanup of the job (before
+/// 2026-12-06 it did: `shared/` grew from 9 to 211 files over 100 checkpoints). Returns the
 /// number of files deleted.
 pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
     let shared_prefix = format!("{}/", join(job, SHARED_DIR));
@@ -61,7 +76,12 @@ pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
         .into_iter()
         .map(|o| o.path)
         .collect();
-    if shared.is_empty() {
+    // Temporary files of uploads a kill cut off (a local store's; `list` hides them).
+    let temporaries = store
+        .list_temporaries(&shared_prefix)
+        .await
+        .map_err(|e| e.to_string())?;
+    if shared.is_empty() && temporaries.is_empty() {
         return Ok(0);
     }
     let seen = lineage::list_snapshots(store, job).await.map_err(|e| e.to_string())?;
@@ -69,14 +89,34 @@ pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
         return Ok(0);
     };
     let mut referenced = BTreeSet::new();
+    let mut kept_through: Option<u64> = None;
     for snapshot in seen.iter().filter(|s| s.completed && !s.savepoint) {
         let dir = checkpoint_dir(job, snapshot.id);
-        let metadata = super::restore::load_metadata(store, &dir)
-            .await
-            .map_err(|e| format!("{}: {e}; no shared file deleted", store.url(&join(&dir, METADATA_FILE))))?;
-        referenced.extend(referenced_files(&dir, &metadata));
+        match super::restore::load_metadata(store, &dir).await {
+            Ok(metadata) => referenced.extend(referenced_files(&dir, &metadata)),
+            Err(e) => {
+                tracing::warn!(
+                    metadata = %store.url(&join(&dir, METADATA_FILE)),
+                    error = %e,
+                    "retention: cannot read a completed checkpoint's _metadata; the shared files of checkpoints up to {} are kept \
+                     (`weir checkpoints list` shows it; delete the checkpoint once you have decided it is lost)",
+                    snapshot.id
+                );
+                kept_through = kept_through.max(Some(snapshot.id));
+            }
+        }
     }
-    let doomed = deletable(&shared, &referenced, newest_completed);
+    let mut doomed = deletable(&shared, &referenced, newest_completed, kept_through);
+    // A temporary file is never referenced: it goes once its checkpoint settled, as an orphan.
+    doomed.extend(
+        temporaries
+            .into_iter()
+            .filter(|(_, target)| {
+                let name = target.rsplit('/').next().unwrap_or(target);
+                shared_file_checkpoint(name).is_some_and(|id| id < newest_completed)
+            })
+            .map(|(temporary, _)| temporary),
+    );
     for path in &doomed {
         store.delete(path).await.map_err(|e| e.to_string())?;
     }
@@ -124,8 +164,33 @@ mod tests {
             ),
         ];
         for (what, files, referenced, newest, want) in rows {
-            assert_eq!(deletable(&files, &referenced, newest), want, "{what}");
+            assert_eq!(deletable(&files, &referenced, newest, None), want, "{what}");
         }
+    }
+
+    #[test]
+    fn an_unreadable_checkpoint_keeps_only_the_files_it_can_reference() {
+        let shared: Vec<String> = [
+            "c-0-chk3.state",
+            "c-0-chk5.state",
+            "c-0-chk6.state",
+            "c-0-chk8.state",
+            "c-0-chk9.state",
+        ]
+        .iter()
+        .map(|n| format!("job/shared/{n}"))
+        .collect();
+        let referenced: BTreeSet<String> = ["job/shared/c-0-chk9.state".to_string()].into();
+        // chk-5's _metadata is unreadable: files up to 5 stay (it may reference them), newer
+        // unreferenced ones go, the checkpoint in flight's (10 and up) stay as always.
+        assert_eq!(
+            deletable(&shared, &referenced, 10, Some(5)),
+            vec![
+                "job/shared/c-0-chk6.state".to_string(),
+                "job/shared/c-0-chk8.state".to_string()
+            ]
+        );
+        assert_eq!(deletable(&shared, &referenced, 10, None).len(), 4);
     }
 
     #[test]

@@ -102,8 +102,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: opts.run_id.clone(),
-        // Every attempt and restarted coordinator of the run continues its lineage.
-        lineage_id: opts.run_id.clone(),
+        // The run's own until an attempt restores a checkpoint of an earlier run, whose lineage
+        // every attempt and restarted coordinator of the run then continues.
+        lineage_id: Arc::new(Mutex::new(opts.run_id.clone())),
         parallelism: job.parallelism,
         max_parallelism: Arc::new(job.max_parallelism.into()),
         shared: shared.clone(),
@@ -468,8 +469,20 @@ async fn run_attempt(
         permanent: true,
     })?;
     let job = &restored_job;
+    // Past every id an earlier attempt of this process triggered, visible in the store or not.
+    let first_id = first_id.max(handle.shared.lock().expect("lock").next_snapshot_id);
     handle.max_parallelism.store(job.max_parallelism, Ordering::Relaxed);
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());
+    // A restored checkpoint's lineage continues (the operator's last-state redeploys pass one
+    // by URL under a new run id), so retention retires the deployments before.
+    let lineage = crate::checkpoint::decide::run_lineage(
+        &opts.run_id,
+        snapshot
+            .as_ref()
+            .map(|s| (s.metadata.kind, s.metadata.run_id.as_deref())),
+        *from == RestoreFrom::Latest,
+    );
+    *handle.lineage_id.lock().expect("lock") = lineage.clone();
     // At-most-once: where sources resume (the furthest positions any earlier attempt read) and
     // where this attempt's sources record theirs. Read after the previous attempt was cancelled
     // and the restart delay passed, so its sources no longer write.
@@ -565,7 +578,14 @@ async fn run_attempt(
         }));
     }
     let sources = exec::plan::source_tasks(&exec::plan::plan_graph(job), p);
-    let mut cfg = exec::coordinator_config(job, store.clone(), first_id, sources, &opts.run_id, snapshot.as_ref());
+    let mut cfg = exec::coordinator_config(
+        job,
+        store.clone(),
+        first_id,
+        sources,
+        (&opts.run_id, &lineage),
+        snapshot.as_ref(),
+    );
     cfg.fence = Some(fence.clone());
     drop(ev_tx);
     let outcome = ckpt::run(cfg, controls, ev_rx, commands, handle.shared.clone()).await;

@@ -20,7 +20,7 @@ fn status(h: &JobHandle) -> JobStatus {
     JobStatus {
         job_name: h.job.clone(),
         job_id: h.job_id.clone(),
-        lineage_id: Some(h.lineage_id.clone()),
+        lineage_id: Some(h.lineage_id.lock().expect("lock").clone()),
         state: s.state,
         parallelism: h.parallelism,
         max_parallelism: h.max_parallelism.load(std::sync::atomic::Ordering::Relaxed),

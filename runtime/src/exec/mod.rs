@@ -68,8 +68,9 @@ pub struct JobHandle {
     pub job: String,
     /// This run's id (names its sink files; [`crate::control::api::JobStatus::job_id`]).
     pub job_id: String,
-    /// The lineage its checkpoints belong to ([`crate::control::api::JobStatus::lineage_id`]).
-    pub lineage_id: String,
+    /// The lineage its checkpoints belong to ([`crate::control::api::JobStatus::lineage_id`]);
+    /// a cluster coordinator's attempt sets it when it restores ([`decide::run_lineage`]).
+    pub lineage_id: Arc<Mutex<String>>,
     /// Parallelism.
     pub parallelism: u32,
     /// Max parallelism: the job's, or the restore point's it adopted
@@ -456,15 +457,16 @@ pub fn claimed_restore(
     }
 }
 
-/// The coordinator's configuration for a job; `restored`: the snapshot this run restored
-/// (its checkpoint becomes the first barriers' confirmed one when the run claims it,
-/// [`claimed_restore`]).
+/// The coordinator's configuration for a job; `run_id`: this run's (its end markers),
+/// `lineage`: the lineage its snapshots join ([`decide::run_lineage`]); `restored`: the
+/// snapshot this run restored (its checkpoint becomes the first barriers' confirmed one when
+/// the run claims it, [`claimed_restore`]).
 pub fn coordinator_config(
     job: &Job,
     store: storage::Store,
     first_id: u64,
     sources: Vec<usize>,
-    run_id: &str,
+    (run_id, lineage): (&str, &str),
     restored: Option<&LoadedSnapshot>,
 ) -> CoordinatorConfig {
     let restored_base = claimed_restore(&job.name, &store, restored);
@@ -488,6 +490,7 @@ pub fn coordinator_config(
         sources,
         first_id,
         run_id: run_id.to_string(),
+        lineage: lineage.to_string(),
         fence: None,
         tolerable_failures: job.spec.checkpointing.tolerable_failed_checkpoints,
         incremental: job.spec.checkpointing.incremental,
@@ -523,13 +526,13 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     // retention keeps managing them; a fresh run (or one from a savepoint) starts a new one.
     // `--restore latest` continues the lineage of whatever it picked (a checkpoint or a
     // non-stopping savepoint of that run).
-    let lineage = snapshot
-        .as_ref()
-        .filter(|s| {
-            s.metadata.kind == crate::control::api::SnapshotKind::Checkpoint || opts.restore == RestoreFrom::Latest
-        })
-        .and_then(|s| s.metadata.run_id.clone())
-        .unwrap_or_else(|| run_id.clone());
+    let lineage = decide::run_lineage(
+        &run_id,
+        snapshot
+            .as_ref()
+            .map(|s| (s.metadata.kind, s.metadata.run_id.as_deref())),
+        opts.restore == RestoreFrom::Latest,
+    );
     let (read_log, furthest_read) =
         read_positions::for_run(&job, &store, &opts.restore, &lineage, snapshot.is_some()).await?;
     let ctx = RunContext {
@@ -596,13 +599,20 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         starts.push(built.start);
     }
     drop(ev_tx);
-    let cfg = coordinator_config(&job, store, first_id, sources, &lineage, ctx.snapshot.as_deref());
+    let cfg = coordinator_config(
+        &job,
+        store,
+        first_id,
+        sources,
+        (&ctx.run_id, &lineage),
+        ctx.snapshot.as_deref(),
+    );
     let shared = Arc::new(Mutex::new(Shared::new()));
     shared.lock().expect("lock").restored_from = ctx.snapshot.as_ref().map(|s| s.url.clone());
     let handle = JobHandle {
         job: job.name.clone(),
         job_id: ctx.run_id.clone(),
-        lineage_id: lineage.clone(),
+        lineage_id: Arc::new(Mutex::new(lineage.clone())),
         parallelism: job.parallelism,
         max_parallelism: Arc::new(job.max_parallelism.into()),
         shared: shared.clone(),

@@ -15,6 +15,18 @@ pub struct LocalStore {
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The object a hidden temporary file was writing, from its name: `.<name>.tmp-<pid>-<n>`
+/// ([`LocalStore::tmp_for`]) or `.<name>.upload-<id>` ([`LocalStore::staging`]) gives
+/// `<name>`; `None` for any other name.
+pub(crate) fn temporary_target(file_name: &str) -> Option<&str> {
+    let rest = file_name.strip_prefix('.')?;
+    let (target, suffix) = match rest.rsplit_once(".tmp-") {
+        Some((target, suffix)) => (target, suffix),
+        None => rest.rsplit_once(".upload-")?,
+    };
+    (!target.is_empty() && !suffix.is_empty()).then_some(target)
+}
+
 fn io(path: &Path, source: std::io::Error) -> StorageError {
     if source.kind() == std::io::ErrorKind::NotFound {
         StorageError::NotFound(path.display().to_string())
@@ -247,6 +259,29 @@ impl LocalStore {
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// [`ObjectStore::list_temporaries`]: the hidden temporary files directly in the directory
+    /// `prefix` names ([`LocalStore::tmp_for`], [`LocalStore::staging`]), with the object each
+    /// was writing; none when the directory does not exist.
+    fn list_temporaries_blocking(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let dir_path = prefix.trim_end_matches('/');
+        let dir = self.full(dir_path);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(target) = temporary_target(&name) {
+                out.push((join(dir_path, &name), join(dir_path, target)));
+            }
+        }
+        out.sort();
         Ok(out)
     }
 
@@ -606,6 +641,11 @@ impl ObjectStore for LocalStore {
     async fn list_directories(&self, prefix: &str) -> Result<Vec<String>> {
         let prefix = prefix.to_string();
         blocking(self, move |s| s.list_directories_blocking(&prefix)).await
+    }
+
+    async fn list_temporaries(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let prefix = prefix.to_string();
+        blocking(self, move |s| s.list_temporaries_blocking(&prefix)).await
     }
 
     async fn create_multipart(&self, path: &str) -> Result<MultipartUpload> {

@@ -215,6 +215,16 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug {
         Ok(names)
     }
 
+    /// The store's own temporary files directly in the directory `prefix` names (`job/shared/`),
+    /// which [`ObjectStore::list`] hides: a write or multipart upload cut off by a crash leaves
+    /// them (a local store's `.<name>.tmp-<pid>-<n>` and `.<name>.upload-<id>`). Each as `(its
+    /// path, the path of the object it was writing)`, sorted; [`ObjectStore::delete`] removes
+    /// one. Default: none (S3 shows no partial object; its incomplete multipart uploads are the
+    /// bucket lifecycle rule's, docs/operations/s3.md).
+    async fn list_temporaries(&self, _prefix: &str) -> Result<Vec<(String, String)>> {
+        Ok(Vec::new())
+    }
+
     /// Deletes one object; deleting a missing object is not an error.
     async fn delete(&self, path: &str) -> Result<()>;
 

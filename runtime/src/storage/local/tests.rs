@@ -274,3 +274,48 @@ async fn files_are_linked_in_and_out_on_one_file_system() {
         );
     }
 }
+
+#[test]
+fn a_temporary_files_name_gives_the_object_it_was_writing() {
+    let rows = [
+        (".c-0-chk349-000012.delta.tmp-4242-7", Some("c-0-chk349-000012.delta")),
+        (".c-0-chk3.state.upload-9f8e", Some("c-0-chk3.state")),
+        (".a.tmp-x.state.tmp-1-2", Some("a.tmp-x.state")),
+        ("c-0-chk3.state", None),
+        (".hidden", None),
+        (".tmp-1-2", None),
+        (".c-0-chk3.state.tmp-", None),
+    ];
+    for (name, want) in rows {
+        assert_eq!(super::temporary_target(name), want, "{name}");
+    }
+}
+
+/// A write cut off by a kill leaves its hidden temporary file, which `list` does not show:
+/// `list_temporaries` does, with the object it was writing, and `delete` removes it.
+#[tokio::test]
+async fn temporaries_of_cut_off_writes_are_listed_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(&dir);
+    store.put("job/shared/c-0-chk3.state", data(10, 1)).await.unwrap();
+    std::fs::write(dir.path().join("job/shared/.c-0-chk4.state.tmp-4242-0"), b"partial").unwrap();
+    std::fs::write(dir.path().join("job/shared/.c-0-chk5.state.upload-abc"), b"partial").unwrap();
+    assert_eq!(store.list("job/shared/").await.unwrap().len(), 1);
+    let temporaries = store.list_temporaries("job/shared/").await.unwrap();
+    assert_eq!(
+        temporaries,
+        vec![
+            (
+                "job/shared/.c-0-chk4.state.tmp-4242-0".to_string(),
+                "job/shared/c-0-chk4.state".to_string()
+            ),
+            (
+                "job/shared/.c-0-chk5.state.upload-abc".to_string(),
+                "job/shared/c-0-chk5.state".to_string()
+            ),
+        ]
+    );
+    store.delete(&temporaries[0].0).await.unwrap();
+    assert!(!dir.path().join("job/shared/.c-0-chk4.state.tmp-4242-0").exists());
+    assert!(store.list_temporaries("job/missing/").await.unwrap().is_empty());
+}
