@@ -122,22 +122,38 @@ pub struct NativeUpload {
 }
 
 /// The table files to upload and those to reference: a table file is referenced when `reuse`
-/// (the confirmed checkpoint's) holds one of the same name and size (a store never reuses a
-/// table file's name, so the name says it is the same immutable file; the size guards against
-/// a record of another store). Returns `(to upload, referenced)`, each in `tables`' order.
+/// (the confirmed checkpoint's, this store's own: its uploads, or the files a fast restore
+/// built it from) holds one of the same name. Returns `(to upload, referenced)`, each in
+/// `tables`' order.
+///
+/// Errors: a table file of a name `reuse` holds at another size. RocksDB never changes a
+/// finished table file and never reuses a name, so the store on local disk was damaged (a
+/// truncation, an in-place write, a failing disk): the checkpoint fails naming the file,
+/// instead of uploading the damaged file as new and letting retention delete the intact copy
+/// every retained checkpoint references (helper-101, 2026-12-06: after that, no retained
+/// checkpoint restored).
 pub fn tables_to_upload<'a>(
     tables: &'a [LocalFile],
     reuse: &BTreeMap<String, NativeFile>,
-) -> (Vec<&'a LocalFile>, Vec<NativeFile>) {
+) -> Result<(Vec<&'a LocalFile>, Vec<NativeFile>), String> {
     let mut upload = Vec::new();
     let mut referenced = Vec::new();
     for table in tables {
         match reuse.get(&table.name) {
             Some(file) if file.size == table.size => referenced.push(file.clone()),
-            _ => upload.push(table),
+            Some(file) => {
+                return Err(format!(
+                    "table file {} of the subtask's store on local disk is {} bytes, but {} bytes when checkpoint {} \
+                     recorded it: a finished table file never changes, so the store was damaged (truncated or \
+                     written in place: check the state dir's disk); the job restores from its last completed \
+                     checkpoint, whose copy is intact",
+                    table.name, table.size, file.size, file.checkpoint_id
+                ));
+            }
+            None => upload.push(table),
         }
     }
-    (upload, referenced)
+    Ok((upload, referenced))
 }
 
 /// Uploads `native`'s files for operator `uid`'s `subtask` at `barrier` (see the module doc) and
@@ -152,7 +168,7 @@ pub async fn upload_native(
 ) -> Result<NativeFiles, TaskError> {
     use futures::{StreamExt, TryStreamExt};
     let checkpoint = &native.checkpoint;
-    let (to_upload, mut files) = tables_to_upload(&checkpoint.table_files, &native.reuse);
+    let (to_upload, mut files) = tables_to_upload(&checkpoint.table_files, &native.reuse).map_err(TaskError)?;
     let store = &barrier.target.store;
     let dir = &barrier.target.dir;
     let mut targets: Vec<(u64, PathBuf, String, String, String)> = to_upload

@@ -144,22 +144,25 @@ fn which_table_files_are_uploaded_table() {
             vec![uploaded("000010.sst", 100, 3), uploaded("000011.sst", 50, 4)],
         ),
         (
-            "a name with another size (another store's record) is uploaded",
-            vec![local("000010.sst", 101)],
-            reuse.clone(),
-            vec!["000010.sst"],
-            vec![],
-        ),
-        (
             "compacted away: nothing of the old files is listed",
             vec![local("000020.sst", 150)],
-            reuse,
+            reuse.clone(),
             vec!["000020.sst"],
             vec![],
         ),
     ];
+    // A known name at another size: the store on local disk was damaged; the checkpoint
+    // fails naming the file instead of uploading it as new.
+    let damaged = tables_to_upload(&[local("000011.sst", 50), local("000010.sst", 51)], &reuse).unwrap_err();
+    assert!(
+        damaged.contains("000010.sst")
+            && damaged.contains("51 bytes")
+            && damaged.contains("100 bytes")
+            && damaged.contains("damaged"),
+        "{damaged}"
+    );
     for (what, tables, reuse, want_upload, want_referenced) in rows {
-        let (upload, referenced) = tables_to_upload(&tables, &reuse);
+        let (upload, referenced) = tables_to_upload(&tables, &reuse).unwrap();
         let names: Vec<&str> = upload.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, want_upload, "{what}");
         assert_eq!(referenced, want_referenced, "{what}");

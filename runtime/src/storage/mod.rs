@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// that carries the advice already.
 pub fn full_disk_advice(message: &str) -> &'static str {
     const ADVICE: &str = "; its file system is full: free space there, or move that directory to a larger \
-         volume (state: WEIR_STATE_DIR or the pods' weir-state volume; checkpoints: \
+         volume (state: --state-dir or WEIR_STATE_DIR, or the pods' weir-state volume; checkpoints: \
          spec.checkpointing.storage; a file sink: its path), then restore from the latest \
          checkpoint (`weir run --restore latest`; the operator restarts on its own): what was \
          committed is kept";
