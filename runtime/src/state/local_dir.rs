@@ -7,7 +7,11 @@
 //! (the checkpoint is the source of truth) and deleted when its subtask ends. A process killed
 //! with `kill -9` cannot delete its directories, so each run directory holds the pid of the
 //! process that owns it and a token drawn once per process (`owner.pid`), and a starting
-//! process deletes the run directories whose owner is no longer alive ([`sweep_stale`]).
+//! process deletes the run directories whose owner is no longer alive ([`sweep_stale`]). An
+//! owner is alive while it holds the `flock` of its lock file `<root>/.owners/<token>.lock`
+//! (the kernel releases it when the process ends, kill -9 included), which holds across pid
+//! namespaces (containers sharing a host directory, where a pid names another process or none);
+//! an owner without a lock file (written before 2026-12-06) is judged by its pid.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -48,6 +52,44 @@ impl Owner {
             token: parts.next()?.parse().ok()?,
         };
         parts.next().is_none().then_some(owner)
+    }
+}
+
+/// The directory under the root holding one lock file per process that owns run directories
+/// there: `<token>.lock`, locked (`flock`) for the process's lifetime.
+pub const OWNER_LOCKS_DIR: &str = ".owners";
+
+/// The lock files this process holds, by root: open (so locked) until the process ends.
+static HELD_LOCKS: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes this process's owner lock under `root` ([`OWNER_LOCKS_DIR`]) unless it holds it
+/// already. Errors: the lock file cannot be created or locked.
+fn hold_own_lock(root: &Path) -> std::io::Result<()> {
+    let mut held = HELD_LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    if held.iter().any(|(r, _)| r == root) {
+        return Ok(());
+    }
+    let dir = root.join(OWNER_LOCKS_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let file = std::fs::File::create(dir.join(format!("{}.lock", Owner::this_process().token)))?;
+    file.try_lock().map_err(|e| match e {
+        std::fs::TryLockError::Error(e) => e,
+        std::fs::TryLockError::WouldBlock => std::io::Error::other("this process's owner lock is held by another"),
+    })?;
+    held.push((root.to_path_buf(), file));
+    Ok(())
+}
+
+/// Whether the owner `token` of a run directory under `root` is alive, from its lock file:
+/// `Some(true)` while a process holds it, `Some(false)` once none does (the owner ended),
+/// `None` without a lock file (an owner of an older release: [`is_stale`] decides by pid).
+pub fn owner_lock_alive(root: &Path, token: u64) -> Option<bool> {
+    let file = std::fs::File::open(root.join(OWNER_LOCKS_DIR).join(format!("{token}.lock"))).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => Some(false),
+        Err(std::fs::TryLockError::WouldBlock) => Some(true),
+        // Cannot tell: count it alive (a kept directory only costs disk).
+        Err(std::fs::TryLockError::Error(_)) => Some(true),
     }
 }
 
@@ -100,17 +142,33 @@ pub fn sweep_stale(root: &Path) -> Vec<PathBuf> {
     };
     let own = Owner::this_process();
     let mut removed = Vec::new();
+    let mut ended_tokens = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let dir = entry.path();
         let owner = std::fs::read_to_string(dir.join(OWNER_FILE))
             .ok()
             .and_then(|s| Owner::parse(&s));
-        if is_stale(owner, own, process_alive) {
+        let by_lock = owner
+            .filter(|o| o.token != own.token)
+            .and_then(|o| owner_lock_alive(root, o.token).map(|alive| (o.token, alive)));
+        let stale = match by_lock {
+            Some((token, alive)) => {
+                if !alive {
+                    ended_tokens.insert(token);
+                }
+                !alive
+            }
+            None => is_stale(owner, own, process_alive),
+        };
+        if stale {
             match std::fs::remove_dir_all(&dir) {
                 Ok(()) => removed.push(dir),
                 Err(e) => tracing::warn!(dir = %dir.display(), "cannot delete stale disk state: {e}"),
             }
         }
+    }
+    for token in ended_tokens {
+        let _ = std::fs::remove_file(root.join(OWNER_LOCKS_DIR).join(format!("{token}.lock")));
     }
     removed
 }
@@ -139,6 +197,9 @@ pub fn prepare_run_dir(dir: &Path) -> Result<(), String> {
 /// a run directory is (a native checkpoint's download directory, `checkpoint/native_upload.rs`).
 /// Errors: the file cannot be written.
 pub fn write_owner_file(dir: &Path) -> std::io::Result<()> {
+    if let Some(root) = dir.parent() {
+        hold_own_lock(root)?;
+    }
     let owner = Owner::this_process();
     std::fs::write(dir.join(OWNER_FILE), format!("{} {}", owner.pid, owner.token))
 }
@@ -312,5 +373,45 @@ mod tests {
         assert_eq!(removed, vec![dead.clone()]);
         assert!(!dead.exists() && foreign.exists() && mine.exists());
         assert_eq!(sweep_stale(&root.path().join("missing")), Vec::<PathBuf>::new());
+    }
+
+    /// The owner lock decides over the pid when there is one: a run directory of a live owner
+    /// in another pid namespace (its pid dead or another process here) is kept while its lock
+    /// is held, and one whose lock nobody holds is deleted even when its pid names a live
+    /// process here (pid 1). helper-101 (2026-12-06): a second `weir` sharing the state dir
+    /// from another pid namespace deleted a running job's stores.
+    #[test]
+    fn the_owner_lock_tells_live_owners_across_pid_namespaces() {
+        let root = tempfile::tempdir().unwrap();
+        let locks = root.path().join(OWNER_LOCKS_DIR);
+        std::fs::create_dir_all(&locks).unwrap();
+        // Another namespace's live process: pid not alive here, lock held.
+        let held = std::fs::File::create(locks.join("5.lock")).unwrap();
+        held.lock().unwrap();
+        let live = run_dir(root.path(), "job", "live-elsewhere");
+        std::fs::create_dir_all(live.join("count-0")).unwrap();
+        std::fs::write(live.join(OWNER_FILE), "99999999 5").unwrap();
+        // An ended process whose pid (1) is alive here: its lock file is there, unheld.
+        std::fs::File::create(locks.join("6.lock")).unwrap();
+        let ended = run_dir(root.path(), "job", "ended");
+        std::fs::create_dir_all(ended.join("count-0")).unwrap();
+        std::fs::write(ended.join(OWNER_FILE), "1 6").unwrap();
+        assert_eq!(owner_lock_alive(root.path(), 5), Some(true));
+        assert_eq!(owner_lock_alive(root.path(), 6), Some(false));
+        assert_eq!(owner_lock_alive(root.path(), 7), None);
+        let removed = sweep_stale(root.path());
+        assert_eq!(removed, vec![ended.clone()]);
+        assert!(live.exists() && !ended.exists());
+        assert!(
+            !locks.join("6.lock").exists(),
+            "the ended owner's lock file goes with it"
+        );
+        // This process's own directories take its lock, which another process's sweep sees held.
+        let mine = run_dir(root.path(), "job", "mine");
+        prepare_run_dir(&mine).unwrap();
+        assert_eq!(owner_lock_alive(root.path(), Owner::this_process().token), Some(true));
+        drop(held);
+        assert_eq!(sweep_stale(root.path()), vec![live.clone()]);
+        assert!(mine.exists());
     }
 }
