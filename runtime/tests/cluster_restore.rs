@@ -77,19 +77,7 @@ fn a_restarted_coordinator_refuses_an_unreadable_newest_checkpoint_instead_of_go
     }
     // The newest completed checkpoint (it may be newer than `newest` by now) is damaged.
     let job_dir = dir.path().join("checkpoints/wordcount");
-    let newest_completed = std::fs::read_dir(&job_dir)
-        .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("chk-")?
-                .parse::<u64>()
-                .ok()
-        })
-        .filter(|id| job_dir.join(format!("chk-{id}/_metadata")).exists())
-        .max()
-        .unwrap();
+    let newest_completed = *completed_checkpoints(&job_dir).last().unwrap();
     assert!(newest_completed >= newest);
     let metadata = job_dir.join(format!("chk-{newest_completed}/_metadata"));
     let mut bytes = std::fs::read(&metadata).unwrap();
@@ -298,23 +286,9 @@ fn a_coordinator_restarted_after_its_stop_with_savepoint_stays_stopped() {
     );
 }
 
-/// The completed checkpoints (`chk-<n>/_metadata` present) in the job's local checkpoint
-/// directory `job_dir`, ascending.
+/// The completed checkpoints in the job's local checkpoint directory `job_dir`, ascending.
 fn completed_checkpoints(job_dir: &std::path::Path) -> Vec<u64> {
-    let mut ids: Vec<u64> = std::fs::read_dir(job_dir)
-        .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("chk-")?
-                .parse::<u64>()
-                .ok()
-        })
-        .filter(|id| job_dir.join(format!("chk-{id}/_metadata")).exists())
-        .collect();
-    ids.sort_unstable();
-    ids
+    checkpoint_ids(job_dir, true)
 }
 
 /// A new deployment restored from its job's newest checkpoint by URL under a run id of its own

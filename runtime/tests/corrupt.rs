@@ -80,19 +80,7 @@ fn malformed_manifest_is_rejected_naming_the_field() {
 }
 
 fn checkpoint_ids(dir: &std::path::Path) -> Vec<u64> {
-    let mut ids: Vec<u64> = std::fs::read_dir(dir.join("checkpoints/wordcount"))
-        .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("chk-")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    ids.sort();
-    ids
+    common::checkpoint_ids(&dir.join("checkpoints/wordcount"), false)
 }
 
 #[test]

@@ -52,11 +52,16 @@ fn kill_9_three_times_on_the_disk_backend_is_exactly_once() {
         "disk backend, run with 5 crashes",
     );
     // Each start deleted the directories of the runs that were killed: only the last is left.
+    let owners = weir_runtime::state::local_dir::OWNER_LOCKS_DIR;
     let runs: Vec<_> = std::fs::read_dir(&state)
         .unwrap()
         .map(|e| e.unwrap().file_name())
+        .filter(|name| name != owners)
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
+    // The killed runs' owner lock files went with their directories: the last run's is left.
+    let locks: Vec<_> = std::fs::read_dir(state.join(owners)).unwrap().collect();
+    assert_eq!(locks.len(), 1, "{locks:?}");
 }
 
 /// Two `weir run`s of one job in one checkpoint storage (a second terminal, a script started

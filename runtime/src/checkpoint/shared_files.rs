@@ -59,14 +59,14 @@ pub fn deletable(
 }
 
 /// Deletes the shared files of `job` that no completed checkpoint references, and the
-/// temporary files of uploads cut off by a kill ([`ObjectStore::list_temporaries`](crate::storage::ObjectStore::list_temporaries)) once their
-/// checkpoint is older than the newest completed one (before 2026-12-06 a local store's stayed
-/// for ever). A completed
-/// checkpoint whose `_metadata` cannot be read (corrupt, or a storage error) keeps every file
-/// up to its id ([`deletable`]'s `kept_through`) and is named in a warning; newer files are
-/// still collected, so one damaged checkpoint does not stop the cleanup of the job (before
-/// 2026-12-06 it did: `shared/` grew from 9 to 211 files over 100 checkpoints). Returns the
-/// number of files deleted.
+/// temporary files of uploads cut off by a kill
+/// ([`ObjectStore::list_temporaries`](crate::storage::ObjectStore::list_temporaries)) once
+/// their checkpoint is older than the newest completed one (before 2026-12-06 a local store's
+/// stayed for ever). A completed checkpoint whose `_metadata` cannot be read (corrupt, or a
+/// storage error) keeps every file up to its id ([`deletable`]'s `kept_through`) and is named
+/// in a warning; newer files are still collected, so one damaged checkpoint does not stop the
+/// cleanup of the job (before 2026-12-06 it did: `shared/` grew from 9 to 211 files over 100
+/// checkpoints). Returns the number of files deleted.
 pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
     let shared_prefix = format!("{}/", join(job, SHARED_DIR));
     let shared: Vec<String> = store

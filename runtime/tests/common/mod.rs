@@ -151,6 +151,25 @@ pub fn set_state_backend(manifest: &Path, backend: &str) {
     std::fs::write(manifest, with).unwrap();
 }
 
+/// The checkpoint ids (`chk-<n>/`) in a job's local checkpoint directory `job_dir`, ascending;
+/// with `completed_only`, those whose `_metadata` is there.
+pub fn checkpoint_ids(job_dir: &Path, completed_only: bool) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(job_dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("chk-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|id| !completed_only || job_dir.join(format!("chk-{id}/_metadata")).exists())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 /// The environment pointing `weir run`'s disk state directory (`WEIR_STATE_DIR`) at `dir`.
 pub fn state_dir_env(dir: &Path) -> Vec<(String, String)> {
     vec![("WEIR_STATE_DIR".into(), dir.display().to_string())]
