@@ -11,18 +11,7 @@ fn corrupt_state_file_is_reported_with_its_path() {
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", Some(20000), None);
     Weir::run(&m, &[], &[]).wait_ok();
     let job_dir = dir.path().join("checkpoints/wordcount");
-    let mut ids: Vec<u64> = std::fs::read_dir(&job_dir)
-        .unwrap()
-        .filter_map(|e| {
-            e.unwrap()
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("chk-")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    ids.sort();
+    let ids = common::checkpoint_ids(&job_dir, false);
     assert!(ids.len() >= 2, "retention keeps 2 checkpoints: {ids:?}");
     let (prev, newest) = (ids[ids.len() - 2], ids[ids.len() - 1]);
     let victim = job_dir.join(format!("chk-{newest}/counts-0.state"));

@@ -379,10 +379,8 @@ pub async fn run(
             if let Some((kind, stop, trigger_id, dir, is_final)) = next {
                 let id = next_id;
                 next_id += 1;
-                {
-                    let mut s = shared.lock().expect("lock");
-                    s.next_snapshot_id = s.next_snapshot_id.max(next_id);
-                }
+                // Ids only grow: an attempt starts at or past the value recorded before it.
+                shared.lock().expect("lock").next_snapshot_id = next_id;
                 let target = match kind {
                     SnapshotKind::Checkpoint => Ok(SnapshotTarget {
                         store: cfg.store.clone(),

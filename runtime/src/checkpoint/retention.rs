@@ -395,6 +395,12 @@ mod tests {
         }
     }
 
+    /// Writes `job/chk-<id>/_metadata` of lineage `lineage` with the chain `chain` ([`metadata`]).
+    async fn put_checkpoint(store: &Store, id: u64, chain: &[u64]) {
+        let bytes = Bytes::from(encode_metadata(&metadata(id, "lineage", chain)));
+        store.put(&format!("job/chk-{id}/_metadata"), bytes).await.unwrap();
+    }
+
     /// One completed checkpoint whose `_metadata` does not verify (chk-2) keeps the shared
     /// files it may reference (ids up to 2), and no more: the unreferenced files of later
     /// checkpoints (3, 4) are still deleted. Before, the whole collection stopped at it.
@@ -406,13 +412,7 @@ mod tests {
         let last = corrupt.len() - 1;
         corrupt[last] ^= 0xFF;
         store.put("job/chk-2/_metadata", Bytes::from(corrupt)).await.unwrap();
-        store
-            .put(
-                "job/chk-5/_metadata",
-                Bytes::from(encode_metadata(&metadata(5, "lineage", &[5]))),
-            )
-            .await
-            .unwrap();
+        put_checkpoint(&store, 5, &[5]).await;
         for id in 1..=5 {
             store
                 .put(&format!("job/shared/c-0-chk{id}.state"), Bytes::from_static(b"s"))
@@ -446,13 +446,7 @@ mod tests {
     async fn a_pass_deletes_the_temporary_files_of_cut_off_uploads() {
         let dir = tempfile::tempdir().unwrap();
         let store: Store = Arc::new(LocalStore::new(dir.path().to_str().unwrap()).unwrap());
-        store
-            .put(
-                "job/chk-5/_metadata",
-                Bytes::from(encode_metadata(&metadata(5, "lineage", &[5]))),
-            )
-            .await
-            .unwrap();
+        put_checkpoint(&store, 5, &[5]).await;
         store
             .put("job/shared/c-0-chk5.state", Bytes::from_static(b"s"))
             .await
