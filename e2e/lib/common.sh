@@ -291,34 +291,41 @@ assert_deployed_from_upgrade_savepoint() {
   assert_snapshot_exists "$DEPLOYED_FROM"
 }
 
-# newest_checkpoint_in_s3 DIR: the highest N of DIR/chk-N/_metadata in S3 (DIR an s3:// URL of a
-# job's checkpoints), empty when there is none. `mc ls --recursive` ends each line with the key.
-newest_checkpoint_in_s3() {
+# checkpoints_in_s3 DIR: the ids N of DIR/chk-N/_metadata in S3, ascending, one per line (DIR an
+# s3:// URL of a job's checkpoints); nothing when there is none. `mc ls --recursive` ends each
+# line with the key.
+checkpoints_in_s3() {
   mc ls --recursive "$(mc_path "${1%/}")/" 2>/dev/null | awk '{print $NF}' |
-    sed -n 's|.*chk-\([0-9][0-9]*\)/_metadata$|\1|p' | sort -n | tail -n 1
+    sed -n 's|.*chk-\([0-9][0-9]*\)/_metadata$|\1|p' | sort -n
 }
 
-# assert_last_checkpoint_exists NAME: status.jobStatus.lastCheckpoint names a snapshot in S3, or
-# one that retention removed because newer checkpoints completed. The operator refreshes the
-# status on its reconcile interval (up to a minute) while the job checkpoints every 2 s and
-# retains 3: the named checkpoint may be gone by the time S3 is read (the parallel stand-in run
-# on a loaded machine saw it), and a fresh read of the status may still name it. Then a newer
-# checkpoint of the same job must have its `_metadata` in S3, so the path was a real one.
-assert_last_checkpoint_exists() {
-  local path id newest
-  path="$(sj_get "$1" 'd["status"]["jobStatus"]["lastCheckpoint"]["path"]')"
-  [[ "$path" == s3://*/chk-* ]] || fail "status.jobStatus.lastCheckpoint.path '$path' is not an s3:// URL of a chk-N directory"
-  if s3_exists "${path%/}/_metadata"; then
+# assert_checkpoint_exists_or_retired URL WHAT: the checkpoint at URL (s3://.../chk-N) has its
+# `_metadata` in S3, or retention removed it because newer checkpoints of the same job completed.
+# The operator refreshes the status on its reconcile interval (up to a minute) while a job
+# checkpoints every 2 s and retains 3, and a run that restored a checkpoint continues its lineage
+# and retires it (docs/operations/retention.md): a checkpoint the status names may be gone by the
+# time S3 is read (the stand-in on a loaded machine saw both). Then a newer checkpoint of the same
+# job must have its `_metadata` in S3, so the path was a real one. WHAT names the path in errors.
+assert_checkpoint_exists_or_retired() {
+  local path="${1%/}" what="$2" id newest
+  [[ "$path" == s3://*/chk-* ]] || fail "$what '$1' is not an s3:// URL of a chk-N directory"
+  if s3_exists "$path/_metadata"; then
     log "snapshot $path exists in S3"
     return 0
   fi
-  id="${path%/}"
-  id="${id##*/chk-}"
-  newest="$(newest_checkpoint_in_s3 "${path%/chk-*}")"
+  id="${path##*/chk-}"
+  newest="$(checkpoints_in_s3 "${path%/chk-*}" | tail -n 1)"
   if ! [[ "$id" =~ ^[0-9]+$ && "$newest" =~ ^[0-9]+$ ]] || ((newest <= id)); then
-    fail "status.jobStatus.lastCheckpoint ($path) has no _metadata in S3, and no newer checkpoint of $1 has one (newest: '${newest}')"
+    fail "$what ($path) has no _metadata in S3, and no newer checkpoint of the job has one (newest: '${newest}')"
   fi
   log "snapshot $path was removed by retention; the newer checkpoint $newest is in S3"
+}
+
+# assert_last_checkpoint_exists NAME: status.jobStatus.lastCheckpoint names a checkpoint in S3,
+# or one retention removed for newer ones.
+assert_last_checkpoint_exists() {
+  assert_checkpoint_exists_or_retired "$(sj_get "$1" 'd["status"]["jobStatus"]["lastCheckpoint"]["path"]')" \
+    "status.jobStatus.lastCheckpoint.path"
 }
 assert_snapshot_exists() { # URL of a checkpoint or savepoint directory
   [[ "$1" == s3://* ]] || fail "snapshot path '$1' is not an s3:// URL"
