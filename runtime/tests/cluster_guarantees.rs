@@ -97,8 +97,10 @@ fn at_most_once_on_the_cluster_under_kill_9_of_a_worker_and_the_coordinator_writ
     // The successor crashes once every subtask acknowledged checkpoint `crash_at`, before its
     // `_metadata`: the next one restores the checkpoint before, while the sources had read past
     // that one's barrier, so a loss is certain. Ids keep increasing across restarts; the
-    // killed coordinator may have triggered (not completed) a few more.
-    let crash_at = after_restart + 8;
+    // killed coordinator may have triggered (not completed) a few more, and the successor
+    // starts past every id its predecessors reserved (`cluster/fence.rs`).
+    let reserved = highest_id_reservation(&dir.path().join("checkpoints/wordcount"));
+    let crash_at = (after_restart + 8).max(reserved + 7);
     let point = format!("before-metadata:{crash_at}");
     c.restart_coordinator(&[("WEIR_FAILPOINT", point.as_str())]);
     wait_crash_at(&mut c.coordinator, &point);

@@ -376,10 +376,25 @@ fn an_attempt_after_a_failover_takes_ids_past_every_triggered_checkpoint() {
     let (busy, _) = c.busy_worker();
     c.workers[busy].kill9();
     c.add_worker("w-replacement", &[]);
+    let first_checkpoints = first_checkpoints(&c.coordinator, 2);
+    assert!(
+        first_checkpoints[1] > 2,
+        "the second attempt starts past the triggered checkpoint 2: {first_checkpoints:?}"
+    );
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a worker killed while checkpoint 2's uploads hang",
+    );
+}
+
+/// The first checkpoint ids of the coordinator's attempts, from its `deployed` log lines (the
+/// log level must show `weir_runtime::cluster::coordinator` at info), once there are `n`.
+fn first_checkpoints(coordinator: &Proc, n: usize) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let first_checkpoints = loop {
-        let deployed: Vec<u64> = c
-            .coordinator
+    loop {
+        let deployed: Vec<u64> = coordinator
             .text()
             .lines()
             .filter(|l| l.contains("deployed"))
@@ -392,20 +407,75 @@ fn an_attempt_after_a_failover_takes_ids_past_every_triggered_checkpoint() {
                     .ok()
             })
             .collect();
-        if deployed.len() >= 2 {
-            break deployed;
+        if deployed.len() >= n {
+            return deployed;
         }
-        assert!(Instant::now() < deadline, "no second attempt: {}", c.coordinator.text());
+        assert!(Instant::now() < deadline, "no attempt {n}: {}", coordinator.text());
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+}
+
+/// A coordinator process killed while checkpoint 2's uploads hang (nothing of it in storage
+/// yet) is succeeded by one that starts past every id the dead one reserved, not at the id the
+/// storage listing alone suggests: the workers of the dead one's deployment could otherwise
+/// still write the file names of the successor's checkpoint 2 (the kind of helper-103's
+/// failover finding, across processes). The output stays exact.
+#[test]
+fn a_restarted_coordinator_takes_ids_past_every_id_its_predecessor_reserved() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let log = "warn,weir=info,weir_runtime=warn,weir_runtime::cluster::coordinator=info";
+    let hang = [("WEIR_FAILPOINT", "hang-upload:2"), ("WEIR_LOG", log)];
+    let mut c = Cluster::start(dir.path(), &m, &[], &hang);
+    assert_eq!(c.wait_checkpoint_after(0), 1);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(c.job_status().unwrap()["lastCompletedCheckpoint"]["id"], 1);
+    assert!(!dir.path().join("checkpoints/wordcount/chk-2").exists());
+    assert_eq!(first_checkpoints(&c.coordinator, 1), [1]);
+    c.coordinator.kill9();
+    c.restart_coordinator(&[("WEIR_LOG", log)]);
+    let first = first_checkpoints(&c.coordinator, 1)[0];
     assert!(
-        first_checkpoints[1] > 2,
-        "the second attempt starts past the triggered checkpoint 2: {first_checkpoints:?}"
+        first > 2,
+        "the restarted coordinator starts past the reserved ids, not at checkpoint 2: {first}"
     );
     c.coordinator.wait_ok(Duration::from_secs(180));
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
-        "a worker killed while checkpoint 2's uploads hang",
+        "the coordinator killed while checkpoint 2's uploads hang",
+    );
+}
+
+/// A snapshot id that cannot be reserved in storage (`fail-reserve:1`: the write before the
+/// first checkpoint fails) is a failed checkpoint, counted against
+/// `tolerableFailedCheckpoints` (0 here) as a failed upload would be: the attempt fails naming
+/// the storage error, the next one reserves and checkpoints, and the output is exact.
+#[test]
+fn a_snapshot_id_that_cannot_be_reserved_is_a_failed_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let mut c = Cluster::start(dir.path(), &m, &[], &[("WEIR_FAILPOINT", "fail-reserve:1")]);
+    c.coordinator.wait_ok(Duration::from_secs(180));
+    let log = c.coordinator.text();
+    assert!(
+        log.contains(
+            "checkpoint 1 failed: cannot reserve snapshot id 1 in the checkpoint storage: failpoint fail-reserve:1"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("restarting in"),
+        "the failed checkpoint restarted no attempt: {log}"
+    );
+    let job_dir = dir.path().join("checkpoints/wordcount");
+    assert!(!job_dir.join("chk-1").exists(), "checkpoint 1 was triggered");
+    assert!(highest_id_reservation(&job_dir) > 1);
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a checkpoint whose id could not be reserved",
     );
 }

@@ -80,6 +80,14 @@ const RETENTION_GRACE_AT_EXIT: Duration = Duration::from_secs(10);
 pub trait Fence: Send + Sync + std::fmt::Debug {
     /// Ok while this coordinator is the newest one of the job.
     async fn check(&self) -> Result<(), String>;
+
+    /// Called before snapshot `id` is triggered: records in storage, where the fence keeps
+    /// one, that ids up to `id` may be in use, so that a coordinator process started after
+    /// this one dies takes ids past it even if none of its files is visible yet. Errors: the
+    /// storage failure (the snapshot is then not triggered). Default: nothing to record.
+    async fn reserve_ids(&self, _id: u64) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A savepoint request from the control API.
@@ -381,21 +389,30 @@ pub async fn run(
                 next_id += 1;
                 // Ids only grow: an attempt starts at or past the value recorded before it.
                 shared.lock().expect("lock").next_snapshot_id = next_id;
-                let target = match kind {
-                    SnapshotKind::Checkpoint => Ok(SnapshotTarget {
-                        store: cfg.store.clone(),
-                        dir: checkpoint_dir(&cfg.job, id),
-                    }),
-                    SnapshotKind::Savepoint => {
-                        let base = dir.unwrap_or_else(|| cfg.savepoint_dir.clone());
-                        storage::open(&base, &cfg.s3)
-                            .await
-                            .map(|store| SnapshotTarget {
-                                store,
-                                dir: savepoint_dir_name(&cfg.job, id),
-                            })
-                            .map_err(|e| e.to_string())
-                    }
+                let reserved = match &cfg.fence {
+                    Some(f) => f.reserve_ids(id).await,
+                    None => Ok(()),
+                };
+                let target = match reserved {
+                    Err(e) => Err(format!(
+                        "cannot reserve snapshot id {id} in the checkpoint storage: {e}"
+                    )),
+                    Ok(()) => match kind {
+                        SnapshotKind::Checkpoint => Ok(SnapshotTarget {
+                            store: cfg.store.clone(),
+                            dir: checkpoint_dir(&cfg.job, id),
+                        }),
+                        SnapshotKind::Savepoint => {
+                            let base = dir.unwrap_or_else(|| cfg.savepoint_dir.clone());
+                            storage::open(&base, &cfg.s3)
+                                .await
+                                .map(|store| SnapshotTarget {
+                                    store,
+                                    dir: savepoint_dir_name(&cfg.job, id),
+                                })
+                                .map_err(|e| e.to_string())
+                        }
+                    },
                 };
                 match target {
                     Ok(target) => {
@@ -427,6 +444,20 @@ pub async fn run(
                         });
                     }
                     Err(e) => {
+                        // A checkpoint counts as failed (a storage outage fails the job after
+                        // the tolerable failures, as failed uploads would) and is tried again
+                        // after the interval; a savepoint's trigger reports it.
+                        tracing::warn!(snapshot = id, error = %e, "snapshot not triggered");
+                        last_trigger = Some(Instant::now());
+                        {
+                            let mut s = shared.lock().expect("lock");
+                            if kind == SnapshotKind::Checkpoint {
+                                s.history.failed += 1;
+                            }
+                        }
+                        failures
+                            .failed_snapshot(id, kind, &e, &cfg)
+                            .map_err(|m| job_failed(&shared, m))?;
                         if let Some(t) = trigger_id {
                             let mut s = shared.lock().expect("lock");
                             if let Some(st) = s.triggers.get_mut(&t) {
@@ -498,8 +529,20 @@ impl FailureCount {
     /// A checkpoint failed. Savepoints do not count (as in Flink). Errors when the failures
     /// exceed the tolerable number: the job fails with the cause.
     fn failed(&mut self, p: &Pending, reason: &str, cfg: &CoordinatorConfig) -> Result<(), String> {
+        self.failed_snapshot(p.barrier.id, p.barrier.kind, reason, cfg)
+    }
+
+    /// [`FailureCount::failed`] for snapshot `id` of `kind` (one that may not have been
+    /// triggered: its id could not be reserved).
+    fn failed_snapshot(
+        &mut self,
+        id: u64,
+        kind: SnapshotKind,
+        reason: &str,
+        cfg: &CoordinatorConfig,
+    ) -> Result<(), String> {
         self.last_failure = Some(Instant::now());
-        if p.barrier.kind == SnapshotKind::Savepoint {
+        if kind == SnapshotKind::Savepoint {
             return Ok(());
         }
         self.consecutive += 1;
@@ -507,7 +550,7 @@ impl FailureCount {
             return Err(format!(
                 "checkpoint {} failed: {reason} ({} consecutive checkpoint failure(s); \
                  spec.checkpointing.tolerableFailedCheckpoints is {})",
-                p.barrier.id, self.consecutive, cfg.tolerable_failures
+                id, self.consecutive, cfg.tolerable_failures
             ));
         }
         Ok(())

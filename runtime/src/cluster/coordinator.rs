@@ -98,6 +98,9 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let metrics: Vec<Arc<TaskMetrics>> = specs.iter().map(|_| Arc::new(TaskMetrics::default())).collect();
     let shared = Arc::new(Mutex::new(Shared::new()));
     shared.lock().expect("lock").suspend = opts.stop.token();
+    // Past every id an earlier coordinator process reserved (triggered or about to be), visible
+    // in the store or not (`fence.rs`).
+    shared.lock().expect("lock").next_snapshot_id = fence.first_unreserved();
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<SavepointCommand>();
     let handle = JobHandle {
         job: job.name.clone(),
@@ -469,7 +472,8 @@ async fn run_attempt(
         permanent: true,
     })?;
     let job = &restored_job;
-    // Past every id an earlier attempt of this process triggered, visible in the store or not.
+    // Past every id an earlier attempt of this process triggered, or an earlier process
+    // reserved, visible in the store or not.
     let first_id = first_id.max(handle.shared.lock().expect("lock").next_snapshot_id);
     handle.max_parallelism.store(job.max_parallelism, Ordering::Relaxed);
     let restore_url = snapshot.as_ref().map(|s| s.url.clone());

@@ -5,11 +5,25 @@
 //! A stale coordinator (an older process still alive after a replacement started) therefore
 //! cannot commit new checkpoints. The check and the write are two requests, so a stale
 //! coordinator could still commit in the instant between them; the `_metadata` conditional
-//! put still prevents two commits of the same checkpoint id, and the new coordinator's ids are
-//! higher than any id in storage when it started.
+//! put still prevents two commits of the same checkpoint id.
+//!
+//! Snapshot ids never repeat across coordinator processes either (Flink keeps its checkpoint id
+//! counter in its HA store for the same reason). Before a coordinator triggers an id it has not
+//! reserved, it records `<job>/_coordinator/ids-<epoch>`: ids below the number it holds may be
+//! in use ([`reservation`], [`ID_RESERVATION_BLOCK`] ids at a time, so one small write per
+//! block). A coordinator started later takes ids from the highest of these
+//! ([`EpochFence::first_unreserved`]), past a checkpoint the dead one triggered whose uploads
+//! had not shown anything in storage yet: a worker still uploading it would otherwise write
+//! the same file names as the new coordinator's checkpoint of that id.
 
 use crate::checkpoint::coordinator::Fence;
 use crate::storage::{PutOutcome, Store};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Ids reserved by one write of `<job>/_coordinator/ids-<epoch>`. A coordinator restart skips
+/// at most this many ids; at one checkpoint a second, the reservation is written about once a
+/// minute.
+pub const ID_RESERVATION_BLOCK: u64 = 64;
 
 /// This coordinator's epoch.
 #[derive(Debug)]
@@ -17,6 +31,41 @@ pub struct EpochFence {
     store: Store,
     job: String,
     epoch: u64,
+    /// Ids below this may have been triggered by an earlier coordinator process.
+    first_unreserved: u64,
+    /// Ids below this are reserved for this coordinator (recorded in storage).
+    reserved_below: AtomicU64,
+}
+
+/// The reservation to record before triggering snapshot `id` when ids below `reserved_below`
+/// are reserved: `None` when `id` is among them, else the new bound (exclusive),
+/// [`ID_RESERVATION_BLOCK`] past `id`.
+pub fn reservation(id: u64, reserved_below: u64) -> Option<u64> {
+    (id >= reserved_below).then(|| id + ID_RESERVATION_BLOCK)
+}
+
+fn reservations_prefix(job: &str) -> String {
+    format!("{job}/_coordinator/ids-")
+}
+
+/// The highest reservation any coordinator of `job` recorded (0 when none). An unreadable one
+/// is skipped with a warning: it only narrows which ids a restart skips.
+async fn highest_reservation(store: &Store, job: &str) -> Result<u64, String> {
+    let mut highest = 0;
+    for object in store.list(&reservations_prefix(job)).await.map_err(|e| e.to_string())? {
+        let bytes = store.get(&object.path).await.map_err(|e| e.to_string())?;
+        match std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            Some(bound) => highest = highest.max(bound),
+            None => tracing::warn!(
+                path = %store.url(&object.path),
+                "ignoring an unreadable snapshot id reservation (not a number)"
+            ),
+        }
+    }
+    Ok(highest)
 }
 
 fn epochs_prefix(job: &str) -> String {
@@ -46,10 +95,13 @@ impl EpochFence {
                 .map_err(|e| e.to_string())?
             {
                 PutOutcome::Created => {
+                    let first_unreserved = highest_reservation(&store, job).await?;
                     return Ok(EpochFence {
                         store,
                         job: job.to_string(),
                         epoch: next,
+                        first_unreserved,
+                        reserved_below: AtomicU64::new(0),
                     });
                 }
                 PutOutcome::AlreadyExists => continue,
@@ -60,6 +112,12 @@ impl EpochFence {
     /// The claimed epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// The first snapshot id no earlier coordinator of the job reserved (1 when none did):
+    /// this coordinator's ids start at or past it.
+    pub fn first_unreserved(&self) -> u64 {
+        self.first_unreserved.max(1)
     }
 }
 
@@ -74,5 +132,77 @@ impl Fence for EpochFence {
             ));
         }
         Ok(())
+    }
+
+    async fn reserve_ids(&self, id: u64) -> Result<(), String> {
+        let Some(bound) = reservation(id, self.reserved_below.load(Ordering::Relaxed)) else {
+            return Ok(());
+        };
+        // Test hook: `WEIR_FAILPOINT=fail-reserve:<id>` fails the reservation before snapshot `id`.
+        if std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("fail-reserve:{id}"))) {
+            return Err(format!(
+                "failpoint fail-reserve:{id}: the checkpoint storage refused the write"
+            ));
+        }
+        let path = format!("{}{}", reservations_prefix(&self.job), self.epoch);
+        self.store
+            .put(&path, bytes::Bytes::from(bound.to_string()))
+            .await
+            .map_err(|e| e.to_string())?;
+        self.reserved_below.store(bound, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reservation_is_written_only_past_the_reserved_ids() {
+        // (id to trigger, ids reserved below, reservation to record)
+        let table = [
+            (1, 0, Some(1 + ID_RESERVATION_BLOCK)),
+            (2, 1 + ID_RESERVATION_BLOCK, None),
+            (ID_RESERVATION_BLOCK, 1 + ID_RESERVATION_BLOCK, None),
+            (
+                1 + ID_RESERVATION_BLOCK,
+                1 + ID_RESERVATION_BLOCK,
+                Some(1 + 2 * ID_RESERVATION_BLOCK),
+            ),
+            // An attempt that starts far past the reservation (ids seen in storage).
+            (500, 65, Some(500 + ID_RESERVATION_BLOCK)),
+        ];
+        for (id, reserved_below, expected) in table {
+            assert_eq!(
+                reservation(id, reserved_below),
+                expected,
+                "id {id}, reserved below {reserved_below}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_later_coordinator_starts_past_every_id_an_earlier_one_reserved() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().to_str().unwrap().to_string();
+        let store = crate::storage::open(&url, &crate::storage::S3Options::default())
+            .await
+            .unwrap();
+        let first = EpochFence::claim(store.clone(), "job").await.unwrap();
+        assert_eq!(first.first_unreserved(), 1);
+        first.reserve_ids(1).await.unwrap();
+        first.reserve_ids(2).await.unwrap();
+        let second = EpochFence::claim(store.clone(), "job").await.unwrap();
+        assert_eq!(second.epoch(), 2);
+        assert_eq!(second.first_unreserved(), 1 + ID_RESERVATION_BLOCK);
+        // The second reserves from its own first id; a third takes the highest of both.
+        second.reserve_ids(1 + ID_RESERVATION_BLOCK).await.unwrap();
+        store
+            .put("job/_coordinator/ids-9", bytes::Bytes::from_static(b"garbage"))
+            .await
+            .unwrap();
+        let third = EpochFence::claim(store, "job").await.unwrap();
+        assert_eq!(third.first_unreserved(), 1 + 2 * ID_RESERVATION_BLOCK);
     }
 }

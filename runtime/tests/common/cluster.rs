@@ -290,3 +290,22 @@ pub fn restore_once(savepoint: &str) -> Vec<&str> {
         "1000",
     ]
 }
+
+/// The highest snapshot id reservation a coordinator recorded in the job's local checkpoint
+/// directory `job_dir` (`_coordinator/ids-<epoch>`, `cluster/fence.rs`), 0 when none: a
+/// coordinator started now takes its ids from at least this one.
+pub fn highest_id_reservation(job_dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(job_dir.join("_coordinator")) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.file_name().to_string_lossy().starts_with("ids-").then(|| {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                text.trim().parse::<u64>().unwrap()
+            })
+        })
+        .max()
+        .unwrap_or(0)
+}
