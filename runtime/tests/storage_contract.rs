@@ -84,6 +84,7 @@ contract_tests!(
     put_if_absent_creates_once_and_keeps_the_first_bytes,
     concurrent_put_if_absent_has_exactly_one_winner,
     list_is_sorted_relative_and_filtered_by_prefix,
+    list_directories_names_each_directory_under_the_prefix_once,
     delete_prefix_removes_only_objects_under_the_prefix,
     multipart_is_invisible_until_complete_then_has_exact_bytes,
     complete_multipart_twice_is_ok,
@@ -326,6 +327,36 @@ async fn list_is_sorted_relative_and_filtered_by_prefix(store: &Store) {
     );
     assert_eq!(paths(&store.list("ckpt/1/").await.unwrap()), ["ckpt/1/a", "ckpt/1/z"]);
     assert!(store.list("missing/").await.unwrap().is_empty());
+}
+
+/// `list_directories` names each directory directly under the prefix once, sorted, however
+/// deep or many its objects (an S3 store asks with the `/` delimiter, `ObjectStore::list`'s
+/// default reads every object); an object directly under the prefix is not a directory. A
+/// partial last component lists only the objects whose names continue it (`job/chk-` and not
+/// `job/shared/`; the local store walks only those directories).
+async fn list_directories_names_each_directory_under_the_prefix_once(store: &Store) {
+    for path in [
+        "job/chk-2/_metadata",
+        "job/chk-10/a/b",
+        "job/chk-10/c",
+        "job/shared/x-chk1",
+        "job/shared/x-chk2",
+        "job/runs/r1",
+        "job/top",
+        "other/chk-3/_metadata",
+    ] {
+        store.put(path, Bytes::from_static(b"v")).await.unwrap();
+    }
+    assert_eq!(
+        store.list_directories("job/").await.unwrap(),
+        ["chk-10", "chk-2", "runs", "shared"]
+    );
+    assert!(store.list_directories("missing/").await.unwrap().is_empty());
+    assert_eq!(
+        paths(&store.list("job/chk-").await.unwrap()),
+        ["job/chk-10/a/b", "job/chk-10/c", "job/chk-2/_metadata"]
+    );
+    assert_eq!(paths(&store.list("job/t").await.unwrap()), ["job/top"]);
 }
 
 async fn delete_prefix_removes_only_objects_under_the_prefix(store: &Store) {

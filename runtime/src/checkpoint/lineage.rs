@@ -186,7 +186,12 @@ pub async fn record_lineage(store: &Store, job: &str, record: &LineageRecord) ->
 pub async fn list_snapshots(store: &Store, job: &str) -> Result<Vec<SeenSnapshot>, StorageError> {
     let prefix = format!("{job}/");
     let mut seen: BTreeMap<u64, SeenSnapshot> = BTreeMap::new();
-    for object in store.list(&prefix).await? {
+    // Only the snapshot directories' objects: not `shared/` (thousands of files with
+    // incremental checkpoints, listed by every retention pass before 2026-12-06), the
+    // read-position log or the run records.
+    let mut objects = store.list(&format!("{prefix}chk-")).await?;
+    objects.extend(store.list(&format!("{prefix}sp-")).await?);
+    for object in objects {
         let rest = &object.path[prefix.len()..];
         let Some((dir, file)) = rest.split_once('/') else {
             continue;

@@ -1,9 +1,11 @@
 //! Retention of the shared files of incremental checkpoints (`<job>/shared/`): a file is
 //! deleted only when no completed checkpoint in the store references it. The references are
-//! recomputed from the `_metadata` files at every retention pass, never kept in memory, so a
-//! crash at any point (between an upload and `_metadata`, in the middle of a pass) leaves
-//! nothing to reconcile: the next pass of the next run sees the same files and decides the
-//! same way.
+//! recomputed at every retention pass from the `_metadata` of the completed checkpoints listed
+//! then, never counted in memory, so a crash at any point (between an upload and `_metadata`,
+//! in the middle of a pass) leaves nothing to reconcile: the next pass of the next run sees the
+//! same files and decides the same way. A run keeps each `_metadata` it has parsed
+//! ([`MetadataCache`]): it is written once and never changed, so each is read once per run, not
+//! at every pass.
 //!
 //! A file no `_metadata` references is either an orphan (its checkpoint failed, or was
 //! dropped by retention and nothing newer shares it) or belongs to the checkpoint in flight.
@@ -13,12 +15,50 @@
 //! settled (one checkpoint is in flight at a time, and ids grow). A checkpoint in flight
 //! extends only the chains of the newest completed checkpoint, which retention always keeps.
 
-use super::lineage;
+use super::decide::SeenSnapshot;
+use super::restore::RestoreError;
 use super::{METADATA_FILE, checkpoint_dir};
 use crate::state::incremental::{SHARED_DIR, resolve_relative, shared_file_checkpoint};
 use crate::state::snapshot::CheckpointMetadata;
 use crate::storage::{Store, join};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The parsed `_metadata` of a job's completed checkpoints, by id, as a run's retention passes
+/// read them. A `_metadata` is written once (`lineage::put_once`) and never changed, and ids
+/// never repeat within a store, so a read is never stale; a checkpoint retention deleted is
+/// dropped at the next pass ([`MetadataCache::keep_only`]). Failed reads are not kept: the next
+/// pass reads again.
+#[derive(Debug, Default)]
+pub struct MetadataCache {
+    by_id: HashMap<u64, Arc<CheckpointMetadata>>,
+    reads: u64,
+}
+
+impl MetadataCache {
+    /// The `_metadata` of checkpoint `id` of `job`, read from `store` the first time. Errors:
+    /// as [`load_metadata`](super::restore::load_metadata)'s (missing, corrupt, storage).
+    pub async fn get(&mut self, store: &Store, job: &str, id: u64) -> Result<Arc<CheckpointMetadata>, RestoreError> {
+        if let Some(found) = self.by_id.get(&id) {
+            return Ok(found.clone());
+        }
+        self.reads += 1;
+        let metadata = Arc::new(super::restore::load_metadata(store, &checkpoint_dir(job, id)).await?);
+        self.by_id.insert(id, metadata.clone());
+        Ok(metadata)
+    }
+
+    /// Forgets every checkpoint not among the completed ones of `seen`.
+    pub fn keep_only(&mut self, seen: &[SeenSnapshot]) {
+        self.by_id
+            .retain(|id, _| seen.iter().any(|s| s.id == *id && s.completed && !s.savepoint));
+    }
+
+    /// `_metadata` files read from storage so far (for tests).
+    pub fn reads(&self) -> u64 {
+        self.reads
+    }
+}
 
 /// The store paths of the state files that `metadata` (of the snapshot directory `dir`)
 /// references outside its directory.
@@ -66,8 +106,15 @@ pub fn deletable(
 /// storage error) keeps every file up to its id ([`deletable`]'s `kept_through`) and is named
 /// in a warning; newer files are still collected, so one damaged checkpoint does not stop the
 /// cleanup of the job (before 2026-12-06 it did: `shared/` grew from 9 to 211 files over 100
-/// checkpoints). Returns the number of files deleted.
-pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
+/// checkpoints). `seen`: the job's snapshots as listed before this call (a checkpoint that
+/// completed since is newer than every one of them, so its files are kept). Returns the
+/// number of files deleted.
+pub async fn collect(
+    store: &Store,
+    job: &str,
+    seen: &[SeenSnapshot],
+    metadata: &mut MetadataCache,
+) -> Result<usize, String> {
     let shared_prefix = format!("{}/", join(job, SHARED_DIR));
     let shared: Vec<String> = store
         .list(&shared_prefix)
@@ -84,7 +131,6 @@ pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
     if shared.is_empty() && temporaries.is_empty() {
         return Ok(0);
     }
-    let seen = lineage::list_snapshots(store, job).await.map_err(|e| e.to_string())?;
     let Some(newest_completed) = seen.iter().filter(|s| s.completed).map(|s| s.id).max() else {
         return Ok(0);
     };
@@ -92,8 +138,8 @@ pub async fn collect(store: &Store, job: &str) -> Result<usize, String> {
     let mut kept_through: Option<u64> = None;
     for snapshot in seen.iter().filter(|s| s.completed && !s.savepoint) {
         let dir = checkpoint_dir(job, snapshot.id);
-        match super::restore::load_metadata(store, &dir).await {
-            Ok(metadata) => referenced.extend(referenced_files(&dir, &metadata)),
+        match metadata.get(store, job, snapshot.id).await {
+            Ok(read) => referenced.extend(referenced_files(&dir, &read)),
             Err(e) => {
                 tracing::warn!(
                     metadata = %store.url(&join(&dir, METADATA_FILE)),

@@ -147,6 +147,31 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// As [`walk`], entering only the entries of `dir` whose names start with `name_prefix`.
+fn walk_matching(dir: &Path, name_prefix: &str, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if name_prefix.is_empty() {
+        return walk(dir, out);
+    }
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in rd {
+        let entry = entry?;
+        if !entry.file_name().to_string_lossy().starts_with(name_prefix) {
+            continue;
+        }
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            walk(&entry.path(), out)?;
+        } else if ft.is_file() {
+            out.push(entry.path());
+        }
+    }
+    Ok(())
+}
+
 /// The blocking bodies of the [`ObjectStore`] methods; the trait runs each on tokio's blocking
 /// pool, so a slow disk (an `fsync` of a large part can take seconds) never stalls the async
 /// threads that carry heartbeats and records.
@@ -238,14 +263,16 @@ impl LocalStore {
     }
 
     fn list_blocking(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
-        // Walk the deepest directory the prefix names, then filter by the full prefix.
-        let dir_part = match prefix.rfind('/') {
-            Some(i) => &prefix[..i],
-            None => "",
+        // Walk the deepest directory the prefix names, entering only the entries whose names
+        // start with the prefix's last, partial component (`job/chk-` walks `job/chk-*`, not
+        // `job/shared/`), then filter by the full prefix.
+        let (dir_part, partial) = match prefix.rfind('/') {
+            Some(i) => (&prefix[..i], &prefix[i + 1..]),
+            None => ("", prefix),
         };
         let base = self.full(dir_part);
         let mut files = Vec::new();
-        walk(&base, &mut files).map_err(|e| io(&base, e))?;
+        walk_matching(&base, partial, &mut files).map_err(|e| io(&base, e))?;
         let mut out = Vec::new();
         for f in files {
             let Ok(rel) = f.strip_prefix(&self.root) else {

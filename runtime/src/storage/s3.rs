@@ -433,6 +433,42 @@ impl ObjectStore for S3Store {
         Ok(out)
     }
 
+    /// With S3's `/` delimiter: one request per 1,000 directories, however many objects they
+    /// hold (the default lists every object under `prefix`: a job's `shared/` alone can hold
+    /// thousands).
+    async fn list_directories(&self, prefix: &str) -> Result<Vec<String>> {
+        let key_prefix = self.list_key_prefix(prefix);
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let resp = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&key_prefix)
+                .delimiter("/")
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| self.err(prefix, "ListObjectsV2", e))?;
+            for common in resp.common_prefixes() {
+                if let Some(name) = common.prefix().and_then(|p| p.strip_prefix(key_prefix.as_str())) {
+                    let name = name.trim_end_matches('/');
+                    if !name.is_empty() {
+                        names.push(name.to_string());
+                    }
+                }
+            }
+            match resp.next_continuation_token() {
+                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => token = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
     async fn delete(&self, path: &str) -> Result<()> {
         match self
             .client
