@@ -454,6 +454,10 @@ impl StreamOperator for Aggregate {
         self.state
             .finish_opening(self.clock.now_ms())
             .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
+        // A failed write-back fails the task here: every snapshot of the store would lack it.
+        self.state
+            .check_write_back()
+            .map_err(|e| TaskError(format!("operator {uid}: {e}")))?;
         // Pending key groups: written as they are, or built first (`state/pending.rs`).
         let pending_before = self.pending.len();
         let pending = self

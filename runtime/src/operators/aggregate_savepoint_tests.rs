@@ -1,6 +1,8 @@
-//! A savepoint between incremental checkpoints: the checkpoint after it extends the one
-//! before it, on the heap (chains of blocks), on disk with chains, and on disk with native
-//! checkpoints (the table files of the checkpoint before it are referenced again).
+//! Sequences of barriers at the aggregate. A savepoint between incremental checkpoints: the
+//! checkpoint after it extends the one before it, on the heap (chains of blocks), on disk with
+//! chains, and on disk with native checkpoints (the table files of the checkpoint before it
+//! are referenced again). A failed write-back of a disk store fails the task at the next
+//! barrier.
 
 use super::*;
 use crate::control::api::SnapshotKind;
@@ -118,5 +120,61 @@ async fn the_checkpoint_after_a_savepoint_extends_the_checkpoint_before_it() {
             // The keys changed since checkpoint 1: before the savepoint and after it.
             assert_eq!(delta_keys(third), [r#"Str("a")"#, r#"Str("d")"#], "{what}");
         }
+    }
+}
+
+/// After a write-back of the disk store failed, the next barrier fails the task (the
+/// synchronous `snapshot` errs, naming the cause) for a native checkpoint, a checkpoint of
+/// blocks and a savepoint alike. Before, only the checkpoint's asynchronous part failed: every
+/// later checkpoint was declined, and a job that no batch reached (a full disk stalled it)
+/// declined one every 10 s without failing (helper-101, 2026-12-06).
+#[tokio::test]
+async fn a_failed_write_back_fails_the_task_at_the_next_barrier() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 8);
+    let next: [(&str, Option<Option<u64>>, SnapshotKind); 3] = [
+        ("native checkpoint", Some(None), SnapshotKind::Checkpoint),
+        ("full checkpoint", None, SnapshotKind::Checkpoint),
+        ("savepoint", None, SnapshotKind::Savepoint),
+    ];
+    for (what, incremental, kind) in next {
+        let init = KeyedStateInit {
+            backend: BackendChoice::Disk {
+                dir: scratch.path().join(what.replace(' ', "-")),
+                options: DiskStateOptions {
+                    write_cache_bytes: 16 << 20,
+                    ..DiskStateOptions::default()
+                },
+            },
+            ..KeyedStateInit::new(all, OperatorRestore::default())
+        };
+        let mut op = Aggregate::with_state("c", AggregateFn::Count, None, "k", "k", init).unwrap();
+        let mut out = Vec::new();
+        op.process(keyed(&["a", "b"]), &mut out).await.unwrap();
+        let KeyedState::Disk(disk) = &op.state else {
+            panic!("{what}: not on disk")
+        };
+        disk.fail_next_write_back();
+        // Checkpoint 1 freezes the generation holding `a` and `b`; its write-back fails, and
+        // with it the native checkpoint written after it.
+        let first = op
+            .snapshot(&barrier(1, SnapshotKind::Checkpoint, Some(None)))
+            .await
+            .expect("the barrier before the failure is taken")
+            .unwrap();
+        let Err(error) = first() else {
+            panic!("{what}: checkpoint 1 completed without the failed write-back")
+        };
+        assert!(error.0.contains("injected write-back failure"), "{what}: {}", error.0);
+        op.process(keyed(&["c"]), &mut out).await.ok();
+        let second = op.snapshot(&barrier(2, kind, incremental)).await;
+        let Err(error) = second else {
+            panic!("{what}: the barrier after a failed write-back did not fail the task")
+        };
+        assert!(
+            error.0.contains("operator c") && error.0.contains("injected write-back failure"),
+            "{what}: {}",
+            error.0
+        );
     }
 }

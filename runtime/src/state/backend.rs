@@ -372,6 +372,16 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
         }
     }
 
+    /// Errors when the disk store's write-back failed (see
+    /// [`DiskKeyedState::check_write_back`]); nothing to check on the heap, or while the store
+    /// is being created (no write-back yet).
+    pub fn check_write_back(&mut self) -> Result<(), DiskStateError> {
+        match self {
+            KeyedState::Disk(s) => s.check_write_back(),
+            KeyedState::Heap(_) | KeyedState::HeapInt(_) | KeyedState::DiskOpening(_) => Ok(()),
+        }
+    }
+
     /// Starts recording changed keys for incremental checkpoints (see
     /// [`HeapKeyedState::track_changes`], [`DiskKeyedState::track_changes`]).
     pub fn track_changes(&mut self) {

@@ -324,6 +324,17 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
     /// holds is removed when its newest version expired, by a tombstone; entries still pending
     /// are cleaned once written back). First drops the cache's generations written back
     /// since the last call. Errors: the store fails, or a write-back failed.
+    /// Errors when a write-back of this store failed: for good, since the store lacks that
+    /// generation's writes and no snapshot may be taken without them (`WriteBack`'s `failed`).
+    /// Retires the generations written since (as [`DiskKeyedState::maintain`] does). A barrier
+    /// checks it, so that the task fails with the cause (and the job restores its last
+    /// checkpoint into a new store) instead of declining every later checkpoint while no batch
+    /// arrives to fail it (helper-101, 2026-12-06: a disk-full run declined one every 10 s for
+    /// two minutes, `tolerableFailedCheckpoints: 1000`).
+    pub fn check_write_back(&mut self) -> Result<(), DiskStateError> {
+        self.cache.retire_written()
+    }
+
     pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
         // Generations written back since: no longer searched by reads nor counted.
         self.cache.retire_written()?;

@@ -123,6 +123,8 @@ pub(super) fn snapshot(
     range: KeyGroupRange,
     item: Vec<u8>,
 ) -> TaskResult<SnapshotEncoder> {
+    // A failed write-back fails the task here: every snapshot of the store would lack it.
+    state.check_write_back().map_err(|e| TaskError(e.to_string()))?;
     if barrier.incremental.is_some() {
         // The first incremental checkpoint is a full base: changes before it do not matter.
         state.track_changes();
