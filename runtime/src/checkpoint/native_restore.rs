@@ -230,6 +230,47 @@ pub struct RestoredStore {
     pub table_files: BTreeMap<String, NativeFile>,
 }
 
+/// The table file among `files` that RocksDB's `problem` (a store that does not open from a
+/// native checkpoint's files) names by its local path (`.../counts-0/000008.sst`), if any.
+pub fn damaged_table_file<'a>(
+    problem: &str,
+    files: impl IntoIterator<Item = &'a NativeFile>,
+) -> Option<&'a NativeFile> {
+    files
+        .into_iter()
+        .filter(|f| crate::state::disk_native::is_table_file(&f.name))
+        .find(|f| problem.contains(&format!("/{}", f.name)))
+}
+
+/// What `file` (named by [`damaged_table_file`]) is in the checkpoint storage, for an error:
+/// its path there and the checkpoint that uploaded it. It passed its size and checksum check,
+/// so it was already damaged when it was uploaded.
+pub fn damaged_table_file_note(file: &NativeFile) -> String {
+    format!(
+        "`{}` is the checkpoint's file `{}` (uploaded by checkpoint {}), whose size and checksum match \
+         its `_metadata`: it was damaged before it was uploaded, and every checkpoint that references it \
+         restores the same bytes",
+        file.name,
+        file.file.trim_start_matches("../"),
+        file.checkpoint_id
+    )
+}
+
+/// The error of a store that does not open from the files a native checkpoint's fast restore
+/// put in its directory, when RocksDB's `problem` names one of `restored`'s table files: the
+/// same problem, which file of the checkpoint storage that is ([`damaged_table_file_note`]),
+/// and what to do. `None` when it names none of them (the error is then kept as it is).
+pub fn unopenable_store_problem(problem: &str, restored: &RestoredStore) -> Option<String> {
+    let file = damaged_table_file(problem, restored.table_files.values())?;
+    Some(format!(
+        "{problem}. {}. Options: restore a snapshot that does not reference it with `--restore <url>` \
+         (a savepoint, or a checkpoint older than {}; `weir checkpoints list` shows them) after removing \
+         the output committed after it; or start without state with `--restore none`",
+        damaged_table_file_note(file),
+        file.checkpoint_id
+    ))
+}
+
 /// The table files of `native` by their name in the store (what a subtask whose store was
 /// restored from it may reference, [`RestoredStore::table_files`]); the private files
 /// (`MANIFEST-*`, `CURRENT`, `OPTIONS-*`) are always uploaded again.
@@ -400,6 +441,55 @@ mod tests {
         ];
         for (what, run_dir, env_root, root) in cases {
             assert_eq!(with_run(run_dir).download_root(env_root), root, "{what}");
+        }
+    }
+
+    /// A store that does not open names the checkpoint's file behind the local table file
+    /// RocksDB's error names (helper-101: the scratch path alone told nothing), and no file
+    /// when the error names none of the restored table files.
+    #[test]
+    fn an_unopenable_store_names_the_checkpoints_file_table() {
+        let table = NativeFile {
+            file: "../shared/counts-0-chk7-000008.sst".into(),
+            name: "000008.sst".into(),
+            checkpoint_id: 7,
+            size: 10,
+            crc32: 1,
+        };
+        let restored = RestoredStore {
+            uid: "counts".into(),
+            range: key_group_range(0, 1, 128),
+            dir: PathBuf::from("/state/job-run/counts-0"),
+            entries: 1,
+            checkpoint_id: 9,
+            table_files: [(table.name.clone(), table)].into(),
+        };
+        // (RocksDB's problem, whether the message names the checkpoint's file)
+        let rows = [
+            (
+                "cannot open the restored store: Corruption: bad block contents in file /state/job-run/counts-0/000008.sst",
+                true,
+            ),
+            (
+                "cannot open the restored store: Corruption: /state/job-run/counts-0/000080.sst",
+                false,
+            ),
+            (
+                "cannot open the restored store: IO error: No space left on device",
+                false,
+            ),
+        ];
+        for (problem, names) in rows {
+            let said = unopenable_store_problem(problem, &restored);
+            assert_eq!(said.is_some(), names, "{problem}");
+            if let Some(said) = said {
+                assert!(said.starts_with(problem), "{said}");
+                assert!(
+                    said.contains("`shared/counts-0-chk7-000008.sst` (uploaded by checkpoint 7)")
+                        && said.contains("--restore none"),
+                    "{said}"
+                );
+            }
         }
     }
 

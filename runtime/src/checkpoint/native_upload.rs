@@ -381,9 +381,12 @@ pub async fn native_blocks(
         ))
     })?;
     blocks.map_err(|e| {
+        let note = crate::checkpoint::native_restore::damaged_table_file(&e.problem, &native.files)
+            .map(|file| format!("; {}", crate::checkpoint::native_restore::damaged_table_file_note(file)))
+            .unwrap_or_default();
         FormatError {
             path: store.url(dir),
-            problem: format!("a native checkpoint's store: {e}"),
+            problem: format!("a native checkpoint's store: {e}{note}"),
         }
         .into()
     })

@@ -109,13 +109,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> KeyedState
     ) -> Result<Self, DiskStateError> {
         match backend {
             BackendChoice::Disk { dir, options } if *dir == restored.dir && range == restored.range => {
-                Ok(KeyedState::Disk(DiskKeyedState::open_restored(
-                    dir,
-                    range,
-                    ttl,
-                    *options,
-                    restored.entries,
-                )?))
+                let opened = DiskKeyedState::open_restored(dir, range, ttl, *options, restored.entries);
+                Ok(KeyedState::Disk(opened.map_err(|e| {
+                    match crate::checkpoint::native_restore::unopenable_store_problem(&e.problem, restored) {
+                        Some(problem) => DiskStateError { problem, ..e },
+                        None => e,
+                    }
+                })?))
             }
             _ => Err(DiskStateError {
                 dir: restored.dir.clone(),
