@@ -67,10 +67,42 @@ pub const CLEANUP_ENTRIES_PER_RECORD: usize = crate::state::heap::CLEANUP_ENTRIE
 /// Bytes of a store value before the encoded value: the write time.
 pub(crate) const VALUE_PREFIX_LEN: usize = 8;
 
+/// What to do about a disk store's I/O error `problem` that the state directory's loss or
+/// permissions explain, to append to it: the store's directory is gone (`No such file or
+/// directory`, and `dir_exists` is false: something removed it while the job ran), or cannot be
+/// written (`Permission denied`, `Operation not permitted`, `Read-only file system`). Empty
+/// otherwise (a missing file in a directory that still exists is the store's own fault).
+pub fn state_dir_advice(problem: &str, dir_exists: bool) -> &'static str {
+    if problem.contains("No such file or directory") && !dir_exists {
+        return "; the store's directory is gone: something removed it while the job ran (a cleanup of the \
+             temporary directory, `rm -rf` of the state directory); give the job a state directory of its \
+             own (--state-dir or WEIR_STATE_DIR, or the pods' weir-state volume) that nothing else cleans; \
+             the job restores from its latest checkpoint (`weir run --restore latest`; the operator \
+             restarts on its own), and what was committed is kept";
+    }
+    if ["Permission denied", "Operation not permitted", "Read-only file system"]
+        .iter()
+        .any(|m| problem.contains(m))
+    {
+        return "; the store's directory cannot be written (its permissions, a read-only mount, an immutable \
+             attribute): the state directory (--state-dir or WEIR_STATE_DIR, or the pods' weir-state volume) \
+             must be writable by the job's user; the job restores from its latest checkpoint (`weir run \
+             --restore latest`; the operator restarts on its own), and what was committed is kept";
+    }
+    ""
+}
+
 /// A disk state failure: the store's directory and what failed. Never caused by user input;
-/// the subtask fails and restarts from its checkpoint.
+/// the subtask fails and restarts from its checkpoint. Displayed with advice for a full file
+/// system ([`crate::storage::full_disk_advice`]) or a lost or unwritable state directory
+/// ([`state_dir_advice`], which looks whether `dir` still exists).
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("disk state backend at {dir}: {problem}{advice}", dir = dir.display(), advice = crate::storage::full_disk_advice(problem))]
+#[error(
+    "disk state backend at {dir}: {problem}{full}{state_dir}",
+    dir = dir.display(),
+    full = crate::storage::full_disk_advice(problem),
+    state_dir = state_dir_advice(problem, dir.exists())
+)]
 pub struct DiskStateError {
     /// The store's local directory.
     pub dir: PathBuf,

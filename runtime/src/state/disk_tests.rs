@@ -651,3 +651,55 @@ fn a_full_snapshot_encodes_at_most_a_few_blocks_ahead_of_the_upload() {
         );
     }
 }
+
+/// A disk store's I/O error says what a lost or unwritable state directory means and what to
+/// do (helper-101: `rm -rf` and `chattr +i` of the state dir gave the raw errors alone); a
+/// missing file in a directory that still exists, and other errors, get no such advice.
+#[test]
+fn state_dir_advice_table() {
+    // (what, problem, whether the directory exists, advice starts with)
+    let rows = [
+        (
+            "removed while running",
+            "IO error: No such file or directory: While open a file for appending: /s/job/counts-0/000009.sst",
+            false,
+            "; the store's directory is gone",
+        ),
+        (
+            "a missing file in a directory that is there",
+            "IO error: No such file or directory: /s/job/counts-0/000009.sst",
+            true,
+            "",
+        ),
+        (
+            "immutable",
+            "IO error: While open a file for appending: /s/job/counts-0/000009.sst: Operation not permitted",
+            true,
+            "; the store's directory cannot be written",
+        ),
+        (
+            "read-only mount",
+            "IO error: Read-only file system",
+            true,
+            "; the store's directory cannot be written",
+        ),
+        (
+            "a full disk (its own advice)",
+            "IO error: No space left on device",
+            true,
+            "",
+        ),
+    ];
+    for (what, problem, exists, advice) in rows {
+        let said = crate::state::disk::state_dir_advice(problem, exists);
+        assert!(
+            said.starts_with(advice) && (advice.is_empty() == said.is_empty()),
+            "{what}: {said}"
+        );
+    }
+    let gone = DiskStateError {
+        dir: std::path::PathBuf::from("/nonexistent/weir-state/job/counts-0"),
+        problem: "IO error: No such file or directory: While open a file for appending".into(),
+    };
+    assert!(gone.to_string().contains("--state-dir"), "{gone}");
+}
