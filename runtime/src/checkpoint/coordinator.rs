@@ -88,6 +88,12 @@ pub trait Fence: Send + Sync + std::fmt::Debug {
     async fn reserve_ids(&self, _id: u64) -> Result<(), String> {
         Ok(())
     }
+
+    /// Whether a check found a newer coordinator: this one must stop (a restart would take
+    /// ids and write files the newer one uses). Default: never.
+    fn is_fenced(&self) -> bool {
+        false
+    }
 }
 
 /// A savepoint request from the control API.
@@ -542,6 +548,10 @@ impl FailureCount {
         cfg: &CoordinatorConfig,
     ) -> Result<(), String> {
         self.last_failure = Some(Instant::now());
+        // A fenced coordinator stops at once, whatever the tolerable failures: a newer one runs.
+        if cfg.fence.as_ref().is_some_and(|f| f.is_fenced()) {
+            return Err(format!("snapshot {id} failed: {reason}"));
+        }
         if kind == SnapshotKind::Savepoint {
             return Ok(());
         }

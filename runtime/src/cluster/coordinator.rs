@@ -221,7 +221,10 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 return serve_until_stopped(server, &opts.stop).await;
             }
             Err(failure) => {
-                let failure = attempt_failure(&registry, attempt, failure).await;
+                let mut failure = attempt_failure(&registry, attempt, failure).await;
+                // A fenced coordinator never restarts: a newer one of the job runs, and an
+                // attempt here would take ids and write files of its checkpoints.
+                failure.permanent |= crate::checkpoint::coordinator::Fence::is_fenced(&*fence);
                 let reason = failure.message;
                 cancel_attempt(&registry, attempt);
                 let now = started.elapsed();

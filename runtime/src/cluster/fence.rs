@@ -18,7 +18,7 @@
 
 use crate::checkpoint::coordinator::Fence;
 use crate::storage::{PutOutcome, Store};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Ids reserved by one write of `<job>/_coordinator/ids-<epoch>`. A coordinator restart skips
 /// at most this many ids; at one checkpoint a second, the reservation is written about once a
@@ -35,13 +35,20 @@ pub struct EpochFence {
     first_unreserved: u64,
     /// Ids below this are reserved for this coordinator (recorded in storage).
     reserved_below: AtomicU64,
+    /// Set once a check saw a newer epoch: this coordinator must stop (it stays fenced).
+    fenced: AtomicBool,
 }
+
+/// The highest reservation a coordinator accepts from storage: ids stay far from `u64::MAX`
+/// (a hand-edited or damaged `ids-*` holding a huge number would otherwise make ids wrap).
+pub const MAX_RESERVATION: u64 = 1 << 62;
 
 /// The reservation to record before triggering snapshot `id` when ids below `reserved_below`
 /// are reserved: `None` when `id` is among them, else the new bound (exclusive),
-/// [`ID_RESERVATION_BLOCK`] past `id`.
+/// [`ID_RESERVATION_BLOCK`] past `id` (saturating: [`MAX_RESERVATION`] keeps ids far below
+/// the end of `u64`).
 pub fn reservation(id: u64, reserved_below: u64) -> Option<u64> {
-    (id >= reserved_below).then(|| id + ID_RESERVATION_BLOCK)
+    (id >= reserved_below).then(|| id.saturating_add(ID_RESERVATION_BLOCK))
 }
 
 fn reservations_prefix(job: &str) -> String {
@@ -49,8 +56,9 @@ fn reservations_prefix(job: &str) -> String {
 }
 
 /// The highest reservation any coordinator of `job` recorded (0 when none). An unreadable one
-/// is skipped with a warning: it only narrows which ids a restart skips.
-async fn highest_reservation(store: &Store, job: &str) -> Result<u64, String> {
+/// is skipped with a warning: it only narrows which ids a restart skips. Errors: one above
+/// [`MAX_RESERVATION`] (not written by Weir), naming the file.
+pub async fn highest_reservation(store: &Store, job: &str) -> Result<u64, String> {
     let mut highest = 0;
     for object in store.list(&reservations_prefix(job)).await.map_err(|e| e.to_string())? {
         let bytes = store.get(&object.path).await.map_err(|e| e.to_string())?;
@@ -58,6 +66,13 @@ async fn highest_reservation(store: &Store, job: &str) -> Result<u64, String> {
             .ok()
             .and_then(|t| t.trim().parse::<u64>().ok())
         {
+            Some(bound) if bound > MAX_RESERVATION => {
+                return Err(format!(
+                    "{} reserves snapshot ids up to {bound}, past the largest Weir writes ({MAX_RESERVATION}): \
+                     it was not written by Weir; delete it (the job's ids then start past its checkpoints)",
+                    store.url(&object.path)
+                ));
+            }
             Some(bound) => highest = highest.max(bound),
             None => tracing::warn!(
                 path = %store.url(&object.path),
@@ -102,6 +117,7 @@ impl EpochFence {
                         epoch: next,
                         first_unreserved,
                         reserved_below: AtomicU64::new(0),
+                        fenced: AtomicBool::new(false),
                     });
                 }
                 PutOutcome::AlreadyExists => continue,
@@ -126,12 +142,18 @@ impl Fence for EpochFence {
     async fn check(&self) -> Result<(), String> {
         let newest = epochs(&self.store, &self.job).await?.into_iter().max().unwrap_or(0);
         if newest > self.epoch {
+            self.fenced.store(true, Ordering::Relaxed);
             return Err(format!(
-                "fenced: coordinator epoch {} is stale (epoch {newest} started); not committing",
-                self.epoch
+                "fenced: coordinator epoch {} is stale (epoch {newest} started: another coordinator of job {} \
+                 runs on this checkpoint storage); this one stops",
+                self.epoch, self.job
             ));
         }
         Ok(())
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Relaxed)
     }
 
     async fn reserve_ids(&self, id: u64) -> Result<(), String> {
@@ -149,6 +171,11 @@ impl Fence for EpochFence {
             .put(&path, bytes::Bytes::from(bound.to_string()))
             .await
             .map_err(|e| e.to_string())?;
+        // Then whether a newer coordinator started. It records its epoch before it reads the
+        // reservations, and this one its reservation before it reads the epochs, so one of
+        // the two sees the other: either the newer one starts past these ids, or this one
+        // stops here, before triggering an id the newer one may use.
+        self.check().await?;
         self.reserved_below.store(bound, Ordering::Relaxed);
         Ok(())
     }
@@ -172,6 +199,8 @@ mod tests {
             ),
             // An attempt that starts far past the reservation (ids seen in storage).
             (500, 65, Some(500 + ID_RESERVATION_BLOCK)),
+            // Never wraps.
+            (u64::MAX - 1, 0, Some(u64::MAX)),
         ];
         for (id, reserved_below, expected) in table {
             assert_eq!(
@@ -202,7 +231,18 @@ mod tests {
             .put("job/_coordinator/ids-9", bytes::Bytes::from_static(b"garbage"))
             .await
             .unwrap();
-        let third = EpochFence::claim(store, "job").await.unwrap();
+        let third = EpochFence::claim(store.clone(), "job").await.unwrap();
         assert_eq!(third.first_unreserved(), 1 + 2 * ID_RESERVATION_BLOCK);
+        // A number Weir never writes (ids would wrap) is refused, naming the file
+        // (helper-104: the job stalled at `chk-0` without an error).
+        store
+            .put(
+                "job/_coordinator/ids-10",
+                bytes::Bytes::from_static(b"18446744073709551600"),
+            )
+            .await
+            .unwrap();
+        let refused = EpochFence::claim(store, "job").await.expect_err("a huge reservation");
+        assert!(refused.contains("ids-10") && refused.contains("delete it"), "{refused}");
     }
 }

@@ -314,6 +314,12 @@ pub async fn restore_for_run(
         tracing::warn!(from = %s.url, "{warning}");
     }
     let mut first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    // Past the ids a cluster coordinator of the job reserved (`cluster/fence.rs`): a `weir run`
+    // after a cluster run, whose workers may still upload a checkpoint nothing shows yet.
+    let reserved = crate::cluster::fence::highest_reservation(store, &job.name)
+        .await
+        .map_err(transient)?;
+    first_id = first_id.max(reserved);
     if let Some(run) = run_id {
         // Past this run's end markers too: a stop whose savepoint never completed left a
         // marker of an id no snapshot holds (`decide::run_ended`).

@@ -1,0 +1,76 @@
+//! Two coordinators of one job on one S3 checkpoint storage (moto): the older one, still alive
+//! after a newer one with the same run id started (a partitioned pod replaced), stops at its
+//! next checkpoint instead of restarting into the newer one's snapshot ids.
+
+mod common;
+mod support;
+
+use common::cluster::*;
+use common::*;
+use std::time::{Duration, Instant};
+use support::moto::{MotoServer, s3_store};
+
+/// Before (helper-104, 2026-12-06): the fenced coordinator's commit failed, it restarted its
+/// attempt from the newer one's newest checkpoint and triggered the ids that one used next; its
+/// workers' uploads overwrote files of the newer one's completed checkpoints (`size 31 bytes,
+/// _metadata says 190`), so a restore from them failed. Now it stops for good at the fence
+/// (no restart), every checkpoint left in storage verifies, and the job's committed output,
+/// both coordinators' together, is the exact word count.
+#[test]
+fn a_coordinator_fenced_by_a_newer_one_stops_and_leaves_its_checkpoints_intact() {
+    let moto = MotoServer::start_with_bucket("weir-fence");
+    let (rt, store) = s3_store(&moto);
+    let bucket = moto.bucket().to_string();
+    let env_owned = moto.env();
+    let env: Vec<(&str, &str)> = env_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let paths = s3_paths(&bucket);
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let manifest_a = wordcount_manifest(dir_a.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let older = Cluster::start_with_workers(dir_a.path(), &manifest_a, &[], &env, 1);
+    assert_eq!(older.wait_checkpoint_after(0), 1);
+    // The newer coordinator of the same run, with a worker of its own; the older one runs on.
+    let manifest_b = wordcount_manifest(dir_b.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let mut newer = Cluster::start_with_workers(dir_b.path(), &manifest_b, &[], &env, 1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !older.coordinator.text().contains("fenced") {
+        assert!(
+            Instant::now() < deadline,
+            "the older coordinator was never fenced: {}",
+            older.coordinator.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    newer.coordinator.wait_ok(Duration::from_secs(180));
+    let log = older.coordinator.text();
+    assert!(
+        !log.contains("restarting in"),
+        "the fenced coordinator restarted an attempt: {log}"
+    );
+    assert!(log.contains("this one stops"), "{log}");
+    // Every checkpoint in storage verifies, file by file.
+    let ids: Vec<u64> = rt
+        .block_on(store.list("checkpoints/wordcount/chk-"))
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.path.strip_suffix("/_metadata")?.rsplit("chk-").next()?.parse().ok())
+        .collect();
+    assert!(!ids.is_empty());
+    for id in ids {
+        let url = format!("s3://{bucket}/checkpoints/wordcount/chk-{id}");
+        let out = std::process::Command::new(weir())
+            .args(["savepoint", "inspect", &url])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{url} does not verify: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_same_multiset(
+        &s3_output(&rt, &store),
+        &expected_wordcount(),
+        "two coordinators of one job, the older one fenced",
+    );
+}
