@@ -176,8 +176,39 @@ impl Fence for EpochFence {
         // the two sees the other: either the newer one starts past these ids, or this one
         // stops here, before triggering an id the newer one may use.
         self.check().await?;
-        self.reserved_below.store(bound, Ordering::Relaxed);
+        let first = self.reserved_below.swap(bound, Ordering::Relaxed) == 0;
+        if first {
+            self.forget_earlier_epochs().await;
+        }
         Ok(())
+    }
+}
+
+impl EpochFence {
+    /// Deletes the epoch and reservation files of earlier coordinators, once this one's
+    /// reservation (at least theirs) is written and no newer epoch exists: only the newest of
+    /// each is ever read, and each start reads every reservation (before, both kinds stayed,
+    /// two files per coordinator process; helper-104). A newer coordinator's files are never
+    /// touched. Best effort: a failed delete is logged and the files are deleted by a later
+    /// coordinator.
+    async fn forget_earlier_epochs(&self) {
+        let prefix = format!("{}/_coordinator/", self.job);
+        let listed = match self.store.list(&prefix).await {
+            Ok(listed) => listed,
+            Err(e) => return tracing::warn!(error = %e, "cannot list earlier coordinators' epoch files"),
+        };
+        for object in listed {
+            let name = &object.path[prefix.len()..];
+            let epoch = name
+                .strip_prefix("epoch-")
+                .or_else(|| name.strip_prefix("ids-"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if epoch.is_some_and(|e| e < self.epoch)
+                && let Err(e) = self.store.delete(&object.path).await
+            {
+                tracing::warn!(path = %self.store.url(&object.path), error = %e, "cannot delete an earlier coordinator's file");
+            }
+        }
     }
 }
 
@@ -211,6 +242,15 @@ mod tests {
         }
     }
 
+    /// The names in `job/_coordinator/`, sorted.
+    async fn coordinator_files(store: &Store) -> Vec<String> {
+        let listed = store.list("job/_coordinator/").await.unwrap();
+        listed
+            .into_iter()
+            .map(|o| o.path["job/_coordinator/".len()..].to_string())
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_later_coordinator_starts_past_every_id_an_earlier_one_reserved() {
         let dir = tempfile::tempdir().unwrap();
@@ -225,24 +265,33 @@ mod tests {
         let second = EpochFence::claim(store.clone(), "job").await.unwrap();
         assert_eq!(second.epoch(), 2);
         assert_eq!(second.first_unreserved(), 1 + ID_RESERVATION_BLOCK);
-        // The second reserves from its own first id; a third takes the highest of both.
+        // The second reserves from its own first id, which deletes the first's files (its
+        // reservation is at least theirs); an unreadable file is skipped, and a third takes
+        // the second's.
         second.reserve_ids(1 + ID_RESERVATION_BLOCK).await.unwrap();
-        store
-            .put("job/_coordinator/ids-9", bytes::Bytes::from_static(b"garbage"))
-            .await
-            .unwrap();
+        assert_eq!(coordinator_files(&store).await, ["epoch-2", "ids-2"]);
+        let garbage = bytes::Bytes::from_static(b"garbage");
+        store.put("job/_coordinator/ids-0", garbage).await.unwrap();
         let third = EpochFence::claim(store.clone(), "job").await.unwrap();
         assert_eq!(third.first_unreserved(), 1 + 2 * ID_RESERVATION_BLOCK);
         // A number Weir never writes (ids would wrap) is refused, naming the file
         // (helper-104: the job stalled at `chk-0` without an error).
-        store
-            .put(
-                "job/_coordinator/ids-10",
-                bytes::Bytes::from_static(b"18446744073709551600"),
-            )
+        let huge = bytes::Bytes::from_static(b"18446744073709551600");
+        store.put("job/_coordinator/ids-1", huge).await.unwrap();
+        let refused = EpochFence::claim(store.clone(), "job")
             .await
-            .unwrap();
-        let refused = EpochFence::claim(store, "job").await.expect_err("a huge reservation");
-        assert!(refused.contains("ids-10") && refused.contains("delete it"), "{refused}");
+            .expect_err("a huge reservation");
+        assert!(refused.contains("ids-1 ") && refused.contains("delete it"), "{refused}");
+        store.delete("job/_coordinator/ids-1").await.unwrap();
+        // The next coordinator's first reservation deletes every earlier coordinator's files.
+        let fifth = EpochFence::claim(store.clone(), "job").await.unwrap();
+        assert_eq!(fifth.epoch(), 5);
+        fifth.reserve_ids(fifth.first_unreserved()).await.unwrap();
+        assert_eq!(coordinator_files(&store).await, ["epoch-5", "ids-5"]);
+        let sixth = EpochFence::claim(store, "job").await.unwrap();
+        assert_eq!(
+            (sixth.epoch(), sixth.first_unreserved()),
+            (6, 1 + 3 * ID_RESERVATION_BLOCK)
+        );
     }
 }
