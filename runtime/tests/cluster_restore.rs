@@ -361,18 +361,7 @@ fn a_redeploy_from_a_checkpoint_retires_the_old_deployments_checkpoints() {
 #[test]
 fn an_attempt_after_a_failover_takes_ids_past_every_triggered_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
-    // The coordinator's `deployed` lines name each attempt's first checkpoint id.
-    let log = "warn,weir=info,weir_runtime=warn,weir_runtime::cluster::coordinator=info";
-    let hang = [("WEIR_FAILPOINT", "hang-upload:2"), ("WEIR_LOG", log)];
-    let mut c = Cluster::start(dir.path(), &m, &[], &hang);
-    assert_eq!(c.wait_checkpoint_after(0), 1);
-    // Checkpoint 2 is triggered 300 ms after 1 and its uploads hang (one checkpoint is in
-    // flight at a time, so no later one starts).
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(c.job_status().unwrap()["lastCompletedCheckpoint"]["id"], 1);
-    assert!(!dir.path().join("checkpoints/wordcount/chk-2").exists());
+    let mut c = checkpoint_2_hanging(dir.path());
     let (busy, _) = c.busy_worker();
     c.workers[busy].kill9();
     c.add_worker("w-replacement", &[]);
@@ -387,6 +376,25 @@ fn an_attempt_after_a_failover_takes_ids_past_every_triggered_checkpoint() {
         &expected_wordcount(),
         "a worker killed while checkpoint 2's uploads hang",
     );
+}
+
+/// A log level showing the coordinator's `deployed` lines, which name each attempt's first
+/// checkpoint id.
+const COORDINATOR_LOG: &str = "warn,weir=info,weir_runtime=warn,weir_runtime::cluster::coordinator=info";
+
+/// A word count at parallelism 2 in `dir` whose checkpoint 2's uploads hang
+/// (`hang-upload:2`): checkpoint 1 completed, 2 triggered 300 ms later, nothing of it in storage
+/// (one checkpoint is in flight at a time, so no later one starts).
+fn checkpoint_2_hanging(dir: &std::path::Path) -> Cluster {
+    let paths = Paths::local(dir);
+    let m = wordcount_manifest(dir, &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let hang = [("WEIR_FAILPOINT", "hang-upload:2"), ("WEIR_LOG", COORDINATOR_LOG)];
+    let c = Cluster::start(dir, &m, &[], &hang);
+    assert_eq!(c.wait_checkpoint_after(0), 1);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(c.job_status().unwrap()["lastCompletedCheckpoint"]["id"], 1);
+    assert!(!dir.join("checkpoints/wordcount/chk-2").exists());
+    c
 }
 
 /// The first checkpoint ids of the coordinator's attempts, from its `deployed` log lines (the
@@ -423,18 +431,10 @@ fn first_checkpoints(coordinator: &Proc, n: usize) -> Vec<u64> {
 #[test]
 fn a_restarted_coordinator_takes_ids_past_every_id_its_predecessor_reserved() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
-    let log = "warn,weir=info,weir_runtime=warn,weir_runtime::cluster::coordinator=info";
-    let hang = [("WEIR_FAILPOINT", "hang-upload:2"), ("WEIR_LOG", log)];
-    let mut c = Cluster::start(dir.path(), &m, &[], &hang);
-    assert_eq!(c.wait_checkpoint_after(0), 1);
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(c.job_status().unwrap()["lastCompletedCheckpoint"]["id"], 1);
-    assert!(!dir.path().join("checkpoints/wordcount/chk-2").exists());
+    let mut c = checkpoint_2_hanging(dir.path());
     assert_eq!(first_checkpoints(&c.coordinator, 1), [1]);
     c.coordinator.kill9();
-    c.restart_coordinator(&[("WEIR_LOG", log)]);
+    c.restart_coordinator(&[("WEIR_LOG", COORDINATOR_LOG)]);
     let first = first_checkpoints(&c.coordinator, 1)[0];
     assert!(
         first > 2,

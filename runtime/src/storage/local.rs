@@ -130,28 +130,12 @@ fn sync_dir(dir: Option<&Path>) {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in rd {
-        let entry = entry?;
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            walk(&entry.path(), out)?;
-        } else if ft.is_file() {
-            out.push(entry.path());
-        }
-    }
-    Ok(())
+    walk_matching(dir, "", out)
 }
 
-/// As [`walk`], entering only the entries of `dir` whose names start with `name_prefix`.
+/// As [`walk`], entering only the entries of `dir` whose names start with `name_prefix` (every
+/// entry below them).
 fn walk_matching(dir: &Path, name_prefix: &str, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if name_prefix.is_empty() {
-        return walk(dir, out);
-    }
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -159,7 +143,7 @@ fn walk_matching(dir: &Path, name_prefix: &str, out: &mut Vec<PathBuf>) -> std::
     };
     for entry in rd {
         let entry = entry?;
-        if !entry.file_name().to_string_lossy().starts_with(name_prefix) {
+        if !name_prefix.is_empty() && !entry.file_name().to_string_lossy().starts_with(name_prefix) {
             continue;
         }
         let ft = entry.file_type()?;
