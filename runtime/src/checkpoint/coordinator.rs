@@ -72,8 +72,20 @@ pub struct CoordinatorConfig {
     pub restored_base: Option<CheckpointMetadata>,
 }
 
-/// How long the retention worker may go on deleting when the job ends.
-const RETENTION_GRACE_AT_EXIT: Duration = Duration::from_secs(10);
+/// How long the retention worker may go on deleting when the job ends with `outcome`: the
+/// pass in flight and one more that sees the last checkpoint. A finished job has no next run
+/// to delete what is left, so it waits longest: the stand-in's loaded S3 (moto, ten jobs at
+/// once) took 6-7 s a pass, and a CI run left 7 checkpoints where `retained` is 3 when the
+/// job finished with 10 s for both passes. A stop waits 10 s and a suspend (a pod shutting
+/// down within its termination grace) 0.5 s: the run that resumes the lineage deletes the
+/// rest, and an upgrade should not wait on housekeeping.
+pub fn retention_grace_at_exit(outcome: &Outcome) -> Duration {
+    match outcome {
+        Outcome::Finished => Duration::from_secs(60),
+        Outcome::Stopped(_) => Duration::from_secs(10),
+        Outcome::Suspended => Duration::from_millis(500),
+    }
+}
 
 /// A fence that a stale coordinator fails: checked before committing a checkpoint.
 #[async_trait::async_trait]
@@ -258,7 +270,7 @@ pub async fn run(
                             let outcome = finishing.clone().unwrap_or(Outcome::Finished);
                             // The job is done: let the last retention pass finish (bounded).
                             if let Some(r) = retention.take() {
-                                r.finish(RETENTION_GRACE_AT_EXIT).await;
+                                r.finish(retention_grace_at_exit(&outcome)).await;
                             }
                             let mut s = shared.lock().expect("lock");
                             s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped, Outcome::Suspended => JobState::Suspending };
@@ -360,7 +372,7 @@ pub async fn run(
             send_all(&|| Control::Shutdown);
             super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
             if let Some(r) = retention.take() {
-                r.finish(Duration::from_millis(500)).await;
+                r.finish(retention_grace_at_exit(&Outcome::Suspended)).await;
             }
             return Ok(Outcome::Suspended);
         }

@@ -71,7 +71,8 @@ impl RetentionWorker {
         if tokio::time::timeout(grace, &mut task).await.is_err() {
             tracing::warn!(
                 ?grace,
-                "retention: still deleting at exit; leaving the rest to the next run"
+                "retention: still deleting at exit; checkpoints beyond `retained` stay until a run \
+                 restored from this job's checkpoints deletes them (or delete them yourself)"
             );
             task.abort();
         }

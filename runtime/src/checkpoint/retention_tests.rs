@@ -494,3 +494,37 @@ async fn a_pass_deletes_the_incomplete_checkpoints_killed_runs_left() {
         ]
     );
 }
+
+/// When the job ends, the worker runs the pass a checkpoint signalled even if no pass started
+/// yet, and the pass after one in flight, which sees the checkpoints completed meanwhile: a
+/// finished job keeps `retained` checkpoints (the coordinator waits for both within
+/// [`retention_grace_at_exit`](crate::checkpoint::coordinator::retention_grace_at_exit)).
+#[tokio::test]
+async fn the_worker_runs_the_signalled_passes_before_it_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Store = Arc::new(LocalStore::new(dir.path().to_str().unwrap()).unwrap());
+    let scope = RetentionScope {
+        store: store.clone(),
+        job: "job".into(),
+        retained: 2,
+        run_id: "lineage".into(),
+        first_id: 1,
+    };
+    for id in 1..=4 {
+        put_checkpoint(&store, id, &[id]).await;
+    }
+    let worker = RetentionWorker::start(scope.clone());
+    worker.completed(4);
+    worker.finish(std::time::Duration::from_secs(30)).await;
+    assert_eq!(checkpoint_ids_left(&store).await, [3, 4]);
+
+    // A signal while a pass runs: one more pass, which sees checkpoints 5 and 6.
+    let worker = RetentionWorker::start(scope);
+    worker.completed(4);
+    for id in 5..=6 {
+        put_checkpoint(&store, id, &[id]).await;
+        worker.completed(id);
+    }
+    worker.finish(std::time::Duration::from_secs(30)).await;
+    assert_eq!(checkpoint_ids_left(&store).await, [5, 6]);
+}

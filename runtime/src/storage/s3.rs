@@ -184,30 +184,45 @@ impl S3Store {
 
     /// Lists full keys and sizes under `prefix` (store-relative), following continuation tokens.
     async fn list_raw(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
-        let key_prefix = self.list_key_prefix(prefix);
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let resp = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&key_prefix)
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .map_err(|e| self.err(prefix, "ListObjectsV2", e))?;
-            for obj in resp.contents() {
+        self.list_pages(prefix, None, |page| {
+            for obj in page.contents() {
                 if let Some(key) = obj.key() {
                     out.push((key.to_string(), obj.size().unwrap_or(0).max(0) as u64));
                 }
             }
-            match resp.next_continuation_token() {
-                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => token = Some(t.to_string()),
-                _ => break,
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Every page of `ListObjectsV2` under `prefix` (with `delimiter` when given), following
+    /// continuation tokens, each passed to `each_page`. Errors: the first failed request.
+    async fn list_pages(
+        &self,
+        prefix: &str,
+        delimiter: Option<&str>,
+        mut each_page: impl FnMut(&aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output),
+    ) -> Result<()> {
+        let key_prefix = self.list_key_prefix(prefix);
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&key_prefix)
+                .set_delimiter(delimiter.map(str::to_string))
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| self.err(prefix, "ListObjectsV2", e))?;
+            each_page(&page);
+            match page.next_continuation_token() {
+                Some(t) if page.is_truncated().unwrap_or(false) && !t.is_empty() => token = Some(t.to_string()),
+                _ => return Ok(()),
             }
         }
-        Ok(out)
     }
 
     async fn read_body(&self, path: &str, body: ByteStream) -> Result<Bytes> {
@@ -439,19 +454,8 @@ impl ObjectStore for S3Store {
     async fn list_directories(&self, prefix: &str) -> Result<Vec<String>> {
         let key_prefix = self.list_key_prefix(prefix);
         let mut names = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let resp = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&key_prefix)
-                .delimiter("/")
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .map_err(|e| self.err(prefix, "ListObjectsV2", e))?;
-            for common in resp.common_prefixes() {
+        self.list_pages(prefix, Some("/"), |page| {
+            for common in page.common_prefixes() {
                 if let Some(name) = common.prefix().and_then(|p| p.strip_prefix(key_prefix.as_str())) {
                     let name = name.trim_end_matches('/');
                     if !name.is_empty() {
@@ -459,11 +463,8 @@ impl ObjectStore for S3Store {
                     }
                 }
             }
-            match resp.next_continuation_token() {
-                Some(t) if resp.is_truncated().unwrap_or(false) && !t.is_empty() => token = Some(t.to_string()),
-                _ => break,
-            }
-        }
+        })
+        .await?;
         names.sort();
         names.dedup();
         Ok(names)

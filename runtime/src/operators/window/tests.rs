@@ -607,3 +607,70 @@ async fn a_large_firing_comes_in_parts_of_whole_key_groups_on_either_backend() {
         );
     }
 }
+
+/// A failed write-back of the disk store fails the task at the windows' next barrier, for a
+/// full checkpoint, an incremental one and a savepoint, as the aggregate's does
+/// (`aggregate_savepoint_tests`): every later snapshot of the store would lack the writes.
+#[tokio::test]
+async fn a_failed_write_back_fails_the_task_at_the_next_barrier() {
+    let d = def(WindowAssigner::Tumbling { size_ms: 10 }, 100);
+    let all = key_group_range(0, 1, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let next = [
+        ("full checkpoint", None, crate::control::api::SnapshotKind::Checkpoint),
+        (
+            "incremental checkpoint",
+            Some(None),
+            crate::control::api::SnapshotKind::Checkpoint,
+        ),
+        ("savepoint", None, crate::control::api::SnapshotKind::Savepoint),
+    ];
+    for (what, incremental, kind) in next {
+        let backend = BackendChoice::Disk {
+            dir: dir.path().join(what.replace(' ', "-")),
+            options: Default::default(),
+        };
+        let late = Arc::new(AtomicU64::new(0));
+        let mut w = WindowOperator::new("w", &d, "k", all, Default::default(), late, &backend).unwrap();
+        w.process(vec![rec("a", 5), rec("b", 5)], &mut Vec::new())
+            .await
+            .unwrap();
+        let KeyedState::Disk(disk) = &w.state else {
+            panic!("{what}: not on disk")
+        };
+        disk.fail_next_write_back();
+        // Checkpoint 1 freezes the writes of `a` and `b`; their write-back fails on the
+        // write-back thread, after the barrier (a full snapshot reads the frozen writes and
+        // does not wait for it): wait until it has.
+        let first = w
+            .snapshot(&barrier())
+            .await
+            .expect("the barrier before the failure")
+            .unwrap();
+        let _ = first();
+        let KeyedState::Disk(disk) = &mut w.state else {
+            panic!("{what}: not on disk")
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while disk.check_write_back().is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: the write-back never failed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        w.process(vec![rec("c", 6)], &mut Vec::new()).await.ok();
+        let second = w
+            .snapshot(&Barrier {
+                id: 2,
+                kind,
+                incremental,
+                ..barrier()
+            })
+            .await;
+        let Err(error) = second else {
+            panic!("{what}: the barrier after a failed write-back did not fail the task")
+        };
+        assert!(error.0.contains("injected write-back failure"), "{what}: {}", error.0);
+    }
+}
