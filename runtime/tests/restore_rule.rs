@@ -420,3 +420,43 @@ fn a_checkpoint_failing_mid_run_fails_the_job_only_past_tolerable_failed_checkpo
         "one failed checkpoint tolerated",
     );
 }
+
+/// A run killed while it wrote a checkpoint's first file leaves `chk-<n>/` holding only that
+/// write's temporary file, which no listing of snapshots shows. The next run takes ids past
+/// it instead of writing its own checkpoint n beside the dead run's file (helper-101: completed
+/// checkpoints held an earlier attempt's `.tmp` files), retention deletes the directory once
+/// a newer checkpoint completed, and the output is the word count exactly.
+#[test]
+fn a_run_takes_ids_past_a_checkpoint_directory_holding_only_a_killed_runs_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "200ms", None, None);
+    let cut_off = dir.path().join("checkpoints/wordcount/chk-3");
+    std::fs::create_dir_all(&cut_off).unwrap();
+    std::fs::write(cut_off.join(".gen-1.state.tmp-4194304-1"), b"cut off").unwrap();
+    let completions = [(
+        "WEIR_LOG".to_string(),
+        "warn,weir_runtime::checkpoint::commit=info".to_string(),
+    )];
+    let log = Weir::run(&m, &[], &completions).wait_ok();
+    let completed: Vec<u64> = log
+        .split("checkpoint completed checkpoint=")
+        .skip(1)
+        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect();
+    assert!(!completed.is_empty(), "no checkpoint completed: {log}");
+    assert!(
+        completed.iter().all(|id| *id > 3),
+        "checkpoint ids {completed:?} reuse the cut-off chk-3: {log}"
+    );
+    assert!(
+        !cut_off.exists(),
+        "the cut-off chk-3 stays after newer checkpoints completed: {:?}",
+        snapshot_ids(dir.path(), "chk-")
+    );
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a run after a cut-off checkpoint directory",
+    );
+}

@@ -314,6 +314,21 @@ pub async fn restore_for_run(
         tracing::warn!(from = %s.url, "{warning}");
     }
     let mut first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    // Past the checkpoint directories no snapshot listing shows: a local run killed while it
+    // wrote a checkpoint's first file leaves `chk-<n>/` holding only that write's temporary
+    // file, beside which this run's checkpoint n would be written (helper-101: completed
+    // checkpoints held a dead run's `.tmp` files). Retention deletes such a directory once a
+    // newer checkpoint completes.
+    let directories = store
+        .list_directories(&format!("{}/", job.name))
+        .await
+        .map_err(|e| transient(e.to_string()))?;
+    if let Some(cut_off) = crate::checkpoint::retention::unlisted_checkpoint_directories(&directories, &seen)
+        .into_iter()
+        .max()
+    {
+        first_id = first_id.max(cut_off + 1);
+    }
     // Past the ids a cluster coordinator of the job reserved (`cluster/fence.rs`): a `weir run`
     // after a cluster run, whose workers may still upload a checkpoint nothing shows yet.
     let reserved = crate::cluster::fence::highest_reservation(store, &job.name)
