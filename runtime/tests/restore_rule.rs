@@ -460,3 +460,23 @@ fn a_run_takes_ids_past_a_checkpoint_directory_holding_only_a_killed_runs_tempor
         "a run after a cut-off checkpoint directory",
     );
 }
+
+/// A snapshot directory whose id Weir never writes (past 2^62, here `u64::MAX`) is refused
+/// naming it and what to do, before any input is read; before, the id after it overflowed (a
+/// panic in a debug build, ids from 0 in a release build).
+#[test]
+fn a_snapshot_directory_with_an_id_weir_never_writes_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 1, "exactly-once", "200ms", None, None);
+    let foreign = dir.path().join(format!("checkpoints/wordcount/chk-{}", u64::MAX));
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join(".x.tmp-4194304-1"), b"").unwrap();
+    let (ok, log) = Weir::run(&m, &[], &[]).wait();
+    assert!(!ok, "the run must be refused: {log}");
+    assert!(
+        log.contains(&format!("with id {}", u64::MAX)) && log.contains("remove it") && !log.contains("panicked"),
+        "{log}"
+    );
+    assert!(local_output(&dir.path().join("output")).is_empty());
+}

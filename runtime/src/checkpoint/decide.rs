@@ -212,10 +212,11 @@ pub fn run_lineage(
 }
 
 /// The first snapshot id of a run: one more than the highest id restored or seen in the store,
-/// checkpoints and savepoint pointers alike, so ids never repeat within a store.
+/// checkpoints and savepoint pointers alike, so ids never repeat within a store. Saturates at
+/// `u64::MAX` (a directory Weir never wrote; the run refuses ids that large).
 pub fn next_snapshot_id(restored: Option<u64>, seen: &[SeenSnapshot]) -> u64 {
     let max_seen = seen.iter().map(|c| c.id).max().unwrap_or(0);
-    restored.unwrap_or(0).max(max_seen) + 1
+    restored.unwrap_or(0).max(max_seen).saturating_add(1)
 }
 
 /// The warning for an explicit restore (`--restore <dir>`, a StreamJob's restore point) of
@@ -548,6 +549,7 @@ mod tests {
         );
         assert_eq!(next_snapshot_id(Some(6), &snaps(&[(2, true, false)])), 7);
         assert_eq!(next_snapshot_id(None, &[]), 1);
+        assert_eq!(next_snapshot_id(None, &snaps(&[(u64::MAX, true, false)])), u64::MAX);
     }
 
     #[test]

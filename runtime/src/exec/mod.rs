@@ -323,11 +323,22 @@ pub async fn restore_for_run(
         .list_directories(&format!("{}/", job.name))
         .await
         .map_err(|e| transient(e.to_string()))?;
-    if let Some(cut_off) = crate::checkpoint::retention::unlisted_checkpoint_directories(&directories, &seen)
-        .into_iter()
-        .max()
-    {
-        first_id = first_id.max(cut_off + 1);
+    let cut_off = crate::checkpoint::retention::unlisted_checkpoint_directories(&directories, &seen);
+    if let Some(highest) = cut_off.iter().max() {
+        first_id = first_id.max(highest.saturating_add(1));
+    }
+    if first_id > crate::cluster::fence::MAX_RESERVATION {
+        let largest = seen.iter().map(|s| s.id).chain(cut_off).max().unwrap_or(first_id);
+        return Err(StartError {
+            message: format!(
+                "the checkpoint storage of job {} ({}) holds a snapshot directory (chk-<id> or sp-<id>) with id \
+                 {largest}, past the largest Weir uses ({}): it was not written by Weir; remove it",
+                job.name,
+                store.url(&job.name),
+                crate::cluster::fence::MAX_RESERVATION
+            ),
+            permanent: true,
+        });
     }
     // Past the ids a cluster coordinator of the job reserved (`cluster/fence.rs`): a `weir run`
     // after a cluster run, whose workers may still upload a checkpoint nothing shows yet.
