@@ -235,7 +235,7 @@ pub async fn run(
             ev = events.recv() => {
                 let Some(ev) = ev else {
                     return Err(match failure_cause::decide(&task_failures, true) {
-                        FailureDecision::Fail(m) => job_failed(&shared, m),
+                        FailureDecision::Fail(m) => attempt_failed(&shared, m),
                         _ => "all subtasks are gone".into(),
                     });
                 };
@@ -254,7 +254,7 @@ pub async fn run(
                             tracing::warn!(checkpoint = checkpoint_id, task, %reason, "checkpoint declined");
                             let reason = format!("declined by task {task}: {reason}");
                             fail_pending(&p, &reason, &shared, &controls, &cfg);
-                            failures.failed(&p, &reason, &cfg).map_err(|m| job_failed(&shared, m))?;
+                            failures.failed(&p, &reason, &cfg).map_err(|m| attempt_failed(&shared, m))?;
                         }
                     }
                     TaskEvent::SourceExhausted { task } => {
@@ -310,7 +310,7 @@ pub async fn run(
         }
 
         match failure_cause::decide(&task_failures, cause_deadline.is_some_and(|d| Instant::now() >= d)) {
-            FailureDecision::Fail(message) => return Err(job_failed(&shared, message)),
+            FailureDecision::Fail(message) => return Err(attempt_failed(&shared, message)),
             // A subtask failed: nothing completes or starts while its cause is awaited.
             FailureDecision::WaitForCause => continue,
             FailureDecision::Running => {}
@@ -347,7 +347,7 @@ pub async fn run(
                         Err(e) => {
                             tracing::error!(checkpoint = id, error = %e, "checkpoint could not be committed");
                             fail_pending(&p, &e, &shared, &controls, &cfg);
-                            failures.failed(&p, &e, &cfg).map_err(|m| job_failed(&shared, m))?;
+                            failures.failed(&p, &e, &cfg).map_err(|m| attempt_failed(&shared, m))?;
                         }
                     }
                 }
@@ -360,7 +360,9 @@ pub async fn run(
                     );
                     let reason = format!("timed out after {:?}", cfg.timeout);
                     fail_pending(&p, &reason, &shared, &controls, &cfg);
-                    failures.failed(&p, &reason, &cfg).map_err(|m| job_failed(&shared, m))?;
+                    failures
+                        .failed(&p, &reason, &cfg)
+                        .map_err(|m| attempt_failed(&shared, m))?;
                 }
                 PendingState::Waiting { .. } => {}
             }
@@ -475,7 +477,7 @@ pub async fn run(
                         }
                         failures
                             .failed_snapshot(id, kind, &e, &cfg)
-                            .map_err(|m| job_failed(&shared, m))?;
+                            .map_err(|m| attempt_failed(&shared, m))?;
                         if let Some(t) = trigger_id {
                             let mut s = shared.lock().expect("lock");
                             if let Some(st) = s.triggers.get_mut(&t) {
@@ -512,10 +514,14 @@ fn fail_pending(
     }
 }
 
-/// Marks the job FAILED with `msg` (and its in-progress savepoints failed); returns `msg`.
-fn job_failed(shared: &Arc<Mutex<Shared>>, msg: String) -> String {
+/// Records that this attempt failed with `msg` (and fails its in-progress savepoints); returns
+/// `msg`. The job's state is left to the owner of the attempt, which alone knows whether the
+/// failure is final: a cluster's restart strategy restarts it (`RESTARTING`), `weir run` fails
+/// it (`FAILED`). Before, the attempt said `FAILED` here, and a client polling in the moment
+/// before the restart decision (the operator's health check) took a restarting job for a
+/// failed one.
+fn attempt_failed(shared: &Arc<Mutex<Shared>>, msg: String) -> String {
     let mut s = shared.lock().expect("lock");
-    s.state = JobState::Failed;
     s.failure = Some(msg.clone());
     for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
         t.state = TriggerState::Failed;
@@ -593,5 +599,47 @@ impl FailureCount {
             .saturating_mul(1 << self.consecutive.min(6))
             .min(Duration::from_secs(10));
         at.elapsed() >= backoff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::api::{SavepointStatus, TriggerState};
+
+    fn trigger(id: &str, state: TriggerState) -> SavepointStatus {
+        SavepointStatus {
+            trigger_id: id.into(),
+            state,
+            path: None,
+            checkpoint_id: None,
+            error: None,
+        }
+    }
+
+    /// A failed attempt records its failure and fails its savepoints in progress, but leaves
+    /// the job's state to the attempt's owner: a cluster restarting it must never be seen as
+    /// `FAILED` (the operator would restart it a second time).
+    #[test]
+    fn a_failed_attempt_records_its_failure_and_leaves_the_state_to_its_owner() {
+        let shared = Arc::new(Mutex::new(Shared::new()));
+        {
+            let mut s = shared.lock().unwrap();
+            s.state = JobState::Running;
+            s.triggers.insert("a".into(), trigger("a", TriggerState::InProgress));
+            s.triggers.insert("b".into(), trigger("b", TriggerState::Completed));
+        }
+        let message = attempt_failed(&shared, "subtask 1 failed: boom".into());
+        assert_eq!(message, "subtask 1 failed: boom");
+        let s = shared.lock().unwrap();
+        assert_eq!(s.state, JobState::Running, "the owner decides FAILED or RESTARTING");
+        assert_eq!(s.failure.as_deref(), Some("subtask 1 failed: boom"));
+        assert_eq!(s.triggers["a"].state, TriggerState::Failed);
+        assert_eq!(s.triggers["a"].error.as_deref(), Some("the job failed"));
+        assert_eq!(
+            s.triggers["b"].state,
+            TriggerState::Completed,
+            "a completed savepoint stays"
+        );
     }
 }

@@ -660,8 +660,10 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
     let run = Box::new(move || {
         tokio::spawn(async move {
             let handles: Vec<_> = starts.into_iter().map(|s| s()).collect();
-            let out = coordinator::run(cfg, controls, ev_rx, &mut cmd_rx, shared).await;
+            let out = coordinator::run(cfg, controls, ev_rx, &mut cmd_rx, shared.clone()).await;
             if out.is_err() {
+                // `weir run` has no restart strategy: a failed attempt fails the job.
+                shared.lock().expect("lock").state = crate::control::api::JobState::Failed;
                 for h in &handles {
                     h.abort();
                 }
