@@ -480,3 +480,28 @@ fn a_snapshot_directory_with_an_id_weir_never_writes_is_refused_naming_it() {
     );
     assert!(local_output(&dir.path().join("output")).is_empty());
 }
+
+/// A restore point whose `_metadata` carries an id Weir never writes (past 2^62; here a
+/// checkpoint edited by hand and moved out of the job's storage) is refused naming the restore
+/// point, not the job's storage, which holds no such directory, and before its pending sink
+/// parts are committed.
+#[test]
+fn a_restore_point_with_an_id_weir_never_writes_is_refused_naming_the_restore_point() {
+    use weir_runtime::state::snapshot::{decode_metadata, encode_metadata};
+    let (dir, _paths, m) = word_count_crashed_past_its_first_commit_point();
+    let moved = dir.path().join("edited-checkpoint");
+    std::fs::rename(dir.path().join("checkpoints/wordcount/chk-1"), &moved).unwrap();
+    let file = moved.join("_metadata");
+    let mut metadata = decode_metadata("_metadata", &std::fs::read(&file).unwrap()).unwrap();
+    metadata.checkpoint_id = u64::MAX;
+    std::fs::write(&file, encode_metadata(&metadata)).unwrap();
+    let (ok, log) = Weir::run(&m, &["--restore", moved.to_str().unwrap()], &[]).wait();
+    assert!(!ok, "the run must be refused: {log}");
+    assert!(
+        log.contains(&format!("{} has snapshot id {}", moved.display(), u64::MAX))
+            && log.contains("restore another snapshot")
+            && !log.contains("panicked"),
+        "{log}"
+    );
+    assert!(local_output(&dir.path().join("output")).is_empty(), "nothing committed");
+}

@@ -293,6 +293,20 @@ pub async fn restore_for_run(
         );
     }
     if let Some(s) = &snapshot {
+        // Before anything is committed: a restore point restored by URL may come from
+        // anywhere, and ids past this one are taken next.
+        if s.metadata.checkpoint_id >= crate::cluster::fence::MAX_RESERVATION {
+            return Err(StartError {
+                message: format!(
+                    "the restore point {} has snapshot id {}, past the largest Weir uses ({}): it was not \
+                     written by Weir; restore another snapshot",
+                    s.url,
+                    s.metadata.checkpoint_id,
+                    crate::cluster::fence::MAX_RESERVATION
+                ),
+                permanent: true,
+            });
+        }
         adopt_max_parallelism(job, s).map_err(|message| StartError {
             message,
             permanent: true,
@@ -328,13 +342,13 @@ pub async fn restore_for_run(
         first_id = first_id.max(highest.saturating_add(1));
     }
     if first_id > crate::cluster::fence::MAX_RESERVATION {
-        let largest = seen.iter().map(|s| s.id).chain(cut_off).max().unwrap_or(first_id);
         return Err(StartError {
             message: format!(
                 "the checkpoint storage of job {} ({}) holds a snapshot directory (chk-<id> or sp-<id>) with id \
-                 {largest}, past the largest Weir uses ({}): it was not written by Weir; remove it",
+                 {}, past the largest Weir uses ({}): it was not written by Weir; remove it",
                 job.name,
                 store.url(&job.name),
+                seen.iter().map(|s| s.id).chain(cut_off).max().unwrap_or(first_id),
                 crate::cluster::fence::MAX_RESERVATION
             ),
             permanent: true,
