@@ -178,3 +178,59 @@ async fn a_failed_write_back_fails_the_task_at_the_next_barrier() {
         );
     }
 }
+
+/// After a native checkpoint's memtable flush failed (RocksDB then writes nothing more to the
+/// store until it recovers, on a full disk possibly never), the next barrier fails the task
+/// naming the flush, for a native checkpoint, a checkpoint of blocks and a savepoint alike.
+/// Before, each later checkpoint failed on the same flush error: a bounded job at its end,
+/// with no batch to fail it, retried its final checkpoint every 10 s for as many failures as
+/// `tolerableFailedCheckpoints` allowed (helper-101's F5, 1000 of them).
+#[tokio::test]
+async fn a_failed_flush_of_a_native_checkpoint_fails_the_task_at_the_next_barrier() {
+    let scratch = tempfile::tempdir().unwrap();
+    let all = key_group_range(0, 1, 8);
+    let next: [(&str, Option<Option<u64>>, SnapshotKind); 3] = [
+        ("native checkpoint", Some(None), SnapshotKind::Checkpoint),
+        ("full checkpoint", None, SnapshotKind::Checkpoint),
+        ("savepoint", None, SnapshotKind::Savepoint),
+    ];
+    for (what, incremental, kind) in next {
+        let init = KeyedStateInit {
+            backend: BackendChoice::Disk {
+                dir: scratch.path().join(what.replace(' ', "-")),
+                options: DiskStateOptions {
+                    write_cache_bytes: 16 << 20,
+                    ..DiskStateOptions::default()
+                },
+            },
+            ..KeyedStateInit::new(all, OperatorRestore::default())
+        };
+        let mut op = Aggregate::with_state("c", AggregateFn::Count, None, "k", "k", init).unwrap();
+        let mut out = Vec::new();
+        op.process(keyed(&["a", "b"]), &mut out).await.unwrap();
+        let KeyedState::Disk(disk) = &op.state else {
+            panic!("{what}: not on disk")
+        };
+        disk.fail_next_flush();
+        let first = op
+            .snapshot(&barrier(1, SnapshotKind::Checkpoint, Some(None)))
+            .await
+            .expect("the barrier before the failure is taken")
+            .unwrap();
+        let Err(error) = first() else {
+            panic!("{what}: checkpoint 1 completed without its flush")
+        };
+        assert!(error.0.contains("injected flush failure"), "{what}: {}", error.0);
+        let second = op.snapshot(&barrier(2, kind, incremental)).await;
+        let Err(error) = second else {
+            panic!("{what}: the barrier after a failed flush did not fail the task")
+        };
+        assert!(
+            error.0.contains("operator c")
+                && error.0.contains("a checkpoint's flush of the store failed")
+                && error.0.contains("injected flush failure"),
+            "{what}: {}",
+            error.0
+        );
+    }
+}

@@ -286,6 +286,12 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.cache.fail_next_write_back();
     }
 
+    /// Makes the next native checkpoint's memtable flush fail, for tests.
+    #[cfg(test)]
+    pub(crate) fn fail_next_flush(&self) {
+        self.cache.fail_next_flush();
+    }
+
     /// Waits until the write-back cache's pending generations are in the store, for tests.
     #[cfg(test)]
     pub(crate) fn wait_for_write_back(&mut self) {
@@ -317,15 +323,10 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         }
     }
 
-    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
-    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
-    /// continuing in key order where the last call stopped and wrapping around, and removes
-    /// the expired ones (at most one pass over the store per call; a key the write-back cache
-    /// holds is removed when its newest version expired, by a tombstone; entries still pending
-    /// are cleaned once written back). First drops the cache's generations written back
-    /// since the last call. Errors: the store fails, or a write-back failed.
     /// Errors when a write-back of this store failed: for good, since the store lacks that
-    /// generation's writes and no snapshot may be taken without them (`WriteBack`'s `failed`).
+    /// generation's writes and no snapshot may be taken without them (`WriteBack`'s `failed`);
+    /// and when a native checkpoint's memtable flush failed, after which RocksDB writes nothing
+    /// more to the store until it recovers ([`DeltaLog::flush_failure`](super::disk_delta::DeltaLog::flush_failure)).
     /// Retires the generations written since (as [`DiskKeyedState::maintain`] does). A barrier
     /// checks it, so that the task fails with the cause (and the job restores its last
     /// checkpoint into a new store) instead of declining every later checkpoint while no batch
@@ -335,6 +336,13 @@ impl<V: Clone + Send + Sync + Serialize + DeserializeOwned + 'static> DiskKeyedS
         self.cache.retire_written()
     }
 
+    /// Housekeeping between batches, at `now_ms`, after `records` records: with a TTL,
+    /// incremental cleanup examines about [`CLEANUP_ENTRIES_PER_RECORD`] entries per record,
+    /// continuing in key order where the last call stopped and wrapping around, and removes
+    /// the expired ones (at most one pass over the store per call; a key the write-back cache
+    /// holds is removed when its newest version expired, by a tombstone; entries still pending
+    /// are cleaned once written back). First drops the cache's generations written back
+    /// since the last call. Errors: the store fails, or a write-back failed.
     pub fn maintain(&mut self, now_ms: u64, records: usize) -> Result<(), DiskStateError> {
         // Generations written back since: no longer searched by reads nor counted.
         self.cache.retire_written()?;

@@ -213,6 +213,11 @@ pub(crate) struct DeltaLog {
     next: Option<std::io::BufWriter<std::fs::File>>,
     /// Bytes written to `next`, [`DELTA_MAGIC`] included (0: no file).
     next_bytes: u64,
+    /// The first failed memtable flush ([`DeltaLog::flush_failure`]).
+    flush_failure: Option<String>,
+    /// Makes the next flush fail without flushing (tests only set it).
+    #[cfg(test)]
+    pub(crate) fail_next_flush: bool,
 }
 
 /// The name of the delta file being written in the base's directory until a checkpoint
@@ -235,7 +240,20 @@ impl DeltaLog {
             base: None,
             next: None,
             next_bytes: 0,
+            flush_failure: None,
+            #[cfg(test)]
+            fail_next_flush: false,
         }
+    }
+
+    /// The first failed memtable flush of a checkpoint, if any. RocksDB turns a failed flush
+    /// into a background error that stops the store's writes until it recovers, which on a
+    /// full disk it may never do (helper-101's F5: every later checkpoint of a bounded job's
+    /// end failed on the same flush error, one every 10 s, for as many failures as
+    /// `tolerableFailedCheckpoints` allowed): the task fails instead, and restores into a new
+    /// store (`WriteBack`'s failure check).
+    pub(crate) fn flush_failure(&self) -> Option<&str> {
+        self.flush_failure.as_deref()
     }
 
     /// Logs `writes`, just written into the store as one write batch. Nothing without a base;
@@ -318,7 +336,16 @@ impl DeltaLog {
         // store past `sequence + logged writes`, and the next checkpoint flushes; read after,
         // the base would count a write its files might lack.
         let sequence = store.latest_sequence_number();
-        store.flush().map_err(|e| e.problem)?;
+        let flushed = store.flush().map_err(|e| e.problem);
+        #[cfg(test)]
+        let flushed = match std::mem::take(&mut self.fail_next_flush) {
+            true => Err("cannot flush the memtables: injected flush failure".to_string()),
+            false => flushed,
+        };
+        if let Err(problem) = &flushed {
+            self.flush_failure.get_or_insert_with(|| problem.clone());
+        }
+        flushed?;
         store.create_checkpoint(into).map_err(|e| e.problem)?;
         if self.limits.off() || !holds_a_table_file(into) {
             // No base without table files (the store was empty): deltas on it would hold every

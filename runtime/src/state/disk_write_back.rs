@@ -46,9 +46,15 @@ pub const GENERATIONS: u64 = 8;
 struct WriterGate {
     paused: Mutex<bool>,
     resumed: Condvar,
+    /// The first failed memtable flush of a native checkpoint ([`DeltaLog::flush_failure`]),
+    /// set by the write-back thread: the task fails at its next check.
+    flush_failure: Mutex<Option<String>>,
     /// Makes the next generation's write fail without writing it (tests only set it).
     #[cfg(test)]
     fail_next: std::sync::atomic::AtomicBool,
+    /// Makes the next native checkpoint's flush fail (tests only set it).
+    #[cfg(test)]
+    fail_next_flush: std::sync::atomic::AtomicBool,
 }
 
 impl WriterGate {
@@ -487,9 +493,19 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
 
     /// The first failed write-back, as an error (see `failed`).
     fn check_not_failed(&self) -> Result<(), DiskStateError> {
-        match &self.failed {
+        if let Some(problem) = &self.failed {
+            return Err(self.err(format!("writing cached entries into the store: {problem}")));
+        }
+        let flush_failure = self.writer.as_ref().and_then(|writer| {
+            let recorded = writer.gate.flush_failure.lock().unwrap_or_else(|e| e.into_inner());
+            recorded.clone()
+        });
+        match flush_failure {
             None => Ok(()),
-            Some(problem) => Err(self.err(format!("writing cached entries into the store: {problem}"))),
+            Some(problem) => Err(self.err(format!(
+                "a checkpoint's flush of the store failed ({problem}): RocksDB writes nothing more to it until \
+                 it recovers, which on a full disk it may never do; free space on the state directory's disk"
+            ))),
         }
     }
 
@@ -537,6 +553,17 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
     pub fn fail_next_write_back(&self) {
         if let Some(writer) = &self.writer {
             writer.gate.fail_next.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Makes the next native checkpoint's memtable flush fail, for tests.
+    #[cfg(test)]
+    pub fn fail_next_flush(&self) {
+        if let Some(writer) = &self.writer {
+            writer
+                .gate
+                .fail_next_flush
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -604,7 +631,15 @@ fn write_generations(
                         unfinished.push(".tmp");
                         let _ = std::fs::remove_dir_all(unfinished);
                         let start = std::time::Instant::now();
+                        #[cfg(test)]
+                        if gate.fail_next_flush.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                            log.fail_next_flush = true;
+                        }
                         let written = log.checkpoint(store, &into);
+                        if let Some(problem) = log.flush_failure() {
+                            let mut recorded = gate.flush_failure.lock().unwrap_or_else(|e| e.into_inner());
+                            recorded.get_or_insert_with(|| problem.to_string());
+                        }
                         busy.checkpoints += 1;
                         busy.delta_checkpoints += u64::from(matches!(written, Ok(CheckpointForm::Delta)));
                         busy.checkpointing += start.elapsed();
