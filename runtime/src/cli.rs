@@ -137,7 +137,7 @@ pub struct RunArgs {
     #[arg(long, env = "WEIR_METRICS_AUTH")]
     pub metrics_auth: bool,
     /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
-    /// start; default `<system temp dir>/weir-state`).
+    /// start; default `<system temp dir>/weir-state-<uid>`, private to the user).
     #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
 }
@@ -234,7 +234,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "PATH", env = "WEIR_JOB_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
     /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
-    /// start; default `<system temp dir>/weir-state`).
+    /// start; default `<system temp dir>/weir-state-<uid>`, private to the user).
     #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
 }

@@ -317,6 +317,7 @@ pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::re
     ));
     let what = "cannot create the directory to download a native checkpoint into";
     let failed = |e: std::io::Error| crate::checkpoint::native_restore::local_io_error(&dir, what, e);
+    crate::state::local_dir::prepare_root(root).map_err(|message| failed(std::io::Error::other(message)))?;
     std::fs::create_dir_all(&dir).map_err(failed)?;
     crate::state::local_dir::write_owner_file(&dir).map_err(|e| {
         let _ = std::fs::remove_dir_all(&dir);

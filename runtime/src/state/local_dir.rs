@@ -2,7 +2,7 @@
 //!
 //! Layout: `<root>/<job>-<run>/<operator uid>-<subtask>/`, one LSM store per subtask and
 //! stateful step. `<root>` is `weir run --state-dir` / `weir worker --state-dir` (env
-//! `WEIR_STATE_DIR`), by default `<system temp dir>/weir-state`; in a pod the operator mounts an
+//! `WEIR_STATE_DIR`), by default `<system temp dir>/weir-state-<uid>`; in a pod the operator mounts an
 //! emptyDir there. Everything below it is scratch: a store is recreated empty on every start
 //! (the checkpoint is the source of truth) and deleted when its subtask ends. A process killed
 //! with `kill -9` cannot delete its directories, so each run directory holds the pid of the
@@ -93,11 +93,87 @@ pub fn owner_lock_alive(root: &Path, token: u64) -> Option<bool> {
     }
 }
 
-/// The root directory: `explicit` if given, else `<system temp dir>/weir-state`.
+/// The root directory: `explicit` if given, else [`default_root`].
 pub fn root(explicit: Option<&Path>) -> PathBuf {
-    explicit
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| std::env::temp_dir().join("weir-state"))
+    explicit.map(Path::to_path_buf).unwrap_or_else(default_root)
+}
+
+/// The default root: `<system temp dir>/weir-state-<effective uid>` on Unix, one per user of a
+/// shared machine (before 2026-12-06 all users shared `<temp>/weir-state`: the first user's
+/// directory refused the others' runs and let them read its state). Created private (mode
+/// 0700) and refused when another user owns it or it is not a directory
+/// ([`check_default_root`]). `<system temp dir>/weir-state` elsewhere.
+pub fn default_root() -> PathBuf {
+    #[cfg(unix)]
+    {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        std::env::temp_dir().join(format!("weir-state-{uid}"))
+    }
+    #[cfg(not(unix))]
+    {
+        std::env::temp_dir().join("weir-state")
+    }
+}
+
+/// Checks the root `root` before a directory is made in it: the default root
+/// ([`default_root`]) is created private to this user and refused when it is not a directory
+/// of this user; a root given by `--state-dir` or [`STATE_DIR_ENV`] is the user's choice (a
+/// pod's volume is owned by root and shared through its group) and is taken as it is. Errors
+/// name the directory and the way out.
+pub fn prepare_root(root: &Path) -> Result<(), String> {
+    if root == default_root() {
+        check_default_root(root)?;
+    }
+    Ok(())
+}
+
+/// Creates the default root `root` private to this user (mode 0700) if it is missing, and
+/// refuses one that is not a directory of this user (a symbolic link, or another user's: it
+/// could read or replace this user's state). Errors name the directory and the way out.
+#[cfg(unix)]
+fn check_default_root(root: &Path) -> Result<(), String> {
+    // SAFETY: as in `default_root`.
+    check_private_root(root, unsafe { libc::geteuid() })
+}
+
+/// [`check_default_root`] for the user `uid`.
+#[cfg(unix)]
+fn check_private_root(root: &Path, uid: u32) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(format!(
+                "disk state backend: cannot create {}: {e}; point --state-dir (or {STATE_DIR_ENV}) at a writable \
+                 directory",
+                root.display()
+            ));
+        }
+    }
+    let metadata = std::fs::symlink_metadata(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    if !metadata.is_dir() || metadata.uid() != uid {
+        return Err(format!(
+            "disk state backend: the default state directory {} is not a directory of this user (uid {uid}; it is \
+             {} owned by uid {}): remove it, or point --state-dir (or {STATE_DIR_ENV}) at a directory of your own",
+            root.display(),
+            if metadata.file_type().is_symlink() {
+                "a symbolic link"
+            } else if metadata.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            },
+            metadata.uid()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_default_root(_root: &Path) -> Result<(), String> {
+    Ok(())
 }
 
 /// The directory of one run (`<root>/<job>-<run>`), where `run` is the run id (and, in the
@@ -178,6 +254,7 @@ pub fn sweep_stale(root: &Path) -> Vec<PathBuf> {
 /// and the flag that chooses it.
 pub fn prepare_run_dir(dir: &Path) -> Result<(), String> {
     if let Some(root) = dir.parent() {
+        prepare_root(root)?;
         for removed in sweep_stale(root) {
             tracing::info!(dir = %removed.display(), "deleted disk state of a run that is gone");
         }
@@ -274,6 +351,42 @@ impl Drop for RemoveOnFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default root is made private to its user, and refused naming itself and the way
+    /// out when it is a symbolic link, a file, or another user's directory (any of which
+    /// another user of the machine could have put there first).
+    #[cfg(unix)]
+    #[test]
+    fn the_default_root_is_private_to_its_user() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let scratch = tempfile::tempdir().unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let fresh = scratch.path().join("weir-state-fresh");
+        check_private_root(&fresh, uid).unwrap();
+        let metadata = std::fs::metadata(&fresh).unwrap();
+        assert_eq!(metadata.permissions().mode() & 0o777, 0o700, "created private");
+        assert_eq!(metadata.uid(), uid);
+        check_private_root(&fresh, uid).expect("an existing directory of this user is taken");
+
+        let link = scratch.path().join("weir-state-link");
+        std::os::unix::fs::symlink(&fresh, &link).unwrap();
+        let file = scratch.path().join("weir-state-file");
+        std::fs::write(&file, b"").unwrap();
+        for (root, as_uid, what) in [
+            (&link, uid, "a symbolic link"),
+            (&file, uid, "a file"),
+            (&fresh, uid.wrapping_add(1), "a directory"),
+        ] {
+            let error = check_private_root(root, as_uid).expect_err(what);
+            assert!(
+                error.contains(&root.display().to_string())
+                    && error.contains(&format!("it is {what} owned by uid"))
+                    && error.contains("--state-dir"),
+                "{what}: {error}"
+            );
+        }
+    }
 
     /// A failed start removes its directory; a kept one stays.
     #[test]
