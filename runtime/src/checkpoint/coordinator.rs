@@ -602,33 +602,35 @@ impl FailureCount {
     }
 }
 
+/// Fresh shared state holding the savepoint triggers `(id, state)`, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::control::api::{SavepointStatus, TriggerState};
-
-    fn trigger(id: &str, state: TriggerState) -> SavepointStatus {
-        SavepointStatus {
-            trigger_id: id.into(),
-            state,
+pub(crate) fn shared_with_triggers(triggers: &[(&str, crate::control::api::TriggerState)]) -> Arc<Mutex<Shared>> {
+    let mut shared = Shared::new();
+    for (id, state) in triggers {
+        let status = crate::control::api::SavepointStatus {
+            trigger_id: id.to_string(),
+            state: *state,
             path: None,
             checkpoint_id: None,
             error: None,
-        }
+        };
+        shared.triggers.insert(id.to_string(), status);
     }
+    Arc::new(Mutex::new(shared))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::api::TriggerState;
 
     /// A failed attempt records its failure and fails its savepoints in progress, but leaves
     /// the job's state to the attempt's owner: a cluster restarting it must never be seen as
     /// `FAILED` (the operator would restart it a second time).
     #[test]
     fn a_failed_attempt_records_its_failure_and_leaves_the_state_to_its_owner() {
-        let shared = Arc::new(Mutex::new(Shared::new()));
-        {
-            let mut s = shared.lock().unwrap();
-            s.state = JobState::Running;
-            s.triggers.insert("a".into(), trigger("a", TriggerState::InProgress));
-            s.triggers.insert("b".into(), trigger("b", TriggerState::Completed));
-        }
+        let shared = shared_with_triggers(&[("a", TriggerState::InProgress), ("b", TriggerState::Completed)]);
+        shared.lock().unwrap().state = JobState::Running;
         let message = attempt_failed(&shared, "subtask 1 failed: boom".into());
         assert_eq!(message, "subtask 1 failed: boom");
         let s = shared.lock().unwrap();

@@ -80,20 +80,10 @@ mod tests {
 
     #[test]
     fn ending_a_suspension_fails_open_savepoint_triggers_and_counts_the_aborted_checkpoint() {
-        use crate::control::api::SavepointStatus;
-        let shared = Arc::new(Mutex::new(Shared::new()));
-        for (id, state) in [("a", TriggerState::InProgress), ("b", TriggerState::Completed)] {
-            shared.lock().unwrap().triggers.insert(
-                id.into(),
-                SavepointStatus {
-                    trigger_id: id.into(),
-                    state,
-                    path: None,
-                    checkpoint_id: None,
-                    error: None,
-                },
-            );
-        }
+        let shared = super::super::coordinator::shared_with_triggers(&[
+            ("a", TriggerState::InProgress),
+            ("b", TriggerState::Completed),
+        ]);
         shared.lock().unwrap().history.in_progress = Some(7);
         end(&shared, Some(7));
         let s = shared.lock().unwrap();

@@ -123,114 +123,79 @@ async fn the_checkpoint_after_a_savepoint_extends_the_checkpoint_before_it() {
     }
 }
 
-/// After a write-back of the disk store failed, the next barrier fails the task (the
-/// synchronous `snapshot` errs, naming the cause) for a native checkpoint, a checkpoint of
-/// blocks and a savepoint alike. Before, only the checkpoint's asynchronous part failed: every
-/// later checkpoint was declined, and a job that no batch reached (a full disk stalled it)
-/// declined one every 10 s without failing (helper-101, 2026-12-06).
+/// After a write-back of the disk store failed, or a native checkpoint's memtable flush, the
+/// next barrier fails the task (the synchronous `snapshot` errs, naming the cause) for a native
+/// checkpoint, a checkpoint of blocks and a savepoint alike. Before, only the checkpoint's
+/// asynchronous part failed: every later checkpoint was declined, and a job that no batch
+/// reached declined one every 10 s without failing (helper-101, 2026-12-06: a full disk
+/// stalled the write-back; a bounded job at its end retried its final checkpoint on the same
+/// sticky flush error, as RocksDB writes nothing more to a store after a failed flush until it
+/// recovers, on a full disk possibly never).
 #[tokio::test]
-async fn a_failed_write_back_fails_the_task_at_the_next_barrier() {
+async fn a_failed_write_back_or_flush_fails_the_task_at_the_next_barrier() {
     let scratch = tempfile::tempdir().unwrap();
     let all = key_group_range(0, 1, 8);
+    let failures = [
+        (
+            "write-back",
+            "injected write-back failure",
+            "writing cached entries into the store",
+        ),
+        (
+            "flush",
+            "injected flush failure",
+            "a checkpoint's flush of the store failed",
+        ),
+    ];
     let next: [(&str, Option<Option<u64>>, SnapshotKind); 3] = [
         ("native checkpoint", Some(None), SnapshotKind::Checkpoint),
         ("full checkpoint", None, SnapshotKind::Checkpoint),
         ("savepoint", None, SnapshotKind::Savepoint),
     ];
-    for (what, incremental, kind) in next {
-        let init = KeyedStateInit {
-            backend: BackendChoice::Disk {
-                dir: scratch.path().join(what.replace(' ', "-")),
-                options: DiskStateOptions {
-                    write_cache_bytes: 16 << 20,
-                    ..DiskStateOptions::default()
+    for (failure, injected, cause) in failures {
+        for (next_barrier, incremental, kind) in next {
+            let what = format!("{failure}, then a {next_barrier}");
+            let init = KeyedStateInit {
+                backend: BackendChoice::Disk {
+                    dir: scratch.path().join(what.replace([' ', ','], "-")),
+                    options: DiskStateOptions {
+                        write_cache_bytes: 16 << 20,
+                        ..DiskStateOptions::default()
+                    },
                 },
-            },
-            ..KeyedStateInit::new(all, OperatorRestore::default())
-        };
-        let mut op = Aggregate::with_state("c", AggregateFn::Count, None, "k", "k", init).unwrap();
-        let mut out = Vec::new();
-        op.process(keyed(&["a", "b"]), &mut out).await.unwrap();
-        let KeyedState::Disk(disk) = &op.state else {
-            panic!("{what}: not on disk")
-        };
-        disk.fail_next_write_back();
-        // Checkpoint 1 freezes the generation holding `a` and `b`; its write-back fails, and
-        // with it the native checkpoint written after it.
-        let first = op
-            .snapshot(&barrier(1, SnapshotKind::Checkpoint, Some(None)))
-            .await
-            .expect("the barrier before the failure is taken")
-            .unwrap();
-        let Err(error) = first() else {
-            panic!("{what}: checkpoint 1 completed without the failed write-back")
-        };
-        assert!(error.0.contains("injected write-back failure"), "{what}: {}", error.0);
-        op.process(keyed(&["c"]), &mut out).await.ok();
-        let second = op.snapshot(&barrier(2, kind, incremental)).await;
-        let Err(error) = second else {
-            panic!("{what}: the barrier after a failed write-back did not fail the task")
-        };
-        assert!(
-            error.0.contains("operator c") && error.0.contains("injected write-back failure"),
-            "{what}: {}",
-            error.0
-        );
-    }
-}
-
-/// After a native checkpoint's memtable flush failed (RocksDB then writes nothing more to the
-/// store until it recovers, on a full disk possibly never), the next barrier fails the task
-/// naming the flush, for a native checkpoint, a checkpoint of blocks and a savepoint alike.
-/// Before, each later checkpoint failed on the same flush error: a bounded job at its end,
-/// with no batch to fail it, retried its final checkpoint every 10 s for as many failures as
-/// `tolerableFailedCheckpoints` allowed (helper-101's F5, 1000 of them).
-#[tokio::test]
-async fn a_failed_flush_of_a_native_checkpoint_fails_the_task_at_the_next_barrier() {
-    let scratch = tempfile::tempdir().unwrap();
-    let all = key_group_range(0, 1, 8);
-    let next: [(&str, Option<Option<u64>>, SnapshotKind); 3] = [
-        ("native checkpoint", Some(None), SnapshotKind::Checkpoint),
-        ("full checkpoint", None, SnapshotKind::Checkpoint),
-        ("savepoint", None, SnapshotKind::Savepoint),
-    ];
-    for (what, incremental, kind) in next {
-        let init = KeyedStateInit {
-            backend: BackendChoice::Disk {
-                dir: scratch.path().join(what.replace(' ', "-")),
-                options: DiskStateOptions {
-                    write_cache_bytes: 16 << 20,
-                    ..DiskStateOptions::default()
-                },
-            },
-            ..KeyedStateInit::new(all, OperatorRestore::default())
-        };
-        let mut op = Aggregate::with_state("c", AggregateFn::Count, None, "k", "k", init).unwrap();
-        let mut out = Vec::new();
-        op.process(keyed(&["a", "b"]), &mut out).await.unwrap();
-        let KeyedState::Disk(disk) = &op.state else {
-            panic!("{what}: not on disk")
-        };
-        disk.fail_next_flush();
-        let first = op
-            .snapshot(&barrier(1, SnapshotKind::Checkpoint, Some(None)))
-            .await
-            .expect("the barrier before the failure is taken")
-            .unwrap();
-        let Err(error) = first() else {
-            panic!("{what}: checkpoint 1 completed without its flush")
-        };
-        assert!(error.0.contains("injected flush failure"), "{what}: {}", error.0);
-        let second = op.snapshot(&barrier(2, kind, incremental)).await;
-        let Err(error) = second else {
-            panic!("{what}: the barrier after a failed flush did not fail the task")
-        };
-        assert!(
-            error.0.contains("operator c")
-                && error.0.contains("a checkpoint's flush of the store failed")
-                && error.0.contains("injected flush failure"),
-            "{what}: {}",
-            error.0
-        );
+                ..KeyedStateInit::new(all, OperatorRestore::default())
+            };
+            let mut op = Aggregate::with_state("c", AggregateFn::Count, None, "k", "k", init).unwrap();
+            let mut out = Vec::new();
+            op.process(keyed(&["a", "b"]), &mut out).await.unwrap();
+            let KeyedState::Disk(disk) = &op.state else {
+                panic!("{what}: not on disk")
+            };
+            match failure {
+                "flush" => disk.fail_next_flush(),
+                _ => disk.fail_next_write_back(),
+            }
+            // Native checkpoint 1 freezes the generation holding `a` and `b`; its write-back
+            // fails (and with it the checkpoint written after it), or its flush does.
+            let first = op
+                .snapshot(&barrier(1, SnapshotKind::Checkpoint, Some(None)))
+                .await
+                .expect("the barrier before the failure is taken")
+                .unwrap();
+            let Err(error) = first() else {
+                panic!("{what}: checkpoint 1 completed without the failed {failure}")
+            };
+            assert!(error.0.contains(injected), "{what}: {}", error.0);
+            op.process(keyed(&["c"]), &mut out).await.ok();
+            let second = op.snapshot(&barrier(2, kind, incremental)).await;
+            let Err(error) = second else {
+                panic!("{what}: the barrier after the failed {failure} did not fail the task")
+            };
+            assert!(
+                error.0.contains("operator c") && error.0.contains(cause) && error.0.contains(injected),
+                "{what}: {}",
+                error.0
+            );
+        }
     }
 }
