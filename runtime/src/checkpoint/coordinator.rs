@@ -514,20 +514,36 @@ fn fail_pending(
     }
 }
 
-/// Records that this attempt failed with `msg` (and fails its in-progress savepoints); returns
-/// `msg`. The job's state is left to the owner of the attempt, which alone knows whether the
-/// failure is final: a cluster's restart strategy restarts it (`RESTARTING`), `weir run` fails
-/// it (`FAILED`). Before, the attempt said `FAILED` here, and a client polling in the moment
-/// before the restart decision (the operator's health check) took a restarting job for a
-/// failed one.
+/// Records that this attempt failed with `msg`, fails its in-progress savepoints and says
+/// `RESTARTING` until the attempt's owner decides; returns `msg`. Only the owner knows whether
+/// the failure is final: a cluster's restart strategy restarts the job (it stays
+/// `RESTARTING`) or gives up, and `weir run` fails it, both through [`job_failed_for_good`].
+/// Before, the attempt said `FAILED` here, and a client polling in the moment before the
+/// restart decision (the operator's health check) took a restarting job for a failed one;
+/// `RUNNING` would accept savepoint requests no attempt takes.
 fn attempt_failed(shared: &Arc<Mutex<Shared>>, msg: String) -> String {
     let mut s = shared.lock().expect("lock");
+    s.state = JobState::Restarting;
     s.failure = Some(msg.clone());
+    fail_open_triggers(&mut s);
+    msg
+}
+
+/// Marks the job `FAILED` for good with `msg`, failing every savepoint request still open
+/// (one accepted before the failure and never taken stays in progress otherwise, and `weir
+/// savepoint trigger` waits out its timeout).
+pub fn job_failed_for_good(shared: &Arc<Mutex<Shared>>, msg: String) {
+    let mut s = shared.lock().expect("lock");
+    s.state = JobState::Failed;
+    s.failure = Some(msg);
+    fail_open_triggers(&mut s);
+}
+
+fn fail_open_triggers(s: &mut Shared) {
     for t in s.triggers.values_mut().filter(|t| t.state == TriggerState::InProgress) {
         t.state = TriggerState::Failed;
         t.error = Some("the job failed".into());
     }
-    msg
 }
 
 /// Savepoint requests still queued when the job stops: they will never be taken.
@@ -624,24 +640,38 @@ mod tests {
     use super::*;
     use crate::control::api::TriggerState;
 
-    /// A failed attempt records its failure and fails its savepoints in progress, but leaves
-    /// the job's state to the attempt's owner: a cluster restarting it must never be seen as
-    /// `FAILED` (the operator would restart it a second time).
+    /// A failed attempt records its failure, fails its savepoints in progress and says
+    /// `RESTARTING` until the attempt's owner decides: a cluster restarting it must never be
+    /// seen as `FAILED` (the operator would restart it a second time), nor as `RUNNING`
+    /// (savepoint requests would be accepted). Failing for good then fails the requests
+    /// still open.
     #[test]
-    fn a_failed_attempt_records_its_failure_and_leaves_the_state_to_its_owner() {
+    fn a_failed_attempt_says_restarting_until_its_owner_fails_the_job_for_good() {
         let shared = shared_with_triggers(&[("a", TriggerState::InProgress), ("b", TriggerState::Completed)]);
         shared.lock().unwrap().state = JobState::Running;
         let message = attempt_failed(&shared, "subtask 1 failed: boom".into());
         assert_eq!(message, "subtask 1 failed: boom");
+        {
+            let s = shared.lock().unwrap();
+            assert_eq!(s.state, JobState::Restarting, "until the owner decides");
+            assert_eq!(s.failure.as_deref(), Some("subtask 1 failed: boom"));
+            assert_eq!(s.triggers["a"].state, TriggerState::Failed);
+            assert_eq!(s.triggers["a"].error.as_deref(), Some("the job failed"));
+            assert_eq!(
+                s.triggers["b"].state,
+                TriggerState::Completed,
+                "a completed savepoint stays"
+            );
+        }
+        // A request accepted before the failure, never taken by an attempt.
+        let open = shared_with_triggers(&[("c", TriggerState::InProgress)]);
+        let request = open.lock().unwrap().triggers["c"].clone();
+        shared.lock().unwrap().triggers.insert("c".into(), request);
+        job_failed_for_good(&shared, "3 restarts within 60s: giving up".into());
         let s = shared.lock().unwrap();
-        assert_eq!(s.state, JobState::Running, "the owner decides FAILED or RESTARTING");
-        assert_eq!(s.failure.as_deref(), Some("subtask 1 failed: boom"));
-        assert_eq!(s.triggers["a"].state, TriggerState::Failed);
-        assert_eq!(s.triggers["a"].error.as_deref(), Some("the job failed"));
-        assert_eq!(
-            s.triggers["b"].state,
-            TriggerState::Completed,
-            "a completed savepoint stays"
-        );
+        assert_eq!(s.state, JobState::Failed);
+        assert_eq!(s.failure.as_deref(), Some("3 restarts within 60s: giving up"));
+        assert_eq!(s.triggers["c"].state, TriggerState::Failed);
+        assert_eq!(s.triggers["b"].state, TriggerState::Completed);
     }
 }

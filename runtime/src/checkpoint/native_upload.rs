@@ -307,9 +307,6 @@ impl Drop for RemovedOnDrop {
 /// backend's, the coordinator). Errors: the directory or its owner file cannot be written (a
 /// storage I/O error naming the directory, which restarts the job; never a corrupt checkpoint).
 pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::restore::RestoreError> {
-    // What earlier processes killed during a restore left here (any backend, the coordinator
-    // too: not every process sweeps its root at start).
-    crate::state::local_dir::sweep_stale(root);
     let dir = root.join(format!(
         "native-restore-{}-{:016x}",
         std::process::id(),
@@ -317,7 +314,11 @@ pub fn create_download_dir(root: &Path) -> Result<PathBuf, crate::checkpoint::re
     ));
     let what = "cannot create the directory to download a native checkpoint into";
     let failed = |e: std::io::Error| crate::checkpoint::native_restore::local_io_error(&dir, what, e);
+    // The root checked first: a default root planted by another user is not swept.
     crate::state::local_dir::prepare_root(root).map_err(|message| failed(std::io::Error::other(message)))?;
+    // What earlier processes killed during a restore left here (any backend, the coordinator
+    // too: not every process sweeps its root at start).
+    crate::state::local_dir::sweep_stale(root);
     std::fs::create_dir_all(&dir).map_err(failed)?;
     crate::state::local_dir::write_owner_file(&dir).map_err(|e| {
         let _ = std::fs::remove_dir_all(&dir);

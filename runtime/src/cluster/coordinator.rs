@@ -255,11 +255,7 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                     RestartDecision::GiveUp(why) => {
                         let msg = format!("{reason}; {why}");
                         tracing::error!(target: "weir", "job {} FAILED: {msg}", job.name);
-                        {
-                            let mut s = shared.lock().expect("lock");
-                            s.state = JobState::Failed;
-                            s.failure = Some(msg.clone());
-                        }
+                        ckpt::job_failed_for_good(&shared, msg.clone());
                         registry.lock().expect("lock").job_ended = true;
                         crate::summary::log_run_summary(&handle);
                         drop(run_lock);

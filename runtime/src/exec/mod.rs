@@ -299,7 +299,8 @@ pub async fn restore_for_run(
             return Err(StartError {
                 message: format!(
                     "the restore point {} has snapshot id {}, past the largest Weir uses ({}): it was not \
-                     written by Weir; restore another snapshot",
+                     written by Weir; restore another snapshot (and remove this one if it is in the job's \
+                     checkpoint storage, where `--restore latest` and restarts find it)",
                     s.url,
                     s.metadata.checkpoint_id,
                     crate::cluster::fence::MAX_RESERVATION
@@ -675,9 +676,9 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         tokio::spawn(async move {
             let handles: Vec<_> = starts.into_iter().map(|s| s()).collect();
             let out = coordinator::run(cfg, controls, ev_rx, &mut cmd_rx, shared.clone()).await;
-            if out.is_err() {
+            if let Err(message) = &out {
                 // `weir run` has no restart strategy: a failed attempt fails the job.
-                shared.lock().expect("lock").state = crate::control::api::JobState::Failed;
+                coordinator::job_failed_for_good(&shared, message.clone());
                 for h in &handles {
                     h.abort();
                 }

@@ -503,8 +503,9 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         match flush_failure {
             None => Ok(()),
             Some(problem) => Err(self.err(format!(
-                "a checkpoint's flush of the store failed ({problem}): RocksDB writes nothing more to it until \
-                 it recovers, which on a full disk it may never do; free space on the state directory's disk"
+                "a checkpoint's flush of the store failed ({problem}): RocksDB writes nothing more to the store \
+                 until it recovers, which it may never do (a disk that stays full), so the task restarts from the \
+                 latest checkpoint into a new store"
             ))),
         }
     }

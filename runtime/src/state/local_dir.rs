@@ -168,6 +168,19 @@ fn check_private_root(root: &Path, uid: u32) -> Result<(), String> {
             metadata.uid()
         ));
     }
+    // This user's directory open to others (made by hand, or by a release before 2026-12-06
+    // that did not make it private): closed.
+    if metadata.mode() & 0o077 != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).map_err(|e| {
+            format!(
+                "disk state backend: cannot make the default state directory {} private: {e}; point --state-dir \
+                 (or {STATE_DIR_ENV}) at a directory of your own",
+                root.display()
+            )
+        })?;
+        tracing::info!(dir = %root.display(), "made the default state directory private to this user (mode 0700)");
+    }
     Ok(())
 }
 
@@ -352,9 +365,10 @@ impl Drop for RemoveOnFailure {
 mod tests {
     use super::*;
 
-    /// The default root is made private to its user, and refused naming itself and the way
-    /// out when it is a symbolic link, a file, or another user's directory (any of which
-    /// another user of the machine could have put there first).
+    /// The default root is made private to its user (created so, or closed when open to
+    /// others), and refused naming itself and the way out when it is a symbolic link, a file,
+    /// or another user's directory (any of which another user of the machine could have put
+    /// there first).
     #[cfg(unix)]
     #[test]
     fn the_default_root_is_private_to_its_user() {
@@ -368,6 +382,10 @@ mod tests {
         assert_eq!(metadata.permissions().mode() & 0o777, 0o700, "created private");
         assert_eq!(metadata.uid(), uid);
         check_private_root(&fresh, uid).expect("an existing directory of this user is taken");
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755)).unwrap();
+        check_private_root(&fresh, uid).expect("one open to others is taken");
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "and made private");
 
         let link = scratch.path().join("weir-state-link");
         std::os::unix::fs::symlink(&fresh, &link).unwrap();
