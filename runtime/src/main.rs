@@ -29,5 +29,10 @@ async fn main() {
         );
     }
     let code = weir_runtime::cli::main(cli).await;
+    // A disk store still closing on another thread when `exit` runs RocksDB's static
+    // destructors aborts the process: wait for it (bounded; none is open after a clean end).
+    if !weir_runtime::state::wait_for_stores_to_close(std::time::Duration::from_secs(10)) {
+        tracing::warn!("exiting with a disk state store still open after 10 s");
+    }
     std::process::exit(code);
 }

@@ -139,8 +139,6 @@ pub fn unlisted_checkpoint_directories(directories: &[String], seen: &[SeenSnaps
         .collect()
 }
 
-/// One retention pass: list, read the lineage of the completed snapshots, delete per
-/// [`snapshots_to_delete`].
 /// One retention pass: the snapshots beyond `retained` and the incomplete ones, then the
 /// shared files nothing references. Requests to the store: two listings of the snapshot
 /// directories (`chk-*`, `sp-*`), one of the job's directories, one of `shared/`, a read of

@@ -55,10 +55,53 @@ pub const STORE_BACKGROUND_JOBS: i32 = 2;
 /// removes its directory (scratch).
 pub(crate) type Store = Arc<RocksStore>;
 
+/// Stores open in this process: opened and not yet closed ([`wait_for_stores_to_close`]).
+static OPEN_STORES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts one open store in its counter ([`OPEN_STORES`]): made once its database opened,
+/// dropped after the database closed (declared right after it in [`RocksStore`]).
+struct OpenStore(&'static std::sync::atomic::AtomicUsize);
+
+impl OpenStore {
+    fn counted_in(counter: &'static std::sync::atomic::AtomicUsize) -> OpenStore {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        OpenStore(counter)
+    }
+}
+
+impl Drop for OpenStore {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Waits until every store of this process is closed, for at most `timeout` (polling every
+/// 10 ms); returns whether they all are. A process calls it before it exits: a store still
+/// closing on another thread while `exit` runs RocksDB's static destructors aborts the
+/// process (`pthread lock: Invalid argument`, SIGABRT). CI saw it once, 2026-12-06, at the end
+/// of a `weir run` on disk stopped with a savepoint that aborted a checkpoint: the aborted
+/// checkpoint's encoder can hold the last handle of a store, whose close flushes memtables.
+pub fn wait_for_stores_to_close(timeout: std::time::Duration) -> bool {
+    wait_until_none_open(&OPEN_STORES, timeout)
+}
+
+fn wait_until_none_open(counter: &std::sync::atomic::AtomicUsize, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while counter.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 /// A RocksDB database and the options every write and ingestion uses.
 pub(crate) struct RocksStore {
     /// Declared first: dropped (closed) before the directory is removed.
     db: DB,
+    /// Declared right after `db`: counts the store open until the database closed.
+    _open: OpenStore,
     options: Options,
     writes: WriteOptions,
     /// Names the next ingestion's table file.
@@ -232,6 +275,7 @@ fn open_writable(dir: &Path, options: &DiskStateOptions, opening: Opening) -> Re
     writes.disable_wal(true);
     Ok(Arc::new(RocksStore {
         db,
+        _open: OpenStore::counted_in(&OPEN_STORES),
         options: rocks,
         writes,
         ingestions: AtomicU64::new(0),
@@ -260,6 +304,7 @@ pub(crate) fn open_read_only(dir: &Path, options: &DiskStateOptions) -> Result<S
         .map_err(|e| err(format!("cannot open the checkpoint's store: {e}")))?;
     Ok(Arc::new(RocksStore {
         db,
+        _open: OpenStore::counted_in(&OPEN_STORES),
         options: rocks,
         writes: WriteOptions::default(),
         ingestions: AtomicU64::new(0),
@@ -518,6 +563,31 @@ impl StoreView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wait before exit returns as soon as the last counted store closed on another
+    /// thread, and gives up at its timeout while one stays open.
+    #[test]
+    fn the_exit_waits_for_a_store_closing_on_another_thread() {
+        static COUNTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let held = OpenStore::counted_in(&COUNTED);
+        let started = std::time::Instant::now();
+        assert!(!wait_until_none_open(&COUNTED, std::time::Duration::from_millis(50)));
+        assert!(started.elapsed() >= std::time::Duration::from_millis(50));
+        let closing = OpenStore::counted_in(&COUNTED);
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(closing);
+        });
+        drop(held);
+        let started = std::time::Instant::now();
+        assert!(wait_until_none_open(&COUNTED, std::time::Duration::from_secs(30)));
+        let waited = started.elapsed();
+        assert!(
+            waited >= std::time::Duration::from_millis(150),
+            "returned before the close: {waited:?}"
+        );
+        closer.join().unwrap();
+    }
 
     /// A restored store's directory without a store in it is an error naming the directory,
     /// never a new empty store (a restore must not start from nothing); a store written there

@@ -25,3 +25,5 @@ pub mod parallel;
 pub mod pending;
 pub mod snapshot;
 pub mod ttl;
+
+pub use disk_rocks::wait_for_stores_to_close;
