@@ -47,8 +47,9 @@ struct WriterGate {
     paused: Mutex<bool>,
     resumed: Condvar,
     /// The first failed memtable flush of a native checkpoint ([`DeltaLog::flush_failure`]),
-    /// set by the write-back thread: the task fails at its next check.
-    flush_failure: Mutex<Option<String>>,
+    /// set by the write-back thread: the task fails at its next check. A `OnceLock`, so the
+    /// task's check at every batch is one atomic load, not a lock.
+    flush_failure: std::sync::OnceLock<String>,
     /// Makes the next generation's write fail without writing it (tests only set it).
     #[cfg(test)]
     fail_next: std::sync::atomic::AtomicBool,
@@ -496,10 +497,7 @@ impl<V: Clone + Serialize + Send + Sync + 'static> WriteBack<V> {
         if let Some(problem) = &self.failed {
             return Err(self.err(format!("writing cached entries into the store: {problem}")));
         }
-        let flush_failure = self.writer.as_ref().and_then(|writer| {
-            let recorded = writer.gate.flush_failure.lock().unwrap_or_else(|e| e.into_inner());
-            recorded.clone()
-        });
+        let flush_failure = self.writer.as_ref().and_then(|writer| writer.gate.flush_failure.get());
         match flush_failure {
             None => Ok(()),
             Some(problem) => Err(self.err(format!(
@@ -638,8 +636,8 @@ fn write_generations(
                         }
                         let written = log.checkpoint(store, &into);
                         if let Some(problem) = log.flush_failure() {
-                            let mut recorded = gate.flush_failure.lock().unwrap_or_else(|e| e.into_inner());
-                            recorded.get_or_insert_with(|| problem.to_string());
+                            // Only the first failure is kept: a later one finds it set.
+                            let _ = gate.flush_failure.set(problem.to_string());
                         }
                         busy.checkpoints += 1;
                         busy.delta_checkpoints += u64::from(matches!(written, Ok(CheckpointForm::Delta)));
