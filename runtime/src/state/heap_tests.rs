@@ -624,3 +624,43 @@ fn parallel_restore_builds_the_same_state_as_one_thread() {
         "{e}"
     );
 }
+
+/// A key removed by TTL cleanup stays removed at a restore of the next incremental checkpoint
+/// when the wall clock steps back between the cleanup and the barrier: the times the state
+/// sees come through `ttl::not_before` (as [`SystemClock`](crate::state::ttl::SystemClock)'s
+/// do), so the barrier's `expired_through` covers what cleanup removed. With the raw wall
+/// times (1150 at the cleanup, 1050 at the barrier) the restore brought key 1 back from the
+/// chain's base (review of 2026-12-07).
+#[test]
+fn a_key_cleaned_up_stays_removed_across_a_wall_clock_step_back() {
+    use crate::state::ttl::{expired_through, not_before};
+    let latest = std::sync::atomic::AtomicU64::new(0);
+    let now = |wall_ms: u64| not_before(&latest, wall_ms);
+    let ttl = StateTtl::new(Duration::from_millis(100));
+    let mut s = state(Some(Duration::from_millis(100)));
+    s.track_changes();
+    let written = now(1_000);
+    add(&mut s, 1, 7, written);
+    let _ = s.take_changes();
+    let mut blocks = s.snapshot(written).encode().unwrap();
+    // Cleanup at 1150: key 1 has expired and goes, recorded nowhere.
+    let cleanup = now(1_150);
+    s.maintain(cleanup, 1_000);
+    assert_eq!(s.len(), 0, "cleanup removed the expired key");
+    // The wall clock steps back 100 ms before the next barrier.
+    let barrier = now(1_050);
+    let changes = s.take_changes();
+    blocks.extend(s.snapshot(barrier).encode_delta(&changes).unwrap());
+    for block in &mut blocks {
+        block.expired_through_ms = expired_through(Some(ttl), barrier);
+    }
+    let mut restored = state(Some(Duration::from_millis(100)));
+    let restore_at = now(1_060);
+    restored.restore(blocks, restore_at).unwrap();
+    assert_eq!(get(&s, 1, restore_at), None, "no key 1 at the barrier");
+    assert_eq!(
+        get(&restored, 1, restore_at),
+        None,
+        "the restore brought back a key cleanup had removed"
+    );
+}

@@ -18,16 +18,35 @@ pub trait Clock: Send + Sync {
     fn now_ms(&self) -> u64;
 }
 
-/// The machine's wall clock.
+/// The machine's wall clock, never going backwards within the process: a step back of the
+/// wall clock (an NTP step, a VM migration) reads as the latest time returned before, until the
+/// wall clock passes it ([`not_before`]).
+///
+/// Why: incremental TTL cleanup removes expired entries without recording a change, and a
+/// snapshot says every entry written at or before `its now - ttl` had expired
+/// (`KeyGroupBlock::expired_through_ms`), which a restore then leaves out. That covers every
+/// entry cleanup removed only if the snapshot's `now` is no earlier than the cleanup's: with a
+/// clock stepping back between the two, a key cleaned from the state came back at the restore
+/// from its chain's base (found by review, 2026-12-07).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
+/// The latest time [`SystemClock`] returned in this process, ms since the Unix epoch.
+static SYSTEM_CLOCK_LATEST_MS: AtomicU64 = AtomicU64::new(0);
+
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now()
+        let wall_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+            .map_or(0, |d| d.as_millis() as u64);
+        not_before(&SYSTEM_CLOCK_LATEST_MS, wall_ms)
     }
+}
+
+/// `wall_ms`, or the latest time returned before through `latest` if that is later; records
+/// the result in `latest`. Times returned through one `latest` never decrease.
+pub(crate) fn not_before(latest: &AtomicU64, wall_ms: u64) -> u64 {
+    latest.fetch_max(wall_ms, Ordering::Relaxed).max(wall_ms)
 }
 
 /// A clock that moves only when told to (tests).
