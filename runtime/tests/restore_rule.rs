@@ -505,3 +505,72 @@ fn a_restore_point_with_an_id_weir_never_writes_is_refused_naming_the_restore_po
     );
     assert!(local_output(&dir.path().join("output")).is_empty(), "nothing committed");
 }
+
+/// The savepoint directories `savepoint-wordcount-*` under `dir/savepoints`, with the files
+/// each holds.
+fn savepoint_directories(dir: &std::path::Path) -> Vec<(String, Vec<String>)> {
+    let Ok(entries) = std::fs::read_dir(dir.join("savepoints")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, Vec<String>)> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            let mut files: Vec<String> = std::fs::read_dir(&p)
+                .map(|files| {
+                    files
+                        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), files)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A savepoint that fails after its subtasks wrote their state files
+/// (`fail-savepoint-after-upload`: every subtask declines it then) leaves no directory once a
+/// newer checkpoint completed, as Flink disposes of a failed savepoint's location; the job goes
+/// on and its output is exactly the word count. Before, the failed savepoint's files stayed
+/// for ever (a state-sized leak per failed periodic or upgrade savepoint).
+#[test]
+fn a_failed_savepoints_files_are_deleted_once_a_newer_checkpoint_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    let env = [("WEIR_FAILPOINT".to_string(), "fail-savepoint-after-upload".to_string())];
+    let w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    let (ok, _, err) = finished(trigger(&api, false));
+    assert!(
+        !ok && err.contains("fail-savepoint-after-upload"),
+        "the savepoint must fail: {err}"
+    );
+    // The failed savepoint's files were written (what would leak).
+    let written = savepoint_directories(dir.path());
+    assert!(
+        written.len() == 1 && written[0].1.iter().any(|f| f.ends_with(".state")),
+        "the failed savepoint wrote its state files: {written:?}"
+    );
+    let failed_id: u64 = written[0].0.rsplit('-').next().unwrap().parse().unwrap();
+    wait_checkpoint_after(&api, failed_id);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !savepoint_directories(dir.path()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the failed savepoint's directory stays after newer checkpoints: {:?}",
+            savepoint_directories(dir.path())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    w.wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a failed savepoint deleted",
+    );
+}

@@ -253,7 +253,7 @@ pub async fn run(
                             let p = pending.take().expect("checked");
                             tracing::warn!(checkpoint = checkpoint_id, task, %reason, "checkpoint declined");
                             let reason = format!("declined by task {task}: {reason}");
-                            fail_pending(&p, &reason, &shared, &controls, &cfg);
+                            fail_pending(&p, &reason, &shared, &controls, &cfg, retention.as_ref());
                             failures.failed(&p, &reason, &cfg).map_err(|m| attempt_failed(&shared, m))?;
                         }
                     }
@@ -294,7 +294,7 @@ pub async fn run(
                         if let Some(p) = pending.take_if(|p| !p.barrier.stop && !p.is_final) {
                             let reason = format!("aborted: superseded by stop-with-savepoint {}", cmd.trigger_id);
                             tracing::warn!(checkpoint = p.barrier.id, %reason);
-                            fail_pending(&p, &reason, &shared, &controls, &cfg);
+                            fail_pending(&p, &reason, &shared, &controls, &cfg, retention.as_ref());
                         }
                         queued.push_front(cmd);
                     } else {
@@ -346,7 +346,7 @@ pub async fn run(
                         }
                         Err(e) => {
                             tracing::error!(checkpoint = id, error = %e, "checkpoint could not be committed");
-                            fail_pending(&p, &e, &shared, &controls, &cfg);
+                            fail_pending(&p, &e, &shared, &controls, &cfg, retention.as_ref());
                             failures.failed(&p, &e, &cfg).map_err(|m| attempt_failed(&shared, m))?;
                         }
                     }
@@ -359,7 +359,7 @@ pub async fn run(
                         cfg.timeout
                     );
                     let reason = format!("timed out after {:?}", cfg.timeout);
-                    fail_pending(&p, &reason, &shared, &controls, &cfg);
+                    fail_pending(&p, &reason, &shared, &controls, &cfg, retention.as_ref());
                     failures
                         .failed(&p, &reason, &cfg)
                         .map_err(|m| attempt_failed(&shared, m))?;
@@ -492,13 +492,22 @@ pub async fn run(
     }
 }
 
+/// Records that the pending snapshot `p` failed with `reason`: its savepoint request fails,
+/// sources paused by a stop resume, and a savepoint's directory is handed to retention to
+/// delete ([`RetentionWorker::savepoint_failed`]).
 fn fail_pending(
     p: &Pending,
     reason: &str,
     shared: &Arc<Mutex<Shared>>,
     controls: &[UnboundedSender<Control>],
     cfg: &CoordinatorConfig,
+    retention: Option<&RetentionWorker>,
 ) {
+    if p.barrier.kind == SnapshotKind::Savepoint
+        && let Some(retention) = retention
+    {
+        retention.savepoint_failed(p.barrier.id, p.barrier.target.clone());
+    }
     let mut s = shared.lock().expect("lock");
     s.history.failed += 1;
     s.history.in_progress = None;

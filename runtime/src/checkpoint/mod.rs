@@ -8,6 +8,7 @@ pub mod alignment_stats;
 mod commit;
 pub mod coordinator;
 pub mod decide;
+pub mod failed_savepoints;
 pub mod failure_cause;
 pub mod guarantee;
 pub mod lineage;

@@ -10,14 +10,18 @@
 //! once the run has a newer completed checkpoint, whichever run left them: this run's own, and
 //! those of earlier runs of the job (ids below the run's first, the runs ended, killed, before
 //! this one started). Which snapshots a pass deletes is [`snapshots_to_delete`], a pure function.
+//! Each pass also deletes the directories of this run's failed savepoints
+//! ([`failed_savepoints`]).
 
 use super::decide::{self, SeenCheckpoint, SeenSnapshot};
+use super::failed_savepoints::{self, FailedSavepoint};
 use super::lineage::{self, POINTER_FILE};
 use super::shared_files::MetadataCache;
-use super::{METADATA_FILE, checkpoint_dir};
+use super::{METADATA_FILE, SnapshotTarget, checkpoint_dir};
 use crate::storage::{Store, join};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// What retention manages: one lineage of one job in one store.
 #[derive(Debug, Clone)]
@@ -39,6 +43,7 @@ pub struct RetentionScope {
 /// The retention worker of a run.
 pub struct RetentionWorker {
     signal: watch::Sender<u64>,
+    failed_savepoints: mpsc::UnboundedSender<FailedSavepoint>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -46,28 +51,55 @@ impl RetentionWorker {
     /// Starts the worker; it waits for [`RetentionWorker::completed`] signals.
     pub fn start(scope: RetentionScope) -> RetentionWorker {
         let (signal, mut changes) = watch::channel(0u64);
+        let (failed_savepoints, mut newly_failed) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut metadata = MetadataCache::default();
+            let mut failed = Vec::new();
             while changes.changed().await.is_ok() {
-                changes.borrow_and_update();
+                let newest_completed = *changes.borrow_and_update();
+                while let Ok(savepoint) = newly_failed.try_recv() {
+                    failed.push(savepoint);
+                }
                 // A pass that panics (a bug) is reported and the next completed checkpoint
                 // runs another: retention is housekeeping, the job goes on.
                 let what = || format!("the retention pass over the checkpoints of job {}", scope.job);
-                let _ = crate::exec::panics::catch_panic(what, pass(&scope, &mut metadata)).await;
+                let work = async {
+                    pass(&scope, &mut metadata).await;
+                    failed_savepoints::sweep(&mut failed, newest_completed).await;
+                };
+                let _ = crate::exec::panics::catch_panic(what, work).await;
             }
         });
-        RetentionWorker { signal, task }
+        RetentionWorker {
+            signal,
+            failed_savepoints,
+            task,
+        }
     }
 
-    /// A checkpoint completed: run a pass (or one more after the running one).
+    /// A checkpoint or savepoint completed: run a pass (or one more after the running one).
     pub fn completed(&self, id: u64) {
         self.signal.send_replace(id);
     }
 
+    /// Savepoint `id` of this run failed: the passes after a newer snapshot completed delete
+    /// its directory `target` ([`failed_savepoints`]).
+    pub fn savepoint_failed(&self, id: u64, target: Arc<SnapshotTarget>) {
+        let _ = self.failed_savepoints.send(FailedSavepoint {
+            id,
+            target,
+            deleted_once: false,
+        });
+    }
+
     /// Stops the worker, letting a running or signalled pass finish for at most `grace`.
     pub async fn finish(self, grace: Duration) {
-        let RetentionWorker { signal, mut task } = self;
-        drop(signal);
+        let RetentionWorker {
+            signal,
+            failed_savepoints,
+            mut task,
+        } = self;
+        drop((signal, failed_savepoints));
         if tokio::time::timeout(grace, &mut task).await.is_err() {
             tracing::warn!(
                 ?grace,

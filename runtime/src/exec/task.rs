@@ -371,6 +371,12 @@ impl TaskCore {
                     uploaded_outputs.push(c.await?);
                 }
                 let output_channel_state = uploaded_outputs;
+                if barrier.kind == crate::control::api::SnapshotKind::Savepoint && savepoint_fails_after_upload() {
+                    return Err(TaskError(format!(
+                        "failpoint fail-savepoint-after-upload: savepoint {} declined after its files were written",
+                        barrier.id
+                    )));
+                }
                 Ok::<_, TaskError>((operators, channel_state, output_channel_state))
             })
             .await
@@ -443,6 +449,13 @@ pub(super) enum Flow {
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
     std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
+}
+
+/// Test hook: `WEIR_FAILPOINT=fail-savepoint-after-upload` makes every subtask decline every
+/// savepoint after writing its files, as a savepoint failing part-way leaves them. Unset in
+/// production.
+fn savepoint_fails_after_upload() -> bool {
+    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == "fail-savepoint-after-upload"))
 }
 
 /// Test hook: `WEIR_FAILPOINT=fail-upload:<id>` makes every subtask's upload of snapshot `id`
