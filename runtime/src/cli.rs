@@ -517,6 +517,11 @@ async fn run(a: RunArgs) -> Result<(), String> {
         }
         Err(e) => {
             log_summary();
+            // A damaged table file whose checkpoint copy is damaged too: the last checkpoint
+            // references it, so a command resuming from it would fail on the same file.
+            if e.contains(crate::checkpoint::native_upload::NO_REFERENCING_CHECKPOINT_RESTORES) {
+                return Err(format!("job {} failed: {e}", handle.job));
+            }
             let hint = resume();
             Err(format!(
                 "job {} failed: {e}; once its cause is fixed, {hint}",

@@ -101,3 +101,92 @@ fn retention_only_deletes_checkpoints_of_its_own_lineage() {
         "first run's {first:?} kept: {after_continue:?}"
     );
 }
+
+/// A table file of a disk store damaged on local disk (truncated) while the local checkpoint
+/// directory holds it as a hard link (the same file): the job fails saying the checkpoint's
+/// copy is damaged too and no checkpoint that references it restores, and prints no command
+/// resuming from its last checkpoint (which would fail on the same file). Found by trial
+/// (2026-12-07): the error said the checkpoint's copy was intact, and the resume command it
+/// printed failed.
+#[test]
+fn a_damaged_hard_linked_table_file_is_reported_as_damaged_in_the_checkpoint_too() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    // Many keys, so the first checkpoints flush the store into table files.
+    let m = dir.path().join("gen.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            r#"apiVersion: weir.dev/v1alpha1
+kind: StreamJob
+metadata: {{ name: gen }}
+spec:
+  parallelism: 1
+  stateBackend: disk
+  checkpointing: {{ interval: 500ms, storage: "{}", incremental: true }}
+  job:
+    steps:
+      - {{ uid: src, source: {{ generator: {{ seed: 1, keys: 2000000, count: 600000, maxRecordsPerSecond: 20000 }} }} }}
+      - {{ keyBy: {{ expression: key, as: key }} }}
+      - {{ uid: sums, sum: {{ expression: value, as: total }} }}
+      - {{ uid: output, sink: {{ file: {{ path: "{}" }} }} }}
+"#,
+            paths.checkpoints, paths.output
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let args = ["--state-dir", state.to_str().unwrap()];
+    let run = Weir::run(&m, &args, &[]);
+    // A table file a checkpoint linked (two links: the store's and the checkpoint's).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let linked = loop {
+        let found = walk(&state)
+            .into_iter()
+            .find(|p| p.extension().is_some_and(|e| e == "sst") && p.metadata().is_ok_and(|m| m.nlink() >= 2));
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(std::time::Instant::now() < deadline, "no table file linked into a checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let size = linked.metadata().unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&linked)
+        .unwrap()
+        .set_len(size - 10)
+        .unwrap();
+    let (ok, log) = run.wait();
+    assert!(!ok, "the job must fail on its damaged store: {log}");
+    let failure = log
+        .lines()
+        .find(|l| l.contains("job gen failed"))
+        .unwrap_or_else(|| panic!("no failure line in {log}"));
+    assert!(
+        failure.contains("is damaged too")
+            && failure.contains("no checkpoint that references it restores")
+            && failure.contains("savepoint")
+            && !failure.contains("is intact")
+            && !failure.contains("resume with"),
+        "{failure}"
+    );
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

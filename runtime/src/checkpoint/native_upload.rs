@@ -121,6 +121,21 @@ pub struct NativeUpload {
     pub write_times: bool,
 }
 
+/// What [`damaged_table_message`] says when the damaged file's copy in the checkpoint storage
+/// is damaged or missing too: `weir run` then prints no command resuming from its last
+/// checkpoint, which references the file.
+pub const NO_REFERENCING_CHECKPOINT_RESTORES: &str = "no checkpoint that references it restores";
+
+/// A table file of the store on local disk at another size than the checkpoint that uploaded
+/// it recorded ([`tables_to_upload`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DamagedTable {
+    /// Its size on local disk now, bytes.
+    pub local_size: u64,
+    /// What the checkpoint that uploaded it recorded (name, path in the storage, size).
+    pub recorded: NativeFile,
+}
+
 /// The table files to upload and those to reference: a table file is referenced when `reuse`
 /// (the confirmed checkpoint's, this store's own: its uploads, or the files a fast restore
 /// built it from) holds one of the same name. Returns `(to upload, referenced)`, each in
@@ -128,32 +143,86 @@ pub struct NativeUpload {
 ///
 /// Errors: a table file of a name `reuse` holds at another size. RocksDB never changes a
 /// finished table file and never reuses a name, so the store on local disk was damaged (a
-/// truncation, an in-place write, a failing disk): the checkpoint fails naming the file,
-/// instead of uploading the damaged file as new and letting retention delete the intact copy
-/// every retained checkpoint references (helper-101, 2026-12-06: after that, no retained
-/// checkpoint restored).
+/// truncation, an in-place write, a failing disk): the checkpoint fails naming the file
+/// ([`damaged_table_message`]), instead of uploading the damaged file as new and letting
+/// retention delete the intact copy every retained checkpoint references (helper-101,
+/// 2026-12-06: after that, no retained checkpoint restored).
 pub fn tables_to_upload<'a>(
     tables: &'a [LocalFile],
     reuse: &BTreeMap<String, NativeFile>,
-) -> Result<(Vec<&'a LocalFile>, Vec<NativeFile>), String> {
+) -> Result<(Vec<&'a LocalFile>, Vec<NativeFile>), DamagedTable> {
     let mut upload = Vec::new();
     let mut referenced = Vec::new();
     for table in tables {
         match reuse.get(&table.name) {
             Some(file) if file.size == table.size => referenced.push(file.clone()),
             Some(file) => {
-                return Err(format!(
-                    "table file {} of the subtask's store on local disk is {} bytes, but {} bytes when checkpoint {} \
-                     recorded it: a finished table file never changes, so the store was damaged (truncated or \
-                     written in place: check the state dir's disk); the job restores from its last completed \
-                     checkpoint, whose copy is intact",
-                    table.name, table.size, file.size, file.checkpoint_id
-                ));
+                return Err(DamagedTable {
+                    local_size: table.size,
+                    recorded: file.clone(),
+                });
             }
             None => upload.push(table),
         }
     }
     Ok((upload, referenced))
+}
+
+/// The error of a [`DamagedTable`], given its copy in the checkpoint storage: its URL `copy`
+/// and its size (`None`: missing or not listable). A copy at the recorded size is intact and the job
+/// restores from its last completed checkpoint. Any other copy was damaged with the store's
+/// file: a local checkpoint directory on the state dir's file system holds table files as
+/// hard links of the store's (one file), so every checkpoint that references it fails to
+/// restore, and the message says so and what restores instead (found by trial, 2026-12-07:
+/// the message claimed an intact copy, and the resume command printed after it failed on the
+/// same file).
+pub fn damaged_table_message(damaged: &DamagedTable, copy: &str, copy_size: Option<u64>) -> String {
+    let recorded = &damaged.recorded;
+    let what = format!(
+        "table file {} of the subtask's store on local disk is {} bytes, but {} bytes when checkpoint {} \
+         recorded it: a finished table file never changes, so the store was damaged (truncated or written in \
+         place: check the state dir's disk)",
+        recorded.name, damaged.local_size, recorded.size, recorded.checkpoint_id
+    );
+    match copy_size {
+        Some(size) if size == recorded.size => format!(
+            "{what}; its copy in the checkpoint storage (`{copy}`) is intact, so the job restores from its last \
+             completed checkpoint"
+        ),
+        Some(size) => format!(
+            "{what}; its copy in the checkpoint storage (`{copy}`, {size} bytes) is damaged too: a local checkpoint \
+             directory on the state dir's file system holds table files as hard links of the store's, the same \
+             file, so {NO_REFERENCING_CHECKPOINT_RESTORES} (checkpoint {} and those after it that kept the \
+             file): restore from a savepoint, which holds its own copies, or from a checkpoint older than {}",
+            recorded.checkpoint_id, recorded.checkpoint_id
+        ),
+        None => format!(
+            "{what}; its copy in the checkpoint storage (`{copy}`) is missing, so {NO_REFERENCING_CHECKPOINT_RESTORES} \
+             (checkpoint {} and those after it that kept the file): restore from a savepoint, or from a \
+             checkpoint older than {}",
+            recorded.checkpoint_id, recorded.checkpoint_id
+        ),
+    }
+}
+
+/// The path of `damaged`'s copy in the store whose snapshot directory `snapshot_dir` its
+/// recorded path is relative to (`../shared/...`), and its size there (`None` when missing or
+/// not listable).
+async fn stored_copy(
+    store: &crate::storage::Store,
+    snapshot_dir: &str,
+    damaged: &DamagedTable,
+) -> (String, Option<u64>) {
+    let job_dir = snapshot_dir.rsplit_once('/').map_or("", |(parent, _)| parent);
+    let path = crate::storage::join(job_dir, damaged.recorded.file.trim_start_matches("../"));
+    let size = match store.list(&path).await {
+        Ok(listed) => listed
+            .into_iter()
+            .find(|object| object.path == path)
+            .map(|object| object.size),
+        Err(_) => None,
+    };
+    (path, size)
 }
 
 /// Uploads `native`'s files for operator `uid`'s `subtask` at `barrier` (see the module doc) and
@@ -168,9 +237,15 @@ pub async fn upload_native(
 ) -> Result<NativeFiles, TaskError> {
     use futures::{StreamExt, TryStreamExt};
     let checkpoint = &native.checkpoint;
-    let (to_upload, mut files) = tables_to_upload(&checkpoint.table_files, &native.reuse).map_err(TaskError)?;
     let store = &barrier.target.store;
     let dir = &barrier.target.dir;
+    let (to_upload, mut files) = match tables_to_upload(&checkpoint.table_files, &native.reuse) {
+        Ok(split) => split,
+        Err(damaged) => {
+            let (copy, copy_size) = stored_copy(store, dir, &damaged).await;
+            return Err(TaskError(damaged_table_message(&damaged, &store.url(&copy), copy_size)));
+        }
+    };
     let mut targets: Vec<(u64, PathBuf, String, String, String)> = to_upload
         .iter()
         .map(|t| {

@@ -154,12 +154,12 @@ fn which_table_files_are_uploaded_table() {
     // A known name at another size: the store on local disk was damaged; the checkpoint
     // fails naming the file instead of uploading it as new.
     let damaged = tables_to_upload(&[local("000011.sst", 50), local("000010.sst", 51)], &reuse).unwrap_err();
-    assert!(
-        damaged.contains("000010.sst")
-            && damaged.contains("51 bytes")
-            && damaged.contains("100 bytes")
-            && damaged.contains("damaged"),
-        "{damaged}"
+    assert_eq!(
+        damaged,
+        DamagedTable {
+            local_size: 51,
+            recorded: uploaded("000010.sst", 100, 3)
+        }
     );
     for (what, tables, reuse, want_upload, want_referenced) in rows {
         let (upload, referenced) = tables_to_upload(&tables, &reuse).unwrap();
@@ -353,4 +353,86 @@ mod linked {
         assert!(e.to_string().contains("checksum mismatch"), "{e}");
         drop(disk);
     }
+}
+
+/// What the error of a damaged table file says, by its copy in the checkpoint storage: intact
+/// (the last checkpoint restores), damaged too (a hard link of the store's file: nothing that
+/// references it restores), or missing.
+#[test]
+fn a_damaged_table_files_error_says_whether_its_checkpoint_copy_restores() {
+    let damaged = DamagedTable {
+        local_size: 51,
+        recorded: uploaded("000010.sst", 100, 3),
+    };
+    // (what, copy size, must contain, must not contain)
+    type Row = (&'static str, Option<u64>, &'static [&'static str], &'static [&'static str]);
+    let rows: [Row; 3] = [
+        (
+            "intact copy",
+            Some(100),
+            &[
+                "000010.sst",
+                "51 bytes",
+                "100 bytes",
+                "shared/c-0-chk3-000010.sst",
+                "is intact",
+                "restores from its last",
+            ],
+            &["damaged too", "savepoint"],
+        ),
+        (
+            "the same file (hard-linked), damaged too",
+            Some(51),
+            &[
+                "damaged too",
+                "hard links",
+                NO_REFERENCING_CHECKPOINT_RESTORES,
+                "checkpoint 3",
+                "savepoint",
+                "older than 3",
+            ],
+            &["is intact"],
+        ),
+        (
+            "missing copy",
+            None,
+            &[
+                "is missing",
+                NO_REFERENCING_CHECKPOINT_RESTORES,
+                "savepoint",
+                "older than 3",
+            ],
+            &["is intact"],
+        ),
+    ];
+    for (what, copy_size, want, not_want) in rows {
+        let message = damaged_table_message(&damaged, "file:///ckpt/job/shared/c-0-chk3-000010.sst", copy_size);
+        for part in want {
+            assert!(message.contains(part), "{what}: no {part:?} in {message}");
+        }
+        for part in not_want {
+            assert!(!message.contains(part), "{what}: {part:?} in {message}");
+        }
+    }
+}
+
+/// The size of a damaged table file's copy is read from the storage, at the path its
+/// `_metadata` entry names relative to the snapshot directory.
+#[tokio::test]
+async fn a_damaged_table_files_copy_is_looked_up_in_the_job_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let store: crate::storage::Store = std::sync::Arc::new(crate::storage::LocalStore::new(root.path()).unwrap());
+    store
+        .put("job/shared/c-0-chk3-000010.sst", bytes::Bytes::from(vec![0u8; 51]))
+        .await
+        .unwrap();
+    let damaged = |name: &str| DamagedTable {
+        local_size: 51,
+        recorded: uploaded(name, 100, 3),
+    };
+    let copy = |name: &str| format!("job/shared/c-0-chk3-{name}");
+    let found = stored_copy(&store, "job/chk-5", &damaged("000010.sst")).await;
+    assert_eq!(found, (copy("000010.sst"), Some(51)));
+    let missing = stored_copy(&store, "job/chk-5", &damaged("000011.sst")).await;
+    assert_eq!(missing, (copy("000011.sst"), None));
 }
