@@ -176,7 +176,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
     let want = format!(
-        r#"{}: spec.parallelism: invalid type: string "two", expected a whole number from 0 to 4294967295"#,
+        r#"{}: spec.parallelism: invalid type: string "two", expected a whole number from 1 to 4294967295"#,
         m.display()
     );
     assert!(err.contains(&want), "want `{want}` in {err}");
@@ -198,7 +198,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
         ),
         (
             "spec.checkpointing.retained=-1",
-            "spec.checkpointing.retained: invalid value: integer `-1`, expected a whole number from 0 to 4294967295",
+            "spec.checkpointing.retained: invalid value: integer `-1`, expected a whole number from 1 to 4294967295",
         ),
         (
             "spec.job.steps.1.keyBy.expression=",

@@ -148,7 +148,10 @@ spec:
         if let Some(found) = found {
             break found;
         }
-        assert!(std::time::Instant::now() < deadline, "no table file linked into a checkpoint");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no table file linked into a checkpoint"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let size = linked.metadata().unwrap().len();

@@ -365,7 +365,12 @@ fn a_damaged_table_files_error_says_whether_its_checkpoint_copy_restores() {
         recorded: uploaded("000010.sst", 100, 3),
     };
     // (what, copy size, must contain, must not contain)
-    type Row = (&'static str, Option<u64>, &'static [&'static str], &'static [&'static str]);
+    type Row = (
+        &'static str,
+        Option<u64>,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
     let rows: [Row; 3] = [
         (
             "intact copy",

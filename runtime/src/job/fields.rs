@@ -77,6 +77,67 @@ pub fn check_unknown_fields(doc: &Value) -> Result<(), JobError> {
     Ok(())
 }
 
+/// Removes from `doc` (a whole StreamJob manifest) every field whose value is null where the
+/// schema does not declare it `nullable`, as the API server prunes such nulls before defaulting
+/// (Kubernetes "Defaulting and Nullable": a null of a non-nullable field is dropped and the
+/// field's default applies). So `stateBackend: ~` means the default on `weir run` as it does
+/// after `kubectl apply`, and a nullable field (`ttl: ~`, an `Option`) keeps its null, read as
+/// unset. Fields the schema does not know keep their null, for [`check_unknown_fields`] to
+/// name, and so do required ones (refused either way: the typed read says the value is empty);
+/// free-form maps and opaque objects are left as they are. Before 2026-12-07 a null was
+/// refused on some fields ("invalid type: an empty value") and accepted on others.
+pub fn prune_non_nullable_nulls(doc: &mut Value) {
+    if let Value::Mapping(top) = doc {
+        for (key, value) in top.iter_mut() {
+            if let Some(child) = key.as_str().and_then(|name| OPEN_API_SCHEMA["properties"].get(name)) {
+                prune_value(value, child);
+            }
+        }
+    }
+}
+
+fn prune_value(value: &mut Value, schema: &Schema) {
+    if is_opaque(schema) {
+        return;
+    }
+    match value {
+        Value::Mapping(map) => {
+            let Some(properties) = schema.get("properties") else {
+                return; // a free-form map (`additionalProperties`): its values are the user's
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Schema::as_array)
+                .map(|names| names.iter().filter_map(Schema::as_str).collect())
+                .unwrap_or_default();
+            map.retain(|key, child| {
+                let Some(name) = key.as_str() else { return true };
+                let Some(child_schema) = properties.get(name) else {
+                    return true;
+                };
+                let nullable = child_schema.get("nullable") == Some(&Schema::Bool(true));
+                // A required field keeps its null: both refuse it, and "an empty value" says
+                // more than the API server's "Required value".
+                !(child.is_null() && !nullable && !required.contains(&name))
+            });
+            for (key, child) in map.iter_mut() {
+                if let Some(child_schema) = key.as_str().and_then(|name| properties.get(name)) {
+                    prune_value(child, child_schema);
+                }
+            }
+        }
+        Value::Sequence(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    prune_value(item, item_schema);
+                }
+            }
+        }
+        Value::Tagged(tagged) => prune_value(&mut tagged.value, schema),
+        _ => {}
+    }
+}
+
 /// Checks the field names of a `--set` path (`spec.job.steps.0.source.file.path`) against the
 /// schema, before the override is applied.
 ///
@@ -153,6 +214,49 @@ pub fn known_fields_at(field: &str) -> Vec<&'static str> {
 /// `exactly-once`, `at-least-once`, `at-most-once`), in the schema's order; empty otherwise.
 pub fn enum_values_at(field: &str) -> Vec<&'static str> {
     schema_at(field).map(string_enum).unwrap_or_default()
+}
+
+/// The least and the greatest whole number the schema allows at `field` (as errors name
+/// fields: `spec.checkpointing.retained`): its `minimum` and `maximum`, or `N` of the
+/// validation rules' `self >= N` and `self <= N` (the CEL rules the API server checks:
+/// `spec.parallelism`'s `self >= 1`, `spec.maxParallelism`'s `self >= 1 && self <= 32768`);
+/// `None` for a bound it states in neither way.
+pub fn integer_bounds_at(field: &str) -> (Option<u64>, Option<u64>) {
+    let Some(node) = schema_at(field) else {
+        return (None, None);
+    };
+    let bound = |key: &str| node.get(key).and_then(Schema::as_f64).filter(|b| *b >= 0.0);
+    let rules: Vec<&str> = node
+        .get("x-kubernetes-validations")
+        .and_then(Schema::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("rule").and_then(Schema::as_str))
+        .collect();
+    let in_rules = |operator: &str| {
+        rules
+            .iter()
+            .flat_map(|rule| rule.split(operator).skip(1))
+            .filter_map(|rest| {
+                rest.trim_start()
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .collect::<Vec<u64>>()
+    };
+    let least = bound("minimum")
+        .map(|m| m.ceil() as u64)
+        .into_iter()
+        .chain(in_rules("self >= "))
+        .max();
+    let greatest = bound("maximum")
+        .map(|m| m.floor() as u64)
+        .into_iter()
+        .chain(in_rules("self <= "))
+        .min();
+    (least, greatest)
 }
 
 /// The schema node at `field` (as errors name fields: `spec.job.steps[0].source`), if any.
@@ -388,6 +492,59 @@ pub fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nulls the API server prunes (a field not declared `nullable`) are gone, nullable ones
+    /// and unknown fields keep theirs.
+    #[test]
+    fn nulls_of_non_nullable_fields_are_pruned_as_the_api_server_prunes_them() {
+        let mut doc: Value = serde_yaml::from_str(
+            "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {name: x}\nspec:\n  stateBackend: ~\n  parallelism: ~\n  \
+             checkpointing: {interval: ~, retained: ~, storage: ~}\n  maxParallelism: ~\n  typo: ~\n  job:\n    steps:\n      - \
+             {uid: c, count: {ttl: ~}}\n",
+        )
+        .unwrap();
+        prune_non_nullable_nulls(&mut doc);
+        let spec = &doc["spec"];
+        for pruned in ["stateBackend", "parallelism", "maxParallelism"] {
+            assert!(spec.get(pruned).is_none(), "{pruned} pruned: {spec:?}");
+        }
+        let checkpointing = spec["checkpointing"].as_mapping().unwrap();
+        assert_eq!(
+            checkpointing.len(),
+            1,
+            "interval and retained pruned: {checkpointing:?}"
+        );
+        assert!(
+            spec["checkpointing"].get("storage").is_some_and(Value::is_null),
+            "nullable: kept"
+        );
+        assert!(
+            spec.get("typo").is_some_and(Value::is_null),
+            "an unknown field keeps its null"
+        );
+        let ttl = spec["job"]["steps"][0]["count"].get("ttl");
+        assert!(ttl.is_some_and(Value::is_null), "nullable: kept");
+        // What the schema says of the fields above, so the test follows the CRD.
+        let nullable = |field: &str| schema_at(field).and_then(|s| s.get("nullable")) == Some(&Schema::Bool(true));
+        assert!(!nullable("spec.stateBackend") && !nullable("spec.parallelism") && !nullable("spec.maxParallelism"));
+        assert!(nullable("spec.checkpointing.storage") && nullable("spec.job.steps[0].count.ttl"));
+    }
+
+    /// A manifest (or a `--set`) with a null where the schema has a default reads as the
+    /// default, as after `kubectl apply` (found by trial: `stateBackend: ~` was refused with
+    /// "invalid type: an empty value" while `ttl: ~` was accepted).
+    #[test]
+    fn a_null_field_of_a_manifest_takes_its_default() {
+        let yaml = "apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nmetadata: {name: n}\nspec:\n  stateBackend: ~\n  \
+                    parallelism: ~\n  checkpointing: {interval: ~, retained: ~}\n  job:\n    steps:\n      - \
+                    {source: {generator: {keys: 5, count: 10}}}\n      - {keyBy: {expression: key, as: key}}\n      - \
+                    {uid: c, count: {ttl: ~}}\n      - {sink: {discard: {}}}\n";
+        let job = crate::job::parse_manifest(yaml, &["spec.checkpointing.mode=null".to_string()]).unwrap();
+        assert_eq!(job.spec.parallelism, 1);
+        assert_eq!(job.spec.state_backend, Default::default());
+        assert_eq!(job.spec.checkpointing.retained, 3);
+        assert_eq!(job.spec.checkpointing.interval, "10s");
+    }
 
     fn check(yaml: &str) -> Result<(), String> {
         let doc: Value = serde_yaml::from_str(yaml).unwrap();

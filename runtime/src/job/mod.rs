@@ -87,6 +87,7 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
     for o in overrides {
         apply_override(&mut doc, o)?;
     }
+    fields::prune_non_nullable_nulls(&mut doc);
     fields::check_unknown_fields(&doc)?;
     let bounds_doc = doc.clone();
     let manifest: StreamJobManifest = serde_path_to_error::deserialize(doc).map_err(|e| {
@@ -245,7 +246,7 @@ spec:
         let e = parse_manifest(&two, &[]).unwrap_err().to_string();
         assert_eq!(
             e,
-            r#"spec.parallelism: invalid type: string "two", expected a whole number from 0 to 4294967295"#
+            r#"spec.parallelism: invalid type: string "two", expected a whole number from 1 to 4294967295"#
         );
         let no_path = MINIMAL.replace(r#"{ path: "x/*.txt" }"#, "{ format: text }");
         let e = parse_manifest(&no_path, &[]).unwrap_err().to_string();

@@ -87,6 +87,25 @@ pub fn plain_type_error(field: &str, message: &str) -> String {
             }
         }
     }
+    // The schema's bounds where it states them (`retained`: `minimum: 1`; `parallelism`: a
+    // `self >= 1` rule; `splits`: `maximum: 32768`), not the Rust type's (found by trial:
+    // `retained: -1` was told "from 0", and 0 was then refused as "must be at least 1").
+    let (least, greatest) = fields::integer_bounds_at(field);
+    for type_max in ["255", "65535", "4294967295"] {
+        let range = format!("expected a whole number from 0 to {type_max}");
+        if out.contains(&range) {
+            let least = least.unwrap_or(0);
+            let greatest = greatest.map_or(type_max.to_string(), |g| g.to_string());
+            out = out.replace(&range, &format!("expected a whole number from {least} to {greatest}"));
+        }
+    }
+    if let Some(least) = least.filter(|l| *l > 0) {
+        let greatest = greatest.map_or(String::new(), |g| format!(" and at most {g}"));
+        out = out.replace(
+            "expected a whole number of at least 0",
+            &format!("expected a whole number of at least {least}{greatest}"),
+        );
+    }
     let last = field.rsplit('.').next().unwrap_or(field);
     let is_number = out.starts_with("invalid type: integer") || out.starts_with("invalid type: floating point");
     if is_number && out.ends_with("expected a string") && DURATION_FIELDS.contains(&last) {
@@ -140,12 +159,32 @@ mod tests {
             (
                 "spec.parallelism",
                 "invalid value: integer `-2`, expected u32",
-                "invalid value: integer `-2`, expected a whole number from 0 to 4294967295",
+                "invalid value: integer `-2`, expected a whole number from 1 to 4294967295",
+            ),
+            (
+                "spec.checkpointing.retained",
+                "invalid value: integer `-1`, expected u32",
+                "invalid value: integer `-1`, expected a whole number from 1 to 4294967295",
+            ),
+            (
+                "spec.job.steps[0].source.generator.splits",
+                "invalid value: integer `-1`, expected u32",
+                "invalid value: integer `-1`, expected a whole number from 1 to 32768",
+            ),
+            (
+                "spec.maxParallelism",
+                "invalid value: integer `-1`, expected u32",
+                "invalid value: integer `-1`, expected a whole number from 1 to 32768",
+            ),
+            (
+                "spec.job.steps[0].source.generator.seed",
+                "invalid value: integer `-1`, expected u64",
+                "invalid value: integer `-1`, expected a whole number of at least 0",
             ),
             (
                 "spec.job.steps[0].source.file.maxRecordsPerSecond",
                 "invalid value: integer `-5`, expected u64",
-                "invalid value: integer `-5`, expected a whole number of at least 0",
+                "invalid value: integer `-5`, expected a whole number of at least 1",
             ),
             (
                 "spec.job.steps[0].source.eventTime",
