@@ -79,17 +79,36 @@ pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError>
         Some(Err(why)) => return Err(JobError::new(field, format!("`{s}`: {why}"))),
         None => flink_units_to_humantime(text),
     };
+    // humantime reads months (30.44 days) and years (365.25 days); Flink's durations have no
+    // such units, and neither has a fixed length: refused as their ISO-8601 forms are (found
+    // by trial: `ttl: 2 months` ran while `P2M` was refused).
+    if let Some(unit) = unit_words(&humantime_text).find(|w| CALENDAR_UNITS.contains(w)) {
+        return Err(JobError::new(
+            field,
+            format!("`{s}`: `{unit}` has no fixed length; use days (`30d`) or weeks (`4w`)"),
+        ));
+    }
     humantime::parse_duration(&humantime_text).map_err(|e| {
-        // humantime's position-0 error ("expected number at 0") names its parser, not the value.
+        // humantime's position-0 error ("expected number at 0") names its parser, not the value;
+        // its list of units names months and years, which are refused above.
         let why = match e {
             humantime::DurationError::NumberExpected(0) => "it does not start with a number".to_string(),
-            e => e.to_string(),
+            e => e.to_string().replace("weeks, months, years", "weeks"),
         };
         JobError::new(
             field,
             format!("`{s}` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: {why}"),
         )
     })
+}
+
+/// humantime's calendar units (lower case, as [`flink_units_to_humantime`] leaves them): no
+/// fixed length, and no unit of Flink's.
+const CALENDAR_UNITS: [&str; 7] = ["month", "months", "mo", "mon", "year", "years", "y"];
+
+/// The alphabetic runs of `text` (its unit words).
+fn unit_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty())
 }
 
 /// Flink's unit labels (case-insensitive, plural `s` allowed) that humantime does not know,
@@ -235,6 +254,13 @@ mod tests {
                 "f: `P1M`: an ISO-8601 duration in years or months has no fixed length",
             ),
             ("P1Y", "f: `P1Y`: an ISO-8601 duration in years or months"),
+            (
+                "2 months",
+                "f: `2 months`: `months` has no fixed length; use days (`30d`) or weeks",
+            ),
+            ("1y", "f: `1y`: `y` has no fixed length"),
+            ("1 Year 2d", "f: `1 Year 2d`: `year` has no fixed length"),
+            ("1e3s", "f: `1e3s` is not a duration like `500ms`"),
             ("PT", "f: `PT`: an ISO-8601 duration needs at least one number and unit"),
             ("PT5", "f: `PT5`: `5` has no unit"),
             ("PT1X", "f: `PT1X`: `X` is not a unit of an ISO-8601 duration"),
@@ -247,6 +273,10 @@ mod tests {
         for (text, want) in cases {
             let got = ms(text).unwrap_err();
             assert!(got.starts_with(want), "{text}: {got}");
+            assert!(
+                !got.contains("weeks, months"),
+                "{text}: months offered as a unit: {got}"
+            );
         }
     }
 
