@@ -36,7 +36,7 @@ pub struct DiskStateSpec {
     /// Write-back cache of the most recently written entries, in front of the store: a
     /// quantity in bytes (about 77 bytes per entry of a key up to 24 bytes, plus 40 per
     /// window held for a `window` step's key; about 2.25 times that while being written
-    /// back), `0` for none. Its entries are written into the store by
+    /// back), `0` for none, else at least `1Mi`. Its entries are written into the store by
     /// a background thread, a generation (an eighth of it) at a time and at each checkpoint's
     /// barrier; the task thread waits only when that falls behind. Default `16Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +49,8 @@ pub struct DiskStateSpec {
 
 impl DiskStateSpec {
     /// The store options these settings give (defaults for what is unset). Errors: a size
-    /// that is not a quantity, or a block cache or write buffer under 1 MiB, naming the field under `at`
+    /// that is not a quantity, a block cache or write buffer under 1 MiB, or a write-back cache
+    /// neither 0 nor at least 1 MiB, naming the field under `at`
     /// (`spec.diskState`).
     pub fn options(&self, at: &str) -> Result<DiskStateOptions, JobError> {
         let mut options = DiskStateOptions::default();
@@ -76,7 +77,20 @@ impl DiskStateSpec {
             }
         }
         if let Some(text) = &self.write_cache_size {
-            options.write_cache_bytes = parse_byte_quantity(&format!("{at}.writeCacheSize"), &text.0)?;
+            let field = format!("{at}.writeCacheSize");
+            options.write_cache_bytes = parse_byte_quantity(&field, &text.0)?;
+            // A cache of a few entries writes back a generation every few records (found by
+            // trial: `writeCacheSize: 1` ran five times slower than none).
+            if options.write_cache_bytes != 0 && options.write_cache_bytes < 1 << 20 {
+                return Err(JobError::new(
+                    field,
+                    format!(
+                        "must be 0 (no write-back cache) or at least 1Mi, got `{}`: a smaller cache holds a few \
+                         entries and writes them back every few records",
+                        text.0
+                    ),
+                ));
+            }
         }
         if let Some(compression) = self.compression {
             options.compression = compression;
@@ -215,6 +229,25 @@ mod tests {
                     for part in ["at least 1Mi", "cannot be turned off", "writeCacheSize: 0"] {
                         assert!(e.message.contains(part), "{size}: {}", e.message);
                     }
+                }
+            }
+        }
+        // The write-back cache: 0 (none) or at least 1 MiB.
+        for (size, ok) in [("0", true), ("1", false), ("1048575", false), ("1Mi", true)] {
+            let spec = DiskStateSpec {
+                write_cache_size: Some(size.into()),
+                ..DiskStateSpec::default()
+            };
+            match spec.options(at) {
+                Ok(_) => assert!(ok, "{size}"),
+                Err(e) => {
+                    assert!(!ok, "{size}: {e:?}");
+                    assert_eq!(e.field, "spec.diskState.writeCacheSize");
+                    assert!(
+                        e.message.contains("must be 0 (no write-back cache) or at least 1Mi"),
+                        "{}",
+                        e.message
+                    );
                 }
             }
         }

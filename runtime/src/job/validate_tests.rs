@@ -428,8 +428,8 @@ fn disk_state_sizes_take_integers_and_quantity_strings() {
     );
     // The whole quantity grammar: fractions, exponents (quoted, or a YAML float that is whole).
     assert_eq!(
-        sizes("{cacheSize: \"1.5Gi\", writeBufferSize: 2e6, writeCacheSize: \"1e3\"}"),
-        (3 << 29, 2_000_000, 1_000)
+        sizes("{cacheSize: \"1.5Gi\", writeBufferSize: 2e6, writeCacheSize: \"2e6\"}"),
+        (3 << 29, 2_000_000, 2_000_000)
     );
     for (disk_state, want) in [
         ("{writeCacheSize: -1}", "spec.diskState.writeCacheSize"),
