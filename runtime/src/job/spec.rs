@@ -385,9 +385,11 @@ pub struct AggregateSpec {
     pub as_field: Option<String>,
     /// State time-to-live (Flink's state TTL, processing time), a duration like `24h` or
     /// `30m`: a key not updated for this long is forgotten, and its next record counts from
-    /// zero again. Expired keys are removed a few at a time while records flow and are left
-    /// out of checkpoints and savepoints, so a job over an unbounded key space holds bounded
-    /// state. Unset: keys are kept for ever.
+    /// zero again. Expired keys are removed a few at a time while records flow, so a job over
+    /// an unbounded key space holds bounded state, and are never restored. Savepoints and full
+    /// checkpoints leave them out; an incremental checkpoint's files may hold those not removed
+    /// yet (on `stateBackend: disk`, until compaction reclaims a removed key's bytes). Unset:
+    /// keys are kept for ever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
 }
