@@ -17,13 +17,68 @@ use indicatif::HumanBytes;
 /// Errors: `path` is not a snapshot directory (no `_metadata`: [`not_a_snapshot`]), or the
 /// snapshot cannot be loaded or verified (named).
 pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
+    // A local path that is missing or a file: said so, before the store is opened (whose
+    // refusal of a file speaks of writing into it).
+    if let Ok(Some(local)) = crate::storage::local_path(path) {
+        let local = std::path::Path::new(local);
+        if !local.exists() {
+            return Err(format!(
+                "{path} does not exist: give the directory of a checkpoint (`chk-<n>`) or savepoint"
+            ));
+        }
+        if !local.is_dir() {
+            return Err(format!(
+                "{path} is a file: give the directory of a checkpoint (`chk-<n>`) or savepoint"
+            ));
+        }
+    }
     let info = match restore::load_url(path, &S3Options::default()).await {
         Err(RestoreError::Storage(StorageError::NotFound(missing))) if missing.ends_with(METADATA_FILE) => {
-            return Err(not_a_snapshot(path, None));
+            let snapshots = snapshot_directories_in(path).await;
+            return Err(not_a_snapshot_holding(path, &snapshots));
         }
         loaded => loaded.map_err(|e| e.to_string())?.metadata.info(),
     };
     output::print_data(&info, format, || inspect_lines(&info))
+}
+
+/// The snapshot directories (`chk-<n>`, `savepoint-*`) directly in `url`, sorted by id
+/// (checkpoints) and then by name; empty when none or not listable.
+async fn snapshot_directories_in(url: &str) -> Vec<String> {
+    let Ok(store) = crate::storage::open(url, &S3Options::default()).await else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = store
+        .list_directories("")
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|name| name.starts_with("chk-") || name.starts_with("savepoint-"))
+        .collect();
+    names.sort_by_key(|name| {
+        (
+            name.strip_prefix("chk-").and_then(|id| id.parse::<u64>().ok()),
+            name.clone(),
+        )
+    });
+    names
+}
+
+/// [`not_a_snapshot`] for `url`, which holds the snapshot directories `snapshots`: then the
+/// message names the newest (a job's checkpoint directory or a savepoints directory given
+/// instead of one of its snapshots).
+pub fn not_a_snapshot_holding(url: &str, snapshots: &[String]) -> String {
+    let Some(newest) = snapshots.last() else {
+        return not_a_snapshot(url, None);
+    };
+    let shown: Vec<&str> = snapshots.iter().rev().take(5).rev().map(String::as_str).collect();
+    let more = if snapshots.len() > shown.len() { ", ..." } else { "" };
+    format!(
+        "{url} has no `{METADATA_FILE}`: it holds snapshot directories ({}{more}), give one of them, e.g. \
+         `weir savepoint inspect {}/{newest}`",
+        shown.join(", "),
+        url.trim_end_matches('/')
+    )
 }
 
 /// The table of `weir savepoint inspect`: a line naming the snapshot, then per stateful
@@ -119,6 +174,39 @@ pub fn inspect_lines(info: &SnapshotInfo) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `inspect` says of a path that is no snapshot: missing, a file, a directory holding
+    /// snapshots (a job's checkpoint directory: its newest is named), or one holding none.
+    #[tokio::test]
+    async fn a_path_that_is_no_snapshot_is_told_apart() {
+        let root = tempfile::tempdir().unwrap();
+        let job = root.path().join("gen");
+        for id in [3, 12, 4] {
+            std::fs::create_dir_all(job.join(format!("chk-{id}"))).unwrap();
+        }
+        std::fs::create_dir_all(job.join("shared")).unwrap();
+        std::fs::write(root.path().join("afile"), b"x").unwrap();
+        let at = |name: &str| root.path().join(name).display().to_string();
+        let table = OutputFormat::Table;
+        let missing = inspect(&at("nothing"), table).await.unwrap_err();
+        assert!(
+            missing.ends_with("does not exist: give the directory of a checkpoint (`chk-<n>`) or savepoint"),
+            "{missing}"
+        );
+        let file = inspect(&at("afile"), table).await.unwrap_err();
+        assert!(file.contains("afile is a file: give the directory"), "{file}");
+        let job_dir = inspect(&at("gen"), table).await.unwrap_err();
+        let want = format!(
+            "holds snapshot directories (chk-3, chk-4, chk-12), give one of them, e.g. `weir savepoint inspect {}/chk-12`",
+            at("gen")
+        );
+        assert!(job_dir.contains(&want), "{job_dir}");
+        let empty = inspect(&at("gen/shared"), table).await.unwrap_err();
+        assert!(
+            empty.contains("it is not a checkpoint or savepoint directory"),
+            "{empty}"
+        );
+    }
     use crate::control::api::{CheckpointAlignment, OperatorStateInfo, SubtaskCheckpointStats, SubtaskStateInfo};
 
     fn subtask(subtask: u32, range: Option<[u32; 2]>, bytes: u64, entries: u64) -> SubtaskStateInfo {

@@ -135,7 +135,8 @@ impl Client {
         Self::check(r).await?.json().await.map_err(|e| e.to_string())
     }
 
-    /// Triggers a savepoint and polls every 100 ms until it completes or fails.
+    /// Triggers a savepoint and polls every 100 ms until it completes or fails. Errors: the
+    /// savepoint's failure, a timeout, or the job lost while waiting ([`lost_savepoint_request`]).
     pub async fn savepoint_and_wait(
         &self,
         req: &SavepointRequest,
@@ -144,7 +145,10 @@ impl Client {
         let id = self.trigger_savepoint(req).await?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let s = self.savepoint(&id).await?;
+            let s = self
+                .savepoint(&id)
+                .await
+                .map_err(|e| lost_savepoint_request(&self.base, &id, &e))?;
             match s.state {
                 TriggerState::Completed => return Ok(s),
                 TriggerState::Failed => {
@@ -155,6 +159,53 @@ impl Client {
                 }
                 TriggerState::InProgress => tokio::time::sleep(Duration::from_millis(100)).await,
             }
+        }
+    }
+}
+
+/// The error of a savepoint request accepted by the job at `base` as `trigger_id` whose status
+/// could no longer be read (`error`): the job's process ended or restarted while it was in
+/// progress (its requests live in the process), so the outcome is told by the storage, not by
+/// the job (found by trial: a restart showed `404 Not Found: no savepoint trigger ...`, a dead
+/// process a bare transport error).
+pub fn lost_savepoint_request(base: &str, trigger_id: &str, error: &str) -> String {
+    let what = if error.starts_with("404") {
+        "no longer knows it: its process restarted (or another run took the address) while the savepoint was in progress"
+    } else {
+        "stopped answering while the savepoint was in progress: the job ended or its process died"
+    };
+    format!(
+        "savepoint request {trigger_id}: the job at {base} {what} ({error}). Whether the savepoint completed \
+         is in the storage: `weir savepoint inspect <savepoints directory>/savepoint-<job>-<id>` or `weir \
+         checkpoints list <checkpoint storage> --job <job>`"
+    )
+}
+
+#[cfg(test)]
+mod lost_request_tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_savepoint_request_says_why_and_where_to_look() {
+        let restarted = lost_savepoint_request(
+            "http://127.0.0.1:8081",
+            "ab12",
+            "404 Not Found: no savepoint trigger `ab12`",
+        );
+        assert!(
+            restarted.contains("no longer knows it: its process restarted"),
+            "{restarted}"
+        );
+        let dead = lost_savepoint_request("http://127.0.0.1:8081", "ab12", "error sending request for url");
+        assert!(
+            dead.contains("stopped answering") && dead.contains("error sending request"),
+            "{dead}"
+        );
+        for message in [restarted, dead] {
+            assert!(
+                message.contains("savepoint request ab12") && message.contains("weir savepoint inspect"),
+                "{message}"
+            );
         }
     }
 }

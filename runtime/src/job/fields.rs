@@ -334,7 +334,12 @@ fn check_value(value: &Value, schema: &Schema, path: &str) -> Result<(), JobErro
                     [a, b] => format!("{a} or {b}"),
                     many => format!("one of {}", many.join(", ")),
                 };
-                let message = format!("unknown variant `{text}`, expected {expected}");
+                let mut message = format!("unknown variant `{text}`, expected {expected}");
+                // `HEAP`, `Disk`, `Exactly-Once`: the values are case-sensitive, as the API
+                // server's enum check is.
+                if let Some(meant) = allowed.iter().find(|v| v.eq_ignore_ascii_case(text)) {
+                    message.push_str(&format!(" (values are case-sensitive: write `{meant}`)"));
+                }
                 return Err(JobError::new(
                     path,
                     super::type_errors::plain_type_error(path, &message),
@@ -544,6 +549,24 @@ mod tests {
         assert_eq!(job.spec.state_backend, Default::default());
         assert_eq!(job.spec.checkpointing.retained, 3);
         assert_eq!(job.spec.checkpointing.interval, "10s");
+    }
+
+    /// An enum value in another case names the value to write.
+    #[test]
+    fn an_enum_value_in_another_case_names_the_value_to_write() {
+        let doc = |backend: &str| {
+            format!("apiVersion: weir.dev/v1alpha1\nkind: StreamJob\nspec: {{stateBackend: {backend}}}\n")
+        };
+        for (given, want) in [("HEAP", Some("`heap`")), ("Disk", Some("`disk`")), ("rocks", None)] {
+            let e = check(&doc(given)).unwrap_err();
+            match want {
+                Some(value) => assert!(
+                    e.contains(&format!("(values are case-sensitive: write {value})")),
+                    "{given}: {e}"
+                ),
+                None => assert!(!e.contains("case-sensitive"), "{given}: {e}"),
+            }
+        }
     }
 
     fn check(yaml: &str) -> Result<(), String> {
