@@ -273,8 +273,14 @@ pub fn prepare_run_dir(dir: &Path) -> Result<(), String> {
         }
     }
     let err = |e: std::io::Error| {
+        // A file where a directory of the path should be: name it (found by trial: the OS's
+        // "Not a directory" named the run directory, not the file in its way).
+        let why = match dir.ancestors().skip(1).find(|a| a.is_file()) {
+            Some(file) => format!("{} is a file, so no directory can be created under it", file.display()),
+            None => e.to_string(),
+        };
         format!(
-            "disk state backend: cannot write {}: {e}; point --state-dir (or {STATE_DIR_ENV}) at a writable directory",
+            "disk state backend: cannot write {}: {why}; point --state-dir (or {STATE_DIR_ENV}) at a writable directory",
             dir.display()
         )
     };
@@ -364,6 +370,22 @@ impl Drop for RemoveOnFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state dir under a file names the file in the way.
+    #[test]
+    fn a_run_directory_under_a_file_names_the_file() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("afile");
+        std::fs::write(&file, b"x").unwrap();
+        let e = prepare_run_dir(&file.join("sub").join("job-run")).unwrap_err();
+        assert!(
+            e.contains(&format!(
+                "{} is a file, so no directory can be created under it",
+                file.display()
+            )) && e.contains("--state-dir"),
+            "{e}"
+        );
+    }
 
     /// The default root is made private to its user (created so, or closed when open to
     /// others), and refused naming itself and the way out when it is a symbolic link, a file,
