@@ -42,8 +42,8 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
     output::print_data(&info, format, || inspect_lines(&info))
 }
 
-/// The snapshot directories (`chk-<n>`, `savepoint-*`) directly in `url`, sorted by id
-/// (checkpoints) and then by name; empty when none or not listable.
+/// The snapshot directories (`chk-<n>`, `savepoint-<job>-<n>`) directly in `url`, sorted by
+/// id (the number after the last `-`), not as strings; empty when none or not listable.
 async fn snapshot_directories_in(url: &str) -> Vec<String> {
     let Ok(store) = crate::storage::open(url, &S3Options::default()).await else {
         return Vec::new();
@@ -57,7 +57,7 @@ async fn snapshot_directories_in(url: &str) -> Vec<String> {
         .collect();
     names.sort_by_key(|name| {
         (
-            name.strip_prefix("chk-").and_then(|id| id.parse::<u64>().ok()),
+            name.rsplit('-').next().and_then(|id| id.parse::<u64>().ok()),
             name.clone(),
         )
     });
@@ -185,6 +185,10 @@ mod tests {
             std::fs::create_dir_all(job.join(format!("chk-{id}"))).unwrap();
         }
         std::fs::create_dir_all(job.join("shared")).unwrap();
+        for id in [9, 10] {
+            let savepoint = root.path().join("savepoints").join(format!("savepoint-gen-{id}"));
+            std::fs::create_dir_all(savepoint).unwrap();
+        }
         std::fs::write(root.path().join("afile"), b"x").unwrap();
         let at = |name: &str| root.path().join(name).display().to_string();
         let table = OutputFormat::Table;
@@ -201,6 +205,11 @@ mod tests {
             at("gen")
         );
         assert!(job_dir.contains(&want), "{job_dir}");
+        let savepoints = inspect(&at("savepoints"), table).await.unwrap_err();
+        assert!(
+            savepoints.contains("(savepoint-gen-9, savepoint-gen-10), give one of them"),
+            "{savepoints}"
+        );
         let empty = inspect(&at("gen/shared"), table).await.unwrap_err();
         assert!(
             empty.contains("it is not a checkpoint or savepoint directory"),

@@ -558,18 +558,21 @@ fn inspecting_a_directory_that_is_not_a_snapshot_says_what_to_give() {
     let dir = tempfile::tempdir().unwrap();
     let savepoints = dir.path().join("savepoints");
     std::fs::create_dir_all(&savepoints).unwrap();
-    for path in [savepoints.clone(), dir.path().join("no-such-dir")] {
+    let missing = dir.path().join("no-such-dir");
+    for (path, want) in [
+        (
+            &savepoints,
+            "has no `_metadata`: it is not a checkpoint or savepoint directory",
+        ),
+        (
+            &missing,
+            "does not exist: give the directory of a checkpoint (`chk-<n>`) or savepoint",
+        ),
+    ] {
         let out = weir_output(&["savepoint", "inspect", path.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains(&format!(
-                "{} has no `_metadata`: it is not a checkpoint or savepoint directory",
-                path.display()
-            )),
-            "{err}"
-        );
-        assert!(err.contains("a `savepoint-<job>-<n>` directory"), "{err}");
+        assert!(err.contains(&format!("{} {want}", path.display())), "{err}");
         assert!(out.stdout.is_empty(), "nothing on stdout");
     }
 }

@@ -540,7 +540,9 @@ fn savepoint_directories(dir: &std::path::Path) -> Vec<(String, Vec<String>)> {
 fn a_failed_savepoints_files_are_deleted_once_a_newer_checkpoint_completed() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(3000), None);
+    // Checkpoints 2 s apart: the failed savepoint's files are listed before a newer checkpoint
+    // completes (its retention pass deletes them).
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "2s", Some(3000), None);
     let env = [("WEIR_FAILPOINT".to_string(), "fail-savepoint-after-upload".to_string())];
     let w = Weir::run(&m, &[], &env);
     let api = w.api();

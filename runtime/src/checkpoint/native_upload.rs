@@ -168,61 +168,85 @@ pub fn tables_to_upload<'a>(
     Ok((upload, referenced))
 }
 
+/// What the checkpoint storage holds of a [`DamagedTable`]'s copy ([`stored_copy`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredCopy {
+    /// Listed at this size, bytes.
+    Size(u64),
+    /// Not there.
+    Missing,
+    /// The listing failed with this error: nothing is known of the copy.
+    Unknown(String),
+}
+
 /// The error of a [`DamagedTable`], given its copy in the checkpoint storage: its URL `copy`
-/// and its size (`None`: missing or not listable). A copy at the recorded size is intact and the job
-/// restores from its last completed checkpoint. Any other copy was damaged with the store's
-/// file: a local checkpoint directory on the state dir's file system holds table files as
-/// hard links of the store's (one file), so every checkpoint that references it fails to
-/// restore, and the message says so and what restores instead (found by trial, 2026-12-07:
-/// the message claimed an intact copy, and the resume command printed after it failed on the
-/// same file).
-pub fn damaged_table_message(damaged: &DamagedTable, copy: &str, copy_size: Option<u64>) -> String {
+/// and what the storage holds there. A copy at the recorded size is intact and the job
+/// restores from its last completed checkpoint. A copy at another size was damaged with the
+/// store's file (in a local checkpoint directory on the state dir's file system table files
+/// are hard links of the store's, one file), and a missing one is gone: then no checkpoint
+/// that references it restores, and the message says so and what restores instead. A copy
+/// that could not be listed is said to be unchecked (found by trial, 2026-12-07: the message
+/// claimed an intact copy, and the resume command printed after it failed on the same file).
+pub fn damaged_table_message(damaged: &DamagedTable, copy: &str, stored: &StoredCopy) -> String {
     let recorded = &damaged.recorded;
+    let id = recorded.checkpoint_id;
     let what = format!(
-        "table file {} of the subtask's store on local disk is {} bytes, but {} bytes when checkpoint {} \
+        "table file {} of the subtask's store on local disk is {} bytes, but {} bytes when checkpoint {id} \
          recorded it: a finished table file never changes, so the store was damaged (truncated or written in \
          place: check the state dir's disk)",
-        recorded.name, damaged.local_size, recorded.size, recorded.checkpoint_id
+        recorded.name, damaged.local_size, recorded.size
     );
-    match copy_size {
-        Some(size) if size == recorded.size => format!(
+    let none_restores = format!(
+        "so {NO_REFERENCING_CHECKPOINT_RESTORES} (checkpoint {id} and those after it that kept the file): \
+         restore from a savepoint, which holds its own copies, or from a checkpoint older than {id}"
+    );
+    match stored {
+        StoredCopy::Size(size) if *size == recorded.size => format!(
             "{what}; its copy in the checkpoint storage (`{copy}`) is intact, so the job restores from its last \
              completed checkpoint"
         ),
-        Some(size) => format!(
-            "{what}; its copy in the checkpoint storage (`{copy}`, {size} bytes) is damaged too: a local checkpoint \
-             directory on the state dir's file system holds table files as hard links of the store's, the same \
-             file, so {NO_REFERENCING_CHECKPOINT_RESTORES} (checkpoint {} and those after it that kept the \
-             file): restore from a savepoint, which holds its own copies, or from a checkpoint older than {}",
-            recorded.checkpoint_id, recorded.checkpoint_id
-        ),
-        None => format!(
-            "{what}; its copy in the checkpoint storage (`{copy}`) is missing, so {NO_REFERENCING_CHECKPOINT_RESTORES} \
-             (checkpoint {} and those after it that kept the file): restore from a savepoint, or from a \
-             checkpoint older than {}",
-            recorded.checkpoint_id, recorded.checkpoint_id
+        StoredCopy::Size(size) => {
+            let linked = if copy.starts_with("file:") || !copy.contains("://") {
+                " (a local checkpoint directory on the state dir's file system holds table files as hard links \
+                 of the store's: the same file)"
+            } else {
+                ""
+            };
+            format!(
+                "{what}; its copy in the checkpoint storage (`{copy}`, {size} bytes) is damaged too{linked}, \
+                 {none_restores}"
+            )
+        }
+        StoredCopy::Missing => {
+            format!("{what}; its copy in the checkpoint storage (`{copy}`) is missing, {none_restores}")
+        }
+        StoredCopy::Unknown(error) => format!(
+            "{what}; its copy in the checkpoint storage (`{copy}`) could not be checked ({error}): the job \
+             restores from its last completed checkpoint if that copy is intact (`weir savepoint inspect` \
+             verifies it)"
         ),
     }
 }
 
 /// The path of `damaged`'s copy in the store whose snapshot directory `snapshot_dir` its
-/// recorded path is relative to (`../shared/...`), and its size there (`None` when missing or
-/// not listable).
+/// recorded path is relative to (`../shared/...`), and what the store holds there.
 async fn stored_copy(
     store: &crate::storage::Store,
     snapshot_dir: &str,
     damaged: &DamagedTable,
-) -> (String, Option<u64>) {
-    let job_dir = snapshot_dir.rsplit_once('/').map_or("", |(parent, _)| parent);
-    let path = crate::storage::join(job_dir, damaged.recorded.file.trim_start_matches("../"));
-    let size = match store.list(&path).await {
+) -> (String, StoredCopy) {
+    let Some(path) = crate::state::incremental::resolve_relative(snapshot_dir, &damaged.recorded.file) else {
+        let outside = format!("`{}` leaves the checkpoint storage", damaged.recorded.file);
+        return (damaged.recorded.file.clone(), StoredCopy::Unknown(outside));
+    };
+    let stored = match store.list(&path).await {
         Ok(listed) => listed
             .into_iter()
             .find(|object| object.path == path)
-            .map(|object| object.size),
-        Err(_) => None,
+            .map_or(StoredCopy::Missing, |object| StoredCopy::Size(object.size)),
+        Err(e) => StoredCopy::Unknown(e.to_string()),
     };
-    (path, size)
+    (path, stored)
 }
 
 /// Uploads `native`'s files for operator `uid`'s `subtask` at `barrier` (see the module doc) and
@@ -242,8 +266,8 @@ pub async fn upload_native(
     let (to_upload, mut files) = match tables_to_upload(&checkpoint.table_files, &native.reuse) {
         Ok(split) => split,
         Err(damaged) => {
-            let (copy, copy_size) = stored_copy(store, dir, &damaged).await;
-            return Err(TaskError(damaged_table_message(&damaged, &store.url(&copy), copy_size)));
+            let (copy, stored) = stored_copy(store, dir, &damaged).await;
+            return Err(TaskError(damaged_table_message(&damaged, &store.url(&copy), &stored)));
         }
     };
     let mut targets: Vec<(u64, PathBuf, String, String, String)> = to_upload

@@ -356,38 +356,45 @@ mod linked {
 }
 
 /// What the error of a damaged table file says, by its copy in the checkpoint storage: intact
-/// (the last checkpoint restores), damaged too (a hard link of the store's file: nothing that
-/// references it restores), or missing.
+/// (the last checkpoint restores), damaged too (locally a hard link of the store's file;
+/// nothing that references it restores), missing, or not listable (said to be unchecked, and
+/// nothing claimed either way).
 #[test]
 fn a_damaged_table_files_error_says_whether_its_checkpoint_copy_restores() {
     let damaged = DamagedTable {
         local_size: 51,
         recorded: uploaded("000010.sst", 100, 3),
     };
-    // (what, copy size, must contain, must not contain)
+    const LOCAL: &str = "file:///ckpt/job/shared/c-0-chk3-000010.sst";
+    const S3: &str = "s3://b/ckpt/job/shared/c-0-chk3-000010.sst";
+    let (local, s3) = (LOCAL, S3);
+    // (what, copy URL, what the storage holds, must contain, must not contain)
     type Row = (
         &'static str,
-        Option<u64>,
+        &'static str,
+        StoredCopy,
         &'static [&'static str],
         &'static [&'static str],
     );
-    let rows: [Row; 3] = [
+    let rows: [Row; 5] = [
         (
             "intact copy",
-            Some(100),
+            local,
+            StoredCopy::Size(100),
             &[
                 "000010.sst",
                 "51 bytes",
                 "100 bytes",
-                "shared/c-0-chk3-000010.sst",
+                LOCAL,
                 "is intact",
                 "restores from its last",
             ],
-            &["damaged too", "savepoint"],
+            &["damaged too", "savepoint", NO_REFERENCING_CHECKPOINT_RESTORES],
         ),
         (
-            "the same file (hard-linked), damaged too",
-            Some(51),
+            "a local copy damaged too: the same file",
+            local,
+            StoredCopy::Size(51),
             &[
                 "damaged too",
                 "hard links",
@@ -399,8 +406,16 @@ fn a_damaged_table_files_error_says_whether_its_checkpoint_copy_restores() {
             &["is intact"],
         ),
         (
+            "an S3 copy at another size: no hard link blamed",
+            s3,
+            StoredCopy::Size(51),
+            &["damaged too", NO_REFERENCING_CHECKPOINT_RESTORES],
+            &["hard links"],
+        ),
+        (
             "missing copy",
-            None,
+            s3,
+            StoredCopy::Missing,
             &[
                 "is missing",
                 NO_REFERENCING_CHECKPOINT_RESTORES,
@@ -409,9 +424,16 @@ fn a_damaged_table_files_error_says_whether_its_checkpoint_copy_restores() {
             ],
             &["is intact"],
         ),
+        (
+            "a listing that failed: unchecked, the resume command kept",
+            s3,
+            StoredCopy::Unknown("503 Slow Down".into()),
+            &["could not be checked (503 Slow Down)", "if that copy is intact"],
+            &[NO_REFERENCING_CHECKPOINT_RESTORES, "is intact,"],
+        ),
     ];
-    for (what, copy_size, want, not_want) in rows {
-        let message = damaged_table_message(&damaged, "file:///ckpt/job/shared/c-0-chk3-000010.sst", copy_size);
+    for (what, copy, stored, want, not_want) in rows {
+        let message = damaged_table_message(&damaged, copy, &stored);
         for part in want {
             assert!(message.contains(part), "{what}: no {part:?} in {message}");
         }
@@ -437,7 +459,7 @@ async fn a_damaged_table_files_copy_is_looked_up_in_the_job_directory() {
     };
     let copy = |name: &str| format!("job/shared/c-0-chk3-{name}");
     let found = stored_copy(&store, "job/chk-5", &damaged("000010.sst")).await;
-    assert_eq!(found, (copy("000010.sst"), Some(51)));
+    assert_eq!(found, (copy("000010.sst"), StoredCopy::Size(51)));
     let missing = stored_copy(&store, "job/chk-5", &damaged("000011.sst")).await;
-    assert_eq!(missing, (copy("000011.sst"), None));
+    assert_eq!(missing, (copy("000011.sst"), StoredCopy::Missing));
 }

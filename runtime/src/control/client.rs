@@ -169,8 +169,16 @@ impl Client {
 /// the job (found by trial: a restart showed `404 Not Found: no savepoint trigger ...`, a dead
 /// process a bare transport error).
 pub fn lost_savepoint_request(base: &str, trigger_id: &str, error: &str) -> String {
+    // `check` formats an HTTP answer as `<status code> <reason>: <message>`; anything else
+    // is a transport error (no answer).
+    let answered = error
+        .split_whitespace()
+        .next()
+        .is_some_and(|code| code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()));
     let what = if error.starts_with("404") {
         "no longer knows it: its process restarted (or another run took the address) while the savepoint was in progress"
+    } else if answered {
+        "refused the status request"
     } else {
         "stopped answering while the savepoint was in progress: the job ended or its process died"
     };
@@ -201,7 +209,13 @@ mod lost_request_tests {
             dead.contains("stopped answering") && dead.contains("error sending request"),
             "{dead}"
         );
-        for message in [restarted, dead] {
+        let refused = lost_savepoint_request("http://127.0.0.1:8081", "ab12", "401 Unauthorized: bad token");
+        assert!(
+            refused.contains("refused the status request (401 Unauthorized: bad token)")
+                && !refused.contains("stopped answering"),
+            "{refused}"
+        );
+        for message in [restarted, dead, refused] {
             assert!(
                 message.contains("savepoint request ab12") && message.contains("weir savepoint inspect"),
                 "{message}"

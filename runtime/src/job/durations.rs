@@ -104,7 +104,7 @@ pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError>
 
 /// humantime's calendar units (lower case, as [`flink_units_to_humantime`] leaves them): no
 /// fixed length, and no unit of Flink's.
-const CALENDAR_UNITS: [&str; 7] = ["month", "months", "mo", "mon", "year", "years", "y"];
+const CALENDAR_UNITS: [&str; 8] = ["month", "months", "year", "years", "yr", "yrs", "y", "monthly"];
 
 /// The alphabetic runs of `text` (its unit words).
 fn unit_words(text: &str) -> impl Iterator<Item = &str> {
@@ -259,6 +259,8 @@ mod tests {
                 "f: `2 months`: `months` has no fixed length; use days (`30d`) or weeks",
             ),
             ("1y", "f: `1y`: `y` has no fixed length"),
+            ("1yr", "f: `1yr`: `yr` has no fixed length"),
+            ("2 yrs", "f: `2 yrs`: `yrs` has no fixed length"),
             ("1 Year 2d", "f: `1 Year 2d`: `year` has no fixed length"),
             ("1e3s", "f: `1e3s` is not a duration like `500ms`"),
             ("PT", "f: `PT`: an ISO-8601 duration needs at least one number and unit"),

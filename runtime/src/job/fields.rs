@@ -222,25 +222,31 @@ pub fn enum_values_at(field: &str) -> Vec<&'static str> {
 /// `spec.parallelism`'s `self >= 1`, `spec.maxParallelism`'s `self >= 1 && self <= 32768`);
 /// `None` for a bound it states in neither way.
 pub fn integer_bounds_at(field: &str) -> (Option<u64>, Option<u64>) {
-    let Some(node) = schema_at(field) else {
-        return (None, None);
-    };
+    schema_at(field).map_or((None, None), integer_bounds)
+}
+
+/// [`integer_bounds_at`] of the schema node `node`.
+fn integer_bounds(node: &Schema) -> (Option<u64>, Option<u64>) {
     let bound = |key: &str| node.get(key).and_then(Schema::as_f64).filter(|b| *b >= 0.0);
-    let rules: Vec<&str> = node
+    // Each rule's `&&`-joined parts of the form `self >= N` / `self <= N`; a rule with `||`
+    // or `oldSelf` states no bound of the value alone and is skipped.
+    let parts: Vec<&str> = node
         .get("x-kubernetes-validations")
         .and_then(Schema::as_array)
         .into_iter()
         .flatten()
         .filter_map(|v| v.get("rule").and_then(Schema::as_str))
+        .filter(|rule| !rule.contains("||") && !rule.contains("oldSelf"))
+        .flat_map(|rule| rule.split("&&").map(str::trim))
         .collect();
     let in_rules = |operator: &str| {
-        rules
+        parts
             .iter()
-            .flat_map(|rule| rule.split(operator).skip(1))
-            .filter_map(|rest| {
-                rest.trim_start()
-                    .split(|c: char| !c.is_ascii_digit())
-                    .next()?
+            .filter_map(|part| {
+                part.strip_prefix("self")?
+                    .trim_start()
+                    .strip_prefix(operator)?
+                    .trim()
                     .parse::<u64>()
                     .ok()
             })
@@ -249,12 +255,12 @@ pub fn integer_bounds_at(field: &str) -> (Option<u64>, Option<u64>) {
     let least = bound("minimum")
         .map(|m| m.ceil() as u64)
         .into_iter()
-        .chain(in_rules("self >= "))
+        .chain(in_rules(">="))
         .max();
     let greatest = bound("maximum")
         .map(|m| m.floor() as u64)
         .into_iter()
-        .chain(in_rules("self <= "))
+        .chain(in_rules("<="))
         .min();
     (least, greatest)
 }
@@ -549,6 +555,31 @@ mod tests {
         assert_eq!(job.spec.state_backend, Default::default());
         assert_eq!(job.spec.checkpointing.retained, 3);
         assert_eq!(job.spec.checkpointing.interval, "10s");
+    }
+
+    /// Integer bounds from `minimum`/`maximum` and from CEL rules: `&&`-joined parts count,
+    /// a rule with `||` or `oldSelf` does not.
+    #[test]
+    fn integer_bounds_come_from_the_schema_and_its_plain_rules() {
+        let rules = |rules: &[&str]| {
+            let rules: Vec<Schema> = rules.iter().map(|r| serde_json::json!({ "rule": r })).collect();
+            serde_json::json!({ "type": "integer", "x-kubernetes-validations": rules })
+        };
+        for (node, want) in [
+            (
+                serde_json::json!({"minimum": 1.0, "maximum": 32768.0}),
+                (Some(1), Some(32768)),
+            ),
+            (rules(&["self >= 1"]), (Some(1), None)),
+            (rules(&["self >= 1 && self <= 32768"]), (Some(1), Some(32768))),
+            (rules(&["self>=2"]), (Some(2), None)),
+            (rules(&["self == 0 || self >= 1024"]), (None, None)),
+            (rules(&["self == oldSelf", "self >= oldSelf"]), (None, None)),
+            (rules(&["self >= 1.5"]), (None, None)),
+            (rules(&["self.parallelism <= self.maxParallelism"]), (None, None)),
+        ] {
+            assert_eq!(integer_bounds(&node), want, "{node}");
+        }
     }
 
     /// An enum value in another case names the value to write.

@@ -654,13 +654,9 @@ fn a_key_cleaned_up_stays_removed_across_a_wall_clock_step_back() {
     for block in &mut blocks {
         block.expired_through_ms = expired_through(Some(ttl), barrier);
     }
+    // The restore runs in a new process, whose clock reads the raw wall time (1060): it is
+    // the barrier's bound that must leave key 1 out, not the restore's expiry.
     let mut restored = state(Some(Duration::from_millis(100)));
-    let restore_at = now(1_060);
-    restored.restore(blocks, restore_at).unwrap();
-    assert_eq!(get(&s, 1, restore_at), None, "no key 1 at the barrier");
-    assert_eq!(
-        get(&restored, 1, restore_at),
-        None,
-        "the restore brought back a key cleanup had removed"
-    );
+    restored.restore(blocks, 1_060).unwrap();
+    assert_eq!(restored.len(), 0, "the restore brought back a key cleanup had removed");
 }

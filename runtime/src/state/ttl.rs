@@ -1,7 +1,9 @@
 //! State time-to-live (Flink's `StateTtlConfig`): an entry not written for longer than the
 //! step's `ttl` is expired. Expired entries are never returned (Flink's `NeverReturnExpired`),
 //! are removed a few at a time while records are processed (Flink's incremental cleanup), and
-//! are left out of every snapshot written and every restore.
+//! are left out of every restore and of savepoints and full checkpoints (an incremental
+//! checkpoint's files may hold those not removed yet; its bound,
+//! `KeyGroupBlock::expired_through_ms`, keeps them out of the restore).
 //!
 //! Time is processing time (milliseconds since the Unix epoch, from a [`Clock`]), as in Flink
 //! where TTL is processing time only. The timestamp of an entry is updated on every write
@@ -46,7 +48,27 @@ impl Clock for SystemClock {
 /// `wall_ms`, or the latest time returned before through `latest` if that is later; records
 /// the result in `latest`. Times returned through one `latest` never decrease.
 pub(crate) fn not_before(latest: &AtomicU64, wall_ms: u64) -> u64 {
-    latest.fetch_max(wall_ms, Ordering::Relaxed).max(wall_ms)
+    let previous = latest.fetch_max(wall_ms, Ordering::Relaxed);
+    if previous > wall_ms.saturating_add(HELD_BACK_WARNING_MS) {
+        warn_held_back(previous - wall_ms);
+    }
+    previous.max(wall_ms)
+}
+
+/// How far behind the latest time returned the wall clock may be before [`not_before`] warns.
+const HELD_BACK_WARNING_MS: u64 = 1_000;
+
+/// Warns, once per process, that the wall clock is `behind_ms` behind the time TTL goes by:
+/// while it is, no key expires (a clock stepped forward, then back).
+fn warn_held_back(behind_ms: u64) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            behind_ms,
+            "the wall clock stepped back: state TTL holds time at the latest time it read until the clock \
+             catches up (no key expires meanwhile), so a restore never brings back a key it removed"
+        )
+    });
 }
 
 /// A clock that moves only when told to (tests).
