@@ -403,10 +403,20 @@ fn a_store_restored_from_a_delta_checkpoint_checkpoints_and_restores_again_exact
                     && let Some(restored) = &restored_tables
                 {
                     let kept: Vec<&String> = restored.iter().filter(|t| tables.contains(t)).collect();
+                    // The restored level-0 files and the flush's reach RocksDB's compaction
+                    // trigger from the third restore on: a compaction may then replace them all
+                    // before the checkpoint lists its files (it did in CI of 56d3ee2), and its
+                    // output is newer than every restored file. Below the trigger nothing
+                    // compacts, so the restored files must be kept.
+                    let may_compact =
+                        restored.len() as i64 + 1 >= i64::from(crate::state::disk_rocks::L0_COMPACTION_TRIGGER);
+                    let number = |name: &str| name.trim_end_matches(".sst").parse::<u64>().unwrap_or(0);
+                    let newest_restored = restored.iter().map(|t| number(t)).max().unwrap_or(0);
+                    let compacted = may_compact && tables.iter().all(|t| number(t) > newest_restored);
                     assert!(
-                        !kept.is_empty(),
+                        !kept.is_empty() || compacted,
                         "run {run}: the first checkpoint after the restore holds restored table files \
-                         {restored:?}: {tables:?}"
+                         {restored:?} (or, at the compaction trigger, only newer ones): {tables:?}"
                     );
                 }
                 let expected = decode(&heap.snapshot(now).encode().unwrap());
