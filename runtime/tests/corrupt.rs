@@ -142,7 +142,7 @@ spec:
     // A table file a checkpoint linked (two links: the store's and the checkpoint's).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let linked = loop {
-        let found = walk(&state)
+        let found = files_under(&state)
             .into_iter()
             .find(|p| p.extension().is_some_and(|e| e == "sst") && p.metadata().is_ok_and(|m| m.nlink() >= 2));
         if let Some(found) = found {
@@ -175,21 +175,4 @@ spec:
             && !failure.contains("resume with"),
         "{failure}"
     );
-}
-
-/// Every file under `dir`, recursively.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }

@@ -24,16 +24,10 @@ fn ttl_manifest(dir: &std::path::Path, paths: &Paths, ttl: &str) -> std::path::P
 
 /// Every `counts-*.state` file under `dir` (recursively).
 fn count_state_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = vec![];
-    for e in std::fs::read_dir(dir).into_iter().flatten() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(count_state_files(&p));
-        } else if p.file_name().unwrap().to_string_lossy().starts_with("counts-") {
-            out.push(p);
-        }
-    }
-    out
+    files_under(dir)
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("counts-"))
+        .collect()
 }
 
 #[test]

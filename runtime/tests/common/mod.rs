@@ -632,3 +632,17 @@ pub fn one_reader_tumbling(
     late.sort();
     (windows, late)
 }
+
+/// Every file under `dir`, recursively (none when `dir` is missing).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
