@@ -17,6 +17,7 @@ pub mod cli_resume;
 pub mod cluster;
 pub mod control;
 pub mod exec;
+pub mod failpoint;
 pub mod job;
 pub mod logging;
 pub mod metrics;

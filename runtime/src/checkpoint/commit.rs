@@ -166,9 +166,7 @@ pub(super) async fn complete(
 /// sinks pre-committed, `_metadata` not written) or `after-metadata` (committed, sinks not yet
 /// notified) of that checkpoint. Unset in production.
 fn failpoint(point: &str, id: u64) {
-    if let Ok(v) = std::env::var("WEIR_FAILPOINT")
-        && v.split(',').any(|f| f == format!("{point}:{id}"))
-    {
+    if crate::failpoint::is_set(&format!("{point}:{id}")) {
         tracing::warn!(target: "weir", "failpoint {point}:{id} reached, aborting");
         std::process::abort();
     }

@@ -161,7 +161,7 @@ impl Fence for EpochFence {
             return Ok(());
         };
         // Test hook: `WEIR_FAILPOINT=fail-reserve:<id>` fails the reservation before snapshot `id`.
-        if std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("fail-reserve:{id}"))) {
+        if crate::failpoint::is_set(&format!("fail-reserve:{id}")) {
             return Err(format!(
                 "failpoint fail-reserve:{id}: the checkpoint storage refused the write"
             ));

@@ -355,19 +355,14 @@ pub async fn run(cfg: WorkerConfig) -> Result<(), String> {
 /// `WEIR_FAILPOINT=slow-restore` (tests): a deployment that restores waits 5 s first, as the
 /// download of a large keyed state does; longer than the tests' heartbeat timeout.
 fn slow_restore_failpoint() -> Option<Duration> {
-    let failpoints = std::env::var("WEIR_FAILPOINT").ok()?;
-    failpoints
-        .split(',')
-        .any(|f| f == "slow-restore")
-        .then_some(Duration::from_secs(5))
+    crate::failpoint::is_set("slow-restore").then_some(Duration::from_secs(5))
 }
 
 /// `WEIR_FAILPOINT=transient-restore-error` (tests): the first deployment of this worker that
 /// restores fails with a transient storage error, as a restore from an unreachable S3 does.
 fn transient_restore_error_failpoint(url: &str) -> Option<restore::RestoreError> {
     static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let failpoints = std::env::var("WEIR_FAILPOINT").ok()?;
-    let set = failpoints.split(',').any(|f| f == "transient-restore-error");
+    let set = crate::failpoint::is_set("transient-restore-error");
     (set && !FIRED.swap(true, Ordering::Relaxed)).then(|| {
         restore::RestoreError::Storage(storage::StorageError::S3 {
             path: url.to_string(),

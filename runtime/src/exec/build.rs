@@ -425,7 +425,7 @@ fn build_outputs(
 /// 200 ms, so the symptoms of its failure (downstream subtasks whose input closed) reach the
 /// coordinator first, as they can on a loaded machine. Unset in production.
 async fn slow_failure_report_failpoint() {
-    if std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == "slow-failure-report")) {
+    if crate::failpoint::is_set("slow-failure-report") {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }

@@ -128,7 +128,7 @@ pub async fn run_reporting_failure<R: Future<Output = ()>>(
 /// `failpoint panic-subtask:<uid>`. Unset in production.
 pub fn panic_failpoint(first_uid: &str, subtask: u32) {
     let point = format!("panic-subtask:{first_uid}");
-    if subtask == 0 && failpoint_set(&point) {
+    if subtask == 0 && crate::failpoint::is_set(&point) {
         panic!("failpoint {point}");
     }
 }
@@ -138,14 +138,9 @@ pub fn panic_failpoint(first_uid: &str, subtask: u32) {
 /// the message `failpoint panic-upload:<id>`. Unset in production.
 pub fn async_snapshot_panic_failpoint(checkpoint_id: u64) {
     let point = format!("panic-upload:{checkpoint_id}");
-    if failpoint_set(&point) {
+    if crate::failpoint::is_set(&point) {
         panic!("failpoint {point}");
     }
-}
-
-/// Whether `WEIR_FAILPOINT` (comma-separated) holds `point`.
-fn failpoint_set(point: &str) -> bool {
-    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == point))
 }
 
 #[cfg(test)]

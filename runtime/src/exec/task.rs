@@ -448,21 +448,21 @@ pub(super) enum Flow {
 /// Test hook: `WEIR_FAILPOINT=hang-upload:<id>` makes every subtask's upload of snapshot `id`
 /// hang for ever, as on storage that stopped answering. Unset in production.
 fn upload_hangs(id: u64) -> bool {
-    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("hang-upload:{id}")))
+    crate::failpoint::is_set(&format!("hang-upload:{id}"))
 }
 
 /// Test hook: `WEIR_FAILPOINT=fail-savepoint-after-upload` makes every subtask decline every
 /// savepoint after writing its files, as a savepoint failing part-way leaves them. Unset in
 /// production.
 fn savepoint_fails_after_upload() -> bool {
-    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == "fail-savepoint-after-upload"))
+    crate::failpoint::is_set("fail-savepoint-after-upload")
 }
 
 /// Test hook: `WEIR_FAILPOINT=fail-upload:<id>` makes every subtask's upload of snapshot `id`
 /// fail, as on storage that refuses a write mid-run (the subtask declines the checkpoint).
 /// Unset in production.
 fn upload_fails(id: u64) -> bool {
-    std::env::var("WEIR_FAILPOINT").is_ok_and(|v| v.split(',').any(|f| f == format!("fail-upload:{id}")))
+    crate::failpoint::is_set(&format!("fail-upload:{id}"))
 }
 
 #[cfg(test)]

@@ -188,24 +188,14 @@ impl StreamOperator for FileSink {
 /// many milliseconds (a slow storage answer in phase two). Unset in production.
 fn slow_commit_delay() -> Option<u64> {
     static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *DELAY.get_or_init(|| {
-        std::env::var("WEIR_FAILPOINT")
-            .ok()?
-            .split(',')
-            .find_map(|f| f.strip_prefix("slow-commit:")?.parse().ok())
-    })
+    *DELAY.get_or_init(|| crate::failpoint::argument("slow-commit"))
 }
 
 /// Test hook: `WEIR_FAILPOINT=slow-sink:<ms>` delays every batch the file sink writes by that
 /// many milliseconds (to test backpressure). Unset in production.
 fn slow_sink_delay() -> Option<u64> {
     static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *DELAY.get_or_init(|| {
-        std::env::var("WEIR_FAILPOINT")
-            .ok()?
-            .split(',')
-            .find_map(|f| f.strip_prefix("slow-sink:")?.parse().ok())
-    })
+    *DELAY.get_or_init(|| crate::failpoint::argument("slow-sink"))
 }
 
 /// Commits the pending parts recorded in a restore point for a file sink (idempotent: parts

@@ -335,12 +335,9 @@ pub struct LazyRestoreFailpoints {
 impl LazyRestoreFailpoints {
     /// The hooks `WEIR_FAILPOINT` names.
     pub fn from_env() -> LazyRestoreFailpoints {
-        let Ok(v) = std::env::var("WEIR_FAILPOINT") else {
-            return LazyRestoreFailpoints::default();
-        };
         LazyRestoreFailpoints {
-            no_background_build: v.split(',').any(|f| f == "lazy-restore-no-background-build"),
-            abort_with_pending: v.split(',').any(|f| f == "abort-with-pending-key-groups"),
+            no_background_build: crate::failpoint::is_set("lazy-restore-no-background-build"),
+            abort_with_pending: crate::failpoint::is_set("abort-with-pending-key-groups"),
         }
     }
 }
