@@ -110,6 +110,34 @@ fn retention_only_deletes_checkpoints_of_its_own_lineage() {
 /// printed failed.
 #[test]
 fn a_damaged_hard_linked_table_file_is_reported_as_damaged_in_the_checkpoint_too() {
+    // A compaction that drops the chosen file from the store between the listing and the
+    // truncation leaves nothing damaged that the store or a later checkpoint reads (only a
+    // checkpoint retention then retires holds it), and the job rightly finishes: try again.
+    for attempt in 1..=3 {
+        let (ok, log) = run_with_a_truncated_linked_table_file();
+        if ok {
+            assert!(attempt < 3, "the job never failed on its damaged store: {log}");
+            continue;
+        }
+        let failure = log
+            .lines()
+            .find(|l| l.contains("job gen failed"))
+            .unwrap_or_else(|| panic!("no failure line in {log}"));
+        assert!(
+            failure.contains("is damaged too")
+                && failure.contains("no checkpoint that references it restores")
+                && failure.contains("savepoint")
+                && !failure.contains("is intact")
+                && !failure.contains("resume with"),
+            "{failure}"
+        );
+        return;
+    }
+}
+
+/// Runs a disk-backend job, truncates a table file its store shares with a checkpoint, and
+/// waits for the job: (finished without failure, log).
+fn run_with_a_truncated_linked_table_file() -> (bool, String) {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
@@ -161,18 +189,5 @@ spec:
         .unwrap()
         .set_len(size - 10)
         .unwrap();
-    let (ok, log) = run.wait();
-    assert!(!ok, "the job must fail on its damaged store: {log}");
-    let failure = log
-        .lines()
-        .find(|l| l.contains("job gen failed"))
-        .unwrap_or_else(|| panic!("no failure line in {log}"));
-    assert!(
-        failure.contains("is damaged too")
-            && failure.contains("no checkpoint that references it restores")
-            && failure.contains("savepoint")
-            && !failure.contains("is intact")
-            && !failure.contains("resume with"),
-        "{failure}"
-    );
+    run.wait()
 }
