@@ -1,7 +1,8 @@
 """S3 helper of the stand-in run (what `mc` in the MinIO pod does on kind), talking to moto.
 
     s3.py ENDPOINT mb BUCKET
-    s3.py ENDPOINT put FILE s3://bucket/key
+    s3.py ENDPOINT put FILE s3://bucket/key       FILE `-`: standard input
+    s3.py ENDPOINT rm s3://bucket/key
     s3.py ENDPOINT stat s3://bucket/key          exit 1 when the object does not exist
     s3.py ENDPOINT cat-parts s3://bucket/prefix  concatenates every part-*.jsonl under prefix
     s3.py ENDPOINT ls s3://bucket[/prefix]       recursive listing: size and key per line
@@ -38,8 +39,16 @@ def main(argv: list) -> int:
         return 0
     if command == "put":
         bucket, key = split(args[1])
-        with open(args[0], "rb") as f:
-            s3.put_object(Bucket=bucket, Key=key, Body=f.read())
+        if args[0] == "-":
+            body = sys.stdin.buffer.read()
+        else:
+            with open(args[0], "rb") as f:
+                body = f.read()
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+        return 0
+    if command == "rm":
+        bucket, key = split(args[0])
+        s3.delete_object(Bucket=bucket, Key=key)
         return 0
     if command == "stat":
         bucket, key = split(args[0])

@@ -130,6 +130,8 @@ s3cmd() { "$STANDIN_PY" "$E2E_DIR/lib/s3.py" "$S3_ENDPOINT" "$@"; }
 
 # --- overrides of the MinIO helpers of lib/common.sh ------------------------------------------------
 s3_exists() { s3cmd stat "$1"; }
+s3_put_text() { printf '%s' "$2" | s3cmd put - "$1"; }
+s3_remove() { s3cmd rm "$1"; }
 job_output() { s3cmd cat-parts "s3://weir/output/$1/"; }
 mc() {
   if [[ "${1:-} ${2:-}" == "ls --recursive" ]]; then

@@ -4,18 +4,20 @@
 //! job before it is deployed: FLINK-30638), and savepoint disposal.
 //!
 //! Layouts (the runtime's): checkpoints `<checkpointing.storage>/<job>/chk-<n>/_metadata`,
-//! savepoints `<savepoints.directory>/savepoint-<job>-<n>/_metadata`; `_metadata` is the commit
-//! point. Ids increase across restores of one job, so the highest id is the newest.
+//! savepoints `<savepoints.directory>/savepoint-<job>-<n>-<random>/_metadata`, each recorded by
+//! a pointer `<checkpointing.storage>/<job>/sp-<n>/_pointer`; `_metadata` is the commit point.
+//! Ids increase across restores of one job, so the highest id is the newest.
 
 use crate::crd::{S3Config, S3CredentialsSecret, StreamJobSpec};
-use crate::lifecycle::Snapshot;
 use crate::lifecycle::disposal::DisposeFailure;
+use crate::lifecycle::{Snapshot, StorageClaim};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use weir_runtime::checkpoint::lineage::{list_snapshots, read_pointer};
+use weir_runtime::checkpoint::owner::{self, OwnerError};
 use weir_runtime::checkpoint::restore::{RestoreError, load_metadata};
-use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_dir_name};
+use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_id_of};
 use weir_runtime::control::api::{SnapshotInfo, SnapshotKind};
 use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options, StaticCredentials, StorageError, Store, join};
@@ -44,6 +46,19 @@ pub trait SnapshotStore: Send + Sync {
     /// Removes the savepoint directory at `path` (idempotent); a failure says whether a retry
     /// can help ([`dispose_failure`]).
     async fn dispose(&self, s3: &S3Options, path: &str) -> Result<(), DisposeFailure>;
+    /// Claims job `name`'s checkpoint directory in the storage `spec` names
+    /// (`<checkpointing.storage>/<name>/`) for the StreamJob `stream_job` (`<namespace>/<name>`),
+    /// or confirms its claim ([`weir_runtime::checkpoint::owner`]). A spec without checkpoint
+    /// storage, or with a local path (the pods' volume), has nothing to claim. Errors: a
+    /// transient storage failure; another owner is [`StorageClaim::Taken`], a storage that
+    /// refuses the record for good (no `PutObject` permission) [`StorageClaim::Unrecorded`].
+    async fn claim(
+        &self,
+        spec: &StreamJobSpec,
+        s3: &S3Options,
+        name: &str,
+        stream_job: &str,
+    ) -> Result<StorageClaim, String>;
 }
 
 /// The savepoint directory of a spec: `savepoints.directory`, else `<storage>/savepoints`.
@@ -204,9 +219,12 @@ pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
 impl SnapshotStore for ObjectStoreSnapshots {
     async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String> {
         // Candidates by id (ids are unique across checkpoints and savepoints of a job): checkpoint
-        // directories and savepoint pointers in the checkpoint store, savepoint directories in
-        // the savepoint directory. The newest must be read: falling back to an older one after
-        // its output may have been committed would duplicate it (the runtime's restore rule).
+        // directories and savepoint pointers in the checkpoint store, as the runtime's restore
+        // rule sees them. Only a spec without checkpoint storage (stateless; its pointers stay in
+        // the pods) has its savepoints directory listed instead: a directory the job may share
+        // with jobs of its name in other namespaces, whose savepoints a listing cannot tell
+        // apart. The newest must be read: falling back to an older one after its output may
+        // have been committed would duplicate it (the runtime's restore rule).
         let mut candidates: BTreeMap<u64, (Store, String)> = BTreeMap::new();
         if let Some(url) = &spec.checkpointing.storage {
             let store = storage::open(url, s3).await.map_err(|e| e.to_string())?;
@@ -224,20 +242,18 @@ impl SnapshotStore for ObjectStoreSnapshots {
                 }
             }
         }
-        if let Some(dir) = savepoint_directory(spec) {
+        if let (None, Some(dir)) = (&spec.checkpointing.storage, savepoint_directory(spec)) {
             let store = storage::open(&dir, s3).await.map_err(|e| e.to_string())?;
-            let prefix = format!("savepoint-{name}-");
-            for object in store.list(&prefix).await.map_err(|e| e.to_string())? {
+            for object in store
+                .list(&format!("savepoint-{name}-"))
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 let Some((dir, file)) = object.path.split_once('/') else {
                     continue;
                 };
-                let Some(id) = dir.strip_prefix(&prefix).and_then(|id| id.parse::<u64>().ok()) else {
-                    continue;
-                };
-                if file == METADATA_FILE {
-                    candidates
-                        .entry(id)
-                        .or_insert_with(|| (store.clone(), savepoint_dir_name(name, id)));
+                if let (Some(id), METADATA_FILE) = (savepoint_id_of(name, dir), file) {
+                    candidates.entry(id).or_insert_with(|| (store.clone(), dir.to_string()));
                 }
             }
         }
@@ -278,6 +294,46 @@ impl SnapshotStore for ObjectStoreSnapshots {
             .await
             .map_err(|e| dispose_failure(&e))
     }
+
+    async fn claim(
+        &self,
+        spec: &StreamJobSpec,
+        s3: &S3Options,
+        name: &str,
+        stream_job: &str,
+    ) -> Result<StorageClaim, String> {
+        let Some(url) = &spec.checkpointing.storage else {
+            return Ok(StorageClaim::Ours);
+        };
+        if !matches!(storage::local_path(url), Ok(None)) {
+            // A local path is a volume of the job's pods, not one the operator sees (and its
+            // own root file system is read-only): only object storage is claimed.
+            return Ok(StorageClaim::Ours);
+        }
+        match storage::open(url, s3).await {
+            Ok(store) => claim_in(&store, name, stream_job).await,
+            Err(e) => unrecorded_or_retry(&e),
+        }
+    }
+}
+
+/// Claims job `name`'s directory in `store` for `stream_job` ([`SnapshotStore::claim`]).
+async fn claim_in(store: &Store, name: &str, stream_job: &str) -> Result<StorageClaim, String> {
+    match owner::claim(store, name, stream_job).await {
+        Ok(()) => Ok(StorageClaim::Ours),
+        Err(OwnerError::Taken(message)) => Ok(StorageClaim::Taken(message)),
+        Err(OwnerError::Storage(e)) => unrecorded_or_retry(&e),
+    }
+}
+
+/// A claim the storage refused for good (no permission, no such bucket: [`dispose_failure`]'s
+/// permanent errors) is [`StorageClaim::Unrecorded`], so the deploy goes on as before owner
+/// records; any other failure is an error, and the reconcile is retried.
+fn unrecorded_or_retry(e: &StorageError) -> Result<StorageClaim, String> {
+    match dispose_failure(e) {
+        DisposeFailure::Permanent(message) => Ok(StorageClaim::Unrecorded(message)),
+        DisposeFailure::Transient(message) => Err(message),
+    }
 }
 
 /// In-memory [`SnapshotStore`] for tests.
@@ -293,6 +349,10 @@ struct FakeSnapshotState {
     disposed: Vec<String>,
     disposed_with: Vec<(String, S3Options)>,
     dispose_error: Option<DisposeFailure>,
+    /// Owners by job name (`<namespace>/<name>`), as `claim` recorded them.
+    owners: HashMap<String, String>,
+    /// Every claim fails with this (transient) error.
+    claim_error: Option<String>,
 }
 
 impl FakeSnapshots {
@@ -316,6 +376,15 @@ impl FakeSnapshots {
     /// Every dispose fails with a transient `error` (None: disposes succeed again).
     pub fn fail_disposes(&self, error: Option<&str>) {
         self.fail_disposes_with(error.map(|e| DisposeFailure::Transient(e.into())));
+    }
+    /// Records `stream_job` (`<namespace>/<name>`) as the owner of job `name`'s checkpoint
+    /// directory, as another StreamJob's claim would.
+    pub fn set_owner(&self, name: &str, stream_job: &str) {
+        self.inner.lock().unwrap().owners.insert(name.into(), stream_job.into());
+    }
+    /// Every claim fails with the transient `error` (None: claims succeed again).
+    pub fn fail_claims(&self, error: Option<&str>) {
+        self.inner.lock().unwrap().claim_error = error.map(str::to_string);
     }
     /// Every dispose fails with `failure` (None: disposes succeed again).
     pub fn fail_disposes_with(&self, failure: Option<DisposeFailure>) {
@@ -345,6 +414,24 @@ impl SnapshotStore for FakeSnapshots {
         }
         inner.disposed.push(path.into());
         Ok(())
+    }
+    async fn claim(
+        &self,
+        _spec: &StreamJobSpec,
+        _s3: &S3Options,
+        name: &str,
+        stream_job: &str,
+    ) -> Result<StorageClaim, String> {
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(e) = &inner.claim_error {
+            return Err(e.clone());
+        }
+        let owner = inner.owners.entry(name.into()).or_insert_with(|| stream_job.into());
+        Ok(if owner == stream_job {
+            StorageClaim::Ours
+        } else {
+            StorageClaim::Taken(format!("{name}/_owner names StreamJob {owner}"))
+        })
     }
 }
 
@@ -389,6 +476,58 @@ mod tests {
             .unwrap();
     }
 
+    /// The operator's claim goes to the runtime's owner record: one StreamJob per checkpoint
+    /// directory, whichever namespace asks second. A spec without storage, or with a local path
+    /// (the pods' volume, not the operator's), has none to claim and writes nothing.
+    #[tokio::test]
+    async fn the_checkpoint_directory_is_claimed_by_the_first_stream_job_of_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap();
+        let store = storage::open(root, &S3Options::default()).await.unwrap();
+        assert_eq!(claim_in(&store, "j", "team-a/j").await, Ok(StorageClaim::Ours));
+        assert_eq!(
+            claim_in(&store, "j", "team-a/j").await,
+            Ok(StorageClaim::Ours),
+            "its own claim again"
+        );
+        assert!(dir.path().join("j/_owner").exists());
+        match claim_in(&store, "j", "team-b/j").await {
+            Ok(StorageClaim::Taken(message)) => assert!(message.contains("StreamJob team-a/j"), "{message}"),
+            other => panic!("team-b/j was let into team-a/j's directory: {other:?}"),
+        }
+
+        let (snaps, s3) = (ObjectStoreSnapshots, S3Options::default());
+        let local = spec(root);
+        assert_eq!(snaps.claim(&local, &s3, "k", "team-b/k").await, Ok(StorageClaim::Ours));
+        assert!(!dir.path().join("chk/k").exists(), "a local path is not claimed");
+        let mut stateless = spec(root);
+        stateless.checkpointing.storage = None;
+        assert_eq!(
+            snaps.claim(&stateless, &s3, "j", "team-b/j").await,
+            Ok(StorageClaim::Ours)
+        );
+    }
+
+    /// A claim the storage refuses for good lets the deploy go on (with a Warning); a transient
+    /// failure is retried.
+    #[test]
+    fn claims_the_storage_refuses_for_good_are_unrecorded_others_retried() {
+        let s3 = |message: &str| StorageError::S3 {
+            path: "s3://b/chk/j/_owner".into(),
+            op: "PutObject",
+            message: message.into(),
+        };
+        assert!(matches!(
+            unrecorded_or_retry(&s3("AccessDenied: Access Denied")),
+            Ok(StorageClaim::Unrecorded(m)) if m.contains("AccessDenied")
+        ));
+        assert!(matches!(
+            unrecorded_or_retry(&s3("NoSuchBucket")),
+            Ok(StorageClaim::Unrecorded(_))
+        ));
+        assert!(unrecorded_or_retry(&s3("dispatch failure: timed out")).is_err());
+    }
+
     #[tokio::test]
     async fn newest_over_checkpoints_and_savepoints_and_dispose() {
         let tmp = tempfile::tempdir().unwrap();
@@ -414,9 +553,66 @@ mod tests {
         );
         write_meta(&root, "chk/savepoints/savepoint-j-6", 6, SnapshotKind::Savepoint, 60).await;
         write_meta(&root, "chk/savepoints/savepoint-j-60", 60, SnapshotKind::Savepoint, 600).await;
+        // With checkpoint storage only pointers count: the savepoints directory may hold the
+        // savepoints of a StreamJob of the same name in another namespace.
         let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        assert_eq!((n.id, n.kind), (7, SnapshotKind::Checkpoint));
+        let pointer = weir_runtime::checkpoint::lineage::pointer_for(
+            8,
+            format!("file://{root}/chk/savepoints/savepoint-j-8-kqzbtwma"),
+            "run",
+        );
+        write_meta(
+            &root,
+            "chk/savepoints/savepoint-j-8-kqzbtwma",
+            8,
+            SnapshotKind::Savepoint,
+            80,
+        )
+        .await;
+        let store_chk = storage::open(&format!("{root}/chk"), &S3Options::default())
+            .await
+            .unwrap();
+        weir_runtime::checkpoint::lineage::write_pointer(&store_chk, "j", &pointer)
+            .await
+            .unwrap();
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        assert_eq!((n.id, n.kind), (8, SnapshotKind::Savepoint));
+        assert!(n.path.ends_with("chk/savepoints/savepoint-j-8-kqzbtwma"), "{}", n.path);
+        // Without checkpoint storage (stateless) the savepoints directory is listed, in both
+        // name forms; another job's names are not taken for this one's.
+        let mut stateless = s.clone();
+        stateless.checkpointing.storage = None;
+        stateless.savepoints = serde_yaml::from_str(&format!("directory: {root}/chk/savepoints")).unwrap();
+        write_meta(
+            &root,
+            "chk/savepoints/savepoint-j-x-99",
+            99,
+            SnapshotKind::Savepoint,
+            990,
+        )
+        .await;
+        let n = snaps
+            .newest(&stateless, &S3Options::default(), "j")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((n.id, n.kind), (60, SnapshotKind::Savepoint));
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-60"), "{}", n.path);
+        write_meta(
+            &root,
+            "chk/savepoints/savepoint-j-61-kqzbtwma",
+            61,
+            SnapshotKind::Savepoint,
+            610,
+        )
+        .await;
+        let n = snaps
+            .newest(&stateless, &S3Options::default(), "j")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n.path.ends_with("chk/savepoints/savepoint-j-61-kqzbtwma"), "{}", n.path);
 
         snaps
             .dispose(&S3Options::default(), &format!("{root}/chk/savepoints/savepoint-j-6"))

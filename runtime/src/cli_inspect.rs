@@ -42,8 +42,9 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
     output::print_data(&info, format, || inspect_lines(&info))
 }
 
-/// The snapshot directories (`chk-<n>`, `savepoint-<job>-<n>`) directly in `url`, sorted by
-/// id (the number after the last `-`), not as strings; empty when none or not listable.
+/// The snapshot directories (`chk-<n>`, `savepoint-<job>-<n>-<suffix>`) directly in `url`,
+/// sorted by id ([`crate::checkpoint::snapshot_dir_id`]), not as strings; empty when none or not
+/// listable.
 async fn snapshot_directories_in(url: &str) -> Vec<String> {
     let Ok(store) = crate::storage::open(url, &S3Options::default()).await else {
         return Vec::new();
@@ -55,12 +56,7 @@ async fn snapshot_directories_in(url: &str) -> Vec<String> {
         .into_iter()
         .filter(|name| name.starts_with("chk-") || name.starts_with("savepoint-"))
         .collect();
-    names.sort_by_key(|name| {
-        (
-            name.rsplit('-').next().and_then(|id| id.parse::<u64>().ok()),
-            name.clone(),
-        )
-    });
+    names.sort_by_key(|name| (crate::checkpoint::snapshot_dir_id(name), name.clone()));
     names
 }
 

@@ -625,3 +625,42 @@ fn a_disk_job_whose_restore_point_cannot_be_read_leaves_no_store_behind() {
     );
     assert!(!dir.path().join("output").exists(), "nothing ran");
 }
+
+/// A `weir run` whose checkpoint storage holds the job's directory claimed by a StreamJob (the
+/// operator's `_owner` record: the same YAML pointed at a cluster job's storage) is refused
+/// before it restores or writes anything, naming the setting, the owner and what to do; the
+/// directory is left as it was. Given a directory of its own, the same job runs.
+#[test]
+fn a_run_in_a_stream_jobs_checkpoint_directory_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let job_dir = dir.path().join("checkpoints").join("gen");
+    std::fs::create_dir_all(&job_dir).unwrap();
+    std::fs::write(job_dir.join("_owner"), r#"{"streamJob":"team-a/gen"}"#).unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&job_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    for part in [
+        "spec.checkpointing.storage:",
+        "holds the checkpoints of StreamJob team-a/gen",
+        "--checkpoint-dir",
+        "--restore",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(listing(), before, "the refused run wrote into the job's directory");
+    assert!(!dir.path().join("output").exists(), "the refused run wrote output");
+
+    let mine = dir.path().join("mine");
+    let (code, err) = run(&m, &["--checkpoint-dir", mine.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+}

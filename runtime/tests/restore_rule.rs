@@ -24,6 +24,12 @@ fn trigger(api: &str, stop: bool) -> std::process::Child {
         .unwrap()
 }
 
+/// The id of the savepoint directory at `path` (`.../savepoint-<job>-<id>-<suffix>`).
+fn savepoint_id(path: &str) -> u64 {
+    let name = path.trim_end_matches('/').rsplit('/').next().unwrap();
+    weir_runtime::checkpoint::snapshot_dir_id(name).unwrap_or_else(|| panic!("not a savepoint directory: {path}"))
+}
+
 fn finished(child: std::process::Child) -> (bool, String, String) {
     let out = child.wait_with_output().unwrap();
     (
@@ -90,7 +96,7 @@ fn a_crash_after_a_non_stopping_savepoint_restores_the_savepoint_not_an_older_ch
         "crash after a non-stopping savepoint",
     );
     // Ids are unique across checkpoints and savepoints: no checkpoint took the savepoint's id.
-    let savepoint_id: u64 = savepoint.rsplit('-').next().unwrap().parse().unwrap();
+    let savepoint_id = savepoint_id(&savepoint);
     assert!(
         !snapshot_ids(dir.path(), "chk-").contains(&savepoint_id),
         "a checkpoint reused savepoint id {savepoint_id}: {:?}; {log}",
@@ -558,7 +564,7 @@ fn a_failed_savepoints_files_are_deleted_once_a_newer_checkpoint_completed() {
         written.len() == 1 && written[0].1.iter().any(|f| f.ends_with(".state")),
         "the failed savepoint wrote its state files: {written:?}"
     );
-    let failed_id: u64 = written[0].0.rsplit('-').next().unwrap().parse().unwrap();
+    let failed_id = savepoint_id(&written[0].0);
     wait_checkpoint_after(&api, failed_id);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !savepoint_directories(dir.path()).is_empty() {
@@ -575,4 +581,50 @@ fn a_failed_savepoints_files_are_deleted_once_a_newer_checkpoint_completed() {
         &expected_wordcount(),
         "a failed savepoint deleted",
     );
+}
+
+/// Two jobs of one name (StreamJobs `wordcount` in two namespaces: their own checkpoint
+/// storages, one savepoints directory) stop with a savepoint at the same id: each gets a
+/// directory of its own, and each job restored from its savepoint ends with exactly its word
+/// count. Before the random suffix both wrote `savepoint-wordcount-<id>/`: the second's files
+/// went over the first's, and its `_metadata` was refused.
+#[test]
+fn jobs_of_one_name_sharing_a_savepoints_directory_each_restore_their_own_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs: Vec<(std::path::PathBuf, std::path::PathBuf)> = ["team-a", "team-b"]
+        .iter()
+        .map(|team| {
+            let job_dir = dir.path().join(team);
+            std::fs::create_dir_all(&job_dir).unwrap();
+            let paths = Paths {
+                checkpoints: job_dir.join("checkpoints").display().to_string(),
+                savepoints: dir.path().join("savepoints").display().to_string(),
+                output: job_dir.join("output").display().to_string(),
+            };
+            // No periodic checkpoint: each job's savepoint takes its storage's first id.
+            let manifest = wordcount_manifest(&job_dir, &paths, 2, "exactly-once", "1h", Some(20_000), None);
+            (job_dir, manifest)
+        })
+        .collect();
+    let runs: Vec<Weir> = jobs.iter().map(|(_, m)| Weir::run(m, &[], &[])).collect();
+    let savepoints: Vec<String> = runs.iter().map(|run| stop_with_savepoint(&run.api(), &[])).collect();
+    for run in runs {
+        run.wait_ok();
+    }
+    // The same id in both (what made them collide), in different directories.
+    let without_suffix: Vec<&str> = savepoints.iter().map(|s| s.rsplit_once('-').unwrap().0).collect();
+    assert_eq!(without_suffix[0], without_suffix[1], "{savepoints:?}");
+    assert!(
+        without_suffix[0].contains("/savepoints/savepoint-wordcount-"),
+        "{savepoints:?}"
+    );
+    assert_ne!(savepoints[0], savepoints[1], "both jobs wrote one savepoint directory");
+    for ((job_dir, manifest), savepoint) in jobs.iter().zip(&savepoints) {
+        Weir::run(manifest, &["--restore", savepoint], &[]).wait_ok();
+        assert_same_multiset(
+            &local_output(&job_dir.join("output")),
+            &expected_wordcount(),
+            &format!("{} restored from {savepoint}", job_dir.display()),
+        );
+    }
 }

@@ -26,7 +26,9 @@ pub mod retention;
 pub use classify::{ChangeClass, classify};
 pub use compat::state_incompatibility;
 pub use decide::{decide, describe_cycle};
-pub use model::{Action, Decision, Event, JobReport, Observation, Reason, RestoreInfo, Snapshot, record_trigger};
+pub use model::{
+    Action, Decision, Event, JobReport, Observation, Reason, RestoreInfo, Snapshot, StorageClaim, record_trigger,
+};
 pub use restore::deployment_ran;
 
 use crate::crd::StreamJobSpec;

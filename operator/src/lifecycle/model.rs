@@ -51,6 +51,21 @@ pub enum RestoreInfo {
     },
 }
 
+/// Whether the job's checkpoint directory is this StreamJob's to use
+/// ([`weir_runtime::checkpoint::owner`]), read before a deploy.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StorageClaim {
+    /// Not read in this pass.
+    NotChecked,
+    /// Claimed by this StreamJob (now or before), or there is no checkpoint storage.
+    Ours,
+    /// Another StreamJob owns it: the message names it and says what to do.
+    Taken(String),
+    /// The storage refused the record for good (the operator may not write there): the deploy
+    /// goes on unchecked, with a Warning saying why.
+    Unrecorded(String),
+}
+
 /// Everything the controller observed for one reconcile. All I/O happens before [`decide`](fn@super::decide).
 #[derive(Clone, Debug)]
 pub struct Observation {
@@ -80,6 +95,9 @@ pub struct Observation {
     /// Inspection of `status.restorePoint` (or `spec.initialSavepointPath` before a first
     /// deploy).
     pub restore_info: RestoreInfo,
+    /// The claim on the target spec's checkpoint directory, read in the passes that may
+    /// deploy.
+    pub storage_claim: StorageClaim,
     /// Start time of a savepoint in flight (a periodic or manual one), if any.
     pub savepoint_in_flight_since: Option<SystemTime>,
 }
@@ -143,6 +161,8 @@ pub enum Reason {
     RestoreRequired,
     /// Deletion cleanup.
     Cleanup,
+    /// The owner of the job's checkpoint directory could not be recorded.
+    OwnerUnrecorded,
 }
 
 /// An Event to emit. Events are best effort: failing to write one never fails a reconcile

@@ -3,7 +3,8 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, POLL, Reason, RestoreInfo, STEADY, classify, parse_spec, parse_time, rfc3339, spec_json,
+    Action, ChangeClass, POLL, Reason, RestoreInfo, STEADY, StorageClaim, classify, parse_spec, parse_time, rfc3339,
+    spec_json,
 };
 use crate::crd::{
     LifecycleState, OperationKind, OperationPhase, PendingOperation, RestoreOrigin, RestorePoint, StreamJobSpec,
@@ -153,6 +154,24 @@ impl<'a> Ctx<'a> {
             self.d.actions.push(Action::DeleteWorkloads);
             self.d.requeue = POLL;
             return;
+        }
+        // Never two StreamJobs in one checkpoint directory (same name, other namespace).
+        match &self.obs.storage_claim {
+            StorageClaim::NotChecked => {
+                self.d.requeue = POLL;
+                return;
+            }
+            StorageClaim::Taken(message) => return self.fail(Reason::ValidationError, message.clone()),
+            StorageClaim::Unrecorded(error) => self.event(
+                true,
+                Reason::OwnerUnrecorded,
+                format!(
+                    "deploying without recording this StreamJob as the owner of its checkpoint directory \
+                     (`_owner`, which keeps a StreamJob of the same name in another namespace out): {error}; \
+                     let the operator write `<spec.checkpointing.storage>/*/_owner` (s3:PutObject)"
+                ),
+            ),
+            StorageClaim::Ours => {}
         }
         let restore = self.d.status.restore_point.clone();
         if let Some(r) = &restore {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use weir_operator::build::{self, Target};
 use weir_operator::control::{ControlApi, HttpControlApi};
-use weir_operator::controller::stream_job::{read_storage, storage_reads, storage_spec, to_report};
+use weir_operator::controller::stream_job::{read_claim, read_storage, storage_reads, storage_spec, to_report};
 use weir_operator::crd::{DesiredState, LifecycleState, StreamJob, StreamJobStatus};
 use weir_operator::lifecycle::{self, Action, Decision, Observation};
 use weir_operator::snapshots::{ObjectStoreSnapshots, SnapshotStore};
@@ -88,6 +88,15 @@ impl Harness {
         };
         let spec = storage_spec(&self.job, &self.status);
         let reads = storage_reads(&self.status, &self.job.spec);
+        let storage_claim = read_claim(
+            &self.snapshots,
+            &S3Options::default(),
+            &reads,
+            &name,
+            &format!("e2e/{name}"),
+        )
+        .await
+        .expect("claim");
         let (newest_snapshot, restore_info) = read_storage(&self.snapshots, &S3Options::default(), &spec, &name, reads)
             .await
             .expect("storage");
@@ -104,6 +113,7 @@ impl Harness {
             unschedulable: None,
             newest_snapshot,
             restore_info,
+            storage_claim,
             savepoint_in_flight_since: None,
         }
     }

@@ -1,6 +1,6 @@
 //! The directories of savepoints of this run that failed (declined, timed out, superseded by a
 //! stop, or their `_metadata` could not be written): their subtasks' state files were
-//! uploaded to `<dir>/savepoint-<job>-<id>/`, nothing references them and nothing restores
+//! uploaded to `<dir>/savepoint-<job>-<id>-<suffix>/`, nothing references them and nothing restores
 //! from them (a savepoint without `_metadata` is refused), so they are deleted, as Flink
 //! disposes of a failed savepoint's location. The retention worker deletes them
 //! ([`super::retention`]), off the processing path, once a newer snapshot completed: by then

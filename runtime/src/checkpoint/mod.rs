@@ -16,6 +16,7 @@ pub mod mapped_files;
 pub mod max_parallelism;
 pub mod native_restore;
 pub mod native_upload;
+pub mod owner;
 pub mod part_schedule;
 pub mod read_positions;
 pub mod restore;
@@ -38,7 +39,7 @@ use std::sync::Arc;
 pub struct SnapshotTarget {
     /// The store.
     pub store: Store,
-    /// Directory inside the store (`<job>/chk-<n>` or `savepoint-<job>-<n>`).
+    /// Directory inside the store (`<job>/chk-<n>` or `savepoint-<job>-<n>-<suffix>`).
     pub dir: String,
 }
 
@@ -140,10 +141,96 @@ pub fn checkpoint_dir(job: &str, id: u64) -> String {
     format!("{job}/chk-{id}")
 }
 
-/// Directory name of a savepoint: `savepoint-<job>-<id>`.
+/// Directory name of savepoint `id` of `job`: `savepoint-<job>-<id>-<8 random letters a-z>`
+/// (as Flink's `savepoint-<job id>-<random>`). Jobs of one name (StreamJobs in two namespaces)
+/// share a savepoints directory without writing into, or deleting, each other's savepoints;
+/// ids are per checkpoint storage, so theirs meet. Letters, not hex digits: an all-digit
+/// suffix would read as the id of a job whose name ends in `-<id>` (`savepoint-orders-2-1234`).
 pub fn savepoint_dir_name(job: &str, id: u64) -> String {
-    format!("savepoint-{job}-{id}")
+    let suffix: String = (0..SAVEPOINT_SUFFIX_LEN)
+        .map(|_| char::from(b'a' + rand::random_range(0..26u8)))
+        .collect();
+    format!("savepoint-{job}-{id}-{suffix}")
+}
+
+const SAVEPOINT_SUFFIX_LEN: usize = 8;
+
+/// The id of `job`'s savepoint directory `name` (`savepoint-<job>-<id>-<8 letters>`, or
+/// `savepoint-<job>-<id>` as written before 2026-12-07); `None` for any other name.
+pub fn savepoint_id_of(job: &str, name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("savepoint-")?.strip_prefix(job)?.strip_prefix('-')?;
+    let id = match rest.split_once('-') {
+        Some((id, suffix)) if is_savepoint_suffix(suffix) => id,
+        Some(_) => return None,
+        None => rest,
+    };
+    id.parse().ok()
+}
+
+/// The id of a snapshot directory name, whatever its job: `chk-<id>`,
+/// `savepoint-<job>-<id>-<8 letters>` or `savepoint-<job>-<id>`; `None` for other names.
+pub fn snapshot_dir_id(name: &str) -> Option<u64> {
+    if let Some(id) = name.strip_prefix("chk-") {
+        return id.parse().ok();
+    }
+    let rest = name.strip_prefix("savepoint-")?;
+    let mut parts = rest.rsplit('-');
+    let last = parts.next()?;
+    match (is_savepoint_suffix(last), parts.next()) {
+        (true, Some(id)) if id.parse::<u64>().is_ok() => id.parse().ok(),
+        _ => last.parse().ok(),
+    }
+}
+
+fn is_savepoint_suffix(part: &str) -> bool {
+    part.len() == SAVEPOINT_SUFFIX_LEN && part.bytes().all(|b| b.is_ascii_lowercase())
 }
 
 /// Name of the commit-point file.
 pub const METADATA_FILE: &str = "_metadata";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn savepoint_directory_names_are_unique_and_give_their_id_back() {
+        let (a, b) = (savepoint_dir_name("wc", 12), savepoint_dir_name("wc", 12));
+        assert_ne!(a, b, "two jobs named wc at id 12 would share a directory");
+        for name in [&a, &b] {
+            assert!(name.starts_with("savepoint-wc-12-"), "{name}");
+            assert_eq!(savepoint_id_of("wc", name), Some(12), "{name}");
+            assert_eq!(snapshot_dir_id(name), Some(12), "{name}");
+        }
+        let table: &[(&str, &str, Option<u64>)] = &[
+            ("wc", "savepoint-wc-7", Some(7)),
+            ("wc", "savepoint-wc-7-kqzbtwma", Some(7)),
+            ("wc", "savepoint-wc-x-7", None),
+            ("wc", "savepoint-wc-7-notours", None),
+            ("wc", "savepoint-wcx-7", None),
+            ("wc", "savepoint-wc", None),
+            ("wc-2", "savepoint-wc-2-7-kqzbtwma", Some(7)),
+            ("wc", "savepoint-wc-2-7-kqzbtwma", None),
+            // Job `wc-2`'s savepoint 7 in the old form, or its id 12345678: never `wc`'s.
+            ("wc", "savepoint-wc-2-7", None),
+            ("wc", "savepoint-wc-2-12345678", None),
+            ("wc-2", "savepoint-wc-2-12345678", Some(12345678)),
+            ("wc", "chk-7", None),
+        ];
+        for (job, name, want) in table {
+            assert_eq!(savepoint_id_of(job, name), *want, "{job} {name}");
+        }
+        let any: &[(&str, Option<u64>)] = &[
+            ("chk-9", Some(9)),
+            ("savepoint-gen-10", Some(10)),
+            ("savepoint-gen-10-kqzbtwma", Some(10)),
+            ("savepoint-my-job-3-abcdefgh", Some(3)),
+            ("savepoint-orders-2-12345678", Some(12345678)),
+            ("savepoints", None),
+            ("chk-x", None),
+        ];
+        for (name, want) in any {
+            assert_eq!(snapshot_dir_id(name), *want, "{name}");
+        }
+    }
+}

@@ -432,7 +432,7 @@ pub fn not_a_snapshot(url: &str, job: Option<&str>) -> String {
     format!(
         "{url} has no `{METADATA_FILE}`: it is not a checkpoint or savepoint directory (or one that \
          never completed). Give the directory of one snapshot: a `chk-<n>` directory (`weir checkpoints \
-         list <checkpoint storage> --job {job}` lists them) or a `savepoint-{job}-<n>` directory \
+         list <checkpoint storage> --job {job}` lists them) or a `savepoint-{job}-<n>-<suffix>` directory \
          (`weir savepoint trigger` prints it)"
     )
 }

@@ -184,7 +184,7 @@ pub fn lost_savepoint_request(base: &str, trigger_id: &str, error: &str) -> Stri
     };
     format!(
         "savepoint request {trigger_id}: the job at {base} {what} ({error}). Whether the savepoint completed \
-         is in the storage: `weir savepoint inspect <savepoints directory>/savepoint-<job>-<id>` or `weir \
+         is in the storage: `weir savepoint inspect <savepoints directory>/savepoint-<job>-<id>-<suffix>` or `weir \
          checkpoints list <checkpoint storage> --job <job>`"
     )
 }

@@ -142,11 +142,7 @@ impl Prepared {
 /// for S3. `override_url` is `--checkpoint-dir`. Errors: another run holds it, naming the
 /// setting.
 pub fn lock_local_storage(job: &Job, override_url: Option<&str>, holder: &str) -> Result<Option<RunLock>, String> {
-    let field = if override_url.is_some() {
-        "--checkpoint-dir"
-    } else {
-        "spec.checkpointing.storage"
-    };
+    let field = storage_field(override_url);
     let url = storage_url(job, override_url);
     match storage::local_path(&url) {
         Ok(Some(dir)) => RunLock::acquire(Path::new(dir), &job.name, holder, field).map(Some),
@@ -218,6 +214,16 @@ pub fn task_specs(job: &Job) -> Vec<TaskSpec> {
 /// A subtask as failure messages name it (Flink's style): `counts -> output (2/4)`, 1-based.
 pub fn subtask_label(spec: &TaskSpec, parallelism: u32) -> String {
     format!("{} ({}/{parallelism})", spec.name, spec.subtask + 1)
+}
+
+/// The setting that chose the checkpoint storage, as errors name it: `--checkpoint-dir` when
+/// given (`override_url`), else `spec.checkpointing.storage`.
+pub fn storage_field(override_url: Option<&str>) -> &'static str {
+    if override_url.is_some() {
+        "--checkpoint-dir"
+    } else {
+        "spec.checkpointing.storage"
+    }
 }
 
 /// Checkpoint storage URL of a job: the override, then `spec.checkpointing.storage`, then the
@@ -553,6 +559,11 @@ pub async fn prepare(mut job: Job, opts: RunOptions) -> Result<Prepared, String>
         .await
         .map_err(|e| e.to_string())?;
     let run_id = format!("{:016x}", rand::random::<u64>());
+    // Before the run lock: a refused run leaves the directory as it was.
+    let field = storage_field(opts.checkpoint_storage.as_deref());
+    crate::checkpoint::owner::check_unowned(&store, &job.name, field)
+        .await
+        .map_err(|e| e.to_string())?;
     let run_lock = lock_local_storage(
         &job,
         opts.checkpoint_storage.as_deref(),

@@ -54,7 +54,9 @@ pub struct CheckpointingSpec {
     /// Checkpoint storage URL: a local path, `file:///abs/path` (or `file:/abs/path`), or
     /// `s3://bucket/prefix`; a `file://` URL naming a host (`file://tmp/x`) is refused.
     /// Checkpoints go to `<storage>/<job name>/chk-<n>/`. Default for `weir run`:
-    /// `./weir-data/checkpoints`.
+    /// `./weir-data/checkpoints`. In S3 the job's directory belongs to the first StreamJob
+    /// deployed there (`<storage>/<job name>/_owner`): a StreamJob of the same name in another
+    /// namespace, or a `weir run`, is refused there, so give each namespace its own prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
     /// Number of completed checkpoints kept (at least 1); older ones are deleted off the
@@ -138,7 +140,7 @@ impl Default for CheckpointingSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SavepointsSpec {
     /// Directory URL (local path or `s3://bucket/prefix`); savepoints are written to
-    /// `<directory>/savepoint-<job>-<id>/`.
+    /// `<directory>/savepoint-<job>-<id>-<8 random letters>/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory: Option<String>,
 }

@@ -11,7 +11,7 @@ mod savepoints;
 #[cfg(test)]
 mod tests;
 
-pub use observe::{StorageReads, read_storage, storage_reads, storage_spec, to_report};
+pub use observe::{StorageReads, read_claim, read_storage, storage_reads, storage_spec, to_report};
 pub use savepoints::{
     FAILED_PERIODIC_KEPT, failed_periodic_to_prune, merge_savepoint_history, periodic_attempted_recently,
     savepoint_object_name,

@@ -5,9 +5,9 @@
 use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
-    LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
+    DesiredState, LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
 };
-use crate::lifecycle::{JobReport, Observation, RestoreInfo, Snapshot};
+use crate::lifecycle::{JobReport, Observation, RestoreInfo, Snapshot, StorageClaim};
 use crate::snapshots::{InspectError, SnapshotStore};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -30,18 +30,15 @@ pub struct StorageReads {
     pub newest: bool,
     /// Inspect this restore point.
     pub inspect: Option<String>,
-}
-
-impl StorageReads {
-    /// Nothing to read.
-    pub fn is_empty(&self) -> bool {
-        !self.newest && self.inspect.is_none()
-    }
+    /// Claim the checkpoint directory of this spec (the one a deploy in this pass would
+    /// deploy) for the StreamJob ([`read_claim`]).
+    pub claim: Option<StreamJobSpec>,
 }
 
 /// Storage is read only where a decision depends on it: finding the savepoint of a stop and
 /// the restore point after the pods are gone (newest), and inspecting the restore point of a
-/// deploy. Pure.
+/// deploy, and claiming the checkpoint directory of the spec a deploy would deploy (the
+/// pending operation's target, or the spec itself before a first deploy). Pure.
 pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
     let phase = old.pending.as_ref().map(|p| p.phase);
     let newest = matches!(
@@ -57,7 +54,36 @@ pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> Storage
             .or_else(|| job_spec.initial_savepoint_path.clone()),
         _ => None,
     };
-    StorageReads { newest, inspect }
+    // The passes that may deploy: a pending deploy, and a first deploy or a resume, each of
+    // which reaches its deploy within the pass that starts it.
+    let claim = match (&old.pending, old.lifecycle_state) {
+        (Some(p), _) if p.phase == OperationPhase::Deploying => {
+            p.target_spec.as_deref().and_then(|s| serde_json::from_str(s).ok())
+        }
+        (None, LifecycleState::Created | LifecycleState::Suspended) if job_spec.state == DesiredState::Running => {
+            Some(job_spec.clone())
+        }
+        _ => None,
+    };
+    StorageReads { newest, inspect, claim }
+}
+
+/// Claims the checkpoint directory of `target` for the StreamJob `stream_job`
+/// (`<namespace>/<name>`) when `reads` asks for it; a storage failure is an error (retried).
+pub async fn read_claim(
+    snapshots: &dyn SnapshotStore,
+    s3: &S3Options,
+    reads: &StorageReads,
+    name: &str,
+    stream_job: &str,
+) -> Result<StorageClaim, Error> {
+    match &reads.claim {
+        None => Ok(StorageClaim::NotChecked),
+        Some(target) => snapshots
+            .claim(target, s3, name, stream_job)
+            .await
+            .map_err(Error::StorageError),
+    }
 }
 
 /// Performs `reads` against the storage of `spec` (the deployed spec): the lifecycle's
@@ -155,8 +181,21 @@ pub(super) async fn observe(
 
     // Storage is read only where a decision depends on it.
     let spec = storage_spec(job, old);
-    let reads = storage_reads(old, &job.spec);
-    let (newest_snapshot, restore_info) = if reads.is_empty() {
+    let mut reads = storage_reads(old, &job.spec);
+    if job.meta().deletion_timestamp.is_some() {
+        // Nothing deploys any more: a claim or restore-point read that fails (a missing
+        // credentials Secret, an unreachable bucket) must not keep the finalizer for ever.
+        reads.claim = None;
+        reads.inspect = None;
+    }
+    let storage_claim = match &reads.claim {
+        None => StorageClaim::NotChecked,
+        Some(target) => {
+            let s3 = s3_options_for(ctx, &ns, target).await?;
+            read_claim(ctx.snapshots.as_ref(), &s3, &reads, &name, &format!("{ns}/{name}")).await?
+        }
+    };
+    let (newest_snapshot, restore_info) = if !reads.newest && reads.inspect.is_none() {
         (None, RestoreInfo::NotInspected)
     } else {
         let s3 = s3_options_for(ctx, &ns, &spec).await?;
@@ -186,6 +225,7 @@ pub(super) async fn observe(
             unschedulable: unschedulable_reason(&pods),
             newest_snapshot,
             restore_info,
+            storage_claim,
             savepoint_in_flight_since,
         },
         savepoints,

@@ -129,3 +129,65 @@ fn history_merges_completed_operator_savepoints_only() {
         ]
     );
 }
+
+/// The checkpoint directory is claimed in exactly the passes that may deploy: a pending
+/// deploy (of its target spec), a first deploy and a resume of a job meant to run; never in a
+/// running job's passes or for a job created suspended.
+#[test]
+fn storage_reads_claim_the_directory_of_what_a_pass_may_deploy() {
+    use crate::crd::{
+        DesiredState, LifecycleState, OperationKind, OperationPhase, PendingOperation, StreamJobStatus, UpgradeMode,
+    };
+    let spec: StreamJobSpec = serde_json::from_value(json!({
+        "image": "weir:1", "checkpointing": {"storage": "s3://b/chk"},
+        "job": {"steps": [{"source": {"generator": {}}}, {"sink": {"print": {}}}]},
+    }))
+    .unwrap();
+    let mut suspended_spec = spec.clone();
+    suspended_spec.state = DesiredState::Suspended;
+    let mut target = spec.clone();
+    target.checkpointing.storage = Some("s3://b/elsewhere".into());
+    let status = |state: LifecycleState, phase: Option<OperationPhase>| StreamJobStatus {
+        lifecycle_state: state,
+        pending: phase.map(|phase| PendingOperation {
+            kind: OperationKind::Upgrade,
+            mode: UpgradeMode::Savepoint,
+            target_spec: Some(serde_json::to_string(&target).unwrap()),
+            target_generation: Some(2),
+            phase,
+            trigger_id: None,
+            savepoint_path: None,
+            started_at: "2026-12-07T00:00:00Z".into(),
+        }),
+        ..Default::default()
+    };
+    let storage = |reads: StorageReads| reads.claim.and_then(|s| s.checkpointing.storage);
+    let table = [
+        (status(LifecycleState::Created, None), &spec, Some("s3://b/chk")),
+        (status(LifecycleState::Suspended, None), &spec, Some("s3://b/chk")),
+        (status(LifecycleState::Created, None), &suspended_spec, None),
+        (status(LifecycleState::Suspended, None), &suspended_spec, None),
+        (status(LifecycleState::Running, None), &spec, None),
+        (status(LifecycleState::Failed, None), &spec, None),
+        (
+            status(LifecycleState::Upgrading, Some(OperationPhase::Deploying)),
+            &spec,
+            Some("s3://b/elsewhere"),
+        ),
+        (
+            status(LifecycleState::Upgrading, Some(OperationPhase::AwaitingTermination)),
+            &spec,
+            None,
+        ),
+    ];
+    for (old, job_spec, want) in table {
+        let state = old.lifecycle_state;
+        assert_eq!(
+            storage(storage_reads(&old, job_spec)).as_deref(),
+            want,
+            "{state:?} {:?} spec {:?}",
+            old.pending.as_ref().map(|p| p.phase),
+            job_spec.state
+        );
+    }
+}

@@ -58,6 +58,27 @@ async fn first_deploy() {
     assert_eq!(action, Action::requeue(crate::lifecycle::POLL));
 }
 
+/// A StreamJob whose checkpoint directory another StreamJob of the same name (another
+/// namespace) owns is never deployed: it fails with the owner's name in its status and a
+/// Warning, and applies nothing.
+#[tokio::test]
+async fn a_first_deploy_into_another_stream_jobs_checkpoint_directory_fails_without_deploying() {
+    let (ctx, mut api, _control, snaps) = setup();
+    snaps.set_owner("wc", "team-a/wc");
+    let task = tokio::spawn(stream_job::reconcile(guard(job_json(&json!({}))), ctx));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Failed", "{status}");
+    assert!(
+        status["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("StreamJob team-a/wc")),
+        "{status}"
+    );
+    api.event("Warning", "ValidationError", 200).await;
+    finish(task).await.unwrap();
+}
+
 /// A disk-backend job whose worker pods' stores are configured for more than three quarters
 /// of the worker container's memory limit gets a `DiskStateOverMemory` Warning when it is
 /// deployed, after its workloads are applied, naming the field and both sizes.
@@ -338,6 +359,32 @@ async fn suspend_then_resume() {
     let (deployment, _) = api.apply_children().await;
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["args"][4], SVP);
     assert_eq!(deployment["metadata"]["annotations"]["weir.dev/spec-generation"], "3");
+    finish(task).await.unwrap();
+}
+
+/// A StreamJob deleted during its first deploy, whose storage cannot be claimed (a missing
+/// bucket, unreachable S3), is still deleted: a deleting object claims nothing.
+#[tokio::test]
+async fn a_job_deleted_while_its_storage_cannot_be_claimed_is_deleted() {
+    let (ctx, mut api, _control, snaps) = setup();
+    snaps.fail_claims(Some("s3://weir/checkpoints/wc/_owner: S3 GetObject failed: timed out"));
+    let mut job = job_json(&json!({}));
+    job["status"] = json!({
+        "lifecycleState": "Deploying",
+        "pending": {"kind": "Upgrade", "mode": "savepoint", "targetSpec": serde_json::to_string(&job["spec"]).unwrap(),
+                    "targetGeneration": 1, "phase": "Deploying", "startedAt": "2023-11-14T22:13:20Z"},
+    });
+    job["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Deleting", "{status}");
+    // Nothing was deployed: the finalizer goes in the same pass.
+    let r = api
+        .expect("PATCH", "/apis/weir.dev/v1alpha1/namespaces/ns/streamjobs/wc")
+        .await;
+    assert_eq!(r.body["metadata"]["finalizers"], json!([]), "{}", r.body);
+    r.ok(job_json(&json!({"finalizers": []})));
     finish(task).await.unwrap();
 }
 

@@ -100,6 +100,7 @@ fn obs() -> Observation {
         unschedulable: None,
         newest_snapshot: Some(snapshot(5, SnapshotKind::Checkpoint, 0)),
         restore_info: RestoreInfo::NotInspected,
+        storage_claim: StorageClaim::Ours,
         savepoint_in_flight_since: None,
     }
 }

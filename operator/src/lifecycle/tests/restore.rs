@@ -241,3 +241,92 @@ fn state_incompatible_change_is_refused_before_the_running_job_is_stopped() {
         "stateless carries no state: the upgrade starts"
     );
 }
+
+// ---------- one checkpoint directory, one StreamJob ----------
+
+#[test]
+fn a_deploy_waits_for_the_storage_claim_and_fails_when_another_stream_job_owns_the_directory() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let (created, created_obs) = fixture(LifecycleState::Created, &spec, &spec);
+    let upgrading = deploying_phase(UpgradeMode::Savepoint, &spec);
+    let mut upgrading_obs = gone(obs());
+    if let Some(r) = &upgrading.restore_point {
+        upgrading_obs.restore_info = RestoreInfo::Found {
+            path: r.path.clone(),
+            info: info(&["counts"]),
+        };
+    }
+    for (what, st, mut o) in [
+        ("first deploy", created, created_obs),
+        ("upgrade", upgrading, upgrading_obs),
+    ] {
+        let deploys = |d: &Decision| d.actions.iter().any(|a| matches!(a, Action::Deploy { .. }));
+        assert!(
+            deploys(&decide(&spec, &st, &o)),
+            "{what}: deploys into a directory it owns"
+        );
+
+        o.storage_claim = StorageClaim::NotChecked;
+        let unread = decide(&spec, &st, &o);
+        assert!(!deploys(&unread), "{what}: never deploys before the claim is read");
+        assert_eq!(phase(&unread), Some(OperationPhase::Deploying), "{what}");
+        assert_eq!(unread.requeue, POLL, "{what}");
+
+        o.storage_claim = StorageClaim::Taken("s3://b/chk/j/_owner names StreamJob team-a/j".into());
+        let taken = decide(&spec, &st, &o);
+        assert!(!deploys(&taken), "{what}: never deploys into another job's directory");
+        assert_eq!(taken.status.lifecycle_state, LifecycleState::Failed, "{what}");
+        assert!(taken.status.error.as_deref().unwrap().contains("team-a/j"), "{what}");
+
+        // The way out the message gives: `_owner` deleted, then a new `spec.restartNonce`:
+        // the passes that follow (nothing running) deploy, the claim read again.
+        let mut retry = spec.clone();
+        retry.restart_nonce = Some(1);
+        let mut o = gone(obs());
+        o.generation = 3;
+        let mut status = taken.status.clone();
+        let deployed = (0..4).any(|_| {
+            // What each pass reads, as the controller's observation reads it.
+            let reads = crate::controller::stream_job::storage_reads(&status, &retry);
+            o.storage_claim = match reads.claim {
+                Some(_) => StorageClaim::Ours,
+                None => StorageClaim::NotChecked,
+            };
+            o.newest_snapshot = reads.newest.then(|| snapshot(5, SnapshotKind::Checkpoint, 0));
+            o.restore_info = match reads.inspect {
+                Some(path) => RestoreInfo::Found {
+                    path,
+                    info: info(&["counts"]),
+                },
+                None => RestoreInfo::NotInspected,
+            };
+            let d = decide(&retry, &status, &o);
+            status = d.status.clone();
+            deploys(&d)
+        });
+        assert!(deployed, "{what}: a new restartNonce deploys again: {status:?}");
+    }
+}
+
+#[test]
+fn a_deploy_the_storage_would_not_record_goes_on_with_a_warning() {
+    let spec = base_spec(UpgradeMode::Savepoint);
+    let (st, mut o) = fixture(LifecycleState::Created, &spec, &spec);
+    o.storage_claim = StorageClaim::Unrecorded("s3://b/chk/j/_owner: S3 PutObject failed: AccessDenied".into());
+    let d = decide(&spec, &st, &o);
+    assert!(
+        d.actions.iter().any(|a| matches!(a, Action::Deploy { .. })),
+        "{:?}",
+        d.actions
+    );
+    let warning = d
+        .events
+        .iter()
+        .find(|e| e.warning && e.reason == Reason::OwnerUnrecorded)
+        .expect("a Warning says the owner was not recorded");
+    assert!(
+        warning.message.contains("AccessDenied") && warning.message.contains("s3:PutObject"),
+        "{}",
+        warning.message
+    );
+}
