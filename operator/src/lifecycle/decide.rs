@@ -4,8 +4,8 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, Snapshot, classify, ms_to_time, parse_spec,
-    parse_time, retention, rfc3339, spec_json,
+    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, Snapshot, StorageClaim, classify, ms_to_time,
+    parse_spec, parse_time, retention, rfc3339, spec_json,
 };
 use crate::crd::{
     CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
@@ -348,7 +348,16 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         // Refuse a change whose state the running job could not hand over before stopping it:
         // the job keeps running the previous spec, the reason is in status.error.
         let deployed = parse_spec(&cx.d.status.last_reconciled_spec);
-        if let Some(why) = deployed.and_then(|d| super::state_incompatibility(&obs.name, &d, spec)) {
+        let refused = deployed
+            .and_then(|d| super::state_incompatibility(&obs.name, &d, spec))
+            .or_else(|| match &obs.storage_claim {
+                // The change moves the checkpoints into another StreamJob's directory.
+                StorageClaim::Taken(why) => Some(format!(
+                    "{why}; refused before stopping the job (it keeps running the previous spec)"
+                )),
+                _ => None,
+            });
+        if let Some(why) = refused {
             cx.d.status.failed_generation = Some(obs.generation);
             cx.d.status.error = Some(why.clone());
             cx.event(true, Reason::ValidationError, why);

@@ -38,7 +38,8 @@ pub struct StorageReads {
 /// Storage is read only where a decision depends on it: finding the savepoint of a stop and
 /// the restore point after the pods are gone (newest), and inspecting the restore point of a
 /// deploy, and claiming the checkpoint directory of the spec a deploy would deploy (the
-/// pending operation's target, or the spec itself before a first deploy). Pure.
+/// pending operation's target, or the spec itself before a first deploy or a resume), and of
+/// a changed spec that moves a running job's checkpoints (before the job is stopped). Pure.
 pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
     let phase = old.pending.as_ref().map(|p| p.phase);
     let newest = matches!(
@@ -62,6 +63,17 @@ pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> Storage
         }
         (None, LifecycleState::Created | LifecycleState::Suspended) if job_spec.state == DesiredState::Running => {
             Some(job_spec.clone())
+        }
+        // A running job whose spec moves its checkpoints: refused before the stop when another
+        // StreamJob owns the new directory.
+        (None, LifecycleState::Running | LifecycleState::Deploying) => {
+            let deployed: Option<StreamJobSpec> = old
+                .last_reconciled_spec
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s).ok());
+            deployed
+                .filter(|d| d.checkpointing.storage != job_spec.checkpointing.storage)
+                .map(|_| job_spec.clone())
         }
         _ => None,
     };

@@ -131,8 +131,9 @@ fn history_merges_completed_operator_savepoints_only() {
 }
 
 /// The checkpoint directory is claimed in exactly the passes that may deploy: a pending
-/// deploy (of its target spec), a first deploy and a resume of a job meant to run; never in a
-/// running job's passes or for a job created suspended.
+/// deploy (of its target spec), a first deploy and a resume of a job meant to run, and a
+/// running job's pass whose changed spec moves its checkpoints (before the stop); never in
+/// other running passes or for a job created suspended.
 #[test]
 fn storage_reads_claim_the_directory_of_what_a_pass_may_deploy() {
     use crate::crd::{
@@ -161,6 +162,11 @@ fn storage_reads_claim_the_directory_of_what_a_pass_may_deploy() {
         }),
         ..Default::default()
     };
+    let running = |deployed: &StreamJobSpec| StreamJobStatus {
+        lifecycle_state: LifecycleState::Running,
+        last_reconciled_spec: Some(serde_json::to_string(deployed).unwrap()),
+        ..Default::default()
+    };
     let storage = |reads: StorageReads| reads.claim.and_then(|s| s.checkpointing.storage);
     let table = [
         (status(LifecycleState::Created, None), &spec, Some("s3://b/chk")),
@@ -179,6 +185,8 @@ fn storage_reads_claim_the_directory_of_what_a_pass_may_deploy() {
             &spec,
             None,
         ),
+        (running(&spec), &target, Some("s3://b/elsewhere")),
+        (running(&spec), &spec, None),
     ];
     for (old, job_spec, want) in table {
         let state = old.lifecycle_state;

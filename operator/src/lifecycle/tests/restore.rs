@@ -330,3 +330,30 @@ fn a_deploy_the_storage_would_not_record_goes_on_with_a_warning() {
         warning.message
     );
 }
+
+/// A change that moves a running job's checkpoints into a directory another StreamJob owns is
+/// refused before the job is stopped, as a change whose state could not be handed over is: the
+/// job keeps running the previous spec. The same change into a directory of its own stops the
+/// job for the upgrade.
+#[test]
+fn moving_a_running_jobs_checkpoints_into_another_stream_jobs_directory_is_refused_before_the_stop() {
+    let old = base_spec(UpgradeMode::Savepoint);
+    let mut new = old.clone();
+    new.checkpointing.storage = Some("s3://b/shared".into());
+    let (st, mut o) = fixture(LifecycleState::Running, &old, &new);
+    o.generation = 3;
+    o.storage_claim = StorageClaim::Taken("s3://b/shared/j/_owner names StreamJob team-a/j".into());
+    let d = decide(&new, &st, &o);
+    assert!(!kinds(&d).contains(&"stop-with-savepoint"), "{:?}", kinds(&d));
+    assert!(d.status.pending.is_none(), "{:?}", d.status.pending);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Running);
+    let error = d.status.error.as_deref().unwrap();
+    assert!(
+        error.contains("team-a/j") && error.contains("refused before stopping the job"),
+        "{error}"
+    );
+
+    o.storage_claim = StorageClaim::Ours;
+    let d = decide(&new, &st, &o);
+    assert!(kinds(&d).contains(&"stop-with-savepoint"), "{:?}", kinds(&d));
+}
