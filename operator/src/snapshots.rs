@@ -533,8 +533,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_str().unwrap().to_string();
         let s = spec(&root);
-        let snaps = ObjectStoreSnapshots;
-        assert_eq!(snaps.newest(&s, &S3Options::default(), "j").await.unwrap(), None);
+        let snaps = &ObjectStoreSnapshots;
+        let newest_of = |spec: &StreamJobSpec| {
+            let spec = spec.clone();
+            async move { snaps.newest(&spec, &S3Options::default(), "j").await.unwrap() }
+        };
+        assert_eq!(newest_of(&s).await, None);
         write_meta(&root, "chk/j/chk-3", 3, SnapshotKind::Checkpoint, 30).await;
         write_meta(&root, "chk/j/chk-5", 5, SnapshotKind::Checkpoint, 50).await;
         // An incomplete checkpoint (no _metadata) never counts.
@@ -542,10 +546,10 @@ mod tests {
         store.put("chk/j/chk-9/op-0", Bytes::from_static(b"x")).await.unwrap();
         // Another job's savepoint is ignored.
         write_meta(&root, "chk/savepoints/savepoint-jj-99", 99, SnapshotKind::Savepoint, 99).await;
-        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        let n = newest_of(&s).await.unwrap();
         assert_eq!((n.id, n.kind, n.completed_at_ms), (5, SnapshotKind::Checkpoint, 50));
         write_meta(&root, "chk/j/chk-7", 7, SnapshotKind::Checkpoint, 70).await;
-        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        let n = newest_of(&s).await.unwrap();
         assert_eq!(
             (n.id, n.completed_at_ms),
             (7, 71),
@@ -555,7 +559,7 @@ mod tests {
         write_meta(&root, "chk/savepoints/savepoint-j-60", 60, SnapshotKind::Savepoint, 600).await;
         // With checkpoint storage only pointers count: the savepoints directory may hold the
         // savepoints of a StreamJob of the same name in another namespace.
-        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        let n = newest_of(&s).await.unwrap();
         assert_eq!((n.id, n.kind), (7, SnapshotKind::Checkpoint));
         let pointer = weir_runtime::checkpoint::lineage::pointer_for(
             8,
@@ -576,7 +580,7 @@ mod tests {
         weir_runtime::checkpoint::lineage::write_pointer(&store_chk, "j", &pointer)
             .await
             .unwrap();
-        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        let n = newest_of(&s).await.unwrap();
         assert_eq!((n.id, n.kind), (8, SnapshotKind::Savepoint));
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-8-kqzbtwma"), "{}", n.path);
         // Without checkpoint storage (stateless) the savepoints directory is listed, in both
@@ -592,11 +596,7 @@ mod tests {
             990,
         )
         .await;
-        let n = snaps
-            .newest(&stateless, &S3Options::default(), "j")
-            .await
-            .unwrap()
-            .unwrap();
+        let n = newest_of(&stateless).await.unwrap();
         assert_eq!((n.id, n.kind), (60, SnapshotKind::Savepoint));
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-60"), "{}", n.path);
         write_meta(
@@ -607,11 +607,7 @@ mod tests {
             610,
         )
         .await;
-        let n = snaps
-            .newest(&stateless, &S3Options::default(), "j")
-            .await
-            .unwrap()
-            .unwrap();
+        let n = newest_of(&stateless).await.unwrap();
         assert!(n.path.ends_with("chk/savepoints/savepoint-j-61-kqzbtwma"), "{}", n.path);
 
         snaps
