@@ -34,6 +34,9 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
     }
     let info = match restore::load_url(path, &S3Options::default()).await {
         Err(RestoreError::Storage(StorageError::NotFound(missing))) if missing.ends_with(METADATA_FILE) => {
+            if let Some(pointer) = restore::savepoint_pointer_message(path, &S3Options::default()).await {
+                return Err(pointer);
+            }
             let snapshots = snapshot_directories_in(path).await;
             return Err(not_a_snapshot_holding(path, &snapshots));
         }

@@ -664,3 +664,29 @@ fn a_run_in_a_stream_jobs_checkpoint_directory_is_refused_and_writes_nothing() {
     let (code, err) = run(&m, &["--checkpoint-dir", mine.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// A savepoint's record in its job's checkpoint storage (`<job>/sp-<n>/_pointer`) given where a
+/// snapshot is expected (`--restore`, `weir savepoint inspect`) says which savepoint it records
+/// and where that is, instead of "not a checkpoint or savepoint directory" (found by trial,
+/// helper-110: `weir checkpoints list` shows the savepoint, and `sp-<n>` sits beside `chk-<n>`).
+#[test]
+fn a_savepoint_pointer_given_as_a_snapshot_names_the_savepoint_it_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let pointer = dir.path().join("checkpoints/gen/sp-7");
+    std::fs::create_dir_all(&pointer).unwrap();
+    std::fs::write(
+        pointer.join("_pointer"),
+        r#"{"id": 7, "url": "file:///elsewhere/savepoint-gen-7-kqzbtwma", "runId": "r", "completedAtMs": 1}"#,
+    )
+    .unwrap();
+    let pointer = pointer.to_str().unwrap();
+    let want = "is the record of savepoint 7 in its job's checkpoint storage (`_pointer`), not the savepoint: \
+                give the savepoint's directory, file:///elsewhere/savepoint-gen-7-kqzbtwma";
+    let (code, err) = run(&m, &["--restore", pointer]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(want), "{err}");
+    let out = weir_output(&["savepoint", "inspect", pointer]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(want), "{err}");
+}

@@ -21,6 +21,9 @@ use bytes::Bytes;
 /// Name of the owner record inside `<storage>/<job>/`.
 pub const OWNER_FILE: &str = "_owner";
 
+/// The setting the operator's claims are about.
+const STORAGE_FIELD: &str = "spec.checkpointing.storage";
+
 /// What `<storage>/<job>/_owner` holds (JSON).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -75,16 +78,42 @@ fn owner_path(job: &str) -> String {
     join(job, OWNER_FILE)
 }
 
-async fn read_owner(store: &Store, job: &str) -> Result<Option<OwnerRecord>, OwnerError> {
+/// The owner record of `job`'s directory, if any. `field` names the storage's setting in
+/// errors. Errors: a record that is not one Weir writes (unparsable, no `<namespace>/<name>`, a
+/// directory) is [`OwnerError::Taken`] with what to do; a storage failure after retries.
+async fn read_owner(store: &Store, job: &str, field: &str) -> Result<Option<OwnerRecord>, OwnerError> {
     let path = owner_path(job);
-    match with_retries(&store.url(&path), || store.get(&path)).await {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            OwnerError::Taken(format!(
-                "{} is not an owner record Weir wrote ({e}): it names which StreamJob may use the \
-                 checkpoint directory; delete it if nothing else writes there",
-                store.url(&path)
-            ))
-        }),
+    let url = store.url(&path);
+    let not_a_record = |why: String| {
+        OwnerError::Taken(format!(
+            "{field}: {url} is not an owner record Weir wrote ({why}): it names the StreamJob \
+             (`{{\"streamJob\": \"<namespace>/<name>\"}}`) that may use the checkpoint directory \
+             {}; delete it if nothing else writes there",
+            store.url(job)
+        ))
+    };
+    let read = with_retries(&url, || async {
+        match store.get(&path).await {
+            // Not transient: retrying a directory in its place cannot help.
+            Err(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
+            other => other.map(Some),
+        }
+    })
+    .await;
+    match read {
+        Ok(Some(bytes)) => {
+            let record: OwnerRecord = serde_json::from_slice(&bytes).map_err(|e| not_a_record(e.to_string()))?;
+            match record.stream_job.split_once('/') {
+                Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+                    Ok(Some(record))
+                }
+                _ => Err(not_a_record(format!(
+                    "streamJob `{}` is not `<namespace>/<name>`",
+                    record.stream_job
+                ))),
+            }
+        }
+        Ok(None) => Err(not_a_record("a directory".into())),
         Err(StorageError::NotFound(_)) => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -94,7 +123,7 @@ async fn read_owner(store: &Store, job: &str) -> Result<Option<OwnerRecord>, Own
 /// earlier claim. Errors: [`OwnerError::Taken`] when another StreamJob owns it (the message names
 /// `spec.checkpointing.storage`, the owner and the way out), or a storage failure.
 pub async fn claim(store: &Store, job: &str, stream_job: &str) -> Result<(), OwnerError> {
-    let recorded = read_owner(store, job).await?;
+    let recorded = read_owner(store, job, STORAGE_FIELD).await?;
     match owner_step(recorded.as_ref(), Claimant::StreamJob(stream_job)) {
         OwnerStep::Use => Ok(()),
         OwnerStep::Refuse(owner) => Err(OwnerError::Taken(taken_by_stream_job(store, job, stream_job, &owner))),
@@ -107,7 +136,10 @@ pub async fn claim(store: &Store, job: &str, stream_job: &str) -> Result<(), Own
                 Ok(()) => Ok(()),
                 // Another claimant created it between the read and the write: read its owner.
                 Err(CommitError::Conflict { .. }) => {
-                    let owner = read_owner(store, job).await?.map(|r| r.stream_job).unwrap_or_default();
+                    let owner = read_owner(store, job, STORAGE_FIELD)
+                        .await?
+                        .map(|r| r.stream_job)
+                        .unwrap_or_default();
                     if owner == stream_job {
                         Ok(())
                     } else {
@@ -123,14 +155,15 @@ pub async fn claim(store: &Store, job: &str, stream_job: &str) -> Result<(), Own
 /// Refuses a `weir run` in a checkpoint directory a StreamJob owns. `field` names the setting
 /// that chose the storage (`spec.checkpointing.storage`, `--checkpoint-dir`).
 pub async fn check_unowned(store: &Store, job: &str, field: &str) -> Result<(), OwnerError> {
-    let recorded = read_owner(store, job).await?;
+    let recorded = read_owner(store, job, field).await?;
     match owner_step(recorded.as_ref(), Claimant::WeirRun) {
         OwnerStep::Use | OwnerStep::Claim => Ok(()),
         OwnerStep::Refuse(owner) => Err(OwnerError::Taken(format!(
             "{field}: {} holds the checkpoints of StreamJob {owner} (recorded in {}); a `weir run` there \
-             would restore that job's newest snapshot and delete its checkpoints. Give the run a \
-             directory of its own (--checkpoint-dir), and --restore <snapshot> to start from one of \
-             that job's snapshots (`weir checkpoints list {} --job {job}` lists them)",
+             would take snapshot ids from that job's sequence, its retention would delete that job's \
+             checkpoints in flight, and `--restore latest` would restore that job's newest snapshot. \
+             Give the run a directory of its own (--checkpoint-dir), and --restore <snapshot> to \
+             start from one of that job's snapshots (`weir checkpoints list {} --job {job}` lists them)",
             store.url(job),
             store.url(&owner_path(job)),
             store.url(""),
@@ -228,11 +261,46 @@ mod tests {
             assert!(run.contains(part), "{part}: {run}");
         }
 
-        std::fs::write(root.path().join("sessions/_owner"), "garbage").unwrap();
-        let unreadable = claim(&store, "sessions", "team-b/sessions")
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(unreadable.contains("not an owner record"), "{unreadable}");
+        // Records Weir never writes: refused at once, naming the setting and what to do.
+        for (record, why) in [
+            (Some("garbage"), "expected value"),
+            (Some(""), "EOF"),
+            (Some(r#"{"streamJob":""}"#), "is not `<namespace>/<name>`"),
+            (Some(r#"{"streamJob":"noslash"}"#), "is not `<namespace>/<name>`"),
+            (Some(r#"{"streamJob":"a/b/c"}"#), "is not `<namespace>/<name>`"),
+            (None, "a directory"),
+        ] {
+            let owner = root.path().join("sessions/_owner");
+            let _ = std::fs::remove_file(&owner);
+            let _ = std::fs::remove_dir(&owner);
+            match record {
+                Some(text) => std::fs::write(&owner, text).unwrap(),
+                None => std::fs::create_dir(&owner).unwrap(),
+            }
+            let started = std::time::Instant::now();
+            for (field, refused) in [
+                (
+                    "spec.checkpointing.storage: ",
+                    claim(&store, "sessions", "team-b/sessions").await,
+                ),
+                (
+                    "--checkpoint-dir: ",
+                    check_unowned(&store, "sessions", "--checkpoint-dir").await,
+                ),
+            ] {
+                let refused = refused.unwrap_err().to_string();
+                assert!(
+                    refused.starts_with(field)
+                        && refused.contains("not an owner record")
+                        && refused.contains(why)
+                        && refused.contains("delete it"),
+                    "{record:?}: {refused}"
+                );
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_millis(200),
+                "{record:?} was retried"
+            );
+        }
     }
 }

@@ -374,10 +374,13 @@ pub async fn resolve(
         }
         RestoreChoice::Url(url) => match load_url_owned(&url, s3, None, stores).await {
             Err(RestoreError::Storage(StorageError::NotFound(path))) if path.ends_with(METADATA_FILE) => {
+                let why = match savepoint_pointer_message(&url, s3).await {
+                    Some(pointer) => pointer,
+                    None => not_a_snapshot(&url, Some(job)),
+                };
                 Err(RestoreError::Refused(format!(
-                    "restore point {}; or restore the newest completed one with `--restore latest`, or start \
-                     without state with `--restore none`",
-                    not_a_snapshot(&url, Some(job))
+                    "restore point {why}; or restore the newest completed one with `--restore latest`, or start \
+                     without state with `--restore none`"
                 )))
             }
             Err(RestoreError::Storage(StorageError::NotFound(path))) if path.rsplit('/').nth(1) == Some("shared") => {
@@ -435,6 +438,22 @@ pub fn not_a_snapshot(url: &str, job: Option<&str>) -> String {
          list <checkpoint storage> --job {job}` lists them) or a `savepoint-{job}-<n>-<suffix>` directory \
          (`weir savepoint trigger` prints it)"
     )
+}
+
+/// When `url` (a directory without `_metadata`) is a savepoint pointer `<job>/sp-<n>/`: the
+/// message saying which savepoint it records and to give that instead. `None` for any other
+/// directory, or a pointer that cannot be read.
+pub async fn savepoint_pointer_message(url: &str, s3: &S3Options) -> Option<String> {
+    let store = crate::storage::open(url, s3).await.ok()?;
+    let bytes = store.get(lineage::POINTER_FILE).await.ok()?;
+    let pointer: lineage::SavepointPointer = serde_json::from_slice(&bytes).ok()?;
+    Some(format!(
+        "{url} is the record of savepoint {} in its job's checkpoint storage (`{}`), not the \
+         savepoint: give the savepoint's directory, {}",
+        pointer.id,
+        lineage::POINTER_FILE,
+        pointer.url
+    ))
 }
 
 /// The message for a newest snapshot that is a savepoint no longer where it was written
