@@ -45,9 +45,9 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
     output::print_data(&info, format, || inspect_lines(&info))
 }
 
-/// The snapshot directories (`chk-<n>`, `savepoint-<job>-<n>-<suffix>`) directly in `url`,
-/// sorted by id ([`crate::checkpoint::snapshot_dir_id`]), not as strings; empty when none or not
-/// listable.
+/// The snapshot directories (`chk-<n>`, savepoint pointers `sp-<n>`, whose inspection names
+/// their savepoint, and `savepoint-<job>-<n>-<suffix>`) directly in `url`, sorted by id
+/// ([`crate::checkpoint::snapshot_dir_id`]), not as strings; empty when none or not listable.
 async fn snapshot_directories_in(url: &str) -> Vec<String> {
     let Ok(store) = crate::storage::open(url, &S3Options::default()).await else {
         return Vec::new();
@@ -57,7 +57,7 @@ async fn snapshot_directories_in(url: &str) -> Vec<String> {
         .await
         .unwrap_or_default()
         .into_iter()
-        .filter(|name| name.starts_with("chk-") || name.starts_with("savepoint-"))
+        .filter(|name| crate::checkpoint::snapshot_dir_id(name).is_some())
         .collect();
     names.sort_by_key(|name| (crate::checkpoint::snapshot_dir_id(name), name.clone()));
     names
@@ -208,6 +208,26 @@ mod tests {
         assert!(
             savepoints.contains("(savepoint-gen-9, savepoint-gen-10), give one of them"),
             "{savepoints}"
+        );
+        // A savepoint newer than every checkpoint: its pointer is the newest, and inspecting
+        // that names the savepoint.
+        std::fs::create_dir_all(job.join("sp-13")).unwrap();
+        let savepoint = format!("file://{}/savepoints/savepoint-gen-13-kqzbtwma", root.path().display());
+        std::fs::write(
+            job.join("sp-13/_pointer"),
+            format!(r#"{{"id": 13, "url": "{savepoint}", "runId": "r", "completedAtMs": 1}}"#),
+        )
+        .unwrap();
+        let job_dir = inspect(&at("gen"), table).await.unwrap_err();
+        let want = format!(
+            "(chk-3, chk-4, chk-12, sp-13), give one of them, e.g. `weir savepoint inspect {}/sp-13`",
+            at("gen")
+        );
+        assert!(job_dir.contains(&want), "{job_dir}");
+        let pointer = inspect(&at("gen/sp-13"), table).await.unwrap_err();
+        assert!(
+            pointer.contains("record of savepoint 13") && pointer.contains(&savepoint),
+            "{pointer}"
         );
         let empty = inspect(&at("gen/shared"), table).await.unwrap_err();
         assert!(

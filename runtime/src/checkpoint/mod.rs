@@ -167,10 +167,11 @@ pub fn savepoint_id_of(job: &str, name: &str) -> Option<u64> {
     id.parse().ok()
 }
 
-/// The id of a snapshot directory name, whatever its job: `chk-<id>`,
-/// `savepoint-<job>-<id>-<8 letters>` or `savepoint-<job>-<id>`; `None` for other names.
+/// The id of a snapshot directory name, whatever its job: `chk-<id>`, a savepoint pointer
+/// `sp-<id>`, `savepoint-<job>-<id>-<8 letters>` or `savepoint-<job>-<id>`; `None` for other
+/// names.
 pub fn snapshot_dir_id(name: &str) -> Option<u64> {
-    if let Some(id) = name.strip_prefix("chk-") {
+    if let Some(id) = name.strip_prefix("chk-").or_else(|| name.strip_prefix("sp-")) {
         return id.parse().ok();
     }
     let rest = name.strip_prefix("savepoint-")?;
@@ -222,6 +223,7 @@ mod tests {
         }
         let any: &[(&str, Option<u64>)] = &[
             ("chk-9", Some(9)),
+            ("sp-11", Some(11)),
             ("savepoint-gen-10", Some(10)),
             ("savepoint-gen-10-kqzbtwma", Some(10)),
             ("savepoint-my-job-3-abcdefgh", Some(3)),
