@@ -7,7 +7,7 @@
 
 use crate::cli_checkpoints::OutputFormat;
 use crate::cli_input::{local_path_exists, parse_restore_arg, positive_duration};
-use crate::cli_resume::resume_hint;
+use crate::cli_resume::{resume_hint, snapshot_kind_word};
 use crate::control::api::SavepointRequest;
 use crate::control::auth::ControlAuth;
 use crate::exec::{self, RunOptions};
@@ -473,13 +473,15 @@ async fn run(a: RunArgs) -> Result<(), String> {
     }
     let last = handle.shared.lock().expect("lock").history.completed.last().cloned();
     let log_summary = || crate::summary::log_run_summary(&handle);
-    // The command that goes on from what this run committed (after a SIGTERM or a failure).
+    // The command that goes on from what this run committed (after a SIGTERM, a stop with a
+    // savepoint or a failure).
     let resume = || {
         let restored_from = handle.shared.lock().expect("lock").restored_from.clone();
         let argv: Vec<String> = std::env::args().collect();
         resume_hint(
             &argv,
-            last.as_ref().map(|c| (c.id, c.path.as_str())),
+            last.as_ref()
+                .map(|c| (snapshot_kind_word(c.kind), c.id, c.path.as_str())),
             restored_from.as_deref(),
         )
     };
@@ -490,7 +492,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
                     tracing::info!(target: "weir", "job {} finished", handle.job)
                 }
                 crate::checkpoint::coordinator::Outcome::Stopped(p) => {
-                    tracing::info!(target: "weir", "job {} stopped with savepoint {p}", handle.job)
+                    tracing::info!(target: "weir", "job {} stopped with savepoint {p}", handle.job);
+                    tracing::info!(target: "weir", "{}", resume());
                 }
                 crate::checkpoint::coordinator::Outcome::Suspended => {
                     let hint = resume();
@@ -505,12 +508,8 @@ async fn run(a: RunArgs) -> Result<(), String> {
                     return Ok(());
                 }
             }
-            if let Some(c) = last {
-                let kind = match c.kind {
-                    crate::control::api::SnapshotKind::Checkpoint => "checkpoint",
-                    crate::control::api::SnapshotKind::Savepoint => "savepoint",
-                };
-                tracing::info!(target: "weir", "last {kind} {} at {}", c.id, c.path);
+            if let Some(c) = &last {
+                tracing::info!(target: "weir", "last {} {} at {}", snapshot_kind_word(c.kind), c.id, c.path);
             }
             log_summary();
             Ok(())

@@ -1,15 +1,16 @@
-//! What `weir run` prints after a SIGTERM / SIGINT suspended the job: the command that
-//! resumes it.
+//! What `weir run` prints after a SIGTERM / SIGINT suspended the job, or a stop with a
+//! savepoint ended it: the command that resumes it.
 
-/// What `weir run` prints after a SIGTERM/SIGINT: the command that resumes the job, from the
+/// What `weir run` prints after a SIGTERM/SIGINT or a stop with a savepoint: the command that resumes the job, from the
 /// process's own arguments `argv` (any `--restore` replaced), and the snapshot it resumes from.
-/// `last` is the newest snapshot this run completed (id, URL); `restored_from` the restore
+/// `last` is the newest snapshot this run completed (its kind, `checkpoint` or `savepoint`,
+/// its id and URL); `restored_from` the restore
 /// point this run started from. The command names the snapshot itself, never `latest`: the
 /// newest snapshot of the job name when the command is pasted may be another run's (as
 /// Flink's `-s <path>` names one).
-pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Option<&str>) -> String {
+pub fn resume_hint(argv: &[String], last: Option<(&str, u64, &str)>, restored_from: Option<&str>) -> String {
     let (restore, from) = match (last, restored_from) {
-        (Some((id, url)), _) => (url.to_string(), format!("checkpoint {id}")),
+        (Some((kind, id, url)), _) => (url.to_string(), format!("{kind} {id}")),
         (None, Some(url)) => (url.to_string(), url.to_string()),
         (None, None) => {
             return format!(
@@ -22,6 +23,14 @@ pub fn resume_hint(argv: &[String], last: Option<(u64, &str)>, restored_from: Op
         "resume with `{}` (resumes from {from})",
         command_with_restore(argv, Some(&restore))
     )
+}
+
+/// `checkpoint` or `savepoint`: the word for a snapshot of `kind` in what `weir run` prints.
+pub fn snapshot_kind_word(kind: crate::control::api::SnapshotKind) -> &'static str {
+    match kind {
+        crate::control::api::SnapshotKind::Checkpoint => "checkpoint",
+        crate::control::api::SnapshotKind::Savepoint => "savepoint",
+    }
 }
 
 /// `argv` as a shell command, with any `--restore VALUE` / `--restore=VALUE` removed and
@@ -68,7 +77,7 @@ mod tests {
 
     #[test]
     fn the_resume_command_replaces_any_restore_with_the_newest_checkpoint_of_this_run() {
-        let last = Some((5, "/data/ckpt/wordcount/chk-5"));
+        let last = Some(("checkpoint", 5, "/data/ckpt/wordcount/chk-5"));
         for (args, want) in [
             (
                 argv(&["weir", "run", "job.yaml"]),
@@ -100,6 +109,19 @@ mod tests {
         ] {
             assert_eq!(resume_hint(&args, last, None), want, "{args:?}");
         }
+    }
+
+    #[test]
+    fn after_a_stop_with_a_savepoint_the_command_resumes_from_the_savepoint() {
+        let args = argv(&["weir", "run", "job.yaml", "--restore", "latest"]);
+        assert_eq!(
+            resume_hint(
+                &args,
+                Some(("savepoint", 7, "/sp/savepoint-wordcount-7-abcdefgh")),
+                None
+            ),
+            "resume with `weir run job.yaml --restore /sp/savepoint-wordcount-7-abcdefgh` (resumes from savepoint 7)"
+        );
     }
 
     #[test]

@@ -103,7 +103,8 @@ pub fn summary_message(s: &RunSummary) -> String {
             .map(|o| format!("{} (files part-{}-*.jsonl)", o.path, o.run_id))
             .collect();
         let earlier = s.continues_lineage.as_ref().map_or(String::new(), |l| {
-            format!(" after the output of the earlier runs of lineage {l} there")
+            // Where those runs wrote is not known here: the output path may have changed.
+            format!(", continuing the output the earlier runs of lineage {l} committed")
         });
         format!("committed output in {}{earlier}", dirs.join(", "))
     };
@@ -194,7 +195,7 @@ mod tests {
                     continues_lineage: Some("9442".into()),
                     ..summary(3, &["./out"])
                 },
-                "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; committed output in ./out (files part-abc-*.jsonl) after the output of the earlier runs of lineage 9442 there",
+                "run summary: 2.4s elapsed; records in/out: gen-0 0/1000, count-2 -> sink-3 1000/50; checkpoints: 3 completed, 1 failed; committed output in ./out (files part-abc-*.jsonl), continuing the output the earlier runs of lineage 9442 committed",
             ),
             (
                 summary(3, &[]),

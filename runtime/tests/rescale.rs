@@ -94,6 +94,16 @@ fn rescale_2_3_1(m: &std::path::Path, env: &[(String, String)], backends: [&str;
     let log = w.wait_ok();
     assert!(log.contains("stopped with savepoint"), "{log}");
     assert!(sp1.contains("savepoint-wordcount-"), "{sp1}");
+    // The run names the command that resumes from its savepoint.
+    let savepoint_id = sp1
+        .rsplit("savepoint-wordcount-")
+        .next()
+        .and_then(|s| s.split('-').next())
+        .unwrap();
+    assert!(
+        log.contains(&format!("--restore {sp1}` (resumes from savepoint {savepoint_id})")),
+        "no resume hint naming {sp1}: {log}"
+    );
 
     set_state_backend(m, backends[1]);
     let w = Weir::run(m, &["--parallelism", "3", "--restore", &sp1], env);

@@ -22,7 +22,7 @@ use weir_operator::build::{self, Target};
 use weir_operator::control::{ControlApi, HttpControlApi};
 use weir_operator::controller::stream_job::{read_claim, read_storage, storage_reads, storage_spec, to_report};
 use weir_operator::crd::{DesiredState, LifecycleState, StreamJob, StreamJobStatus};
-use weir_operator::lifecycle::{self, Action, Decision, Observation};
+use weir_operator::lifecycle::{self, Action, Decision, Observation, StorageClaim};
 use weir_operator::snapshots::{ObjectStoreSnapshots, SnapshotStore};
 use weir_runtime::control::api::{SavepointRequest, TriggerState};
 use weir_runtime::storage::S3Options;
@@ -88,15 +88,18 @@ impl Harness {
         };
         let spec = storage_spec(&self.job, &self.status);
         let reads = storage_reads(&self.status, &self.job.spec);
-        let storage_claim = read_claim(
-            &self.snapshots,
-            &S3Options::default(),
-            &reads,
-            &name,
-            &format!("e2e/{name}"),
-        )
-        .await
-        .expect("claim");
+        let storage_claim = match &reads.claim {
+            None => StorageClaim::NotChecked,
+            Some(target) => read_claim(
+                &self.snapshots,
+                &S3Options::default(),
+                target,
+                &name,
+                &format!("e2e/{name}"),
+            )
+            .await
+            .expect("claim"),
+        };
         let (newest_snapshot, restore_info) = read_storage(&self.snapshots, &S3Options::default(), &spec, &name, reads)
             .await
             .expect("storage");

@@ -11,8 +11,10 @@
 //! `<namespace>/<name>` before it deploys a StreamJob ([`claim`], a conditional create: of two
 //! claimants exactly one wins), and refuses to deploy another StreamJob there. `weir run` claims
 //! nothing (a laptop's runs of a job share its directory, restarting each other's lineage as
-//! before) but refuses a directory a StreamJob owns ([`check_unowned`]): it would restore from
-//! and delete that job's checkpoints. Which of these happens is [`owner_step`], a pure function.
+//! before) but refuses a directory a StreamJob owns ([`check_unowned`]): it would take snapshot
+//! ids from that job's sequence, its retention would delete that job's checkpoints in flight,
+//! and `--restore latest` would restore that job's newest snapshot. Which of these happens is
+//! [`owner_step`], a pure function.
 
 use super::lineage::{CommitError, put_once, with_retries};
 use crate::storage::{StorageError, Store, join};
@@ -66,7 +68,9 @@ pub fn owner_step(recorded: Option<&OwnerRecord>, claimant: Claimant<'_>) -> Own
 /// Why a job's checkpoint directory cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum OwnerError {
-    /// Another StreamJob owns the directory; the message says what to do.
+    /// Another StreamJob owns the directory, or `_owner` is not a record Weir writes (a
+    /// directory, unparsable, no `<namespace>/<name>`): not retried; the message names the
+    /// setting and says what to do.
     #[error("{0}")]
     Taken(String),
     /// The record could not be read or written (retry).
@@ -134,7 +138,8 @@ pub async fn claim(store: &Store, job: &str, stream_job: &str) -> Result<(), Own
             let bytes = Bytes::from(serde_json::to_vec(&record).expect("owner record serializes"));
             match put_once(store, &owner_path(job), bytes).await {
                 Ok(()) => Ok(()),
-                // Another claimant created it between the read and the write: read its owner.
+                // Another claimant created it between the read and the write with other bytes
+                // (the same bytes are `Ok`): read its owner again, checked as any record is.
                 Err(CommitError::Conflict { .. }) => {
                     let owner = read_owner(store, job, STORAGE_FIELD)
                         .await?

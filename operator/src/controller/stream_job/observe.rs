@@ -80,22 +80,19 @@ pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> Storage
     StorageReads { newest, inspect, claim }
 }
 
-/// Claims the checkpoint directory of `target` for the StreamJob `stream_job`
-/// (`<namespace>/<name>`) when `reads` asks for it; a storage failure is an error (retried).
+/// Claims the checkpoint directory of `target` (the spec [`StorageReads::claim`] names) for
+/// the StreamJob `stream_job` (`<namespace>/<name>`); a storage failure is an error (retried).
 pub async fn read_claim(
     snapshots: &dyn SnapshotStore,
     s3: &S3Options,
-    reads: &StorageReads,
+    target: &StreamJobSpec,
     name: &str,
     stream_job: &str,
 ) -> Result<StorageClaim, Error> {
-    match &reads.claim {
-        None => Ok(StorageClaim::NotChecked),
-        Some(target) => snapshots
-            .claim(target, s3, name, stream_job)
-            .await
-            .map_err(Error::StorageError),
-    }
+    snapshots
+        .claim(target, s3, name, stream_job)
+        .await
+        .map_err(Error::StorageError)
 }
 
 /// Performs `reads` against the storage of `spec` (the deployed spec): the lifecycle's
@@ -204,7 +201,7 @@ pub(super) async fn observe(
         None => StorageClaim::NotChecked,
         Some(target) => {
             let s3 = s3_options_for(ctx, &ns, target).await?;
-            read_claim(ctx.snapshots.as_ref(), &s3, &reads, &name, &format!("{ns}/{name}")).await?
+            read_claim(ctx.snapshots.as_ref(), &s3, target, &name, &format!("{ns}/{name}")).await?
         }
     };
     let (newest_snapshot, restore_info) = if !reads.newest && reads.inspect.is_none() {
