@@ -59,7 +59,7 @@ pub enum Command {
         url: Vec<String>,
         /// Checkpoint storage URL (`spec.checkpointing.storage`, e.g.
         /// `./weir-data/checkpoints` or `s3://bucket/checkpoints`): list its jobs instead.
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_name = "URL", value_parser = crate::cli_preflight::non_empty_location)]
         storage: Option<String>,
         /// Output format: `table`, `json` or `yaml` (an array of rows).
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
@@ -120,7 +120,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub restore: Option<String>,
     /// Override `spec.checkpointing.storage` (default `./weir-data/checkpoints`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = crate::cli_preflight::non_empty_location)]
     pub checkpoint_dir: Option<String>,
     /// Address of the control API (`127.0.0.1:0` picks a free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8081", env = "WEIR_LISTEN")]
@@ -138,7 +138,7 @@ pub struct RunArgs {
     pub metrics_auth: bool,
     /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
     /// start; default `<system temp dir>/weir-state-<uid>`, private to the user).
-    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
+    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR", value_parser = crate::cli_preflight::non_empty_dir)]
     pub state_dir: Option<PathBuf>,
 }
 
@@ -160,7 +160,7 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "WEIR_RESTORE", default_value = "none")]
     pub restore: String,
     /// Override `spec.checkpointing.storage`.
-    #[arg(long, value_name = "URL", env = "WEIR_CHECKPOINT_DIR")]
+    #[arg(long, value_name = "URL", env = "WEIR_CHECKPOINT_DIR", value_parser = crate::cli_preflight::non_empty_location)]
     pub checkpoint_dir: Option<String>,
     /// Control API address.
     #[arg(long, default_value = "0.0.0.0:8081", env = "WEIR_LISTEN")]
@@ -235,7 +235,7 @@ pub struct WorkerArgs {
     pub secret_file: Option<PathBuf>,
     /// Root of the local directories of `stateBackend: disk` (scratch, recreated on every
     /// start; default `<system temp dir>/weir-state-<uid>`, private to the user).
-    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR")]
+    #[arg(long, value_name = "DIR", env = "WEIR_STATE_DIR", value_parser = crate::cli_preflight::non_empty_dir)]
     pub state_dir: Option<PathBuf>,
 }
 

@@ -24,7 +24,11 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
     } else {
         "spec.checkpointing.storage".to_string()
     };
-    let mut locations = vec![(checkpoint_field, crate::exec::storage_url(job, checkpoint_override))];
+    let mut locations = vec![
+        (checkpoint_field, crate::exec::storage_url(job, checkpoint_override)),
+        // A savepoint directory that is a file was found only by the first savepoint (trial).
+        ("spec.savepoints.directory".to_string(), crate::exec::savepoint_dir(job)),
+    ];
     for op in &job.operators {
         if let OperatorKind::FileSink(spec) = &op.kind {
             locations.push((
@@ -48,6 +52,21 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
         })?;
     }
     Ok(())
+}
+
+/// Parses a storage location flag (`--checkpoint-dir`, `--storage`): any text but an empty
+/// one, which would be the current directory (found by trial: `--checkpoint-dir ''` wrote
+/// `./<job>/chk-<n>`). Errors: the message clap prints after `invalid value '' for '--flag'`.
+pub fn non_empty_location(arg: &str) -> Result<String, String> {
+    if arg.trim().is_empty() {
+        return Err("it is empty; give a directory or URL, or leave the flag out for the default".to_string());
+    }
+    Ok(arg.to_string())
+}
+
+/// [`non_empty_location`] for a local directory flag (`--state-dir`).
+pub fn non_empty_dir(arg: &str) -> Result<std::path::PathBuf, String> {
+    non_empty_location(arg).map(std::path::PathBuf::from)
 }
 
 /// Writes and removes a probe file in `dir`, or, when `dir` does not exist yet, in its nearest

@@ -690,3 +690,63 @@ fn a_savepoint_pointer_given_as_a_snapshot_names_the_savepoint_it_records() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains(want), "{err}");
 }
+
+/// Locations and durations found by trial (helper-112) to run where they should be refused:
+/// an empty checkpoint storage (`""` or `--checkpoint-dir ''`: checkpoints went to
+/// `./<job>/chk-<n>`), a savepoint directory that is a file (found only by the first
+/// savepoint), and an `alignedCheckpointTimeout` past the clock's range (a panic at the first
+/// barrier). Each is refused before the job starts, naming the field, and writes nothing.
+#[test]
+fn empty_locations_a_file_as_savepoint_directory_and_overlong_durations_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let a_file = dir.path().join("a-file");
+    std::fs::write(&a_file, "x").unwrap();
+    let m = generator_manifest(dir.path(), "", "");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--set".into(), r#"spec.checkpointing.storage="""#.into()],
+            "spec.checkpointing.storage: must not be empty",
+        ),
+        (
+            vec!["--set".into(), r#"spec.savepoints.directory=" ""#.into()],
+            "spec.savepoints.directory: must not be empty",
+        ),
+        (
+            vec!["--checkpoint-dir".into(), String::new()],
+            "invalid value '' for '--checkpoint-dir <URL>': it is empty",
+        ),
+        (
+            vec![
+                "--set".into(),
+                format!("spec.savepoints.directory={}", a_file.display()),
+            ],
+            "spec.savepoints.directory: cannot write to",
+        ),
+        (
+            vec![
+                "--set".into(),
+                "spec.checkpointing.unaligned=true".into(),
+                "--set".into(),
+                "spec.checkpointing.alignedCheckpointTimeout=106751991167300d".into(),
+            ],
+            "spec.checkpointing.alignedCheckpointTimeout: `106751991167300d` is too long",
+        ),
+    ];
+    for (extra, want) in cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (code, err) = run(&m, &extra);
+        assert_ne!(code, Some(0), "{extra:?} ran: {err}");
+        assert!(err.contains(want), "{extra:?}: {want}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a-file", "job.yaml"], "a refused run wrote something");
+    assert!(
+        !Path::new(&std::env::current_dir().unwrap()).join("gen").exists(),
+        "checkpoints went to the current directory"
+    );
+}

@@ -7,6 +7,7 @@ mod support;
 
 use common::cluster::*;
 use common::*;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use support::moto::{MotoServer, s3_store};
 
@@ -73,4 +74,115 @@ fn a_coordinator_fenced_by_a_newer_one_stops_and_leaves_its_checkpoints_intact()
         &expected_wordcount(),
         "two coordinators of one job, the older one fenced",
     );
+}
+
+/// A `weir coordinator` whose checkpoint directory another StreamJob owns (the operator's
+/// `_owner` record) is refused before it claims an epoch or writes anything, whether it was
+/// started by hand (its job file names no namespace) or runs another namespace's StreamJob of
+/// the same name; the refusal names the setting, the owner and the way out. The owner's own
+/// coordinator (the operator writes `metadata.namespace` into the job file) runs there.
+#[test]
+fn a_coordinator_in_another_stream_jobs_checkpoint_directory_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, paths) = job(dir.path(), 2, Some(3000));
+    let job_dir = Path::new(&paths.checkpoints).join("wordcount");
+    std::fs::create_dir_all(&job_dir).unwrap();
+    std::fs::write(job_dir.join("_owner"), r#"{"streamJob":"team-a/wordcount"}"#).unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&job_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let in_namespace = |namespace: &str| {
+        let path = dir.path().join(format!("job-{namespace}.yaml"));
+        let with = text.replace(
+            "metadata: { name: wordcount }",
+            &format!("metadata: {{ name: wordcount, namespace: {namespace} }}"),
+        );
+        assert_ne!(with, text, "the manifest's metadata line changed");
+        std::fs::write(&path, with).unwrap();
+        path
+    };
+    let coordinator = |job_file: &Path, name: &str| {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let rpc = format!("127.0.0.1:{}", free_port());
+        Proc::spawn(
+            dir.path(),
+            name,
+            &[
+                "coordinator",
+                "--job",
+                job_file.to_str().unwrap(),
+                "--listen",
+                &listen,
+                "--rpc-listen",
+                &rpc,
+                "--run-id",
+                name,
+            ],
+            &[],
+        )
+    };
+    for (job_file, name, who) in [
+        (
+            manifest.clone(),
+            "by-hand",
+            "names no StreamJob (no metadata.namespace)",
+        ),
+        (in_namespace("team-b"), "team-b", "runs StreamJob team-b/wordcount"),
+    ] {
+        let mut refused = coordinator(&job_file, name);
+        let status = wait_exit(&mut refused.child, Duration::from_secs(30));
+        let log = refused.text();
+        assert_eq!(status.code(), Some(1), "{name}: {log}");
+        for part in [
+            "spec.checkpointing.storage:",
+            "holds the checkpoints of StreamJob team-a/wordcount",
+            who,
+            "--checkpoint-dir",
+            "--restore",
+        ] {
+            assert!(log.contains(part), "{name}: {part}: {log}");
+        }
+        assert!(!log.contains("panicked"), "{log}");
+        assert_eq!(
+            listing(),
+            before,
+            "{name}: the refused coordinator wrote into the job's directory"
+        );
+    }
+
+    let mut owner = coordinator(&in_namespace("team-a"), "team-a");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !owner.text().contains("coordinator of job wordcount control API on") {
+        assert!(
+            owner.child.try_wait().unwrap().is_none(),
+            "the owner's coordinator exited: {}",
+            owner.text()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the owner's coordinator did not start: {}",
+            owner.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    owner.kill9();
+}
+
+/// The exit status of `child`, waiting up to `timeout`.
+fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "still running after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

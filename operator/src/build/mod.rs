@@ -97,12 +97,17 @@ pub struct Children {
 }
 
 /// The job file the pods read: a whole StreamJob manifest (the runtime ignores operator-only
-/// fields).
-pub fn job_file(name: &str, spec: &StreamJobSpec) -> String {
+/// fields). Its `metadata.namespace` tells the coordinator which StreamJob it runs, checked
+/// against the checkpoint directory's `_owner` record.
+pub fn job_file(name: &str, namespace: Option<&str>, spec: &StreamJobSpec) -> String {
+    let mut metadata = json!({"name": name});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
     let manifest = json!({
         "apiVersion": weir_runtime::job::API_VERSION,
         "kind": weir_runtime::job::KIND,
-        "metadata": {"name": name},
+        "metadata": metadata,
         "spec": spec,
     });
     serde_yaml::to_string(&manifest).expect("manifest serializes")
@@ -151,7 +156,7 @@ pub fn config_map(t: &Target) -> ConfigMap {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta(t, config_map_name(&name), Component::Config),
-        "data": {JOB_FILE_KEY: job_file(&name, t.spec)},
+        "data": {JOB_FILE_KEY: job_file(&name, t.job.namespace().as_deref(), t.spec)},
     }))
 }
 

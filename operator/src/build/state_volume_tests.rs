@@ -103,7 +103,7 @@ fn state_volume_table() {
             "{name}: coordinator"
         );
         // The job file the pods read carries the backend, and the runtime accepts it.
-        let file = job_file("wc", &j.spec);
+        let file = job_file("wc", None, &j.spec);
         assert_eq!(
             file.contains("stateBackend: disk"),
             dir != Value::Null,

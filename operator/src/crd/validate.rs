@@ -4,7 +4,7 @@
 //! with the runtime's validation before the operator changes anything.
 
 use super::StreamJobSpec;
-use std::time::Duration;
+use weir_runtime::job::operator_durations::{OPERATOR_DURATIONS, check_positive_duration};
 
 impl StreamJobSpec {
     /// Validates the whole spec for a job named `name`: the operator-only durations
@@ -16,47 +16,19 @@ impl StreamJobSpec {
     /// Errors: the first violation, naming the field (`spec.rollback.readinessTimeout: ...`).
     pub fn validate(&self, name: &str) -> Result<weir_runtime::job::Job, String> {
         let savepoints = self.savepoints.as_ref();
-        let durations = [
-            (
-                "spec.savepoints.periodicInterval",
-                savepoints.and_then(|s| s.periodic_interval.as_deref()),
-                "omit it for no periodic savepoints",
-            ),
-            (
-                "spec.savepoints.history.maxAge",
-                savepoints.and_then(|s| s.history.as_ref()?.max_age.as_deref()),
-                "omit it for no age limit",
-            ),
-            (
-                "spec.rollback.readinessTimeout",
-                Some(self.rollback.readiness_timeout.as_str()),
-                "set `rollback.enabled: false` for no rollback",
-            ),
-            (
-                "spec.health.restartWindow",
-                Some(self.health.restart_window.as_str()),
-                "e.g. `1h`",
-            ),
+        // In the order of `OPERATOR_DURATIONS`, which names each field and its hint.
+        let values = [
+            savepoints.and_then(|s| s.periodic_interval.as_deref()),
+            savepoints.and_then(|s| s.history.as_ref()?.max_age.as_deref()),
+            Some(self.rollback.readiness_timeout.as_str()),
+            Some(self.health.restart_window.as_str()),
         ];
-        for (field, value, hint) in durations {
+        for ((field, hint), value) in OPERATOR_DURATIONS.iter().zip(values) {
             if let Some(text) = value {
                 check_positive_duration(field, text, hint)?;
             }
         }
         self.runtime_job(name)
-    }
-}
-
-fn check_positive_duration(field: &str, text: &str, hint: &str) -> Result<Duration, String> {
-    if text.trim().starts_with('-') {
-        return Err(format!(
-            "{field}: `{text}` is negative: give a positive duration like `30s`, `5m`; {hint}"
-        ));
-    }
-    match weir_runtime::job::parse_duration(text) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err(format!("{field}: must be greater than 0; {hint}")),
-        Err(e) => Err(format!("{field}: {e}")),
     }
 }
 

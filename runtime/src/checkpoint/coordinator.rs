@@ -70,6 +70,9 @@ pub struct CoordinatorConfig {
     ///
     /// [`RestoreMode::Claim`]: super::restore_mode::RestoreMode::Claim
     pub restored_base: Option<CheckpointMetadata>,
+    /// A suspend takes one more checkpoint once the sources paused
+    /// ([`super::suspend::checkpoints_at_suspend`]: at-most-once).
+    pub checkpoint_at_suspend: bool,
 }
 
 /// How long the retention worker may go on deleting when the job ends with `outcome`: the
@@ -221,6 +224,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();
     let mut suspend_deadline: Option<Instant> = None;
+    let mut suspend_checkpoint_due = false;
     // Subtask failures in arrival order, and when the first one's grace for its cause ends.
     let mut task_failures: Vec<String> = Vec::new();
     let mut cause_deadline: Option<Instant> = None;
@@ -304,6 +308,7 @@ pub async fn run(
             }
             _ = suspend.cancelled(), if suspend_deadline.is_none() => {
                 suspend_deadline = Some(Instant::now() + super::suspend::IN_FLIGHT_GRACE);
+                suspend_checkpoint_due = cfg.checkpoint_at_suspend;
                 super::suspend::begin(&shared, &cfg.sources, &controls);
             }
             _ = tick.tick() => {}
@@ -369,7 +374,12 @@ pub async fn run(
         }
 
         if let Some(deadline) = suspend_deadline
-            && super::suspend::stop_now(pending.is_some(), finishing.is_some(), Instant::now() >= deadline)
+            && super::suspend::stop_now(
+                pending.is_some(),
+                finishing.is_some(),
+                suspend_checkpoint_due,
+                Instant::now() >= deadline,
+            )
         {
             send_all(&|| Control::Shutdown);
             super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
@@ -380,8 +390,13 @@ pub async fn run(
         }
 
         // Trigger the next one: queued savepoints first, then the final checkpoint, then periodic.
-        if pending.is_none() && finishing.is_none() && !suspend.is_cancelled() {
-            let next = if let Some(cmd) = queued.pop_front() {
+        // Suspending: nothing is triggered but the suspend checkpoint, after the sources paused.
+        let suspending = suspend_deadline.is_some() || suspend.is_cancelled();
+        if pending.is_none() && finishing.is_none() && (!suspending || suspend_checkpoint_due) {
+            let next = if suspending {
+                suspend_checkpoint_due = false;
+                Some((SnapshotKind::Checkpoint, false, None, None, false))
+            } else if let Some(cmd) = queued.pop_front() {
                 Some((
                     SnapshotKind::Savepoint,
                     cmd.stop,

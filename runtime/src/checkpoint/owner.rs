@@ -41,6 +41,10 @@ pub enum Claimant<'a> {
     StreamJob(&'a str),
     /// A `weir run` on a machine (it claims nothing).
     WeirRun,
+    /// A `weir coordinator`, of the StreamJob `<namespace>/<name>` when its job file has a
+    /// `metadata.namespace` (the operator writes one), else `None` (started by hand). It
+    /// claims nothing: the operator claimed the directory before it deployed the coordinator.
+    Coordinator(Option<&'a str>),
 }
 
 /// What a claimant does with a directory whose recorded owner is known.
@@ -59,8 +63,8 @@ pub enum OwnerStep {
 pub fn owner_step(recorded: Option<&OwnerRecord>, claimant: Claimant<'_>) -> OwnerStep {
     match (recorded, claimant) {
         (None, Claimant::StreamJob(_)) => OwnerStep::Claim,
-        (None, Claimant::WeirRun) => OwnerStep::Use,
-        (Some(r), Claimant::StreamJob(me)) if r.stream_job == me => OwnerStep::Use,
+        (None, Claimant::WeirRun | Claimant::Coordinator(_)) => OwnerStep::Use,
+        (Some(r), Claimant::StreamJob(me) | Claimant::Coordinator(Some(me))) if r.stream_job == me => OwnerStep::Use,
         (Some(r), _) => OwnerStep::Refuse(r.stream_job.clone()),
     }
 }
@@ -176,6 +180,38 @@ pub async fn check_unowned(store: &Store, job: &str, field: &str) -> Result<(), 
     }
 }
 
+/// Refuses a `weir coordinator` in a checkpoint directory another StreamJob owns; `stream_job`
+/// is the coordinator's own StreamJob ([`Claimant::Coordinator`]). `field` names the setting
+/// that chose the storage. Errors: [`OwnerError::Taken`] naming the owner and the way out, or a
+/// storage failure.
+pub async fn check_coordinator(
+    store: &Store,
+    job: &str,
+    field: &str,
+    stream_job: Option<&str>,
+) -> Result<(), OwnerError> {
+    let recorded = read_owner(store, job, field).await?;
+    match owner_step(recorded.as_ref(), Claimant::Coordinator(stream_job)) {
+        OwnerStep::Use | OwnerStep::Claim => Ok(()),
+        OwnerStep::Refuse(owner) => {
+            let me = match stream_job {
+                Some(me) => format!("this coordinator runs StreamJob {me}"),
+                None => "this coordinator's job file names no StreamJob (no metadata.namespace)".to_string(),
+            };
+            Err(OwnerError::Taken(format!(
+                "{field}: {} holds the checkpoints of StreamJob {owner} (recorded in {}), and {me}: \
+                 two coordinators in one checkpoint directory fence each other out and restore and \
+                 delete each other's checkpoints. Give this one a directory of its own \
+                 (--checkpoint-dir), and --restore <snapshot> to start from one of that job's \
+                 snapshots (`weir checkpoints list {} --job {job}` lists them)",
+                store.url(job),
+                store.url(&owner_path(job)),
+                store.url(""),
+            )))
+        }
+    }
+}
+
 fn taken_by_stream_job(store: &Store, job: &str, me: &str, owner: &str) -> String {
     let owner_file = store.url(&owner_path(job));
     format!(
@@ -217,6 +253,23 @@ mod tests {
             (
                 Some(&a),
                 Claimant::WeirRun,
+                OwnerStep::Refuse("team-a/wordcount".into()),
+            ),
+            (None, Claimant::Coordinator(Some("team-a/wordcount")), OwnerStep::Use),
+            (None, Claimant::Coordinator(None), OwnerStep::Use),
+            (
+                Some(&a),
+                Claimant::Coordinator(Some("team-a/wordcount")),
+                OwnerStep::Use,
+            ),
+            (
+                Some(&a),
+                Claimant::Coordinator(Some("team-b/wordcount")),
+                OwnerStep::Refuse("team-a/wordcount".into()),
+            ),
+            (
+                Some(&a),
+                Claimant::Coordinator(None),
                 OwnerStep::Refuse("team-a/wordcount".into()),
             ),
         ];

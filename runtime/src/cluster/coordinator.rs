@@ -86,6 +86,16 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
     let store = storage::open(&exec::storage_url(&job, opts.checkpoint_dir.as_deref()), &s3)
         .await
         .map_err(|e| e.to_string())?;
+    // A directory another StreamJob owns is refused before anything is written there.
+    let stream_job = job.namespace.as_ref().map(|ns| format!("{ns}/{}", job.name));
+    crate::checkpoint::owner::check_coordinator(
+        &store,
+        &job.name,
+        exec::storage_field(opts.checkpoint_dir.as_deref()),
+        stream_job.as_deref(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     // A second coordinator of the job on the same local storage is refused before it claims
     // an epoch (which would fence out the running one); held until this function returns.
     let holder = format!("weir coordinator (pid {}, run {})", std::process::id(), opts.run_id);

@@ -226,6 +226,15 @@ pub fn storage_field(override_url: Option<&str>) -> &'static str {
     }
 }
 
+/// The job's savepoint directory: `spec.savepoints.directory`, else [`DEFAULT_SAVEPOINT_DIR`].
+pub fn savepoint_dir(job: &Job) -> String {
+    job.spec
+        .savepoints
+        .as_ref()
+        .and_then(|s| s.directory.clone())
+        .unwrap_or_else(|| DEFAULT_SAVEPOINT_DIR.to_string())
+}
+
 /// Checkpoint storage URL of a job: the override, then `spec.checkpointing.storage`, then the
 /// default.
 pub fn storage_url(job: &Job, override_url: Option<&str>) -> String {
@@ -532,12 +541,7 @@ pub fn coordinator_config(
         min_pause: job.min_pause,
         retained: job.spec.checkpointing.retained as usize,
         store,
-        savepoint_dir: job
-            .spec
-            .savepoints
-            .as_ref()
-            .and_then(|s| s.directory.clone())
-            .unwrap_or_else(|| DEFAULT_SAVEPOINT_DIR.to_string()),
+        savepoint_dir: savepoint_dir(job),
         s3: s3_options(job),
         tasks: task_specs(job).len(),
         sources,
@@ -548,6 +552,7 @@ pub fn coordinator_config(
         tolerable_failures: job.spec.checkpointing.tolerable_failed_checkpoints,
         incremental: job.spec.checkpointing.incremental,
         restored_base,
+        checkpoint_at_suspend: crate::checkpoint::suspend::checkpoints_at_suspend(job.spec.checkpointing.mode),
     }
 }
 

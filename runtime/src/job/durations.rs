@@ -88,7 +88,7 @@ pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError>
             format!("`{s}`: `{unit}` has no fixed length; use days (`30d`) or weeks (`4w`)"),
         ));
     }
-    humantime::parse_duration(&humantime_text).map_err(|e| {
+    let parsed = humantime::parse_duration(&humantime_text).map_err(|e| {
         // humantime's position-0 error ("expected number at 0") names its parser, not the value;
         // its list of units names months and years, which are refused above.
         let why = match e {
@@ -99,8 +99,21 @@ pub(super) fn parse_duration(field: &str, s: &str) -> Result<Duration, JobError>
             field,
             format!("`{s}` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: {why}"),
         )
-    })
+    })?;
+    if parsed > MAX_DURATION {
+        return Err(JobError::new(
+            field,
+            format!("`{s}` is too long: a duration is at most 36500d (100 years)"),
+        ));
+    }
+    Ok(parsed)
 }
+
+/// The longest duration any field takes: 100 years (36,500 days). Deadlines are `Instant`s,
+/// and `Instant + Duration` panics past the clock's range (found by trial: an
+/// `alignedCheckpointTimeout` of `106751991167300d` panicked at the first barrier), so every
+/// duration is bounded where it is parsed rather than at each addition.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(36_500 * 24 * 3600);
 
 /// humantime's calendar units (lower case, as [`flink_units_to_humantime`] leaves them): no
 /// fixed length, and no unit of Flink's.
@@ -239,6 +252,11 @@ mod tests {
             ("P1DT2H", 93_600_000),
             ("P2W", 1_209_600_000),
         ];
+        assert_eq!(
+            ms("36500d"),
+            Ok(MAX_DURATION.as_millis()),
+            "the longest duration is taken"
+        );
         for (text, want) in cases {
             assert_eq!(ms(text), Ok(want), "{text}");
         }
@@ -267,6 +285,12 @@ mod tests {
             ("PT5", "f: `PT5`: `5` has no unit"),
             ("PT1X", "f: `PT1X`: `X` is not a unit of an ISO-8601 duration"),
             ("5 parsecs", "f: `5 parsecs` is not a duration like `500ms`"),
+            (
+                "106751991167300d",
+                "f: `106751991167300d` is too long: a duration is at most 36500d",
+            ),
+            ("9999999999999999999s", "f: `9999999999999999999s` is too long"),
+            ("36501d", "f: `36501d` is too long"),
             (
                 "soon",
                 "f: `soon` is not a duration like `500ms`, `10s`, `2m`, `1h 30m` or `PT10S`: it does not start with a number",

@@ -466,8 +466,12 @@ mod tests {
                 "w.slide: must divide `size` (300000 ms) evenly, got 120000 ms",
             ),
             (
+                json!({"type": "sliding", "size": "36500d", "slide": "1s"}),
+                "w.slide: puts each record into 3153600000 windows (`size` / `slide`), more than the 10000",
+            ),
+            (
                 json!({"type": "sliding", "size": "100000000000 d", "slide": "1s"}),
-                "w.slide: puts each record into 8640000000000000 windows (`size` / `slide`), more than the 10000",
+                "w.size: `100000000000 d` is too long: a duration is at most 36500d",
             ),
             (json!({"type": "session"}), "w.gap: is required for session windows"),
             (

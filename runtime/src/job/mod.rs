@@ -12,6 +12,7 @@ pub mod field_use;
 pub mod fields;
 pub mod join;
 pub mod operator;
+pub mod operator_durations;
 pub mod origins;
 pub mod quantity;
 pub mod schema;
@@ -82,8 +83,7 @@ pub fn check_source_files(job: &Job) -> Result<(), JobError> {
 
 /// Parses and validates a manifest given as YAML text; see [`load_manifest`].
 pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError> {
-    let mut doc: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| JobError::new("", format!("invalid YAML: {e}")))?;
+    let mut doc = single_document(text)?;
     for o in overrides {
         apply_override(&mut doc, o)?;
     }
@@ -99,7 +99,32 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
     let job = Job::from_manifest(manifest)?;
     // After the runtime's rules, so the fields it uses keep their own messages.
     bounds::check_integer_bounds(&bounds_doc)?;
+    operator_durations::check_in_manifest(&bounds_doc)?;
     Ok(job)
+}
+
+/// The one YAML document of a manifest. Empty documents (a trailing `---`, as kubectl and helm
+/// print) are skipped. Errors: invalid YAML, or more than one StreamJob in the file.
+fn single_document(text: &str) -> Result<serde_yaml::Value, JobError> {
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document)
+            .map_err(|e| JobError::new("", format!("invalid YAML: {e}")))?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    match documents.len() {
+        0 => Err(JobError::new(
+            "",
+            "the file holds no YAML document: give a StreamJob manifest",
+        )),
+        1 => Ok(documents.remove(0)),
+        n => Err(JobError::new(
+            "",
+            format!("the file holds {n} YAML documents; a job file holds one StreamJob: put each in a file of its own"),
+        )),
+    }
 }
 
 /// Applies one `a.b.0.c=value` override to a YAML document, creating maps as needed.
@@ -115,6 +140,13 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     let path = &dotted_set_path(path);
     fields::check_set_path(path)?;
     let at = |message: String| JobError::new(field_path(path), format!("{message} (in --set {set})"));
+    if raw.trim().is_empty() {
+        // YAML reads nothing as null, which drops the field: `--set spec.parallelism=$P` with
+        // `P` unset silently ran the manifest's default (found by trial).
+        return Err(at(format!(
+            "the value is empty; give one (--set '{path}=...'), `\"\"` for an empty string, or leave the --set out"
+        )));
+    }
     let value: serde_yaml::Value =
         serde_yaml::from_str(raw).map_err(|e| at(format!("value `{raw}` is not valid YAML: {e}")))?;
     if value.is_mapping() && !raw.trim_start().starts_with('{') {
@@ -215,6 +247,29 @@ spec:
       - count: {}
       - sink: { print: {} }
 "#;
+
+    /// Found by trial (helper-112): a trailing `---` (as kubectl and helm print) was refused
+    /// with the YAML library's wording; two manifests in one file are refused saying what to
+    /// do; an empty `--set` value (`--set spec.parallelism=$P`, `P` unset) silently dropped the
+    /// manifest's value; the operator's own durations ran unchecked.
+    #[test]
+    fn documents_empty_set_values_and_operator_durations() {
+        let job = parse_manifest(&format!("{MINIMAL}---\n"), &[]).expect("a trailing document separator");
+        assert_eq!(job.parallelism, 2);
+        let two = parse_manifest(&format!("{MINIMAL}---\n{MINIMAL}"), &[]).unwrap_err().to_string();
+        assert!(two.contains("holds 2 YAML documents; a job file holds one StreamJob"), "{two}");
+        let none = parse_manifest("---\n", &[]).unwrap_err().to_string();
+        assert!(none.contains("holds no YAML document"), "{none}");
+        let empty = parse_manifest(MINIMAL, &["spec.parallelism=".into()]).unwrap_err().to_string();
+        assert!(
+            empty.starts_with("spec.parallelism: the value is empty") && empty.contains("(in --set spec.parallelism=)"),
+            "{empty}"
+        );
+        let blank_string = parse_manifest(MINIMAL, &[r#"spec.image="""#.into()]).expect("an explicit empty string");
+        assert_eq!(blank_string.parallelism, 2);
+        let window = parse_manifest(MINIMAL, &["spec.health.restartWindow=0s".into()]).unwrap_err().to_string();
+        assert!(window.starts_with("spec.health.restartWindow: must be greater than 0"), "{window}");
+    }
 
     #[test]
     fn overrides_set_nested_fields_and_list_items() {

@@ -39,6 +39,11 @@ pub struct ManifestMetadata {
     /// (`<storage>/<name>/chk-<n>/`) and its savepoints.
     #[serde(default)]
     pub name: String,
+    /// The StreamJob's namespace: the operator writes it into the coordinator's job file, so
+    /// the coordinator knows which StreamJob it runs (`<namespace>/<name>`, checked against
+    /// the checkpoint directory's owner record). `weir run` ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// What the runtime needs to run a job: parallelism, checkpointing and the pipeline.

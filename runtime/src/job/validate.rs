@@ -43,6 +43,8 @@ pub fn default_max_parallelism(parallelism: u32) -> u32 {
 pub struct Job {
     /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`, if the manifest has one (the operator's job files do).
+    pub namespace: Option<String>,
     /// The spec as given (after overrides).
     pub spec: JobSpec,
     /// Parallelism of every operator.
@@ -83,7 +85,9 @@ impl Job {
         if m.kind != KIND {
             return Err(JobError::new("kind", format!("must be `{KIND}`, got `{}`", m.kind)));
         }
-        Job::from_spec(&m.metadata.name, m.spec)
+        let mut job = Job::from_spec(&m.metadata.name, m.spec)?;
+        job.namespace = m.metadata.namespace.filter(|ns| !ns.is_empty());
+        Ok(job)
     }
 
     /// Applies defaults and checks every rule, returning the first violation with its field
@@ -151,6 +155,7 @@ impl Job {
         }
         Ok(Job {
             name: name.to_string(),
+            namespace: None,
             parallelism: p,
             max_parallelism: max_p,
             checkpoint_interval,
@@ -362,9 +367,16 @@ fn check_local_locations(spec: &JobSpec) -> Result<(), JobError> {
         }
     }
     for (field, location) in locations {
-        if let Some(location) = location
-            && let Err(e) = crate::storage::local_path(location)
-        {
+        let Some(location) = location else { continue };
+        // An empty location would be the current directory (found by trial: checkpoints went
+        // to `./<job>/chk-<n>`).
+        if location.trim().is_empty() {
+            return Err(JobError::new(
+                field,
+                "must not be empty; give a directory or URL, or remove it for the default",
+            ));
+        }
+        if let Err(e) = crate::storage::local_path(location) {
             return Err(JobError::new(field, e.to_string()));
         }
     }

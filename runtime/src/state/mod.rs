@@ -24,6 +24,7 @@ pub mod local_dir;
 pub mod parallel;
 pub mod pending;
 pub mod snapshot;
+pub mod snapshot_shape;
 pub mod ttl;
 
 pub use disk_rocks::wait_for_stores_to_close;

@@ -650,7 +650,10 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, F
             "checksum mismatch: crc32 {actual:08x}, expected {crc:08x}"
         )));
     }
-    serde_json::from_slice(body).map_err(|e| err(format!("undecodable body: {e}")))
+    let meta: CheckpointMetadata = serde_json::from_slice(body).map_err(|e| err(format!("undecodable body: {e}")))?;
+    // A body whose checksum verifies but that no coordinator writes (edited by hand).
+    super::snapshot_shape::check_shape(&meta).map_err(|why| err(format!("inconsistent body: {why}")))?;
+    Ok(meta)
 }
 
 #[cfg(test)]

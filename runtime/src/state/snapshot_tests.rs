@@ -184,7 +184,7 @@ fn a_native_handles_files_are_counted_and_referenced() {
         job_name: "wc".into(),
         checkpoint_id: 5,
         kind: SnapshotKind::Checkpoint,
-        max_parallelism: 128,
+        max_parallelism: 64,
         parallelism: 1,
         triggered_at_ms: 1,
         completed_at_ms: 2,
