@@ -256,19 +256,31 @@ spec:
     fn documents_empty_set_values_and_operator_durations() {
         let job = parse_manifest(&format!("{MINIMAL}---\n"), &[]).expect("a trailing document separator");
         assert_eq!(job.parallelism, 2);
-        let two = parse_manifest(&format!("{MINIMAL}---\n{MINIMAL}"), &[]).unwrap_err().to_string();
-        assert!(two.contains("holds 2 YAML documents; a job file holds one StreamJob"), "{two}");
+        let two = parse_manifest(&format!("{MINIMAL}---\n{MINIMAL}"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            two.contains("holds 2 YAML documents; a job file holds one StreamJob"),
+            "{two}"
+        );
         let none = parse_manifest("---\n", &[]).unwrap_err().to_string();
         assert!(none.contains("holds no YAML document"), "{none}");
-        let empty = parse_manifest(MINIMAL, &["spec.parallelism=".into()]).unwrap_err().to_string();
+        let empty = parse_manifest(MINIMAL, &["spec.parallelism=".into()])
+            .unwrap_err()
+            .to_string();
         assert!(
             empty.starts_with("spec.parallelism: the value is empty") && empty.contains("(in --set spec.parallelism=)"),
             "{empty}"
         );
         let blank_string = parse_manifest(MINIMAL, &[r#"spec.image="""#.into()]).expect("an explicit empty string");
         assert_eq!(blank_string.parallelism, 2);
-        let window = parse_manifest(MINIMAL, &["spec.health.restartWindow=0s".into()]).unwrap_err().to_string();
-        assert!(window.starts_with("spec.health.restartWindow: must be greater than 0"), "{window}");
+        let window = parse_manifest(MINIMAL, &["spec.health.restartWindow=0s".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            window.starts_with("spec.health.restartWindow: must be greater than 0"),
+            "{window}"
+        );
     }
 
     #[test]

@@ -228,6 +228,20 @@ impl FileSource {
                 postcard::from_bytes(item).map_err(|e| TaskError(format!("file split state does not decode: {e}")))?;
             restored.insert(s.path.clone(), s);
         }
+        // Every subtask gets every restored split (pooled for rescaling): subtask 0 reports.
+        if subtask == 0 {
+            for split in unlisted_restored_splits(restored.values(), &files) {
+                tracing::warn!(
+                    target: "weir",
+                    "file source `{}`: the restore point's split {} (read to byte {}) is not among the files the \
+                     path matches now, so the rest of it is not read; restore the file, or accept that its \
+                     unread lines are skipped",
+                    spec.path,
+                    split.path,
+                    split.offset
+                );
+            }
+        }
         let splits = files
             .into_iter()
             .enumerate()
@@ -260,6 +274,29 @@ impl FileSource {
             batch_origin: (0, Vec::new()),
         })
     }
+}
+
+/// A restored split whose file is now shorter (`size` bytes, decompressed) than the offset the
+/// restore point recorded: the file changed since the snapshot (found by trial: a truncated
+/// file's rest was skipped without a word).
+fn shorter_than_restored(split: &FileSplit, size: u64) -> TaskError {
+    TaskError(format!(
+        "{}: shorter ({size} bytes) than the offset {} the restore point recorded as read: the \
+         file was truncated or replaced since the snapshot; put the file back as it was, or \
+         restore another snapshot, or start without --restore",
+        split.path, split.offset
+    ))
+}
+
+/// Restored splits that are not done and whose file the source's `path` no longer matches
+/// (`listed`: the current listing): their unread rest will not be read. Pure.
+pub fn unlisted_restored_splits<'a>(
+    restored: impl Iterator<Item = &'a FileSplit>,
+    listed: &[String],
+) -> Vec<&'a FileSplit> {
+    let mut unlisted: Vec<&FileSplit> = restored.filter(|s| !s.done && !listed.contains(&s.path)).collect();
+    unlisted.sort_by(|a, b| a.path.cmp(&b.path));
+    unlisted
 }
 
 /// Opens a split at its recorded offset.
@@ -297,6 +334,14 @@ async fn open_split(
                 };
                 if !gz && split.offset > 0 {
                     use std::io::Seek;
+                    // A seek past the end reads nothing: the rest would be skipped unsaid.
+                    let size = f
+                        .metadata()
+                        .map_err(|e| TaskError(format!("{}: {e}", split.path)))?
+                        .len();
+                    if size < split.offset {
+                        return Err(shorter_than_restored(split, size));
+                    }
                     f.seek(std::io::SeekFrom::Start(split.offset))
                         .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
                 }
@@ -309,10 +354,7 @@ async fn open_split(
             let skipped = std::io::copy(&mut (&mut reader).take(split.offset), &mut std::io::sink())
                 .map_err(|e| TaskError(format!("{}: {e}", split.path)))?;
             if skipped != split.offset {
-                return Err(TaskError(format!(
-                    "{}: shorter ({skipped} bytes) than the restored offset {}",
-                    split.path, split.offset
-                )));
+                return Err(shorter_than_restored(split, skipped));
             }
         }
         let mut consumed = 0u64;

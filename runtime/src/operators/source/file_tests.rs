@@ -205,3 +205,49 @@ async fn a_local_file_source_reports_the_bytes_it_has_not_read() {
     .unwrap();
     assert_eq!(gz.pending(), None, "a compressed file's size says nothing of its lines");
 }
+
+/// Found by trial (helper-112): a restored split whose file was truncated since the snapshot
+/// was read from past its end, reading nothing and saying nothing; a split whose file the path
+/// no longer matches was dropped silently. Now the first fails naming the file, its size and
+/// the offset, and the second is found (and warned about by subtask 0).
+#[tokio::test]
+async fn a_restored_split_past_its_files_end_fails_and_an_unlisted_one_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.txt").to_string_lossy().into_owned();
+    std::fs::write(&path, "short\n").unwrap();
+    let restored = FileSplit {
+        index: 0,
+        path: path.clone(),
+        offset: 1000,
+        done: false,
+    };
+    let restore = OperatorRestore {
+        key_groups: vec![],
+        operator_state: vec![postcard::to_allocvec(&restored).unwrap()],
+    };
+    let spec = FileSourceSpec {
+        path: path.clone(),
+        ..Default::default()
+    };
+    let mut source = FileSource::new(&spec, 0, 1, restore, &S3Options::default(), Arc::new(AtomicU64::new(0)))
+        .await
+        .unwrap();
+    let mut out = vec![];
+    let err = source.next_batch(&mut out, 10).await.unwrap_err().0;
+    for part in [path.as_str(), "shorter (6 bytes) than the offset 1000", "--restore"] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert!(out.is_empty());
+
+    let gone = FileSplit {
+        path: "/data/moved.txt".into(),
+        ..restored.clone()
+    };
+    let done = FileSplit {
+        path: "/data/read.txt".into(),
+        done: true,
+        ..restored.clone()
+    };
+    let unlisted = unlisted_restored_splits([&restored, &gone, &done].into_iter(), std::slice::from_ref(&path));
+    assert_eq!(unlisted, vec![&gone], "only a split not done and not listed");
+}
