@@ -200,8 +200,13 @@ pub async fn lineages(storage_url: &str, format: OutputFormat) -> Result<(), Str
         .map_err(|e| e.to_string())?
         .map(std::path::Path::new);
     if local.is_some_and(|dir| !dir.is_dir()) {
+        let what = if local.is_some_and(|dir| dir.exists()) {
+            "is a file, not a directory"
+        } else {
+            "does not exist"
+        };
         return Err(format!(
-            "{storage_url} does not exist: pass the checkpoint storage (`spec.checkpointing.storage`, \
+            "--storage {storage_url} {what}: pass the checkpoint storage (`spec.checkpointing.storage`, \
              default ./weir-data/checkpoints)"
         ));
     }

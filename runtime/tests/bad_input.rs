@@ -723,6 +723,10 @@ fn empty_locations_a_file_as_savepoint_directory_and_overlong_durations_are_refu
             "spec.savepoints.directory: cannot write to",
         ),
         (
+            vec!["--restore".into(), a_file.display().to_string()],
+            "is a file, not a checkpoint or savepoint directory",
+        ),
+        (
             vec![
                 "--set".into(),
                 "spec.checkpointing.unaligned=true".into(),
@@ -744,7 +748,18 @@ fn empty_locations_a_file_as_savepoint_directory_and_overlong_durations_are_refu
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
+    // The refused `--restore` took the run lock first (`gen/_coordinator/run.lock`), on purpose:
+    // two runs restoring at once; nothing else.
+    left.retain(|name| name != "checkpoints");
     assert_eq!(left, ["a-file", "job.yaml"], "a refused run wrote something");
+    let job_dir = dir.path().join("checkpoints/gen");
+    if job_dir.exists() {
+        let names: Vec<String> = std::fs::read_dir(&job_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["_coordinator"], "a refused run wrote a snapshot");
+    }
     assert!(
         !Path::new(&std::env::current_dir().unwrap()).join("gen").exists(),
         "checkpoints went to the current directory"

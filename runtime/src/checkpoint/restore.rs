@@ -22,6 +22,7 @@ use crate::state::snapshot::{
 use crate::state::ttl::{Clock, SystemClock};
 use crate::storage::{self, S3Options, StorageError, Store, join};
 use std::collections::HashMap;
+use std::path::Path;
 
 /// Restore errors; each names the path or the operator concerned.
 #[derive(Debug, thiserror::Error)]
@@ -373,6 +374,14 @@ pub async fn resolve(
             Ok(None)
         }
         RestoreChoice::Url(url) => match load_url_owned(&url, s3, None, stores).await {
+            // The store's own message is about output locations ("created when missing").
+            Err(RestoreError::Storage(StorageError::InvalidUrl(path, _))) if Path::new(&path).is_file() => {
+                Err(RestoreError::Refused(format!(
+                    "--restore {url}: {path} is a file, not a checkpoint or savepoint directory; give \
+                     the `chk-<n>` or `savepoint-...` directory (`weir checkpoints list <storage> --job \
+                     {job}` lists them), or `--restore latest`"
+                )))
+            }
             Err(RestoreError::Storage(StorageError::NotFound(path))) if path.ends_with(METADATA_FILE) => {
                 let why = match savepoint_pointer_message(&url, s3).await {
                     Some(pointer) => pointer,

@@ -244,10 +244,14 @@ pub async fn serve(addr: &str, h: JobHandle, auth: ControlAuth) -> Result<Contro
 /// Errors: the address cannot be bound (in use, not local), naming it.
 pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-            " (another job's control API? stop it, or pick another address with --listen, e.g. 127.0.0.1:0 for a free port)"
-        } else {
-            ""
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                " (another job's control API? stop it, or pick another address with --listen, e.g. 127.0.0.1:0 for a free port)"
+            }
+            _ if addr.parse::<std::net::SocketAddr>().is_err() && !addr.contains(':') => {
+                " (--listen takes HOST:PORT, e.g. 127.0.0.1:8081, or 127.0.0.1:0 for a free port)"
+            }
+            _ => "",
         };
         format!("cannot listen on {addr}: {e}{hint}")
     })
