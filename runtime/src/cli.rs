@@ -461,7 +461,10 @@ async fn run(a: RunArgs) -> Result<(), String> {
         b
     });
     let outcome = prepared.run().await;
-    if matches!(outcome, Ok(crate::checkpoint::coordinator::Outcome::Stopped(_))) {
+    if matches!(
+        outcome,
+        Ok(crate::checkpoint::coordinator::Outcome::Stopped(_) | crate::checkpoint::coordinator::Outcome::Finished)
+    ) {
         tokio::select! {
             _ = crate::control::server::linger_until_stop_delivered(&handle, a.shutdown_grace.into()) => {}
             _ = stop.requested() => {}

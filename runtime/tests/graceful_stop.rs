@@ -225,3 +225,45 @@ fn sigterm_of_an_at_most_once_run_then_restore_latest_loses_and_repeats_nothing(
         "at-most-once: SIGTERM then --restore latest",
     );
 }
+
+/// A stop-with-savepoint sent while a bounded job finishes (its final checkpoint completed,
+/// its sinks committing) is answered: the trigger fails with "the job finished", and the run
+/// keeps its control API up until the client read that. Before (helper-111's trial), the run
+/// exited at once and the client reported that the job "stopped answering while the savepoint
+/// was in progress". `slow-commit` holds the sinks' commit of the final checkpoint for 3 s:
+/// the window the stop arrives in.
+#[test]
+fn a_stop_sent_as_a_bounded_job_finishes_is_answered_that_the_job_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 1, "exactly-once", "0s", None, None);
+    let env = [("WEIR_FAILPOINT".to_string(), "slow-commit:3000".to_string())];
+    let mut w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    // No periodic checkpoints: the first completed one is the final checkpoint.
+    poll_json(
+        &format!("{api}/v1/checkpoints"),
+        "the final checkpoint",
+        Duration::from_secs(60),
+        |history| history["completed"].as_array().filter(|c| !c.is_empty()).map(|_| ()),
+    );
+    let out = std::process::Command::new(weir())
+        .args(["savepoint", "trigger", "--url", &api, "--stop", "--timeout", "30s"])
+        .env(SECRET_ENV, secret_file())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the job finished (its input ended) before this savepoint was taken"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("stopped answering"), "{stderr}");
+    let (code, _) = wait_exit(&mut w, Duration::from_secs(30));
+    assert_eq!(code, Some(0));
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "a bounded job that finished with a stop request in flight",
+    );
+}

@@ -138,6 +138,9 @@ pub struct Shared {
     pub delivered: std::collections::HashSet<String>,
     /// The trigger of the stop-with-savepoint that stopped the job.
     pub stop_trigger: Option<String>,
+    /// Triggers failed because the job ended (stopped or finished) before they were taken:
+    /// `weir run` lingers until their clients read that.
+    pub failed_by_end: Vec<String>,
     /// The restore point of the current run (attempt).
     pub restored_from: Option<String>,
     /// Cancelled to suspend the job gracefully (SIGTERM / SIGINT); see [`super::suspend`].
@@ -162,6 +165,7 @@ impl Shared {
             triggers: BTreeMap::new(),
             delivered: Default::default(),
             stop_trigger: None,
+            failed_by_end: Vec::new(),
             restored_from: None,
             suspend: Default::default(),
             completed_total: 0,
@@ -278,6 +282,17 @@ pub async fn run(
                             }
                             let mut s = shared.lock().expect("lock");
                             s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped, Outcome::Suspended => JobState::Suspending };
+                            // Triggers that came after the end began were never taken.
+                            let mut untaken = Vec::new();
+                            for (id, t) in s.triggers.iter_mut().filter(|(_, t)| t.state == TriggerState::InProgress) {
+                                t.state = TriggerState::Failed;
+                                t.error = Some(match &outcome {
+                                    Outcome::Finished => "the job finished (its input ended) before this savepoint was taken; its final checkpoint holds the end state".into(),
+                                    _ => "the job stopped before this savepoint was taken".into(),
+                                });
+                                untaken.push(id.clone());
+                            }
+                            s.failed_by_end.extend(untaken);
                             return Ok(outcome);
                         }
                     }
@@ -576,7 +591,8 @@ fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Share
     for cmd in queued.drain(..) {
         if let Some(t) = s.triggers.get_mut(&cmd.trigger_id) {
             t.state = TriggerState::Failed;
-            t.error = Some("the job stopped before this savepoint was taken".into());
+            t.error = Some("the job stopped or finished before this savepoint was taken".into());
+            s.failed_by_end.push(cmd.trigger_id);
         }
     }
 }

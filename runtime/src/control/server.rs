@@ -278,15 +278,18 @@ pub fn serve_on(listener: tokio::net::TcpListener, h: JobHandle, auth: ControlAu
     })
 }
 
-/// After a stop-with-savepoint, waits (at most `grace`) until the client that asked for the
-/// stop has read the trigger's final status, so the savepoint path is never lost with the
-/// process.
+/// When the job has ended, waits (at most `grace`) until the clients that asked for savepoints
+/// have read their triggers' final status: the stop-with-savepoint's (so the savepoint path is
+/// never lost with the process), and those failed by the end (a stop sent as a bounded job finished
+/// is answered "the job finished", not by a control API that stopped answering: found by
+/// trial, helper-111). Returns at once when there is nothing to deliver.
 pub async fn linger_until_stop_delivered(h: &JobHandle, grace: std::time::Duration) {
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
         let delivered = {
             let s = h.shared.lock().expect("lock");
             s.stop_trigger.as_ref().is_none_or(|t| s.delivered.contains(t))
+                && s.failed_by_end.iter().all(|id| s.delivered.contains(id))
         };
         if delivered {
             return;
