@@ -125,8 +125,8 @@ pub struct RunArgs {
     /// Address of the control API (`127.0.0.1:0` picks a free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8081", env = "WEIR_LISTEN")]
     pub listen: String,
-    /// After a stop-with-savepoint, keep serving the control API until the savepoint's
-    /// result was read, at most this long.
+    /// After a stop-with-savepoint (or the job's end, with savepoint requests it left
+    /// untaken), keep serving the control API until those results were read, at most this long.
     #[arg(long, default_value = "30s")]
     pub shutdown_grace: humantime::Duration,
     /// File holding the job secret (the control API's bearer token; workers authenticate with
