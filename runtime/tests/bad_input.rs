@@ -637,14 +637,7 @@ fn a_run_in_a_stream_jobs_checkpoint_directory_is_refused_and_writes_nothing() {
     let job_dir = dir.path().join("checkpoints").join("gen");
     std::fs::create_dir_all(&job_dir).unwrap();
     std::fs::write(job_dir.join("_owner"), r#"{"streamJob":"team-a/gen"}"#).unwrap();
-    let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(&job_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || dir_names(&job_dir);
     let before = listing();
     let (code, err) = run(&m, &[]);
     assert_eq!(code, Some(1), "{err}");
@@ -743,22 +736,14 @@ fn empty_locations_a_file_as_savepoint_directory_and_overlong_durations_are_refu
         assert!(err.contains(want), "{extra:?}: {want}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
-    let mut left: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
+    let mut left = dir_names(dir.path());
     // The refused `--restore` took the run lock first (`gen/_coordinator/run.lock`), on purpose:
     // two runs restoring at once; nothing else.
     left.retain(|name| name != "checkpoints");
     assert_eq!(left, ["a-file", "job.yaml"], "a refused run wrote something");
     let job_dir = dir.path().join("checkpoints/gen");
     if job_dir.exists() {
-        let names: Vec<String> = std::fs::read_dir(&job_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["_coordinator"], "a refused run wrote a snapshot");
+        assert_eq!(dir_names(&job_dir), ["_coordinator"], "a refused run wrote a snapshot");
     }
     assert!(
         !Path::new(&std::env::current_dir().unwrap()).join("gen").exists(),

@@ -88,14 +88,7 @@ fn a_coordinator_in_another_stream_jobs_checkpoint_directory_is_refused_and_writ
     let job_dir = Path::new(&paths.checkpoints).join("wordcount");
     std::fs::create_dir_all(&job_dir).unwrap();
     std::fs::write(job_dir.join("_owner"), r#"{"streamJob":"team-a/wordcount"}"#).unwrap();
-    let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(&job_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || dir_names(&job_dir);
     let before = listing();
     let text = std::fs::read_to_string(&manifest).unwrap();
     let in_namespace = |namespace: &str| {
