@@ -1,5 +1,6 @@
 //! Before `weir run` starts a job: the local directories it will write (the checkpoint
-//! storage, each file sink's output) must be directories this process can write, so a
+//! storage, each file sink's output) must be directories this process can write, and the
+//! savepoint directory must not be a file, so a
 //! read-only or misplaced location is an error naming its field before anything runs, instead
 //! of a job that reads its input and then fails at its first checkpoint (or at its first
 //! output record) with a bare `Permission denied`.
@@ -12,7 +13,7 @@ use std::path::Path;
 
 /// Checks every local location `job` writes: the checkpoint storage (`checkpoint_override`
 /// is `--checkpoint-dir`, which replaces `spec.checkpointing.storage`) and the `path` of each
-/// file sink. Each is written once (a file `.weir-write-probe-<pid>`, removed at once), or its
+/// file sink, and that the savepoint directory is not a file. Each is written once (a file `.weir-write-probe-<pid>`, removed at once), or its
 /// nearest existing ancestor when it does not exist yet: nothing is created.
 ///
 /// Errors: the first location that cannot be created or written, naming its field
@@ -24,11 +25,29 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
     } else {
         "spec.checkpointing.storage".to_string()
     };
-    let mut locations = vec![
-        (checkpoint_field, crate::exec::storage_url(job, checkpoint_override)),
-        // A savepoint directory that is a file was found only by the first savepoint (trial).
-        ("spec.savepoints.directory".to_string(), crate::exec::savepoint_dir(job)),
-    ];
+    // A savepoint directory that is a file was found only by the first savepoint (trial). It
+    // is not probed for writing: a run that takes no savepoint needs none.
+    let savepoints = crate::exec::savepoint_dir(job);
+    if let Ok(Some(path)) = crate::storage::local_path(&savepoints)
+        && Path::new(path).exists()
+        && !Path::new(path).is_dir()
+    {
+        let set = job
+            .spec
+            .savepoints
+            .as_ref()
+            .and_then(|s| s.directory.as_ref())
+            .is_some();
+        let field = if set {
+            "spec.savepoints.directory"
+        } else {
+            "spec.savepoints.directory (default)"
+        };
+        return Err(format!(
+            "{field}: {path} is a file; savepoints are written into a directory: give a directory"
+        ));
+    }
+    let mut locations = vec![(checkpoint_field, crate::exec::storage_url(job, checkpoint_override))];
     for op in &job.operators {
         if let OperatorKind::FileSink(spec) = &op.kind {
             locations.push((
@@ -59,7 +78,11 @@ pub fn check_local_outputs(job: &Job, checkpoint_override: Option<&str>) -> Resu
 /// `./<job>/chk-<n>`). Errors: the message clap prints after `invalid value '' for '--flag'`.
 pub fn non_empty_location(arg: &str) -> Result<String, String> {
     if arg.trim().is_empty() {
-        return Err("it is empty; give a directory or URL, or leave the flag out for the default".to_string());
+        return Err(
+            "it is empty (from the flag or its environment variable, e.g. an empty WEIR_CHECKPOINT_DIR); \
+             give a directory or URL, or leave both unset for the default"
+                .to_string(),
+        );
     }
     Ok(arg.to_string())
 }

@@ -202,7 +202,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
         ),
         (
             "spec.job.steps.1.keyBy.expression=",
-            "spec.job.steps[1].keyBy.expression: invalid type: an empty value, expected a string",
+            "spec.job.steps[1].keyBy.expression: the value is empty; give one",
         ),
         (
             "spec.job.steps.3.inputs=x",
@@ -713,7 +713,7 @@ fn empty_locations_a_file_as_savepoint_directory_and_overlong_durations_are_refu
                 "--set".into(),
                 format!("spec.savepoints.directory={}", a_file.display()),
             ],
-            "spec.savepoints.directory: cannot write to",
+            "is a file; savepoints are written into a directory",
         ),
         (
             vec!["--restore".into(), a_file.display().to_string()],

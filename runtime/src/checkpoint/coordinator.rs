@@ -229,6 +229,9 @@ pub async fn run(
     let suspend = shared.lock().expect("lock").suspend.clone();
     let mut suspend_deadline: Option<Instant> = None;
     let mut suspend_checkpoint_due = false;
+    // The suspend's checkpoint (at-most-once): its id once triggered, and whether it completed.
+    let mut suspend_checkpoint: Option<u64> = None;
+    let mut suspend_checkpoint_done = false;
     // Subtask failures in arrival order, and when the first one's grace for its cause ends.
     let mut task_failures: Vec<String> = Vec::new();
     let mut cause_deadline: Option<Instant> = None;
@@ -307,9 +310,11 @@ pub async fn run(
             }
             cmd = commands.recv(), if finishing.is_none() => {
                 if let Some(cmd) = cmd {
-                    if cmd.stop {
+                    if cmd.stop && suspend_deadline.is_none() {
                         // A stop request supersedes an in-flight checkpoint or savepoint (which
-                        // may hang on its storage for its whole timeout) and goes first.
+                        // may hang on its storage for its whole timeout) and goes first. Not
+                        // while suspending: nothing more is taken, and the suspend's checkpoint
+                        // (at-most-once) must not be aborted; the suspend fails the trigger.
                         if let Some(p) = pending.take_if(|p| !p.barrier.stop && !p.is_final) {
                             let reason = format!("aborted: superseded by stop-with-savepoint {}", cmd.trigger_id);
                             tracing::warn!(checkpoint = p.barrier.id, %reason);
@@ -324,6 +329,8 @@ pub async fn run(
             _ = suspend.cancelled(), if suspend_deadline.is_none() => {
                 suspend_deadline = Some(Instant::now() + super::suspend::IN_FLIGHT_GRACE);
                 suspend_checkpoint_due = cfg.checkpoint_at_suspend;
+                // A checkpoint failing now ends the suspend, not the job.
+                failures.suspending = true;
                 super::suspend::begin(&shared, &cfg.sources, &controls);
             }
             _ = tick.tick() => {}
@@ -344,6 +351,7 @@ pub async fn run(
                     let id = p.barrier.id;
                     match complete(&cfg, &p, &shared, base_checkpoint.as_ref()).await {
                         Ok((stats, metadata)) => {
+                            suspend_checkpoint_done |= suspend_checkpoint == Some(id);
                             base_checkpoint = next_base(base_checkpoint, metadata);
                             last_completion = Some(Instant::now());
                             failures.completed(&p);
@@ -398,6 +406,14 @@ pub async fn run(
         {
             send_all(&|| Control::Shutdown);
             super::suspend::end(&shared, pending.take().map(|p| p.barrier.id));
+            if cfg.checkpoint_at_suspend && !suspend_checkpoint_done {
+                tracing::warn!(
+                    target: "weir",
+                    "at-most-once: the suspend's checkpoint did not complete, so the records read since the \
+                     last completed checkpoint are lost (their output is not committed, and `--restore latest` \
+                     resumes past them)"
+                );
+            }
             if let Some(r) = retention.take() {
                 r.finish(retention_grace_at_exit(&Outcome::Suspended)).await;
             }
@@ -410,6 +426,7 @@ pub async fn run(
         if pending.is_none() && finishing.is_none() && (!suspending || suspend_checkpoint_due) {
             let next = if suspending {
                 suspend_checkpoint_due = false;
+                suspend_checkpoint = Some(next_id);
                 Some((SnapshotKind::Checkpoint, false, None, None, false))
             } else if let Some(cmd) = queued.pop_front() {
                 Some((
@@ -603,6 +620,8 @@ fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Share
 struct FailureCount {
     consecutive: u32,
     last_failure: Option<Instant>,
+    /// The job is suspending: a failed checkpoint ends the suspend, it does not fail the job.
+    suspending: bool,
 }
 
 impl FailureCount {
@@ -626,7 +645,7 @@ impl FailureCount {
         if cfg.fence.as_ref().is_some_and(|f| f.is_fenced()) {
             return Err(format!("snapshot {id} failed: {reason}"));
         }
-        if kind == SnapshotKind::Savepoint {
+        if kind == SnapshotKind::Savepoint || self.suspending {
             return Ok(());
         }
         self.consecutive += 1;

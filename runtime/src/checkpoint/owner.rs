@@ -42,8 +42,11 @@ pub enum Claimant<'a> {
     /// A `weir run` on a machine (it claims nothing).
     WeirRun,
     /// A `weir coordinator`, of the StreamJob `<namespace>/<name>` when its job file has a
-    /// `metadata.namespace` (the operator writes one), else `None` (started by hand). It
-    /// claims nothing: the operator claimed the directory before it deployed the coordinator.
+    /// `metadata.namespace` (the operator writes one since 2026-12-07), else `None`: started by
+    /// hand, or by an operator from before then, which cannot be told apart, so it is let in
+    /// with a warning (refusing it would stop every job whose runtime image is upgraded before
+    /// its operator). It claims nothing: the operator claimed the directory before it deployed
+    /// the coordinator.
     Coordinator(Option<&'a str>),
 }
 
@@ -64,6 +67,7 @@ pub fn owner_step(recorded: Option<&OwnerRecord>, claimant: Claimant<'_>) -> Own
     match (recorded, claimant) {
         (None, Claimant::StreamJob(_)) => OwnerStep::Claim,
         (None, Claimant::WeirRun | Claimant::Coordinator(_)) => OwnerStep::Use,
+        (Some(_), Claimant::Coordinator(None)) => OwnerStep::Use,
         (Some(r), Claimant::StreamJob(me) | Claimant::Coordinator(Some(me))) if r.stream_job == me => OwnerStep::Use,
         (Some(r), _) => OwnerStep::Refuse(r.stream_job.clone()),
     }
@@ -180,10 +184,11 @@ pub async fn check_unowned(store: &Store, job: &str, field: &str) -> Result<(), 
     }
 }
 
-/// Refuses a `weir coordinator` in a checkpoint directory another StreamJob owns; `stream_job`
-/// is the coordinator's own StreamJob ([`Claimant::Coordinator`]). `field` names the setting
-/// that chose the storage. Errors: [`OwnerError::Taken`] naming the owner and the way out, or a
-/// storage failure.
+/// Refuses a `weir coordinator` of StreamJob `stream_job` in a checkpoint directory another
+/// StreamJob owns; one whose job file names no StreamJob (`None`) is let in with a warning
+/// naming the owner ([`Claimant::Coordinator`]). `field` names the setting that chose the
+/// storage. Errors: [`OwnerError::Taken`] naming the owner and the way out, or a storage
+/// failure.
 pub async fn check_coordinator(
     store: &Store,
     job: &str,
@@ -191,18 +196,27 @@ pub async fn check_coordinator(
     stream_job: Option<&str>,
 ) -> Result<(), OwnerError> {
     let recorded = read_owner(store, job, field).await?;
+    if let (Some(owner), None) = (&recorded, stream_job) {
+        tracing::warn!(
+            target: "weir",
+            "{field}: {} holds the checkpoints of StreamJob {} (recorded in {}), and this coordinator's \
+             job file names no StreamJob (no metadata.namespace): if it is not that StreamJob's own \
+             coordinator, stop it; two coordinators in one directory fence each other out and restore \
+             and delete each other's checkpoints",
+            store.url(job),
+            owner.stream_job,
+            store.url(&owner_path(job)),
+        );
+    }
     match owner_step(recorded.as_ref(), Claimant::Coordinator(stream_job)) {
         OwnerStep::Use | OwnerStep::Claim => Ok(()),
         OwnerStep::Refuse(owner) => {
-            let me = match stream_job {
-                Some(me) => format!("this coordinator runs StreamJob {me}"),
-                None => "this coordinator's job file names no StreamJob (no metadata.namespace)".to_string(),
-            };
+            let me = format!("this coordinator runs StreamJob {}", stream_job.unwrap_or_default());
             Err(OwnerError::Taken(format!(
                 "{field}: {} holds the checkpoints of StreamJob {owner} (recorded in {}), and {me}: \
                  two coordinators in one checkpoint directory fence each other out and restore and \
                  delete each other's checkpoints. Give this one a directory of its own \
-                 (--checkpoint-dir), and --restore <snapshot> to start from one of that job's \
+                 (a storage prefix per namespace, or --checkpoint-dir), and --restore <snapshot> to start from one of that job's \
                  snapshots (`weir checkpoints list {} --job {job}` lists them)",
                 store.url(job),
                 store.url(&owner_path(job)),
@@ -267,11 +281,7 @@ mod tests {
                 Claimant::Coordinator(Some("team-b/wordcount")),
                 OwnerStep::Refuse("team-a/wordcount".into()),
             ),
-            (
-                Some(&a),
-                Claimant::Coordinator(None),
-                OwnerStep::Refuse("team-a/wordcount".into()),
-            ),
+            (Some(&a), Claimant::Coordinator(None), OwnerStep::Use),
         ];
         for (recorded, claimant, want) in table {
             assert_eq!(&owner_step(*recorded, *claimant), want, "{recorded:?} {claimant:?}");

@@ -4,7 +4,9 @@
 //! The checkpoint coordinator, once [`Shared::suspend`] is cancelled:
 //! 1. stops intake: sources pause (`Control::Pause`) after the barrier they were already told
 //!    to inject, so an in-flight checkpoint can still complete;
-//! 2. triggers no new checkpoint or savepoint, and fails queued savepoint triggers;
+//! 2. triggers no new checkpoint or savepoint (but the at-most-once suspend checkpoint of
+//!    step 3), and fails queued savepoint triggers; a checkpoint that fails now does not fail
+//!    the job;
 //! 3. waits at most [`IN_FLIGHT_GRACE`] for the in-flight checkpoint (or a finishing bounded
 //!    job) to complete, and in at-most-once mode for one more checkpoint it triggers once the
 //!    sources have paused ([`checkpoints_at_suspend`]); a checkpoint that does not complete by then is aborted: its

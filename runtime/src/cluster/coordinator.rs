@@ -218,11 +218,11 @@ pub async fn run(opts: CoordinatorOptions) -> Result<(), String> {
                 // The run ended: another run of the job may use the storage now.
                 drop(run_lock);
                 if opts.exit_on_finish {
-                    if matches!(outcome, Outcome::Stopped(_)) {
-                        tokio::select! {
-                            _ = crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)) => {}
-                            _ = opts.stop.requested() => {}
-                        }
+                    // Stopped or finished: until the stop's result, and those of the triggers
+                    // the end left untaken, were read (at once when none).
+                    tokio::select! {
+                        _ = crate::control::server::linger_until_stop_delivered(&handle, Duration::from_secs(30)) => {}
+                        _ = opts.stop.requested() => {}
                     }
                     end_workers(&registry, false).await;
                     server.shutdown(Duration::from_secs(5)).await;
