@@ -413,6 +413,16 @@ async fn run(a: RunArgs) -> Result<(), String> {
     )
     .map_err(|e| format!("{}: {e}", a.file.display()))?;
     job.origins = job::origins::ValueOrigins::of(a.parallelism, &a.set);
+    if a.restore.is_none()
+        && let Some(path) = &job.initial_savepoint_path
+    {
+        tracing::warn!(
+            target: "weir",
+            "{}: spec.initialSavepointPath ({path}) is where the operator first starts this StreamJob from; \
+             weir run does not read it and starts with empty state: pass --restore {path} to start from it",
+            a.file.display()
+        );
+    }
     let restore = parse_restore_arg(a.restore.as_deref().unwrap_or("none"), local_path_exists)?;
     crate::cli_preflight::check_local_outputs(&job, a.checkpoint_dir.as_deref())
         .map_err(|e| format!("{}: {e}", a.file.display()))?;

@@ -202,7 +202,7 @@ fn schema_errors_name_the_file_and_the_field_path() {
         ),
         (
             "spec.job.steps.1.keyBy.expression=",
-            "spec.job.steps[1].keyBy.expression: the value is empty; give one",
+            "spec.job.steps[1].keyBy.expression: the value of `--set spec.job.steps.1.keyBy.expression=` is empty; give one",
         ),
         (
             "spec.job.steps.3.inputs=x",
@@ -251,6 +251,26 @@ fn restore_argument_must_be_none_latest_or_an_existing_snapshot() {
         }
     }
     assert!(!dir.path().join("output").exists(), "nothing ran");
+}
+
+/// `spec.initialSavepointPath` is the operator's: `weir run` starts without it unless
+/// `--restore` is given, and says so at the start, naming the path and the flag.
+#[test]
+fn an_initial_savepoint_path_is_named_as_not_read_by_weir_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = generator_manifest(dir.path(), "", "\n  initialSavepointPath: /nowhere/sp-1");
+    let (code, err) = run(&m, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("spec.initialSavepointPath (/nowhere/sp-1)")
+            && err.contains("weir run does not read it")
+            && err.contains("pass --restore /nowhere/sp-1"),
+        "{err}"
+    );
+    // Given --restore, the run restores what it names and says nothing of the field.
+    let (code, err) = run(&m, &["--restore", "none"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("initialSavepointPath"), "{err}");
 }
 
 #[test]

@@ -228,7 +228,6 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let suspend = shared.lock().expect("lock").suspend.clone();
     let mut suspend_deadline: Option<Instant> = None;
-    let mut suspend_checkpoint_due = false;
     // The suspend's checkpoint (at-most-once): its id once triggered, and whether it completed.
     let mut suspend_checkpoint: Option<u64> = None;
     let mut suspend_checkpoint_done = false;
@@ -289,10 +288,7 @@ pub async fn run(
                             let mut untaken = Vec::new();
                             for (id, t) in s.triggers.iter_mut().filter(|(_, t)| t.state == TriggerState::InProgress) {
                                 t.state = TriggerState::Failed;
-                                t.error = Some(match &outcome {
-                                    Outcome::Finished => "the job finished (its input ended) before this savepoint was taken; its final checkpoint holds the end state".into(),
-                                    _ => "the job stopped before this savepoint was taken".into(),
-                                });
+                                t.error = Some(untaken_reason(&outcome));
                                 untaken.push(id.clone());
                             }
                             s.failed_by_end.extend(untaken);
@@ -328,7 +324,6 @@ pub async fn run(
             }
             _ = suspend.cancelled(), if suspend_deadline.is_none() => {
                 suspend_deadline = Some(Instant::now() + super::suspend::IN_FLIGHT_GRACE);
-                suspend_checkpoint_due = cfg.checkpoint_at_suspend;
                 // A checkpoint failing now ends the suspend, not the job.
                 failures.suspending = true;
                 super::suspend::begin(&shared, &cfg.sources, &controls);
@@ -365,11 +360,11 @@ pub async fn run(
                             } else if p.is_final {
                                 finishing = Some(Outcome::Finished);
                             }
-                            if finishing.is_some() {
+                            if let Some(outcome) = &finishing {
                                 for s in &cfg.sources {
                                     let _ = controls[*s].send(Control::Finish);
                                 }
-                                fail_queued(&mut queued, &shared);
+                                fail_queued(&mut queued, &shared, outcome);
                             }
                         }
                         Err(e) => {
@@ -396,6 +391,9 @@ pub async fn run(
             }
         }
 
+        // At-most-once: the suspend's checkpoint is due once the suspend began, until triggered.
+        let suspend_checkpoint_due =
+            cfg.checkpoint_at_suspend && suspend_deadline.is_some() && suspend_checkpoint.is_none();
         if let Some(deadline) = suspend_deadline
             && super::suspend::stop_now(
                 pending.is_some(),
@@ -425,7 +423,6 @@ pub async fn run(
         let suspending = suspend_deadline.is_some() || suspend.is_cancelled();
         if pending.is_none() && finishing.is_none() && (!suspending || suspend_checkpoint_due) {
             let next = if suspending {
-                suspend_checkpoint_due = false;
                 suspend_checkpoint = Some(next_id);
                 Some((SnapshotKind::Checkpoint, false, None, None, false))
             } else if let Some(cmd) = queued.pop_front() {
@@ -602,15 +599,33 @@ fn fail_open_triggers(s: &mut Shared) {
     }
 }
 
-/// Savepoint requests still queued when the job stops: they will never be taken.
-fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Shared>>) {
+/// Savepoint requests still queued when the job ends with `outcome`: they will never be
+/// taken.
+fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Shared>>, outcome: &Outcome) {
     let mut s = shared.lock().expect("lock");
     for cmd in queued.drain(..) {
         if let Some(t) = s.triggers.get_mut(&cmd.trigger_id) {
             t.state = TriggerState::Failed;
-            t.error = Some("the job stopped or finished before this savepoint was taken".into());
+            t.error = Some(untaken_reason(outcome));
             s.failed_by_end.push(cmd.trigger_id);
         }
+    }
+}
+
+/// Why a savepoint request the job's end left untaken failed, by how the job ended: what
+/// `weir savepoint trigger` prints, naming the snapshot that holds the end state.
+fn untaken_reason(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Finished => "the job finished (its input ended) before this savepoint was taken; its final \
+                              checkpoint holds the end state"
+            .into(),
+        Outcome::Stopped(path) => {
+            format!(
+                "the job stopped with savepoint {path} before this savepoint was taken; that savepoint holds the end state"
+            )
+        }
+        // Not reached (a suspend fails its triggers in `suspend::end`): the same words.
+        Outcome::Suspended => "the job was suspended (SIGTERM/SIGINT) before the savepoint completed".into(),
     }
 }
 
@@ -698,6 +713,35 @@ pub(crate) fn shared_with_triggers(triggers: &[(&str, crate::control::api::Trigg
 mod tests {
     use super::*;
     use crate::control::api::TriggerState;
+
+    /// Savepoint requests still queued when the job ends fail saying how it ended and which
+    /// snapshot holds the end state (the stop's savepoint by its path), and are recorded for
+    /// the control API to linger for.
+    #[test]
+    fn queued_savepoints_fail_naming_how_the_job_ended() {
+        let path = "file:///checkpoints/savepoints/savepoint-7";
+        for (outcome, says) in [
+            (Outcome::Finished, "the job finished (its input ended)".to_string()),
+            (
+                Outcome::Stopped(path.into()),
+                format!("the job stopped with savepoint {path} before this savepoint was taken"),
+            ),
+        ] {
+            let shared = shared_with_triggers(&[("q", TriggerState::InProgress)]);
+            let mut queued = VecDeque::from([SavepointCommand {
+                trigger_id: "q".into(),
+                stop: false,
+                directory: None,
+            }]);
+            fail_queued(&mut queued, &shared, &outcome);
+            let s = shared.lock().unwrap();
+            assert!(queued.is_empty());
+            assert_eq!(s.triggers["q"].state, TriggerState::Failed);
+            let error = s.triggers["q"].error.clone().unwrap_or_default();
+            assert!(error.starts_with(&says), "{error}");
+            assert_eq!(s.failed_by_end, vec!["q".to_string()]);
+        }
+    }
 
     /// A failed attempt records its failure, fails its savepoints in progress and says
     /// `RESTARTING` until the attempt's owner decides: a cluster restarting it must never be

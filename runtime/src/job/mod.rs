@@ -96,10 +96,16 @@ pub fn parse_manifest(text: &str, overrides: &[String]) -> Result<Job, JobError>
         let message = type_errors::plain_type_error(&field, &e.into_inner().to_string());
         JobError::new(field, message)
     })?;
-    let job = Job::from_manifest(manifest)?;
+    let mut job = Job::from_manifest(manifest)?;
     // After the runtime's rules, so the fields it uses keep their own messages.
     bounds::check_integer_bounds(&bounds_doc)?;
     operator_durations::check_in_manifest(&bounds_doc)?;
+    job.initial_savepoint_path = bounds_doc
+        .get("spec")
+        .and_then(|spec| spec.get("initialSavepointPath"))
+        .and_then(serde_yaml::Value::as_str)
+        .filter(|path| !path.is_empty())
+        .map(str::to_string);
     Ok(job)
 }
 
@@ -143,9 +149,13 @@ pub fn apply_override(doc: &mut serde_yaml::Value, set: &str) -> Result<(), JobE
     if raw.trim().is_empty() {
         // YAML reads nothing as null, which drops the field: `--set spec.parallelism=$P` with
         // `P` unset silently ran the manifest's default (found by trial).
-        return Err(at(format!(
-            "the value is empty; give one (--set '{path}=...'), `\"\"` for an empty string, or leave the --set out"
-        )));
+        return Err(JobError::new(
+            field_path(path),
+            format!(
+                "the value of `--set {set}` is empty; give one (--set '{path}=...'), `\"\"` for an empty \
+                 string, or leave the --set out"
+            ),
+        ));
     }
     let value: serde_yaml::Value =
         serde_yaml::from_str(raw).map_err(|e| at(format!("value `{raw}` is not valid YAML: {e}")))?;
@@ -269,7 +279,8 @@ spec:
             .unwrap_err()
             .to_string();
         assert!(
-            empty.starts_with("spec.parallelism: the value is empty") && empty.contains("(in --set spec.parallelism=)"),
+            empty.starts_with("spec.parallelism: the value of `--set spec.parallelism=` is empty")
+                && !empty.contains("(in --set"),
             "{empty}"
         );
         let blank_string = parse_manifest(MINIMAL, &[r#"spec.image="""#.into()]).expect("an explicit empty string");

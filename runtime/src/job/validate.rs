@@ -62,6 +62,9 @@ pub struct Job {
     /// Where the values that errors after loading concern came from (flags, `--set`, the
     /// manifest), so those errors name them as given; the manifest unless the CLI says otherwise.
     pub origins: super::origins::ValueOrigins,
+    /// `spec.initialSavepointPath`, if the manifest sets it: the operator's first restore
+    /// point. `weir run` does not read it (it restores what `--restore` names) and says so.
+    pub initial_savepoint_path: Option<String>,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -164,6 +167,7 @@ impl Job {
             operators,
             spec,
             origins: Default::default(),
+            initial_savepoint_path: None,
         })
     }
 
