@@ -226,6 +226,38 @@ fn sigterm_of_an_at_most_once_run_then_restore_latest_loses_and_repeats_nothing(
     );
 }
 
+/// A checkpoint that fails while an at-most-once job suspends (its suspend checkpoint, taken
+/// once the sources paused) ends the suspend, not the job: the run exits 0 as after any
+/// SIGTERM and warns that the records read since the last completed checkpoint are lost,
+/// where counting the failure against `tolerableFailedCheckpoints` (0 by default) failed the
+/// job, and on a cluster restarted it. Checkpoint 1 is taken at the start; with `interval:
+/// 1h` no other periodic one follows, so the suspend's checkpoint is checkpoint 2, whose
+/// asynchronous part `fail-upload:2` fails.
+#[test]
+fn a_checkpoint_failing_during_an_at_most_once_suspend_ends_the_suspend_not_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "1h", Some(3000), None);
+    let env = [("WEIR_FAILPOINT".to_string(), "fail-upload:2".to_string())];
+    let mut w = Weir::run(&m, &[], &env);
+    let api = w.api();
+    wait_completed_checkpoint(&api);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(w.child.id(), "TERM");
+    let (code, took) = wait_exit(&mut w, Duration::from_secs(10));
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
+    assert!(stderr.contains("suspended on SIGTERM"), "{stderr}");
+    assert!(
+        stderr.contains("the suspend's checkpoint did not complete"),
+        "the suspend checkpoint failed: {stderr}"
+    );
+    assert!(
+        !stderr.contains("job wordcount failed"),
+        "the job did not fail: {stderr}"
+    );
+}
+
 /// A stop-with-savepoint sent while a bounded job finishes (its final checkpoint completed,
 /// its sinks committing) is answered: the trigger fails with "the job finished", and the run
 /// keeps its control API up until the client read that. Before (helper-111's trial), the run

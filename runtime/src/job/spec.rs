@@ -358,6 +358,8 @@ pub struct FlatMapSpec {
     /// The string field to split.
     pub field: String,
     /// Separator regex (Rust `regex` syntax, Unicode-aware: `\W+` splits on non-word runs).
+    /// It must not match the empty string (`''`, `\s*`), which would split between every
+    /// character.
     pub pattern: String,
     /// Output field that holds the token (default: the split field). Other fields are kept.
     #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]

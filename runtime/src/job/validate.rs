@@ -243,11 +243,26 @@ pub(super) fn step_kind(i: usize, step: &Step) -> Result<OperatorKind, JobError>
         kinds.push(OperatorKind::Map(e.expression.clone()));
     }
     if let Some(f) = &step.flat_map {
-        if let Err(e) = regex::Regex::new(&f.pattern) {
-            return Err(JobError::new(
-                format!("{at}.flatMap.pattern"),
-                format!("invalid regex: {e}"),
-            ));
+        match regex::Regex::new(&f.pattern) {
+            Err(e) => {
+                return Err(JobError::new(
+                    format!("{at}.flatMap.pattern"),
+                    format!("invalid regex: {e}"),
+                ));
+            }
+            // `''` or `\s*` splits between every character (found by trial: a line became
+            // its letters); nobody means that by a separator.
+            Ok(separator) if separator.is_match("") => {
+                return Err(JobError::new(
+                    format!("{at}.flatMap.pattern"),
+                    format!(
+                        "`{}` matches the empty string, so it would split between every character; give a \
+                         separator that matches at least one character (`\\W+`, `\\s+`, `,`)",
+                        f.pattern
+                    ),
+                ));
+            }
+            Ok(_) => {}
         }
         if f.field.is_empty() {
             return Err(JobError::new(format!("{at}.flatMap.field"), "must not be empty"));

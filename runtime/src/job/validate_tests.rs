@@ -44,6 +44,14 @@ fn errors_name_the_field() {
             json!([src, {"flatMap": {"field": "line", "pattern": "("}}, sink]),
             "spec.job.steps[1].flatMap.pattern",
         ),
+        (
+            json!([src, {"flatMap": {"field": "line", "pattern": ""}}, sink]),
+            "spec.job.steps[1].flatMap.pattern: `` matches the empty string",
+        ),
+        (
+            json!([src, {"flatMap": {"field": "line", "pattern": "\\s*"}}, sink]),
+            "spec.job.steps[1].flatMap.pattern: `\\s*` matches the empty string, so it would split between every character",
+        ),
         (json!([src, {}, sink]), "spec.job.steps[1]: set exactly one"),
         (
             json!([src, {"filter": {"expression": "true"}, "map": {"expression": "record"}}, sink]),
