@@ -5,7 +5,7 @@
 //! not verify is `corrupt`, with the reason, never `completed`.
 
 use crate::checkpoint::decide::SeenSnapshot;
-use crate::checkpoint::{checkpoint_dir, lineage, restore};
+use crate::checkpoint::{METADATA_FILE, checkpoint_dir, lineage, restore};
 use crate::cli_input::no_checkpoints_message;
 use crate::control::api::SnapshotKind;
 use crate::output;
@@ -196,16 +196,30 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
     if seen.savepoint {
         return match lineage::read_pointer(store, job, seen.id).await {
             Ok(p) => {
-                let size = match storage::open(&p.url, &S3Options::default()).await {
-                    Ok(target) => target.list("").await.ok().map(|o| o.iter().map(|o| o.size).sum()),
+                let listed = match storage::open(&p.url, &S3Options::default()).await {
+                    Ok(target) => target.list("").await.ok(),
                     Err(_) => None,
+                };
+                let size = listed.as_ref().map(|o| o.iter().map(|o| o.size).sum());
+                // The pointer outlives a savepoint moved or deleted by hand: no `_metadata`
+                // where it points is not restorable (`--restore latest` refuses it).
+                let moved = listed.is_some_and(|o| !o.iter().any(|o| o.path == METADATA_FILE));
+                let (status, problem) = match moved {
+                    false => (SnapshotStatus::Completed, None),
+                    true => (
+                        SnapshotStatus::Unreadable,
+                        Some(format!(
+                            "{} holds no `{METADATA_FILE}`: the savepoint was moved or deleted since it completed",
+                            p.url
+                        )),
+                    ),
                 };
                 SnapshotRow {
                     id: seen.id,
                     kind: SnapshotKind::Savepoint,
-                    completed: true,
-                    status: SnapshotStatus::Completed,
-                    problem: None,
+                    completed: status == SnapshotStatus::Completed,
+                    status,
+                    problem,
                     completed_at: rfc3339(p.completed_at_ms),
                     size_bytes: size,
                     lineage_id: Some(p.run_id),
@@ -437,6 +451,46 @@ mod tests {
                 (p, want) => panic!("{what}: problem {p:?}, want {want:?}"),
             }
         }
+    }
+
+    /// A savepoint whose pointer names a directory without `_metadata` (the savepoint moved or
+    /// deleted by hand) is listed `unreadable` with the reason, not `completed` (helper-116's
+    /// trial: it was listed completed, then `--restore latest` refused it).
+    #[tokio::test]
+    async fn a_savepoint_moved_away_from_its_pointer_is_listed_unreadable() {
+        use bytes::Bytes;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = std::sync::Arc::new(storage::LocalStore::new(dir.path().to_str().unwrap()).unwrap());
+        let savepoint = store.url("savepoints/savepoint-wc-4-x");
+        lineage::write_pointer(&store, "wc", &lineage::pointer_for(4, savepoint.clone(), "lineage"))
+            .await
+            .unwrap();
+        store
+            .put("savepoints/savepoint-wc-4-x/counts-0.state", Bytes::from_static(b"s"))
+            .await
+            .unwrap();
+        let seen = lineage::list_snapshots(&store, "wc").await.unwrap();
+        let objects = store.list("wc/").await.unwrap();
+        let row = snapshot_row(&store, "wc", &objects, &seen[0]).await;
+        assert_eq!(
+            (row.id, row.status, row.completed),
+            (4, SnapshotStatus::Unreadable, false)
+        );
+        let problem = row.problem.unwrap();
+        assert!(
+            problem.contains(&savepoint) && problem.contains("moved or deleted"),
+            "{problem}"
+        );
+
+        store
+            .put("savepoints/savepoint-wc-4-x/_metadata", Bytes::from_static(b"m"))
+            .await
+            .unwrap();
+        let row = snapshot_row(&store, "wc", &objects, &seen[0]).await;
+        assert_eq!(
+            (row.status, row.completed, row.problem),
+            (SnapshotStatus::Completed, true, None)
+        );
     }
 
     /// A checkpoint whose `_metadata` was truncated is listed as `corrupt` with the reason, not

@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -201,17 +202,13 @@ fn sigterm_during_a_checkpoint_that_cannot_complete_aborts_it_and_commits_none_o
 #[test]
 fn sigterm_of_an_at_most_once_run_then_restore_latest_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "300ms", Some(3000), None);
-    let mut w = Weir::run(&m, &[], &[]);
-    let api = w.api();
-    wait_completed_checkpoint(&api);
-    std::thread::sleep(Duration::from_millis(150));
-    signal(w.child.id(), "TERM");
-    let (code, took) = wait_exit(&mut w, Duration::from_secs(5));
-    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
-    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
-    assert!(stderr.contains("suspended on SIGTERM"), "{stderr}");
+    let (m, _) = sigterm_an_at_most_once_run(
+        dir.path(),
+        "300ms",
+        &[],
+        Duration::from_millis(150),
+        Duration::from_secs(5),
+    );
     let partial = local_output(&dir.path().join("output"));
     assert!(
         partial.len() < expected_wordcount().len(),
@@ -236,18 +233,14 @@ fn sigterm_of_an_at_most_once_run_then_restore_latest_loses_and_repeats_nothing(
 #[test]
 fn a_checkpoint_failing_during_an_at_most_once_suspend_ends_the_suspend_not_the_job() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "at-most-once", "1h", Some(3000), None);
     let env = [("WEIR_FAILPOINT".to_string(), "fail-upload:2".to_string())];
-    let mut w = Weir::run(&m, &[], &env);
-    let api = w.api();
-    wait_completed_checkpoint(&api);
-    std::thread::sleep(Duration::from_millis(500));
-    signal(w.child.id(), "TERM");
-    let (code, took) = wait_exit(&mut w, Duration::from_secs(10));
-    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
-    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
-    assert!(stderr.contains("suspended on SIGTERM"), "{stderr}");
+    let (_, stderr) = sigterm_an_at_most_once_run(
+        dir.path(),
+        "1h",
+        &env,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    );
     assert!(
         stderr.contains("the suspend's checkpoint did not complete"),
         "the suspend checkpoint failed: {stderr}"
@@ -256,6 +249,31 @@ fn a_checkpoint_failing_during_an_at_most_once_suspend_ends_the_suspend_not_the_
         !stderr.contains("job wordcount failed"),
         "the job did not fail: {stderr}"
     );
+}
+
+/// Runs the word count at-most-once in `dir` (parallelism 2, 3,000 records/s, checkpoints every
+/// `interval`, environment `env`), sends SIGTERM `settle` after its first completed checkpoint,
+/// and checks that it exits 0 within `limit` saying it suspended. Returns the manifest and the
+/// run's stderr.
+fn sigterm_an_at_most_once_run(
+    dir: &Path,
+    interval: &str,
+    env: &[(String, String)],
+    settle: Duration,
+    limit: Duration,
+) -> (PathBuf, String) {
+    let paths = Paths::local(dir);
+    let m = wordcount_manifest(dir, &paths, 2, "at-most-once", interval, Some(3000), None);
+    let mut w = Weir::run(&m, &[], env);
+    let api = w.api();
+    wait_completed_checkpoint(&api);
+    std::thread::sleep(settle);
+    signal(w.child.id(), "TERM");
+    let (code, took) = wait_exit(&mut w, limit);
+    let stderr = std::fs::read_to_string(&w.stderr).unwrap();
+    assert_eq!(code, Some(0), "exit code after SIGTERM ({took:?}): {stderr}");
+    assert!(stderr.contains("suspended on SIGTERM"), "{stderr}");
+    (m, stderr)
 }
 
 /// A stop-with-savepoint sent while a bounded job finishes (its final checkpoint completed,

@@ -186,7 +186,7 @@ fn a_uid_reused_for_another_kind_is_refused_naming_the_step_and_the_way_out() {
 
 /// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it
 /// was written, finds nothing there and refuses, saying to restore it from its new place or,
-/// if deleted, to delete its pointer (named); `--restore <new place>` then finishes the job
+/// if deleted, to restore an older one explicitly (its pointer named); `--restore <new place>` then finishes the job
 /// exactly (helper-99, 2026-12-06: the refusal said only to put the files back).
 #[test]
 fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
@@ -222,6 +222,99 @@ fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
         &local_output(&dir.path().join("output")),
         &expected_wordcount(),
         "stopped with a savepoint, moved, restored from its new place",
+    );
+}
+
+/// A stop-with-savepoint whose pointer `sp-<n>/_pointer` is then deleted by hand: the store no
+/// longer lists savepoint n, and `--restore latest` took the checkpoint before it without a
+/// word, counting again every word committed after it, and wrote its own checkpoint n beside
+/// the savepoint (helper-116's trial: 5,215 words twice). Now the job's record of its newest
+/// completed snapshot refuses the restore naming the savepoint, where it is, and the options; a
+/// new run takes ids past n; and `--restore <the savepoint>` finishes the job exactly.
+#[test]
+fn a_deleted_savepoint_pointer_is_refused_by_latest_and_its_id_is_not_used_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
+    let w = Weir::run(&m, &[], &[]);
+    let api = w.api();
+    wait_first_checkpoint(&api);
+    let savepoint = stop_with_savepoint(&api, &[]);
+    w.wait_ok();
+    let id = savepoint_id(&savepoint);
+    let pointer = dir.path().join(format!("checkpoints/wordcount/sp-{id}/_pointer"));
+    std::fs::remove_file(&pointer).unwrap();
+    let output_before = local_output(&dir.path().join("output"));
+
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
+    assert!(
+        !ok,
+        "latest must not go back past a savepoint whose pointer is gone: {log}"
+    );
+    for needle in [
+        format!("savepoint {id} of job wordcount completed ({savepoint}"),
+        format!("its pointer `wordcount/sp-{id}/_pointer` is gone"),
+        format!("`--restore {savepoint}`"),
+        "would write again the output committed after it".to_string(),
+        "--restore none".to_string(),
+    ] {
+        assert!(log.contains(&needle), "the refusal says `{needle}`: {log}");
+    }
+    assert_eq!(
+        local_output(&dir.path().join("output")),
+        output_before,
+        "a refused restore commits nothing"
+    );
+
+    // A run started without state (its output elsewhere) takes ids past the savepoint's.
+    let elsewhere = format!(
+        "spec.job.steps.5.sink.file.path={}",
+        dir.path().join("other-output").display()
+    );
+    let fresh = Weir::run(&m, &["--restore", "none", "--set", &elsewhere], &[]);
+    let first = wait_first_checkpoint(&fresh.api());
+    assert!(
+        first > id,
+        "a new run's first checkpoint {first} is past savepoint {id}"
+    );
+    fresh.kill9();
+
+    Weir::run(&m, &["--restore", &savepoint], &[]).wait_ok();
+    assert_same_multiset(
+        &local_output(&dir.path().join("output")),
+        &expected_wordcount(),
+        "stopped with a savepoint, its pointer deleted, restored from the savepoint",
+    );
+}
+
+/// A bounded job that finished, whose final checkpoint's `_metadata` is then deleted by hand:
+/// `--restore latest` is refused naming the checkpoint, where it took the retained checkpoint
+/// before it and counted its words again.
+#[test]
+fn a_deleted_final_checkpoint_is_refused_by_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::local(dir.path());
+    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(20_000), None);
+    Weir::run(&m, &[], &[]).wait_ok();
+    let ids = snapshot_ids(dir.path(), "chk-");
+    assert!(ids.len() >= 2, "two checkpoints retained: {ids:?}");
+    let newest = *ids.last().unwrap();
+    std::fs::remove_file(dir.path().join(format!("checkpoints/wordcount/chk-{newest}/_metadata"))).unwrap();
+    let output_before = local_output(&dir.path().join("output"));
+
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "latest must not go back past a deleted checkpoint: {log}");
+    for needle in [
+        format!("checkpoint chk-{newest} of job wordcount completed"),
+        format!("`wordcount/chk-{newest}/_metadata` is gone"),
+        format!("checkpoints/wordcount/chk-{}", ids[ids.len() - 2]),
+    ] {
+        assert!(log.contains(&needle), "the refusal says `{needle}`: {log}");
+    }
+    assert_eq!(
+        local_output(&dir.path().join("output")),
+        output_before,
+        "a refused restore commits nothing"
     );
 }
 

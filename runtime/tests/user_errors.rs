@@ -294,7 +294,8 @@ fn a_sum_that_overflows_says_so_once_naming_the_step() {
     for (agg, want) in [
         (
             r#"sum: { expression: "double(added) * 1e308" }"#,
-            "failed: operator sm: spec.job.steps[2].sum.expression: `double(added) * 1e308` overflowed to infinity",
+            "failed: operator sm: spec.job.steps[2].sum.expression: `double(added) * 1e308` overflowed to infinity \
+             (a double holds at most ±1.8e308), on the record {",
         ),
         (
             r#"sum: { expression: "1.0e308" }"#,

@@ -4,6 +4,7 @@
 //! savepoint triggers and drives the end of bounded and stopped jobs.
 
 use super::commit::{Pending, complete, incremental_base, next_base};
+use super::completed_mark::CompletedMark;
 use super::decide::{self, PendingState};
 use super::failure_cause::{self, FailureDecision};
 use super::retention::{RetentionScope, RetentionWorker};
@@ -285,13 +286,13 @@ pub async fn run(
                             let mut s = shared.lock().expect("lock");
                             s.state = match outcome { Outcome::Finished => JobState::Finished, Outcome::Stopped(_) => JobState::Stopped, Outcome::Suspended => JobState::Suspending };
                             // Triggers that came after the end began were never taken.
-                            let mut untaken = Vec::new();
-                            for (id, t) in s.triggers.iter_mut().filter(|(_, t)| t.state == TriggerState::InProgress) {
-                                t.state = TriggerState::Failed;
-                                t.error = Some(untaken_reason(&outcome));
-                                untaken.push(id.clone());
-                            }
-                            s.failed_by_end.extend(untaken);
+                            let open: Vec<String> = s
+                                .triggers
+                                .iter()
+                                .filter(|(_, t)| t.state == TriggerState::InProgress)
+                                .map(|(id, _)| id.clone())
+                                .collect();
+                            fail_untaken(&mut s, open, &outcome);
                             return Ok(outcome);
                         }
                     }
@@ -352,7 +353,11 @@ pub async fn run(
                             failures.completed(&p);
                             send_all(&|| Control::Complete(id));
                             if let Some(r) = &retention {
-                                r.completed(id);
+                                r.completed(CompletedMark {
+                                    id,
+                                    savepoint: p.barrier.kind == SnapshotKind::Savepoint,
+                                    url: stats.path.clone(),
+                                });
                             }
                             if p.barrier.stop {
                                 shared.lock().expect("lock").stop_trigger = p.trigger_id.clone();
@@ -603,11 +608,18 @@ fn fail_open_triggers(s: &mut Shared) {
 /// taken.
 fn fail_queued(queued: &mut VecDeque<SavepointCommand>, shared: &Arc<Mutex<Shared>>, outcome: &Outcome) {
     let mut s = shared.lock().expect("lock");
-    for cmd in queued.drain(..) {
-        if let Some(t) = s.triggers.get_mut(&cmd.trigger_id) {
+    fail_untaken(&mut s, queued.drain(..).map(|cmd| cmd.trigger_id), outcome);
+}
+
+/// Fails the savepoint requests `ids` that the job's end (`outcome`) left untaken, with
+/// [`untaken_reason`], and records them in `failed_by_end` (the control API stays up until
+/// their clients read that). An id without a trigger is skipped.
+fn fail_untaken(s: &mut Shared, ids: impl IntoIterator<Item = String>, outcome: &Outcome) {
+    for id in ids {
+        if let Some(t) = s.triggers.get_mut(&id) {
             t.state = TriggerState::Failed;
             t.error = Some(untaken_reason(outcome));
-            s.failed_by_end.push(cmd.trigger_id);
+            s.failed_by_end.push(id);
         }
     }
 }

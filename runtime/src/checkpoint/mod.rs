@@ -6,6 +6,7 @@
 
 pub mod alignment_stats;
 mod commit;
+pub mod completed_mark;
 pub mod coordinator;
 pub mod decide;
 pub mod failed_savepoints;

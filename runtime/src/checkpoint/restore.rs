@@ -5,6 +5,7 @@
 //! key-group range overlaps its own and keeps the groups it owns. Operator state items (source
 //! splits, pending sink commits) of all old subtasks are pooled; each operator takes its share.
 
+use super::completed_mark;
 use super::decide::{self, Compatibility, LineageRecord, RestoreChoice};
 use super::lineage;
 use super::mapped_files::MAP_MIN_BYTES;
@@ -362,7 +363,30 @@ pub async fn resolve(
     lineage: Option<&LineageRecord>,
     stores: &LocalKeyedStores,
 ) -> Result<Option<LoadedSnapshot>, RestoreError> {
+    // A restore by the rule whose newest snapshot is gone from the listing is refused, not
+    // taken from the one before it (`checkpoint/completed_mark.rs`). The record is read before
+    // the listing: a recorded snapshot's `_metadata` was written before the record, so the
+    // listing holds it unless it was deleted or moved since.
+    let min_id = match (lineage, from) {
+        (Some(l), _) => Some(l.first_id),
+        (None, RestoreFrom::Latest) => Some(0),
+        (None, _) => None,
+    };
+    let mark = match min_id {
+        Some(_) => {
+            lineage::with_retries(&store.url(&completed_mark::mark_path(job)), || {
+                completed_mark::read(store, job)
+            })
+            .await?
+        }
+        None => None,
+    };
     let seen = lineage::with_retries(&store.url(job), || lineage::list_snapshots(store, job)).await?;
+    if let Some(min_id) = min_id
+        && let Some(gone) = completed_mark::vanished(mark.as_ref(), &seen, min_id)
+    {
+        return Err(RestoreError::Refused(vanished_refusal(store, job, gone, &seen).await));
+    }
     match decide::choose_restore_point(from, lineage, &seen) {
         RestoreChoice::Empty => {
             if *from == RestoreFrom::Latest {
@@ -435,6 +459,30 @@ pub async fn resolve(
     }
 }
 
+/// [`completed_mark::vanished_message`] for `gone`, naming the newest completed snapshot the
+/// store still lists (of any run: the way back is an explicit restore) and its URL (a
+/// savepoint's from its pointer).
+async fn vanished_refusal(
+    store: &Store,
+    job: &str,
+    gone: &completed_mark::CompletedMark,
+    seen: &[decide::SeenSnapshot],
+) -> String {
+    let newest = seen.iter().filter(|s| s.completed).max_by_key(|s| s.id);
+    let newest_held = match newest {
+        Some(s) if s.savepoint => {
+            let url = match lineage::read_pointer(store, job, s.id).await {
+                Ok(pointer) => pointer.url,
+                Err(_) => store.url(&lineage::pointer_dir(job, s.id)),
+            };
+            Some((s.id, true, url))
+        }
+        Some(s) => Some((s.id, false, store.url(&checkpoint_dir(job, s.id)))),
+        None => None,
+    };
+    completed_mark::vanished_message(job, gone, newest_held, &store.url(&completed_mark::mark_path(job)))
+}
+
 /// The message for a snapshot URL (`--restore URL`, a StreamJob's restore point, `weir
 /// savepoint inspect URL`) with no `_metadata`: not a snapshot directory (the storage or
 /// savepoints directory above the snapshots, a typo, or a checkpoint that never completed).
@@ -471,9 +519,10 @@ fn moved_savepoint(job: &str, name: &str, url: &str, pointer: &str) -> String {
     format!(
         "{name} is the newest snapshot of job {job}, but {url} no longer holds it (its `{METADATA_FILE}` \
          is not there: moved or deleted?). If you moved it, restore it from where it is now: `--restore \
-         <its directory>`. If you deleted it, delete its pointer {pointer} too; `--restore latest` then \
-         takes the newest remaining snapshot, which writes again the output committed after it (remove \
-         that output first); or start without state with `--restore none`"
+         <its directory>`. If you deleted it, restore an older snapshot explicitly with `--restore <url>` \
+         (`weir checkpoints list <checkpoint storage> --job {job}` shows them) after removing the output \
+         committed after it, which going back writes again; or start without state with `--restore none`. \
+         (Its record in the checkpoint storage: {pointer}.)"
     )
 }
 

@@ -13,6 +13,7 @@
 //! Each pass also deletes the directories of this run's failed savepoints
 //! ([`failed_savepoints`]).
 
+use super::completed_mark::{self, CompletedMark};
 use super::decide::{self, SeenCheckpoint, SeenSnapshot};
 use super::failed_savepoints::{self, FailedSavepoint};
 use super::lineage::{self, POINTER_FILE};
@@ -42,7 +43,7 @@ pub struct RetentionScope {
 
 /// The retention worker of a run.
 pub struct RetentionWorker {
-    signal: watch::Sender<u64>,
+    signal: watch::Sender<Option<CompletedMark>>,
     failed_savepoints: mpsc::UnboundedSender<FailedSavepoint>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -50,13 +51,16 @@ pub struct RetentionWorker {
 impl RetentionWorker {
     /// Starts the worker; it waits for [`RetentionWorker::completed`] signals.
     pub fn start(scope: RetentionScope) -> RetentionWorker {
-        let (signal, mut changes) = watch::channel(0u64);
+        let (signal, mut changes) = watch::channel(None::<CompletedMark>);
         let (failed_savepoints, mut newly_failed) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut metadata = MetadataCache::default();
             let mut failed = Vec::new();
             while changes.changed().await.is_ok() {
-                let newest_completed = *changes.borrow_and_update();
+                let Some(newest) = changes.borrow_and_update().clone() else {
+                    continue;
+                };
+                let newest_completed = newest.id;
                 while let Ok(savepoint) = newly_failed.try_recv() {
                     failed.push(savepoint);
                 }
@@ -64,6 +68,7 @@ impl RetentionWorker {
                 // runs another: retention is housekeeping, the job goes on.
                 let what = || format!("the retention pass over the checkpoints of job {}", scope.job);
                 let work = async {
+                    completed_mark::record(&scope.store, &scope.job, &newest).await;
                     pass(&scope, &mut metadata).await;
                     failed_savepoints::sweep(&mut failed, newest_completed).await;
                 };
@@ -77,9 +82,11 @@ impl RetentionWorker {
         }
     }
 
-    /// A checkpoint or savepoint completed: run a pass (or one more after the running one).
-    pub fn completed(&self, id: u64) {
-        self.signal.send_replace(id);
+    /// A checkpoint or savepoint completed (`newest`): run a pass (or one more after the
+    /// running one), which first records it as the job's newest completed snapshot
+    /// ([`completed_mark`]).
+    pub fn completed(&self, newest: CompletedMark) {
+        self.signal.send_replace(Some(newest));
     }
 
     /// Savepoint `id` of this run failed: the passes after a newer snapshot completed delete

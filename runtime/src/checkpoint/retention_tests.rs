@@ -514,17 +514,34 @@ async fn the_worker_runs_the_signalled_passes_before_it_finishes() {
         put_checkpoint(&store, id, &[id]).await;
     }
     let worker = RetentionWorker::start(scope.clone());
-    worker.completed(4);
+    worker.completed(checkpoint_mark(&store, 4));
     worker.finish(std::time::Duration::from_secs(30)).await;
     assert_eq!(checkpoint_ids_left(&store).await, [3, 4]);
+    let recorded = crate::checkpoint::completed_mark::read(&store, "job").await.unwrap();
+    assert_eq!(
+        recorded,
+        Some(checkpoint_mark(&store, 4)),
+        "the pass records the newest completed snapshot"
+    );
 
     // A signal while a pass runs: one more pass, which sees checkpoints 5 and 6.
     let worker = RetentionWorker::start(scope);
-    worker.completed(4);
+    worker.completed(checkpoint_mark(&store, 4));
     for id in 5..=6 {
         put_checkpoint(&store, id, &[id]).await;
-        worker.completed(id);
+        worker.completed(checkpoint_mark(&store, id));
     }
     worker.finish(std::time::Duration::from_secs(30)).await;
     assert_eq!(checkpoint_ids_left(&store).await, [5, 6]);
+    let recorded = crate::checkpoint::completed_mark::read(&store, "job").await.unwrap();
+    assert_eq!(recorded, Some(checkpoint_mark(&store, 6)));
+}
+
+/// The record of checkpoint `id` of job `job` in `store`.
+fn checkpoint_mark(store: &Store, id: u64) -> crate::checkpoint::completed_mark::CompletedMark {
+    crate::checkpoint::completed_mark::CompletedMark {
+        id,
+        savepoint: false,
+        url: store.url(&format!("job/chk-{id}")),
+    }
 }

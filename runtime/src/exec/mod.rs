@@ -344,6 +344,14 @@ pub async fn restore_for_run(
         tracing::warn!(from = %s.url, "{warning}");
     }
     let mut first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
+    // Past the recorded newest completed snapshot too, whose directory or pointer may be gone
+    // (deleted by hand): its id is never used again (`checkpoint/completed_mark.rs`).
+    let newest_recorded = crate::checkpoint::completed_mark::read(store, &job.name)
+        .await
+        .map_err(|e| transient(e.to_string()))?;
+    if let Some(mark) = newest_recorded {
+        first_id = first_id.max(mark.id.saturating_add(1));
+    }
     // Past the checkpoint directories no snapshot listing shows: a local run killed while it
     // wrote a checkpoint's first file leaves `chk-<n>/` holding only that write's temporary
     // file, beside which this run's checkpoint n would be written (helper-101: completed

@@ -295,7 +295,11 @@ fn expression_value(uid: &str, e: &Expr, r: &Record) -> TaskResult<Num> {
             Some(f) => format!("overflowed to {} (a double holds at most ±1.8e308)", non_finite_name(f)),
             None => format!("gave {v}, not a number"),
         };
-        TaskError(format!("operator {uid}: `{}` {found}", e.source()))
+        TaskError(format!(
+            "operator {uid}: `{}` {found}, on the record {}",
+            e.source(),
+            cel::record_shown(&r.row)
+        ))
     })
 }
 

@@ -128,12 +128,18 @@ impl FlatMap {
             return Ok(i);
         }
         if row.as_bare().is_some() {
-            return Err(super::TaskError(format!("flatMap: record {row} is not an object")));
+            return Err(super::TaskError(format!(
+                "flatMap: the record {} is not an object",
+                cel::record_shown(row)
+            )));
         }
-        let split_at = row
-            .schema()
-            .index_of(&self.field)
-            .ok_or_else(|| super::TaskError(format!("flatMap: the record has no field `{}`", self.field)))?;
+        let split_at = row.schema().index_of(&self.field).ok_or_else(|| {
+            super::TaskError(format!(
+                "flatMap: the record {} has no field `{}`",
+                cel::record_shown(row),
+                self.field
+            ))
+        })?;
         // Keep layouts of the few most recent schemas (one, in practice).
         if self.layouts.len() >= 4 {
             self.layouts.remove(0);
@@ -150,15 +156,21 @@ impl StreamOperator for FlatMap {
         for r in input {
             let at = self.layout(&r.row)?;
             let layout = &self.layouts[at];
+            if let Some(other) = r
+                .row
+                .values()
+                .get(layout.split_at)
+                .filter(|v| !matches!(v, Datum::Str(_)))
+            {
+                return Err(super::TaskError(format!(
+                    "flatMap: field `{}` is {other}, not a string, in the record {}",
+                    self.field,
+                    cel::record_shown(&r.row)
+                )));
+            }
             let (_, mut values) = r.row.into_parts();
-            let text = match values.remove(layout.split_at) {
-                Datum::Str(s) => s,
-                other => {
-                    return Err(super::TaskError(format!(
-                        "flatMap: field `{}` is {other}, not a string",
-                        self.field
-                    )));
-                }
+            let Datum::Str(text) = values.remove(layout.split_at) else {
+                unreachable!("checked to be a string above")
             };
             if layout.token_at == values.len() {
                 values.push(Datum::Null);
@@ -210,8 +222,13 @@ impl KeyBy {
         let borrowed = self.expr.eval_borrowed(row, key_of);
         Ok(match borrowed {
             Some(Some(key)) => key,
-            _ => Key::from_owned(self.expr.eval(row)?)
-                .map_err(|e| super::TaskError(format!("keyBy `{}`: {e}", self.expr.source())))?,
+            _ => Key::from_owned(self.expr.eval(row)?).map_err(|e| {
+                super::TaskError(format!(
+                    "keyBy `{}` on the record {}: {e}",
+                    self.expr.source(),
+                    cel::record_shown(row)
+                ))
+            })?,
         })
     }
 }
@@ -506,12 +523,20 @@ mod tests {
             .process(vec![Record::new(Row::from_json(json!({"line": 3})))], &mut sink)
             .await
             .unwrap_err();
-        assert!(e.0.contains("field `line` is 3, not a string"), "{e}");
+        assert!(
+            e.0.contains(r#"field `line` is 3, not a string, in the record {"line":3}"#),
+            "{e}"
+        );
         let e = op
             .process(vec![Record::new(Row::from_json(json!("x")))], &mut sink)
             .await
             .unwrap_err();
-        assert!(e.0.contains(r#"record "x" is not an object"#), "{e}");
+        assert!(e.0.contains(r#"the record "x" is not an object"#), "{e}");
+        let e = op
+            .process(vec![Record::new(Row::from_json(json!({"text": "a b"})))], &mut sink)
+            .await
+            .unwrap_err();
+        assert!(e.0.contains(r#"the record {"text":"a b"} has no field `line`"#), "{e}");
     }
 
     #[tokio::test]
@@ -536,6 +561,9 @@ mod tests {
             .process(vec![Record::new(Row::from_json(json!({})))], &mut out)
             .await
             .unwrap_err();
-        assert!(e.0.contains("not an integer"), "{e}");
+        assert!(
+            e.0.contains("keyBy `1.5` on the record {}: ") && e.0.contains("not an integer"),
+            "{e}"
+        );
     }
 }

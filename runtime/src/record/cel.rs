@@ -19,9 +19,27 @@ pub enum CelError {
     /// The expression does not parse.
     #[error("invalid CEL expression `{expr}`: {message}")]
     Compile { expr: String, message: String },
-    /// Evaluation failed (missing field, wrong type, ...).
-    #[error("CEL expression `{expr}` failed: {message}")]
-    Eval { expr: String, message: String },
+    /// Evaluation failed (missing field, wrong type, ...) on `record`: the record's JSON text,
+    /// cut to [`RECORD_SHOWN_CHARS`] characters, so the error says which input to look at.
+    #[error("CEL expression `{expr}` failed on the record {record}: {message}")]
+    Eval {
+        expr: String,
+        record: String,
+        message: String,
+    },
+}
+
+/// Most characters of a record an evaluation error shows (then `…`).
+pub const RECORD_SHOWN_CHARS: usize = 300;
+
+/// `row`'s JSON text for an error message, cut to [`RECORD_SHOWN_CHARS`] characters (then
+/// `…`): what an error about one record shows of it, so the user can find it in the input.
+pub fn record_shown(row: &Row) -> String {
+    let text = row.to_string();
+    match text.char_indices().nth(RECORD_SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 fn lower(this: &CelString<'_>) -> CelString<'static> {
@@ -114,9 +132,10 @@ impl Expr {
         self.program.expression()
     }
 
-    fn error(&self, message: impl Into<String>) -> CelError {
+    fn error(&self, row: &Row, message: impl Into<String>) -> CelError {
         CelError::Eval {
             expr: self.source.clone(),
+            record: record_shown(row),
             message: message.into(),
         }
     }
@@ -130,21 +149,21 @@ impl Expr {
         if self.uses_record {
             ctx.add_variable_from_value("record", row_to_cel(row));
         }
-        self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))
+        self.program.execute(&ctx).map_err(|e| self.error(row, e.to_string()))
     }
 
     /// The interpreter's result alone, without the fast paths (to test them against).
     #[cfg(test)]
     pub(crate) fn eval_interpreted(&self, row: &Row) -> Result<Value, CelError> {
         let out = self.eval_cel(row)?;
-        from_cel(&out).map_err(|m| self.error(m))
+        from_cel(&out).map_err(|m| self.error(row, m))
     }
 
     /// The value of the bare-identifier expression's field (found by its bound position).
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
         self.with_bound(row.schema(), |b| b.field)
             .and_then(|i| row.values().get(i))
-            .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
+            .ok_or_else(|| self.error(row, format!("the record has no field `{field}`")))
     }
 
     /// `f` of the value for `row` when a plain field read or the native evaluator decides it,
@@ -207,7 +226,7 @@ impl Expr {
             return Ok(value);
         }
         let out = self.eval_cel(row)?;
-        datum_from_cel(&out).map_err(|m| self.error(m))
+        datum_from_cel(&out).map_err(|m| self.error(row, m))
     }
 
     /// The result for `row` when it is a double that is not finite (±infinity, NaN), which
@@ -244,13 +263,16 @@ impl Expr {
         }
         let out = self.eval_cel(row)?;
         let cel::Value::Map(map) = &out else {
-            return datum_from_cel(&out).map(Row::bare).map_err(|m| self.error(m));
+            return datum_from_cel(&out).map(Row::bare).map_err(|m| self.error(row, m));
         };
         let mut entries: Vec<(String, &cel::Value)> = map.map.iter().map(|(k, v)| (key_string(k), v)).collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         let mut builder = RowBuilder::with_capacity(entries.len());
         for (k, v) in entries {
-            builder.push(CompactString::from(k), datum_from_cel(v).map_err(|m| self.error(m))?);
+            builder.push(
+                CompactString::from(k),
+                datum_from_cel(v).map_err(|m| self.error(row, m))?,
+            );
         }
         Ok(builder.finish(cache))
     }
@@ -260,7 +282,7 @@ impl Expr {
         if let Some(f) = &self.field {
             return match self.field_value(f, row)? {
                 Datum::Bool(b) => Ok(*b),
-                other => Err(self.error(format!("must be a boolean, got {other}"))),
+                other => Err(self.error(row, format!("must be a boolean, got {other}"))),
             };
         }
         if let Some(Some(b)) = self.eval_borrowed(row, |v| match v {
@@ -273,7 +295,7 @@ impl Expr {
             cel::Value::Bool(b) => Ok(b),
             other => {
                 let shown = datum_from_cel(&other).map_or_else(|_| format!("{other:?}"), |d| d.to_string());
-                Err(self.error(format!("must be a boolean, got {shown}")))
+                Err(self.error(row, format!("must be a boolean, got {shown}")))
             }
         }
     }
@@ -470,5 +492,45 @@ mod tests {
         assert!(e.to_string().contains("boolean, got 1"), "{e}");
         let e = compile("s").unwrap().eval_bool(&row(json!({"s": "x"}))).unwrap_err();
         assert!(e.to_string().contains("boolean, got \"x\""), "{e}");
+    }
+
+    /// An evaluation error names the record it failed on (its JSON text), on every path: the
+    /// interpreter, a bare field read, a non-boolean filter result, a row result; a long
+    /// record is cut to [`RECORD_SHOWN_CHARS`] characters at a character boundary.
+    #[test]
+    fn evaluation_errors_name_the_record() {
+        let one = row(json!({"zone": 7, "riders": 1}));
+        // (expression, how it is evaluated, part of the message after the record)
+        type Eval = fn(&Expr, &Row) -> Result<(), CelError>;
+        let rows: [(&str, Eval, &str); 4] = [
+            (
+                "100 / (riders - 1) > 0",
+                |e, r| e.eval_bool(r).map(drop),
+                "division by zero",
+            ),
+            ("fare", |e, r| e.eval(r).map(drop), "no field `fare`"),
+            ("riders", |e, r| e.eval_bool(r).map(drop), "must be a boolean, got 1"),
+            (
+                "{'x': fare + 1}",
+                |e, r| e.eval_row(r, &mut SchemaCache::default()).map(drop),
+                "",
+            ),
+        ];
+        for (source, eval, message_end) in rows {
+            let e = eval(&compile(source).unwrap(), &one).unwrap_err().to_string();
+            let start = format!("CEL expression `{source}` failed on the record {{\"zone\":7,\"riders\":1}}: ");
+            assert!(e.starts_with(&start), "`{source}`: {e}");
+            assert!(e[start.len()..].to_lowercase().contains(message_end), "`{source}`: {e}");
+        }
+        let long = row(json!({"text": "é".repeat(400)}));
+        let e = compile("text + 1").unwrap().eval(&long).unwrap_err();
+        let CelError::Eval { record, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(record.chars().count(), RECORD_SHOWN_CHARS + 1, "{record}");
+        assert!(
+            record.starts_with("{\"text\":\"éé") && record.ends_with("é…"),
+            "{record}"
+        );
     }
 }

@@ -125,10 +125,11 @@ impl JoinSide {
         }
         Key::from_owned(value).map(Some).map_err(|e| {
             TaskError(format!(
-                "join {} {}Key `{}`: {e}",
+                "join {} {}Key `{}` on the record {}: {e}",
                 self.join_uid,
                 self.side.name(),
-                self.key.source()
+                self.key.source(),
+                cel::record_shown(row)
             ))
         })
     }

@@ -385,7 +385,10 @@ async fn a_record_without_a_side_tag_or_key_is_an_error_naming_the_operator() {
         .process(vec![Record::new(Row::from_json(json!({"repo": 1.5})))], &mut out)
         .await
         .unwrap_err();
-    assert!(e.0.contains("join j leftKey `repo`"), "{e}");
+    assert!(
+        e.0.contains(r#"join j leftKey `repo` on the record {"repo":1.5}"#),
+        "{e}"
+    );
 }
 
 /// A record whose join key is null, missing, or null through a field it reads never matches

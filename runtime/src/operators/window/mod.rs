@@ -208,9 +208,10 @@ impl WindowOperator {
                 let v = e.eval(row)?;
                 Acc::from_datum(&v).ok_or_else(|| {
                     TaskError(format!(
-                        "operator {}: `{}` gave {v}, not a number",
+                        "operator {}: `{}` gave {v}, not a number, on the record {}",
                         self.uid,
-                        e.source()
+                        e.source(),
+                        cel::record_shown(row)
                     ))
                 })
             }
