@@ -40,7 +40,10 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
             let snapshots = snapshot_directories_in(path).await;
             return Err(not_a_snapshot_holding(path, &snapshots));
         }
-        loaded => loaded.map_err(|e| e.to_string())?.metadata.info(),
+        loaded => loaded
+            .map_err(|e| restore::damaged_snapshot_message(path, &e).unwrap_or_else(|| e.to_string()))?
+            .metadata
+            .info(),
     };
     output::print_data(&info, format, || inspect_lines(&info))
 }

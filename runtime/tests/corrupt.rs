@@ -43,6 +43,41 @@ fn corrupt_state_file_is_reported_with_its_path() {
         !log.contains(&format!("chk-{prev}")),
         "no fallback to chk-{prev}: {log}"
     );
+
+    // Restored explicitly, the damaged checkpoint is refused saying what is damaged and what
+    // to do (helper-116: a bare "corrupt restore point: ..." or "...: not found").
+    let newest_dir = job_dir.join(format!("chk-{newest}"));
+    let (ok, log) = Weir::run(&m, &["--restore", newest_dir.to_str().unwrap()], &[]).wait();
+    assert!(!ok, "{log}");
+    for needle in [
+        "is damaged: a file does not verify",
+        "counts-0.state",
+        "Put the file back from a copy",
+    ] {
+        assert!(log.contains(needle), "`{needle}` in {log}");
+    }
+    // A state file missing from the checkpoint before it: inspect says which and what to do.
+    let prev_dir = job_dir.join(format!("chk-{prev}"));
+    let state_file = std::fs::read_dir(&prev_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "state"))
+        .expect("a state file in the checkpoint before");
+    std::fs::remove_file(&state_file).unwrap();
+    let out = std::process::Command::new(weir())
+        .args(["savepoint", "inspect", prev_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let name = state_file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(!out.status.success(), "{err}");
+    for needle in [
+        "is damaged: ",
+        &format!("{name}, a file its `_metadata` lists, is missing"),
+        "Put the file back from a copy",
+    ] {
+        assert!(err.contains(needle), "`{needle}` in {err}");
+    }
 }
 
 #[test]

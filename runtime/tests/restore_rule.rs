@@ -6,6 +6,7 @@
 
 mod common;
 use common::*;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -184,12 +185,9 @@ fn a_uid_reused_for_another_kind_is_refused_naming_the_step_and_the_way_out() {
     }
 }
 
-/// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it
-/// was written, finds nothing there and refuses, saying to restore it from its new place or,
-/// if deleted, to restore an older one explicitly (its pointer named); `--restore <new place>` then finishes the job
-/// exactly (helper-99, 2026-12-06: the refusal said only to put the files back).
-#[test]
-fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
+/// The word count at p=2 (5,000 lines/s, checkpoints every 300 ms) stopped with a savepoint
+/// after its first checkpoint: its directory, manifest and the savepoint's URL.
+fn word_count_stopped_with_a_savepoint() -> (tempfile::TempDir, PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::local(dir.path());
     let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
@@ -198,25 +196,42 @@ fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
     wait_first_checkpoint(&api);
     let savepoint = stop_with_savepoint(&api, &[]);
     w.wait_ok();
+    (dir, m, savepoint)
+}
+
+/// `--restore latest` of the job of manifest `m` in `dir` is refused (`what`), saying each of
+/// `needles`, and commits nothing.
+fn assert_latest_refused(dir: &Path, m: &Path, needles: &[String], what: &str) {
+    let output_before = local_output(&dir.join("output"));
+    let (ok, log) = Weir::run(m, &["--restore", "latest"], &[]).wait();
+    assert!(!ok, "latest must not go back past {what}: {log}");
+    for needle in needles {
+        assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
+    }
+    assert_eq!(
+        local_output(&dir.join("output")),
+        output_before,
+        "a refused restore commits nothing"
+    );
+}
+
+/// A savepoint moved after it was taken: `--restore latest` follows its pointer to where it
+/// was written, finds nothing there and refuses, saying to restore it from its new place or,
+/// if deleted, to restore an older one explicitly (its pointer named); `--restore <new
+/// place>` then finishes the job exactly (helper-99, 2026-12-06: the refusal said only to put
+/// the files back).
+#[test]
+fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
+    let (dir, m, savepoint) = word_count_stopped_with_a_savepoint();
     let moved = dir.path().join("moved-savepoint");
     std::fs::rename(savepoint.strip_prefix("file://").unwrap_or(&savepoint), &moved).unwrap();
-    let output_before = local_output(&dir.path().join("output"));
-
-    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
-    assert!(!ok, "latest must not go past a moved savepoint: {log}");
-    for needle in [
+    let needles = [
         "no longer holds it",
         "`--restore <its directory>`",
         "checkpoints/wordcount/sp-",
         "--restore none",
-    ] {
-        assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
-    }
-    assert_eq!(
-        local_output(&dir.path().join("output")),
-        output_before,
-        "a refused restore commits nothing"
-    );
+    ];
+    assert_latest_refused(dir.path(), &m, &needles.map(String::from), "a moved savepoint");
     Weir::run(&m, &["--restore", moved.to_str().unwrap()], &[]).wait_ok();
     assert_same_multiset(
         &local_output(&dir.path().join("output")),
@@ -233,38 +248,17 @@ fn a_moved_savepoint_is_refused_by_latest_saying_how_to_restore_it() {
 /// new run takes ids past n; and `--restore <the savepoint>` finishes the job exactly.
 #[test]
 fn a_deleted_savepoint_pointer_is_refused_by_latest_and_its_id_is_not_used_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths::local(dir.path());
-    let m = wordcount_manifest(dir.path(), &paths, 2, "exactly-once", "300ms", Some(5000), None);
-    let w = Weir::run(&m, &[], &[]);
-    let api = w.api();
-    wait_first_checkpoint(&api);
-    let savepoint = stop_with_savepoint(&api, &[]);
-    w.wait_ok();
+    let (dir, m, savepoint) = word_count_stopped_with_a_savepoint();
     let id = savepoint_id(&savepoint);
-    let pointer = dir.path().join(format!("checkpoints/wordcount/sp-{id}/_pointer"));
-    std::fs::remove_file(&pointer).unwrap();
-    let output_before = local_output(&dir.path().join("output"));
-
-    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
-    assert!(
-        !ok,
-        "latest must not go back past a savepoint whose pointer is gone: {log}"
-    );
-    for needle in [
+    std::fs::remove_file(dir.path().join(format!("checkpoints/wordcount/sp-{id}/_pointer"))).unwrap();
+    let needles = [
         format!("savepoint {id} of job wordcount completed ({savepoint}"),
         format!("its pointer `wordcount/sp-{id}/_pointer` is gone"),
         format!("`--restore {savepoint}`"),
         "would write again the output committed after it".to_string(),
         "--restore none".to_string(),
-    ] {
-        assert!(log.contains(&needle), "the refusal says `{needle}`: {log}");
-    }
-    assert_eq!(
-        local_output(&dir.path().join("output")),
-        output_before,
-        "a refused restore commits nothing"
-    );
+    ];
+    assert_latest_refused(dir.path(), &m, &needles, "a savepoint whose pointer is gone");
 
     // A run started without state (its output elsewhere) takes ids past the savepoint's.
     let elsewhere = format!(
@@ -300,22 +294,13 @@ fn a_deleted_final_checkpoint_is_refused_by_latest() {
     assert!(ids.len() >= 2, "two checkpoints retained: {ids:?}");
     let newest = *ids.last().unwrap();
     std::fs::remove_file(dir.path().join(format!("checkpoints/wordcount/chk-{newest}/_metadata"))).unwrap();
-    let output_before = local_output(&dir.path().join("output"));
-
-    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &[]).wait();
-    assert!(!ok, "latest must not go back past a deleted checkpoint: {log}");
-    for needle in [
+    let needles = [
         format!("checkpoint chk-{newest} of job wordcount completed"),
         format!("`wordcount/chk-{newest}/_metadata` is gone"),
+        "put them back".to_string(),
         format!("checkpoints/wordcount/chk-{}", ids[ids.len() - 2]),
-    ] {
-        assert!(log.contains(&needle), "the refusal says `{needle}`: {log}");
-    }
-    assert_eq!(
-        local_output(&dir.path().join("output")),
-        output_before,
-        "a refused restore commits nothing"
-    );
+    ];
+    assert_latest_refused(dir.path(), &m, &needles, "a deleted checkpoint");
 }
 
 #[test]

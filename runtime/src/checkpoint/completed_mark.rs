@@ -66,19 +66,26 @@ pub async fn read(store: &Store, job: &str) -> Result<Option<CompletedMark>, Sto
 }
 
 /// Records `newest` as the newest completed snapshot of `job`, unless the record already
-/// holds an id as high (a pass of another run, or one that raced this one). Failures are
-/// warned about: the record is a safety net, the job goes on without it.
-pub async fn record(store: &Store, job: &str, newest: &CompletedMark) {
-    let recorded = match read(store, job).await {
-        Ok(recorded) => recorded,
-        Err(e) => return tracing::warn!(error = %e, "cannot read the record of the newest completed snapshot"),
+/// holds an id as high (a pass of another run, or one that raced this one). `written`: the id
+/// this writer recorded last (`None` at first: the record is read to find out; after a write,
+/// the record is not read again, one request per completion). Failures are warned about: the
+/// record is a safety net, the job goes on without it.
+pub async fn record(store: &Store, job: &str, newest: &CompletedMark, written: &mut Option<u64>) {
+    let recorded = match *written {
+        Some(id) => Some(id),
+        None => match read(store, job).await {
+            Ok(recorded) => recorded.map(|r| r.id),
+            Err(e) => return tracing::warn!(error = %e, "cannot read the record of the newest completed snapshot"),
+        },
     };
-    if recorded.is_some_and(|r| r.id >= newest.id) {
+    if recorded.is_some_and(|id| id >= newest.id) {
+        *written = recorded;
         return;
     }
     let bytes = Bytes::from(serde_json::to_vec_pretty(newest).expect("a mark serializes"));
-    if let Err(e) = store.put(&mark_path(job), bytes).await {
-        tracing::warn!(error = %e, "cannot record the newest completed snapshot");
+    match store.put(&mark_path(job), bytes).await {
+        Ok(()) => *written = Some(newest.id),
+        Err(e) => tracing::warn!(error = %e, "cannot record the newest completed snapshot"),
     }
 }
 
@@ -256,10 +263,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Store = std::sync::Arc::new(crate::storage::LocalStore::new(dir.path().to_str().unwrap()).unwrap());
         assert_eq!(read(&store, "job").await.unwrap(), None);
-        record(&store, "job", &mark(5)).await;
-        record(&store, "job", &mark(4)).await;
+        let mut written = None;
+        record(&store, "job", &mark(5), &mut written).await;
+        assert_eq!(written, Some(5));
+        record(&store, "job", &mark(4), &mut written).await;
         assert_eq!(read(&store, "job").await.unwrap(), Some(mark(5)));
-        record(&store, "job", &mark(7)).await;
+        // Another writer (a new run) finds the record and does not lower it.
+        let mut another = None;
+        record(&store, "job", &mark(3), &mut another).await;
+        assert_eq!((read(&store, "job").await.unwrap(), another), (Some(mark(5)), Some(5)));
+        record(&store, "job", &mark(7), &mut written).await;
         assert_eq!(read(&store, "job").await.unwrap(), Some(mark(7)));
         std::fs::write(dir.path().join("job").join(MARK_FILE), b"not json").unwrap();
         assert_eq!(

@@ -424,6 +424,11 @@ pub async fn resolve(
                      (`<storage>/{job}/`), or take a savepoint (self-contained) to move state"
                 )))
             }
+            Err(e) if damaged_snapshot_message(&url, &e).is_some() => Err(RestoreError::Refused(format!(
+                "restore point {}; or restore the newest completed one with `--restore latest`, or start without \
+                 state with `--restore none`",
+                damaged_snapshot_message(&url, &e).unwrap_or_default()
+            ))),
             loaded => Ok(Some(loaded?)),
         },
         RestoreChoice::Stored { id, savepoint } => {
@@ -481,6 +486,24 @@ async fn vanished_refusal(
         None => None,
     };
     completed_mark::vanished_message(job, gone, newest_held, &store.url(&completed_mark::mark_path(job)))
+}
+
+/// For an explicit restore point or an inspected snapshot at `url` that failed to load with
+/// `error`: what is damaged and what to do, when a file its `_metadata` lists is missing or
+/// fails its checks (`None` for other errors, said as they are). A missing file of the job's
+/// `shared/` directory has its own message (an incremental checkpoint moved without it).
+pub fn damaged_snapshot_message(url: &str, error: &RestoreError) -> Option<String> {
+    let what = match error {
+        RestoreError::Storage(StorageError::NotFound(path)) if !path.ends_with(METADATA_FILE) => {
+            format!("{path}, a file its `{METADATA_FILE}` lists, is missing (deleted, or not copied with the snapshot)")
+        }
+        RestoreError::Corrupt(fault) => format!("a file does not verify: {fault}"),
+        _ => return None,
+    };
+    Some(format!(
+        "{url} is damaged: {what}. Put the file back from a copy of the snapshot, or use another snapshot \
+         (`weir checkpoints list <checkpoint storage> --job <job>` lists a job's checkpoints)"
+    ))
 }
 
 /// The message for a snapshot URL (`--restore URL`, a StreamJob's restore point, `weir

@@ -56,6 +56,7 @@ impl RetentionWorker {
         let task = tokio::spawn(async move {
             let mut metadata = MetadataCache::default();
             let mut failed = Vec::new();
+            let mut recorded = None;
             while changes.changed().await.is_ok() {
                 let Some(newest) = changes.borrow_and_update().clone() else {
                     continue;
@@ -68,7 +69,7 @@ impl RetentionWorker {
                 // runs another: retention is housekeeping, the job goes on.
                 let what = || format!("the retention pass over the checkpoints of job {}", scope.job);
                 let work = async {
-                    completed_mark::record(&scope.store, &scope.job, &newest).await;
+                    completed_mark::record(&scope.store, &scope.job, &newest, &mut recorded).await;
                     pass(&scope, &mut metadata).await;
                     failed_savepoints::sweep(&mut failed, newest_completed).await;
                 };

@@ -346,11 +346,15 @@ pub async fn restore_for_run(
     let mut first_id = decide::next_snapshot_id(snapshot.as_ref().map(|s| s.metadata.checkpoint_id), &seen);
     // Past the recorded newest completed snapshot too, whose directory or pointer may be gone
     // (deleted by hand): its id is never used again (`checkpoint/completed_mark.rs`).
-    let newest_recorded = crate::checkpoint::completed_mark::read(store, &job.name)
-        .await
-        .map_err(|e| transient(e.to_string()))?;
-    if let Some(mark) = newest_recorded {
-        first_id = first_id.max(mark.id.saturating_add(1));
+    let record = crate::checkpoint::completed_mark::mark_path(&job.name);
+    let newest_recorded = lineage::with_retries(&store.url(&record), || {
+        crate::checkpoint::completed_mark::read(store, &job.name)
+    })
+    .await
+    .map_err(|e| transient(e.to_string()))?;
+    let recorded_id = newest_recorded.map(|mark| mark.id);
+    if let Some(id) = recorded_id {
+        first_id = first_id.max(id.saturating_add(1));
     }
     // Past the checkpoint directories no snapshot listing shows: a local run killed while it
     // wrote a checkpoint's first file leaves `chk-<n>/` holding only that write's temporary
@@ -364,6 +368,18 @@ pub async fn restore_for_run(
     let cut_off = crate::checkpoint::retention::unlisted_checkpoint_directories(&directories, &seen);
     if let Some(highest) = cut_off.iter().max() {
         first_id = first_id.max(highest.saturating_add(1));
+    }
+    if let Some(id) = recorded_id.filter(|id| *id >= crate::cluster::fence::MAX_RESERVATION) {
+        return Err(StartError {
+            message: format!(
+                "{} records id {id} as the newest completed snapshot of job {}, past the largest Weir uses \
+                 ({}): it was not written by Weir; remove it",
+                store.url(&record),
+                job.name,
+                crate::cluster::fence::MAX_RESERVATION
+            ),
+            permanent: true,
+        });
     }
     if first_id > crate::cluster::fence::MAX_RESERVATION {
         return Err(StartError {

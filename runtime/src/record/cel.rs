@@ -20,13 +20,37 @@ pub enum CelError {
     #[error("invalid CEL expression `{expr}`: {message}")]
     Compile { expr: String, message: String },
     /// Evaluation failed (missing field, wrong type, ...) on `record`: the record's JSON text,
-    /// cut to [`RECORD_SHOWN_CHARS`] characters, so the error says which input to look at.
-    #[error("CEL expression `{expr}` failed on the record {record}: {message}")]
+    /// cut to [`RECORD_SHOWN_CHARS`] characters, so the error says which input to look at
+    /// (empty from [`Expr::eval_unshown`], until [`CelError::on_record`] fills it).
+    #[error("CEL expression `{expr}` failed{}: {message}", on_the_record(record))]
     Eval {
         expr: String,
         record: String,
         message: String,
     },
+}
+
+impl CelError {
+    /// The error with `row` shown as the record it failed on ([`record_shown`]), when it is an
+    /// evaluation error that shows none yet.
+    pub fn on_record(self, row: &Row) -> CelError {
+        match self {
+            CelError::Eval { expr, record, message } if record.is_empty() => CelError::Eval {
+                expr,
+                record: record_shown(row),
+                message,
+            },
+            other => other,
+        }
+    }
+}
+
+/// ` on the record <record>`, or nothing when `record` is empty.
+fn on_the_record(record: &str) -> String {
+    match record {
+        "" => String::new(),
+        shown => format!(" on the record {shown}"),
+    }
 }
 
 /// Most characters of a record an evaluation error shows (then `…`).
@@ -132,10 +156,13 @@ impl Expr {
         self.program.expression()
     }
 
-    fn error(&self, row: &Row, message: impl Into<String>) -> CelError {
+    /// An evaluation error without the record: the public evaluations add it
+    /// ([`CelError::on_record`]) when they return the error, so an error a caller discards (a
+    /// join key that reads a null) costs no rendering of the record.
+    fn error(&self, message: impl Into<String>) -> CelError {
         CelError::Eval {
             expr: self.source.clone(),
-            record: record_shown(row),
+            record: String::new(),
             message: message.into(),
         }
     }
@@ -149,21 +176,21 @@ impl Expr {
         if self.uses_record {
             ctx.add_variable_from_value("record", row_to_cel(row));
         }
-        self.program.execute(&ctx).map_err(|e| self.error(row, e.to_string()))
+        self.program.execute(&ctx).map_err(|e| self.error(e.to_string()))
     }
 
     /// The interpreter's result alone, without the fast paths (to test them against).
     #[cfg(test)]
     pub(crate) fn eval_interpreted(&self, row: &Row) -> Result<Value, CelError> {
-        let out = self.eval_cel(row)?;
-        from_cel(&out).map_err(|m| self.error(row, m))
+        let out = self.eval_cel(row).map_err(|e| e.on_record(row))?;
+        from_cel(&out).map_err(|m| self.error(m).on_record(row))
     }
 
     /// The value of the bare-identifier expression's field (found by its bound position).
     fn field_value<'r>(&self, field: &str, row: &'r Row) -> Result<&'r Datum, CelError> {
         self.with_bound(row.schema(), |b| b.field)
             .and_then(|i| row.values().get(i))
-            .ok_or_else(|| self.error(row, format!("the record has no field `{field}`")))
+            .ok_or_else(|| self.error(format!("the record has no field `{field}`")))
     }
 
     /// `f` of the value for `row` when a plain field read or the native evaluator decides it,
@@ -217,8 +244,15 @@ impl Expr {
     }
 
     /// Evaluates against a row and returns the result as a value. Map results become
-    /// [`Datum::Json`] objects with their keys sorted (CEL maps are unordered).
+    /// [`Datum::Json`] objects with their keys sorted (CEL maps are unordered). An error shows
+    /// the record.
     pub fn eval(&self, row: &Row) -> Result<Datum, CelError> {
+        self.eval_unshown(row).map_err(|e| e.on_record(row))
+    }
+
+    /// [`Expr::eval`] whose error does not show the record yet: for a caller that may discard
+    /// it (it adds the record with [`CelError::on_record`] when it does not).
+    pub fn eval_unshown(&self, row: &Row) -> Result<Datum, CelError> {
         if let Some(f) = &self.field {
             return self.field_value(f, row).cloned();
         }
@@ -226,7 +260,7 @@ impl Expr {
             return Ok(value);
         }
         let out = self.eval_cel(row)?;
-        datum_from_cel(&out).map_err(|m| self.error(row, m))
+        datum_from_cel(&out).map_err(|m| self.error(m))
     }
 
     /// The result for `row` when it is a double that is not finite (±infinity, NaN), which
@@ -248,8 +282,12 @@ impl Expr {
 
     /// Evaluates against a row and returns the result as a record: a CEL map becomes a row of
     /// its keys, sorted (the schema comes from `cache` when the keys are the same as last
-    /// time); any other result is a bare row.
+    /// time); any other result is a bare row. An error shows the record.
     pub fn eval_row(&self, row: &Row, cache: &mut SchemaCache) -> Result<Row, CelError> {
+        self.eval_row_unshown(row, cache).map_err(|e| e.on_record(row))
+    }
+
+    fn eval_row_unshown(&self, row: &Row, cache: &mut SchemaCache) -> Result<Row, CelError> {
         if let Some(f) = &self.field {
             return Ok(Row::bare(self.field_value(f, row)?.clone()));
         }
@@ -263,26 +301,27 @@ impl Expr {
         }
         let out = self.eval_cel(row)?;
         let cel::Value::Map(map) = &out else {
-            return datum_from_cel(&out).map(Row::bare).map_err(|m| self.error(row, m));
+            return datum_from_cel(&out).map(Row::bare).map_err(|m| self.error(m));
         };
         let mut entries: Vec<(String, &cel::Value)> = map.map.iter().map(|(k, v)| (key_string(k), v)).collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         let mut builder = RowBuilder::with_capacity(entries.len());
         for (k, v) in entries {
-            builder.push(
-                CompactString::from(k),
-                datum_from_cel(v).map_err(|m| self.error(row, m))?,
-            );
+            builder.push(CompactString::from(k), datum_from_cel(v).map_err(|m| self.error(m))?);
         }
         Ok(builder.finish(cache))
     }
 
-    /// Evaluates to a boolean; a non-boolean result is an error.
+    /// Evaluates to a boolean; a non-boolean result is an error. An error shows the record.
     pub fn eval_bool(&self, row: &Row) -> Result<bool, CelError> {
+        self.eval_bool_unshown(row).map_err(|e| e.on_record(row))
+    }
+
+    fn eval_bool_unshown(&self, row: &Row) -> Result<bool, CelError> {
         if let Some(f) = &self.field {
             return match self.field_value(f, row)? {
                 Datum::Bool(b) => Ok(*b),
-                other => Err(self.error(row, format!("must be a boolean, got {other}"))),
+                other => Err(self.error(format!("must be a boolean, got {other}"))),
             };
         }
         if let Some(Some(b)) = self.eval_borrowed(row, |v| match v {
@@ -295,7 +334,7 @@ impl Expr {
             cel::Value::Bool(b) => Ok(b),
             other => {
                 let shown = datum_from_cel(&other).map_or_else(|_| format!("{other:?}"), |d| d.to_string());
-                Err(self.error(row, format!("must be a boolean, got {shown}")))
+                Err(self.error(format!("must be a boolean, got {shown}")))
             }
         }
     }

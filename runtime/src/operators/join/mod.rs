@@ -115,10 +115,10 @@ impl JoinSide {
     /// onto the same record for ever. Errors: any other evaluation error, a key of another type
     /// (a float, an object).
     fn key_of(&self, row: &Row) -> TaskResult<Option<Key>> {
-        let value = match self.key.eval(row) {
+        let value = match self.key.eval_unshown(row) {
             Ok(value) => value,
             Err(_) if self.reads_a_null(row) => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e.on_record(row).into()),
         };
         if matches!(value, Datum::Null) {
             return Ok(None);

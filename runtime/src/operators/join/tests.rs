@@ -448,6 +448,18 @@ async fn records_without_a_key_never_match_and_are_dropped() {
             .unwrap_err();
         assert!(e.0.contains("join j leftKey `repo`") && e.0.contains(says), "{e}");
     }
+
+    // An evaluation error on a record whose fields are not null fails, showing the record.
+    let mut failing = def(None);
+    failing.left_key = "repo + 1".into();
+    let e = side(&failing)
+        .process(vec![Record::new(Row::from_json(json!({"repo": "r"})))], &mut Vec::new())
+        .await
+        .unwrap_err();
+    assert!(
+        e.0.contains(r#"CEL expression `repo + 1` failed on the record {"repo":"r"}: "#),
+        "{e}"
+    );
 }
 
 /// A restore whose join reads its inputs in the other order, or keys a side by another

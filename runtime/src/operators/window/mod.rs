@@ -406,8 +406,13 @@ impl StreamOperator for WindowOperator {
                 )));
             }
             let field = &self.def.time_field;
-            let ts = event_time_millis(r.row.get(field).unwrap_or(&Datum::Null), self.def.time_unit)
-                .map_err(|e| TaskError(format!("operator {}: event-time field `{field}`: {e}", self.uid)))?;
+            let ts = event_time_millis(r.row.get(field).unwrap_or(&Datum::Null), self.def.time_unit).map_err(|e| {
+                TaskError(format!(
+                    "operator {}: event-time field `{field}` of the record {}: {e}",
+                    self.uid,
+                    cel::record_shown(&r.row)
+                ))
+            })?;
             // The first value decided the unit (an ambiguous one was refused): later integers
             // are milliseconds, as for a source's event time (`exec::watermarks`).
             self.def

@@ -497,6 +497,12 @@ async fn the_first_event_time_decides_the_unit_so_later_values_in_epoch_seconds_
         .await
         .unwrap_err();
     assert!(err.0.contains("looks like epoch seconds"), "{}", err.0);
+    assert!(
+        err.0
+            .contains(r#"event-time field `t` of the record {"t":1500000000}: "#),
+        "{}",
+        err.0
+    );
     // A stream that starts at small milliseconds (a generator's id) reaches that range later:
     // the first value decided milliseconds, so it goes on.
     let (mut w, _) = op(
