@@ -14,7 +14,6 @@ use crate::lifecycle::{Snapshot, StorageClaim};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use weir_runtime::checkpoint::completed_mark;
 use weir_runtime::checkpoint::lineage::{list_snapshots, read_pointer};
 use weir_runtime::checkpoint::owner::{self, OwnerError};
 use weir_runtime::checkpoint::restore::{RestoreError, load_metadata};
@@ -229,19 +228,7 @@ impl SnapshotStore for ObjectStoreSnapshots {
         let mut candidates: BTreeMap<u64, (Store, String)> = BTreeMap::new();
         if let Some(url) = &spec.checkpointing.storage {
             let store = storage::open(url, s3).await.map_err(|e| e.to_string())?;
-            // Read before the listing: a recorded snapshot's `_metadata` was written before
-            // the record, so the listing holds it unless it was deleted or moved since.
-            let mark = completed_mark::read(&store, name).await.map_err(|e| e.to_string())?;
-            let listed = list_snapshots(&store, name).await.map_err(|e| e.to_string())?;
-            if let Some(gone) = completed_mark::vanished(mark.as_ref(), &listed, 0) {
-                let record = store.url(&completed_mark::mark_path(name));
-                return Err(format!(
-                    "{}; the operator will not use an older one: set spec.initialSavepointPath to a snapshot of \
-                     your choice",
-                    completed_mark::vanished_message(name, gone, None, &record)
-                ));
-            }
-            for seen in listed {
+            for seen in list_snapshots(&store, name).await.map_err(|e| e.to_string())? {
                 if !seen.completed {
                     continue;
                 }

@@ -41,7 +41,7 @@ pub async fn inspect(path: &str, format: OutputFormat) -> Result<(), String> {
             return Err(not_a_snapshot_holding(path, &snapshots));
         }
         loaded => loaded
-            .map_err(|e| restore::damaged_snapshot_message(path, &e).unwrap_or_else(|| e.to_string()))?
+            .map_err(|e| restore::damaged_snapshot_message(path, &e, None).unwrap_or_else(|| e.to_string()))?
             .metadata
             .info(),
     };

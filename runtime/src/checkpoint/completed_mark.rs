@@ -48,12 +48,18 @@ pub fn mark_path(job: &str) -> String {
 }
 
 /// Reads the record of `job`. `Ok(None)` when there is none (a job whose runs predate it, or
-/// no snapshot completed yet). A record that does not parse is warned about and read as none:
-/// it only ever adds a refusal. Errors: the store failed.
+/// no snapshot completed yet). A record that does not parse, or holds an id past the largest
+/// Weir uses ([`MAX_RESERVATION`](crate::cluster::fence::MAX_RESERVATION): not Weir's), is
+/// warned about, naming it, and read as none: it only ever adds a refusal. Errors: the store
+/// failed.
 pub async fn read(store: &Store, job: &str) -> Result<Option<CompletedMark>, StorageError> {
     let path = mark_path(job);
     match store.get(&path).await {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
+        Ok(bytes) => match serde_json::from_slice::<CompletedMark>(&bytes) {
+            Ok(mark) if mark.id >= crate::cluster::fence::MAX_RESERVATION => {
+                tracing::warn!(path = %store.url(&path), id = mark.id, "the record of the newest completed snapshot holds an id Weir never uses; ignored (remove it)");
+                Ok(None)
+            }
             Ok(mark) => Ok(Some(mark)),
             Err(e) => {
                 tracing::warn!(path = %store.url(&path), error = %e, "the record of the newest completed snapshot does not parse; ignored");
@@ -65,11 +71,12 @@ pub async fn read(store: &Store, job: &str) -> Result<Option<CompletedMark>, Sto
     }
 }
 
-/// Records `newest` as the newest completed snapshot of `job`, unless the record already
-/// holds an id as high (a pass of another run, or one that raced this one). `written`: the id
-/// this writer recorded last (`None` at first: the record is read to find out; after a write,
-/// the record is not read again, one request per completion). Failures are warned about: the
-/// record is a safety net, the job goes on without it.
+/// Records `newest` as the newest completed snapshot of `job`, unless an id as high is already
+/// known: `written`, the id this writer saw or wrote last, or when `None` (the writer's first
+/// call) the record as read now. After the first call the record is not read again (one
+/// request per completion), so a higher id another writer put there meanwhile (an attempt
+/// outliving its run) can be overwritten by a lower one: the net weakens, nothing is refused
+/// wrongly. Failures are warned about: the record is a safety net, the job goes on without it.
 pub async fn record(store: &Store, job: &str, newest: &CompletedMark, written: &mut Option<u64>) {
     let recorded = match *written {
         Some(id) => Some(id),
@@ -279,6 +286,13 @@ mod tests {
             read(&store, "job").await.unwrap(),
             None,
             "an unreadable record reads as none"
+        );
+        let not_weirs = format!(r#"{{"id": {}, "savepoint": false, "url": "x"}}"#, u64::MAX);
+        std::fs::write(dir.path().join("job").join(MARK_FILE), not_weirs).unwrap();
+        assert_eq!(
+            read(&store, "job").await.unwrap(),
+            None,
+            "an id Weir never uses reads as none"
         );
     }
 }

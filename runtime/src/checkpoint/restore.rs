@@ -424,12 +424,13 @@ pub async fn resolve(
                      (`<storage>/{job}/`), or take a savepoint (self-contained) to move state"
                 )))
             }
-            Err(e) if damaged_snapshot_message(&url, &e).is_some() => Err(RestoreError::Refused(format!(
-                "restore point {}; or restore the newest completed one with `--restore latest`, or start without \
-                 state with `--restore none`",
-                damaged_snapshot_message(&url, &e).unwrap_or_default()
-            ))),
-            loaded => Ok(Some(loaded?)),
+            Err(e) => match damaged_snapshot_message(&url, &e, Some(job)) {
+                Some(damaged) => Err(RestoreError::Refused(format!(
+                    "restore point {damaged}; or start without state with `--restore none`"
+                ))),
+                None => Err(e),
+            },
+            Ok(loaded) => Ok(Some(loaded)),
         },
         RestoreChoice::Stored { id, savepoint } => {
             let (name, url, loaded) = if savepoint {
@@ -492,18 +493,27 @@ async fn vanished_refusal(
 /// `error`: what is damaged and what to do, when a file its `_metadata` lists is missing or
 /// fails its checks (`None` for other errors, said as they are). A missing file of the job's
 /// `shared/` directory has its own message (an incremental checkpoint moved without it).
-pub fn damaged_snapshot_message(url: &str, error: &RestoreError) -> Option<String> {
+pub fn damaged_snapshot_message(url: &str, error: &RestoreError, job: Option<&str>) -> Option<String> {
     let what = match error {
         RestoreError::Storage(StorageError::NotFound(path)) if !path.ends_with(METADATA_FILE) => {
             format!("{path}, a file its `{METADATA_FILE}` lists, is missing (deleted, or not copied with the snapshot)")
         }
-        RestoreError::Corrupt(fault) => format!("a file does not verify: {fault}"),
+        // Damage, not a file of another version or place (those say what to do themselves).
+        RestoreError::Corrupt(fault) if is_damage(&fault.problem) => format!("a file does not verify: {fault}"),
         _ => return None,
     };
+    let job = job.unwrap_or("<job>");
     Some(format!(
         "{url} is damaged: {what}. Put the file back from a copy of the snapshot, or use another snapshot \
-         (`weir checkpoints list <checkpoint storage> --job <job>` lists a job's checkpoints)"
+         (`weir checkpoints list <checkpoint storage> --job {job}` lists the job's checkpoints)"
     ))
+}
+
+/// Whether a state or `_metadata` file's `problem` ([`FormatError::problem`]) is damage to its
+/// bytes (a checksum, a size, a truncation, bytes that do not decode) rather than a format
+/// version this build does not read or a reference outside the store.
+fn is_damage(problem: &str) -> bool {
+    !(problem.contains("unsupported") || problem.contains("outside the store"))
 }
 
 /// The message for a snapshot URL (`--restore URL`, a StreamJob's restore point, `weir

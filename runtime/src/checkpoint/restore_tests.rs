@@ -418,3 +418,50 @@ fn a_refused_restore_names_the_uids_on_both_sides_and_how_to_keep_the_state() {
         "{removed}"
     );
 }
+
+/// What an explicit restore or inspection calls damage (put the file back) and what it says as
+/// it is: a missing state file and bytes that do not verify are damage; a format version this
+/// build does not read, a reference outside the store, a missing `_metadata` (not a snapshot)
+/// and a storage failure are not.
+#[test]
+fn damage_is_told_apart_from_versions_places_and_storage_failures() {
+    let corrupt = |problem: &str| {
+        RestoreError::Corrupt(FormatError {
+            path: "file:///s/chk-3/counts-0.state".into(),
+            problem: problem.into(),
+        })
+    };
+    // (error, called damaged)
+    let rows = [
+        (
+            RestoreError::Storage(StorageError::NotFound("/s/chk-3/counts-0.state".into())),
+            true,
+        ),
+        (corrupt("checksum mismatch: crc32 00000001, expected 00000002"), true),
+        (corrupt("size 8000 bytes, _metadata says 16614"), true),
+        (corrupt("truncated or padded: body has 3 bytes, header says 9"), true),
+        (
+            corrupt(
+                "unsupported state format version 9 (this build reads 1 and 2); restore with the Weir version that wrote it or newer",
+            ),
+            false,
+        ),
+        (corrupt("_metadata references `../x`, outside the store; ..."), false),
+        (
+            RestoreError::Storage(StorageError::NotFound("/s/chk-3/_metadata".into())),
+            false,
+        ),
+        (RestoreError::Incompatible("maxParallelism differs".into()), false),
+    ];
+    for (error, damaged) in rows {
+        let message = damaged_snapshot_message("file:///s/chk-3", &error, Some("wc"));
+        assert_eq!(message.is_some(), damaged, "{error}");
+        if let Some(message) = message {
+            assert!(message.starts_with("file:///s/chk-3 is damaged: "), "{message}");
+            assert!(
+                message.contains("Put the file back") && message.contains("--job wc"),
+                "{message}"
+            );
+        }
+    }
+}

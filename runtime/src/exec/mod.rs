@@ -369,18 +369,6 @@ pub async fn restore_for_run(
     if let Some(highest) = cut_off.iter().max() {
         first_id = first_id.max(highest.saturating_add(1));
     }
-    if let Some(id) = recorded_id.filter(|id| *id >= crate::cluster::fence::MAX_RESERVATION) {
-        return Err(StartError {
-            message: format!(
-                "{} records id {id} as the newest completed snapshot of job {}, past the largest Weir uses \
-                 ({}): it was not written by Weir; remove it",
-                store.url(&record),
-                job.name,
-                crate::cluster::fence::MAX_RESERVATION
-            ),
-            permanent: true,
-        });
-    }
     if first_id > crate::cluster::fence::MAX_RESERVATION {
         return Err(StartError {
             message: format!(

@@ -533,6 +533,25 @@ mod tests {
         assert!(e.to_string().contains("boolean, got \"x\""), "{e}");
     }
 
+    /// [`Expr::eval_unshown`]'s error shows no record; [`CelError::on_record`] adds it once (a
+    /// second call keeps the first record) and leaves a compile error as it is.
+    #[test]
+    fn an_unshown_error_gets_its_record_once() {
+        let first = row(json!({"a": 1}));
+        let e = compile("a / 0").unwrap().eval_unshown(&first).unwrap_err();
+        assert!(e.to_string().starts_with("CEL expression `a / 0` failed: "), "{e}");
+        let shown = e.on_record(&first);
+        assert!(
+            shown
+                .to_string()
+                .starts_with(r#"CEL expression `a / 0` failed on the record {"a":1}: "#),
+            "{shown}"
+        );
+        assert_eq!(shown.clone().on_record(&row(json!({"b": 2}))), shown);
+        let compile_error = compile("a +").unwrap_err();
+        assert_eq!(compile_error.clone().on_record(&first), compile_error);
+    }
+
     /// An evaluation error names the record it failed on (its JSON text), on every path: the
     /// interpreter, a bare field read, a non-boolean filter result, a row result; a long
     /// record is cut to [`RECORD_SHOWN_CHARS`] characters at a character boundary.
