@@ -10,17 +10,17 @@
 
 use crate::crd::{S3Config, S3CredentialsSecret, StreamJobSpec};
 use crate::lifecycle::disposal::DisposeFailure;
-use crate::lifecycle::{Snapshot, StorageClaim};
+use crate::lifecycle::{NewestSnapshot, Snapshot, StorageClaim};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use weir_runtime::checkpoint::lineage::{list_snapshots, read_pointer};
 use weir_runtime::checkpoint::owner::{self, OwnerError};
 use weir_runtime::checkpoint::restore::{RestoreError, load_metadata};
-use weir_runtime::checkpoint::{METADATA_FILE, checkpoint_dir, savepoint_id_of};
 use weir_runtime::control::api::{SnapshotInfo, SnapshotKind};
 use weir_runtime::state::snapshot::CheckpointMetadata;
 use weir_runtime::storage::{self, S3Options, StaticCredentials, StorageError, Store, join};
+
+mod newest;
 
 /// Why a restore point could not be inspected.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -38,8 +38,10 @@ pub enum InspectError {
 /// credentials the operator read from the job's Secret, see [`s3_options_with_credentials`]).
 #[async_trait]
 pub trait SnapshotStore: Send + Sync {
-    /// The newest completed checkpoint or savepoint of job `name` in the storage `spec` names.
-    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String>;
+    /// The newest completed checkpoint or savepoint of job `name` in the storage `spec` names,
+    /// or why it cannot be the restore point (see [`newest::newest`]). Errors: storage did not
+    /// answer (retried).
+    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<NewestSnapshot, String>;
     /// What the restore point at `path` holds (read from its `_metadata` only: the runtime
     /// verifies every state file when it restores).
     async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError>;
@@ -200,16 +202,6 @@ pub fn completion_ms(m: &CheckpointMetadata) -> u64 {
     }
 }
 
-async fn read_snapshot(store: &Store, dir: &str) -> Result<Snapshot, String> {
-    let m = load_metadata(store, dir).await.map_err(|e| e.to_string())?;
-    Ok(Snapshot {
-        path: store.url(dir),
-        id: m.checkpoint_id,
-        kind: m.kind,
-        completed_at_ms: completion_ms(&m),
-    })
-}
-
 /// The operator's summary of a snapshot's `_metadata` (the runtime's own summary).
 pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
     m.info()
@@ -217,57 +209,8 @@ pub fn snapshot_info(m: &CheckpointMetadata) -> SnapshotInfo {
 
 #[async_trait]
 impl SnapshotStore for ObjectStoreSnapshots {
-    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<Option<Snapshot>, String> {
-        // Candidates by id (ids are unique across checkpoints and savepoints of a job): checkpoint
-        // directories and savepoint pointers in the checkpoint store, as the runtime's restore
-        // rule sees them. Only a spec without checkpoint storage (stateless; its pointers stay in
-        // the pods) has its savepoints directory listed instead: a directory the job may share
-        // with jobs of its name in other namespaces, whose savepoints a listing cannot tell
-        // apart. The newest must be read: falling back to an older one after its output may
-        // have been committed would duplicate it (the runtime's restore rule).
-        let mut candidates: BTreeMap<u64, (Store, String)> = BTreeMap::new();
-        if let Some(url) = &spec.checkpointing.storage {
-            let store = storage::open(url, s3).await.map_err(|e| e.to_string())?;
-            for seen in list_snapshots(&store, name).await.map_err(|e| e.to_string())? {
-                if !seen.completed {
-                    continue;
-                }
-                if seen.savepoint {
-                    let pointer = read_pointer(&store, name, seen.id).await?;
-                    let (parent, dir) = split_dir(&pointer.url).unwrap_or((&pointer.url, ""));
-                    let sp_store = storage::open(parent, s3).await.map_err(|e| e.to_string())?;
-                    candidates.insert(seen.id, (sp_store, dir.to_string()));
-                } else {
-                    candidates.insert(seen.id, (store.clone(), checkpoint_dir(name, seen.id)));
-                }
-            }
-        }
-        if let (None, Some(dir)) = (&spec.checkpointing.storage, savepoint_directory(spec)) {
-            let store = storage::open(&dir, s3).await.map_err(|e| e.to_string())?;
-            for object in store
-                .list(&format!("savepoint-{name}-"))
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                let Some((dir, file)) = object.path.split_once('/') else {
-                    continue;
-                };
-                if let (Some(id), METADATA_FILE) = (savepoint_id_of(name, dir), file) {
-                    candidates.entry(id).or_insert_with(|| (store.clone(), dir.to_string()));
-                }
-            }
-        }
-        let Some((id, (store, dir))) = candidates.into_iter().next_back() else {
-            return Ok(None);
-        };
-        read_snapshot(&store, &dir).await.map(Some).map_err(|e| {
-            format!(
-                "snapshot {id} ({}) is the newest of job {name} and is unreadable: {e}; an older one would \
-                 replay committed output, so the operator will not use it: put its files back, or set \
-                 spec.initialSavepointPath to a snapshot of your choice",
-                store.url(&dir)
-            )
-        })
+    async fn newest(&self, spec: &StreamJobSpec, s3: &S3Options, name: &str) -> Result<NewestSnapshot, String> {
+        newest::newest(spec, s3, name).await
     }
 
     async fn inspect(&self, s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {
@@ -344,7 +287,7 @@ pub struct FakeSnapshots {
 
 #[derive(Default)]
 struct FakeSnapshotState {
-    newest: Option<Snapshot>,
+    newest: NewestSnapshot,
     infos: HashMap<String, SnapshotInfo>,
     disposed: Vec<String>,
     disposed_with: Vec<(String, S3Options)>,
@@ -358,7 +301,11 @@ struct FakeSnapshotState {
 impl FakeSnapshots {
     /// Sets the newest snapshot in storage.
     pub fn set_newest(&self, s: Option<Snapshot>) {
-        self.inner.lock().unwrap().newest = s;
+        self.inner.lock().unwrap().newest = s.map_or(NewestSnapshot::None, NewestSnapshot::Found);
+    }
+    /// Storage refuses its newest snapshot with `why` ([`NewestSnapshot::Refused`]).
+    pub fn refuse_newest(&self, why: &str) {
+        self.inner.lock().unwrap().newest = NewestSnapshot::Refused(why.into());
     }
     /// Registers what `path` holds.
     pub fn set_info(&self, path: &str, info: SnapshotInfo) {
@@ -394,7 +341,7 @@ impl FakeSnapshots {
 
 #[async_trait]
 impl SnapshotStore for FakeSnapshots {
-    async fn newest(&self, _spec: &StreamJobSpec, _s3: &S3Options, _name: &str) -> Result<Option<Snapshot>, String> {
+    async fn newest(&self, _spec: &StreamJobSpec, _s3: &S3Options, _name: &str) -> Result<NewestSnapshot, String> {
         Ok(self.inner.lock().unwrap().newest.clone())
     }
     async fn inspect(&self, _s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {
@@ -446,14 +393,14 @@ mod tests {
     use bytes::Bytes;
     use weir_runtime::state::snapshot::{CheckpointMetadata, encode_metadata};
 
-    fn spec(root: &str) -> StreamJobSpec {
+    pub(super) fn spec(root: &str) -> StreamJobSpec {
         serde_yaml::from_str(&format!(
             "image: weir:1\ncheckpointing: {{storage: \"{root}/chk\"}}\njob: {{steps: [{{source: {{generator: {{}}}}}}, {{sink: {{print: {{}}}}}}]}}\n"
         ))
         .unwrap()
     }
 
-    async fn write_meta(root: &str, dir: &str, id: u64, kind: SnapshotKind, t: u64) {
+    pub(super) async fn write_meta(root: &str, dir: &str, id: u64, kind: SnapshotKind, t: u64) {
         let store = storage::open(root, &S3Options::default()).await.unwrap();
         let m = CheckpointMetadata {
             format_version: weir_runtime::state::snapshot::FORMAT_VERSION,
@@ -471,7 +418,10 @@ mod tests {
             alignment: Default::default(),
         };
         store
-            .put(&join(dir, METADATA_FILE), Bytes::from(encode_metadata(&m)))
+            .put(
+                &join(dir, weir_runtime::checkpoint::METADATA_FILE),
+                Bytes::from(encode_metadata(&m)),
+            )
             .await
             .unwrap();
     }
@@ -536,7 +486,14 @@ mod tests {
         let snaps = &ObjectStoreSnapshots;
         let newest_of = |spec: &StreamJobSpec| {
             let spec = spec.clone();
-            async move { snaps.newest(&spec, &S3Options::default(), "j").await.unwrap() }
+            async move {
+                snaps
+                    .newest(&spec, &S3Options::default(), "j")
+                    .await
+                    .unwrap()
+                    .found()
+                    .cloned()
+            }
         };
         assert_eq!(newest_of(&s).await, None);
         write_meta(&root, "chk/j/chk-3", 3, SnapshotKind::Checkpoint, 30).await;
@@ -638,15 +595,21 @@ mod tests {
         weir_runtime::checkpoint::lineage::write_pointer(&store_chk, "j", &pointer)
             .await
             .unwrap();
-        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap().unwrap();
+        let n = snaps.newest(&s, &S3Options::default(), "j").await.unwrap();
+        let n = n.found().unwrap();
         assert_eq!((n.id, n.kind), (4, SnapshotKind::Savepoint));
         // The newest checkpoint's `_metadata` is damaged: no silent fallback to savepoint 4.
         store
             .put("chk/j/chk-5/_metadata", Bytes::from_static(b"garbage"))
             .await
             .unwrap();
-        let err = snaps.newest(&s, &S3Options::default(), "j").await.unwrap_err();
-        assert!(err.contains("snapshot 5") && err.contains("chk-5"), "{err}");
+        match snaps.newest(&s, &S3Options::default(), "j").await {
+            Ok(NewestSnapshot::Refused(why)) => assert!(
+                why.contains("snapshot 5") && why.contains("chk-5") && why.contains("spec.restartNonce"),
+                "{why}"
+            ),
+            other => panic!("a damaged newest snapshot must be refused: {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -131,7 +131,7 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
                 if cx.d.status.restore_point.is_none()
                     && spec.upgrade_mode != UpgradeMode::Stateless
                     && let Some(rp) =
-                        fallback_restore_point(&cx.d.status.savepoint_history, obs.newest_snapshot.as_ref())
+                        fallback_restore_point(&cx.d.status.savepoint_history, obs.newest_snapshot.found())
                 {
                     cx.event(
                         true,

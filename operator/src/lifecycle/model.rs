@@ -17,6 +17,32 @@ pub struct Snapshot {
     pub completed_at_ms: u64,
 }
 
+/// The job's newest completed checkpoint or savepoint, as the operator read it from storage.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum NewestSnapshot {
+    /// Not read in this pass, or storage holds no completed snapshot of the job.
+    #[default]
+    None,
+    /// The newest one, readable.
+    Found(Snapshot),
+    /// The newest one cannot be the restore point: its `_metadata` is missing or damaged, or
+    /// the job's record of its newest completed snapshot (`<job>/newest-completed`) names one
+    /// storage no longer holds (deleted by hand). An older one would replay committed output,
+    /// so only the restore choice refuses with this message (naming the snapshot and what to
+    /// do); deletes, stateless changes and stops go on.
+    Refused(String),
+}
+
+impl NewestSnapshot {
+    /// The snapshot, when one was found.
+    pub fn found(&self) -> Option<&Snapshot> {
+        match self {
+            NewestSnapshot::Found(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
 /// What the coordinator's control API reported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobReport {
@@ -90,8 +116,9 @@ pub struct Observation {
     /// Why a pod of the job cannot be scheduled (its `PodScheduled=False` message), if one
     /// cannot.
     pub unschedulable: Option<String>,
-    /// Newest completed checkpoint or savepoint of this job found in storage.
-    pub newest_snapshot: Option<Snapshot>,
+    /// Newest completed checkpoint or savepoint of this job in storage (read only while a stop
+    /// is in flight or after the pods are gone).
+    pub newest_snapshot: NewestSnapshot,
     /// Inspection of `status.restorePoint` (or `spec.initialSavepointPath` before a first
     /// deploy).
     pub restore_info: RestoreInfo,

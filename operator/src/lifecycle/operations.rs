@@ -172,7 +172,7 @@ impl<'a> Ctx<'a> {
             .as_ref()
             .and_then(|j| j.last_completed.as_ref())
             .filter(from_this_stop)
-            .or(self.obs.newest_snapshot.as_ref().filter(from_this_stop))
+            .or(self.obs.newest_snapshot.found().filter(from_this_stop))
             .cloned()
     }
 

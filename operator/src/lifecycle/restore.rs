@@ -3,8 +3,8 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, POLL, Reason, RestoreInfo, STEADY, StorageClaim, classify, parse_spec, parse_time, rfc3339,
-    spec_json,
+    Action, ChangeClass, NewestSnapshot, POLL, Reason, RestoreInfo, STEADY, StorageClaim, classify, parse_spec,
+    parse_time, rfc3339, spec_json,
 };
 use crate::crd::{
     LifecycleState, OperationKind, OperationPhase, PendingOperation, RestoreOrigin, RestorePoint, StreamJobSpec,
@@ -101,10 +101,15 @@ impl<'a> Ctx<'a> {
 
     /// The newest restore point of a stateful job after its pods are gone: the newest of the
     /// recorded restore point and the newest snapshot in storage. Errors when the job is known
-    /// to have checkpoints that storage no longer has (FLINK-33011: manual restore required).
+    /// to have checkpoints that storage no longer has (FLINK-33011: manual restore required),
+    /// or storage refused its newest snapshot ([`NewestSnapshot::Refused`]: unreadable, or
+    /// deleted by hand after it completed).
     fn newest_restore_point(&self) -> Result<Option<RestorePoint>, String> {
+        if let NewestSnapshot::Refused(why) = &self.obs.newest_snapshot {
+            return Err(format!("manual restore required: {why}"));
+        }
         let recorded = self.d.status.restore_point.clone();
-        let stored = self.obs.newest_snapshot.as_ref().map(|s| RestorePoint {
+        let stored = self.obs.newest_snapshot.found().map(|s| RestorePoint {
             path: s.path.clone(),
             origin: if s.kind == SnapshotKind::Savepoint {
                 RestoreOrigin::Savepoint

@@ -107,45 +107,88 @@ pub fn vanished<'a>(mark: Option<&'a CompletedMark>, seen: &[SeenSnapshot], min_
     (mark.id >= min_id && !held).then_some(mark)
 }
 
+/// Whose words a refusal uses to say how to restore a snapshot on purpose: `weir run`'s
+/// flags, or a StreamJob's fields (the operator's restore choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreWords {
+    /// `--restore <url>`, `--restore none`.
+    Cli,
+    /// `spec.initialSavepointPath` with a new `spec.savepointRedeployNonce`.
+    StreamJob,
+}
+
+impl RestoreWords {
+    /// How to restore the snapshot at `url` explicitly.
+    fn explicit(self, url: &str) -> String {
+        match self {
+            RestoreWords::Cli => format!("give `--restore {url}`"),
+            RestoreWords::StreamJob => {
+                format!("set spec.initialSavepointPath: {url} and change spec.savepointRedeployNonce")
+            }
+        }
+    }
+
+    /// How to go on once the files are back.
+    fn retry(self) -> &'static str {
+        match self {
+            RestoreWords::Cli => "start again",
+            RestoreWords::StreamJob => "change spec.restartNonce to retry",
+        }
+    }
+
+    /// How to start without state, where there is a way.
+    fn empty(self) -> &'static str {
+        match self {
+            RestoreWords::Cli => "; or start without state with `--restore none`",
+            RestoreWords::StreamJob => "",
+        }
+    }
+}
+
 /// The refusal for a restore whose newest snapshot `mark` vanished: `newest_held` is the
 /// newest completed snapshot the store still lists with an id at least the rule's minimum
-/// (`(id, savepoint, url)`), `record_url` the record's URL.
+/// (`(id, savepoint, url)`), `record_url` the record's URL, `words` whose options to name.
 pub fn vanished_message(
     job: &str,
     mark: &CompletedMark,
     newest_held: Option<(u64, bool, String)>,
     record_url: &str,
+    words: RestoreWords,
 ) -> String {
     let (name, gone, way_back) = if mark.savepoint {
         (
             format!("savepoint {}", mark.id),
             format!("its pointer `{job}/sp-{}/_pointer`", mark.id),
             format!(
-                "If the savepoint is still there or was moved, restore it from where it is: `--restore {}` \
-                 (or `--restore <its new directory>`)",
-                mark.url
+                "If the savepoint is still there or was moved, restore it from where it is: {} (or its new \
+                 directory)",
+                words.explicit(&mark.url)
             ),
         )
     } else {
         (
             format!("checkpoint chk-{}", mark.id),
             format!("`{job}/chk-{}/_metadata`", mark.id),
-            "If you have a copy of the checkpoint's files, put them back and start again".to_string(),
+            format!(
+                "If you have a copy of the checkpoint's files, put them back and {}",
+                words.retry()
+            ),
         )
     };
     let back = match newest_held {
         Some((id, savepoint, url)) => format!(
             "The newest snapshot the storage still holds is {} {id} ({url}); restoring it would write again the \
-             output committed after it. To go back to it anyway, remove that output and give `--restore {url}`",
-            if savepoint { "savepoint" } else { "checkpoint" }
+             output committed after it. To go back to it anyway, remove that output and {}",
+            if savepoint { "savepoint" } else { "checkpoint" },
+            words.explicit(&url)
         ),
         None => "The storage holds no older completed snapshot to go back to".to_string(),
     };
     format!(
         "{name} of job {job} completed ({url}, recorded in {record_url}), but the checkpoint storage no longer \
-         holds it: {gone} is gone from it (deleted or moved by hand?). {way_back}. {back}; or start without \
-         state with `--restore none`",
-        url = mark.url
+         holds it: {gone} is gone from it (deleted or moved by hand?). {way_back}. {back}{empty}",
+        url = mark.url,
+        empty = words.empty()
     )
 }
 
@@ -241,7 +284,13 @@ mod tests {
     #[test]
     fn the_refusal_names_the_snapshot_what_is_gone_and_the_options() {
         let record = "file:///c/job/newest-completed";
-        let message = vanished_message("job", &mark(5), Some((3, false, "file:///c/job/chk-3".into())), record);
+        let message = vanished_message(
+            "job",
+            &mark(5),
+            Some((3, false, "file:///c/job/chk-3".into())),
+            record,
+            RestoreWords::Cli,
+        );
         for part in [
             "savepoint 5 of job job completed (file:///sp/savepoint-job-5-x, recorded in file:///c/job/newest-completed)",
             "its pointer `job/sp-5/_pointer` is gone",
@@ -256,7 +305,7 @@ mod tests {
             savepoint: false,
             ..mark(9)
         };
-        let message = vanished_message("job", &checkpoint, None, record);
+        let message = vanished_message("job", &checkpoint, None, record, RestoreWords::Cli);
         assert!(
             message.contains("checkpoint chk-9 of job job") && message.contains("`job/chk-9/_metadata` is gone"),
             "{message}"

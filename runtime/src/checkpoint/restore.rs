@@ -125,7 +125,8 @@ async fn check_unread_files(store: &Store, dir: &str, unread: &[(String, u64)]) 
         let problem = match listed.get(&path) {
             Some(listed) if listed == size => continue,
             Some(listed) => format!("size {listed} bytes, _metadata says {size}"),
-            None => "missing: _metadata references it".to_string(),
+            // Said as a read of it would say it ([`damaged_snapshot_message`]'s "is missing").
+            None => return Err(StorageError::NotFound(store.url(&path)).into()),
         };
         return Err(FormatError {
             path: store.url(&path),
@@ -385,7 +386,9 @@ pub async fn resolve(
     if let Some(min_id) = min_id
         && let Some(gone) = completed_mark::vanished(mark.as_ref(), &seen, min_id)
     {
-        return Err(RestoreError::Refused(vanished_refusal(store, job, gone, &seen).await));
+        return Err(RestoreError::Refused(
+            vanished_refusal(store, job, gone, &seen, completed_mark::RestoreWords::Cli).await,
+        ));
     }
     match decide::choose_restore_point(from, lineage, &seen) {
         RestoreChoice::Empty => {
@@ -466,13 +469,14 @@ pub async fn resolve(
 }
 
 /// [`completed_mark::vanished_message`] for `gone`, naming the newest completed snapshot the
-/// store still lists (of any run: the way back is an explicit restore) and its URL (a
-/// savepoint's from its pointer).
-async fn vanished_refusal(
+/// store still lists in `seen` (of any run: the way back is an explicit restore) and its URL
+/// (a savepoint's from its pointer), in `words`.
+pub async fn vanished_refusal(
     store: &Store,
     job: &str,
     gone: &completed_mark::CompletedMark,
     seen: &[decide::SeenSnapshot],
+    words: completed_mark::RestoreWords,
 ) -> String {
     let newest = seen.iter().filter(|s| s.completed).max_by_key(|s| s.id);
     let newest_held = match newest {
@@ -486,13 +490,20 @@ async fn vanished_refusal(
         Some(s) => Some((s.id, false, store.url(&checkpoint_dir(job, s.id)))),
         None => None,
     };
-    completed_mark::vanished_message(job, gone, newest_held, &store.url(&completed_mark::mark_path(job)))
+    completed_mark::vanished_message(
+        job,
+        gone,
+        newest_held,
+        &store.url(&completed_mark::mark_path(job)),
+        words,
+    )
 }
 
 /// For an explicit restore point or an inspected snapshot at `url` that failed to load with
 /// `error`: what is damaged and what to do, when a file its `_metadata` lists is missing or
-/// fails its checks (`None` for other errors, said as they are). A missing file of the job's
-/// `shared/` directory has its own message (an incremental checkpoint moved without it).
+/// fails its checks (`None` for other errors, said as they are). Inside [`resolve`], a missing
+/// file of the job's `shared/` directory gets its own message first (an incremental checkpoint
+/// moved without it); elsewhere (`weir savepoint inspect`) it gets this message.
 pub fn damaged_snapshot_message(url: &str, error: &RestoreError, job: Option<&str>) -> Option<String> {
     let what = match error {
         RestoreError::Storage(StorageError::NotFound(path)) if !path.ends_with(METADATA_FILE) => {

@@ -293,13 +293,16 @@ async fn unread_files_are_checked_for_their_sizes() {
     check_unread_files(&store, "job/sp-1", &ok).await.unwrap();
     for (unread, problem) in [
         (("fc-1.state", 21), "fc-1.state: size 20 bytes, _metadata says 21"),
-        (("fc-2.state", 30), "fc-2.state: missing: _metadata references it"),
+        (("fc-2.state", 30), "job/sp-1/fc-2.state: not found"),
     ] {
         let e = check_unread_files(&store, "job/sp-1", &[(unread.0.to_string(), unread.1)])
             .await
             .unwrap_err();
         assert!(e.is_permanent(), "{e}");
         assert!(e.to_string().ends_with(problem), "{e}");
+        // A missing file reads as one: an explicit restore says it is missing, not damaged.
+        let missing = matches!(e, RestoreError::Storage(StorageError::NotFound(_)));
+        assert_eq!(missing, unread.0 == "fc-2.state", "{e}");
     }
     // A snapshot at the store's root.
     let at_root: Store = std::sync::Arc::new(crate::storage::LocalStore::new(root.path().join("job/sp-1")).unwrap());

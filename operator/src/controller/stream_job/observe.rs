@@ -7,7 +7,7 @@ use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
     DesiredState, LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
 };
-use crate::lifecycle::{JobReport, Observation, RestoreInfo, Snapshot, StorageClaim};
+use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim};
 use crate::snapshots::{InspectError, SnapshotStore};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -97,18 +97,19 @@ pub async fn read_claim(
 
 /// Performs `reads` against the storage of `spec` (the deployed spec): the lifecycle's
 /// `newest_snapshot` and `restore_info` observations. An unusable restore point (no or a
-/// corrupt `_metadata`) is an observation; a storage failure is an error (retried).
+/// corrupt `_metadata`) and a refused newest snapshot are observations; a storage failure is an
+/// error (retried).
 pub async fn read_storage(
     snapshots: &dyn SnapshotStore,
     s3: &S3Options,
     spec: &StreamJobSpec,
     name: &str,
     reads: StorageReads,
-) -> Result<(Option<Snapshot>, RestoreInfo), Error> {
+) -> Result<(NewestSnapshot, RestoreInfo), Error> {
     let newest = if reads.newest {
         snapshots.newest(spec, s3, name).await.map_err(Error::StorageError)?
     } else {
-        None
+        NewestSnapshot::None
     };
     let info = match reads.inspect {
         None => RestoreInfo::NotInspected,
@@ -205,7 +206,7 @@ pub(super) async fn observe(
         }
     };
     let (newest_snapshot, restore_info) = if !reads.newest && reads.inspect.is_none() {
-        (None, RestoreInfo::NotInspected)
+        (NewestSnapshot::None, RestoreInfo::NotInspected)
     } else {
         let s3 = s3_options_for(ctx, &ns, &spec).await?;
         read_storage(ctx.snapshots.as_ref(), &s3, &spec, &name, reads).await?

@@ -388,9 +388,43 @@ async fn a_job_deleted_while_its_storage_cannot_be_claimed_is_deleted() {
     finish(task).await.unwrap();
 }
 
+/// Storage refuses the job's newest snapshot (deleted by hand after it completed, or
+/// unreadable): a stateful upgrade whose pods are gone ends Failed with RestoreRequired and the
+/// refusal in `status.error`, instead of an observation error retried for ever (helper-118);
+/// nothing is deployed.
+#[tokio::test]
+async fn a_refused_newest_snapshot_fails_a_last_state_upgrade_saying_why() {
+    let (ctx, mut api, _control, snaps) = setup();
+    let why = "checkpoint chk-9 of job wc completed (s3://bucket/chk/wc/chk-9, recorded in \
+               s3://bucket/chk/wc/newest-completed), but the checkpoint storage no longer holds it";
+    snaps.refuse_newest(why);
+    let mut spec = spec_json();
+    spec["upgradeMode"] = json!("last-state");
+    let mut job = running_job(spec.clone(), 2);
+    let mut target = spec.clone();
+    target["parallelism"] = json!(3);
+    job["spec"] = target.clone();
+    job["status"]["lifecycleState"] = json!("Upgrading");
+    job["status"]["pending"] = json!({"kind": "Upgrade", "mode": "last-state",
+        "targetSpec": serde_json::to_string(&target).unwrap(), "targetGeneration": 2,
+        "phase": "AwaitingTermination", "startedAt": "2023-11-14T22:13:20Z"});
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::empty()).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Failed", "{status}");
+    assert_eq!(
+        status["error"].as_str().unwrap_or_default(),
+        format!("manual restore required: {why}"),
+        "{status}"
+    );
+    let event = api.event("Warning", "RestoreRequired", 200).await;
+    assert!(event["note"].as_str().unwrap_or_default().contains("chk-9"), "{event}");
+    finish(task).await.unwrap();
+}
+
 #[tokio::test]
 async fn deletion_completes_when_event_writes_fail() {
-    let (ctx, mut api, control, _snaps) = setup();
+    let (ctx, mut api, control, snaps) = setup();
     let job = running_job(spec_json(), 1);
     let mut job = job;
     job["metadata"]["deletionTimestamp"] = json!("2023-11-14T22:13:20Z");
@@ -406,7 +440,9 @@ async fn deletion_completes_when_event_writes_fail() {
     finish(task).await.unwrap();
 
     // Pass 2: everything gone: the Cleanup event is refused (terminating namespace), the
-    // finalizer is removed anyway.
+    // finalizer is removed anyway, even though storage refuses the newest snapshot (a delete
+    // never waits on a restore point).
+    snaps.refuse_newest("checkpoint chk-9 of job wc completed, but the checkpoint storage no longer holds it");
     let job = with_status(job, &status);
     control.set_job(None);
     let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));

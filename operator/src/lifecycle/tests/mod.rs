@@ -98,7 +98,7 @@ fn obs() -> Observation {
         job_pods: 3,
         crash_looping: false,
         unschedulable: None,
-        newest_snapshot: Some(snapshot(5, SnapshotKind::Checkpoint, 0)),
+        newest_snapshot: NewestSnapshot::Found(snapshot(5, SnapshotKind::Checkpoint, 0)),
         restore_info: RestoreInfo::NotInspected,
         storage_claim: StorageClaim::Ours,
         savepoint_in_flight_since: None,

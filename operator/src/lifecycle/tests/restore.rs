@@ -54,19 +54,121 @@ fn flink_33011_last_state_with_lost_checkpoints_fails_loudly() {
         Some(&new),
     ));
     let mut o = gone(obs());
-    o.newest_snapshot = None;
+    o.newest_snapshot = NewestSnapshot::None;
     let d = decide(&new, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
     assert!(d.status.error.unwrap().contains("manual restore required"));
     assert!(d.actions.is_empty(), "never deploys empty");
     // An older snapshot than the job is known to have completed is refused too.
-    o.newest_snapshot = Some(snapshot(3, SnapshotKind::Checkpoint, 0));
+    o.newest_snapshot = NewestSnapshot::Found(snapshot(3, SnapshotKind::Checkpoint, 0));
     let d = decide(&new, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
     // The newest checkpoint is used when it is there.
-    o.newest_snapshot = Some(snapshot(9, SnapshotKind::Checkpoint, 0));
+    o.newest_snapshot = NewestSnapshot::Found(snapshot(9, SnapshotKind::Checkpoint, 0));
     let d = decide(&new, &st, &o);
     assert_eq!(d.status.restore_point.unwrap().checkpoint_id, Some(9));
+}
+
+/// Storage refused the newest snapshot (its `_metadata` unreadable, or the job's record of its
+/// newest completed snapshot names one deleted by hand): only the restore choice of a stateful
+/// change fails with RestoreRequired; a delete, a stateless upgrade or suspend and a savepoint
+/// stop's own savepoint go on (helper-118: the refusal used to fail the whole observation, so
+/// these were retried for ever).
+#[test]
+fn a_refused_newest_snapshot_fails_only_a_stateful_restore_choice() {
+    let why = "checkpoint chk-9 of job j completed (s3://b/chk/j/chk-9, recorded in s3://b/chk/j/newest-completed), \
+               but the checkpoint storage no longer holds it";
+    /// What the pass does.
+    #[derive(Debug, PartialEq)]
+    enum Then {
+        /// Failed with RestoreRequired, nothing deployed.
+        Fails,
+        /// The finalizer goes.
+        RemovesFinalizer,
+        /// Goes on to deploy from this restore point (None: empty state).
+        Deploys(Option<String>),
+    }
+    let stop_savepoint = "s3://b/svp/savepoint-j-10";
+    // (what, operation, mode, savepoint of the stop, then)
+    let rows: [(&str, OperationKind, UpgradeMode, Option<&str>, Then); 6] = [
+        (
+            "last-state upgrade",
+            OperationKind::Upgrade,
+            UpgradeMode::LastState,
+            None,
+            Then::Fails,
+        ),
+        (
+            "suspend (last-state)",
+            OperationKind::Suspend,
+            UpgradeMode::LastState,
+            None,
+            Then::Fails,
+        ),
+        (
+            "savepoint upgrade, no savepoint taken",
+            OperationKind::Upgrade,
+            UpgradeMode::Savepoint,
+            None,
+            Then::Fails,
+        ),
+        (
+            "delete",
+            OperationKind::Delete,
+            UpgradeMode::LastState,
+            None,
+            Then::RemovesFinalizer,
+        ),
+        (
+            "stateless upgrade",
+            OperationKind::Upgrade,
+            UpgradeMode::Stateless,
+            None,
+            Then::Deploys(None),
+        ),
+        (
+            "savepoint upgrade with the stop's savepoint",
+            OperationKind::Upgrade,
+            UpgradeMode::Savepoint,
+            Some(stop_savepoint),
+            Then::Deploys(Some(stop_savepoint.into())),
+        ),
+    ];
+    for (what, kind, mode, savepoint, then) in rows {
+        let old = base_spec(mode);
+        let new = changed(&old, ChangeClass::Upgrade);
+        let mut st = deployed_status(&old, LifecycleState::Upgrading);
+        let target = (kind == OperationKind::Upgrade).then_some(&new);
+        st.pending = Some(pending(kind, mode, OperationPhase::AwaitingTermination, target));
+        if let Some(path) = savepoint {
+            st.pending.as_mut().unwrap().savepoint_path = Some(path.into());
+            st.restore_point = Some(RestorePoint {
+                path: path.into(),
+                origin: RestoreOrigin::UpgradeSavepoint,
+                checkpoint_id: Some(10),
+            });
+        }
+        let mut o = gone(obs());
+        o.deleting = kind == OperationKind::Delete;
+        o.newest_snapshot = NewestSnapshot::Refused(why.into());
+        let d = decide(&new, &st, &o);
+        let restore = d.status.restore_point.as_ref().map(|r| r.path.clone());
+        let seen = match (d.status.lifecycle_state, kinds(&d).as_slice(), phase(&d)) {
+            (LifecycleState::Failed, [], None) => Then::Fails,
+            (_, ["remove-finalizer"], _) => Then::RemovesFinalizer,
+            (_, [], Some(OperationPhase::Deploying)) => Then::Deploys(restore),
+            other => panic!("{what}: {other:?} {:?}", d.status.error),
+        };
+        assert_eq!(seen, then, "{what}: {:?}", d.status.error);
+        if then == Then::Fails {
+            let error = d.status.error.clone().unwrap_or_default();
+            assert!(
+                error.starts_with("manual restore required: ") && error.ends_with(why),
+                "{what}: {error}"
+            );
+            assert!(d.events.iter().any(|e| e.reason == Reason::RestoreRequired), "{what}");
+        }
+    }
 }
 
 #[test]
@@ -292,7 +394,11 @@ fn a_deploy_waits_for_the_storage_claim_and_fails_when_another_stream_job_owns_t
                 Some(_) => StorageClaim::Ours,
                 None => StorageClaim::NotChecked,
             };
-            o.newest_snapshot = reads.newest.then(|| snapshot(5, SnapshotKind::Checkpoint, 0));
+            o.newest_snapshot = if reads.newest {
+                NewestSnapshot::Found(snapshot(5, SnapshotKind::Checkpoint, 0))
+            } else {
+                NewestSnapshot::None
+            };
             o.restore_info = match reads.inspect {
                 Some(path) => RestoreInfo::Found {
                     path,

@@ -42,7 +42,7 @@ fn flink_27804_coordinator_gone_savepoint_found_in_storage() {
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
     let mut o = obs();
     o.job = None;
-    o.newest_snapshot = Some(snapshot(6, SnapshotKind::Savepoint, 60));
+    o.newest_snapshot = NewestSnapshot::Found(snapshot(6, SnapshotKind::Savepoint, 60));
     let d = decide(&new, &st, &o);
     assert_eq!(
         d.status.restore_point.as_ref().unwrap().path,
@@ -56,7 +56,7 @@ fn an_older_savepoint_is_not_mistaken_for_this_stops() {
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
     let mut o = obs();
     o.job = Some(report(JobState::Stopping));
-    o.newest_snapshot = Some(snapshot(4, SnapshotKind::Savepoint, 10)); // before t=50
+    o.newest_snapshot = NewestSnapshot::Found(snapshot(4, SnapshotKind::Savepoint, 10)); // before t=50
     let d = decide(&new, &st, &o);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingStop));
