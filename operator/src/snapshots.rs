@@ -288,6 +288,8 @@ pub struct FakeSnapshots {
 #[derive(Default)]
 struct FakeSnapshotState {
     newest: NewestSnapshot,
+    /// Every read of the newest snapshot fails with this (transient) error.
+    newest_error: Option<String>,
     infos: HashMap<String, SnapshotInfo>,
     disposed: Vec<String>,
     disposed_with: Vec<(String, S3Options)>,
@@ -306,6 +308,11 @@ impl FakeSnapshots {
     /// Storage refuses its newest snapshot with `why` ([`NewestSnapshot::Refused`]).
     pub fn refuse_newest(&self, why: &str) {
         self.inner.lock().unwrap().newest = NewestSnapshot::Refused(why.into());
+    }
+    /// Every read of the newest snapshot fails with the transient `error` (None: reads
+    /// succeed again).
+    pub fn fail_newest(&self, error: Option<&str>) {
+        self.inner.lock().unwrap().newest_error = error.map(str::to_string);
     }
     /// Registers what `path` holds.
     pub fn set_info(&self, path: &str, info: SnapshotInfo) {
@@ -342,7 +349,13 @@ impl FakeSnapshots {
 #[async_trait]
 impl SnapshotStore for FakeSnapshots {
     async fn newest(&self, _spec: &StreamJobSpec, _s3: &S3Options, _name: &str) -> Result<NewestSnapshot, String> {
-        Ok(self.inner.lock().unwrap().newest.clone())
+        let inner = self.inner.lock().unwrap();
+        match &inner.newest_error {
+            Some(e) => Err(e.clone()),
+            // Nothing set: storage holds none.
+            None if inner.newest == NewestSnapshot::NotRead => Ok(NewestSnapshot::None),
+            None => Ok(inner.newest.clone()),
+        }
     }
     async fn inspect(&self, _s3: &S3Options, path: &str) -> Result<SnapshotInfo, InspectError> {
         self.inner

@@ -28,7 +28,7 @@ pub struct SnapshotRow {
     /// pointer) exists and verifies. `false` when incomplete, corrupt or unreadable.
     pub completed: bool,
     /// `completed`, `incomplete` (no `_metadata`), `corrupt` (a `_metadata` that does not
-    /// verify: truncated, bad checksum) or `unreadable` (the store did not answer, or a
+    /// verify: truncated, bad checksum; or a file it lists missing or resized) or `unreadable` (the store did not answer, or a
     /// savepoint pointer that cannot be read).
     pub status: SnapshotStatus,
     /// Why it is not restorable, for `corrupt` and `unreadable` (the file and the fault).
@@ -59,7 +59,8 @@ pub enum SnapshotStatus {
     Completed,
     /// No `_metadata`: a checkpoint declined, timed out, or cut off by a kill; never restored.
     Incomplete,
-    /// Its `_metadata` exists but does not verify (truncated, bad checksum, not Weir's): not
+    /// Its `_metadata` exists but does not verify (truncated, bad checksum, not Weir's), or a
+    /// file it lists is missing or of another size ([`missing_or_resized_file`]): not
     /// restorable. Its sink output may have been committed, so `--restore latest` refuses while
     /// it is the newest snapshot rather than go back to an older one.
     Corrupt,
@@ -97,6 +98,40 @@ pub fn checkpoint_status<T>(
         }
         (true, Some(Err(e))) => (SnapshotStatus::Unreadable, Some(e.to_string())),
     }
+}
+
+/// The first file that the `_metadata` of the checkpoint directory `dir` lists (its own state
+/// files and the `shared/` files an incremental checkpoint references) and that `objects` (the
+/// store's objects under `job/`) lacks or holds at another size: said as a restore would find
+/// it. `None` when every one is there (a file outside `job/` is not looked for: the restore
+/// refuses it as outside the store). Its checksum is verified only by a restore: this is a
+/// listing, one request for the whole job.
+pub fn missing_or_resized_file(
+    dir: &str,
+    metadata: &crate::state::snapshot::CheckpointMetadata,
+    objects: &[ObjectMeta],
+    job: &str,
+) -> Option<String> {
+    let job_prefix = format!("{job}/");
+    let sizes: std::collections::HashMap<&str, u64> = objects.iter().map(|o| (o.path.as_str(), o.size)).collect();
+    metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.files())
+        .filter_map(|(file, size, _)| {
+            let path = crate::state::incremental::resolve_relative(dir, file)?;
+            path.starts_with(&job_prefix).then_some((path, size))
+        })
+        .find_map(|(path, size)| match sizes.get(path.as_str()) {
+            None => Some(format!(
+                "{path}, a file its `{METADATA_FILE}` lists, is missing (deleted, or not copied with the checkpoint)"
+            )),
+            Some(&listed) if listed != size => Some(format!(
+                "{path} holds {listed} bytes, its `{METADATA_FILE}` says {size} (truncated or replaced)"
+            )),
+            Some(_) => None,
+        })
 }
 
 /// Sum of the sizes of the objects under `dir/`.
@@ -246,7 +281,12 @@ pub async fn snapshot_row(store: &Store, job: &str, objects: &[ObjectMeta], seen
         true => Some(restore::load_metadata(store, &dir).await),
         false => None,
     };
-    let (status, problem) = checkpoint_status(seen.completed, read.as_ref());
+    let (mut status, mut problem) = checkpoint_status(seen.completed, read.as_ref());
+    if let Some(Ok(metadata)) = &read
+        && let Some(fault) = missing_or_resized_file(&dir, metadata, objects, job)
+    {
+        (status, problem) = (SnapshotStatus::Corrupt, Some(fault));
+    }
     if let Some(problem) = &problem {
         tracing::warn!(target: "weir", "checkpoint {} is {}: {problem}", seen.id, status.as_str());
     }
@@ -306,6 +346,94 @@ mod tests {
             path: path.into(),
             size,
         }
+    }
+
+    /// A file the `_metadata` lists (its own, or a `shared/` link of a chain) missing or of
+    /// another size makes the checkpoint `corrupt`, named; files outside the job are not looked
+    /// for.
+    #[test]
+    fn a_missing_or_resized_listed_file_is_found() {
+        use crate::state::snapshot::{ChainLink, CheckpointMetadata, OperatorMetadata, StateHandle};
+        let link = |file: &str, size: u64| ChainLink {
+            file: file.into(),
+            checkpoint_id: 5,
+            base: false,
+            size,
+            crc32: 0,
+            entries: 1,
+        };
+        let handle = StateHandle {
+            file: "../shared/c-0-chk5.state".into(),
+            subtask: 0,
+            key_group_range: None,
+            size: 30,
+            crc32: 0,
+            entries: 1,
+            operator_items: None,
+            chain: vec![
+                link("../shared/c-0-chk3.state", 20),
+                link("../shared/c-0-chk5.state", 30),
+            ],
+            native: None,
+            expired_through_ms: None,
+        };
+        let own = StateHandle {
+            file: "w-0.state".into(),
+            chain: vec![],
+            size: 10,
+            ..handle.clone()
+        };
+        let metadata = CheckpointMetadata {
+            format_version: 1,
+            job_name: "wc".into(),
+            checkpoint_id: 5,
+            kind: SnapshotKind::Checkpoint,
+            max_parallelism: 128,
+            parallelism: 1,
+            triggered_at_ms: 0,
+            completed_at_ms: 0,
+            run_id: None,
+            operators: vec![OperatorMetadata {
+                uid: "c".into(),
+                kind: "count".into(),
+                parallelism: 1,
+                state_names: vec![],
+                handles: vec![handle, own],
+            }],
+            channel_state: vec![],
+            alignment: Default::default(),
+        };
+        let all = vec![
+            object("wc/chk-5/_metadata", 100),
+            object("wc/chk-5/w-0.state", 10),
+            object("wc/shared/c-0-chk3.state", 20),
+            object("wc/shared/c-0-chk5.state", 30),
+        ];
+        assert_eq!(missing_or_resized_file("wc/chk-5", &metadata, &all, "wc"), None);
+        let without = |path: &str| all.iter().filter(|o| o.path != path).cloned().collect::<Vec<_>>();
+        for (objects, says) in [
+            (
+                without("wc/shared/c-0-chk3.state"),
+                "wc/shared/c-0-chk3.state, a file its `_metadata` lists, is missing",
+            ),
+            (
+                without("wc/chk-5/w-0.state"),
+                "wc/chk-5/w-0.state, a file its `_metadata` lists, is missing",
+            ),
+            (
+                [
+                    without("wc/shared/c-0-chk5.state"),
+                    vec![object("wc/shared/c-0-chk5.state", 29)],
+                ]
+                .concat(),
+                "wc/shared/c-0-chk5.state holds 29 bytes, its `_metadata` says 30",
+            ),
+        ] {
+            let found = missing_or_resized_file("wc/chk-5", &metadata, &objects, "wc").unwrap_or_default();
+            assert!(found.starts_with(says), "{found}");
+        }
+        // Listed under another job's name (a reference outside the job): not looked for here.
+        assert_eq!(missing_or_resized_file("wc/chk-5", &metadata, &all, "other"), None);
     }
 
     #[test]

@@ -587,3 +587,62 @@ fn an_incremental_checkpoint_copied_without_its_shared_files_says_what_to_copy()
         assert!(log.contains(needle), "the refusal says `{needle}`: {log}");
     }
 }
+
+/// A shared file an incremental checkpoint references, deleted by hand: `weir checkpoints
+/// list` shows that checkpoint `corrupt` naming the file (it used to say `completed`, reading
+/// only `_metadata`), and `--restore latest` refuses it rather than go back to an older one.
+#[test]
+fn a_checkpoint_whose_shared_file_is_deleted_is_listed_corrupt_and_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, env) = incremental_job(dir.path(), 2, "heap");
+    let newest = run_until_newest_has_deltas_then_kill(dir.path(), &m, 2, &env);
+    let metadata = completed(dir.path())
+        .into_iter()
+        .find(|c| c.checkpoint_id == newest)
+        .unwrap();
+    let shared = metadata
+        .operators
+        .iter()
+        .flat_map(|o| &o.handles)
+        .flat_map(|h| h.files())
+        .filter_map(|(file, _, _)| file.strip_prefix("../shared/"))
+        // One it wrote itself: no older checkpoint references it.
+        .find(|name| weir_runtime::state::incremental::shared_file_checkpoint(name) == Some(newest))
+        .expect("the newest checkpoint wrote a delta")
+        .to_string();
+    std::fs::remove_file(job_dir(dir.path()).join("shared").join(&shared)).unwrap();
+    let storage = dir.path().join("checkpoints");
+    let out = std::process::Command::new(weir())
+        .args([
+            "checkpoints",
+            "list",
+            storage.to_str().unwrap(),
+            "--job",
+            "wordcount",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == newest)
+        .unwrap_or_else(|| panic!("checkpoint {newest} is listed: {rows}"));
+    assert_eq!(row["status"], "corrupt", "{row}");
+    assert_eq!(row["completed"], false, "{row}");
+    let problem = row["problem"].as_str().unwrap_or_default();
+    assert!(problem.contains(&shared) && problem.contains("is missing"), "{row}");
+    let older = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["id"].as_u64() < Some(newest) && r["status"] == "completed")
+        .count();
+    assert!(older > 0, "the checkpoints before it stay completed: {rows}");
+    let (ok, log) = Weir::run(&m, &["--restore", "latest"], &env).wait();
+    assert!(!ok && log.contains(&shared), "latest must not go back past it: {log}");
+}

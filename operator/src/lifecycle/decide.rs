@@ -4,8 +4,8 @@
 
 use super::operations::Ctx;
 use super::{
-    Action, ChangeClass, Decision, Observation, POLL, Reason, STEADY, Snapshot, StorageClaim, classify, ms_to_time,
-    parse_spec, parse_time, retention, rfc3339, spec_json,
+    Action, ChangeClass, Decision, NewestSnapshot, Observation, POLL, Reason, STEADY, Snapshot, StorageClaim, classify,
+    deployment_ran, ms_to_time, parse_spec, parse_time, retention, rfc3339, spec_json,
 };
 use crate::crd::{
     CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
@@ -126,6 +126,36 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
         }
         LifecycleState::Suspended => {
             if want_running {
+                // A stateful resume chooses again, as a stop does: the newest of the suspend's
+                // restore point and the newest snapshot in storage (files put back since a
+                // refused choice), refused when storage refuses its newest (read in this
+                // pass: `storage_reads`).
+                // A restore point the user gave (spec.initialSavepointPath) that no deployment
+                // has run from yet is kept as given.
+                let given = cx.d.status.restore_point.as_ref().is_some_and(|r| {
+                    r.origin == RestoreOrigin::Initial
+                        && !(cx.d.status.deployed_from.as_deref() == Some(r.path.as_str())
+                            && deployment_ran(&cx.d.status))
+                });
+                if spec.upgrade_mode != UpgradeMode::Stateless && !given {
+                    if obs.newest_snapshot == NewestSnapshot::NotRead {
+                        cx.d.requeue = Duration::ZERO;
+                        return cx.d;
+                    }
+                    let refused = matches!(obs.newest_snapshot, NewestSnapshot::Refused(_));
+                    // Without a restore point, the fallback below looks wider (the recorded
+                    // savepoints too).
+                    if refused || cx.d.status.restore_point.is_some() {
+                        match cx.newest_restore_point() {
+                            Ok(best) => cx.d.status.restore_point = best,
+                            Err(msg) => {
+                                cx.fail(Reason::RestoreRequired, msg);
+                                cx.d.status.observed_generation = Some(obs.generation);
+                                return cx.d;
+                            }
+                        }
+                    }
+                }
                 // A stateful job whose restore point went missing resumes from its newest
                 // known savepoint or checkpoint, never silently from empty state.
                 if cx.d.status.restore_point.is_none()

@@ -20,8 +20,11 @@ pub struct Snapshot {
 /// The job's newest completed checkpoint or savepoint, as the operator read it from storage.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum NewestSnapshot {
-    /// Not read in this pass, or storage holds no completed snapshot of the job.
+    /// Not read in this pass (a decision that needs it waits for the next pass, which reads
+    /// it: [`storage_reads`](crate::controller::stream_job::storage_reads)).
     #[default]
+    NotRead,
+    /// Storage holds no completed snapshot of the job.
     None,
     /// The newest one, readable.
     Found(Snapshot),

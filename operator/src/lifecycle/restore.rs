@@ -61,6 +61,12 @@ impl<'a> Ctx<'a> {
             }
             kept
         } else {
+            if self.obs.newest_snapshot == NewestSnapshot::NotRead {
+                // Storage was not read in this pass (an operation started in it, from a failed
+                // job with no pods): the next one reads it.
+                self.d.requeue = Duration::ZERO;
+                return;
+            }
             match self.newest_restore_point() {
                 Ok(r) => r,
                 Err(msg) => return self.fail(Reason::RestoreRequired, msg),
@@ -104,11 +110,23 @@ impl<'a> Ctx<'a> {
     /// to have checkpoints that storage no longer has (FLINK-33011: manual restore required),
     /// or storage refused its newest snapshot ([`NewestSnapshot::Refused`]: unreadable, or
     /// deleted by hand after it completed).
-    fn newest_restore_point(&self) -> Result<Option<RestorePoint>, String> {
-        if let NewestSnapshot::Refused(why) = &self.obs.newest_snapshot {
-            return Err(format!("manual restore required: {why}"));
-        }
+    pub(super) fn newest_restore_point(&self) -> Result<Option<RestorePoint>, String> {
         let recorded = self.d.status.restore_point.clone();
+        if let NewestSnapshot::Refused(why) = &self.obs.newest_snapshot {
+            // The user chose the current deployment's restore point (spec.initialSavepointPath,
+            // the refusal's own way out) and it completed no checkpoint since: the refused
+            // snapshot predates that choice, and nothing was committed after it.
+            let st = &self.d.status;
+            let chosen = recorded.as_ref().filter(|r| {
+                r.origin == RestoreOrigin::Initial
+                    && st.deployed_from.as_deref() == Some(r.path.as_str())
+                    && !checkpointed_since_deploy(st)
+            });
+            return match chosen {
+                Some(r) => Ok(Some(r.clone())),
+                None => Err(format!("manual restore required: {why}")),
+            };
+        }
         let stored = self.obs.newest_snapshot.found().map(|s| RestorePoint {
             path: s.path.clone(),
             origin: if s.kind == SnapshotKind::Savepoint {
@@ -290,9 +308,12 @@ impl<'a> Ctx<'a> {
 /// (`firstRunningAt`), or completed a checkpoint of its own (newer than its deploy, not the
 /// restore point itself). Pure.
 pub fn deployment_ran(status: &StreamJobStatus) -> bool {
-    if status.first_running_at.is_some() {
-        return true;
-    }
+    status.first_running_at.is_some() || checkpointed_since_deploy(status)
+}
+
+/// Whether the current deployment completed a checkpoint of its own, as the coordinator
+/// reported it: newer than its deploy, and not the restore point itself. Pure.
+fn checkpointed_since_deploy(status: &StreamJobStatus) -> bool {
     let deployed_at = status.deployed_at.as_deref().and_then(parse_time);
     status
         .job_status

@@ -140,7 +140,9 @@ impl RestoreWords {
     fn empty(self) -> &'static str {
         match self {
             RestoreWords::Cli => "; or start without state with `--restore none`",
-            RestoreWords::StreamJob => "",
+            RestoreWords::StreamJob => {
+                "; or start without state: set spec.upgradeMode: stateless and change spec.restartNonce"
+            }
         }
     }
 }

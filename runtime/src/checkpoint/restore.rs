@@ -523,7 +523,7 @@ pub fn damaged_snapshot_message(url: &str, error: &RestoreError, job: Option<&st
 /// Whether a state or `_metadata` file's `problem` ([`FormatError::problem`]) is damage to its
 /// bytes (a checksum, a size, a truncation, bytes that do not decode) rather than a format
 /// version this build does not read or a reference outside the store.
-fn is_damage(problem: &str) -> bool {
+pub fn is_damage(problem: &str) -> bool {
     !(problem.contains("unsupported") || problem.contains("outside the store"))
 }
 

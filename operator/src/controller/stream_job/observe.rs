@@ -6,6 +6,7 @@ use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
     DesiredState, LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
+    UpgradeMode,
 };
 use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim};
 use crate::snapshots::{InspectError, SnapshotStore};
@@ -36,16 +37,23 @@ pub struct StorageReads {
 }
 
 /// Storage is read only where a decision depends on it: finding the savepoint of a stop and
-/// the restore point after the pods are gone (newest), and inspecting the restore point of a
+/// the restore point after the pods are gone or at a stateful resume (newest), and inspecting the restore point of a
 /// deploy, and claiming the checkpoint directory of the spec a deploy would deploy (the
 /// pending operation's target, or the spec itself before a first deploy or a resume), and of
 /// a changed spec that moves a running job's checkpoints (before the job is stopped). Pure.
 pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
     let phase = old.pending.as_ref().map(|p| p.phase);
-    let newest = matches!(
-        phase,
-        Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)
-    );
+    // A stateful resume chooses its restore point again: the suspend's may be stale (a refused
+    // choice, or files put back since).
+    let resume = old.pending.is_none()
+        && old.lifecycle_state == LifecycleState::Suspended
+        && job_spec.state == DesiredState::Running
+        && job_spec.upgrade_mode != UpgradeMode::Stateless;
+    let newest = resume
+        || matches!(
+            phase,
+            Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)
+        );
     let inspect = match (&old.pending, old.lifecycle_state) {
         (Some(p), _) if p.phase == OperationPhase::Deploying => old.restore_point.as_ref().map(|r| r.path.clone()),
         (None, LifecycleState::Created) => old
@@ -109,7 +117,7 @@ pub async fn read_storage(
     let newest = if reads.newest {
         snapshots.newest(spec, s3, name).await.map_err(Error::StorageError)?
     } else {
-        NewestSnapshot::None
+        NewestSnapshot::NotRead
     };
     let info = match reads.inspect {
         None => RestoreInfo::NotInspected,
@@ -205,11 +213,25 @@ pub(super) async fn observe(
             read_claim(ctx.snapshots.as_ref(), &s3, target, &name, &format!("{ns}/{name}")).await?
         }
     };
+    let deleting = job.meta().deletion_timestamp.is_some();
     let (newest_snapshot, restore_info) = if !reads.newest && reads.inspect.is_none() {
-        (NewestSnapshot::None, RestoreInfo::NotInspected)
+        (NewestSnapshot::NotRead, RestoreInfo::NotInspected)
     } else {
-        let s3 = s3_options_for(ctx, &ns, &spec).await?;
-        read_storage(ctx.snapshots.as_ref(), &s3, &spec, &name, reads).await?
+        let read = async {
+            let s3 = s3_options_for(ctx, &ns, &spec).await?;
+            read_storage(ctx.snapshots.as_ref(), &s3, &spec, &name, reads).await
+        };
+        match read.await {
+            Ok(read) => read,
+            // A delete uses the newest snapshot only to find a stop's savepoint, which the
+            // coordinator reports too: a storage or credentials failure must not keep the
+            // finalizer for ever.
+            Err(e) if deleting => {
+                tracing::warn!(job = %name, error = %e, "cannot read the job's newest snapshot while deleting it; going on without it");
+                (NewestSnapshot::NotRead, RestoreInfo::NotInspected)
+            }
+            Err(e) => return Err(e),
+        }
     };
     let savepoint_in_flight_since = savepoints
         .iter()

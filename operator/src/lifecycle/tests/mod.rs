@@ -15,6 +15,7 @@ use weir_runtime::control::api::{
 
 mod delete;
 mod deploy;
+mod refused;
 mod restore;
 mod savepoints;
 mod stateless;

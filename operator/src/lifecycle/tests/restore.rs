@@ -397,7 +397,7 @@ fn a_deploy_waits_for_the_storage_claim_and_fails_when_another_stream_job_owns_t
             o.newest_snapshot = if reads.newest {
                 NewestSnapshot::Found(snapshot(5, SnapshotKind::Checkpoint, 0))
             } else {
-                NewestSnapshot::None
+                NewestSnapshot::NotRead
             };
             o.restore_info = match reads.inspect {
                 Some(path) => RestoreInfo::Found {

@@ -1,0 +1,181 @@
+//! A refused newest snapshot (`NewestSnapshot::Refused`: deleted by hand after it completed, or
+//! unreadable) across passes, each pass reading what the controller's `storage_reads` says it
+//! reads (helper-119's review): the ways out the refusal names work, a resume chooses again,
+//! and the user's own restore point is not refused for what predates it.
+
+use super::*;
+use crate::controller::stream_job::storage_reads;
+
+/// The refusal, as storage gives it.
+const WHY: &str =
+    "checkpoint chk-9 of job j completed (s3://b/chk/j/chk-9), but the checkpoint storage no longer holds it";
+
+/// Runs up to six passes of `spec` from `status`, each observing what that pass reads: the
+/// newest snapshot `newest` (`NotRead` when the pass does not read it), an owned directory,
+/// and any restore point as holding `counts`. Returns the last decision and the restore point
+/// of the first deploy (`Some(None)`: deployed from empty state); stops at a deploy or when a
+/// pass ends Failed.
+fn passes(
+    spec: &StreamJobSpec,
+    mut status: StreamJobStatus,
+    newest: &NewestSnapshot,
+) -> (Decision, Option<Option<String>>) {
+    let mut o = gone(obs());
+    o.generation = 3;
+    let mut last = None;
+    for _ in 0..6 {
+        let reads = storage_reads(&status, spec);
+        o.newest_snapshot = if reads.newest {
+            newest.clone()
+        } else {
+            NewestSnapshot::NotRead
+        };
+        o.storage_claim = if reads.claim.is_some() {
+            StorageClaim::Ours
+        } else {
+            StorageClaim::NotChecked
+        };
+        o.restore_info = match reads.inspect {
+            Some(path) => RestoreInfo::Found {
+                path,
+                info: info(&["counts"]),
+            },
+            None => RestoreInfo::NotInspected,
+        };
+        let d = decide(spec, &status, &o);
+        let deployed = d.actions.iter().find_map(|a| match a {
+            Action::Deploy { restore_from, .. } => Some(restore_from.clone()),
+            _ => None,
+        });
+        status = d.status.clone();
+        let failed = d.status.lifecycle_state == LifecycleState::Failed;
+        last = Some(d);
+        if deployed.is_some() || failed {
+            return (last.unwrap(), deployed);
+        }
+    }
+    (last.unwrap(), None)
+}
+
+/// A last-state job whose upgrade was refused (Failed, RestoreRequired).
+fn refused_upgrade() -> (StreamJobSpec, StreamJobStatus) {
+    let old = base_spec(UpgradeMode::LastState);
+    let new = changed(&old, ChangeClass::Upgrade);
+    let mut st = deployed_status(&old, LifecycleState::Upgrading);
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        UpgradeMode::LastState,
+        OperationPhase::AwaitingTermination,
+        Some(&new),
+    ));
+    let mut o = gone(obs());
+    o.newest_snapshot = NewestSnapshot::Refused(WHY.into());
+    let d = decide(&new, &st, &o);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    (new, d.status)
+}
+
+/// The refusal's first way out: the files put back, then a new `spec.restartNonce`. The pass
+/// that starts the retry has not read storage, so it waits for the next one, which restores
+/// the newest snapshot; with the files still gone the retry is refused again, never deployed
+/// from an older point.
+#[test]
+fn a_restart_nonce_after_the_files_are_back_restores_the_newest() {
+    let (new, failed) = refused_upgrade();
+    let mut retry = new.clone();
+    retry.restart_nonce = Some(1);
+    let back = NewestSnapshot::Found(snapshot(9, SnapshotKind::Checkpoint, 0));
+    let (_, deployed) = passes(&retry, failed.clone(), &back);
+    assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-9".into())));
+
+    let (d, deployed) = passes(&retry, failed, &NewestSnapshot::Refused(WHY.into()));
+    assert_eq!(deployed, None, "{:?}", d.status);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    assert!(d.status.error.unwrap_or_default().ends_with(WHY));
+}
+
+/// The second way out: `spec.initialSavepointPath` and a new `spec.savepointRedeployNonce`
+/// deploy the chosen savepoint, and a stateful change before the new deployment's first
+/// checkpoint keeps that choice (the refused snapshot predates it); once the deployment has
+/// checkpointed, a refusal counts again.
+#[test]
+fn a_savepoint_redeploy_restores_the_chosen_savepoint_and_keeps_it_until_a_checkpoint() {
+    let (new, failed) = refused_upgrade();
+    let redeploy = changed(&new, ChangeClass::SavepointRedeploy);
+    let chosen = redeploy.initial_savepoint_path.clone();
+    let refused = NewestSnapshot::Refused(WHY.into());
+    let (d, deployed) = passes(&redeploy, failed, &refused);
+    assert_eq!(deployed, Some(chosen.clone()), "{:?}", d.status);
+
+    // Running from it, then upgraded again before it completed a checkpoint.
+    let mut st = d.status.clone();
+    st.lifecycle_state = LifecycleState::Running;
+    st.first_running_at = st.deployed_at.clone();
+    let mut upgraded = redeploy.clone();
+    upgraded.image = "weir:3".into();
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        UpgradeMode::LastState,
+        OperationPhase::AwaitingTermination,
+        Some(&upgraded),
+    ));
+    let (d, deployed) = passes(&upgraded, st.clone(), &refused);
+    assert_eq!(deployed, Some(chosen), "{:?}", d.status);
+
+    // It completed checkpoint 10 since: a refusal now concerns its own snapshots.
+    st.job_status.as_mut().unwrap().last_checkpoint = Some(CheckpointRef {
+        id: 10,
+        path: "s3://b/chk/j/chk-10".into(),
+        completed_at: Some(rfc3339(at(200))),
+    });
+    st.deployed_at = Some(rfc3339(at(150)));
+    let (d, deployed) = passes(&upgraded, st, &refused);
+    assert_eq!(deployed, None);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+}
+
+/// A suspend refused (Failed), then suspended by the failed state, kept a stale restore
+/// point: the resume reads storage and chooses again: refused while the files are gone, the
+/// newest once they are back, never the stale point. A restore point the user gave that no
+/// deployment ran from is kept as given.
+#[test]
+fn a_resume_chooses_its_restore_point_again() {
+    let spec = base_spec(UpgradeMode::LastState);
+    let mut st = deployed_status(&spec, LifecycleState::Suspended);
+    st.restore_point = Some(RestorePoint {
+        path: "s3://b/chk/j/chk-3".into(),
+        origin: RestoreOrigin::Checkpoint,
+        checkpoint_id: Some(3),
+    });
+    st.job_status = None;
+    assert!(
+        storage_reads(&st, &spec).newest,
+        "a stateful resume reads the newest snapshot"
+    );
+
+    let (d, deployed) = passes(&spec, st.clone(), &NewestSnapshot::Refused(WHY.into()));
+    assert_eq!(deployed, None, "{:?}", d.status);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
+    assert!(d.events.iter().any(|e| e.reason == Reason::RestoreRequired));
+
+    let back = NewestSnapshot::Found(snapshot(9, SnapshotKind::Checkpoint, 0));
+    let (_, deployed) = passes(&spec, st.clone(), &back);
+    assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-9".into())));
+
+    let mut given = st.clone();
+    given.restore_point = Some(RestorePoint {
+        path: "s3://b/svp/savepoint-j-2".into(),
+        origin: RestoreOrigin::Initial,
+        checkpoint_id: None,
+    });
+    given.deployed_from = None;
+    let (_, deployed) = passes(&spec, given, &back);
+    assert_eq!(deployed, Some(Some("s3://b/svp/savepoint-j-2".into())));
+
+    let mut stateless = spec.clone();
+    stateless.upgrade_mode = UpgradeMode::Stateless;
+    assert!(
+        !storage_reads(&st, &stateless).newest,
+        "a stateless resume reads nothing"
+    );
+}
