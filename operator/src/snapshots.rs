@@ -305,9 +305,12 @@ impl FakeSnapshots {
     pub fn set_newest(&self, s: Option<Snapshot>) {
         self.inner.lock().unwrap().newest = s.map_or(NewestSnapshot::None, NewestSnapshot::Found);
     }
-    /// Storage refuses its newest snapshot with `why` ([`NewestSnapshot::Refused`]).
-    pub fn refuse_newest(&self, why: &str) {
-        self.inner.lock().unwrap().newest = NewestSnapshot::Refused(why.into());
+    /// Storage refuses its newest snapshot `id` with `why` ([`NewestSnapshot::Refused`]).
+    pub fn refuse_newest(&self, id: u64, why: &str) {
+        self.inner.lock().unwrap().newest = NewestSnapshot::Refused {
+            id,
+            message: why.into(),
+        };
     }
     /// Every read of the newest snapshot fails with the transient `error` (None: reads
     /// succeed again).
@@ -617,7 +620,7 @@ mod tests {
             .await
             .unwrap();
         match snaps.newest(&s, &S3Options::default(), "j").await {
-            Ok(NewestSnapshot::Refused(why)) => assert!(
+            Ok(NewestSnapshot::Refused { message: why, .. }) => assert!(
                 why.contains("snapshot 5") && why.contains("chk-5") && why.contains("spec.restartNonce"),
                 "{why}"
             ),

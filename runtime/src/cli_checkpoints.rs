@@ -433,7 +433,8 @@ mod tests {
             assert!(found.starts_with(says), "{found}");
         }
         // Listed under another job's name (a reference outside the job): not looked for here.
-        assert_eq!(missing_or_resized_file("wc/chk-5", &metadata, &all, "other"), None);
+        let missing = without("wc/shared/c-0-chk3.state");
+        assert_eq!(missing_or_resized_file("wc/chk-5", &metadata, &missing, "other"), None);
     }
 
     #[test]

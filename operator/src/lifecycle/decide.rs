@@ -137,12 +137,15 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
                         && !(cx.d.status.deployed_from.as_deref() == Some(r.path.as_str())
                             && deployment_ran(&cx.d.status))
                 });
-                if spec.upgrade_mode != UpgradeMode::Stateless && !given {
+                // A job created suspended has no deployment to go on from: it starts as one
+                // created running does.
+                let deployed_before = cx.d.status.deploy_generation > 0;
+                if spec.upgrade_mode != UpgradeMode::Stateless && deployed_before && !given {
                     if obs.newest_snapshot == NewestSnapshot::NotRead {
                         cx.d.requeue = Duration::ZERO;
                         return cx.d;
                     }
-                    let refused = matches!(obs.newest_snapshot, NewestSnapshot::Refused(_));
+                    let refused = matches!(obs.newest_snapshot, NewestSnapshot::Refused { .. });
                     // Without a restore point, the fallback below looks wider (the recorded
                     // savepoints too).
                     if refused || cx.d.status.restore_point.is_some() {

@@ -33,7 +33,12 @@ pub enum NewestSnapshot {
     /// storage no longer holds (deleted by hand). An older one would replay committed output,
     /// so only the restore choice refuses with this message (naming the snapshot and what to
     /// do); deletes, stateless changes and stops go on.
-    Refused(String),
+    Refused {
+        /// The refused snapshot's id.
+        id: u64,
+        /// Why, naming it, and what to do.
+        message: String,
+    },
 }
 
 impl NewestSnapshot {

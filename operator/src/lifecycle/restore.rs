@@ -111,31 +111,31 @@ impl<'a> Ctx<'a> {
     /// or storage refused its newest snapshot ([`NewestSnapshot::Refused`]: unreadable, or
     /// deleted by hand after it completed).
     pub(super) fn newest_restore_point(&self) -> Result<Option<RestorePoint>, String> {
-        let recorded = self.d.status.restore_point.clone();
-        if let NewestSnapshot::Refused(why) = &self.obs.newest_snapshot {
-            // The user chose the current deployment's restore point (spec.initialSavepointPath,
-            // the refusal's own way out) and it completed no checkpoint since: the refused
-            // snapshot predates that choice, and nothing was committed after it.
-            let st = &self.d.status;
-            let chosen = recorded.as_ref().filter(|r| {
-                r.origin == RestoreOrigin::Initial
-                    && st.deployed_from.as_deref() == Some(r.path.as_str())
-                    && !checkpointed_since_deploy(st)
-            });
-            return match chosen {
-                Some(r) => Ok(Some(r.clone())),
-                None => Err(format!("manual restore required: {why}")),
-            };
-        }
-        let stored = self.obs.newest_snapshot.found().map(|s| RestorePoint {
-            path: s.path.clone(),
-            origin: if s.kind == SnapshotKind::Savepoint {
-                RestoreOrigin::Savepoint
-            } else {
-                RestoreOrigin::Checkpoint
-            },
-            checkpoint_id: Some(s.id),
-        });
+        let st = &self.d.status;
+        let recorded = st.restore_point.clone();
+        // The current deployment started from a restore point the user gave
+        // (spec.initialSavepointPath): snapshots up to the newest in storage at its deploy
+        // predate that choice, and are neither preferred to it nor refused for.
+        let chose_up_to = recorded
+            .as_ref()
+            .filter(|r| r.origin == RestoreOrigin::Initial && st.deployed_from.as_deref() == Some(r.path.as_str()))
+            .and(st.deployed_after_snapshot);
+        let since_the_choice = |id: u64| chose_up_to.is_none_or(|through| id > through);
+        let stored = match &self.obs.newest_snapshot {
+            NewestSnapshot::Refused { id, message } if since_the_choice(*id) => {
+                return Err(format!("manual restore required: {message}"));
+            }
+            NewestSnapshot::Found(s) if since_the_choice(s.id) => Some(RestorePoint {
+                path: s.path.clone(),
+                origin: if s.kind == SnapshotKind::Savepoint {
+                    RestoreOrigin::Savepoint
+                } else {
+                    RestoreOrigin::Checkpoint
+                },
+                checkpoint_id: Some(s.id),
+            }),
+            _ => None,
+        };
         let best = match (recorded, stored) {
             (Some(r), Some(s)) => Some(if s.checkpoint_id.unwrap_or(0) > r.checkpoint_id.unwrap_or(0) {
                 s
@@ -150,7 +150,8 @@ impl<'a> Ctx<'a> {
             .job_status
             .as_ref()
             .and_then(|j| j.last_checkpoint.as_ref())
-            .map(|c| c.id);
+            .map(|c| c.id)
+            .filter(|id| since_the_choice(*id));
         match (&best, known) {
             (None, Some(id)) => Err(format!(
                 "manual restore required: the job completed checkpoint {id} but no checkpoint or savepoint is in storage; set spec.initialSavepointPath and spec.savepointRedeployNonce"
@@ -261,10 +262,17 @@ impl<'a> Ctx<'a> {
     }
 
     fn deploy(&mut self, spec: StreamJobSpec, restore_from: Option<String>) {
+        let deployed_after = match &self.obs.newest_snapshot {
+            NewestSnapshot::Found(s) => Some(s.id),
+            NewestSnapshot::Refused { id, .. } => Some(*id),
+            NewestSnapshot::None => Some(0),
+            NewestSnapshot::NotRead => None,
+        };
         let st = &mut self.d.status;
         st.deploy_generation += 1;
         st.last_reconciled_spec = Some(spec_json(&spec));
         st.deployed_from = restore_from.clone();
+        st.deployed_after_snapshot = deployed_after;
         st.deployed_at = Some(rfc3339(self.obs.now));
         st.first_running_at = None;
         st.pending = None;
@@ -308,12 +316,9 @@ impl<'a> Ctx<'a> {
 /// (`firstRunningAt`), or completed a checkpoint of its own (newer than its deploy, not the
 /// restore point itself). Pure.
 pub fn deployment_ran(status: &StreamJobStatus) -> bool {
-    status.first_running_at.is_some() || checkpointed_since_deploy(status)
-}
-
-/// Whether the current deployment completed a checkpoint of its own, as the coordinator
-/// reported it: newer than its deploy, and not the restore point itself. Pure.
-fn checkpointed_since_deploy(status: &StreamJobStatus) -> bool {
+    if status.first_running_at.is_some() {
+        return true;
+    }
     let deployed_at = status.deployed_at.as_deref().and_then(parse_time);
     status
         .job_status

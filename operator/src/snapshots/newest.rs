@@ -40,7 +40,7 @@ pub(super) async fn newest(spec: &StreamJobSpec, s3: &S3Options, name: &str) -> 
             let seen = list_snapshots(&store, name).await.map_err(|e| e.to_string())?;
             if let Some(gone) = completed_mark::vanished(mark.as_ref(), &seen, 0) {
                 let message = vanished_refusal(&store, name, gone, &seen, RestoreWords::StreamJob).await;
-                return Ok(NewestSnapshot::Refused(message));
+                return Ok(NewestSnapshot::Refused { id: gone.id, message });
             }
             // Only the newest one is read: an older savepoint's pointer, however damaged,
             // does not stand in the way.
@@ -48,7 +48,7 @@ pub(super) async fn newest(spec: &StreamJobSpec, s3: &S3Options, name: &str) -> 
                 None => None,
                 Some(newest) if newest.savepoint => match savepoint_of(&store, name, newest.id, s3).await? {
                     Ok(found) => Some((newest.id, found)),
-                    Err(refused) => return Ok(NewestSnapshot::Refused(refused)),
+                    Err(message) => return Ok(NewestSnapshot::Refused { id: newest.id, message }),
                 },
                 Some(newest) => Some((newest.id, (store.clone(), checkpoint_dir(name, newest.id)))),
             }
@@ -65,14 +65,18 @@ pub(super) async fn newest(spec: &StreamJobSpec, s3: &S3Options, name: &str) -> 
             kind: m.kind,
             completed_at_ms: completion_ms(&m),
         })),
-        Err(RestoreError::Corrupt(fault)) if !is_damage(&fault.problem) => Ok(NewestSnapshot::Refused(format!(
-            "snapshot {id} ({}) is the newest of job {name}, and this operator cannot read its `_metadata`: \
-             {fault}; upgrade the operator to the version of the job's Weir image",
-            store.url(&dir)
-        ))),
-        Err(e @ (RestoreError::Storage(StorageError::NotFound(_)) | RestoreError::Corrupt(_))) => Ok(
-            NewestSnapshot::Refused(unreadable(id, &store.url(&dir), name, &e.to_string())),
-        ),
+        Err(RestoreError::Corrupt(fault)) if !is_damage(&fault.problem) => Ok(NewestSnapshot::Refused {
+            id,
+            message: format!(
+                "snapshot {id} ({}) is the newest of job {name}, and this operator cannot read its `_metadata`: \
+                 {fault}; upgrade the operator to the version of the job's Weir image",
+                store.url(&dir)
+            ),
+        }),
+        Err(e @ (RestoreError::Storage(StorageError::NotFound(_)) | RestoreError::Corrupt(_))) => {
+            let message = unreadable(id, &store.url(&dir), name, &e.to_string());
+            Ok(NewestSnapshot::Refused { id, message })
+        }
         Err(e) => Err(format!("reading {}: {e}", store.url(&dir))),
     }
 }
@@ -168,7 +172,7 @@ mod tests {
         match newest(&spec(root), &S3Options::default(), "j").await.unwrap() {
             NewestSnapshot::Found(s) => Ok((s.kind, s.id)),
             NewestSnapshot::None | NewestSnapshot::NotRead => Err("none".into()),
-            NewestSnapshot::Refused(why) => Err(why),
+            NewestSnapshot::Refused { message, .. } => Err(message),
         }
     }
 

@@ -6,7 +6,6 @@ use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
     DesiredState, LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
-    UpgradeMode,
 };
 use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim};
 use crate::snapshots::{InspectError, SnapshotStore};
@@ -37,19 +36,22 @@ pub struct StorageReads {
 }
 
 /// Storage is read only where a decision depends on it: finding the savepoint of a stop and
-/// the restore point after the pods are gone or at a stateful resume (newest), and inspecting the restore point of a
+/// the restore point after the pods are gone or at a resume, and the deployment's boundary in
+/// every pass that may deploy (newest), and inspecting the restore point of a
 /// deploy, and claiming the checkpoint directory of the spec a deploy would deploy (the
 /// pending operation's target, or the spec itself before a first deploy or a resume), and of
 /// a changed spec that moves a running job's checkpoints (before the job is stopped). Pure.
 pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
     let phase = old.pending.as_ref().map(|p| p.phase);
-    // A stateful resume chooses its restore point again: the suspend's may be stale (a refused
-    // choice, or files put back since).
-    let resume = old.pending.is_none()
-        && old.lifecycle_state == LifecycleState::Suspended
-        && job_spec.state == DesiredState::Running
-        && job_spec.upgrade_mode != UpgradeMode::Stateless;
-    let newest = resume
+    // A pass that may deploy records the newest snapshot id as the deployment's boundary
+    // (`status.deployedAfterSnapshot`), and a stateful resume chooses its restore point again
+    // (the suspend's may be stale: a refused choice, or files put back since).
+    let may_deploy = match (&old.pending, old.lifecycle_state) {
+        (Some(p), _) => p.phase == OperationPhase::Deploying,
+        (None, LifecycleState::Created | LifecycleState::Suspended) => job_spec.state == DesiredState::Running,
+        _ => false,
+    };
+    let newest = may_deploy
         || matches!(
             phase,
             Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)

@@ -397,7 +397,7 @@ async fn a_refused_newest_snapshot_fails_a_last_state_upgrade_saying_why() {
     let (ctx, mut api, _control, snaps) = setup();
     let why = "checkpoint chk-9 of job wc completed (s3://bucket/chk/wc/chk-9, recorded in \
                s3://bucket/chk/wc/newest-completed), but the checkpoint storage no longer holds it";
-    snaps.refuse_newest(why);
+    snaps.refuse_newest(9, why);
     let mut spec = spec_json();
     spec["upgradeMode"] = json!("last-state");
     let mut job = running_job(spec.clone(), 2);

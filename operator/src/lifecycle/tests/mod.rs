@@ -153,6 +153,21 @@ fn pending(
     }
 }
 
+/// A `mode` job whose upgrade (an image change) has deleted its pods and now chooses its
+/// restore point: (the target spec, the status).
+fn upgrade_awaiting_termination(mode: UpgradeMode) -> (StreamJobSpec, StreamJobStatus) {
+    let old = base_spec(mode);
+    let new = changed(&old, ChangeClass::Upgrade);
+    let mut st = deployed_status(&old, LifecycleState::Upgrading);
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        mode,
+        OperationPhase::AwaitingTermination,
+        Some(&new),
+    ));
+    (new, st)
+}
+
 /// A short, comparable summary of an action.
 fn kinds(d: &Decision) -> Vec<&'static str> {
     d.actions

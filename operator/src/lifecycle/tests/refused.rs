@@ -10,6 +10,14 @@ use crate::controller::stream_job::storage_reads;
 const WHY: &str =
     "checkpoint chk-9 of job j completed (s3://b/chk/j/chk-9), but the checkpoint storage no longer holds it";
 
+/// Storage refuses its newest snapshot, `id`.
+fn refused(id: u64) -> NewestSnapshot {
+    NewestSnapshot::Refused {
+        id,
+        message: WHY.into(),
+    }
+}
+
 /// Runs up to six passes of `spec` from `status`, each observing what that pass reads: the
 /// newest snapshot `newest` (`NotRead` when the pass does not read it), an owned directory,
 /// and any restore point as holding `counts`. Returns the last decision and the restore point
@@ -59,17 +67,9 @@ fn passes(
 
 /// A last-state job whose upgrade was refused (Failed, RestoreRequired).
 fn refused_upgrade() -> (StreamJobSpec, StreamJobStatus) {
-    let old = base_spec(UpgradeMode::LastState);
-    let new = changed(&old, ChangeClass::Upgrade);
-    let mut st = deployed_status(&old, LifecycleState::Upgrading);
-    st.pending = Some(pending(
-        OperationKind::Upgrade,
-        UpgradeMode::LastState,
-        OperationPhase::AwaitingTermination,
-        Some(&new),
-    ));
+    let (new, st) = upgrade_awaiting_termination(UpgradeMode::LastState);
     let mut o = gone(obs());
-    o.newest_snapshot = NewestSnapshot::Refused(WHY.into());
+    o.newest_snapshot = refused(9);
     let d = decide(&new, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
     (new, d.status)
@@ -88,26 +88,27 @@ fn a_restart_nonce_after_the_files_are_back_restores_the_newest() {
     let (_, deployed) = passes(&retry, failed.clone(), &back);
     assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-9".into())));
 
-    let (d, deployed) = passes(&retry, failed, &NewestSnapshot::Refused(WHY.into()));
+    let (d, deployed) = passes(&retry, failed, &refused(9));
     assert_eq!(deployed, None, "{:?}", d.status);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
     assert!(d.status.error.unwrap_or_default().ends_with(WHY));
 }
 
 /// The second way out: `spec.initialSavepointPath` and a new `spec.savepointRedeployNonce`
-/// deploy the chosen savepoint, and a stateful change before the new deployment's first
-/// checkpoint keeps that choice (the refused snapshot predates it); once the deployment has
-/// checkpointed, a refusal counts again.
+/// deploy the chosen savepoint, recording the newest snapshot id in storage then (9). A
+/// stateful change of that deployment keeps the chosen savepoint over what predates it (the
+/// refused chk-9, or an older checkpoint of the abandoned state: helper-120), and takes the
+/// deployment's own checkpoint 10, refused when that one is gone.
 #[test]
-fn a_savepoint_redeploy_restores_the_chosen_savepoint_and_keeps_it_until_a_checkpoint() {
+fn a_savepoint_redeploy_restores_the_chosen_savepoint_over_what_predates_it() {
     let (new, failed) = refused_upgrade();
     let redeploy = changed(&new, ChangeClass::SavepointRedeploy);
     let chosen = redeploy.initial_savepoint_path.clone();
-    let refused = NewestSnapshot::Refused(WHY.into());
-    let (d, deployed) = passes(&redeploy, failed, &refused);
+    let (d, deployed) = passes(&redeploy, failed, &refused(9));
     assert_eq!(deployed, Some(chosen.clone()), "{:?}", d.status);
+    assert_eq!(d.status.deployed_after_snapshot, Some(9));
 
-    // Running from it, then upgraded again before it completed a checkpoint.
+    // Running from it, then upgraded again.
     let mut st = d.status.clone();
     st.lifecycle_state = LifecycleState::Running;
     st.first_running_at = st.deployed_at.clone();
@@ -119,17 +120,20 @@ fn a_savepoint_redeploy_restores_the_chosen_savepoint_and_keeps_it_until_a_check
         OperationPhase::AwaitingTermination,
         Some(&upgraded),
     ));
-    let (d, deployed) = passes(&upgraded, st.clone(), &refused);
-    assert_eq!(deployed, Some(chosen), "{:?}", d.status);
-
-    // It completed checkpoint 10 since: a refusal now concerns its own snapshots.
-    st.job_status.as_mut().unwrap().last_checkpoint = Some(CheckpointRef {
-        id: 10,
-        path: "s3://b/chk/j/chk-10".into(),
-        completed_at: Some(rfc3339(at(200))),
-    });
-    st.deployed_at = Some(rfc3339(at(150)));
-    let (d, deployed) = passes(&upgraded, st, &refused);
+    for (what, newest) in [
+        ("chk-9 still refused", refused(9)),
+        (
+            "an older checkpoint of the abandoned state",
+            NewestSnapshot::Found(snapshot(8, SnapshotKind::Checkpoint, 0)),
+        ),
+    ] {
+        let (d, deployed) = passes(&upgraded, st.clone(), &newest);
+        assert_eq!(deployed, Some(chosen.clone()), "{what}: {:?}", d.status);
+    }
+    let own = NewestSnapshot::Found(snapshot(10, SnapshotKind::Checkpoint, 0));
+    let (_, deployed) = passes(&upgraded, st.clone(), &own);
+    assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-10".into())));
+    let (d, deployed) = passes(&upgraded, st, &refused(10));
     assert_eq!(deployed, None);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
 }
@@ -153,7 +157,7 @@ fn a_resume_chooses_its_restore_point_again() {
         "a stateful resume reads the newest snapshot"
     );
 
-    let (d, deployed) = passes(&spec, st.clone(), &NewestSnapshot::Refused(WHY.into()));
+    let (d, deployed) = passes(&spec, st.clone(), &refused(9));
     assert_eq!(deployed, None, "{:?}", d.status);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
     assert!(d.events.iter().any(|e| e.reason == Reason::RestoreRequired));
@@ -161,6 +165,18 @@ fn a_resume_chooses_its_restore_point_again() {
     let back = NewestSnapshot::Found(snapshot(9, SnapshotKind::Checkpoint, 0));
     let (_, deployed) = passes(&spec, st.clone(), &back);
     assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-9".into())));
+
+    // A job created suspended resumes as one created running starts: empty here.
+    let created = StreamJobStatus {
+        lifecycle_state: LifecycleState::Suspended,
+        ..Default::default()
+    };
+    let (_, deployed) = passes(&spec, created, &refused(9));
+    assert_eq!(
+        deployed,
+        Some(None),
+        "a job never deployed is not refused for old snapshots"
+    );
 
     let mut given = st.clone();
     given.restore_point = Some(RestorePoint {
@@ -174,8 +190,8 @@ fn a_resume_chooses_its_restore_point_again() {
 
     let mut stateless = spec.clone();
     stateless.upgrade_mode = UpgradeMode::Stateless;
-    assert!(
-        !storage_reads(&st, &stateless).newest,
-        "a stateless resume reads nothing"
-    );
+    let mut emptied = st.clone();
+    emptied.restore_point = None;
+    let (_, deployed) = passes(&stateless, emptied, &refused(9));
+    assert_eq!(deployed, Some(None), "a stateless resume starts empty, refusal or not");
 }

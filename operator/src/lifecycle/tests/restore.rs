@@ -44,15 +44,7 @@ fn resume_waits_for_leftover_pods() {
 
 #[test]
 fn flink_33011_last_state_with_lost_checkpoints_fails_loudly() {
-    let old = base_spec(UpgradeMode::LastState);
-    let new = changed(&old, ChangeClass::Upgrade);
-    let mut st = deployed_status(&old, LifecycleState::Upgrading);
-    st.pending = Some(pending(
-        OperationKind::Upgrade,
-        UpgradeMode::LastState,
-        OperationPhase::AwaitingTermination,
-        Some(&new),
-    ));
+    let (new, st) = upgrade_awaiting_termination(UpgradeMode::LastState);
     let mut o = gone(obs());
     o.newest_snapshot = NewestSnapshot::None;
     let d = decide(&new, &st, &o);
@@ -71,9 +63,10 @@ fn flink_33011_last_state_with_lost_checkpoints_fails_loudly() {
 
 /// Storage refused the newest snapshot (its `_metadata` unreadable, or the job's record of its
 /// newest completed snapshot names one deleted by hand): only the restore choice of a stateful
-/// change fails with RestoreRequired; a delete, a stateless upgrade or suspend and a savepoint
-/// stop's own savepoint go on (helper-118: the refusal used to fail the whole observation, so
-/// these were retried for ever).
+/// change fails with RestoreRequired; a delete, a stateless upgrade and a savepoint stop's own
+/// savepoint go on (helper-118: the refusal used to fail the whole observation, so these were
+/// retried for ever; the controller's `deletion_completes_when_event_writes_fail` covers the
+/// observation).
 #[test]
 fn a_refused_newest_snapshot_fails_only_a_stateful_restore_choice() {
     let why = "checkpoint chk-9 of job j completed (s3://b/chk/j/chk-9, recorded in s3://b/chk/j/newest-completed), \
@@ -150,7 +143,10 @@ fn a_refused_newest_snapshot_fails_only_a_stateful_restore_choice() {
         }
         let mut o = gone(obs());
         o.deleting = kind == OperationKind::Delete;
-        o.newest_snapshot = NewestSnapshot::Refused(why.into());
+        o.newest_snapshot = NewestSnapshot::Refused {
+            id: 9,
+            message: why.into(),
+        };
         let d = decide(&new, &st, &o);
         let restore = d.status.restore_point.as_ref().map(|r| r.path.clone());
         let seen = match (d.status.lifecycle_state, kinds(&d).as_slice(), phase(&d)) {
