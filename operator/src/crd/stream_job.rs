@@ -427,11 +427,12 @@ pub struct StreamJobStatus {
     /// The restore point the current deployment started from (its `--restore` argument).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_from: Option<String>,
-    /// The id of the job's newest snapshot in storage (completed, or recorded as completed)
-    /// when the current deployment was deployed: the deployment's own snapshots have higher
-    /// ids (a run's ids start past every one in storage). A restore point given in
-    /// `spec.initialSavepointPath` is preferred to any snapshot up to it, which predates that
-    /// choice. Unset when unknown (deployments before this field).
+    /// The id of the job's newest snapshot in its checkpoint storage (completed, or recorded
+    /// as completed) when the current deployment was deployed from a restore point given in
+    /// `spec.initialSavepointPath`: the deployment's own snapshots have higher ids (a run's ids
+    /// start past every one in storage), so that restore point is preferred to any snapshot up
+    /// to it, which predates the choice. Unset for other deploys, a deploy that moved the
+    /// checkpoint storage, and deployments before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_after_snapshot: Option<u64>,
     /// A generation that was rolled back, refused or exhausted its restarts: not retried until

@@ -5,7 +5,7 @@
 use super::operations::Ctx;
 use super::{
     Action, ChangeClass, Decision, NewestSnapshot, Observation, POLL, Reason, STEADY, Snapshot, StorageClaim, classify,
-    deployment_ran, ms_to_time, parse_spec, parse_time, retention, rfc3339, spec_json,
+    ms_to_time, parse_spec, parse_time, resume_rechooses, retention, rfc3339, spec_json,
 };
 use crate::crd::{
     CheckpointRef, DesiredState, JobStatusSummary, LifecycleState, OperationKind, OperationPhase, PendingOperation,
@@ -130,17 +130,7 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
                 // restore point and the newest snapshot in storage (files put back since a
                 // refused choice), refused when storage refuses its newest (read in this
                 // pass: `storage_reads`).
-                // A restore point the user gave (spec.initialSavepointPath) that no deployment
-                // has run from yet is kept as given.
-                let given = cx.d.status.restore_point.as_ref().is_some_and(|r| {
-                    r.origin == RestoreOrigin::Initial
-                        && !(cx.d.status.deployed_from.as_deref() == Some(r.path.as_str())
-                            && deployment_ran(&cx.d.status))
-                });
-                // A job created suspended has no deployment to go on from: it starts as one
-                // created running does.
-                let deployed_before = cx.d.status.deploy_generation > 0;
-                if spec.upgrade_mode != UpgradeMode::Stateless && deployed_before && !given {
+                if resume_rechooses(&cx.d.status, spec) {
                     if obs.newest_snapshot == NewestSnapshot::NotRead {
                         cx.d.requeue = Duration::ZERO;
                         return cx.d;
@@ -161,8 +151,11 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
                 }
                 // A stateful job whose restore point went missing resumes from its newest
                 // known savepoint or checkpoint, never silently from empty state.
+                // (A job created suspended has no deployment to go on from: it starts as one
+                // created running does.)
                 if cx.d.status.restore_point.is_none()
                     && spec.upgrade_mode != UpgradeMode::Stateless
+                    && cx.d.status.deploy_generation > 0
                     && let Some(rp) =
                         fallback_restore_point(&cx.d.status.savepoint_history, obs.newest_snapshot.found())
                 {

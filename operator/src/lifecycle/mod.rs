@@ -30,7 +30,7 @@ pub use model::{
     Action, Decision, Event, JobReport, NewestSnapshot, Observation, Reason, RestoreInfo, Snapshot, StorageClaim,
     record_trigger,
 };
-pub use restore::deployment_ran;
+pub use restore::{deployment_ran, resume_rechooses};
 
 use crate::crd::StreamJobSpec;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -262,7 +262,13 @@ impl<'a> Ctx<'a> {
     }
 
     fn deploy(&mut self, spec: StreamJobSpec, restore_from: Option<String>) {
+        // The observation read the storage of the deployed spec (the one deployed before this
+        // deploy, or this one at a first deploy): a boundary in another storage than this
+        // deployment's would hide its own snapshots (helper-121).
+        let read_from = parse_spec(&self.d.status.last_reconciled_spec)
+            .map_or_else(|| spec.checkpointing.storage.clone(), |s| s.checkpointing.storage);
         let deployed_after = match &self.obs.newest_snapshot {
+            _ if read_from != spec.checkpointing.storage => None,
             NewestSnapshot::Found(s) => Some(s.id),
             NewestSnapshot::Refused { id, .. } => Some(*id),
             NewestSnapshot::None => Some(0),
@@ -310,6 +316,19 @@ impl<'a> Ctx<'a> {
             });
         }
     }
+}
+
+/// Whether a resume of a suspended job (`status`) to `spec` chooses its restore point again
+/// from storage, as a stop does: a stateful job that has been deployed before (a job created
+/// suspended starts as one created running does), unless its restore point was given
+/// (`spec.initialSavepointPath`) and no deployment has run from it yet (kept as given). The
+/// controller reads the newest snapshot for exactly these passes (`storage_reads`). Pure.
+pub fn resume_rechooses(status: &StreamJobStatus, spec: &StreamJobSpec) -> bool {
+    let given = status.restore_point.as_ref().is_some_and(|r| {
+        r.origin == RestoreOrigin::Initial
+            && !(status.deployed_from.as_deref() == Some(r.path.as_str()) && deployment_ran(status))
+    });
+    spec.upgrade_mode != UpgradeMode::Stateless && status.deploy_generation > 0 && !given
 }
 
 /// Whether the current deployment has run: it reported RUNNING with its restore done

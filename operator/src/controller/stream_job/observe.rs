@@ -5,9 +5,10 @@
 use crate::build::{coordinator_name, worker_name};
 use crate::controller::{Context, Error, s3_options_for, system_time};
 use crate::crd::{
-    DesiredState, LifecycleState, OperationPhase, Savepoint, SavepointState, StreamJob, StreamJobSpec, StreamJobStatus,
+    DesiredState, LifecycleState, OperationPhase, RestoreOrigin, Savepoint, SavepointState, StreamJob, StreamJobSpec,
+    StreamJobStatus,
 };
-use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim};
+use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim, resume_rechooses};
 use crate::snapshots::{InspectError, SnapshotStore};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -36,22 +37,30 @@ pub struct StorageReads {
 }
 
 /// Storage is read only where a decision depends on it: finding the savepoint of a stop and
-/// the restore point after the pods are gone or at a resume, and the deployment's boundary in
-/// every pass that may deploy (newest), and inspecting the restore point of a
+/// the restore point after the pods are gone or at a stateful resume, and the deployment's
+/// boundary in a pass that may deploy a restore point the user gave (newest), and inspecting the restore point of a
 /// deploy, and claiming the checkpoint directory of the spec a deploy would deploy (the
 /// pending operation's target, or the spec itself before a first deploy or a resume), and of
 /// a changed spec that moves a running job's checkpoints (before the job is stopped). Pure.
 pub fn storage_reads(old: &StreamJobStatus, job_spec: &StreamJobSpec) -> StorageReads {
     let phase = old.pending.as_ref().map(|p| p.phase);
-    // A pass that may deploy records the newest snapshot id as the deployment's boundary
-    // (`status.deployedAfterSnapshot`), and a stateful resume chooses its restore point again
-    // (the suspend's may be stale: a refused choice, or files put back since).
-    let may_deploy = match (&old.pending, old.lifecycle_state) {
-        (Some(p), _) => p.phase == OperationPhase::Deploying,
-        (None, LifecycleState::Created | LifecycleState::Suspended) => job_spec.state == DesiredState::Running,
+    // A pass that may deploy a restore point the user gave records the newest snapshot id as
+    // the deployment's boundary (`status.deployedAfterSnapshot`), and a stateful resume
+    // chooses its restore point again (the suspend's may be stale: a refused choice, or files
+    // put back since). Only those: a storage the operator cannot list must not stop other
+    // deploys (the claim lets them go on with a Warning).
+    let given = old
+        .restore_point
+        .as_ref()
+        .is_some_and(|r| r.origin == RestoreOrigin::Initial);
+    let running = job_spec.state == DesiredState::Running;
+    let deploy_reads = match (&old.pending, old.lifecycle_state) {
+        (Some(p), _) => p.phase == OperationPhase::Deploying && given,
+        (None, LifecycleState::Created) => running && (given || job_spec.initial_savepoint_path.is_some()),
+        (None, LifecycleState::Suspended) => running && (given || resume_rechooses(old, job_spec)),
         _ => false,
     };
-    let newest = may_deploy
+    let newest = deploy_reads
         || matches!(
             phase,
             Some(OperationPhase::AwaitingStop) | Some(OperationPhase::AwaitingTermination)

@@ -138,6 +138,66 @@ fn a_savepoint_redeploy_restores_the_chosen_savepoint_over_what_predates_it() {
     assert_eq!(d.status.lifecycle_state, LifecycleState::Failed);
 }
 
+/// A savepoint redeploy that also moves the checkpoint storage records no boundary: the ids
+/// read were the old storage's, and the new deployment's own checkpoint in the new storage
+/// must not be hidden by them (helper-121: it was, and the chosen savepoint was restored over
+/// 17 committed checkpoints).
+#[test]
+fn a_redeploy_into_another_checkpoint_storage_records_no_boundary() {
+    let (new, failed) = refused_upgrade();
+    let mut moved = changed(&new, ChangeClass::SavepointRedeploy);
+    moved.checkpointing.storage = Some("s3://b/chk2".into());
+    let (d, deployed) = passes(
+        &moved,
+        failed,
+        &NewestSnapshot::Found(snapshot(50, SnapshotKind::Checkpoint, 0)),
+    );
+    assert_eq!(deployed, Some(moved.initial_savepoint_path.clone()), "{:?}", d.status);
+    assert_eq!(d.status.deployed_after_snapshot, None);
+    let mut st = d.status.clone();
+    st.lifecycle_state = LifecycleState::Running;
+    st.first_running_at = st.deployed_at.clone();
+    let mut upgraded = moved.clone();
+    upgraded.image = "weir:3".into();
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        UpgradeMode::LastState,
+        OperationPhase::AwaitingTermination,
+        Some(&upgraded),
+    ));
+    // Its own checkpoint 6 (past the old deployment's reported chk-5) is restored.
+    let own = NewestSnapshot::Found(snapshot(6, SnapshotKind::Checkpoint, 0));
+    let (_, deployed) = passes(&upgraded, st, &own);
+    assert_eq!(deployed, Some(Some("s3://b/chk/j/chk-6".into())));
+}
+
+/// Storage is read for the newest snapshot at a deploy only where it decides something: a
+/// restore point the user gave (its boundary) or a stateful resume; a plain first deploy reads
+/// only the claim, so a storage the operator cannot list does not stop it.
+#[test]
+fn a_deploy_reads_the_newest_snapshot_only_where_it_decides() {
+    let spec = base_spec(UpgradeMode::LastState);
+    let created = StreamJobStatus::default();
+    assert!(!storage_reads(&created, &spec).newest, "a plain first deploy");
+    let mut from_savepoint = spec.clone();
+    from_savepoint.initial_savepoint_path = Some("s3://b/svp/savepoint-j-2".into());
+    assert!(
+        storage_reads(&created, &from_savepoint).newest,
+        "a first deploy from a given savepoint"
+    );
+    let suspended = StreamJobStatus {
+        lifecycle_state: LifecycleState::Suspended,
+        ..Default::default()
+    };
+    assert!(
+        !storage_reads(&suspended, &spec).newest,
+        "a job created suspended, resumed"
+    );
+    let mut deployed = deployed_status(&spec, LifecycleState::Suspended);
+    deployed.job_status = None;
+    assert!(storage_reads(&deployed, &spec).newest, "a stateful resume");
+}
+
 /// A suspend refused (Failed), then suspended by the failed state, kept a stale restore
 /// point: the resume reads storage and chooses again: refused while the files are gone, the
 /// newest once they are back, never the stale point. A restore point the user gave that no
@@ -171,12 +231,23 @@ fn a_resume_chooses_its_restore_point_again() {
         lifecycle_state: LifecycleState::Suspended,
         ..Default::default()
     };
-    let (_, deployed) = passes(&spec, created, &refused(9));
+    let (_, deployed) = passes(&spec, created.clone(), &refused(9));
     assert_eq!(
         deployed,
         Some(None),
         "a job never deployed is not refused for old snapshots"
     );
+    // Even when an observation holds one (the decision's own guard, not only the read's).
+    for newest in [
+        refused(9),
+        NewestSnapshot::Found(snapshot(9, SnapshotKind::Checkpoint, 0)),
+    ] {
+        let mut o = gone(obs());
+        o.newest_snapshot = newest.clone();
+        let d = decide(&spec, &created, &o);
+        assert_ne!(d.status.lifecycle_state, LifecycleState::Failed, "{newest:?}");
+        assert_eq!(d.status.restore_point, None, "{newest:?}: no old snapshot taken");
+    }
 
     let mut given = st.clone();
     given.restore_point = Some(RestorePoint {
