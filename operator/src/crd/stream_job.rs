@@ -431,8 +431,9 @@ pub struct StreamJobStatus {
     /// as completed) when the current deployment was deployed from a restore point given in
     /// `spec.initialSavepointPath`: the deployment's own snapshots have higher ids (a run's ids
     /// start past every one in storage), so that restore point is preferred to any snapshot up
-    /// to it, which predates the choice. Unset for other deploys, a deploy that moved the
-    /// checkpoint storage, and deployments before this field.
+    /// to it, which predates the choice (the only use). Unset where the deploy pass did not
+    /// read it (other deploys), for a deploy that moved the checkpoint storage, and for
+    /// deployments before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_after_snapshot: Option<u64>,
     /// A generation that was rolled back, refused or exhausted its restarts: not retried until

@@ -263,10 +263,10 @@ impl<'a> Ctx<'a> {
 
     fn deploy(&mut self, spec: StreamJobSpec, restore_from: Option<String>) {
         // The observation read the storage of the deployed spec (the one deployed before this
-        // deploy, or this one at a first deploy): a boundary in another storage than this
-        // deployment's would hide its own snapshots (helper-121).
+        // deploy, else the StreamJob's spec: `storage_spec`): a boundary in another storage
+        // than this deployment's would hide its own snapshots (helper-121, -122).
         let read_from = parse_spec(&self.d.status.last_reconciled_spec)
-            .map_or_else(|| spec.checkpointing.storage.clone(), |s| s.checkpointing.storage);
+            .map_or_else(|| self.spec.checkpointing.storage.clone(), |s| s.checkpointing.storage);
         let deployed_after = match &self.obs.newest_snapshot {
             _ if read_from != spec.checkpointing.storage => None,
             NewestSnapshot::Found(s) => Some(s.id),

@@ -266,3 +266,42 @@ fn a_resume_chooses_its_restore_point_again() {
     let (_, deployed) = passes(&stateless, emptied, &refused(9));
     assert_eq!(deployed, Some(None), "a stateless resume starts empty, refusal or not");
 }
+
+/// A first deploy from a given savepoint still pending (nothing deployed yet) when the user
+/// moves `checkpointing.storage`: the observation read the StreamJob's spec's storage (the new
+/// one), not the one the pending operation deploys into, so no boundary is recorded from it
+/// (helper-122).
+#[test]
+fn a_pending_first_deploy_records_no_boundary_read_from_another_storage() {
+    let mut target = base_spec(UpgradeMode::LastState);
+    target.initial_savepoint_path = Some("s3://b/svp/savepoint-j-2".into());
+    let mut edited = target.clone();
+    edited.checkpointing.storage = Some("s3://b/chk2".into());
+    let status = StreamJobStatus {
+        lifecycle_state: LifecycleState::Deploying,
+        restore_point: Some(RestorePoint {
+            path: "s3://b/svp/savepoint-j-2".into(),
+            origin: RestoreOrigin::Initial,
+            checkpoint_id: None,
+        }),
+        pending: Some(pending(
+            OperationKind::Upgrade,
+            UpgradeMode::LastState,
+            OperationPhase::Deploying,
+            Some(&target),
+        )),
+        ..Default::default()
+    };
+    let mut o = gone(obs());
+    o.newest_snapshot = NewestSnapshot::Found(snapshot(50, SnapshotKind::Checkpoint, 0));
+    o.restore_info = RestoreInfo::Found {
+        path: "s3://b/svp/savepoint-j-2".into(),
+        info: info(&["counts"]),
+    };
+    let d = decide(&edited, &status, &o);
+    assert!(kinds(&d).contains(&"deploy"), "{:?}", d.status);
+    assert_eq!(d.status.deployed_after_snapshot, None);
+    // Read from the storage it deploys into: recorded.
+    let d = decide(&target, &status, &o);
+    assert_eq!(d.status.deployed_after_snapshot, Some(50));
+}
