@@ -147,11 +147,13 @@ fn retention_only_deletes_checkpoints_of_its_own_lineage() {
 fn a_damaged_hard_linked_table_file_is_reported_as_damaged_in_the_checkpoint_too() {
     // A compaction that drops the chosen file from the store between the listing and the
     // truncation leaves nothing damaged that the store or a later checkpoint reads (only a
-    // checkpoint retention then retires holds it), and the job rightly finishes: try again.
-    for attempt in 1..=3 {
+    // checkpoint retention then retires holds it), and the job rightly finishes: try again
+    // (under a loaded CI machine, 2026-12-07 evening, three runs in a row saw it).
+    const ATTEMPTS: u32 = 6;
+    for attempt in 1..=ATTEMPTS {
         let (ok, log) = run_with_a_truncated_linked_table_file();
         if ok {
-            assert!(attempt < 3, "the job never failed on its damaged store: {log}");
+            assert!(attempt < ATTEMPTS, "the job never failed on its damaged store: {log}");
             continue;
         }
         let failure = log
