@@ -297,5 +297,18 @@ fi
 
 step "results"
 printf '  %s\n' "${RESULTS[@]}" >&2
+# CI shows only the end of the output: each failed scenario's Warning events of its StreamJobs
+# (from its diagnostics), the operator's account of what it decided. Only a --parallel run has
+# a log per scenario to find its StreamJobs in.
+for result in "${RESULTS[@]}"; do
+  [[ "$result" == FAIL* ]] || continue
+  name="${result#FAIL }"
+  name="${name%% *}"
+  sed -n 's/.*apply StreamJob \([a-z0-9-]*\) .*/\1/p' "$ARTIFACTS/$name.log" 2>/dev/null | sort -u |
+    while read -r job; do
+      grep -F -w "$job" "$ARTIFACTS/$name/events.txt" 2>/dev/null | grep -w Warning | tail -n 6 | cut -c 1-400 |
+        sed "s|^|  $name: |" >&2 || true
+    done
+done
 echo "e2e ($MODE): $passed passed, $failed failed$( ((rbac_rc)) && echo ', RBAC check failed')"
 ((failed == 0 && rbac_rc == 0))

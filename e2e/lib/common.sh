@@ -281,6 +281,7 @@ mc_path() { printf 'local/%s' "${1#s3://}"; }
 s3_exists() { mc stat "$(mc_path "$1")" >/dev/null 2>&1; }
 s3_put_text() { printf '%s' "$2" | mc pipe "$(mc_path "$1")" >/dev/null; } # URL TEXT
 s3_remove() { mc rm "$(mc_path "$1")" >/dev/null; }                       # URL
+s3_copy() { mc cp "$(mc_path "$1")" "$(mc_path "$2")" >/dev/null; }         # URL URL
 # assert_deployed_from_upgrade_savepoint NAME: the running deployment started from the newest
 # upgrade savepoint (status.deployedFrom is it, and it is in S3); sets DEPLOYED_FROM to its path.
 # status.restorePoint is not read: it moves on to the new run's first checkpoint as soon as that

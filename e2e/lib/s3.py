@@ -3,6 +3,7 @@
     s3.py ENDPOINT mb BUCKET
     s3.py ENDPOINT put FILE s3://bucket/key       FILE `-`: standard input
     s3.py ENDPOINT rm s3://bucket/key
+    s3.py ENDPOINT cp s3://bucket/key s3://bucket/key2
     s3.py ENDPOINT stat s3://bucket/key          exit 1 when the object does not exist
     s3.py ENDPOINT cat-parts s3://bucket/prefix  concatenates every part-*.jsonl under prefix
     s3.py ENDPOINT ls s3://bucket[/prefix]       recursive listing: size and key per line
@@ -49,6 +50,10 @@ def main(argv: list) -> int:
     if command == "rm":
         bucket, key = split(args[0])
         s3.delete_object(Bucket=bucket, Key=key)
+        return 0
+    if command == "cp":
+        (src_bucket, src_key), (bucket, key) = split(args[0]), split(args[1])
+        s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key})
         return 0
     if command == "stat":
         bucket, key = split(args[0])

@@ -132,6 +132,7 @@ s3cmd() { "$STANDIN_PY" "$E2E_DIR/lib/s3.py" "$S3_ENDPOINT" "$@"; }
 s3_exists() { s3cmd stat "$1"; }
 s3_put_text() { printf '%s' "$2" | s3cmd put - "$1"; }
 s3_remove() { s3cmd rm "$1"; }
+s3_copy() { s3cmd cp "$1" "$2"; }
 job_output() { s3cmd cat-parts "s3://weir/output/$1/"; }
 mc() {
   if [[ "${1:-} ${2:-}" == "ls --recursive" ]]; then

@@ -37,8 +37,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long an upgrade waits for an in-flight (e.g. periodic) savepoint before it stops the job.
 pub const INFLIGHT_SAVEPOINT_WAIT: Duration = Duration::from_secs(120);
-/// How long a savepoint stop waits for a job the runtime is restarting (`RESTARTING`) to run
-/// again before it gives up on the savepoint and restores from the newest checkpoint.
+/// How long a savepoint stop waits for a job the runtime is restarting (`RESTARTING`), or whose
+/// coordinator does not answer, to run again before it gives up on the savepoint and restores
+/// from the newest checkpoint.
 pub const RESTARTING_WAIT: Duration = Duration::from_secs(120);
 /// How long a stop-with-savepoint may take before it counts as failed.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(600);

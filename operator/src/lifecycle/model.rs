@@ -111,8 +111,15 @@ pub struct Observation {
     pub name: String,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
-    /// Coordinator report; `None` when the control API did not answer.
+    /// Coordinator report; `None` when there is no coordinator or its control API did not
+    /// answer ([`Observation::coordinator_unanswered`] tells them apart).
     pub job: Option<JobReport>,
+    /// `Some(error)`: the coordinator Deployment exists but its control API did not report the
+    /// job's state this pass (a timeout, a refused connection, its pod not up, an error reply):
+    /// the state is unknown, not stopped. Unless its pods crash-loop or cannot be scheduled, a
+    /// savepoint stop waits for a report (bounded by [`RESTARTING_WAIT`](super::RESTARTING_WAIT))
+    /// instead of giving up on the savepoint.
+    pub coordinator_unanswered: Option<String>,
     /// Poll result for `status.pending.triggerId`, when there is one.
     pub trigger: Option<SavepointStatus>,
     /// Coordinator Deployment or worker StatefulSet exists.

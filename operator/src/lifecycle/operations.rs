@@ -59,15 +59,16 @@ impl<'a> Ctx<'a> {
             OperationKind::Restart | OperationKind::Rollback => false,
         };
         let running = self.job_state() == Some(JobState::Running);
-        // The runtime is restarting the job from a checkpoint: it will run again shortly, so
+        // The runtime is restarting the job from a checkpoint, or its coordinator did not
+        // answer this pass (its state is unknown, not stopped): it may run again shortly, so
         // the stop waits for it (bounded) rather than giving up on the savepoint.
-        let restarting = self.job_state() == Some(JobState::Restarting);
-        let phase = if wants_savepoint && (running || restarting) {
+        let may_run = self.job_state() == Some(JobState::Restarting) || self.state_unknown();
+        let phase = if wants_savepoint && (running || may_run) {
             OperationPhase::Stopping
         } else {
             OperationPhase::AwaitingTermination
         };
-        if wants_savepoint && !running && !restarting && kind != OperationKind::Delete {
+        if wants_savepoint && !running && !may_run && kind != OperationKind::Delete {
             self.event(
                 true,
                 Reason::SavepointError,
@@ -98,37 +99,64 @@ impl<'a> Ctx<'a> {
             return;
         };
         match op.phase {
-            OperationPhase::Stopping => {
-                let waited = self.elapsed_since(&op.started_at);
-                if self.job_state() == Some(JobState::Restarting) {
-                    if waited < RESTARTING_WAIT {
-                        self.d.requeue = POLL;
-                        return;
-                    }
-                    if op.kind != OperationKind::Delete {
-                        self.event(
-                            true,
-                            Reason::SavepointError,
-                            format!("the job has been restarting for {waited:?}, so no savepoint can be taken; it will restore from its newest completed checkpoint"),
-                        );
-                    }
-                    self.set_phase(OperationPhase::AwaitingTermination);
-                    return self.step();
-                }
-                if self.obs.savepoint_in_flight_since.is_some() && waited < INFLIGHT_SAVEPOINT_WAIT {
-                    self.d.requeue = POLL; // bounded wait for a periodic/manual savepoint
-                    return;
-                }
-                self.set_phase(OperationPhase::AwaitingStop);
-                self.d.actions.push(Action::StopWithSavepoint {
-                    directory: self.savepoint_dir(),
-                });
-                self.d.requeue = POLL;
-            }
+            OperationPhase::Stopping => self.stopping(&op),
             OperationPhase::AwaitingStop => self.await_stop(&op),
             OperationPhase::AwaitingTermination => self.await_termination(&op),
             OperationPhase::Deploying => self.deploy_pending(&op),
         }
+    }
+
+    /// Whether this pass could not learn the job's state: its coordinator Deployment exists
+    /// but its control API did not report ([`Observation::coordinator_unanswered`]), and its
+    /// pods are neither crash-looping nor unschedulable (those will not report soon).
+    fn state_unknown(&self) -> bool {
+        self.obs.coordinator_unanswered.is_some() && !self.obs.crash_looping && self.obs.unschedulable.is_none()
+    }
+
+    /// The Stopping phase: the stop-with-savepoint goes out once the job is RUNNING (after a
+    /// bounded wait for a savepoint in flight). A job restarting or initializing, or whose state
+    /// is unknown, may run again shortly: it is waited for, at most [`RESTARTING_WAIT`] from
+    /// the operation's start. Any other state (failed, finished, stopping, no coordinator)
+    /// cannot take a savepoint: the cycle restores from the newest completed checkpoint.
+    fn stopping(&mut self, op: &PendingOperation) {
+        let waited = self.elapsed_since(&op.started_at);
+        let state = self.job_state();
+        if state == Some(JobState::Running) {
+            if self.obs.savepoint_in_flight_since.is_some() && waited < INFLIGHT_SAVEPOINT_WAIT {
+                self.d.requeue = POLL; // bounded wait for a periodic/manual savepoint
+                return;
+            }
+            self.set_phase(OperationPhase::AwaitingStop);
+            self.d.actions.push(Action::StopWithSavepoint {
+                directory: self.savepoint_dir(),
+            });
+            self.d.requeue = POLL;
+            return;
+        }
+        let unknown = self.state_unknown();
+        let may_run = matches!(state, Some(JobState::Restarting | JobState::Initializing)) || unknown;
+        if may_run && waited < RESTARTING_WAIT {
+            self.d.requeue = POLL;
+            return;
+        }
+        if op.kind != OperationKind::Delete {
+            let why = match (state, &self.obs.coordinator_unanswered) {
+                (Some(JobState::Restarting), _) => format!("the job has been restarting for {waited:?}"),
+                (Some(JobState::Initializing), _) => format!("the job has been initializing for {waited:?}"),
+                (None, Some(error)) if unknown => {
+                    format!("the job's coordinator has not reported its state for {waited:?} ({error})")
+                }
+                (Some(other), _) => format!("the job is not running (it is {other:?})"),
+                (None, _) => "the job is not running".to_string(),
+            };
+            self.event(
+                true,
+                Reason::SavepointError,
+                format!("{why}, so no savepoint can be taken; it will restore from its newest completed checkpoint"),
+            );
+        }
+        self.set_phase(OperationPhase::AwaitingTermination);
+        self.step()
     }
 
     pub(super) fn set_phase(&mut self, phase: OperationPhase) {
@@ -224,7 +252,10 @@ impl<'a> Ctx<'a> {
             self.d.requeue = POLL;
             return;
         }
-        let job_gone = matches!(state, None | Some(JobState::Failed) | Some(JobState::Finished));
+        // A coordinator that did not answer is not gone: the stop may be completing (bounded
+        // by STOP_TIMEOUT).
+        let job_gone =
+            !self.state_unknown() && matches!(state, None | Some(JobState::Failed) | Some(JobState::Finished));
         if trigger_failed || timed_out || (job_gone && op.trigger_id.is_some()) {
             let why = self
                 .obs

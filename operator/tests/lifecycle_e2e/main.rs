@@ -75,16 +75,19 @@ impl Harness {
                 job_pods += w.alive() as u32;
             }
         }
-        let (report, trigger) = match &control {
+        let (report, coordinator_unanswered, trigger) = match &control {
             Some(c) => {
-                let report = c.job().await.ok().map(to_report);
+                let (report, unanswered) = match c.job().await {
+                    Ok(report) => (Some(to_report(report)), None),
+                    Err(e) => (None, Some(e.to_string())),
+                };
                 let trigger = match self.status.pending.as_ref().and_then(|p| p.trigger_id.as_deref()) {
                     Some(id) => c.savepoint(id).await.ok(),
                     None => None,
                 };
-                (report, trigger)
+                (report, unanswered, trigger)
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let spec = storage_spec(&self.job, &self.status);
         let reads = storage_reads(&self.status, &self.job.spec);
@@ -109,6 +112,7 @@ impl Harness {
             name,
             deleting: false,
             job: report,
+            coordinator_unanswered,
             trigger,
             workloads_present: self.deployment.is_some(),
             job_pods,

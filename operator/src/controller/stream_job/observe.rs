@@ -197,15 +197,18 @@ pub(super) async fn observe(
 
     // The control API is asked only while a coordinator exists.
     let control = ctx.control.for_job(&ns, &name);
-    let (report, trigger) = if coordinator.is_some() {
-        let report = control.job().await.ok().map(to_report);
+    let (report, coordinator_unanswered, trigger) = if coordinator.is_some() {
+        let (report, unanswered) = match control.job().await {
+            Ok(report) => (Some(to_report(report)), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         let trigger = match old.pending.as_ref().and_then(|p| p.trigger_id.as_deref()) {
             Some(id) => control.savepoint(id).await.ok(),
             None => None,
         };
-        (report, trigger)
+        (report, unanswered, trigger)
     } else {
-        (None, None)
+        (None, None, None)
     };
 
     // Storage is read only where a decision depends on it.
@@ -261,6 +264,7 @@ pub(super) async fn observe(
             name,
             deleting: job.meta().deletion_timestamp.is_some(),
             job: report,
+            coordinator_unanswered,
             trigger,
             workloads_present: coordinator.is_some() || workers.is_some(),
             job_pods: pods.len() as u32,

@@ -242,6 +242,46 @@ async fn savepoint_upgrade() {
     finish(task).await.unwrap();
 }
 
+/// A coordinator whose control API does not answer (a timeout on a loaded machine) is not a
+/// stopped job: the savepoint upgrade waits for it instead of deleting the pods and restoring
+/// the checkpoint (CI's stand-in saw a rescale deployed from chk-81 instead of its savepoint).
+#[tokio::test]
+async fn a_savepoint_upgrade_waits_for_a_coordinator_that_does_not_answer() {
+    let (ctx, mut api, control, _snaps) = setup();
+    let mut spec = spec_json();
+    spec["image"] = json!("weir:2");
+    let job = running_job(spec.clone(), 2);
+    control.set_job(None);
+
+    let task = tokio::spawn(stream_job::reconcile(guard(job.clone()), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["lifecycleState"], "Upgrading");
+    assert_eq!(status["pending"]["phase"], "Stopping");
+    api.event("Normal", "SpecChanged", 200).await;
+    finish(task).await.unwrap();
+    assert!(
+        control.requests().is_empty(),
+        "no stop was sent to a coordinator that did not answer"
+    );
+
+    // It answers RUNNING: the stop-with-savepoint goes out.
+    control.set_job(Some(job_status(
+        JobState::Running,
+        Some((5, SnapshotKind::Checkpoint, "s3://bucket/chk/wc/chk-5")),
+    )));
+    let job = with_status(job, &status);
+    let task = tokio::spawn(stream_job::reconcile(guard(job), ctx.clone()));
+    api.observe(World::deployed(1)).await;
+    let status = api.status().await;
+    assert_eq!(status["pending"]["phase"], "AwaitingStop");
+    api.event("Normal", "JobStatusChanged", 200).await;
+    assert_eq!(api.status().await["pending"]["triggerId"], "t1");
+    finish(task).await.unwrap();
+    assert_eq!(control.requests().len(), 1);
+    assert!(control.requests()[0].stop);
+}
+
 #[tokio::test]
 async fn upgrade_refused_when_state_would_be_dropped() {
     let (ctx, mut api, _control, snaps) = setup();

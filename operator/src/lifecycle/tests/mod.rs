@@ -94,6 +94,7 @@ fn obs() -> Observation {
         name: "j".into(),
         deleting: false,
         job: Some(report(JobState::Running)),
+        coordinator_unanswered: None,
         trigger: None,
         workloads_present: true,
         job_pods: 3,
@@ -110,6 +111,7 @@ fn gone(mut o: Observation) -> Observation {
     o.workloads_present = false;
     o.job_pods = 0;
     o.job = None;
+    o.coordinator_unanswered = None;
     o
 }
 
@@ -166,6 +168,17 @@ fn upgrade_awaiting_termination(mode: UpgradeMode) -> (StreamJobSpec, StreamJobS
         Some(&new),
     ));
     (new, st)
+}
+
+/// The poll result of trigger `id`: its savepoint `path` (id `checkpoint_id`) completed.
+fn completed_trigger(id: &str, path: &str, checkpoint_id: u64) -> SavepointStatus {
+    SavepointStatus {
+        trigger_id: id.into(),
+        state: TriggerState::Completed,
+        path: Some(path.into()),
+        checkpoint_id: Some(checkpoint_id),
+        error: None,
+    }
 }
 
 /// A short, comparable summary of an action.

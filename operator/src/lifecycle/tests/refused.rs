@@ -75,6 +75,23 @@ fn refused_upgrade() -> (StreamJobSpec, StreamJobStatus) {
     (new, d.status)
 }
 
+/// The deployment of `spec` (`deployed`, its status) ran, then a last-state upgrade to a new
+/// image stopped it: (the upgraded spec, the status awaiting its pods' termination).
+fn running_then_upgraded(spec: &StreamJobSpec, deployed: &StreamJobStatus) -> (StreamJobSpec, StreamJobStatus) {
+    let mut st = deployed.clone();
+    st.lifecycle_state = LifecycleState::Running;
+    st.first_running_at = st.deployed_at.clone();
+    let mut upgraded = spec.clone();
+    upgraded.image = "weir:3".into();
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        UpgradeMode::LastState,
+        OperationPhase::AwaitingTermination,
+        Some(&upgraded),
+    ));
+    (upgraded, st)
+}
+
 /// The refusal's first way out: the files put back, then a new `spec.restartNonce`. The pass
 /// that starts the retry has not read storage, so it waits for the next one, which restores
 /// the newest snapshot; with the files still gone the retry is refused again, never deployed
@@ -108,18 +125,7 @@ fn a_savepoint_redeploy_restores_the_chosen_savepoint_over_what_predates_it() {
     assert_eq!(deployed, Some(chosen.clone()), "{:?}", d.status);
     assert_eq!(d.status.deployed_after_snapshot, Some(9));
 
-    // Running from it, then upgraded again.
-    let mut st = d.status.clone();
-    st.lifecycle_state = LifecycleState::Running;
-    st.first_running_at = st.deployed_at.clone();
-    let mut upgraded = redeploy.clone();
-    upgraded.image = "weir:3".into();
-    st.pending = Some(pending(
-        OperationKind::Upgrade,
-        UpgradeMode::LastState,
-        OperationPhase::AwaitingTermination,
-        Some(&upgraded),
-    ));
+    let (upgraded, st) = running_then_upgraded(&redeploy, &d.status);
     for (what, newest) in [
         ("chk-9 still refused", refused(9)),
         (
@@ -154,17 +160,7 @@ fn a_redeploy_into_another_checkpoint_storage_records_no_boundary() {
     );
     assert_eq!(deployed, Some(moved.initial_savepoint_path.clone()), "{:?}", d.status);
     assert_eq!(d.status.deployed_after_snapshot, None);
-    let mut st = d.status.clone();
-    st.lifecycle_state = LifecycleState::Running;
-    st.first_running_at = st.deployed_at.clone();
-    let mut upgraded = moved.clone();
-    upgraded.image = "weir:3".into();
-    st.pending = Some(pending(
-        OperationKind::Upgrade,
-        UpgradeMode::LastState,
-        OperationPhase::AwaitingTermination,
-        Some(&upgraded),
-    ));
+    let (upgraded, st) = running_then_upgraded(&moved, &d.status);
     // Its own checkpoint 6 (past the old deployment's reported chk-5) is restored.
     let own = NewestSnapshot::Found(snapshot(6, SnapshotKind::Checkpoint, 0));
     let (_, deployed) = passes(&upgraded, st, &own);

@@ -8,15 +8,7 @@ use super::*;
 #[test]
 fn new_deploy_waits_while_old_pods_still_terminate() {
     for mode in MODES {
-        let old = base_spec(mode);
-        let new = changed(&old, ChangeClass::Upgrade);
-        let mut st = deployed_status(&old, LifecycleState::Upgrading);
-        st.pending = Some(pending(
-            OperationKind::Upgrade,
-            mode,
-            OperationPhase::AwaitingTermination,
-            Some(&new),
-        ));
+        let (new, st) = upgrade_awaiting_termination(mode);
         let mut o = gone(obs());
         o.job_pods = 2; // workloads deleted, pods terminating
         let d = decide(&new, &st, &o);

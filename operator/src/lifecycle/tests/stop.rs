@@ -193,3 +193,126 @@ fn savepoint_stop_of_a_restarting_job_waits_for_it_then_falls_back_to_the_checkp
         Some("s3://b/chk/j/chk-5")
     );
 }
+
+// ---------- a coordinator that did not answer is not a stopped job ----------
+
+/// A savepoint upgrade observed with the coordinator's control API unanswered (a timeout on a
+/// loaded machine; CI's stand-in saw a rescale take the checkpoint instead of its savepoint).
+#[test]
+fn savepoint_stop_waits_for_a_coordinator_that_did_not_answer_then_falls_back() {
+    let old = base_spec(UpgradeMode::Savepoint);
+    let new = changed(&old, ChangeClass::Scale);
+    let st = deployed_status(&old, LifecycleState::Running);
+    let mut unanswered = obs();
+    unanswered.job = None;
+    unanswered.coordinator_unanswered = Some("timed out after 5s".into());
+    let d = decide(&new, &st, &unanswered);
+    assert_eq!(phase(&d), Some(OperationPhase::Stopping));
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert!(
+        !d.events.iter().any(|e| e.reason == Reason::SavepointError),
+        "{:?}",
+        d.events
+    );
+    // It answers: the stop-with-savepoint goes out.
+    let answered = decide(&new, &d.status, &obs());
+    assert_eq!(kinds(&answered), ["stop-with-savepoint"]);
+    // Unanswered still after the bound: stop without a savepoint, saying why.
+    unanswered.now = at(100) + RESTARTING_WAIT + Duration::from_secs(1);
+    let late = decide(&new, &d.status, &unanswered);
+    assert_eq!(kinds(&late), ["delete-workloads"]);
+    assert_eq!(phase(&late), Some(OperationPhase::AwaitingTermination));
+    assert!(
+        late.events
+            .iter()
+            .any(|e| e.reason == Reason::SavepointError && e.message.contains("has not reported its state")),
+        "{:?}",
+        late.events
+    );
+}
+
+/// A coordinator that does not report but will not soon either (its pods crash-loop, or
+/// cannot be scheduled), or that reports a state in which no savepoint can be taken (after an
+/// unanswered pass: FAILED, FINISHED, or no coordinator at all), is not waited for: the cycle
+/// restores from the newest checkpoint at once, saying why. A job initializing is waited for.
+#[test]
+fn savepoint_stop_falls_back_at_once_when_the_job_cannot_take_a_savepoint_soon() {
+    let old = base_spec(UpgradeMode::Savepoint);
+    let new = changed(&old, ChangeClass::Scale);
+    let st = deployed_status(&old, LifecycleState::Running);
+    let mut unanswered = obs();
+    unanswered.job = None;
+    unanswered.coordinator_unanswered = Some("connection refused".into());
+    let mut crash_looping = unanswered.clone();
+    crash_looping.crash_looping = true;
+    let mut unschedulable = unanswered.clone();
+    unschedulable.unschedulable = Some("0/3 nodes are available".into());
+    // A deployment that never came up, changed again (a running one that crash-loops is
+    // restarted by the health check first).
+    let deploying = deployed_status(&old, LifecycleState::Deploying);
+    for (what, o) in [("crash-looping", crash_looping), ("unschedulable", unschedulable)] {
+        let d = decide(&new, &deploying, &o);
+        assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination), "{what}");
+        assert!(d.events.iter().any(|e| e.reason == Reason::SavepointError), "{what}");
+    }
+    // Unanswered first (Stopping), then a report in which no savepoint can be taken.
+    let waiting = decide(&new, &st, &unanswered);
+    assert_eq!(phase(&waiting), Some(OperationPhase::Stopping));
+    for (what, job) in [
+        ("failed", Some(report(JobState::Failed))),
+        ("finished", Some(report(JobState::Finished))),
+        ("no coordinator", None),
+    ] {
+        let mut o = obs();
+        o.job = job;
+        let d = decide(&new, &waiting.status, &o);
+        assert_eq!(kinds(&d), ["delete-workloads"], "{what}");
+        assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination), "{what}");
+        assert!(
+            d.events
+                .iter()
+                .any(|e| e.reason == Reason::SavepointError && e.message.contains("not running")),
+            "{what}: {:?}",
+            d.events
+        );
+    }
+    let mut initializing = obs();
+    initializing.job = Some(report(JobState::Initializing));
+    let d = decide(&new, &waiting.status, &initializing);
+    assert_eq!(phase(&d), Some(OperationPhase::Stopping), "initializing is waited for");
+    assert!(d.actions.is_empty());
+    assert_eq!(d.requeue, POLL);
+}
+
+/// After the stop-with-savepoint went out, an unanswered poll does not count as the job gone:
+/// the pods are not deleted under a savepoint that may be completing.
+#[test]
+fn an_unanswered_poll_during_a_stop_keeps_waiting_for_its_savepoint() {
+    let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
+    st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
+    let mut o = obs();
+    o.job = None;
+    o.coordinator_unanswered = Some("connection refused".into());
+    o.newest_snapshot = NewestSnapshot::NotRead;
+    let d = decide(&new, &st, &o);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(phase(&d), Some(OperationPhase::AwaitingStop));
+    assert_eq!(d.requeue, POLL);
+    // The savepoint then shows up in the poll: recorded and restored from.
+    o.coordinator_unanswered = None;
+    o.job = Some(report(JobState::Stopped));
+    o.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
+    let d = decide(&new, &d.status, &o);
+    assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
+    assert_eq!(
+        d.status.restore_point.map(|r| r.path),
+        Some("s3://b/svp/savepoint-j-6".to_string())
+    );
+    // Unanswered until the stop's timeout: counted as failed, the pods deleted.
+    o.job = None;
+    o.trigger = None;
+    o.coordinator_unanswered = Some("connection refused".into());
+    o.now = at(50) + STOP_TIMEOUT + Duration::from_secs(1);
+    let d = decide(&new, &st, &o);
+    assert_eq!(kinds(&d), ["delete-workloads"]);
+}

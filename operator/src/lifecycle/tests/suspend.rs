@@ -16,13 +16,7 @@ fn suspend_then_resume_in_savepoint_mode() {
     record_trigger(&mut st, "t1".into());
     let mut o = obs();
     o.job = Some(report(JobState::Stopped));
-    o.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Completed,
-        path: Some("s3://b/svp/savepoint-j-6".into()),
-        checkpoint_id: Some(6),
-        error: None,
-    });
+    o.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
     let d = decide(&suspended, &st, &o);
     assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
     let d = decide(&suspended, &d.status, &gone(obs()));
