@@ -59,8 +59,22 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
             cx.d.status.lifecycle_state = LifecycleState::Deleting;
             cx.d.actions.push(Action::RemoveFinalizer);
         } else {
-            cx.d.status.pending = None;
-            cx.start(OperationKind::Delete, None);
+            let superseded = cx.d.status.pending.take();
+            match superseded {
+                // A stop-with-savepoint already sent (an upgrade's or a suspend's) becomes the
+                // deletion's savepoint: deleting the pods under it would lose the savepoint
+                // the user asked for with savepointOnDelete.
+                Some(stop) if stop.phase == OperationPhase::AwaitingStop && spec.savepoint_on_delete => {
+                    cx.d.status.pending = Some(PendingOperation {
+                        kind: OperationKind::Delete,
+                        target_spec: None,
+                        ..stop
+                    });
+                    cx.d.status.lifecycle_state = LifecycleState::Deleting;
+                    cx.step();
+                }
+                _ => cx.start(OperationKind::Delete, None),
+            }
         }
         return cx.d;
     }

@@ -61,7 +61,10 @@ impl<'a> Ctx<'a> {
         let running = self.job_state() == Some(JobState::Running);
         // The runtime is restarting the job from a checkpoint, or its coordinator did not
         // answer this pass (its state is unknown, not stopped): it may run again shortly, so
-        // the stop waits for it (bounded) rather than giving up on the savepoint.
+        // the stop waits for it (bounded) rather than giving up on the savepoint. A job still
+        // initializing is not waited for here: its state is the restore point it is loading,
+        // which the fallback restores, and a deploy that never comes up is replaced at once
+        // (the decision table's Deploying row).
         let may_run = self.job_state() == Some(JobState::Restarting) || self.state_unknown();
         let phase = if wants_savepoint && (running || may_run) {
             OperationPhase::Stopping

@@ -49,3 +49,45 @@ fn savepoint_on_delete_stops_with_a_savepoint_first() {
     let d = decide(&spec, &st, &o);
     assert_eq!(kinds(&d), ["delete-workloads"]);
 }
+
+/// A deletion that arrives while an upgrade's stop-with-savepoint is in flight (the job
+/// reports STOPPING) takes that stop over as its own savepoint when `savepointOnDelete` asks
+/// for one: the pods are not deleted under the savepoint, which is recorded once it completes.
+/// Without `savepointOnDelete` the pods go at once.
+#[test]
+fn a_deletion_takes_over_a_stop_with_savepoint_in_flight() {
+    let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
+    record_trigger(&mut st, "t1".into());
+    let mut deleting = obs();
+    deleting.deleting = true;
+    deleting.job = Some(report(JobState::Stopping));
+    let mut spec = new.clone();
+    spec.savepoint_on_delete = true;
+    let d = decide(&spec, &st, &deleting);
+    assert!(d.actions.is_empty(), "{:?}", d.actions);
+    assert_eq!(d.status.lifecycle_state, LifecycleState::Deleting);
+    let op = d.status.pending.as_ref().expect("the deletion's operation");
+    assert_eq!(
+        (op.kind, op.phase),
+        (OperationKind::Delete, OperationPhase::AwaitingStop)
+    );
+    assert_eq!(op.trigger_id.as_deref(), Some("t1"));
+    // The savepoint completes: recorded, then the pods go.
+    deleting.job = Some(report(JobState::Stopped));
+    deleting.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
+    let d = decide(&spec, &d.status, &deleting);
+    assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
+    assert_eq!(
+        d.status.savepoint_history.last().map(|r| r.path.as_str()),
+        Some("s3://b/svp/savepoint-j-6")
+    );
+    let mut after = gone(deleting.clone());
+    after.deleting = true;
+    assert_eq!(kinds(&decide(&spec, &d.status, &after)), ["remove-finalizer"]);
+    // Without savepointOnDelete the deletion does not wait for it.
+    let mut deleting = obs();
+    deleting.deleting = true;
+    deleting.job = Some(report(JobState::Stopping));
+    let d = decide(&new, &st, &deleting);
+    assert_eq!(kinds(&d), ["delete-workloads"]);
+}

@@ -170,6 +170,21 @@ fn upgrade_awaiting_termination(mode: UpgradeMode) -> (StreamJobSpec, StreamJobS
     (new, st)
 }
 
+/// A `mode` job whose rescale has sent its stop-with-savepoint: (the old spec, the target
+/// spec, the status).
+fn awaiting_stop(mode: UpgradeMode) -> (StreamJobSpec, StreamJobSpec, StreamJobStatus) {
+    let old = base_spec(mode);
+    let new = changed(&old, ChangeClass::Scale);
+    let mut st = deployed_status(&old, LifecycleState::Upgrading);
+    st.pending = Some(pending(
+        OperationKind::Upgrade,
+        mode,
+        OperationPhase::AwaitingStop,
+        Some(&new),
+    ));
+    (old, new, st)
+}
+
 /// The poll result of trigger `id`: its savepoint `path` (id `checkpoint_id`) completed.
 fn completed_trigger(id: &str, path: &str, checkpoint_id: u64) -> SavepointStatus {
     SavepointStatus {

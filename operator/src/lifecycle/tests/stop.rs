@@ -5,19 +5,6 @@ use super::*;
 
 // ---------- FLINK-27804: savepoint path lost between stop and status write ----------
 
-fn awaiting_stop(mode: UpgradeMode) -> (StreamJobSpec, StreamJobSpec, StreamJobStatus) {
-    let old = base_spec(mode);
-    let new = changed(&old, ChangeClass::Scale);
-    let mut st = deployed_status(&old, LifecycleState::Upgrading);
-    st.pending = Some(pending(
-        OperationKind::Upgrade,
-        mode,
-        OperationPhase::AwaitingStop,
-        Some(&new),
-    ));
-    (old, new, st)
-}
-
 #[test]
 fn flink_27804_restart_before_trigger_id_written_uses_the_savepoint_from_the_coordinator() {
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
