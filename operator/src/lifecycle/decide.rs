@@ -237,7 +237,7 @@ fn first_deploy(spec: &StreamJobSpec, obs: &Observation) -> PendingOperation {
 
 /// Copies the coordinator's report into `status.jobStatus` (only changing values change it).
 fn absorb_job_report(cx: &mut Ctx) {
-    let Some(j) = &cx.obs.job else {
+    let Some(j) = cx.obs.coordinator.job() else {
         if let Some(js) = cx.d.status.job_status.as_mut() {
             js.state = "UNKNOWN".into();
         }
@@ -311,8 +311,8 @@ fn running_or_deploying(cx: &mut Ctx, class: ChangeClass, retry_blocked: bool) {
         if cx.d.status.restarts.len() < spec.health.max_restarts as usize {
             cx.d.status.restarts.push(rfc3339(now));
             let why = obs
-                .job
-                .as_ref()
+                .coordinator
+                .job()
                 .and_then(|j| j.failure.clone())
                 .unwrap_or_else(|| "crash-looping".into());
             cx.event(

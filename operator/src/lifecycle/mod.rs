@@ -27,8 +27,8 @@ pub use classify::{ChangeClass, classify};
 pub use compat::state_incompatibility;
 pub use decide::{decide, describe_cycle};
 pub use model::{
-    Action, Decision, Event, JobReport, NewestSnapshot, Observation, Reason, RestoreInfo, Snapshot, StorageClaim,
-    record_trigger,
+    Action, CoordinatorReport, Decision, Event, JobReport, NewestSnapshot, Observation, Reason, RestoreInfo, Snapshot,
+    StorageClaim, record_trigger,
 };
 pub use restore::{deployment_ran, resume_rechooses};
 

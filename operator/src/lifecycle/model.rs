@@ -100,6 +100,40 @@ pub enum StorageClaim {
     Unrecorded(String),
 }
 
+/// What one pass learned from the job's coordinator: whether there is one and, if so,
+/// whether its control API reported the job's state.
+#[derive(Clone, Debug)]
+pub enum CoordinatorReport {
+    /// No coordinator Deployment exists (not deployed yet, or deleted).
+    Absent,
+    /// The coordinator Deployment exists but its control API did not report the job's state
+    /// (a timeout, a refused connection, its pod not up, an error reply; the error's text):
+    /// the state is unknown, not stopped. Unless its pods crash-loop or cannot be scheduled, a
+    /// savepoint stop waits for a report (bounded by [`RESTARTING_WAIT`](super::RESTARTING_WAIT))
+    /// instead of giving up on the savepoint.
+    Unanswered(String),
+    /// The job's state as its coordinator reported it.
+    Reported(JobReport),
+}
+
+impl CoordinatorReport {
+    /// The report, when the coordinator gave one.
+    pub fn job(&self) -> Option<&JobReport> {
+        match self {
+            CoordinatorReport::Reported(report) => Some(report),
+            _ => None,
+        }
+    }
+
+    /// The error of a coordinator that did not report, when it did not.
+    pub fn unanswered(&self) -> Option<&str> {
+        match self {
+            CoordinatorReport::Unanswered(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
 /// Everything the controller observed for one reconcile. All I/O happens before [`decide`](fn@super::decide).
 #[derive(Clone, Debug)]
 pub struct Observation {
@@ -111,15 +145,8 @@ pub struct Observation {
     pub name: String,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
-    /// Coordinator report; `None` when there is no coordinator or its control API did not
-    /// answer ([`Observation::coordinator_unanswered`] tells them apart).
-    pub job: Option<JobReport>,
-    /// `Some(error)`: the coordinator Deployment exists but its control API did not report the
-    /// job's state this pass (a timeout, a refused connection, its pod not up, an error reply):
-    /// the state is unknown, not stopped. Unless its pods crash-loop or cannot be scheduled, a
-    /// savepoint stop waits for a report (bounded by [`RESTARTING_WAIT`](super::RESTARTING_WAIT))
-    /// instead of giving up on the savepoint.
-    pub coordinator_unanswered: Option<String>,
+    /// What the job's coordinator reported this pass.
+    pub coordinator: CoordinatorReport,
     /// Poll result for `status.pending.triggerId`, when there is one.
     pub trigger: Option<SavepointStatus>,
     /// Coordinator Deployment or worker StatefulSet exists.

@@ -36,7 +36,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn job_state(&self) -> Option<JobState> {
-        self.obs.job.as_ref().map(|j| j.state)
+        self.obs.coordinator.job().map(|j| j.state)
     }
 
     pub(super) fn fail(&mut self, reason: Reason, message: String) {
@@ -110,10 +110,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether this pass could not learn the job's state: its coordinator Deployment exists
-    /// but its control API did not report ([`Observation::coordinator_unanswered`]), and its
+    /// but its control API did not report ([`CoordinatorReport::Unanswered`](super::CoordinatorReport::Unanswered)), and its
     /// pods are neither crash-looping nor unschedulable (those will not report soon).
     fn state_unknown(&self) -> bool {
-        self.obs.coordinator_unanswered.is_some() && !self.obs.crash_looping && self.obs.unschedulable.is_none()
+        self.obs.coordinator.unanswered().is_some() && !self.obs.crash_looping && self.obs.unschedulable.is_none()
     }
 
     /// The Stopping phase: the stop-with-savepoint goes out once the job is RUNNING (after a
@@ -143,7 +143,7 @@ impl<'a> Ctx<'a> {
             return;
         }
         if op.kind != OperationKind::Delete {
-            let why = match (state, &self.obs.coordinator_unanswered) {
+            let why = match (state, self.obs.coordinator.unanswered()) {
                 (Some(JobState::Restarting), _) => format!("the job has been restarting for {waited:?}"),
                 (Some(JobState::Initializing), _) => format!("the job has been initializing for {waited:?}"),
                 (None, Some(error)) if unknown => {
@@ -199,8 +199,8 @@ impl<'a> Ctx<'a> {
         let from_this_stop =
             |s: &&Snapshot| s.kind == SnapshotKind::Savepoint && ms_to_time(s.completed_at_ms) >= started;
         self.obs
-            .job
-            .as_ref()
+            .coordinator
+            .job()
             .and_then(|j| j.last_completed.as_ref())
             .filter(from_this_stop)
             .or(self.obs.newest_snapshot.found().filter(from_this_stop))

@@ -22,7 +22,7 @@ use weir_operator::build::{self, Target};
 use weir_operator::control::{ControlApi, HttpControlApi};
 use weir_operator::controller::stream_job::{read_claim, read_storage, storage_reads, storage_spec, to_report};
 use weir_operator::crd::{DesiredState, LifecycleState, StreamJob, StreamJobStatus};
-use weir_operator::lifecycle::{self, Action, Decision, Observation, StorageClaim};
+use weir_operator::lifecycle::{self, Action, CoordinatorReport, Decision, Observation, StorageClaim};
 use weir_operator::snapshots::{ObjectStoreSnapshots, SnapshotStore};
 use weir_runtime::control::api::{SavepointRequest, TriggerState};
 use weir_runtime::storage::S3Options;
@@ -75,19 +75,19 @@ impl Harness {
                 job_pods += w.alive() as u32;
             }
         }
-        let (report, coordinator_unanswered, trigger) = match &control {
+        let (report, trigger) = match &control {
             Some(c) => {
-                let (report, unanswered) = match c.job().await {
-                    Ok(report) => (Some(to_report(report)), None),
-                    Err(e) => (None, Some(e.to_string())),
+                let report = match c.job().await {
+                    Ok(report) => CoordinatorReport::Reported(to_report(report)),
+                    Err(e) => CoordinatorReport::Unanswered(e.to_string()),
                 };
                 let trigger = match self.status.pending.as_ref().and_then(|p| p.trigger_id.as_deref()) {
                     Some(id) => c.savepoint(id).await.ok(),
                     None => None,
                 };
-                (report, unanswered, trigger)
+                (report, trigger)
             }
-            None => (None, None, None),
+            None => (CoordinatorReport::Absent, None),
         };
         let spec = storage_spec(&self.job, &self.status);
         let reads = storage_reads(&self.status, &self.job.spec);
@@ -111,8 +111,7 @@ impl Harness {
             generation: self.job.metadata.generation.unwrap_or(1),
             name,
             deleting: false,
-            job: report,
-            coordinator_unanswered,
+            coordinator: report,
             trigger,
             workloads_present: self.deployment.is_some(),
             job_pods,

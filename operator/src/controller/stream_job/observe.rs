@@ -8,7 +8,9 @@ use crate::crd::{
     DesiredState, LifecycleState, OperationPhase, RestoreOrigin, Savepoint, SavepointState, StreamJob, StreamJobSpec,
     StreamJobStatus,
 };
-use crate::lifecycle::{JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim, resume_rechooses};
+use crate::lifecycle::{
+    CoordinatorReport, JobReport, NewestSnapshot, Observation, RestoreInfo, Snapshot, StorageClaim, resume_rechooses,
+};
 use crate::snapshots::{InspectError, SnapshotStore};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -197,18 +199,18 @@ pub(super) async fn observe(
 
     // The control API is asked only while a coordinator exists.
     let control = ctx.control.for_job(&ns, &name);
-    let (report, coordinator_unanswered, trigger) = if coordinator.is_some() {
-        let (report, unanswered) = match control.job().await {
-            Ok(report) => (Some(to_report(report)), None),
-            Err(e) => (None, Some(e.to_string())),
+    let (report, trigger) = if coordinator.is_some() {
+        let report = match control.job().await {
+            Ok(report) => CoordinatorReport::Reported(to_report(report)),
+            Err(e) => CoordinatorReport::Unanswered(e.to_string()),
         };
         let trigger = match old.pending.as_ref().and_then(|p| p.trigger_id.as_deref()) {
             Some(id) => control.savepoint(id).await.ok(),
             None => None,
         };
-        (report, unanswered, trigger)
+        (report, trigger)
     } else {
-        (None, None, None)
+        (CoordinatorReport::Absent, None)
     };
 
     // Storage is read only where a decision depends on it.
@@ -263,8 +265,7 @@ pub(super) async fn observe(
             generation: job.meta().generation.unwrap_or(0),
             name,
             deleting: job.meta().deletion_timestamp.is_some(),
-            job: report,
-            coordinator_unanswered,
+            coordinator: report,
             trigger,
             workloads_present: coordinator.is_some() || workers.is_some(),
             job_pods: pods.len() as u32,

@@ -11,7 +11,7 @@ fn flink_31860_deletion_completes_without_the_coordinator() {
     let st = deployed_status(&spec, LifecycleState::Running);
     let mut o = obs();
     o.deleting = true;
-    o.job = None; // namespace terminating: coordinator already gone
+    o.coordinator = CoordinatorReport::Absent; // namespace terminating: coordinator already gone
     let d = decide(&spec, &st, &o);
     assert_eq!(
         kinds(&d),
@@ -60,7 +60,7 @@ fn a_deletion_takes_over_a_stop_with_savepoint_in_flight() {
     record_trigger(&mut st, "t1".into());
     let mut deleting = obs();
     deleting.deleting = true;
-    deleting.job = Some(report(JobState::Stopping));
+    deleting.coordinator = CoordinatorReport::Reported(report(JobState::Stopping));
     let mut spec = new.clone();
     spec.savepoint_on_delete = true;
     let d = decide(&spec, &st, &deleting);
@@ -73,7 +73,7 @@ fn a_deletion_takes_over_a_stop_with_savepoint_in_flight() {
     );
     assert_eq!(op.trigger_id.as_deref(), Some("t1"));
     // The savepoint completes: recorded, then the pods go.
-    deleting.job = Some(report(JobState::Stopped));
+    deleting.coordinator = CoordinatorReport::Reported(report(JobState::Stopped));
     deleting.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
     let d = decide(&spec, &d.status, &deleting);
     assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
@@ -87,7 +87,7 @@ fn a_deletion_takes_over_a_stop_with_savepoint_in_flight() {
     // Without savepointOnDelete the deletion does not wait for it.
     let mut deleting = obs();
     deleting.deleting = true;
-    deleting.job = Some(report(JobState::Stopping));
+    deleting.coordinator = CoordinatorReport::Reported(report(JobState::Stopping));
     let d = decide(&new, &st, &deleting);
     assert_eq!(kinds(&d), ["delete-workloads"]);
 }

@@ -20,7 +20,7 @@ fn replaying_a_deploy_decision_is_idempotent() {
     let spec = base_spec(UpgradeMode::Savepoint);
     let st = deployed_status(&spec, LifecycleState::Deploying);
     let mut o = obs();
-    o.job = None; // restarted operator, coordinator not up yet
+    o.coordinator = CoordinatorReport::Absent; // restarted operator, coordinator not up yet
     let d1 = decide(&spec, &st, &o);
     let d2 = decide(&spec, &d1.status, &o);
     assert_eq!(d1.actions, d2.actions);
@@ -32,7 +32,7 @@ fn failed_job_restarts_from_newest_checkpoint_within_limits() {
     let spec = base_spec(UpgradeMode::Stateless);
     let st = deployed_status(&spec, LifecycleState::Running);
     let mut o = obs();
-    o.job = Some(JobReport {
+    o.coordinator = CoordinatorReport::Reported(JobReport {
         failure: Some("boom".into()),
         ..report(JobState::Failed)
     });
@@ -65,7 +65,7 @@ fn rollback_after_readiness_timeout_and_not_retried() {
     let mut st = deployed_status(&bad, LifecycleState::Deploying);
     st.last_stable_spec = Some(spec_json(&stable));
     let mut o = obs();
-    o.job = None;
+    o.coordinator = CoordinatorReport::Absent;
     o.now = at(0) + Duration::from_secs(301);
     let d = decide(&bad, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::RollingBack);
@@ -128,7 +128,7 @@ fn unschedulable_deployment_says_why() {
     let spec = base_spec(UpgradeMode::Savepoint);
     let st = deployed_status(&spec, LifecycleState::Deploying);
     let mut o = obs();
-    o.job = Some(report(JobState::Initializing));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Initializing));
     o.unschedulable = Some("j-worker-63: 0/3 nodes are available: 3 Insufficient cpu.".into());
     let d = decide(&spec, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Deploying);

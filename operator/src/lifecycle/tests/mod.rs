@@ -93,8 +93,7 @@ fn obs() -> Observation {
         generation: 2,
         name: "j".into(),
         deleting: false,
-        job: Some(report(JobState::Running)),
-        coordinator_unanswered: None,
+        coordinator: CoordinatorReport::Reported(report(JobState::Running)),
         trigger: None,
         workloads_present: true,
         job_pods: 3,
@@ -110,8 +109,7 @@ fn obs() -> Observation {
 fn gone(mut o: Observation) -> Observation {
     o.workloads_present = false;
     o.job_pods = 0;
-    o.job = None;
-    o.coordinator_unanswered = None;
+    o.coordinator = CoordinatorReport::Absent;
     o
 }
 
@@ -224,7 +222,7 @@ fn fixture(state: LifecycleState, old: &StreamJobSpec, new: &StreamJobSpec) -> (
         LifecycleState::Created => (StreamJobStatus::default(), gone(obs())),
         LifecycleState::Deploying => {
             let mut o = obs();
-            o.job = Some(report(JobState::Initializing));
+            o.coordinator = CoordinatorReport::Reported(report(JobState::Initializing));
             (deployed_status(old, state), o)
         }
         LifecycleState::Running => (deployed_status(old, state), obs()),
@@ -238,7 +236,7 @@ fn fixture(state: LifecycleState, old: &StreamJobSpec, new: &StreamJobSpec) -> (
             st.pending = Some(pending(OperationKind::Upgrade, mode, ph, Some(old)));
             st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
             let mut o = obs();
-            o.job = Some(report(JobState::Stopping));
+            o.coordinator = CoordinatorReport::Reported(report(JobState::Stopping));
             o.trigger = Some(SavepointStatus {
                 trigger_id: "t1".into(),
                 state: TriggerState::InProgress,
@@ -283,7 +281,7 @@ fn fixture(state: LifecycleState, old: &StreamJobSpec, new: &StreamJobSpec) -> (
             ));
             let mut o = obs();
             o.deleting = true;
-            o.job = None;
+            o.coordinator = CoordinatorReport::Absent;
             (st, o)
         }
     }

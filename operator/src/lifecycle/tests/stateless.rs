@@ -72,12 +72,12 @@ fn stateless_redeploy_keeps_the_initial_savepoint_until_the_deployment_has_run()
     let mut suspended = old.clone();
     suspended.state = DesiredState::Suspended;
     let image_pull = |mut o: Observation| {
-        o.job = None; // no coordinator answers: its pod never started
+        o.coordinator = CoordinatorReport::Absent; // no coordinator answers: its pod never started
         o
     };
     let reports = |state: JobState| {
         move |mut o: Observation| {
-            o.job = Some(JobReport {
+            o.coordinator = CoordinatorReport::Reported(JobReport {
                 job_id: "run-1".into(),
                 state,
                 last_completed: None,

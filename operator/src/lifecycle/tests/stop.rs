@@ -10,7 +10,7 @@ fn flink_27804_restart_before_trigger_id_written_uses_the_savepoint_from_the_coo
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
     let mut o = obs();
     let sp = snapshot(6, SnapshotKind::Savepoint, 60); // completed after the op started (t=50)
-    o.job = Some(JobReport {
+    o.coordinator = CoordinatorReport::Reported(JobReport {
         state: JobState::Stopped,
         last_completed: Some(sp.clone()),
         ..report(JobState::Stopped)
@@ -28,7 +28,7 @@ fn flink_27804_restart_before_trigger_id_written_uses_the_savepoint_from_the_coo
 fn flink_27804_coordinator_gone_savepoint_found_in_storage() {
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
     let mut o = obs();
-    o.job = None;
+    o.coordinator = CoordinatorReport::Absent;
     o.newest_snapshot = NewestSnapshot::Found(snapshot(6, SnapshotKind::Savepoint, 60));
     let d = decide(&new, &st, &o);
     assert_eq!(
@@ -42,7 +42,7 @@ fn flink_27804_coordinator_gone_savepoint_found_in_storage() {
 fn an_older_savepoint_is_not_mistaken_for_this_stops() {
     let (_, new, st) = awaiting_stop(UpgradeMode::Savepoint);
     let mut o = obs();
-    o.job = Some(report(JobState::Stopping));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Stopping));
     o.newest_snapshot = NewestSnapshot::Found(snapshot(4, SnapshotKind::Savepoint, 10)); // before t=50
     let d = decide(&new, &st, &o);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
@@ -77,7 +77,7 @@ fn flink_33522_completed_savepoint_used_although_the_trigger_failed() {
         checkpoint_id: None,
         error: Some("task failed".into()),
     });
-    o.job = Some(JobReport {
+    o.coordinator = CoordinatorReport::Reported(JobReport {
         last_completed: Some(snapshot(6, SnapshotKind::Savepoint, 70)),
         ..report(JobState::Failed)
     });
@@ -121,7 +121,7 @@ fn stateful_mode_never_degrades_to_stateless_when_the_savepoint_fails() {
         checkpoint_id: None,
         error: Some("job failed".into()),
     });
-    o.job = Some(report(JobState::Failed));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Failed));
     let d = decide(&new, &st, &o);
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination));
     // Once the pods are gone it restores from the newest checkpoint, not from empty state.
@@ -156,18 +156,18 @@ fn savepoint_stop_of_a_restarting_job_waits_for_it_then_falls_back_to_the_checkp
     let new = changed(&old, ChangeClass::Scale);
     let st = deployed_status(&old, LifecycleState::Running);
     let mut o = obs();
-    o.job = Some(report(JobState::Restarting));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Restarting));
     // A restart is not a failure: the job stays Running in the lifecycle and the stop waits.
     let d = decide(&new, &st, &o);
     assert_eq!(phase(&d), Some(OperationPhase::Stopping));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert!(!d.events.iter().any(|e| e.reason == Reason::SavepointError));
     // Running again: the stop-with-savepoint goes out.
-    o.job = Some(report(JobState::Running));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Running));
     let running = decide(&new, &d.status, &o);
     assert_eq!(kinds(&running), ["stop-with-savepoint"]);
     // Still restarting after the bound: stop without a savepoint, restore from the checkpoint.
-    o.job = Some(report(JobState::Restarting));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Restarting));
     o.now = at(100) + RESTARTING_WAIT + Duration::from_secs(1);
     let d = decide(&new, &d.status, &o);
     assert_eq!(kinds(&d), ["delete-workloads"]);
@@ -191,8 +191,7 @@ fn savepoint_stop_waits_for_a_coordinator_that_did_not_answer_then_falls_back() 
     let new = changed(&old, ChangeClass::Scale);
     let st = deployed_status(&old, LifecycleState::Running);
     let mut unanswered = obs();
-    unanswered.job = None;
-    unanswered.coordinator_unanswered = Some("timed out after 5s".into());
+    unanswered.coordinator = CoordinatorReport::Unanswered("timed out after 5s".into());
     let d = decide(&new, &st, &unanswered);
     assert_eq!(phase(&d), Some(OperationPhase::Stopping));
     assert!(d.actions.is_empty(), "{:?}", d.actions);
@@ -228,8 +227,7 @@ fn savepoint_stop_falls_back_at_once_when_the_job_cannot_take_a_savepoint_soon()
     let new = changed(&old, ChangeClass::Scale);
     let st = deployed_status(&old, LifecycleState::Running);
     let mut unanswered = obs();
-    unanswered.job = None;
-    unanswered.coordinator_unanswered = Some("connection refused".into());
+    unanswered.coordinator = CoordinatorReport::Unanswered("connection refused".into());
     let mut crash_looping = unanswered.clone();
     crash_looping.crash_looping = true;
     let mut unschedulable = unanswered.clone();
@@ -245,13 +243,13 @@ fn savepoint_stop_falls_back_at_once_when_the_job_cannot_take_a_savepoint_soon()
     // Unanswered first (Stopping), then a report in which no savepoint can be taken.
     let waiting = decide(&new, &st, &unanswered);
     assert_eq!(phase(&waiting), Some(OperationPhase::Stopping));
-    for (what, job) in [
-        ("failed", Some(report(JobState::Failed))),
-        ("finished", Some(report(JobState::Finished))),
-        ("no coordinator", None),
+    for (what, coordinator) in [
+        ("failed", CoordinatorReport::Reported(report(JobState::Failed))),
+        ("finished", CoordinatorReport::Reported(report(JobState::Finished))),
+        ("no coordinator", CoordinatorReport::Absent),
     ] {
         let mut o = obs();
-        o.job = job;
+        o.coordinator = coordinator;
         let d = decide(&new, &waiting.status, &o);
         assert_eq!(kinds(&d), ["delete-workloads"], "{what}");
         assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination), "{what}");
@@ -264,7 +262,7 @@ fn savepoint_stop_falls_back_at_once_when_the_job_cannot_take_a_savepoint_soon()
         );
     }
     let mut initializing = obs();
-    initializing.job = Some(report(JobState::Initializing));
+    initializing.coordinator = CoordinatorReport::Reported(report(JobState::Initializing));
     let d = decide(&new, &waiting.status, &initializing);
     assert_eq!(phase(&d), Some(OperationPhase::Stopping), "initializing is waited for");
     assert!(d.actions.is_empty());
@@ -278,16 +276,14 @@ fn an_unanswered_poll_during_a_stop_keeps_waiting_for_its_savepoint() {
     let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
     st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
     let mut o = obs();
-    o.job = None;
-    o.coordinator_unanswered = Some("connection refused".into());
+    o.coordinator = CoordinatorReport::Unanswered("connection refused".into());
     o.newest_snapshot = NewestSnapshot::NotRead;
     let d = decide(&new, &st, &o);
     assert!(d.actions.is_empty(), "{:?}", d.actions);
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingStop));
     assert_eq!(d.requeue, POLL);
     // The savepoint then shows up in the poll: recorded and restored from.
-    o.coordinator_unanswered = None;
-    o.job = Some(report(JobState::Stopped));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Stopped));
     o.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
     let d = decide(&new, &d.status, &o);
     assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
@@ -296,9 +292,8 @@ fn an_unanswered_poll_during_a_stop_keeps_waiting_for_its_savepoint() {
         Some("s3://b/svp/savepoint-j-6".to_string())
     );
     // Unanswered until the stop's timeout: counted as failed, the pods deleted.
-    o.job = None;
+    o.coordinator = CoordinatorReport::Unanswered("connection refused".into());
     o.trigger = None;
-    o.coordinator_unanswered = Some("connection refused".into());
     o.now = at(50) + STOP_TIMEOUT + Duration::from_secs(1);
     let d = decide(&new, &st, &o);
     assert_eq!(kinds(&d), ["delete-workloads"]);

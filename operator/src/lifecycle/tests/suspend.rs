@@ -15,7 +15,7 @@ fn suspend_then_resume_in_savepoint_mode() {
     let mut st = d.status;
     record_trigger(&mut st, "t1".into());
     let mut o = obs();
-    o.job = Some(report(JobState::Stopped));
+    o.coordinator = CoordinatorReport::Reported(report(JobState::Stopped));
     o.trigger = Some(completed_trigger("t1", "s3://b/svp/savepoint-j-6", 6));
     let d = decide(&suspended, &st, &o);
     assert_eq!(kinds(&d), ["record-savepoint", "delete-workloads"]);
