@@ -50,7 +50,7 @@ s3_exists "s3://weir/checkpoints/$O/_owner" || fail "$O runs without claiming it
 delete_job "$O"
 
 R=wc-refused
-apply_wordcount "$R" 1 last-state
+apply_wordcount "$R" 2 last-state
 wait_running "$R"
 wait_first_checkpoint "$R"
 kubectl -n "$NS" patch streamjob "$R" --type merge -p '{"spec":{"state":"suspended"}}' >/dev/null

@@ -61,10 +61,11 @@ pub fn decide(spec: &StreamJobSpec, status: &StreamJobStatus, obs: &Observation)
         } else {
             let superseded = cx.d.status.pending.take();
             match superseded {
-                // A stop-with-savepoint already sent (an upgrade's or a suspend's) becomes the
-                // deletion's savepoint: deleting the pods under it would lose the savepoint
-                // the user asked for with savepointOnDelete.
-                Some(stop) if stop.phase == OperationPhase::AwaitingStop && spec.savepoint_on_delete => {
+                // A stop-with-savepoint already sent (an upgrade's or a suspend's) that may
+                // still complete becomes the deletion's savepoint: deleting the pods under it
+                // would lose the savepoint the user asked for with savepointOnDelete. One that
+                // failed or timed out is replaced by the deletion's own stop.
+                Some(stop) if spec.savepoint_on_delete && cx.stop_may_complete(&stop) => {
                     cx.d.status.pending = Some(PendingOperation {
                         kind: OperationKind::Delete,
                         target_spec: None,

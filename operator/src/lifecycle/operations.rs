@@ -207,6 +207,26 @@ impl<'a> Ctx<'a> {
             .cloned()
     }
 
+    /// Whether the stop-with-savepoint of `op` may still complete: `op` awaits it, its trigger
+    /// has not failed, and [`STOP_TIMEOUT`] has not passed since the operation started. A
+    /// deletion takes over only such a stop (`decide`); it replaces any other with its own.
+    pub(super) fn stop_may_complete(&self, op: &PendingOperation) -> bool {
+        op.phase == OperationPhase::AwaitingStop && !self.stop_trigger_failed() && !self.stop_timed_out(op)
+    }
+
+    /// Whether the poll of the pending stop's trigger says it failed.
+    fn stop_trigger_failed(&self) -> bool {
+        self.obs
+            .trigger
+            .as_ref()
+            .is_some_and(|t| t.state == TriggerState::Failed)
+    }
+
+    /// Whether [`STOP_TIMEOUT`] has passed since `op` started.
+    fn stop_timed_out(&self, op: &PendingOperation) -> bool {
+        self.elapsed_since(&op.started_at) > STOP_TIMEOUT
+    }
+
     fn await_stop(&mut self, op: &PendingOperation) {
         if let Some(sp) = self.stop_savepoint(op) {
             let origin = if op.kind == OperationKind::Upgrade
@@ -241,12 +261,8 @@ impl<'a> Ctx<'a> {
             return;
         }
         let state = self.job_state();
-        let trigger_failed = self
-            .obs
-            .trigger
-            .as_ref()
-            .is_some_and(|t| t.state == TriggerState::Failed);
-        let timed_out = self.elapsed_since(&op.started_at) > STOP_TIMEOUT;
+        let trigger_failed = self.stop_trigger_failed();
+        let timed_out = self.stop_timed_out(op);
         if op.trigger_id.is_none() && self.obs.trigger.is_none() && state == Some(JobState::Running) && !timed_out {
             // The stop was recorded but never reached the job (crash before the request).
             self.d.actions.push(Action::StopWithSavepoint {

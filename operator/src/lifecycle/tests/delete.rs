@@ -91,3 +91,37 @@ fn a_deletion_takes_over_a_stop_with_savepoint_in_flight() {
     let d = decide(&new, &st, &deleting);
     assert_eq!(kinds(&d), ["delete-workloads"]);
 }
+
+/// A stop in flight that can no longer complete (its trigger failed, or it is older than
+/// STOP_TIMEOUT) is not taken over: a deletion with `savepointOnDelete` of a job still running
+/// sends its own stop-with-savepoint instead of deleting the pods without one (helper-124).
+#[test]
+fn a_deletion_replaces_a_stop_that_failed_or_timed_out_with_its_own() {
+    let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
+    record_trigger(&mut st, "t1".into());
+    let mut spec = new.clone();
+    spec.savepoint_on_delete = true;
+    let mut failed = obs();
+    failed.deleting = true;
+    failed.trigger = Some(SavepointStatus {
+        trigger_id: "t1".into(),
+        state: TriggerState::Failed,
+        path: None,
+        checkpoint_id: None,
+        error: Some("a task failed".into()),
+    });
+    let mut timed_out = obs();
+    timed_out.deleting = true;
+    timed_out.now = at(50) + STOP_TIMEOUT + Duration::from_secs(1);
+    for (what, o) in [("trigger failed", failed), ("timed out", timed_out)] {
+        let d = decide(&spec, &st, &o);
+        assert_eq!(kinds(&d), ["stop-with-savepoint"], "{what}");
+        let op = d.status.pending.as_ref().expect("the deletion's operation");
+        assert_eq!(
+            (op.kind, op.phase),
+            (OperationKind::Delete, OperationPhase::AwaitingStop),
+            "{what}"
+        );
+        assert_eq!(op.trigger_id, None, "{what}: a new stop, not the failed one");
+    }
+}
