@@ -524,6 +524,7 @@ mod tests {
             Err(FormatError {
                 path: "file:///c/wc/chk-2/_metadata".into(),
                 problem: "truncated or padded: body has 10 bytes, header says 300".into(),
+                fault: crate::state::snapshot::FormatFault::Damage,
             }
             .into())
         };

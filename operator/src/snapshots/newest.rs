@@ -65,7 +65,7 @@ pub(super) async fn newest(spec: &StreamJobSpec, s3: &S3Options, name: &str) -> 
             kind: m.kind,
             completed_at_ms: completion_ms(&m),
         })),
-        Err(RestoreError::Corrupt(fault)) if !is_damage(&fault.problem) => Ok(NewestSnapshot::Refused {
+        Err(RestoreError::Corrupt(fault)) if !is_damage(&fault) => Ok(NewestSnapshot::Refused {
             id,
             message: format!(
                 "snapshot {id} ({}) is the newest of job {name}, and this operator cannot read its `_metadata`: \
@@ -261,6 +261,36 @@ mod tests {
         let why = newest_of(&root).await.unwrap_err();
         assert!(
             why.contains("snapshot 4") && why.contains("sp-4/_pointer") && why.contains("does not decode"),
+            "{why}"
+        );
+    }
+
+    /// A newest checkpoint whose `_metadata` this build cannot read is refused, in words that
+    /// fit its fault: a format version it does not know is not damage (upgrade the operator),
+    /// a file cut short is (put it back). The fault is typed (`FormatFault`), not read from the
+    /// message's words.
+    #[tokio::test]
+    async fn a_newer_format_is_told_apart_from_damage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_str().unwrap().to_string();
+        let chk = storage::open(&format!("{root}/chk"), &S3Options::default())
+            .await
+            .unwrap();
+        write_meta(&root, "chk/j/chk-5", 5, SnapshotKind::Checkpoint, 40).await;
+        let written = chk.get("j/chk-5/_metadata").await.unwrap();
+        let newer = String::from_utf8_lossy(&written).replacen("WEIR-METADATA v", "WEIR-METADATA v9", 1);
+        chk.put("j/chk-5/_metadata", newer.into_bytes().into()).await.unwrap();
+        let why = newest_of(&root).await.unwrap_err();
+        assert!(
+            why.contains("unsupported metadata version") && why.contains("upgrade the operator"),
+            "{why}"
+        );
+        chk.put("j/chk-5/_metadata", written.slice(..written.len() - 3))
+            .await
+            .unwrap();
+        let why = newest_of(&root).await.unwrap_err();
+        assert!(
+            why.contains("is unreadable") && !why.contains("upgrade the operator"),
             "{why}"
         );
     }

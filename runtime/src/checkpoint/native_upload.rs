@@ -38,7 +38,7 @@ use crate::state::disk_native::{
     LocalCheckpoint, LocalFile, blocks_of_native_store, each_block_of_native_store, is_table_file,
 };
 use crate::state::incremental::{resolve_relative, shared_table_file};
-use crate::state::snapshot::{FormatError, KeyGroupBlock, NativeFile, NativeFiles};
+use crate::state::snapshot::{FormatError, FormatFault, KeyGroupBlock, NativeFile, NativeFiles};
 use crate::state::ttl::StateTtl;
 use crate::storage::Store;
 use std::collections::BTreeMap;
@@ -488,6 +488,7 @@ pub async fn native_blocks(
         FormatError {
             path: store.url(dir),
             problem: format!("a native checkpoint's store: {e}{note}"),
+            fault: FormatFault::Damage,
         }
         .into()
     })
@@ -509,12 +510,14 @@ pub(crate) async fn download_one(
     let path = resolve_relative(dir, &f.file).ok_or_else(|| FormatError {
         path: store.url(dir),
         problem: format!("_metadata references `{}`, outside the store", f.file),
+        fault: FormatFault::OutsideStore,
     })?;
     let url = store.url(&path);
     if f.name.contains('/') || f.name.is_empty() || f.name.starts_with('.') {
         return Err(FormatError {
             path: url,
             problem: format!("native file name `{}` is not a plain file name", f.name),
+            fault: FormatFault::Damage,
         }
         .into());
     }
@@ -536,6 +539,7 @@ pub(crate) async fn download_one(
         return Err(FormatError {
             path: url,
             problem: format!("size {size} bytes, _metadata says {}", f.size),
+            fault: FormatFault::Damage,
         }
         .into());
     }
@@ -543,6 +547,7 @@ pub(crate) async fn download_one(
         return Err(FormatError {
             path: url,
             problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {:08x}", f.crc32),
+            fault: FormatFault::Damage,
         }
         .into());
     }

@@ -17,7 +17,7 @@ use crate::job::Job;
 use crate::operators::OperatorRestore;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::{
-    CheckpointMetadata, FormatError, KeyGroupBlock, NativeFiles, StateFile, StateHandle, decode_metadata,
+    CheckpointMetadata, FormatError, FormatFault, KeyGroupBlock, NativeFiles, StateFile, StateHandle, decode_metadata,
     decode_state_file_shared,
 };
 use crate::state::ttl::{Clock, SystemClock};
@@ -131,6 +131,7 @@ async fn check_unread_files(store: &Store, dir: &str, unread: &[(String, u64)]) 
         return Err(FormatError {
             path: store.url(&path),
             problem,
+            fault: FormatFault::Damage,
         }
         .into());
     }
@@ -318,6 +319,7 @@ async fn read_state_file(
             "_metadata references `{file}`, outside the store; an incremental checkpoint is restored \
              from its place in the job's checkpoint directory (or take a savepoint, which is self-contained)"
         ),
+        fault: FormatFault::OutsideStore,
     })?;
     let url = store.url(&path);
     let bytes = match &map_into {
@@ -328,6 +330,7 @@ async fn read_state_file(
         return Err(FormatError {
             path: url,
             problem: format!("size {} bytes, _metadata says {size}", bytes.len()),
+            fault: FormatFault::Damage,
         }
         .into());
     }
@@ -340,6 +343,7 @@ async fn read_state_file(
             return Err(FormatError {
                 path: url,
                 problem: format!("checksum mismatch: crc32 {crc:08x}, _metadata says {crc32:08x}"),
+                fault: FormatFault::Damage,
             });
         }
         decode_state_file_shared(&url, bytes)
@@ -510,7 +514,7 @@ pub fn damaged_snapshot_message(url: &str, error: &RestoreError, job: Option<&st
             format!("{path}, a file its `{METADATA_FILE}` lists, is missing (deleted, or not copied with the snapshot)")
         }
         // Damage, not a file of another version or place (those say what to do themselves).
-        RestoreError::Corrupt(fault) if is_damage(&fault.problem) => format!("a file does not verify: {fault}"),
+        RestoreError::Corrupt(fault) if is_damage(fault) => format!("a file does not verify: {fault}"),
         _ => return None,
     };
     let job = job.unwrap_or("<job>");
@@ -520,11 +524,11 @@ pub fn damaged_snapshot_message(url: &str, error: &RestoreError, job: Option<&st
     ))
 }
 
-/// Whether a state or `_metadata` file's `problem` ([`FormatError::problem`]) is damage to its
-/// bytes (a checksum, a size, a truncation, bytes that do not decode) rather than a format
-/// version this build does not read or a reference outside the store.
-pub fn is_damage(problem: &str) -> bool {
-    !(problem.contains("unsupported") || problem.contains("outside the store"))
+/// Whether a state or `_metadata` file's fault ([`FormatError::fault`]) is damage to its bytes
+/// (a checksum, a size, a truncation, bytes that do not decode) rather than a format version
+/// this build does not read or a reference outside the store.
+pub fn is_damage(error: &FormatError) -> bool {
+    error.fault == FormatFault::Damage
 }
 
 /// The message for a snapshot URL (`--restore URL`, a StreamJob's restore point, `weir

@@ -428,10 +428,11 @@ fn a_refused_restore_names_the_uids_on_both_sides_and_how_to_keep_the_state() {
 /// and a storage failure are not.
 #[test]
 fn damage_is_told_apart_from_versions_places_and_storage_failures() {
-    let corrupt = |problem: &str| {
+    let corrupt = |problem: &str, fault: FormatFault| {
         RestoreError::Corrupt(FormatError {
             path: "file:///s/chk-3/counts-0.state".into(),
             problem: problem.into(),
+            fault,
         })
     };
     // (error, called damaged)
@@ -440,16 +441,38 @@ fn damage_is_told_apart_from_versions_places_and_storage_failures() {
             RestoreError::Storage(StorageError::NotFound("/s/chk-3/counts-0.state".into())),
             true,
         ),
-        (corrupt("checksum mismatch: crc32 00000001, expected 00000002"), true),
-        (corrupt("size 8000 bytes, _metadata says 16614"), true),
-        (corrupt("truncated or padded: body has 3 bytes, header says 9"), true),
+        (
+            corrupt(
+                "checksum mismatch: crc32 00000001, expected 00000002",
+                FormatFault::Damage,
+            ),
+            true,
+        ),
+        (
+            corrupt("size 8000 bytes, _metadata says 16614", FormatFault::Damage),
+            true,
+        ),
+        (
+            corrupt(
+                "truncated or padded: body has 3 bytes, header says 9",
+                FormatFault::Damage,
+            ),
+            true,
+        ),
         (
             corrupt(
                 "unsupported state format version 9 (this build reads 1 and 2); restore with the Weir version that wrote it or newer",
+                FormatFault::UnsupportedVersion,
             ),
             false,
         ),
-        (corrupt("_metadata references `../x`, outside the store; ..."), false),
+        (
+            corrupt(
+                "_metadata references `../x`, outside the store; ...",
+                FormatFault::OutsideStore,
+            ),
+            false,
+        ),
         (
             RestoreError::Storage(StorageError::NotFound("/s/chk-3/_metadata".into())),
             false,

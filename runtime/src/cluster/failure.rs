@@ -263,6 +263,7 @@ mod tests {
                 RestoreError::Corrupt(FormatError {
                     path: "file:///sp/counts-1.state".into(),
                     problem: "checksum mismatch".into(),
+                    fault: crate::state::snapshot::FormatFault::Damage,
                 }),
                 true,
             ),

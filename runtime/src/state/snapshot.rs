@@ -39,6 +39,22 @@ pub struct FormatError {
     pub path: String,
     /// What is wrong (checksum mismatch, truncated, unknown version, ...).
     pub problem: String,
+    /// Which kind of fault `problem` is: what the reader can do about it.
+    pub fault: FormatFault,
+}
+
+/// The kind of a [`FormatError`]: damage is repaired by putting the file back from a copy;
+/// the others are not damage and say what to do themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatFault {
+    /// The file's bytes: a checksum or size mismatch, a truncation, bytes that do not decode,
+    /// a file that is not what its place says.
+    Damage,
+    /// A format version this build does not read (written by a newer Weir).
+    UnsupportedVersion,
+    /// A `_metadata` that references a file outside the store (an incremental checkpoint
+    /// moved away from its checkpoint directory).
+    OutsideStore,
 }
 
 /// One key group's entries, postcard-encoded by the operator that owns them.
@@ -131,6 +147,7 @@ pub fn decode_state_file_shared(path: &str, bytes: bytes::Bytes) -> Result<State
     let err = |problem: String| FormatError {
         path: path.to_string(),
         problem,
+        fault: FormatFault::Damage,
     };
     if bytes.len() < STATE_HEADER {
         return Err(err(format!(
@@ -146,10 +163,13 @@ pub fn decode_state_file_shared(path: &str, bytes: bytes::Bytes) -> Result<State
         return decode_streamed(&bytes).map_err(err);
     }
     if version != FORMAT_VERSION {
-        return Err(err(format!(
-            "unsupported state format version {version} (this build reads {FORMAT_VERSION} and \
-             {STREAMED_FORMAT_VERSION}); restore with the Weir version that wrote it or newer"
-        )));
+        return Err(FormatError {
+            fault: FormatFault::UnsupportedVersion,
+            ..err(format!(
+                "unsupported state format version {version} (this build reads {FORMAT_VERSION} and \
+                 {STREAMED_FORMAT_VERSION}); restore with the Weir version that wrote it or newer"
+            ))
+        });
     }
     let crc = u32::from_le_bytes(bytes[10..14].try_into().expect("4 bytes"));
     let len = u64::from_le_bytes(bytes[14..22].try_into().expect("8 bytes"));
@@ -609,6 +629,7 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, F
     let err = |problem: String| FormatError {
         path: path.to_string(),
         problem,
+        fault: FormatFault::Damage,
     };
     let nl = bytes
         .iter()
@@ -627,9 +648,12 @@ pub fn decode_metadata(path: &str, bytes: &[u8]) -> Result<CheckpointMetadata, F
         .and_then(|v| v.parse().ok())
         .ok_or_else(malformed)?;
     if version != FORMAT_VERSION {
-        return Err(err(format!(
-            "unsupported metadata version {version} (this build reads {FORMAT_VERSION})"
-        )));
+        return Err(FormatError {
+            fault: FormatFault::UnsupportedVersion,
+            ..err(format!(
+                "unsupported metadata version {version} (this build reads {FORMAT_VERSION})"
+            ))
+        });
     }
     let crc = field(parts.next(), "crc32=")
         .and_then(|c| u32::from_str_radix(c, 16).ok())

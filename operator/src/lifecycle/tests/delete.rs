@@ -39,13 +39,7 @@ fn savepoint_on_delete_stops_with_a_savepoint_first() {
     // A failed savepoint does not block deletion even though the job still runs.
     let mut st = d.status.clone();
     record_trigger(&mut st, "t1".into());
-    o.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Failed,
-        path: None,
-        checkpoint_id: None,
-        error: Some("x".into()),
-    });
+    o.trigger = Some(failed_trigger("t1", "x"));
     let d = decide(&spec, &st, &o);
     assert_eq!(kinds(&d), ["delete-workloads"]);
 }
@@ -103,13 +97,7 @@ fn a_deletion_replaces_a_stop_that_failed_or_timed_out_with_its_own() {
     spec.savepoint_on_delete = true;
     let mut failed = obs();
     failed.deleting = true;
-    failed.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Failed,
-        path: None,
-        checkpoint_id: None,
-        error: Some("a task failed".into()),
-    });
+    failed.trigger = Some(failed_trigger("t1", "a task failed"));
     let mut timed_out = obs();
     timed_out.deleting = true;
     timed_out.now = at(50) + STOP_TIMEOUT + Duration::from_secs(1);

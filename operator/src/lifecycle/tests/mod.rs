@@ -194,6 +194,17 @@ fn completed_trigger(id: &str, path: &str, checkpoint_id: u64) -> SavepointStatu
     }
 }
 
+/// The poll result of trigger `id`: it failed with `error`.
+fn failed_trigger(id: &str, error: &str) -> SavepointStatus {
+    SavepointStatus {
+        trigger_id: id.into(),
+        state: TriggerState::Failed,
+        path: None,
+        checkpoint_id: None,
+        error: Some(error.into()),
+    }
+}
+
 /// A short, comparable summary of an action.
 fn kinds(d: &Decision) -> Vec<&'static str> {
     d.actions

@@ -70,13 +70,7 @@ fn flink_33522_completed_savepoint_used_although_the_trigger_failed() {
     let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
     st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
     let mut o = obs();
-    o.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Failed,
-        path: None,
-        checkpoint_id: None,
-        error: Some("task failed".into()),
-    });
+    o.trigger = Some(failed_trigger("t1", "task failed"));
     o.coordinator = CoordinatorReport::Reported(JobReport {
         last_completed: Some(snapshot(6, SnapshotKind::Savepoint, 70)),
         ..report(JobState::Failed)
@@ -94,13 +88,7 @@ fn failed_stop_of_a_still_running_job_leaves_it_running_and_retries() {
     let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
     st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
     let mut o = obs();
-    o.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Failed,
-        path: None,
-        checkpoint_id: None,
-        error: Some("not all tasks running".into()),
-    });
+    o.trigger = Some(failed_trigger("t1", "not all tasks running"));
     let d = decide(&new, &st, &o);
     assert_eq!(d.status.lifecycle_state, LifecycleState::Running);
     assert!(d.status.pending.is_none() && d.actions.is_empty());
@@ -114,13 +102,7 @@ fn stateful_mode_never_degrades_to_stateless_when_the_savepoint_fails() {
     let (_, new, mut st) = awaiting_stop(UpgradeMode::Savepoint);
     st.pending.as_mut().unwrap().trigger_id = Some("t1".into());
     let mut o = obs();
-    o.trigger = Some(SavepointStatus {
-        trigger_id: "t1".into(),
-        state: TriggerState::Failed,
-        path: None,
-        checkpoint_id: None,
-        error: Some("job failed".into()),
-    });
+    o.trigger = Some(failed_trigger("t1", "job failed"));
     o.coordinator = CoordinatorReport::Reported(report(JobState::Failed));
     let d = decide(&new, &st, &o);
     assert_eq!(phase(&d), Some(OperationPhase::AwaitingTermination));
