@@ -488,10 +488,23 @@ pub async fn native_blocks(
         FormatError {
             path: store.url(dir),
             problem: format!("a native checkpoint's store: {e}{note}"),
-            fault: FormatFault::Damage,
+            fault: native_store_fault(&e.problem),
         }
         .into()
     })
+}
+
+/// The fault of a native store that does not open from files that verified against their
+/// checksums: a table format this build's RocksDB does not read ("Corrupt or unsupported
+/// format_version", "... unsupported checksum type": a store written by a newer RocksDB) is
+/// not damage to put back; anything else is damage. RocksDB's status is text only, so its
+/// words are read here, the one place they are.
+fn native_store_fault(problem: &str) -> FormatFault {
+    if problem.contains("unsupported") {
+        FormatFault::UnsupportedVersion
+    } else {
+        FormatFault::Damage
+    }
 }
 
 /// Downloads one native file into `local` under its name, streamed ([`ObjectStore::get_stream`]:

@@ -463,3 +463,24 @@ async fn a_damaged_table_files_copy_is_looked_up_in_the_job_directory() {
     let missing = stored_copy(&store, "job/chk-5", &damaged("000011.sst")).await;
     assert_eq!(missing, (copy("000011.sst"), StoredCopy::Missing));
 }
+
+/// RocksDB's words for a table format it does not read (its status is text only) make a
+/// verified native store's failure a version fault; any other failure is damage.
+#[test]
+fn a_native_store_that_rocksdb_does_not_read_is_not_damage() {
+    let rows = [
+        (
+            "Corruption: Corrupt or unsupported format_version: 9",
+            FormatFault::UnsupportedVersion,
+        ),
+        (
+            "Corruption: Corrupt or unsupported checksum type",
+            FormatFault::UnsupportedVersion,
+        ),
+        ("Corruption: block checksum mismatch", FormatFault::Damage),
+        ("IO error: No such file or directory", FormatFault::Damage),
+    ];
+    for (problem, fault) in rows {
+        assert_eq!(native_store_fault(problem), fault, "{problem}");
+    }
+}

@@ -491,3 +491,21 @@ fn damage_is_told_apart_from_versions_places_and_storage_failures() {
         }
     }
 }
+
+/// A state file a `_metadata` names outside the store is refused as such
+/// ([`FormatFault::OutsideStore`]: not damage to put back), before anything is read.
+#[tokio::test]
+async fn a_state_file_outside_the_store_is_not_damage() {
+    let root = tempfile::tempdir().unwrap();
+    let store: Store = std::sync::Arc::new(crate::storage::LocalStore::new(root.path()).unwrap());
+    let e = read_state_file(&store, "job/chk-5", "../../../x.state".into(), 10, 0, None)
+        .await
+        .unwrap_err();
+    match e {
+        RestoreError::Corrupt(fault) => {
+            assert_eq!(fault.fault, FormatFault::OutsideStore, "{fault}");
+            assert!(!is_damage(&fault));
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -109,6 +109,9 @@ fn streamed_state_file_round_trips_and_detects_corruption() {
     unknown[8] = 7;
     let e = decode_state_file("f", &unknown).unwrap_err();
     assert!(e.problem.contains("unsupported state format version 7"), "{e}");
+    assert_eq!(e.fault, FormatFault::UnsupportedVersion, "{e}");
+    let e = decode_state_file("f", &bytes[..bytes.len() - 1]).unwrap_err();
+    assert_eq!(e.fault, FormatFault::Damage, "{e}");
 }
 
 #[test]
@@ -133,6 +136,10 @@ fn metadata_round_trips_and_detects_corruption() {
     let n = bad.len() - 3;
     bad[n] = b'x';
     assert!(decode_metadata("m", &bad).unwrap_err().problem.contains("checksum"));
+    assert_eq!(decode_metadata("m", &bad).unwrap_err().fault, FormatFault::Damage);
+    let newer = String::from_utf8_lossy(&bytes).replacen("WEIR-METADATA v", "WEIR-METADATA v9", 1);
+    let e = decode_metadata("m", newer.as_bytes()).unwrap_err();
+    assert_eq!(e.fault, FormatFault::UnsupportedVersion, "{e}");
     assert!(
         decode_metadata("m", &bytes[..bytes.len() - 2])
             .unwrap_err()
